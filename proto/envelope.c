@@ -1,0 +1,233 @@
+/*
+ * envelope.c: request and reply envelopes. Pure; any thread.
+ */
+#include "envelope.h"
+
+#include <string.h>
+
+#include "mpcheck.h"
+
+static const char *const ops[PROTO_OP_COUNT] = {
+    "hello", "ping",      "receipt",  "receipts",
+    "plan",  "retention", "readback", "query",
+};
+
+const char *
+envelope_op_name(int op)
+{
+    if (op < 0 || op >= PROTO_OP_COUNT)
+        return NULL;
+    return ops[op];
+}
+
+int
+envelope_op_from_name(const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < PROTO_OP_COUNT; i++)
+        if (strlen(ops[i]) == len && memcmp(ops[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+int
+envelope_op_writes(int op)
+{
+    return op == PROTO_OP_RECEIPT || op == PROTO_OP_RECEIPTS ||
+           op == PROTO_OP_PLAN || op == PROTO_OP_RETENTION;
+}
+
+int
+envelope_pack_cstr(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (msgpack_pack_str(pk, n) != 0)
+        return -1;
+    return msgpack_pack_str_body(pk, s, n);
+}
+
+int
+envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
+               struct envelope *env, struct proto_err *err)
+{
+    const msgpack_object *root, *o;
+    size_t off = 0;
+    int dup, rc;
+
+    memset(env, 0, sizeof(*env));
+    env->op = -1;
+    if ((rc = mpcheck(frame, len, err)) != 0)
+        return rc;
+    if (msgpack_unpack_next(up, frame, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        off != len)
+        return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                             "frame is not one msgpack object");
+    root = &up->data;
+    if (root->type != MSGPACK_OBJECT_MAP)
+        return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                             "expected a request map, got %s",
+                             mpobj_type_name(root));
+
+    o = mpobj_map_get(root, "id", &dup);
+    if (o == NULL || dup)
+        return proto_err_set(err, PROTO_EMALFORMED, "id",
+                             o ? "duplicate key \"id\" in the request"
+                               : "missing request id");
+    if (mpobj_uint(o, UINT64_MAX, &env->id, err) != 0) {
+        proto_err_set(err, PROTO_EMALFORMED, "id",
+                      "expected the request id as an unsigned integer, "
+                      "got %s",
+                      mpobj_type_name(o));
+        return PROTO_EMALFORMED;
+    }
+    env->has_id = 1;
+
+    o = mpobj_map_get(root, "op", &dup);
+    if (o == NULL || dup)
+        return proto_err_set(err, PROTO_EMALFORMED, "op",
+                             o ? "duplicate key \"op\" in the request"
+                               : "missing op");
+    if (o->type != MSGPACK_OBJECT_STR)
+        return proto_err_set(err, PROTO_EMALFORMED, "op",
+                             "expected op as a string, got %s",
+                             mpobj_type_name(o));
+    env->op = envelope_op_from_name(o->via.str.ptr, o->via.str.size);
+    if (env->op < 0)
+        return proto_err_set(err, PROTO_EUNKNOWN_OP, "op",
+                             "unknown op \"%.*s\"; expected hello, ping, "
+                             "receipt, receipts, plan, retention, readback "
+                             "or query",
+                             (int)(o->via.str.size > 64 ? 64 : o->via.str.size),
+                             o->via.str.ptr);
+
+    o = mpobj_map_get(root, "seq", &dup);
+    if (dup)
+        return proto_err_set(err, PROTO_EMALFORMED, "seq",
+                             "duplicate key \"seq\" in the request");
+    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
+        if (mpobj_uint(o, UINT64_MAX, &env->seq, err) != 0) {
+            proto_err_prefix_field(err, "seq");
+            return PROTO_EINVALID;
+        }
+        env->has_seq = 1;
+    }
+
+    o = mpobj_map_get(root, "body", &dup);
+    if (dup)
+        return proto_err_set(err, PROTO_EMALFORMED, "body",
+                             "duplicate key \"body\" in the request");
+    env->body = o;
+    return 0;
+}
+
+static int
+pack_id(msgpack_packer *pk, int has_id, uint64_t id)
+{
+    if (envelope_pack_cstr(pk, "id") != 0)
+        return -1;
+    return has_id ? msgpack_pack_uint64(pk, id) : msgpack_pack_nil(pk);
+}
+
+int
+envelope_reply_ok(msgpack_packer *pk, int has_id, uint64_t id)
+{
+    if (msgpack_pack_map(pk, 3) != 0 || pack_id(pk, has_id, id) != 0 ||
+        envelope_pack_cstr(pk, "ok") != 0 || msgpack_pack_true(pk) != 0)
+        return -1;
+    return envelope_pack_cstr(pk, "result");
+}
+
+int
+envelope_reply_error(msgpack_packer *pk, int has_id, uint64_t id,
+                     const struct proto_err *err)
+{
+    if (msgpack_pack_map(pk, 3) != 0 || pack_id(pk, has_id, id) != 0 ||
+        envelope_pack_cstr(pk, "ok") != 0 || msgpack_pack_false(pk) != 0 ||
+        envelope_pack_cstr(pk, "error") != 0 || msgpack_pack_map(pk, 3) != 0)
+        return -1;
+    if (envelope_pack_cstr(pk, "code") != 0 ||
+        envelope_pack_cstr(pk, proto_code_name(err->code)) != 0 ||
+        envelope_pack_cstr(pk, "message") != 0 ||
+        envelope_pack_cstr(pk, err->message) != 0 ||
+        envelope_pack_cstr(pk, "path") != 0)
+        return -1;
+    return envelope_pack_cstr(pk, err->path);
+}
+
+int
+envelope_request(msgpack_packer *pk, int op, uint64_t id, int has_seq,
+                 uint64_t seq, int has_body)
+{
+    const char *name = envelope_op_name(op);
+
+    if (name == NULL)
+        return -1;
+    if (msgpack_pack_map(pk, 2 + (has_seq != 0) + (has_body != 0)) != 0 ||
+        envelope_pack_cstr(pk, "op") != 0 ||
+        envelope_pack_cstr(pk, name) != 0 ||
+        envelope_pack_cstr(pk, "id") != 0 || msgpack_pack_uint64(pk, id) != 0)
+        return -1;
+    if (has_seq && (envelope_pack_cstr(pk, "seq") != 0 ||
+                    msgpack_pack_uint64(pk, seq) != 0))
+        return -1;
+    if (has_body && envelope_pack_cstr(pk, "body") != 0)
+        return -1;
+    return 0;
+}
+
+static void
+copy_str(char *dst, size_t cap, const msgpack_object *o)
+{
+    size_t n = 0;
+
+    if (o != NULL && o->type == MSGPACK_OBJECT_STR) {
+        n = o->via.str.size < cap - 1 ? o->via.str.size : cap - 1;
+        memcpy(dst, o->via.str.ptr, n);
+    }
+    dst[n] = '\0';
+}
+
+int
+envelope_reply_decode(const msgpack_object *o, struct envelope_reply *r,
+                      struct proto_err *err)
+{
+    const msgpack_object *v, *e, *c;
+
+    memset(r, 0, sizeof(*r));
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                             "expected a reply map, got %s",
+                             mpobj_type_name(o));
+    v = mpobj_map_get(o, "id", NULL);
+    if (v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        r->has_id = 1;
+        r->id = v->via.u64;
+    }
+    v = mpobj_map_get(o, "ok", NULL);
+    if (v == NULL || v->type != MSGPACK_OBJECT_BOOLEAN)
+        return proto_err_set(err, PROTO_EMALFORMED, "ok",
+                             "expected \"ok\" as a boolean");
+    r->ok = v->via.boolean;
+    if (r->ok) {
+        r->result = mpobj_map_get(o, "result", NULL);
+        return 0;
+    }
+    e = mpobj_map_get(o, "error", NULL);
+    if (e == NULL || e->type != MSGPACK_OBJECT_MAP)
+        return proto_err_set(err, PROTO_EMALFORMED, "error",
+                             "expected \"error\" as a map");
+    c = mpobj_map_get(e, "code", NULL);
+    if (c != NULL && c->type == MSGPACK_OBJECT_STR) {
+        r->code_name.ptr = c->via.str.ptr;
+        r->code_name.len = c->via.str.size;
+        r->err.code = proto_code_from_name(c->via.str.ptr, c->via.str.size);
+    }
+    if (r->err.code == PROTO_OK)
+        r->err.code = PROTO_EINVALID;
+    copy_str(r->err.path, sizeof(r->err.path), mpobj_map_get(e, "path", NULL));
+    copy_str(r->err.message, sizeof(r->err.message),
+             mpobj_map_get(e, "message", NULL));
+    return 0;
+}

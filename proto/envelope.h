@@ -1,0 +1,102 @@
+/*
+ * envelope.h: request and reply envelopes of PROTOCOL section 2, for both
+ * sides of the wire.
+ *
+ * A request is a map {"op", "id", "seq"?, "body"?}; a reply is
+ * {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"code",
+ * "message", "path"}}. Unknown envelope keys are ignored.
+ */
+#ifndef RECEIPTD_PROTO_ENVELOPE_H
+#define RECEIPTD_PROTO_ENVELOPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#include "error.h"
+#include "mpobj.h"
+
+#define PROTO_VERSION 1
+
+enum proto_op {
+    PROTO_OP_HELLO,
+    PROTO_OP_PING,
+    PROTO_OP_RECEIPT,
+    PROTO_OP_RECEIPTS,
+    PROTO_OP_PLAN,
+    PROTO_OP_RETENTION,
+    PROTO_OP_READBACK,
+    PROTO_OP_QUERY,
+    PROTO_OP_COUNT
+};
+
+struct envelope {
+    int op;     /* enum proto_op */
+    int has_id; /* 0 when id was missing or unusable (reply id is nil) */
+    uint64_t id;
+    int has_seq;
+    uint64_t seq;
+    const msgpack_object *body; /* borrowed from the unpacked frame; NULL
+                                   when absent */
+};
+
+/* The wire name of an op ("receipts"), or NULL outside the table. */
+const char *envelope_op_name(int op);
+
+/* The op for a wire name, or -1. */
+int envelope_op_from_name(const char *name, size_t len);
+
+/* True for the ops that write to the store. */
+int envelope_op_writes(int op);
+
+/*
+ * Parses a whole request frame: the bounded check of mpcheck.h, unpacking
+ * into up (initialised by the caller with msgpack_unpacked_init and
+ * destroyed by it afterwards), then the envelope. env->body and every string
+ * read from it borrow both frame and up. Returns 0, PROTO_EMALFORMED (not one
+ * object, not a map, bad op or id types; has_id tells whether the id could be
+ * read), PROTO_EUNKNOWN_OP, or PROTO_EINVALID (a bad seq), with err set.
+ */
+int envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
+                   struct envelope *env, struct proto_err *err);
+
+/*
+ * Reply encoding. envelope_reply_ok() packs the map header, the id and
+ * "ok": true and the "result" key: the caller packs exactly one object next.
+ * envelope_reply_error() packs a whole error reply from err.
+ * Both return 0 or -1 when the packer's buffer cannot grow.
+ */
+int envelope_reply_ok(msgpack_packer *pk, int has_id, uint64_t id);
+int envelope_reply_error(msgpack_packer *pk, int has_id, uint64_t id,
+                         const struct proto_err *err);
+
+/*
+ * Request encoding, for clients and tests: packs the map header, "op",
+ * "id", "seq" when has_seq, and the "body" key when has_body; the caller
+ * then packs the body object. Returns 0 or -1.
+ */
+int envelope_request(msgpack_packer *pk, int op, uint64_t id, int has_seq,
+                     uint64_t seq, int has_body);
+
+/* A decoded reply, for clients and tests. */
+struct envelope_reply {
+    int has_id;
+    uint64_t id;
+    int ok;
+    const msgpack_object *result; /* when ok; borrowed */
+    struct proto_err err;         /* when !ok: code, path, message */
+    struct proto_str code_name;   /* the wire code as sent */
+};
+
+/*
+ * Decodes a reply object (already unpacked). Returns 0 or PROTO_EMALFORMED
+ * when it is not a reply envelope.
+ */
+int envelope_reply_decode(const msgpack_object *o, struct envelope_reply *r,
+                          struct proto_err *err);
+
+/* Packs a NUL-terminated string. Returns 0 or -1. */
+int envelope_pack_cstr(msgpack_packer *pk, const char *s);
+
+#endif

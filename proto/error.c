@@ -1,0 +1,99 @@
+/*
+ * error.c: the error-code table and field-path building of error.h.
+ * Pure functions; safe on any thread.
+ */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names[] = {
+    "ok",           "malformed",          "too_large",
+    "unknown_op",   "unsupported_schema", "invalid",
+    "unknown_plan", "not_retained",       "conflict",
+    "mismatch",     "unauthorized",       "overloaded",
+    "unavailable",
+};
+
+const char *
+proto_code_name(int code)
+{
+    if (code == PROTO_ENOMEM)
+        return "overloaded";
+    if (code > 0 || -code >= (int)(sizeof(names) / sizeof(names[0])))
+        return "internal";
+    return names[-code];
+}
+
+int
+proto_code_from_name(const char *name, size_t len)
+{
+    size_t i;
+
+    for (i = 1; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+            return -(int)i;
+    return PROTO_OK;
+}
+
+void
+proto_err_clear(struct proto_err *err)
+{
+    if (err == NULL)
+        return;
+    err->code = PROTO_OK;
+    err->path[0] = '\0';
+    err->message[0] = '\0';
+}
+
+int
+proto_err_set(struct proto_err *err, int code, const char *path,
+              const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return code;
+    err->code = code;
+    snprintf(err->path, sizeof(err->path), "%s", path ? path : "");
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Prepends head and, when the old path needs one, sep. Truncates at the
+ * end, never at the front, so the outermost names survive. */
+static void
+prepend(struct proto_err *err, const char *head)
+{
+    char old[PROTO_ERR_PATH_MAX];
+    const char *sep;
+
+    memcpy(old, err->path, sizeof(old));
+    if (old[0] == '\0' || old[0] == '[')
+        sep = "";
+    else
+        sep = ".";
+    snprintf(err->path, sizeof(err->path), "%s%s%s", head, sep, old);
+}
+
+void
+proto_err_prefix_field(struct proto_err *err, const char *name)
+{
+    if (err == NULL)
+        return;
+    prepend(err, name);
+}
+
+void
+proto_err_prefix_index(struct proto_err *err, size_t index)
+{
+    char head[32];
+
+    if (err == NULL)
+        return;
+    snprintf(head, sizeof(head), "[%zu]", index);
+    prepend(err, head);
+}

@@ -1,0 +1,55 @@
+/*
+ * mpobj.h: typed reads of msgpack-c objects shared by every decoder in
+ * proto/ (envelope, receipt, plan). Each returns 0 or PROTO_EINVALID with a
+ * message saying what was expected and what arrived; the caller adds the
+ * field path. Objects are borrowed; nothing is allocated.
+ */
+#ifndef RECEIPTD_PROTO_MPOBJ_H
+#define RECEIPTD_PROTO_MPOBJ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#include "error.h"
+
+/* A borrowed byte string: not NUL-terminated. */
+struct proto_str {
+    const char *ptr;
+    size_t len;
+};
+
+/* "a string", "an array", ... for messages. Never NULL. */
+const char *mpobj_type_name(const msgpack_object *o);
+
+/* True when o is a str (or bin) equal to the NUL-terminated s. */
+int mpobj_str_eq(const msgpack_object *o, const char *s);
+
+/*
+ * Reads an unsigned integer in any msgpack integer form (a negative-int
+ * form holding a non-negative value is accepted). Fails on negatives, other
+ * types, and values above max.
+ */
+int mpobj_uint(const msgpack_object *o, uint64_t max, uint64_t *out,
+               struct proto_err *err);
+
+/*
+ * Reads a string: a str, or a bin holding valid UTF-8. Fails on invalid
+ * UTF-8 (overlong forms, surrogates and code points above U+10FFFF
+ * included) and on strings longer than max_len bytes. out borrows o's bytes.
+ */
+int mpobj_str(const msgpack_object *o, size_t max_len, struct proto_str *out,
+              struct proto_err *err);
+
+/* True when buf[0..len) is valid UTF-8 as RFC 3629 defines it. */
+int mpobj_utf8_valid(const char *buf, size_t len);
+
+/*
+ * Looks up key in map o; returns the value or NULL. When the key appears
+ * more than once, *dup is set to 1 (dup may be NULL).
+ */
+const msgpack_object *mpobj_map_get(const msgpack_object *o, const char *key,
+                                    int *dup);
+
+#endif
