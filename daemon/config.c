@@ -90,11 +90,6 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
         snprintf(err, CONFIG_ERR_MAX, "max_connections must be at least 1");
         return -1;
     }
-    if (c->tcp_listen != NULL && c->tcp_listen[0] != '\0' && c->n_tokens == 0) {
-        snprintf(err, CONFIG_ERR_MAX,
-                 "TCP listener %s needs at least one token", c->tcp_listen);
-        return -1;
-    }
     return 0;
 }
 
