@@ -63,20 +63,35 @@ proto_err_set(struct proto_err *err, int code, const char *path,
     return code;
 }
 
+/* Appends src to dst[*at..cap-1), truncating, and keeps dst terminated. */
+static void
+append(char *dst, size_t cap, size_t *at, const char *src)
+{
+    size_t n = strlen(src);
+
+    if (n > cap - 1 - *at)
+        n = cap - 1 - *at;
+    memcpy(dst + *at, src, n);
+    *at += n;
+    dst[*at] = '\0';
+}
+
 /* Prepends head and, when the old path needs one, sep. Truncates at the
- * end, never at the front, so the outermost names survive. */
+ * end, never at the front, so the outermost names survive. (Built by hand
+ * rather than with snprintf, whose truncation GCC rightly warns about.) */
 static void
 prepend(struct proto_err *err, const char *head)
 {
     char old[PROTO_ERR_PATH_MAX];
-    const char *sep;
+    size_t at = 0;
 
     memcpy(old, err->path, sizeof(old));
-    if (old[0] == '\0' || old[0] == '[')
-        sep = "";
-    else
-        sep = ".";
-    snprintf(err->path, sizeof(err->path), "%s%s%s", head, sep, old);
+    old[sizeof(old) - 1] = '\0';
+    err->path[0] = '\0';
+    append(err->path, sizeof(err->path), &at, head);
+    if (old[0] != '\0' && old[0] != '[')
+        append(err->path, sizeof(err->path), &at, ".");
+    append(err->path, sizeof(err->path), &at, old);
 }
 
 void

@@ -1,0 +1,890 @@
+/*
+ * receipt.c: decoding, validation and encoding of execution receipts
+ * (PROTOCOL section 4) from msgpack-c objects, in both rmp-serde forms.
+ *
+ * Invariants: the layout of every struct (field names in declaration order,
+ * which fields each schema has, which are required) is written once, in the
+ * tables below, and both the map and the array decoders read it. Decoding
+ * borrows the input's bytes and allocates nothing unless the input carries
+ * unknown map keys; those are packed into r->extra only after every known
+ * field has validated, so a failure never leaves anything to free.
+ * Pure functions; safe on any thread.
+ */
+#include "receipt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const struct receipt_counter receipt_counters[RECEIPT_NCOUNTERS] = {
+    { 0, "counters.decode_steps", "decode_steps", 1 },
+    { 1, "counters.graph_launches", "graph_launches", 1 },
+    { 2, "counters.compute_dispatches", "compute_dispatches", 1 },
+    { 3, "counters.device_fences", "device_fences", 1 },
+    { 4, "counters.host_to_device_bytes", "host_to_device_bytes", 1 },
+    { 5, "counters.device_to_host_bytes", "device_to_host_bytes", 1 },
+    { 6, "counters.fallback_count", "fallback_count", 1 },
+    { 7, "counters.hot_path_allocations", "hot_path_allocations", 1 },
+    { 8, "counters.compile_calls", "compile_calls", 1 },
+    { 9, "counters.immutable_upload_bytes", "immutable_upload_bytes", 1 },
+    { 10, "counters.submitted_prefill_tokens", "submitted_prefill_tokens", 3 },
+    { 11, "counters.committed_prefill_tokens", "committed_prefill_tokens", 3 },
+    { 12, "counters.cached_prefill_tokens", "cached_prefill_tokens", 3 },
+    { 13, "counters.queued_requests", "queued_requests", 3 },
+    { 14, "counters.admitted_requests", "admitted_requests", 3 },
+    { 15, "counters.cow_copies", "cow_copies", 3 },
+    { 16, "counters.evictions", "evictions", 3 },
+    { 17, "counters.unique_freed_pages", "unique_freed_pages", 3 },
+    { 18, "counters.pool_high_water_bytes", "pool_high_water_bytes", 3 },
+    { 19, "counters.cancellations", "cancellations", 3 },
+    { 20, "counters.graph_bucket_tokens", "graph_bucket_tokens", 3 },
+    { 21, "counters.graph_padding_tokens", "graph_padding_tokens", 3 },
+    { 22, "counters.rebuild_outcomes", "rebuild_outcomes", 3 },
+    { 23, "latency.queue_delay_us", "queue_delay_us", 3 },
+    { 24, "latency.time_to_first_token_us", "time_to_first_token_us", 3 },
+    { 25, "latency.inter_token_latency_us", "inter_token_latency_us", 3 },
+};
+
+const char *const receipt_artifact_names[RECEIPT_NARTIFACTS] = {
+    "temp_created_bytes",
+    "temp_removed_bytes",
+    "temp_retained_bytes",
+    "temp_cleanup_failures",
+};
+
+static const char *const backend_names[RECEIPT_BACKEND_COUNT] = {
+    "cpu", "wgpu-dx12", "wgpu-vulkan", "wgpu-metal", "cuda", "metal", "unknown",
+};
+
+static const char *const status_names[RECEIPT_STATUS_COUNT] = {
+    "fallback",
+    "clean",
+    "unproven",
+};
+
+/* Top-level fields, in declaration order (PROTOCOL section 4, column #). */
+enum {
+    F_SCHEMA,
+    F_REQUESTED,
+    F_EXECUTED,
+    F_MODEL,
+    F_PLAN,
+    F_GRAPH,
+    F_TUNING,
+    F_STOP,
+    F_COVERAGE,
+    F_COUNTERS,
+    F_LATENCY,
+    F_ARTIFACTS,
+    F_COUNT
+};
+
+static const char *const top_names[F_COUNT] = {
+    "schema_version",    "requested_backend", "executed_backend",
+    "model_instance_id", "prepared_plan_id",  "graph_hash",
+    "tuning_profile",    "stop_reason",       "counter_coverage",
+    "counters",          "latency",           "artifacts",
+};
+
+/* The array layouts, indexed by schema: rmp-serde's to_vec writes the
+ * fields the struct of that schema declares, in order. */
+static const unsigned char layout_s1[] = {
+    F_SCHEMA, F_REQUESTED, F_EXECUTED, F_MODEL,    F_PLAN,
+    F_GRAPH,  F_STOP,      F_COVERAGE, F_COUNTERS, F_ARTIFACTS,
+};
+static const unsigned char layout_s2[] = {
+    F_SCHEMA, F_REQUESTED, F_EXECUTED, F_MODEL,    F_PLAN,      F_GRAPH,
+    F_TUNING, F_STOP,      F_COVERAGE, F_COUNTERS, F_ARTIFACTS,
+};
+static const unsigned char layout_s3[] = {
+    F_SCHEMA, F_REQUESTED, F_EXECUTED, F_MODEL,    F_PLAN,    F_GRAPH,
+    F_TUNING, F_STOP,      F_COVERAGE, F_COUNTERS, F_LATENCY, F_ARTIFACTS,
+};
+
+struct layout {
+    const unsigned char *fields;
+    unsigned n;
+};
+
+static const struct layout layouts[RECEIPT_SCHEMA_MAX + 1] = {
+    { NULL, 0 },
+    { layout_s1, sizeof(layout_s1) },
+    { layout_s2, sizeof(layout_s2) },
+    { layout_s3, sizeof(layout_s3) },
+};
+
+static const char *const counter_names[RECEIPT_NCOUNTERS_V3] = {
+    "decode_steps",
+    "graph_launches",
+    "compute_dispatches",
+    "device_fences",
+    "host_to_device_bytes",
+    "device_to_host_bytes",
+    "fallback_count",
+    "hot_path_allocations",
+    "compile_calls",
+    "immutable_upload_bytes",
+    "submitted_prefill_tokens",
+    "committed_prefill_tokens",
+    "cached_prefill_tokens",
+    "queued_requests",
+    "admitted_requests",
+    "cow_copies",
+    "evictions",
+    "unique_freed_pages",
+    "pool_high_water_bytes",
+    "cancellations",
+    "graph_bucket_tokens",
+    "graph_padding_tokens",
+    "rebuild_outcomes",
+};
+
+static const char *const latency_names[RECEIPT_NLATENCY] = {
+    "queue_delay_us",
+    "time_to_first_token_us",
+    "inter_token_latency_us",
+};
+
+/*
+ * The maps of one receipt that held unknown keys, remembered during
+ * validation so that r->extra can be built once everything else passed.
+ * Index: 0 top level, 1 counters, 2 latency, 3 artifacts.
+ */
+#define NSCOPES 4
+
+static const char *const scope_prefix[NSCOPES] = {
+    "",
+    "counters.",
+    "latency.",
+    "artifacts.",
+};
+
+struct unknowns {
+    const msgpack_object *map[NSCOPES];
+    const char *const *names[NSCOPES]; /* the known names of that map */
+    unsigned nnames[NSCOPES];
+    uint32_t count[NSCOPES];
+    /* A schema 1 or 2 map with a "latency" key: it is unknown there. */
+    int latency_unknown;
+};
+
+const char *
+receipt_backend_name(int backend)
+{
+    if (backend < 0 || backend >= RECEIPT_BACKEND_COUNT)
+        return NULL;
+    return backend_names[backend];
+}
+
+int
+receipt_backend_from_name(const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < RECEIPT_BACKEND_COUNT; i++)
+        if (strlen(backend_names[i]) == len &&
+            memcmp(backend_names[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+const char *
+receipt_status_name(int status)
+{
+    if (status < 0 || status >= RECEIPT_STATUS_COUNT)
+        return NULL;
+    return status_names[status];
+}
+
+int
+receipt_status_from_name(const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < RECEIPT_STATUS_COUNT; i++)
+        if (strlen(status_names[i]) == len &&
+            memcmp(status_names[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+int
+receipt_status(const struct receipt *r)
+{
+    if (r->requested_backend != r->executed_backend || r->counters[6] > 0)
+        return RECEIPT_STATUS_FALLBACK;
+    if (r->counter_coverage & ((uint64_t)1 << 6))
+        return RECEIPT_STATUS_CLEAN;
+    return RECEIPT_STATUS_UNPROVEN;
+}
+
+uint64_t
+receipt_meaningful_bits(unsigned schema_version)
+{
+    if (schema_version == 1 || schema_version == 2)
+        return ((uint64_t)1 << RECEIPT_NCOUNTERS_V2) - 1;
+    if (schema_version == 3)
+        return ((uint64_t)1 << RECEIPT_NCOUNTERS) - 1;
+    return 0;
+}
+
+void
+receipt_clear(struct receipt *r)
+{
+    if (r == NULL)
+        return;
+    free(r->extra);
+    memset(r, 0, sizeof(*r));
+}
+
+/* The bytes of a str or bin key; 0 when the key is neither. */
+static int
+key_bytes(const msgpack_object *k, const char **p, size_t *n)
+{
+    if (k->type == MSGPACK_OBJECT_STR) {
+        *p = k->via.str.ptr;
+        *n = k->via.str.size;
+        return 1;
+    }
+    if (k->type == MSGPACK_OBJECT_BIN) {
+        *p = k->via.bin.ptr;
+        *n = k->via.bin.size;
+        return 1;
+    }
+    *p = "";
+    *n = 0;
+    return 0;
+}
+
+/* The index of key p[0..n) in names[0..nnames), or -1. */
+static int
+name_index(const char *p, size_t n, const char *const *names, unsigned nnames)
+{
+    unsigned i;
+
+    for (i = 0; i < nnames; i++)
+        if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+/*
+ * One pass over a map: slot[i] receives the value of names[i] (NULL when
+ * absent), *unknown the number of other keys. Keys must be strings of valid
+ * UTF-8 (they may end up as paths in r->extra) and known keys must not
+ * repeat; a repeated unknown key is caught when extra is built.
+ */
+static int
+collect(const msgpack_object *map, const char *const *names, unsigned nnames,
+        const msgpack_object **slot, uint32_t *unknown, struct proto_err *err)
+{
+    const msgpack_object_kv *kv;
+    const char *p;
+    size_t n;
+    uint32_t i;
+    int k;
+
+    memset(slot, 0, nnames * sizeof(*slot));
+    *unknown = 0;
+    for (i = 0; i < map->via.map.size; i++) {
+        kv = &map->via.map.ptr[i];
+        if (!key_bytes(&kv->key, &p, &n))
+            return proto_err_set(err, PROTO_EINVALID, NULL,
+                                 "expected string keys, got %s as a key",
+                                 mpobj_type_name(&kv->key));
+        k = name_index(p, n, names, nnames);
+        if (k < 0) {
+            if (!mpobj_utf8_valid(p, n))
+                return proto_err_set(err, PROTO_EINVALID, NULL,
+                                     "expected keys of valid UTF-8, got a key "
+                                     "that is not");
+            (*unknown)++;
+            continue;
+        }
+        if (slot[k] != NULL)
+            return proto_err_set(err, PROTO_EINVALID, names[k],
+                                 "duplicate key \"%s\"", names[k]);
+        slot[k] = &kv->val;
+    }
+    return 0;
+}
+
+static int
+missing(struct proto_err *err, const char *name, unsigned schema)
+{
+    return proto_err_set(err, PROTO_EINVALID, name,
+                         "missing required field (schema %u)", schema);
+}
+
+static int
+wrong_count(struct proto_err *err, unsigned lo, unsigned hi, unsigned schema,
+            uint32_t got)
+{
+    if (lo == hi)
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "expected %u fields for schema %u, got %lu", lo,
+                             schema, (unsigned long)got);
+    return proto_err_set(err, PROTO_EINVALID, NULL,
+                         "expected %u to %u fields for schema %u, got %lu", lo,
+                         hi, schema, (unsigned long)got);
+}
+
+static int
+not_struct(struct proto_err *err, const msgpack_object *o)
+{
+    return proto_err_set(err, PROTO_EINVALID, NULL,
+                         "expected a map or an array, got %s",
+                         mpobj_type_name(o));
+}
+
+/* Reads one u64 field into *out, naming it on failure. */
+static int
+u64_field(const msgpack_object *o, const char *name, uint64_t *out,
+          struct proto_err *err)
+{
+    int rc = mpobj_uint(o, UINT64_MAX, out, err);
+
+    if (rc != 0)
+        proto_err_prefix_field(err, name);
+    return rc;
+}
+
+/*
+ * Decodes a struct of u64 fields (counters, latency, artifacts), in map or
+ * array form. Fields [0, nreq) are required in a map; an array may hold
+ * between lo and hi fields. nknown is how many names the schema knows:
+ * other map keys are unknown and are left for extra. Missing fields stay 0.
+ * The caller prefixes the struct's own name on failure.
+ */
+static int
+u64_struct(const msgpack_object *o, const char *const *names, unsigned nknown,
+           unsigned nreq, unsigned lo, unsigned hi, unsigned schema,
+           uint64_t *out, int scope, struct unknowns *unk,
+           struct proto_err *err)
+{
+    const msgpack_object *slot[RECEIPT_NCOUNTERS_V3];
+    unsigned i;
+    int rc;
+
+    if (o->type == MSGPACK_OBJECT_ARRAY) {
+        if (o->via.array.size < lo || o->via.array.size > hi)
+            return wrong_count(err, lo, hi, schema, o->via.array.size);
+        for (i = 0; i < o->via.array.size; i++)
+            if ((rc = u64_field(&o->via.array.ptr[i], names[i], &out[i],
+                                err)) != 0)
+                return rc;
+        return 0;
+    }
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return not_struct(err, o);
+    if ((rc = collect(o, names, nknown, slot, &unk->count[scope], err)) != 0)
+        return rc;
+    unk->map[scope] = o;
+    unk->names[scope] = names;
+    unk->nnames[scope] = nknown;
+    for (i = 0; i < nknown; i++) {
+        if (slot[i] == NULL) {
+            if (i < nreq)
+                return missing(err, names[i], schema);
+            continue;
+        }
+        if ((rc = u64_field(slot[i], names[i], &out[i], err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int
+backend_field(const msgpack_object *o, uint8_t *out, struct proto_err *err)
+{
+    struct proto_str s;
+    int b;
+
+    if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN)
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "expected a backend name as a string, got %s",
+                             mpobj_type_name(o));
+    if (mpobj_str(o, 64, &s, err) == 0 &&
+        (b = receipt_backend_from_name(s.ptr, s.len)) >= 0) {
+        *out = (uint8_t)b;
+        return 0;
+    }
+    return proto_err_set(err, PROTO_EINVALID, NULL,
+                         "expected one of cpu, wgpu-dx12, wgpu-vulkan, "
+                         "wgpu-metal, cuda, metal, unknown; got another "
+                         "string");
+}
+
+/* Decodes top-level field f (any but schema_version) into r. */
+static int
+field(int f, const msgpack_object *o, struct receipt *r, struct unknowns *unk,
+      struct proto_err *err)
+{
+    unsigned s = r->schema_version;
+    int rc;
+
+    switch (f) {
+    case F_REQUESTED:
+        rc = backend_field(o, &r->requested_backend, err);
+        break;
+    case F_EXECUTED:
+        rc = backend_field(o, &r->executed_backend, err);
+        break;
+    case F_MODEL:
+        rc = mpobj_str(o, RECEIPT_ID_MAX, &r->model_instance_id, err);
+        break;
+    case F_PLAN:
+        rc = mpobj_str(o, RECEIPT_ID_MAX, &r->prepared_plan_id, err);
+        break;
+    case F_GRAPH:
+        rc = mpobj_str(o, RECEIPT_ID_MAX, &r->graph_hash, err);
+        break;
+    case F_TUNING:
+        rc = mpobj_str(o, RECEIPT_TUNING_MAX, &r->tuning_profile, err);
+        break;
+    case F_STOP:
+        rc = mpobj_str(o, RECEIPT_ID_MAX, &r->stop_reason, err);
+        break;
+    case F_COVERAGE:
+        rc = mpobj_uint(o, UINT64_MAX, &r->counter_coverage, err);
+        break;
+    case F_COUNTERS:
+        if (s == 3)
+            rc = u64_struct(o, counter_names, RECEIPT_NCOUNTERS_V3,
+                            RECEIPT_NCOUNTERS_V2, RECEIPT_NCOUNTERS_V2,
+                            RECEIPT_NCOUNTERS_V3, s, r->counters, 1, unk, err);
+        else
+            rc = u64_struct(o, counter_names, RECEIPT_NCOUNTERS_V2,
+                            RECEIPT_NCOUNTERS_V2, RECEIPT_NCOUNTERS_V2,
+                            RECEIPT_NCOUNTERS_V2, s, r->counters, 1, unk, err);
+        break;
+    case F_LATENCY:
+        rc = u64_struct(o, latency_names, RECEIPT_NLATENCY, 0, 0,
+                        RECEIPT_NLATENCY, s, r->counters + RECEIPT_NCOUNTERS_V3,
+                        2, unk, err);
+        break;
+    case F_ARTIFACTS:
+        rc = u64_struct(o, receipt_artifact_names, RECEIPT_NARTIFACTS,
+                        RECEIPT_NARTIFACTS, RECEIPT_NARTIFACTS,
+                        RECEIPT_NARTIFACTS, s, r->artifacts, 3, unk, err);
+        break;
+    default:
+        rc = 0;
+        break;
+    }
+    if (rc != 0)
+        proto_err_prefix_field(err, top_names[f]);
+    return rc;
+}
+
+static int
+schema_field(const msgpack_object *o, struct receipt *r, struct proto_err *err)
+{
+    uint64_t v;
+
+    if (o == NULL)
+        return proto_err_set(err, PROTO_EINVALID, "schema_version",
+                             "missing required field schema_version");
+    if (mpobj_uint(o, UINT16_MAX, &v, err) != 0) {
+        proto_err_prefix_field(err, "schema_version");
+        return PROTO_EINVALID;
+    }
+    if (v < RECEIPT_SCHEMA_MIN || v > RECEIPT_SCHEMA_MAX)
+        return proto_err_set(err, PROTO_EUNSUPPORTED_SCHEMA, "schema_version",
+                             "expected schema_version 1, 2 or 3, got %u",
+                             (unsigned)v);
+    r->schema_version = (uint16_t)v;
+    return 0;
+}
+
+static int
+decode_map(const msgpack_object *o, struct receipt *r, struct unknowns *unk,
+           struct proto_err *err)
+{
+    const msgpack_object *slot[F_COUNT];
+    unsigned f;
+    int rc;
+
+    /* All twelve names first, so that a duplicate schema_version is caught
+     * before its value decides anything. */
+    if ((rc = collect(o, top_names, F_COUNT, slot, &unk->count[0], err)) != 0)
+        return rc;
+    if ((rc = schema_field(slot[F_SCHEMA], r, err)) != 0)
+        return rc;
+    /* latency is a schema-3 field: in an older receipt it is an unknown key
+     * like any other, kept in extra. */
+    if (r->schema_version != 3 && slot[F_LATENCY] != NULL) {
+        unk->latency_unknown = 1;
+        unk->count[0]++;
+    }
+    unk->map[0] = o;
+    unk->names[0] = top_names;
+    unk->nnames[0] = F_COUNT;
+    for (f = 1; f < F_COUNT; f++) {
+        if (f == F_LATENCY && r->schema_version != 3)
+            continue;
+        if (slot[f] == NULL) {
+            if (f == F_TUNING || f == F_LATENCY)
+                continue;
+            return missing(err, top_names[f], r->schema_version);
+        }
+        if ((rc = field((int)f, slot[f], r, unk, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int
+decode_array(const msgpack_object *o, struct receipt *r, struct unknowns *unk,
+             struct proto_err *err)
+{
+    const struct layout *lay;
+    uint32_t n = o->via.array.size;
+    unsigned i;
+    int rc;
+
+    if (n == 0)
+        return proto_err_set(err, PROTO_EINVALID, "schema_version",
+                             "missing required field schema_version "
+                             "(element 0 of the array form)");
+    if ((rc = schema_field(&o->via.array.ptr[0], r, err)) != 0)
+        return rc;
+    lay = &layouts[r->schema_version];
+    if (n != lay->n)
+        return wrong_count(err, lay->n, lay->n, r->schema_version, n);
+    for (i = 1; i < n; i++)
+        if ((rc = field(lay->fields[i], &o->via.array.ptr[i], r, unk, err)) !=
+            0)
+            return rc;
+    return 0;
+}
+
+/* A key packed into the extra buffer: its offset while the buffer may
+ * still move, then its address once packing is done. */
+struct keyref {
+    size_t off;
+    const char *ptr;
+    size_t len;
+};
+
+/* Orders keys by their bytes, for qsort. */
+static int
+keyref_cmp(const void *a, const void *b)
+{
+    const struct keyref *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->ptr, y->ptr, n);
+
+    if (c != 0)
+        return c;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
+/*
+ * Packs every unknown key into a new msgpack map and hands it to r. A key
+ * that repeats (the same unknown key twice in one map) is a duplicate like
+ * any other; sorting the packed keys finds repeats in O(n log n), so a
+ * frame full of unknown keys cannot make this quadratic.
+ */
+static int
+build_extra(const struct unknowns *unk, struct receipt *r,
+            struct proto_err *err)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct keyref *refs;
+    const msgpack_object_kv *kv;
+    const char *p;
+    size_t n, plen, i, total = 0, nref = 0;
+    uint32_t k;
+    int s, kn;
+
+    for (s = 0; s < NSCOPES; s++)
+        total += unk->count[s];
+    if (total == 0)
+        return 0;
+    if (total > SIZE_MAX / sizeof(*refs))
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "no memory for unknown keys");
+    refs = malloc(total * sizeof(*refs));
+    if (refs == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "no memory for unknown keys");
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_map(&pk, total) != 0)
+        goto nomem;
+    for (s = 0; s < NSCOPES; s++) {
+        if (unk->count[s] == 0)
+            continue;
+        plen = strlen(scope_prefix[s]);
+        for (k = 0; k < unk->map[s]->via.map.size; k++) {
+            kv = &unk->map[s]->via.map.ptr[k];
+            key_bytes(&kv->key, &p, &n);
+            kn = name_index(p, n, unk->names[s], unk->nnames[s]);
+            if (kn >= 0 && !(s == 0 && kn == F_LATENCY && unk->latency_unknown))
+                continue;
+            if (msgpack_pack_str(&pk, plen + n) != 0 ||
+                msgpack_pack_str_body(&pk, scope_prefix[s], plen) != 0)
+                goto nomem;
+            refs[nref].off = sb.size - plen;
+            refs[nref].len = plen + n;
+            nref++;
+            if (msgpack_pack_str_body(&pk, p, n) != 0 ||
+                msgpack_pack_object(&pk, kv->val) != 0)
+                goto nomem;
+        }
+    }
+    /* The buffer no longer moves: turn offsets into addresses. */
+    for (i = 0; i < nref; i++)
+        refs[i].ptr = sb.data + refs[i].off;
+    qsort(refs, nref, sizeof(*refs), keyref_cmp);
+    for (i = 1; i < nref; i++) {
+        if (keyref_cmp(&refs[i - 1], &refs[i]) == 0) {
+            proto_err_set(err, PROTO_EINVALID, NULL, "duplicate key");
+            n = refs[i].len < PROTO_ERR_PATH_MAX - 1 ? refs[i].len
+                                                     : PROTO_ERR_PATH_MAX - 1;
+            if (err != NULL) {
+                memcpy(err->path, refs[i].ptr, n);
+                err->path[n] = '\0';
+            }
+            free(refs);
+            msgpack_sbuffer_destroy(&sb);
+            return PROTO_EINVALID;
+        }
+    }
+    free(refs);
+    r->extra_len = sb.size;
+    r->extra = msgpack_sbuffer_release(&sb);
+    return 0;
+
+nomem:
+    free(refs);
+    msgpack_sbuffer_destroy(&sb);
+    return proto_err_set(err, PROTO_ENOMEM, NULL, "no memory for unknown keys");
+}
+
+int
+receipt_decode(const msgpack_object *o, struct receipt *r,
+               struct proto_err *err)
+{
+    struct unknowns unk;
+    int rc;
+
+    memset(r, 0, sizeof(*r));
+    memset(&unk, 0, sizeof(unk));
+    r->tuning_profile.ptr = "";
+    if (o == NULL)
+        rc = proto_err_set(err, PROTO_EINVALID, NULL,
+                           "expected a receipt body, got none");
+    else if (o->type == MSGPACK_OBJECT_MAP)
+        rc = decode_map(o, r, &unk, err);
+    else if (o->type == MSGPACK_OBJECT_ARRAY)
+        rc = decode_array(o, r, &unk, err);
+    else
+        rc = proto_err_set(err, PROTO_EINVALID, NULL,
+                           "expected a receipt as a map or an array, got %s",
+                           mpobj_type_name(o));
+    if (rc == 0)
+        rc = build_extra(&unk, r, err);
+    if (rc != 0)
+        memset(r, 0, sizeof(*r));
+    return rc;
+}
+
+/* The scope an extra key belongs to when encoding: the nested struct its
+ * prefix names, when that struct exists in the schema, else the top level. */
+static int
+extra_scope(const msgpack_object *k, unsigned schema)
+{
+    const char *p;
+    size_t n, plen;
+    int s;
+
+    if (!key_bytes(k, &p, &n))
+        return 0;
+    for (s = 1; s < NSCOPES; s++) {
+        if (s == 2 && schema != 3)
+            continue;
+        plen = strlen(scope_prefix[s]);
+        if (n > plen && memcmp(p, scope_prefix[s], plen) == 0)
+            return s;
+    }
+    return 0;
+}
+
+static uint32_t
+extra_count(const msgpack_object *extra, int scope, unsigned schema)
+{
+    uint32_t i, n = 0;
+
+    if (extra == NULL)
+        return 0;
+    for (i = 0; i < extra->via.map.size; i++)
+        if (extra_scope(&extra->via.map.ptr[i].key, schema) == scope)
+            n++;
+    return n;
+}
+
+static int
+pack_extras(msgpack_packer *pk, const msgpack_object *extra, int scope,
+            unsigned schema)
+{
+    const msgpack_object_kv *kv;
+    const char *p;
+    size_t n, plen = strlen(scope_prefix[scope]);
+    uint32_t i;
+
+    if (extra == NULL)
+        return 0;
+    for (i = 0; i < extra->via.map.size; i++) {
+        kv = &extra->via.map.ptr[i];
+        if (extra_scope(&kv->key, schema) != scope)
+            continue;
+        key_bytes(&kv->key, &p, &n);
+        if (msgpack_pack_str(pk, n - plen) != 0 ||
+            msgpack_pack_str_body(pk, p + plen, n - plen) != 0 ||
+            msgpack_pack_object(pk, kv->val) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+pack_cstr(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (msgpack_pack_str(pk, n) != 0)
+        return -1;
+    return msgpack_pack_str_body(pk, s, n);
+}
+
+static int
+pack_pstr(msgpack_packer *pk, const struct proto_str *s)
+{
+    if (msgpack_pack_str(pk, s->len) != 0)
+        return -1;
+    return msgpack_pack_str_body(pk, s->ptr, s->len);
+}
+
+/* Packs a map of u64 fields, then the extras of its scope. */
+static int
+pack_u64_map(msgpack_packer *pk, const char *const *names, unsigned n,
+             const uint64_t *v, const msgpack_object *extra, int scope,
+             unsigned schema)
+{
+    unsigned i;
+
+    if (msgpack_pack_map(pk, n + extra_count(extra, scope, schema)) != 0)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (pack_cstr(pk, names[i]) != 0 || msgpack_pack_uint64(pk, v[i]) != 0)
+            return -1;
+    return pack_extras(pk, extra, scope, schema);
+}
+
+static int
+encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk)
+{
+    unsigned s = r->schema_version, i, f;
+    const struct layout *lay;
+    int with_tuning;
+    uint32_t n;
+
+    if (s < RECEIPT_SCHEMA_MIN || s > RECEIPT_SCHEMA_MAX)
+        return -1;
+    lay = &layouts[s];
+    /* A schema-1 receipt has no tuning_profile; one that carried a value
+     * anyway keeps it, so that encoding then decoding changes nothing. */
+    with_tuning = s != 1 || r->tuning_profile.len > 0;
+    n = lay->n + (s == 1 && with_tuning) + extra_count(extra, 0, s);
+    if (msgpack_pack_map(pk, n) != 0)
+        return -1;
+    for (i = 0; i < lay->n; i++) {
+        f = lay->fields[i];
+        if (s == 1 && f == F_STOP && with_tuning &&
+            (pack_cstr(pk, top_names[F_TUNING]) != 0 ||
+             pack_pstr(pk, &r->tuning_profile) != 0))
+            return -1;
+        if (pack_cstr(pk, top_names[f]) != 0)
+            return -1;
+        switch (f) {
+        case F_SCHEMA:
+            if (msgpack_pack_uint16(pk, r->schema_version) != 0)
+                return -1;
+            break;
+        case F_REQUESTED:
+        case F_EXECUTED:
+            if (pack_cstr(pk, receipt_backend_name(
+                                  f == F_REQUESTED ? r->requested_backend
+                                                   : r->executed_backend)) != 0)
+                return -1;
+            break;
+        case F_MODEL:
+            if (pack_pstr(pk, &r->model_instance_id) != 0)
+                return -1;
+            break;
+        case F_PLAN:
+            if (pack_pstr(pk, &r->prepared_plan_id) != 0)
+                return -1;
+            break;
+        case F_GRAPH:
+            if (pack_pstr(pk, &r->graph_hash) != 0)
+                return -1;
+            break;
+        case F_TUNING:
+            if (pack_pstr(pk, &r->tuning_profile) != 0)
+                return -1;
+            break;
+        case F_STOP:
+            if (pack_pstr(pk, &r->stop_reason) != 0)
+                return -1;
+            break;
+        case F_COVERAGE:
+            if (msgpack_pack_uint64(pk, r->counter_coverage) != 0)
+                return -1;
+            break;
+        case F_COUNTERS:
+            if (pack_u64_map(pk, counter_names,
+                             s == 3 ? RECEIPT_NCOUNTERS_V3
+                                    : RECEIPT_NCOUNTERS_V2,
+                             r->counters, extra, 1, s) != 0)
+                return -1;
+            break;
+        case F_LATENCY:
+            if (pack_u64_map(pk, latency_names, RECEIPT_NLATENCY,
+                             r->counters + RECEIPT_NCOUNTERS_V3, extra, 2,
+                             s) != 0)
+                return -1;
+            break;
+        case F_ARTIFACTS:
+            if (pack_u64_map(pk, receipt_artifact_names, RECEIPT_NARTIFACTS,
+                             r->artifacts, extra, 3, s) != 0)
+                return -1;
+            break;
+        }
+    }
+    return pack_extras(pk, extra, 0, s);
+}
+
+int
+receipt_encode(const struct receipt *r, msgpack_packer *pk)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    int rc;
+
+    if (r->extra == NULL || r->extra_len == 0)
+        return encode(r, NULL, pk);
+    /* extra was packed by receipt_decode, so it is one map; unpacking it
+     * costs an allocation, which only receipts with unknown keys pay. */
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, r->extra, r->extra_len, &off) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP)
+        rc = -1;
+    else
+        rc = encode(r, &up.data, pk);
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
