@@ -3,7 +3,7 @@
 # applies the real migrations/ read from the source tree.
 set(RELIABILITY_MIGRATIONS ${CMAKE_SOURCE_DIR}/migrations)
 
-foreach(t powerloss)
+foreach(t powerloss fault)
   receiptd_check_test(check_${t}
     SOURCES check_${t}.c vfs_fault.c relwork.c
     LIBS PkgConfig::SQLITE)

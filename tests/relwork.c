@@ -283,8 +283,15 @@ one_tx(struct ctx *c, int tx)
     }
     if (rc == SQLITE_OK && w->ack_before_commit)
         w->state[tx] = RELWORK_ACKED;
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK) {
         rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+        if (rc != SQLITE_OK && w->retry_commit) {
+            note(w, c->db, "commit (retried)");
+            if (sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ||
+                sqlite3_get_autocommit(c->db))
+                rc = SQLITE_OK;
+        }
+    }
     if (rc != SQLITE_OK) {
         note(w, c->db, "transaction");
         /* A failed COMMIT may already have rolled back; a second ROLLBACK

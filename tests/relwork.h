@@ -29,6 +29,9 @@ struct relwork {
     const char *path;      /* database file; borrowed */
     int synchronous;       /* 2 = FULL (the daemon's); 1 = NORMAL (control) */
     int ack_before_commit; /* control: acknowledge before COMMIT */
+    int retry_commit;      /* control: after a failed COMMIT, retry it and
+                              acknowledge when the retry succeeds or finds
+                              no transaction left (the fsyncgate bug) */
     int autocheckpoint;    /* wal_autocheckpoint pages; 0 = SQLite's */
     int ntx;               /* transactions, at most RELWORK_MAX_TX */
     int per_tx;            /* receipts per transaction */

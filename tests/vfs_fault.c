@@ -96,6 +96,34 @@ forget_log_for(size_t file, int keep_sticky)
     nlog = j;
 }
 
+/*
+ * A range lost to a failed sync is rewritten by SQLite (a later commit
+ * writes the same WAL frames or pages again), and a successful sync of the
+ * rewrite makes it durable: a sticky record covered by a later write of the
+ * same file is dropped. SQLite writes whole pages and frames at the same
+ * offsets, so full coverage is the case that matters; partial overlaps keep
+ * the record, which errs on the side of losing data.
+ */
+static void
+drop_rewritten_sticky(size_t file)
+{
+    size_t i, j;
+    sqlite3_int64 end;
+
+    for (i = 0; i < nlog; i++) {
+        if (log_[i].file != file || !log_[i].sticky)
+            continue;
+        end = log_[i].off + (sqlite3_int64)log_[i].len;
+        for (j = i + 1; j < nlog; j++)
+            if (log_[j].file == file && !log_[j].sticky &&
+                log_[j].off <= log_[i].off &&
+                log_[j].off + (sqlite3_int64)log_[j].len >= end) {
+                log_[i].sticky = 0;
+                break;
+            }
+    }
+}
+
 static void
 forget_all(void)
 {
@@ -303,6 +331,7 @@ f_sync(sqlite3_file *file, int flags)
     /* The real fsync is skipped: durability is what the undo log says it
      * is, and the tests run several thousand sync points. */
     (void)flags;
+    drop_rewritten_sticky((size_t)f->tracked);
     forget_log_for((size_t)f->tracked, 1);
     if (f->real->pMethods->xFileSize(f->real, &size) == SQLITE_OK)
         files[f->tracked].durable_size = size;
