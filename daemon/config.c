@@ -1,18 +1,37 @@
 /*
  * config.c: built-in defaults, the configuration file and the cross-field
  * checks of config.h. Runs on the main thread only.
+ *
+ * The file is parsed by libconfig; this module only walks the parsed tree.
+ * One table (keys[]) names every key the file may hold, its type, where it
+ * lands in struct config and its range, so the parser, the unknown-key check
+ * and config_dump() cannot disagree. Every error names the file and line
+ * libconfig recorded for the offending setting.
+ *
+ * Invariant: config_load_file() works on a deep copy and swaps it in only
+ * when the whole file was accepted, so a bad file (or a reload with a bad
+ * file) never leaves a half-applied configuration behind.
  */
+#include <libconfig.h>
+
 #include "config.h"
 
-#include <stdio.h>
+/* The compatibility macro of config.h would hide libconfig's own
+ * config_init(), which this file calls. */
+#undef config_init
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <syslog.h>
 
 #include "frame.h"
 
 int
-config_init(struct config *c)
+config_defaults(struct config *c)
 {
     memset(c, 0, sizeof(*c));
     c->socket_mode = 0660;
@@ -39,16 +58,28 @@ free_list(char **list, size_t n)
 {
     size_t i;
 
+    if (list == NULL)
+        return;
     for (i = 0; i < n; i++)
         free(list[i]);
     free(list);
 }
 
-void
-config_free(struct config *c)
+static void
+free_tokens(struct config_token *t, size_t n)
 {
     size_t i;
 
+    if (t == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        free(t[i].name);
+    free(t);
+}
+
+void
+config_free(struct config *c)
+{
     if (c == NULL)
         return;
     free(c->socket_path);
@@ -57,10 +88,1003 @@ config_free(struct config *c)
     free(c->db_path);
     free_list(c->writer_groups, c->n_writer_groups);
     free_list(c->reader_groups, c->n_reader_groups);
-    for (i = 0; i < c->n_tokens; i++)
-        free(c->tokens[i].name);
-    free(c->tokens);
+    free_tokens(c->tokens, c->n_tokens);
     memset(c, 0, sizeof(*c));
+}
+
+/* strdup that keeps NULL as NULL; *ok is cleared on allocation failure. */
+static char *
+dup_or_null(const char *s, int *ok)
+{
+    char *d;
+
+    if (s == NULL)
+        return NULL;
+    if ((d = strdup(s)) == NULL)
+        *ok = 0;
+    return d;
+}
+
+static char **
+dup_list(char *const *list, size_t n, int *ok)
+{
+    char **d;
+    size_t i;
+
+    if (n == 0)
+        return NULL;
+    if ((d = calloc(n, sizeof(*d))) == NULL) {
+        *ok = 0;
+        return NULL;
+    }
+    for (i = 0; i < n; i++)
+        d[i] = dup_or_null(list[i], ok);
+    return d;
+}
+
+int
+config_copy(struct config *dst, const struct config *src)
+{
+    int ok = 1;
+    size_t i;
+
+    *dst = *src;
+    dst->socket_path = dup_or_null(src->socket_path, &ok);
+    dst->socket_group = dup_or_null(src->socket_group, &ok);
+    dst->tcp_listen = dup_or_null(src->tcp_listen, &ok);
+    dst->db_path = dup_or_null(src->db_path, &ok);
+    dst->writer_groups =
+        dup_list(src->writer_groups, src->n_writer_groups, &ok);
+    dst->reader_groups =
+        dup_list(src->reader_groups, src->n_reader_groups, &ok);
+    dst->tokens = NULL;
+    if (src->n_tokens > 0) {
+        dst->tokens = calloc(src->n_tokens, sizeof(*dst->tokens));
+        if (dst->tokens == NULL)
+            ok = 0;
+        for (i = 0; dst->tokens != NULL && i < src->n_tokens; i++) {
+            dst->tokens[i].name = dup_or_null(src->tokens[i].name, &ok);
+            memcpy(dst->tokens[i].sha256, src->tokens[i].sha256,
+                   sizeof(dst->tokens[i].sha256));
+        }
+    }
+    if (!ok) {
+        /* The counts are still src's, so config_free() walks exactly the
+         * arrays that were allocated (NULL entries are fine for free). */
+        if (dst->writer_groups == NULL)
+            dst->n_writer_groups = 0;
+        if (dst->reader_groups == NULL)
+            dst->n_reader_groups = 0;
+        if (dst->tokens == NULL)
+            dst->n_tokens = 0;
+        config_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Sizes and durations. ---- */
+
+static const struct unit {
+    const char *name;
+    uint64_t mult;
+} size_units[] = {
+    { "", 1 },
+    { "B", 1 },
+    { "KiB", 1ull << 10 },
+    { "MiB", 1ull << 20 },
+    { "GiB", 1ull << 30 },
+    { "TiB", 1ull << 40 },
+    { "kB", 1000ull },
+    { "KB", 1000ull },
+    { "MB", 1000000ull },
+    { "GB", 1000000000ull },
+    { "TB", 1000000000000ull },
+};
+
+static const struct unit duration_units[] = {
+    { "ms", 1 },      { "s", 1000 },     { "m", 60000 },     { "min", 60000 },
+    { "h", 3600000 }, { "d", 86400000 }, { "w", 604800000 },
+};
+
+/* Reads decimal digits at *p into *v; 0, or -1 when there are none or the
+ * value overflows. */
+static int
+read_number(const char **p, uint64_t *v)
+{
+    const char *s = *p;
+    uint64_t n = 0;
+
+    if (*s < '0' || *s > '9')
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (n > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return -1;
+        n = n * 10 + (uint64_t)(*s - '0');
+    }
+    *p = s;
+    *v = n;
+    return 0;
+}
+
+/* Finds the unit spelled by the letters at *p (advancing past them). */
+static const struct unit *
+read_unit(const char **p, const struct unit *units, size_t n_units)
+{
+    const char *s = *p;
+    size_t len = 0, i;
+
+    while ((s[len] >= 'a' && s[len] <= 'z') || (s[len] >= 'A' && s[len] <= 'Z'))
+        len++;
+    for (i = 0; i < n_units; i++) {
+        if (strlen(units[i].name) == len &&
+            strncmp(units[i].name, s, len) == 0) {
+            *p = s + len;
+            return &units[i];
+        }
+    }
+    return NULL;
+}
+
+int
+config_parse_size(const char *s, uint64_t *bytes)
+{
+    const struct unit *u;
+    uint64_t n;
+
+    while (*s == ' ')
+        s++;
+    if (read_number(&s, &n) < 0)
+        return -1;
+    while (*s == ' ')
+        s++;
+    u = read_unit(&s, size_units, sizeof(size_units) / sizeof(size_units[0]));
+    if (u == NULL)
+        return -1;
+    while (*s == ' ')
+        s++;
+    if (*s != '\0')
+        return -1;
+    if (n > UINT64_MAX / u->mult)
+        return -1;
+    *bytes = n * u->mult;
+    return 0;
+}
+
+int
+config_parse_duration_ms(const char *s, uint64_t *ms)
+{
+    const struct unit *u;
+    uint64_t n, total = 0, part;
+    int pairs = 0;
+
+    while (*s == ' ')
+        s++;
+    while (*s != '\0') {
+        if (read_number(&s, &n) < 0)
+            return -1;
+        while (*s == ' ')
+            s++;
+        if (*s == '\0' && pairs == 0) {
+            /* A bare number is seconds, like an integer in the file. */
+            u = &duration_units[1];
+        } else {
+            u = read_unit(&s, duration_units,
+                          sizeof(duration_units) / sizeof(duration_units[0]));
+            if (u == NULL)
+                return -1;
+        }
+        if (n > UINT64_MAX / u->mult)
+            return -1;
+        part = n * u->mult;
+        if (total > UINT64_MAX - part)
+            return -1;
+        total += part;
+        pairs++;
+        while (*s == ' ')
+            s++;
+    }
+    if (pairs == 0)
+        return -1;
+    *ms = total;
+    return 0;
+}
+
+/* ---- The key table. ---- */
+
+enum kind {
+    K_STRING,  /* free-form string; "" means none */
+    K_PATH,    /* a file path; "" means none */
+    K_SOCKET,  /* a Unix socket path; "" means none; fits sun_path */
+    K_TCP,     /* "HOST:PORT" or "[V6]:PORT"; "" means off */
+    K_MODE,    /* an octal string, "0660" */
+    K_COUNT,   /* a plain integer */
+    K_SIZE,    /* bytes: an integer or a string with a unit */
+    K_MSEC,    /* duration kept in milliseconds */
+    K_SEC,     /* duration kept in whole seconds */
+    K_GROUPS,  /* an array of group names */
+    K_TOKENS,  /* a list of { name; sha256; } groups */
+    K_LOGLEVEL /* "err", "warning", "notice", "info", "debug" */
+};
+
+struct key {
+    const char *section; /* NULL for a top-level key */
+    const char *name;
+    enum kind kind;
+    size_t off;   /* offset of the member in struct config */
+    size_t width; /* its size: 4 or 8 for numbers */
+    uint64_t min, max;
+    int zero_ok; /* 0 is also accepted (it means "off") */
+};
+
+#define M(member)                                                              \
+    offsetof(struct config, member), sizeof(((struct config *)0)->member)
+
+#define KIB  (1ull << 10)
+#define MIB  (1ull << 20)
+#define GIB  (1ull << 30)
+#define TIB  (1ull << 40)
+#define SEC  1000ull
+#define MIN  (60 * SEC)
+#define HOUR (60 * MIN)
+#define DAY  (24 * HOUR)
+
+static const struct key keys[] = {
+    { "listen", "socket", K_SOCKET, M(socket_path), 0, 0, 0 },
+    { "listen", "socket_mode", K_MODE, M(socket_mode), 0, 0777, 0 },
+    { "listen", "socket_group", K_STRING, M(socket_group), 0, 0, 0 },
+    { "listen", "tcp", K_TCP, M(tcp_listen), 0, 0, 0 },
+
+    { "store", "path", K_PATH, M(db_path), 0, 0, 0 },
+    { "store", "quarantine_max", K_SIZE, M(quarantine_max_bytes), MIB, TIB, 0 },
+    /* 0 keeps receipts forever; otherwise at least an hour, so a slip
+     * ("7" meant as days, read as seconds) cannot wipe the store. */
+    { "store", "retention", K_SEC, M(retention_max_age_s), HOUR / SEC,
+      100 * 366 * DAY / SEC, 1 },
+    { "store", "prune_batch", K_COUNT, M(prune_batch), 1, 1000000, 0 },
+
+    { "limits", "max_frame", K_SIZE, M(max_frame), 64, FRAME_MAX_CEILING, 0 },
+    { "limits", "max_batch", K_COUNT, M(max_batch), 1, 1000000, 0 },
+    { "limits", "max_connections", K_COUNT, M(max_connections), 1, 1000000, 0 },
+    { "limits", "idle_timeout", K_MSEC, M(idle_timeout_ms), SEC, 7 * DAY, 0 },
+    { "limits", "frame_timeout", K_MSEC, M(frame_timeout_ms), 100, HOUR, 0 },
+    { "limits", "hello_timeout", K_MSEC, M(hello_timeout_ms), 100, 5 * MIN, 0 },
+    { "limits", "max_unsent", K_SIZE, M(max_unsent_bytes), 64 * KIB, GIB, 0 },
+    { "limits", "max_pending", K_SIZE, M(max_pending_bytes), MIB, 64 * GIB, 0 },
+    { "limits", "commit_max_items", K_COUNT, M(commit_max_items), 1, 1000000,
+      0 },
+    { "limits", "commit_max_bytes", K_SIZE, M(commit_max_bytes), 64 * KIB, GIB,
+      0 },
+    { "limits", "query_timeout", K_MSEC, M(query_timeout_ms), 100, HOUR, 0 },
+    { "limits", "query_threads", K_COUNT, M(query_threads), 1, 64, 0 },
+
+    { "access", "writer_groups", K_GROUPS, M(writer_groups), 0, 0, 0 },
+    { "access", "reader_groups", K_GROUPS, M(reader_groups), 0, 0, 0 },
+    { "access", "tokens", K_TOKENS, M(tokens), 0, 0, 0 },
+
+    { NULL, "log_level", K_LOGLEVEL, M(log_level), 0, 0, 0 },
+};
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const struct {
+    const char *name;
+    int level;
+} log_levels[] = {
+    { "err", LOG_ERR },         { "error", LOG_ERR },
+    { "warning", LOG_WARNING }, { "warn", LOG_WARNING },
+    { "notice", LOG_NOTICE },   { "info", LOG_INFO },
+    { "debug", LOG_DEBUG },
+};
+
+/* Limits for strings the file may hold: group and token names are short
+ * identifiers, paths are bounded by PATH_MAX on Linux. */
+#define NAME_MAX_LEN 256
+#define PATH_MAX_LEN 4096
+#define GROUPS_MAX   64
+#define TOKENS_MAX   4096
+
+/* ---- Walking the parsed file. ---- */
+
+struct load {
+    const char *path; /* the top-level file, for settings without a file */
+    char *err;        /* CONFIG_ERR_MAX bytes */
+};
+
+/* Writes "file:line: section.key: reason" for setting s. Returns -1. */
+static int fail(struct load *ld, const config_setting_t *s, const char *section,
+                const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int
+fail(struct load *ld, const config_setting_t *s, const char *section,
+     const char *name, const char *fmt, ...)
+{
+    const char *file = ld->path;
+    va_list ap;
+    size_t used;
+    int line = 0;
+
+    if (s != NULL) {
+        if (config_setting_source_file(s) != NULL)
+            file = config_setting_source_file(s);
+        line = config_setting_source_line(s);
+    }
+    if (name == NULL)
+        snprintf(ld->err, CONFIG_ERR_MAX, "%s:%d: ", file, line);
+    else if (section == NULL)
+        snprintf(ld->err, CONFIG_ERR_MAX, "%s:%d: %s: ", file, line, name);
+    else
+        snprintf(ld->err, CONFIG_ERR_MAX, "%s:%d: %s.%s: ", file, line, section,
+                 name);
+    /* The reason goes after the prefix, cut if the whole is too long. */
+    used = strlen(ld->err);
+    va_start(ap, fmt);
+    vsnprintf(ld->err + used, CONFIG_ERR_MAX - used, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *
+type_name(const config_setting_t *s)
+{
+    switch (config_setting_type(s)) {
+    case CONFIG_TYPE_GROUP:
+        return "a group";
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        return "an integer";
+    case CONFIG_TYPE_FLOAT:
+        return "a float";
+    case CONFIG_TYPE_STRING:
+        return "a string";
+    case CONFIG_TYPE_BOOL:
+        return "a boolean";
+    case CONFIG_TYPE_ARRAY:
+        return "an array";
+    case CONFIG_TYPE_LIST:
+        return "a list";
+    default:
+        return "an unknown type";
+    }
+}
+
+static int
+is_int(const config_setting_t *s)
+{
+    return config_setting_type(s) == CONFIG_TYPE_INT ||
+           config_setting_type(s) == CONFIG_TYPE_INT64;
+}
+
+static void
+set_number(struct config *c, const struct key *k, uint64_t v)
+{
+    char *p = (char *)c + k->off;
+
+    if (k->width == sizeof(uint32_t)) {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(p, &v32, sizeof(v32));
+    } else {
+        memcpy(p, &v, sizeof(v));
+    }
+}
+
+static uint64_t
+get_number(const struct config *c, const struct key *k)
+{
+    const char *p = (const char *)c + k->off;
+
+    if (k->width == sizeof(uint32_t)) {
+        uint32_t v32;
+        memcpy(&v32, p, sizeof(v32));
+        return v32;
+    }
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* Formats a number of the key's kind in its largest exact unit. */
+static void
+format_value(const struct key *k, uint64_t v, char *buf, size_t len)
+{
+    static const struct unit bin[] = {
+        { "TiB", 1ull << 40 },
+        { "GiB", 1ull << 30 },
+        { "MiB", 1ull << 20 },
+        { "KiB", 1ull << 10 },
+    };
+    static const struct unit dur[] = {
+        { "w", 604800000 }, { "d", 86400000 }, { "h", 3600000 },
+        { "m", 60000 },     { "s", 1000 },
+    };
+    const struct unit *u = NULL;
+    size_t i, n = 0;
+
+    if (k->kind == K_SIZE) {
+        u = bin;
+        n = sizeof(bin) / sizeof(bin[0]);
+    } else if (k->kind == K_MSEC || k->kind == K_SEC) {
+        u = dur;
+        n = sizeof(dur) / sizeof(dur[0]);
+        if (k->kind == K_SEC) {
+            /* Seconds fit milliseconds for every value the table allows. */
+            v *= 1000;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (v != 0 && v % u[i].mult == 0) {
+            snprintf(buf, len, "%" PRIu64 "%s", v / u[i].mult, u[i].name);
+            return;
+        }
+    }
+    if (k->kind == K_SIZE)
+        snprintf(buf, len, "%" PRIu64 "B", v);
+    else if (k->kind == K_MSEC || k->kind == K_SEC)
+        snprintf(buf, len, "%" PRIu64 "ms", v);
+    else
+        snprintf(buf, len, "%" PRIu64, v);
+}
+
+/* Reads an integer-or-string number (count, size or duration) of key k. */
+static int
+load_number(struct load *ld, const config_setting_t *s, const struct key *k,
+            struct config *c)
+{
+    char lo[32], hi[32];
+    uint64_t v;
+
+    if (is_int(s)) {
+        long long raw = config_setting_get_int64(s);
+
+        if (raw < 0)
+            return fail(ld, s, k->section, k->name,
+                        "must not be negative, got %lld", raw);
+        v = (uint64_t)raw;
+        /* An integer duration is in seconds; kept in milliseconds. */
+        if (k->kind == K_MSEC || k->kind == K_SEC) {
+            if (v > UINT64_MAX / 1000)
+                goto range;
+            v *= 1000;
+        }
+    } else if (config_setting_type(s) == CONFIG_TYPE_STRING &&
+               k->kind == K_SIZE) {
+        if (config_parse_size(config_setting_get_string(s), &v) < 0)
+            return fail(ld, s, k->section, k->name,
+                        "\"%s\" is not a size: write bytes as an integer or "
+                        "a number with a unit (B, KiB, MiB, GiB, TiB, kB, "
+                        "MB, GB, TB), e.g. \"64MiB\"",
+                        config_setting_get_string(s));
+    } else if (config_setting_type(s) == CONFIG_TYPE_STRING &&
+               (k->kind == K_MSEC || k->kind == K_SEC)) {
+        if (config_parse_duration_ms(config_setting_get_string(s), &v) < 0)
+            return fail(ld, s, k->section, k->name,
+                        "\"%s\" is not a duration: write seconds as an "
+                        "integer or numbers with units (ms, s, m, h, d, w), "
+                        "e.g. \"10s\", \"7d\", \"1h30m\"",
+                        config_setting_get_string(s));
+    } else {
+        return fail(ld, s, k->section, k->name, "expected %s, got %s",
+                    k->kind == K_COUNT  ? "an integer"
+                    : k->kind == K_SIZE ? "a size (an integer or a string)"
+                                        : "a duration (an integer or a string)",
+                    type_name(s));
+    }
+    if (k->kind == K_SEC) {
+        if (v % 1000 != 0)
+            return fail(ld, s, k->section, k->name,
+                        "must be a whole number of seconds");
+        v /= 1000;
+    }
+    if ((v < k->min || v > k->max) && !(v == 0 && k->zero_ok))
+        goto range;
+    set_number(c, k, v);
+    return 0;
+range:
+    format_value(k, k->min, lo, sizeof(lo));
+    format_value(k, k->max, hi, sizeof(hi));
+    return fail(ld, s, k->section, k->name, "out of range: must be %s%s to %s",
+                k->zero_ok ? "0 (off) or " : "", lo, hi);
+}
+
+static int
+check_tcp(const char *a)
+{
+    const char *colon, *port;
+    char *end;
+    unsigned long p;
+
+    if (a[0] == '[') {
+        const char *close = strchr(a, ']');
+
+        if (close == NULL || close == a + 1 || close[1] != ':')
+            return -1;
+        colon = close + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (colon == NULL || colon == a || memchr(a, ':', (size_t)(colon - a)))
+            return -1;
+    }
+    port = colon + 1;
+    if (*port < '0' || *port > '9')
+        return -1;
+    errno = 0;
+    p = strtoul(port, &end, 10);
+    if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
+        return -1;
+    return 0;
+}
+
+static int
+load_string(struct load *ld, const config_setting_t *s, const struct key *k,
+            struct config *c)
+{
+    char **slot = (char **)(void *)((char *)c + k->off);
+    const char *v;
+    char *copy;
+    size_t len;
+
+    if (config_setting_type(s) != CONFIG_TYPE_STRING)
+        return fail(ld, s, k->section, k->name, "expected a string, got %s",
+                    type_name(s));
+    v = config_setting_get_string(s);
+    len = strlen(v);
+    switch (k->kind) {
+    case K_SOCKET:
+        /* The path must fit sockaddr_un, or bind() would truncate it. */
+        if (len >= sizeof(((struct sockaddr_un *)0)->sun_path))
+            return fail(ld, s, k->section, k->name,
+                        "a Unix socket path is at most %zu bytes, got %zu",
+                        sizeof(((struct sockaddr_un *)0)->sun_path) - 1, len);
+        if (len > 0 && v[0] != '/')
+            return fail(ld, s, k->section, k->name,
+                        "must be an absolute path, got \"%s\"", v);
+        break;
+    case K_PATH:
+        if (len > PATH_MAX_LEN)
+            return fail(ld, s, k->section, k->name,
+                        "a path is at most %d bytes, got %zu", PATH_MAX_LEN,
+                        len);
+        break;
+    case K_TCP:
+        if (len > 0 && check_tcp(v) < 0)
+            return fail(ld, s, k->section, k->name,
+                        "\"%s\" is not HOST:PORT (port 1-65535; an IPv6 "
+                        "address in brackets, \"[::1]:7411\")",
+                        v);
+        break;
+    default:
+        if (len > NAME_MAX_LEN)
+            return fail(ld, s, k->section, k->name, "at most %d bytes, got %zu",
+                        NAME_MAX_LEN, len);
+        break;
+    }
+    /* An empty string means "none", which struct config spells NULL. */
+    copy = NULL;
+    if (len > 0 && (copy = strdup(v)) == NULL)
+        return fail(ld, s, k->section, k->name, "out of memory");
+    free(*slot);
+    *slot = copy;
+    return 0;
+}
+
+static int
+load_mode(struct load *ld, const config_setting_t *s, const struct key *k,
+          struct config *c)
+{
+    const char *v, *p;
+    uint32_t mode = 0;
+
+    if (config_setting_type(s) != CONFIG_TYPE_STRING)
+        return fail(ld, s, k->section, k->name,
+                    "expected an octal string such as \"0660\", got %s "
+                    "(libconfig reads 0660 as the decimal 660)",
+                    type_name(s));
+    v = config_setting_get_string(s);
+    for (p = v; *p != '\0'; p++) {
+        if (*p < '0' || *p > '7' || mode > 0777)
+            return fail(ld, s, k->section, k->name,
+                        "\"%s\" is not an octal mode such as \"0660\"", v);
+        mode = mode * 8 + (uint32_t)(*p - '0');
+    }
+    if (p == v || mode > 0777)
+        return fail(ld, s, k->section, k->name,
+                    "\"%s\" is not an octal mode such as \"0660\"", v);
+    if ((mode & 0007) != 0)
+        return fail(ld, s, k->section, k->name,
+                    "%04o gives access to every local user: use groups "
+                    "(\"0660\" or \"0770\")",
+                    (unsigned)mode);
+    if ((mode & 0600) != 0600)
+        return fail(ld, s, k->section, k->name,
+                    "%04o must let the daemon's own user read and write",
+                    (unsigned)mode);
+    set_number(c, k, mode);
+    return 0;
+}
+
+static int
+check_name(const char *v)
+{
+    size_t len = strlen(v);
+
+    return len == 0 || len > NAME_MAX_LEN ? -1 : 0;
+}
+
+static int
+load_groups(struct load *ld, const config_setting_t *s, const struct key *k,
+            struct config *c)
+{
+    int writers = k->off == offsetof(struct config, writer_groups);
+    char ***slot = writers ? &c->writer_groups : &c->reader_groups;
+    size_t *count = writers ? &c->n_writer_groups : &c->n_reader_groups;
+    char **list = NULL;
+    int n, i, j;
+
+    if (config_setting_type(s) != CONFIG_TYPE_ARRAY &&
+        config_setting_type(s) != CONFIG_TYPE_LIST)
+        return fail(ld, s, k->section, k->name,
+                    "expected an array of group names such as "
+                    "[ \"receiptd\" ], got %s",
+                    type_name(s));
+    n = config_setting_length(s);
+    if (n > GROUPS_MAX)
+        return fail(ld, s, k->section, k->name, "at most %d groups, got %d",
+                    GROUPS_MAX, n);
+    if (n > 0 && (list = calloc((size_t)n, sizeof(*list))) == NULL)
+        return fail(ld, s, k->section, k->name, "out of memory");
+    for (i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *v;
+
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            free_list(list, (size_t)n);
+            return fail(ld, e, k->section, k->name,
+                        "element %d: expected a group name, got %s", i,
+                        type_name(e));
+        }
+        v = config_setting_get_string(e);
+        if (check_name(v) < 0) {
+            free_list(list, (size_t)n);
+            return fail(ld, e, k->section, k->name,
+                        "element %d: a group name is 1 to %d bytes", i,
+                        NAME_MAX_LEN);
+        }
+        for (j = 0; j < i; j++) {
+            if (strcmp(list[j], v) == 0) {
+                free_list(list, (size_t)n);
+                return fail(ld, e, k->section, k->name,
+                            "group \"%s\" is listed twice", v);
+            }
+        }
+        if ((list[i] = strdup(v)) == NULL) {
+            free_list(list, (size_t)n);
+            return fail(ld, e, k->section, k->name, "out of memory");
+        }
+    }
+    free_list(*slot, *count);
+    *slot = list;
+    *count = (size_t)n;
+    return 0;
+}
+
+static int
+hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+static int
+load_token(struct load *ld, const config_setting_t *e, int index,
+           struct config_token *t)
+{
+    const config_setting_t *name = NULL, *hash = NULL;
+    const char *v;
+    int i, n;
+
+    if (!config_setting_is_group(e))
+        return fail(ld, e, "access", "tokens",
+                    "element %d: expected a group "
+                    "{ name = \"...\"; sha256 = \"...\"; }, got %s",
+                    index, type_name(e));
+    n = config_setting_length(e);
+    for (i = 0; i < n; i++) {
+        const config_setting_t *m = config_setting_get_elem(e, (unsigned)i);
+
+        if (strcmp(config_setting_name(m), "name") == 0)
+            name = m;
+        else if (strcmp(config_setting_name(m), "sha256") == 0)
+            hash = m;
+        else
+            return fail(ld, m, "access", "tokens",
+                        "element %d: unknown key \"%s\" (a token has name "
+                        "and sha256)",
+                        index, config_setting_name(m));
+    }
+    if (name == NULL || hash == NULL)
+        return fail(ld, e, "access", "tokens", "element %d: missing %s", index,
+                    name == NULL ? "name" : "sha256");
+    if (config_setting_type(name) != CONFIG_TYPE_STRING ||
+        check_name(config_setting_get_string(name)) < 0)
+        return fail(ld, name, "access", "tokens",
+                    "element %d: name must be a string of 1 to %d bytes", index,
+                    NAME_MAX_LEN);
+    if (config_setting_type(hash) != CONFIG_TYPE_STRING)
+        return fail(ld, hash, "access", "tokens",
+                    "element %d: sha256 must be a string of 64 hex digits, "
+                    "got %s",
+                    index, type_name(hash));
+    v = config_setting_get_string(hash);
+    if (strlen(v) != 64)
+        return fail(ld, hash, "access", "tokens",
+                    "element %d: sha256 must be 64 hex digits (the output of "
+                    "receiptd --hash-token), got %zu characters",
+                    index, strlen(v));
+    for (i = 0; i < 32; i++) {
+        int hi = hex_value(v[2 * i]), lo = hex_value(v[2 * i + 1]);
+
+        if (hi < 0 || lo < 0)
+            return fail(ld, hash, "access", "tokens",
+                        "element %d: sha256 holds a character that is not a "
+                        "hex digit",
+                        index);
+        t->sha256[i] = (unsigned char)(hi << 4 | lo);
+    }
+    if ((t->name = strdup(config_setting_get_string(name))) == NULL)
+        return fail(ld, e, "access", "tokens", "out of memory");
+    return 0;
+}
+
+static int
+load_tokens(struct load *ld, const config_setting_t *s, struct config *c)
+{
+    struct config_token *t = NULL;
+    int n, i, j;
+
+    if (config_setting_type(s) != CONFIG_TYPE_LIST)
+        return fail(ld, s, "access", "tokens",
+                    "expected a list ( { name = \"...\"; sha256 = \"...\"; }, "
+                    "... ), got %s",
+                    type_name(s));
+    n = config_setting_length(s);
+    if (n > TOKENS_MAX)
+        return fail(ld, s, "access", "tokens", "at most %d tokens, got %d",
+                    TOKENS_MAX, n);
+    if (n > 0 && (t = calloc((size_t)n, sizeof(*t))) == NULL)
+        return fail(ld, s, "access", "tokens", "out of memory");
+    for (i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+
+        if (load_token(ld, e, i, &t[i]) < 0) {
+            free_tokens(t, (size_t)n);
+            return -1;
+        }
+        /* Two entries with one name make logs ambiguous; two with one
+         * hash mean the same secret was handed out twice. */
+        for (j = 0; j < i; j++) {
+            if (strcmp(t[j].name, t[i].name) == 0 ||
+                memcmp(t[j].sha256, t[i].sha256, 32) == 0) {
+                int same_name = strcmp(t[j].name, t[i].name) == 0;
+
+                free_tokens(t, (size_t)n);
+                return fail(ld, e, "access", "tokens",
+                            "element %d: %s as element %d", i,
+                            same_name ? "same name" : "same sha256", j);
+            }
+        }
+    }
+    free_tokens(c->tokens, c->n_tokens);
+    c->tokens = t;
+    c->n_tokens = (size_t)n;
+    return 0;
+}
+
+static int
+load_loglevel(struct load *ld, const config_setting_t *s, const struct key *k,
+              struct config *c)
+{
+    const char *v;
+    size_t i;
+
+    if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+        v = config_setting_get_string(s);
+        for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
+            if (strcmp(v, log_levels[i].name) == 0) {
+                c->log_level = log_levels[i].level;
+                return 0;
+            }
+        }
+    }
+    return fail(ld, s, k->section, k->name,
+                "expected one of \"err\", \"warning\", \"notice\", \"info\", "
+                "\"debug\"");
+}
+
+static int
+load_key(struct load *ld, const config_setting_t *s, const struct key *k,
+         struct config *c)
+{
+    switch (k->kind) {
+    case K_STRING:
+    case K_PATH:
+    case K_SOCKET:
+    case K_TCP:
+        return load_string(ld, s, k, c);
+    case K_MODE:
+        return load_mode(ld, s, k, c);
+    case K_COUNT:
+    case K_SIZE:
+    case K_MSEC:
+    case K_SEC:
+        return load_number(ld, s, k, c);
+    case K_GROUPS:
+        return load_groups(ld, s, k, c);
+    case K_TOKENS:
+        return load_tokens(ld, s, c);
+    case K_LOGLEVEL:
+        return load_loglevel(ld, s, k, c);
+    }
+    return -1;
+}
+
+static const struct key *
+find_key(const char *section, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_KEYS; i++) {
+        if (((section == NULL && keys[i].section == NULL) ||
+             (section != NULL && keys[i].section != NULL &&
+              strcmp(section, keys[i].section) == 0)) &&
+            strcmp(name, keys[i].name) == 0)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+static int
+is_section(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_KEYS; i++)
+        if (keys[i].section != NULL && strcmp(keys[i].section, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Suggests the key the writer probably meant, for a key in the wrong
+ * section ("max_frame" at the top level). */
+static const char *
+section_of(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_KEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return keys[i].section;
+    return NULL;
+}
+
+static int
+unknown_key(struct load *ld, const config_setting_t *s, const char *section)
+{
+    const char *name = config_setting_name(s);
+    const char *home = section_of(name);
+
+    if (home != NULL)
+        return fail(ld, s, section, name,
+                    "unknown key here; it belongs in "
+                    "the \"%s\" section",
+                    home);
+    if (section == NULL)
+        return fail(ld, s, NULL, name,
+                    "unknown key (sections: listen, store, limits, access; "
+                    "top-level keys: log_level)");
+    return fail(ld, s, section, name, "unknown key");
+}
+
+static int
+load_tree(struct load *ld, const config_setting_t *root, struct config *c)
+{
+    int n, i, m, j;
+
+    n = config_setting_length(root);
+    for (i = 0; i < n; i++) {
+        const config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
+        const char *name = config_setting_name(s);
+        const struct key *k;
+
+        if (is_section(name)) {
+            if (!config_setting_is_group(s))
+                return fail(ld, s, NULL, name,
+                            "expected a group { ... }, got %s", type_name(s));
+            m = config_setting_length(s);
+            for (j = 0; j < m; j++) {
+                const config_setting_t *e =
+                    config_setting_get_elem(s, (unsigned)j);
+
+                if ((k = find_key(name, config_setting_name(e))) == NULL)
+                    return unknown_key(ld, e, name);
+                if (load_key(ld, e, k, c) < 0)
+                    return -1;
+            }
+            continue;
+        }
+        if ((k = find_key(NULL, name)) == NULL)
+            return unknown_key(ld, s, NULL);
+        if (load_key(ld, s, k, c) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int
+config_load_file(struct config *c, const char *path, char err[CONFIG_ERR_MAX])
+{
+    struct load ld = { path, err };
+    struct config next;
+    config_t lc;
+    char *dir, *slash;
+    int rc;
+
+    if (config_copy(&next, c) < 0) {
+        snprintf(err, CONFIG_ERR_MAX, "%s: out of memory", path);
+        return -1;
+    }
+    /* "@include" resolves relative to the including file's directory. */
+    if ((dir = strdup(path)) == NULL) {
+        config_free(&next);
+        snprintf(err, CONFIG_ERR_MAX, "%s: out of memory", path);
+        return -1;
+    }
+    slash = strrchr(dir, '/');
+    if (slash == NULL)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+
+    config_init(&lc);
+    config_set_include_dir(&lc, dir);
+    if (config_read_file(&lc, path) != CONFIG_TRUE) {
+        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO) {
+            /* libconfig does not keep errno; ask the system directly. */
+            FILE *f = fopen(path, "r");
+            int e = errno;
+
+            if (f != NULL) {
+                fclose(f);
+                snprintf(err, CONFIG_ERR_MAX, "%s: cannot read the file", path);
+            } else {
+                snprintf(err, CONFIG_ERR_MAX, "%s: %s", path, strerror(e));
+            }
+        } else {
+            snprintf(err, CONFIG_ERR_MAX, "%s:%d: %s",
+                     config_error_file(&lc) != NULL ? config_error_file(&lc)
+                                                    : path,
+                     config_error_line(&lc), config_error_text(&lc));
+        }
+        rc = -1;
+    } else {
+        rc = load_tree(&ld, config_root_setting(&lc), &next);
+    }
+    config_destroy(&lc);
+    free(dir);
+    if (rc < 0) {
+        config_free(&next);
+        return -1;
+    }
+    config_free(c);
+    *c = next;
+    return 0;
 }
 
 int
@@ -90,17 +1114,155 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
         snprintf(err, CONFIG_ERR_MAX, "max_connections must be at least 1");
         return -1;
     }
+    if ((c->socket_mode & 0007) != 0 || c->socket_mode > 0777) {
+        snprintf(err, CONFIG_ERR_MAX,
+                 "socket mode %04o gives access to every local user",
+                 (unsigned)c->socket_mode);
+        return -1;
+    }
+    /* TCP is off by default; a TCP listener with no token would let no one
+     * in (every connection must authenticate), which is never intended. */
+    if (c->tcp_listen != NULL && c->tcp_listen[0] != '\0' && c->n_tokens == 0) {
+        snprintf(err, CONFIG_ERR_MAX,
+                 "TCP listener %s needs at least one token in access.tokens",
+                 c->tcp_listen);
+        return -1;
+    }
+    /* A rejected frame of the largest allowed size must fit quarantine, and
+     * one connection's unsent replies must fit the global budget. */
+    if (c->quarantine_max_bytes < c->max_frame) {
+        snprintf(err, CONFIG_ERR_MAX,
+                 "store.quarantine_max (%" PRIu64 " bytes) is smaller than "
+                 "limits.max_frame (%lu bytes)",
+                 c->quarantine_max_bytes, (unsigned long)c->max_frame);
+        return -1;
+    }
+    if (c->max_pending_bytes < c->max_unsent_bytes) {
+        snprintf(err, CONFIG_ERR_MAX,
+                 "limits.max_pending (%" PRIu64 " bytes) is smaller than "
+                 "limits.max_unsent (%" PRIu64 " bytes)",
+                 c->max_pending_bytes, c->max_unsent_bytes);
+        return -1;
+    }
     return 0;
 }
 
-int
-config_load_file(struct config *c, const char *path, char err[CONFIG_ERR_MAX])
+/* ---- Writing the effective configuration back out. ---- */
+
+/* Writes s as a libconfig string literal, escaping what the syntax needs. */
+static void
+put_string(FILE *out, const char *s)
 {
-    /* Filled in with libconfig by the configuration work (issue 6). */
-    (void)c;
-    snprintf(err, CONFIG_ERR_MAX,
-             "%s:0: configuration files are not "
-             "supported by this build yet",
-             path);
-    return -1;
+    fputc('"', out);
+    for (; s != NULL && *s != '\0'; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(out, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(out, "\\x%02x", (unsigned char)*s);
+        else
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void
+dump_key(const struct config *c, const struct key *k, FILE *out)
+{
+    const char *indent = k->section != NULL ? "    " : "";
+    char buf[64];
+    size_t i;
+
+    fprintf(out, "%s%s = ", indent, k->name);
+    switch (k->kind) {
+    case K_STRING:
+    case K_PATH:
+    case K_SOCKET:
+    case K_TCP:
+        put_string(out,
+                   *(char *const *)(const void *)((const char *)c + k->off));
+        break;
+    case K_MODE:
+        fprintf(out, "\"%04o\"", (unsigned)c->socket_mode);
+        break;
+    case K_COUNT:
+        fprintf(out, "%" PRIu64, get_number(c, k));
+        break;
+    case K_SIZE:
+    case K_MSEC:
+    case K_SEC:
+        format_value(k, get_number(c, k), buf, sizeof(buf));
+        if (get_number(c, k) == 0)
+            fprintf(out, "0");
+        else
+            fprintf(out, "\"%s\"", buf);
+        break;
+    case K_GROUPS: {
+        char *const *list = k->off == offsetof(struct config, writer_groups)
+                                ? c->writer_groups
+                                : c->reader_groups;
+        size_t n = k->off == offsetof(struct config, writer_groups)
+                       ? c->n_writer_groups
+                       : c->n_reader_groups;
+
+        fprintf(out, "[");
+        for (i = 0; i < n; i++) {
+            fprintf(out, i == 0 ? " " : ", ");
+            put_string(out, list[i]);
+        }
+        fprintf(out, n > 0 ? " ]" : "]");
+        break;
+    }
+    case K_TOKENS:
+        fprintf(out, "(");
+        for (i = 0; i < c->n_tokens; i++) {
+            size_t j;
+
+            fprintf(out, "%s\n%s    { name = ", i == 0 ? "" : ",", indent);
+            put_string(out, c->tokens[i].name);
+            fprintf(out, "; sha256 = \"");
+            for (j = 0; j < 32; j++)
+                fprintf(out, "%02x", c->tokens[i].sha256[j]);
+            fprintf(out, "\"; }");
+        }
+        fprintf(out, c->n_tokens > 0 ? "\n%s)" : ")", indent);
+        break;
+    case K_LOGLEVEL: {
+        const char *name = "info";
+
+        for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
+            if (log_levels[i].level == c->log_level) {
+                name = log_levels[i].name;
+                break;
+            }
+        }
+        fprintf(out, "\"%s\"", name);
+        break;
+    }
+    }
+    fprintf(out, ";\n");
+}
+
+int
+config_dump(const struct config *c, FILE *out)
+{
+    const char *open = NULL;
+    size_t i;
+
+    for (i = 0; i < N_KEYS; i++) {
+        const struct key *k = &keys[i];
+
+        if (open != NULL &&
+            (k->section == NULL || strcmp(open, k->section) != 0)) {
+            fprintf(out, "};\n");
+            open = NULL;
+        }
+        if (k->section != NULL && open == NULL) {
+            fprintf(out, "%s: {\n", k->section);
+            open = k->section;
+        }
+        dump_key(c, k, out);
+    }
+    if (open != NULL)
+        fprintf(out, "};\n");
+    return ferror(out) ? -1 : 0;
 }

@@ -1,19 +1,29 @@
 /*
  * config.h: receiptd's settings, their defaults, and the configuration file
- * (libconfig syntax, /etc/receiptd/receiptd.conf when packaged).
+ * (libconfig syntax, /etc/receiptd/receiptd.conf when packaged; the keys are
+ * documented in receiptd.conf(5)).
  *
  * Precedence: built-in defaults, then the file, then command-line flags
  * (main.c applies those last). A struct config owns every string and array
  * it holds; config_free() releases them. Loaded on the main thread only;
  * a reload builds a new struct and swaps it in only when it is valid.
+ *
+ * Naming: libconfig itself exports config_init(), config_write() and the
+ * other config_* functions of <libconfig.h>, so this module must never
+ * define a function of the same name (the linker would pick one for both).
+ * Ours is config_defaults(); only config.c includes <libconfig.h>.
  */
 #ifndef RECEIPTD_DAEMON_CONFIG_H
 #define RECEIPTD_DAEMON_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CONFIG_ERR_MAX 512
+
+/* Where the packaged daemon reads its configuration by default. */
+#define CONFIG_DEFAULT_PATH "/etc/receiptd/receiptd.conf"
 
 struct config_token {
     char *name;               /* who holds it, for logs */
@@ -23,7 +33,7 @@ struct config_token {
 struct config {
     /* Listeners. */
     char *socket_path;    /* Unix socket; NULL or "" = none */
-    uint32_t socket_mode; /* default 0660 */
+    uint32_t socket_mode; /* default 0660; never writable by others */
     char *socket_group;   /* group owning the socket; NULL = ours */
     char *tcp_listen;     /* "HOST:PORT"; NULL = TCP off (default) */
 
@@ -47,8 +57,13 @@ struct config {
     uint32_t query_timeout_ms;  /* default 10,000 */
     uint32_t query_threads;     /* read-only connections; default 2 */
 
-    /* Access control. Empty lists mean: the owner and root only for
-     * writers and readers alike (Unix); TCP needs a token when any is set. */
+    /* Access control (access.h applies it). Unix socket: with both group
+     * lists empty the socket file's mode and group decide alone (every
+     * peer that can connect may write); once either list is set, root and
+     * the daemon's own uid may do anything, writer groups write and query,
+     * reader groups only query, everyone else is refused. TCP: every
+     * connection needs one of the tokens, so a TCP listener needs at least
+     * one token. */
     char **writer_groups;
     size_t n_writer_groups;
     char **reader_groups;
@@ -60,22 +75,67 @@ struct config {
 };
 
 /* Fills c with the built-in defaults (strings allocated; may fail only on
- * memory: returns 0 or -1). */
-int config_init(struct config *c);
+ * memory: returns 0 or -1). Any previous content of c is overwritten, not
+ * freed. */
+int config_defaults(struct config *c);
+
+/*
+ * The name this function had before libconfig was linked in. libconfig
+ * exports a config_init() of its own, so the old name cannot be a function;
+ * this macro keeps callers written against it compiling. New code calls
+ * config_defaults().
+ */
+#define config_init(c) config_defaults(c)
 
 /* Frees every owned member and zeroes c. c may be NULL. */
 void config_free(struct config *c);
 
 /*
- * Reads the file at path over the values already in c. On failure returns
- * -1, leaves c as it was, and writes "file:line: reason" into err. Unknown
- * keys and out-of-range values are errors.
+ * Deep copy: dst gets its own copies of every string and array of src.
+ * dst's previous content is overwritten, not freed. Returns 0, or -1 on
+ * memory, with dst zeroed (nothing to free).
+ */
+int config_copy(struct config *dst, const struct config *src);
+
+/*
+ * Reads the file at path over the values already in c: every key present in
+ * the file replaces the value in c (a list replaces the whole list), keys
+ * absent keep theirs. On success returns 0. On failure returns -1, leaves c
+ * exactly as it was, and writes "file:line: reason" into err (for a file
+ * that cannot be opened, "file: reason"). Syntax errors, unknown keys,
+ * wrong types and out-of-range values are all failures. path is borrowed.
+ * "@include" directives are resolved relative to path's directory.
  */
 int config_load_file(struct config *c, const char *path,
                      char err[CONFIG_ERR_MAX]);
 
-/* Checks cross-field rules (a listener exists, limits within ceilings).
- * Returns 0, or -1 with a reason in err. */
+/* Checks cross-field rules (a listener exists, limits within ceilings, a
+ * TCP listener has tokens). Returns 0, or -1 with a reason in err. */
 int config_validate(const struct config *c, char err[CONFIG_ERR_MAX]);
+
+/*
+ * Writes every setting of c to out in the file's own syntax, sizes and
+ * durations in their largest exact unit, so that loading the output over
+ * the defaults gives back c. For `receiptd --check-config --verbose` and
+ * the golden tests. Tokens are written as their hashes. Returns 0, or -1
+ * when out reports a write error.
+ */
+int config_dump(const struct config *c, FILE *out);
+
+/*
+ * Parses a size ("64MiB", "1 GB", "4096", "512B") into bytes. Units: B,
+ * KiB, MiB, GiB, TiB (powers of 1024) and kB, MB, GB, TB (powers of 1000);
+ * no unit means bytes. Returns 0, or -1 on a malformed string or a value
+ * over UINT64_MAX. s is borrowed.
+ */
+int config_parse_size(const char *s, uint64_t *bytes);
+
+/*
+ * Parses a duration ("10s", "5m", "7d", "1h30m", "250ms") into
+ * milliseconds. Units: ms, s, m or min, h, d, w; several number-unit pairs
+ * add up; a bare number means seconds. Returns 0, or -1 on a malformed
+ * string or overflow. s is borrowed.
+ */
+int config_parse_duration_ms(const char *s, uint64_t *ms);
 
 #endif

@@ -1,0 +1,556 @@
+/*
+ * check_config.c: the configuration file (daemon/config.c).
+ *
+ * Golden files in tests/data/config: every good/NAME.conf loaded over the
+ * defaults must dump (config_dump) to exactly good/NAME.expected, and every
+ * bad/NAME.conf must fail with exactly the message in bad/NAME.expected
+ * (the directory part of the path is stripped before comparing).
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define CONF_DIR TEST_DATA_DIR "/config"
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long len;
+
+    ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    rewind(f);
+    buf = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static char *
+dump(const struct config *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(config_dump(c, f), 0);
+    fclose(f);
+    return text;
+}
+
+/* The names (without .conf) of the golden files in dir, sorted. */
+static int
+conf_filter(const struct dirent *d)
+{
+    size_t n = strlen(d->d_name);
+
+    return n > 5 && strcmp(d->d_name + n - 5, ".conf") == 0;
+}
+
+static struct dirent **
+list_dir(const char *dir, int *n)
+{
+    struct dirent **names;
+
+    *n = scandir(dir, &names, conf_filter, alphasort);
+    ck_assert_msg(*n > 0, "no golden files in %s", dir);
+    return names;
+}
+
+static int
+count_dir(const char *dir)
+{
+    struct dirent **names;
+    int i, n = scandir(dir, &names, conf_filter, alphasort);
+
+    for (i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    return n < 0 ? 0 : n;
+}
+
+static void
+golden_path(char *out, size_t len, const char *dir, const char *conf,
+            const char *ext)
+{
+    size_t stem = strlen(conf) - strlen(".conf");
+
+    snprintf(out, len, "%s/%.*s%s", dir, (int)stem, conf, ext);
+}
+
+START_TEST(test_config_good_files_match_golden_dump)
+{
+    struct dirent **names;
+    char conf[512], want_path[512], err[CONFIG_ERR_MAX] = "";
+    struct config c;
+    char *want, *got;
+    int n, rc;
+
+    names = list_dir(CONF_DIR "/good", &n);
+    ck_assert_int_lt(_i, n);
+    golden_path(conf, sizeof(conf), CONF_DIR "/good", names[_i]->d_name,
+                ".conf");
+    golden_path(want_path, sizeof(want_path), CONF_DIR "/good",
+                names[_i]->d_name, ".expected");
+    ck_assert_int_eq(config_defaults(&c), 0);
+    rc = config_load_file(&c, conf, err);
+    ck_assert_msg(rc == 0, "%s: %s", conf, err);
+    got = dump(&c);
+    want = slurp(want_path);
+    ck_assert_msg(strcmp(got, want) == 0, "%s dumps as\n%s\nexpected\n%s", conf,
+                  got, want);
+    free(got);
+    free(want);
+    config_free(&c);
+    for (rc = 0; rc < n; rc++)
+        free(names[rc]);
+    free(names);
+}
+END_TEST
+
+START_TEST(test_config_bad_files_give_file_line_reason)
+{
+    struct dirent **names;
+    char conf[512], want_path[512], err[CONFIG_ERR_MAX] = "";
+    struct config c;
+    char *want, *got, *nl;
+    const char *base;
+    int n, i;
+
+    names = list_dir(CONF_DIR "/bad", &n);
+    ck_assert_int_lt(_i, n);
+    golden_path(conf, sizeof(conf), CONF_DIR "/bad", names[_i]->d_name,
+                ".conf");
+    golden_path(want_path, sizeof(want_path), CONF_DIR "/bad",
+                names[_i]->d_name, ".expected");
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_msg(config_load_file(&c, conf, err) == -1, "%s was accepted",
+                  conf);
+    want = slurp(want_path);
+    if ((nl = strchr(want, '\n')) != NULL)
+        *nl = '\0';
+    /* Messages name the file as it was given; compare from its base name
+     * on, so the test does not depend on where the tree is. */
+    base = err;
+    if (strncmp(err, CONF_DIR "/bad/", strlen(CONF_DIR "/bad/")) == 0)
+        base = err + strlen(CONF_DIR "/bad/");
+    got = strdup(base);
+    ck_assert_msg(strcmp(got, want) == 0, "%s:\n got: %s\nwant: %s", conf, got,
+                  want);
+    free(got);
+    free(want);
+    config_free(&c);
+    for (i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+END_TEST
+
+START_TEST(test_config_load_failure_leaves_config_unchanged)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+    char *before, *after;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, CONF_DIR "/good/full.conf", err), 0);
+    before = dump(&c);
+    /* Each of these fails after some keys were already applied to the
+     * working copy (the bad key comes last), so a half-applied result
+     * would show up in the dump. */
+    ck_assert_int_eq(
+        config_load_file(&c, CONF_DIR "/bad/token-same-hash.conf", err), -1);
+    ck_assert_int_eq(
+        config_load_file(&c, CONF_DIR "/bad/groups-twice.conf", err), -1);
+    ck_assert_int_eq(
+        config_load_file(&c, CONF_DIR "/bad/section-not-group.conf", err), -1);
+    ck_assert_int_eq(
+        config_load_file(&c, CONF_DIR "/bad/unknown-in-section.conf", err), -1);
+    after = dump(&c);
+    ck_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_config_load_overlays_only_keys_present)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, CONF_DIR "/good/full.conf", err), 0);
+    ck_assert_uint_eq(c.n_tokens, 2);
+    /* minimal.conf sets only the socket and the store path. */
+    ck_assert_int_eq(config_load_file(&c, CONF_DIR "/good/minimal.conf", err),
+                     0);
+    ck_assert_uint_eq(c.max_frame, 2u << 20);
+    ck_assert_uint_eq(c.n_tokens, 2);
+    ck_assert_uint_eq(c.n_writer_groups, 2);
+    ck_assert_str_eq(c.writer_groups[1], "inference");
+    ck_assert_int_eq(c.log_level, LOG_DEBUG);
+    ck_assert_uint_eq(c.retention_max_age_s, 90u * 86400u);
+    ck_assert_uint_eq(c.hello_timeout_ms, 2000);
+    ck_assert_uint_eq(c.socket_mode, 0660);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_config_dump_round_trips)
+{
+    char path[512], err[CONFIG_ERR_MAX] = "";
+    struct config c, d;
+    char *first, *second;
+    FILE *f;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, CONF_DIR "/good/units.conf", err), 0);
+    first = dump(&c);
+    snprintf(path, sizeof(path), "%s/check_config_roundtrip_%ld.conf",
+             TEST_BINARY_DIR, (long)getpid());
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(first, f);
+    fclose(f);
+    ck_assert_int_eq(config_defaults(&d), 0);
+    ck_assert_msg(config_load_file(&d, path, err) == 0, "%s", err);
+    second = dump(&d);
+    unlink(path);
+    ck_assert_str_eq(second, first);
+    ck_assert_uint_eq(d.max_frame, 64000);
+    ck_assert_uint_eq(d.frame_timeout_ms, 250);
+    ck_assert_uint_eq(d.max_unsent_bytes, 1000000000u);
+    ck_assert_ptr_null(d.socket_path);
+    free(first);
+    free(second);
+    config_free(&c);
+    config_free(&d);
+}
+END_TEST
+
+START_TEST(test_config_missing_file_names_errno)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, CONF_DIR "/no-such.conf", err), -1);
+    ck_assert_str_eq(err, CONF_DIR "/no-such.conf: No such file or directory");
+    config_free(&c);
+}
+END_TEST
+
+static const struct size_case {
+    const char *text;
+    int ok;
+    unsigned long long bytes;
+} size_cases[] = {
+    { "0", 1, 0 },
+    { "4096", 1, 4096 },
+    { "512B", 1, 512 },
+    { "64MiB", 1, 64ull << 20 },
+    { " 64 MiB ", 1, 64ull << 20 },
+    { "1KiB", 1, 1024 },
+    { "3GiB", 1, 3ull << 30 },
+    { "2TiB", 1, 2ull << 40 },
+    { "1kB", 1, 1000 },
+    { "1KB", 1, 1000 },
+    { "5MB", 1, 5000000 },
+    { "7GB", 1, 7000000000ull },
+    { "1TB", 1, 1000000000000ull },
+    { "18446744073709551615", 1, 18446744073709551615ull },
+    { "18446744073709551616", 0, 0 },
+    { "16777216TiB", 0, 0 },
+    { "", 0, 0 },
+    { "MiB", 0, 0 },
+    { "-1", 0, 0 },
+    { "1.5MiB", 0, 0 },
+    { "64Mb", 0, 0 },
+    { "64mib", 0, 0 },
+    { "64 MiB extra", 0, 0 },
+    { "0x10", 0, 0 },
+};
+
+START_TEST(test_config_parse_size_table)
+{
+    const struct size_case *t = &size_cases[_i];
+    uint64_t v = 12345;
+    int rc = config_parse_size(t->text, &v);
+
+    ck_assert_msg((rc == 0) == t->ok, "\"%s\": rc %d", t->text, rc);
+    if (t->ok)
+        ck_assert_msg(v == t->bytes, "\"%s\": %llu", t->text,
+                      (unsigned long long)v);
+    else
+        ck_assert_msg(v == 12345, "\"%s\" wrote a value on failure", t->text);
+}
+END_TEST
+
+static const struct duration_case {
+    const char *text;
+    int ok;
+    unsigned long long ms;
+} duration_cases[] = {
+    { "10", 1, 10000 },
+    { "0", 1, 0 },
+    { "250ms", 1, 250 },
+    { "10s", 1, 10000 },
+    { "5m", 1, 300000 },
+    { "5min", 1, 300000 },
+    { "2h", 1, 7200000 },
+    { "7d", 1, 604800000 },
+    { "1w", 1, 604800000 },
+    { "1h30m", 1, 5400000 },
+    { "1h 30m 15s", 1, 5415000 },
+    { "1s500ms", 1, 1500 },
+    { "", 0, 0 },
+    { "s", 0, 0 },
+    { "10 sec", 0, 0 },
+    { "1h30", 0, 0 },
+    { "-5s", 0, 0 },
+    { "1.5h", 0, 0 },
+    { "99999999999999999999w", 0, 0 },
+    { "30000000000000w", 0, 0 },
+};
+
+START_TEST(test_config_parse_duration_table)
+{
+    const struct duration_case *t = &duration_cases[_i];
+    uint64_t v = 12345;
+    int rc = config_parse_duration_ms(t->text, &v);
+
+    ck_assert_msg((rc == 0) == t->ok, "\"%s\": rc %d", t->text, rc);
+    if (t->ok)
+        ck_assert_msg(v == t->ms, "\"%s\": %llu", t->text,
+                      (unsigned long long)v);
+    else
+        ck_assert_msg(v == 12345, "\"%s\" wrote a value on failure", t->text);
+}
+END_TEST
+
+/* Cross-field rules of config_validate, each case one change to a valid
+ * configuration. */
+static void
+valid_base(struct config *c)
+{
+    ck_assert_int_eq(config_defaults(c), 0);
+    c->socket_path = strdup("/run/receiptd/receiptd.sock");
+    c->db_path = strdup("/var/lib/receiptd/receipts.db");
+}
+
+enum {
+    V_OK,
+    V_NO_LISTENER,
+    V_NO_DB,
+    V_FRAME_SMALL,
+    V_FRAME_LARGE,
+    V_BATCH_ZERO,
+    V_CONN_ZERO,
+    V_WORLD_MODE,
+    V_TCP_NO_TOKEN,
+    V_TCP_WITH_TOKEN,
+    V_QUARANTINE_SMALL,
+    V_PENDING_SMALL,
+    V_COUNT
+};
+
+static const char *const validate_want[V_COUNT] = {
+    [V_OK] = "",
+    [V_NO_LISTENER] = "no listener: set a Unix socket path or a TCP address",
+    [V_NO_DB] = "no database path",
+    [V_FRAME_SMALL] = "max_frame 63 is outside 64..67108864 bytes",
+    [V_FRAME_LARGE] = "max_frame 67108865 is outside 64..67108864 bytes",
+    [V_BATCH_ZERO] = "max_batch 0 is outside 1..1000000",
+    [V_CONN_ZERO] = "max_connections must be at least 1",
+    [V_WORLD_MODE] = "socket mode 0666 gives access to every local user",
+    [V_TCP_NO_TOKEN] =
+        "TCP listener 0.0.0.0:7411 needs at least one token in access.tokens",
+    [V_TCP_WITH_TOKEN] = "",
+    [V_QUARANTINE_SMALL] = "store.quarantine_max (1048576 bytes) is smaller "
+                           "than limits.max_frame (2097152 bytes)",
+    [V_PENDING_SMALL] = "limits.max_pending (1048576 bytes) is smaller than "
+                        "limits.max_unsent (4194304 bytes)",
+};
+
+START_TEST(test_config_validate_cross_field_table)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+    int rc;
+
+    valid_base(&c);
+    switch (_i) {
+    case V_NO_LISTENER:
+        free(c.socket_path);
+        c.socket_path = NULL;
+        break;
+    case V_NO_DB:
+        free(c.db_path);
+        c.db_path = strdup("");
+        break;
+    case V_FRAME_SMALL:
+        c.max_frame = 63;
+        break;
+    case V_FRAME_LARGE:
+        c.max_frame = (64u << 20) + 1;
+        break;
+    case V_BATCH_ZERO:
+        c.max_batch = 0;
+        break;
+    case V_CONN_ZERO:
+        c.max_connections = 0;
+        break;
+    case V_WORLD_MODE:
+        c.socket_mode = 0666;
+        break;
+    case V_TCP_NO_TOKEN:
+        c.tcp_listen = strdup("0.0.0.0:7411");
+        break;
+    case V_TCP_WITH_TOKEN:
+        c.tcp_listen = strdup("0.0.0.0:7411");
+        c.tokens = calloc(1, sizeof(*c.tokens));
+        c.tokens[0].name = strdup("node");
+        c.n_tokens = 1;
+        break;
+    case V_QUARANTINE_SMALL:
+        c.max_frame = 2u << 20;
+        c.quarantine_max_bytes = 1u << 20;
+        break;
+    case V_PENDING_SMALL:
+        c.max_pending_bytes = 1u << 20;
+        break;
+    }
+    rc = config_validate(&c, err);
+    if (validate_want[_i][0] == '\0') {
+        ck_assert_msg(rc == 0, "case %d rejected: %s", _i, err);
+    } else {
+        ck_assert_int_eq(rc, -1);
+        ck_assert_str_eq(err, validate_want[_i]);
+    }
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_config_copy_is_deep)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c, d;
+    char *a, *b;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, CONF_DIR "/good/full.conf", err), 0);
+    ck_assert_int_eq(config_copy(&d, &c), 0);
+    ck_assert_ptr_ne(d.socket_path, c.socket_path);
+    ck_assert_ptr_ne(d.writer_groups, c.writer_groups);
+    ck_assert_ptr_ne(d.writer_groups[0], c.writer_groups[0]);
+    ck_assert_ptr_ne(d.tokens, c.tokens);
+    ck_assert_ptr_ne(d.tokens[1].name, c.tokens[1].name);
+    a = dump(&c);
+    config_free(&c);
+    /* d must survive c being freed (ASan would catch a shared pointer). */
+    b = dump(&d);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    config_free(&d);
+    config_free(NULL);
+}
+END_TEST
+
+START_TEST(test_config_init_name_still_gives_defaults)
+{
+    struct config c;
+
+    memset(&c, 0xa5, sizeof(c));
+    /* The compatibility macro of config.h, for callers of the old name. */
+    ck_assert_int_eq(config_init(&c), 0);
+    ck_assert_uint_eq(c.max_frame, 1u << 20);
+    ck_assert_uint_eq(c.socket_mode, 0660);
+    ck_assert_ptr_null(c.socket_path);
+    ck_assert_int_eq(c.log_level, LOG_INFO);
+    config_free(&c);
+}
+END_TEST
+
+static Suite *
+config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc;
+
+    tc = tcase_create("good_files");
+    tcase_add_loop_test(tc, test_config_good_files_match_golden_dump, 0,
+                        count_dir(CONF_DIR "/good"));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bad_files");
+    tcase_add_loop_test(tc, test_config_bad_files_give_file_line_reason, 0,
+                        count_dir(CONF_DIR "/bad"));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("failure_keeps_config");
+    tcase_add_test(tc, test_config_load_failure_leaves_config_unchanged);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("overlay");
+    tcase_add_test(tc, test_config_load_overlays_only_keys_present);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("round_trip");
+    tcase_add_test(tc, test_config_dump_round_trips);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("missing_file");
+    tcase_add_test(tc, test_config_missing_file_names_errno);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sizes");
+    tcase_add_loop_test(tc, test_config_parse_size_table, 0,
+                        sizeof(size_cases) / sizeof(size_cases[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("durations");
+    tcase_add_loop_test(tc, test_config_parse_duration_table, 0,
+                        sizeof(duration_cases) / sizeof(duration_cases[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("validate");
+    tcase_add_loop_test(tc, test_config_validate_cross_field_table, 0, V_COUNT);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("copy");
+    tcase_add_test(tc, test_config_copy_is_deep);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("compat_name");
+    tcase_add_test(tc, test_config_init_name_still_gives_defaults);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
