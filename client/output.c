@@ -1,0 +1,1166 @@
+/*
+ * output.c: result formatting for receiptctl (tables, JSON, CSV,
+ * Prometheus).
+ *
+ * A result's rows are msgpack maps. Tables and CSV flatten each row into
+ * (dotted name, leaf object) pairs, collect the column names over all rows,
+ * and order them with the kind's known columns first, so two runs over the
+ * same data print the same columns in the same order even when the daemon
+ * adds fields. Every cell is rendered once into an owned string before any
+ * width is computed. Nothing here loses integer precision: integers are
+ * printed from their u64/i64 values, never through a double. Single-threaded.
+ */
+#include "output.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "mpobj.h"
+#include "timespec.h"
+
+/* A growable byte string; always NUL-terminated when p != NULL. */
+struct buf {
+    char *p;
+    size_t len;
+    size_t cap;
+    int oom;
+};
+
+static void
+buf_add(struct buf *b, const char *s, size_t n)
+{
+    char *np;
+    size_t cap;
+
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        np = realloc(b->p, cap);
+        if (np == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void
+buf_puts(struct buf *b, const char *s)
+{
+    buf_add(b, s, strlen(s));
+}
+
+static void buf_printf(struct buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+buf_printf(struct buf *b, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    buf_add(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* Takes the string out of b; NULL when memory ran out. */
+static char *
+buf_take(struct buf *b)
+{
+    char *p;
+
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    if (b->p == NULL)
+        return strdup("");
+    p = b->p;
+    b->p = NULL;
+    return p;
+}
+
+static int seterr(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+seterr(char *err, size_t err_len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err != NULL && err_len > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int
+output_format_from_name(const char *name)
+{
+    if (strcmp(name, "table") == 0)
+        return OUTPUT_TABLE;
+    if (strcmp(name, "json") == 0)
+        return OUTPUT_JSON;
+    if (strcmp(name, "csv") == 0)
+        return OUTPUT_CSV;
+    if (strcmp(name, "prometheus") == 0)
+        return OUTPUT_PROMETHEUS;
+    return -1;
+}
+
+/* The shortest "%.*g" form that reads back as the same double, so JSON and
+ * CSV neither lose precision nor print 0.10000000000000001. */
+static void
+double_repr(double d, char *out, size_t len, int json)
+{
+    int prec;
+
+    if (isnan(d) || isinf(d)) {
+        snprintf(out, len, "%s", isnan(d) ? "NaN" : d > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    for (prec = 1; prec <= 17; prec++) {
+        snprintf(out, len, "%.*g", prec, d);
+        if (strtod(out, NULL) == d)
+            break;
+    }
+    /* Keep a float looking like one in JSON, as serde_json does. */
+    if (json && strpbrk(out, ".eE") == NULL)
+        strncat(out, ".0", len - strlen(out) - 1);
+}
+
+static void
+base64(struct buf *b, const unsigned char *p, size_t n)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char q[4];
+    size_t i;
+
+    for (i = 0; i + 2 < n; i += 3) {
+        q[0] = tab[p[i] >> 2];
+        q[1] = tab[(p[i] & 3) << 4 | p[i + 1] >> 4];
+        q[2] = tab[(p[i + 1] & 15) << 2 | p[i + 2] >> 6];
+        q[3] = tab[p[i + 2] & 63];
+        buf_add(b, q, 4);
+    }
+    if (n - i == 1) {
+        q[0] = tab[p[i] >> 2];
+        q[1] = tab[(p[i] & 3) << 4];
+        q[2] = q[3] = '=';
+        buf_add(b, q, 4);
+    } else if (n - i == 2) {
+        q[0] = tab[p[i] >> 2];
+        q[1] = tab[(p[i] & 3) << 4 | p[i + 1] >> 4];
+        q[2] = tab[(p[i + 1] & 15) << 2];
+        q[3] = '=';
+        buf_add(b, q, 4);
+    }
+}
+
+static struct json_object *
+json_str_owned(struct buf *b)
+{
+    struct json_object *j;
+    char *s = buf_take(b);
+
+    if (s == NULL)
+        return NULL;
+    j = json_object_new_string(s);
+    free(s);
+    return j;
+}
+
+static char *json_text(const msgpack_object *o);
+
+struct json_object *
+output_to_json(const msgpack_object *o)
+{
+    struct json_object *j, *v;
+    struct buf b = { 0 };
+    char num[64], *key;
+    uint32_t i;
+
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        /* json-c represents null as a NULL object; the caller cannot tell
+         * it from a failure, so wrap nothing else around it. */
+        return NULL;
+    case MSGPACK_OBJECT_BOOLEAN:
+        return json_object_new_boolean(o->via.boolean);
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        return json_object_new_uint64(o->via.u64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return json_object_new_int64(o->via.i64);
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        if (isnan(o->via.f64) || isinf(o->via.f64))
+            return NULL;
+        double_repr(o->via.f64, num, sizeof(num), 1);
+        return json_object_new_double_s(o->via.f64, num);
+    case MSGPACK_OBJECT_STR:
+        return json_object_new_string_len(o->via.str.ptr, (int)o->via.str.size);
+    case MSGPACK_OBJECT_BIN:
+        base64(&b, (const unsigned char *)o->via.bin.ptr, o->via.bin.size);
+        return json_str_owned(&b);
+    case MSGPACK_OBJECT_EXT:
+        base64(&b, (const unsigned char *)o->via.ext.ptr, o->via.ext.size);
+        return json_str_owned(&b);
+    case MSGPACK_OBJECT_ARRAY:
+        j = json_object_new_array_ext((int)o->via.array.size);
+        if (j == NULL)
+            return NULL;
+        for (i = 0; i < o->via.array.size; i++) {
+            v = output_to_json(&o->via.array.ptr[i]);
+            if (v == NULL && o->via.array.ptr[i].type != MSGPACK_OBJECT_NIL &&
+                !(o->via.array.ptr[i].type == MSGPACK_OBJECT_FLOAT64 ||
+                  o->via.array.ptr[i].type == MSGPACK_OBJECT_FLOAT32))
+                goto fail;
+            if (json_object_array_add(j, v) != 0) {
+                json_object_put(v);
+                goto fail;
+            }
+        }
+        return j;
+    case MSGPACK_OBJECT_MAP:
+        j = json_object_new_object();
+        if (j == NULL)
+            return NULL;
+        for (i = 0; i < o->via.map.size; i++) {
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            const msgpack_object *val = &o->via.map.ptr[i].val;
+
+            if (k->type == MSGPACK_OBJECT_STR) {
+                key = strndup(k->via.str.ptr, k->via.str.size);
+            } else {
+                key = json_text(k);
+            }
+            if (key == NULL)
+                goto fail;
+            v = output_to_json(val);
+            if (v == NULL && val->type != MSGPACK_OBJECT_NIL &&
+                val->type != MSGPACK_OBJECT_FLOAT64 &&
+                val->type != MSGPACK_OBJECT_FLOAT32) {
+                free(key);
+                goto fail;
+            }
+            if (json_object_object_add(j, key, v) != 0) {
+                free(key);
+                json_object_put(v);
+                goto fail;
+            }
+            free(key);
+        }
+        return j;
+    }
+    return NULL;
+fail:
+    json_object_put(j);
+    return NULL;
+}
+
+/* Compact JSON text of o, owned by the caller; NULL on no memory. */
+static char *
+json_text(const msgpack_object *o)
+{
+    struct json_object *j = output_to_json(o);
+    char *s;
+
+    if (j == NULL)
+        return strdup("null");
+    s = strdup(json_object_to_json_string_ext(
+        j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(j);
+    return s;
+}
+
+void
+output_csv_field(FILE *out, const char *buf, size_t len)
+{
+    size_t i;
+
+    if (strcspn(buf, ",\"\r\n") >= len && memchr(buf, '\0', len) == NULL) {
+        fwrite(buf, 1, len, out);
+        return;
+    }
+    putc('"', out);
+    for (i = 0; i < len; i++) {
+        if (buf[i] == '"')
+            putc('"', out);
+        putc(buf[i], out);
+    }
+    putc('"', out);
+}
+
+/* ---- flattening rows ---- */
+
+struct leaf {
+    char *name;
+    const msgpack_object *v;
+};
+
+struct row {
+    struct leaf *leaves;
+    size_t n;
+    size_t cap;
+};
+
+static int
+row_add(struct row *r, const char *prefix, const char *name, size_t nlen,
+        const msgpack_object *v)
+{
+    struct leaf *nl;
+    struct buf b = { 0 };
+
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 32;
+
+        nl = realloc(r->leaves, cap * sizeof(*nl));
+        if (nl == NULL)
+            return -1;
+        r->leaves = nl;
+        r->cap = cap;
+    }
+    if (prefix != NULL) {
+        buf_puts(&b, prefix);
+        buf_add(&b, ".", 1);
+    }
+    buf_add(&b, name, nlen);
+    r->leaves[r->n].name = buf_take(&b);
+    if (r->leaves[r->n].name == NULL)
+        return -1;
+    r->leaves[r->n].v = v;
+    r->n++;
+    return 0;
+}
+
+/* Flattens map m into r: nested non-empty maps become dotted names. */
+static int
+flatten(struct row *r, const char *prefix, const msgpack_object *m)
+{
+    uint32_t i;
+    int rc = 0;
+
+    for (i = 0; i < m->via.map.size && rc == 0; i++) {
+        const msgpack_object *k = &m->via.map.ptr[i].key;
+        const msgpack_object *v = &m->via.map.ptr[i].val;
+        char *kt = NULL;
+        const char *kp;
+        size_t kl;
+
+        if (k->type == MSGPACK_OBJECT_STR) {
+            kp = k->via.str.ptr;
+            kl = k->via.str.size;
+        } else {
+            if ((kt = json_text(k)) == NULL)
+                return -1;
+            kp = kt;
+            kl = strlen(kt);
+        }
+        if (v->type == MSGPACK_OBJECT_MAP && v->via.map.size > 0) {
+            struct buf b = { 0 };
+            char *np;
+
+            if (prefix != NULL) {
+                buf_puts(&b, prefix);
+                buf_add(&b, ".", 1);
+            }
+            buf_add(&b, kp, kl);
+            if ((np = buf_take(&b)) == NULL) {
+                free(kt);
+                return -1;
+            }
+            rc = flatten(r, np, v);
+            free(np);
+        } else {
+            rc = row_add(r, prefix, kp, kl, v);
+        }
+        free(kt);
+    }
+    return rc;
+}
+
+static void
+row_free(struct row *r)
+{
+    size_t i;
+
+    for (i = 0; i < r->n; i++)
+        free(r->leaves[i].name);
+    free(r->leaves);
+    r->leaves = NULL;
+    r->n = r->cap = 0;
+}
+
+static const msgpack_object *
+row_get(const struct row *r, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < r->n; i++)
+        if (strcmp(r->leaves[i].name, name) == 0)
+            return r->leaves[i].v;
+    return NULL;
+}
+
+/* ---- columns ---- */
+
+#define GROUP_COLS                                                             \
+    "prepared_plan_id", "graph_hash", "model_instance_id",                     \
+        "requested_backend", "executed_backend", "source"
+
+static const char *const receipt_cols[] = {
+    "receipt_id",
+    "received_at",
+    "source",
+    "seq",
+    "fallback",
+    "schema_version",
+    "requested_backend",
+    "executed_backend",
+    "model_instance_id",
+    "prepared_plan_id",
+    "graph_hash",
+    "tuning_profile",
+    "stop_reason",
+    "counter_coverage",
+    NULL,
+};
+
+/* A receipt has 40-odd fields; a table shows the ones that identify it. */
+static const char *const receipt_table_cols[] = {
+    "receipt_id",       "received_at",
+    "source",           "seq",
+    "fallback",         "requested_backend",
+    "executed_backend", "model_instance_id",
+    "prepared_plan_id", "graph_hash",
+    "stop_reason",      NULL,
+};
+
+static const char *const fallbacks_cols[] = {
+    GROUP_COLS, "receipts",      "fallback", "unproven",
+    "clean",    "fallback_rate", NULL,
+};
+
+static const char *const coverage_cols[] = {
+    GROUP_COLS, "counter", "bit", "receipts", "measured", "unknown",
+    "coverage", "sum",     "min", "max",      "mean",     NULL,
+};
+
+static const char *const gaps_cols[] = {
+    "source", "first_seq", "last_seq", "received", "missing", NULL,
+};
+
+static const char *const quarantine_cols[] = {
+    "id", "time", "source", "op", "code", "path", "message", "size", NULL,
+};
+
+static const char *const plans_cols[] = {
+    "prepared_plan_id", "graph_hash", "nodes", "values", "retained", NULL,
+};
+
+static const char *const retained_cols[] = {
+    "value_id",    "producer_node_id",     "output_ordinal",
+    "resource_id", "logical_offset_bytes", NULL,
+};
+
+static const char *const readback_cols[] = {
+    "node_id", "participant_index", "resource_id", "logical_offset_bytes", NULL,
+};
+
+struct cols {
+    char **names;
+    size_t n;
+    size_t cap;
+};
+
+static int
+cols_has(const struct cols *c, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < c->n; i++)
+        if (strcmp(c->names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static int
+cols_add(struct cols *c, const char *name)
+{
+    char **nn;
+
+    if (cols_has(c, name))
+        return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 32;
+
+        nn = realloc(c->names, cap * sizeof(*nn));
+        if (nn == NULL)
+            return -1;
+        c->names = nn;
+        c->cap = cap;
+    }
+    if ((c->names[c->n] = strdup(name)) == NULL)
+        return -1;
+    c->n++;
+    return 0;
+}
+
+static void
+cols_free(struct cols *c)
+{
+    size_t i;
+
+    for (i = 0; i < c->n; i++)
+        free(c->names[i]);
+    free(c->names);
+}
+
+static int
+rows_have(const struct row *rows, size_t nrows, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < nrows; i++)
+        if (row_get(&rows[i], name) != NULL)
+            return 1;
+    return 0;
+}
+
+/*
+ * Orders columns: the known ones present in any row, in the known order,
+ * then (unless only_known) the rest in order of first appearance.
+ */
+static int
+choose_cols(struct cols *c, const struct row *rows, size_t nrows,
+            const char *const *known, int only_known)
+{
+    size_t i, j;
+
+    for (i = 0; known != NULL && known[i] != NULL; i++)
+        if (rows_have(rows, nrows, known[i]) && cols_add(c, known[i]) != 0)
+            return -1;
+    if (only_known && known != NULL)
+        return 0;
+    for (i = 0; i < nrows; i++)
+        for (j = 0; j < rows[i].n; j++)
+            if (cols_add(c, rows[i].leaves[j].name) != 0)
+                return -1;
+    return 0;
+}
+
+static const char *const *
+known_cols(const char *kind, int receipt_rows, int table)
+{
+    if (receipt_rows)
+        return table ? receipt_table_cols : receipt_cols;
+    if (strcmp(kind, "fallbacks") == 0)
+        return fallbacks_cols;
+    if (strcmp(kind, "coverage") == 0)
+        return coverage_cols;
+    if (strcmp(kind, "gaps") == 0)
+        return gaps_cols;
+    if (strcmp(kind, "quarantine") == 0)
+        return quarantine_cols;
+    if (strcmp(kind, "plans") == 0)
+        return plans_cols;
+    if (strcmp(kind, "retained") == 0)
+        return retained_cols;
+    if (strcmp(kind, "readback") == 0)
+        return readback_cols;
+    return NULL;
+}
+
+/* ---- cells ---- */
+
+enum cell_kind { CELL_ABSENT, CELL_NIL, CELL_NUM, CELL_TEXT };
+
+struct cell {
+    char *text; /* owned; NULL for CELL_ABSENT and CELL_NIL */
+    int kind;
+};
+
+static const char *
+last_part(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+
+    return dot ? dot + 1 : name;
+}
+
+static int
+is_time_col(const char *name)
+{
+    const char *p = last_part(name);
+    size_t n = strlen(p);
+
+    return strcmp(p, "time") == 0 || (n > 3 && strcmp(p + n - 3, "_at") == 0);
+}
+
+static int
+is_ratio_col(const char *name)
+{
+    const char *p = last_part(name);
+
+    return strcmp(p, "coverage") == 0 || strcmp(p, "fallback_rate") == 0;
+}
+
+static int
+all_digits(const char *p, size_t n)
+{
+    size_t i;
+
+    if (n == 0)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (!isdigit((unsigned char)p[i]))
+            return 0;
+    return 1;
+}
+
+/* An array of [from, to] pairs (the missing ranges of `gaps`) reads better
+ * as "3-5,9" in a table than as nested JSON. */
+static int
+range_list(struct buf *b, const msgpack_object *a)
+{
+    uint32_t i;
+
+    for (i = 0; i < a->via.array.size; i++) {
+        const msgpack_object *p = &a->via.array.ptr[i];
+
+        if (p->type != MSGPACK_OBJECT_ARRAY || p->via.array.size != 2 ||
+            p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+            p->via.array.ptr[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return -1;
+    }
+    for (i = 0; i < a->via.array.size; i++) {
+        uint64_t from = a->via.array.ptr[i].via.array.ptr[0].via.u64;
+        uint64_t to = a->via.array.ptr[i].via.array.ptr[1].via.u64;
+
+        if (i > 0)
+            buf_add(b, ",", 1);
+        if (from == to)
+            buf_printf(b, "%" PRIu64, from);
+        else
+            buf_printf(b, "%" PRIu64 "-%" PRIu64, from, to);
+    }
+    return 0;
+}
+
+/* Escapes control characters so one row stays one table line. */
+static void
+table_text(struct buf *b, const char *p, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+
+        if (ch == '\n')
+            buf_puts(b, "\\n");
+        else if (ch == '\t')
+            buf_puts(b, "\\t");
+        else if (ch == '\r')
+            buf_puts(b, "\\r");
+        else if (ch < 0x20 || ch == 0x7f)
+            buf_printf(b, "\\x%02x", ch);
+        else
+            buf_add(b, p + i, 1);
+    }
+}
+
+static int
+render(struct cell *c, const char *col, const msgpack_object *v, int format)
+{
+    struct buf b = { 0 };
+    char tmp[64];
+    int table = format == OUTPUT_TABLE;
+
+    c->kind = CELL_TEXT;
+    c->text = NULL;
+    if (v == NULL) {
+        c->kind = CELL_ABSENT;
+        return 0;
+    }
+    switch (v->type) {
+    case MSGPACK_OBJECT_NIL:
+        c->kind = CELL_NIL;
+        return 0;
+    case MSGPACK_OBJECT_BOOLEAN:
+        buf_puts(&b, v->via.boolean ? "true" : "false");
+        break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        if (table && is_time_col(col)) {
+            buf_puts(&b, timespec_format(v->via.u64, tmp, sizeof(tmp)));
+        } else {
+            buf_printf(&b, "%" PRIu64, v->via.u64);
+            c->kind = CELL_NUM;
+        }
+        break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        buf_printf(&b, "%" PRId64, v->via.i64);
+        c->kind = CELL_NUM;
+        break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        c->kind = CELL_NUM;
+        if (table && is_ratio_col(col))
+            buf_printf(&b, "%.1f%%", v->via.f64 * 100.0);
+        else if (table)
+            buf_printf(&b, "%.2f", v->via.f64);
+        else {
+            double_repr(v->via.f64, tmp, sizeof(tmp), 0);
+            buf_puts(&b, tmp);
+        }
+        break;
+    case MSGPACK_OBJECT_STR:
+        if (all_digits(v->via.str.ptr, v->via.str.size))
+            c->kind = CELL_NUM;
+        if (table)
+            table_text(&b, v->via.str.ptr, v->via.str.size);
+        else
+            buf_add(&b, v->via.str.ptr, v->via.str.size);
+        break;
+    case MSGPACK_OBJECT_BIN:
+        if (table)
+            buf_printf(&b, "<%" PRIu32 " bytes>", v->via.bin.size);
+        else
+            base64(&b, (const unsigned char *)v->via.bin.ptr, v->via.bin.size);
+        break;
+    case MSGPACK_OBJECT_ARRAY:
+        if (table && v->via.array.size > 0 && range_list(&b, v) == 0)
+            break;
+        /* fall through */
+    default: {
+        char *j = json_text(v);
+
+        if (j == NULL)
+            return -1;
+        if (table)
+            table_text(&b, j, strlen(j));
+        else
+            buf_puts(&b, j);
+        free(j);
+        break;
+    }
+    }
+    c->text = buf_take(&b);
+    return c->text == NULL ? -1 : 0;
+}
+
+/* Display width: code points, not bytes, so UTF-8 names line up. */
+static size_t
+width(const char *s)
+{
+    size_t w = 0;
+
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xc0) != 0x80)
+            w++;
+    return w;
+}
+
+static void
+pad(FILE *out, size_t n)
+{
+    while (n-- > 0)
+        putc(' ', out);
+}
+
+static const char *
+cell_str(const struct cell *c)
+{
+    return c->kind == CELL_ABSENT || c->kind == CELL_NIL ? "-" : c->text;
+}
+
+static void
+print_table(FILE *out, const struct cols *cols, const struct cell *cells,
+            size_t nrows)
+{
+    size_t *w, i, j;
+
+    w = calloc(cols->n ? cols->n : 1, sizeof(*w));
+    if (w == NULL)
+        return;
+    for (j = 0; j < cols->n; j++) {
+        w[j] = width(cols->names[j]);
+        for (i = 0; i < nrows; i++) {
+            size_t cw = width(cell_str(&cells[i * cols->n + j]));
+
+            if (cw > w[j])
+                w[j] = cw;
+        }
+    }
+    /* Headers line up with their column's alignment. */
+    for (j = 0; j < cols->n; j++) {
+        int right = 0;
+
+        for (i = 0; i < nrows; i++)
+            if (cells[i * cols->n + j].kind == CELL_NUM)
+                right = 1;
+        if (j > 0)
+            fputs("  ", out);
+        if (right)
+            pad(out, w[j] - width(cols->names[j]));
+        fputs(cols->names[j], out);
+        if (!right && j + 1 < cols->n)
+            pad(out, w[j] - width(cols->names[j]));
+    }
+    putc('\n', out);
+    for (i = 0; i < nrows; i++) {
+        for (j = 0; j < cols->n; j++) {
+            const struct cell *c = &cells[i * cols->n + j];
+            const char *s = cell_str(c);
+            int right = c->kind == CELL_NUM;
+
+            /* A nil in a numeric column sits where the numbers do. */
+            if (c->kind == CELL_NIL || c->kind == CELL_ABSENT) {
+                size_t k;
+
+                for (k = 0; k < nrows; k++)
+                    if (cells[k * cols->n + j].kind == CELL_NUM)
+                        right = 1;
+            }
+            if (j > 0)
+                fputs("  ", out);
+            if (right)
+                pad(out, w[j] - width(s));
+            fputs(s, out);
+            if (!right && j + 1 < cols->n)
+                pad(out, w[j] - width(s));
+        }
+        putc('\n', out);
+    }
+    free(w);
+}
+
+static void
+print_csv(FILE *out, const struct cols *cols, const struct cell *cells,
+          size_t nrows)
+{
+    size_t i, j;
+
+    for (j = 0; j < cols->n; j++) {
+        if (j > 0)
+            putc(',', out);
+        output_csv_field(out, cols->names[j], strlen(cols->names[j]));
+    }
+    putc('\n', out);
+    for (i = 0; i < nrows; i++) {
+        for (j = 0; j < cols->n; j++) {
+            const struct cell *c = &cells[i * cols->n + j];
+
+            if (j > 0)
+                putc(',', out);
+            if (c->text != NULL)
+                output_csv_field(out, c->text, strlen(c->text));
+        }
+        putc('\n', out);
+    }
+}
+
+/* `stats` is one row of many fields: a two-column name/value table reads
+ * better than one very wide line. */
+static void
+print_vertical(FILE *out, const struct cols *cols, const struct cell *cells)
+{
+    size_t j, wn = 0, wv = 0;
+
+    for (j = 0; j < cols->n; j++) {
+        if (width(cols->names[j]) > wn)
+            wn = width(cols->names[j]);
+        if (width(cell_str(&cells[j])) > wv)
+            wv = width(cell_str(&cells[j]));
+    }
+    for (j = 0; j < cols->n; j++) {
+        const char *s = cell_str(&cells[j]);
+
+        fputs(cols->names[j], out);
+        pad(out, wn - width(cols->names[j]) + 2);
+        if (cells[j].kind == CELL_NUM)
+            pad(out, wv - width(s));
+        fputs(s, out);
+        putc('\n', out);
+    }
+}
+
+static int
+get_rows(const msgpack_object *result, const msgpack_object **rows,
+         int *truncated, char *err, size_t err_len)
+{
+    const msgpack_object *r, *t;
+    uint32_t i;
+
+    if (result == NULL || result->type != MSGPACK_OBJECT_MAP)
+        return seterr(err, err_len, "the reply's result is not a map");
+    r = mpobj_map_get(result, "rows", NULL);
+    if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY)
+        return seterr(err, err_len, "the reply's result has no \"rows\" array");
+    for (i = 0; i < r->via.array.size; i++)
+        if (r->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
+            return seterr(err, err_len, "row %" PRIu32 " is not a map", i);
+    t = mpobj_map_get(result, "truncated", NULL);
+    *truncated =
+        t != NULL && t->type == MSGPACK_OBJECT_BOOLEAN && t->via.boolean;
+    *rows = r;
+    return 0;
+}
+
+static int
+is_receipt_rows(const msgpack_object *rows)
+{
+    return rows->via.array.size > 0 &&
+           mpobj_map_get(&rows->via.array.ptr[0], "receipt_id", NULL) != NULL;
+}
+
+int
+output_result(FILE *out, int format, const char *kind,
+              const msgpack_object *result, char *err, size_t err_len)
+{
+    const msgpack_object *rows;
+    struct row *flat = NULL;
+    struct cols cols = { 0 };
+    struct cell *cells = NULL;
+    size_t nrows, i, j;
+    int truncated, rc = -1;
+
+    if (get_rows(result, &rows, &truncated, err, err_len) != 0)
+        return -1;
+    if (format == OUTPUT_JSON) {
+        struct json_object *j_res = output_to_json(result);
+
+        if (j_res == NULL)
+            return seterr(err, err_len, "out of memory");
+        fputs(json_object_to_json_string_ext(
+                  j_res, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                             JSON_C_TO_STRING_NOSLASHESCAPE),
+              out);
+        putc('\n', out);
+        json_object_put(j_res);
+        return 0;
+    }
+    if (format != OUTPUT_TABLE && format != OUTPUT_CSV)
+        return seterr(err, err_len, "this format is only for stats");
+
+    nrows = rows->via.array.size;
+    if (nrows > 0 && (flat = calloc(nrows, sizeof(*flat))) == NULL)
+        goto oom;
+    for (i = 0; i < nrows; i++)
+        if (flatten(&flat[i], NULL, &rows->via.array.ptr[i]) != 0)
+            goto oom;
+    if (choose_cols(
+            &cols, flat, nrows,
+            known_cols(kind, is_receipt_rows(rows), format == OUTPUT_TABLE),
+            format == OUTPUT_TABLE && is_receipt_rows(rows)) != 0)
+        goto oom;
+    if (nrows * cols.n > 0 &&
+        (cells = calloc(nrows * cols.n, sizeof(*cells))) == NULL)
+        goto oom;
+    for (i = 0; i < nrows; i++)
+        for (j = 0; j < cols.n; j++)
+            if (render(&cells[i * cols.n + j], cols.names[j],
+                       row_get(&flat[i], cols.names[j]), format) != 0)
+                goto oom;
+
+    if (format == OUTPUT_CSV) {
+        print_csv(out, &cols, cells, nrows);
+    } else if (nrows == 0) {
+        fputs("(no rows)\n", out);
+    } else if (nrows == 1 && strcmp(kind, "stats") == 0) {
+        print_vertical(out, &cols, cells);
+    } else {
+        print_table(out, &cols, cells, nrows);
+    }
+    if (format == OUTPUT_TABLE && truncated)
+        fprintf(out,
+                "(truncated at %zu rows: more match; raise --limit "
+                "or page with --before-id)\n",
+                nrows);
+    rc = 0;
+    goto done;
+oom:
+    seterr(err, err_len, "out of memory while formatting the result");
+done:
+    if (cells != NULL)
+        for (i = 0; i < nrows * cols.n; i++)
+            free(cells[i].text);
+    free(cells);
+    for (i = 0; flat != NULL && i < nrows; i++)
+        row_free(&flat[i]);
+    free(flat);
+    cols_free(&cols);
+    return rc;
+}
+
+/* ---- Prometheus ---- */
+
+struct metric_info {
+    const char *field;
+    const char *type; /* "counter" or "gauge" */
+    const char *help;
+};
+
+/*
+ * What the daemon's stats mean. A field not listed here is still exported,
+ * as a gauge with a generic help line, so a newer daemon's counters show up
+ * before this table learns about them.
+ */
+static const struct metric_info metrics[] = {
+    { "uptime_ms", "gauge", "Milliseconds since the daemon started." },
+    { "uptime_s", "gauge", "Seconds since the daemon started." },
+    { "connections", "gauge", "Client connections open now." },
+    { "connections_total", "counter", "Client connections accepted." },
+    { "frames", "counter", "Request frames read." },
+    { "accepted", "counter", "Receipts stored." },
+    { "rejected", "counter", "Receipts and payloads rejected." },
+    { "duplicates", "counter",
+      "Writes already stored under their (source, "
+      "seq), answered without storing again." },
+    { "quarantined", "counter", "Rejected payloads kept in quarantine." },
+    { "quarantine_evicted", "counter",
+      "Quarantined payloads evicted to stay within the size bound." },
+    { "commits", "counter", "Store transactions committed." },
+    { "store_bytes", "gauge", "Size of the store's database file in bytes." },
+    { "store_size", "gauge", "Size of the store in bytes." },
+};
+
+static void
+metric_name(struct buf *b, const char *field)
+{
+    const char *p;
+
+    buf_puts(b, "receiptd_");
+    for (p = field; *p; p++) {
+        char ch = *p;
+
+        if (!isalnum((unsigned char)ch) && ch != '_')
+            ch = '_';
+        buf_add(b, &ch, 1);
+    }
+}
+
+static void
+label_value(FILE *out, const char *p, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (p[i] == '\\' || p[i] == '"')
+            fprintf(out, "\\%c", p[i]);
+        else if (p[i] == '\n')
+            fputs("\\n", out);
+        else
+            putc(p[i], out);
+    }
+}
+
+int
+output_prometheus(FILE *out, const msgpack_object *result, char *err,
+                  size_t err_len)
+{
+    const msgpack_object *rows;
+    struct row flat = { 0 };
+    int truncated, nlabels = 0;
+    size_t i, k;
+    char num[64];
+
+    if (get_rows(result, &rows, &truncated, err, err_len) != 0)
+        return -1;
+    if (rows->via.array.size == 0)
+        return seterr(err, err_len, "the stats result has no rows");
+    if (flatten(&flat, NULL, &rows->via.array.ptr[0]) != 0) {
+        row_free(&flat);
+        return seterr(err, err_len, "out of memory");
+    }
+    for (i = 0; i < flat.n; i++) {
+        const msgpack_object *v = flat.leaves[i].v;
+        const struct metric_info *mi = NULL;
+        struct buf name = { 0 };
+
+        if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
+            v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
+            v->type != MSGPACK_OBJECT_FLOAT32 &&
+            v->type != MSGPACK_OBJECT_FLOAT64 &&
+            v->type != MSGPACK_OBJECT_BOOLEAN)
+            continue;
+        for (k = 0; k < sizeof(metrics) / sizeof(metrics[0]); k++)
+            if (strcmp(metrics[k].field, flat.leaves[i].name) == 0)
+                mi = &metrics[k];
+        metric_name(&name, flat.leaves[i].name);
+        if (name.oom) {
+            free(name.p);
+            row_free(&flat);
+            return seterr(err, err_len, "out of memory");
+        }
+        if (mi != NULL)
+            fprintf(out, "# HELP %s %s\n", name.p, mi->help);
+        else
+            fprintf(out, "# HELP %s The daemon's stats field %s.\n", name.p,
+                    flat.leaves[i].name);
+        fprintf(out, "# TYPE %s %s\n", name.p, mi ? mi->type : "gauge");
+        switch (v->type) {
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+            fprintf(out, "%s %" PRIu64 "\n", name.p, v->via.u64);
+            break;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+            fprintf(out, "%s %" PRId64 "\n", name.p, v->via.i64);
+            break;
+        case MSGPACK_OBJECT_BOOLEAN:
+            fprintf(out, "%s %d\n", name.p, v->via.boolean ? 1 : 0);
+            break;
+        default:
+            double_repr(v->via.f64, num, sizeof(num), 0);
+            fprintf(out, "%s %s\n", name.p, num);
+            break;
+        }
+        free(name.p);
+    }
+    /* Strings (the server version, the store path) are labels of one info
+     * gauge, the usual Prometheus idiom for text facts. */
+    for (i = 0; i < flat.n; i++) {
+        const msgpack_object *v = flat.leaves[i].v;
+        struct buf lname = { 0 };
+
+        if (v->type != MSGPACK_OBJECT_STR)
+            continue;
+        if (nlabels++ == 0)
+            fputs("# HELP receiptd_info Facts about the daemon, as labels.\n"
+                  "# TYPE receiptd_info gauge\n"
+                  "receiptd_info{",
+                  out);
+        else
+            putc(',', out);
+        metric_name(&lname, flat.leaves[i].name);
+        if (lname.p != NULL)
+            fputs(lname.p + strlen("receiptd_"), out);
+        free(lname.p);
+        fputs("=\"", out);
+        label_value(out, v->via.str.ptr, v->via.str.size);
+        putc('"', out);
+    }
+    if (nlabels > 0)
+        fputs("} 1\n", out);
+    row_free(&flat);
+    return 0;
+}
