@@ -1,0 +1,433 @@
+/*
+ * conn.c: the per-connection state machine.
+ *
+ * Loop thread only. States: reading frames; full (unsent replies passed
+ * max_unsent_bytes, so reading stops until the peer drains half); paused
+ * (the writer fell behind, server-wide); want_close (a framing error, EOF
+ * or drain: no more frames, close once every slot is written); closing
+ * (handles being closed); freed when both handles are closed and no slot
+ * is outstanding. One timer serves two purposes: the deadline of a frame
+ * that has begun (a trickled frame is cut off) and the idle timeout.
+ * Reads land in the server's shared buffer and are consumed before the
+ * callback returns, so an idle connection holds no read buffer.
+ */
+#include "conn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "dispatch.h"
+#include "envelope.h"
+#include "log.h"
+#include "store.h"
+
+#define WRITE_BATCH 64
+
+struct wreq {
+    uv_write_t req;
+    struct conn *c;
+    unsigned n;
+    size_t bytes;
+    uv_buf_t bufs[WRITE_BATCH];
+};
+
+static void arm_timer(struct conn *c);
+static void maybe_finish(struct conn *c);
+
+static void
+maybe_free(struct conn *c)
+{
+    if (c->handles_open == 0 && c->n_slots == 0) {
+        struct server *srv = c->srv;
+        free(c->token);
+        server_conn_freed(srv, c);
+        free(c);
+    }
+}
+
+static void
+close_cb(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+
+    c->handles_open--;
+    maybe_free(c);
+}
+
+struct conn *
+conn_new(struct server *srv, int kind)
+{
+    struct conn *c = calloc(1, sizeof(*c));
+    int rc;
+
+    if (c == NULL)
+        return NULL;
+    c->srv = srv;
+    c->kind = kind;
+    if (kind == CONN_TCP)
+        rc = uv_tcp_init(srv->loop, &c->u.tcp);
+    else
+        rc = uv_pipe_init(srv->loop, &c->u.pipe, 0);
+    if (rc != 0) {
+        free(c);
+        return NULL;
+    }
+    c->u.handle.data = c;
+    uv_timer_init(srv->loop, &c->timer);
+    c->timer.data = c;
+    c->handles_open = 2;
+    frame_reader_init(&c->fr, srv->cfg->max_frame);
+    server_conn_add(srv, c);
+    return c;
+}
+
+static void
+free_done_slots(struct conn *c)
+{
+    struct conn_slot *s, *next, **pp = &c->head;
+
+    c->tail = NULL;
+    for (s = c->head; s != NULL; s = next) {
+        next = s->next;
+        if (s->done) {
+            *pp = next;
+            free(s->reply);
+            free(s);
+            c->n_slots--;
+        } else {
+            pp = &s->next;
+            c->tail = s;
+        }
+    }
+}
+
+void
+conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->want_close = 1;
+    if (c->reading)
+        uv_read_stop(&c->u.stream);
+    c->reading = 0;
+    frame_reader_close(&c->fr);
+    free_done_slots(c);
+    server_conn_closing(c->srv, c);
+    uv_close((uv_handle_t *)&c->timer, close_cb);
+    uv_close(&c->u.handle, close_cb);
+}
+
+static void
+alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+
+    (void)suggested;
+    buf->base = c->srv->readbuf;
+    buf->len = sizeof(c->srv->readbuf);
+}
+
+/* Replies to a framing error (the stream cannot be trusted any more) and
+ * closes once that reply is written. */
+static void
+framing_error(struct conn *c, const struct proto_err *err)
+{
+    struct conn_slot *s;
+    char *reply;
+    size_t len;
+
+    c->srv->n.framing_errors++;
+    frame_reader_close(&c->fr);
+    frame_reader_init(&c->fr, c->srv->cfg->max_frame);
+    s = conn_slot_new(c);
+    if (s == NULL) {
+        conn_close(c);
+        return;
+    }
+    reply = dispatch_error_reply(0, 0, err, &len);
+    conn_close_after_replies(c);
+    conn_slot_complete(s, reply, len);
+}
+
+static void
+read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = stream->data;
+    struct proto_err err;
+    size_t off = 0, used;
+    uint32_t flen;
+    char *frame;
+    int rc;
+
+    if (nread == UV_EOF) {
+        /* The peer finished sending: it may still read the replies for
+         * what it sent, as a producer that half-closes does. */
+        conn_close_after_replies(c);
+        return;
+    }
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    while (off < (size_t)nread && !c->want_close) {
+        proto_err_clear(&err);
+        rc = frame_reader_feed(&c->fr, buf->base + off, (size_t)nread - off,
+                               &used, &frame, &flen, &err);
+        off += used;
+        if (rc != 0) {
+            framing_error(c, &err);
+            return;
+        }
+        if (frame != NULL) {
+            c->srv->n.frames++;
+            c->frame_started_ms = 0;
+            /* dispatch takes the frame. */
+            dispatch_frame(c, frame, flen);
+        }
+    }
+    if (!c->closing) {
+        arm_timer(c);
+        conn_update_reading(c);
+    }
+}
+
+void
+conn_update_reading(struct conn *c)
+{
+    int want;
+
+    if (c->closing)
+        return;
+    want = !c->want_close && !c->full && !c->srv->paused && !c->srv->draining;
+    if (want && !c->reading) {
+        if (uv_read_start(&c->u.stream, alloc_cb, read_cb) == 0)
+            c->reading = 1;
+        else
+            conn_close(c);
+    } else if (!want && c->reading) {
+        uv_read_stop(&c->u.stream);
+        c->reading = 0;
+    }
+}
+
+static void
+timer_cb(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    struct proto_err err;
+
+    if (c->closing)
+        return;
+    if (frame_reader_in_frame(&c->fr) && c->frame_started_ms != 0) {
+        if (!c->reading) {
+            /* We stopped reading this peer ourselves; its frame cannot
+             * progress, so it is not the peer's delay. */
+            arm_timer(c);
+            return;
+        }
+        proto_err_set(&err, PROTO_EMALFORMED, NULL,
+                      "frame not complete within %lu ms; a frame must "
+                      "arrive within frame_timeout_ms once it has begun",
+                      (unsigned long)c->srv->cfg->frame_timeout_ms);
+        framing_error(c, &err);
+        return;
+    }
+    if (c->n_slots > 0 || c->n_writes > 0) {
+        /* Replies are still owed: not idle. */
+        arm_timer(c);
+        return;
+    }
+    log_debug("closing an idle connection");
+    conn_close(c);
+}
+
+static void
+arm_timer(struct conn *c)
+{
+    const struct config *cfg = c->srv->cfg;
+    uint64_t now = uv_now(c->srv->loop), due;
+
+    if (c->closing || c->want_close)
+        return;
+    if (frame_reader_in_frame(&c->fr)) {
+        if (c->frame_started_ms == 0) {
+            c->frame_started_ms = now;
+        }
+        due = c->frame_started_ms + cfg->frame_timeout_ms;
+        uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 1, 0);
+        return;
+    }
+    c->frame_started_ms = 0;
+    if (cfg->idle_timeout_ms > 0)
+        uv_timer_start(&c->timer, timer_cb, cfg->idle_timeout_ms, 0);
+    else
+        uv_timer_stop(&c->timer);
+}
+
+void
+conn_start(struct conn *c)
+{
+    arm_timer(c);
+    conn_update_reading(c);
+}
+
+void
+conn_close_after_replies(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->want_close = 1;
+    frame_reader_close(&c->fr);
+    uv_timer_stop(&c->timer);
+    conn_update_reading(c);
+    maybe_finish(c);
+}
+
+void
+conn_drain(struct conn *c)
+{
+    conn_close_after_replies(c);
+}
+
+struct conn_slot *
+conn_slot_new(struct conn *c)
+{
+    struct conn_slot *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    s->c = c;
+    if (c->tail != NULL)
+        c->tail->next = s;
+    else
+        c->head = s;
+    c->tail = s;
+    c->n_slots++;
+    return s;
+}
+
+static void
+update_full(struct conn *c)
+{
+    uint64_t cap = c->srv->cfg->max_unsent_bytes;
+
+    /* Hysteresis: stop at the cap, resume below half of it, so a slow
+     * reader does not flip reading on and off with every reply. */
+    if (!c->full && c->unsent > cap)
+        c->full = 1;
+    else if (c->full && c->unsent <= cap / 2)
+        c->full = 0;
+    conn_update_reading(c);
+}
+
+static void
+write_cb(uv_write_t *req, int status)
+{
+    struct wreq *wr = req->data;
+    struct conn *c = wr->c;
+    unsigned i;
+
+    for (i = 0; i < wr->n; i++)
+        free(wr->bufs[i].base);
+    c->unsent -= wr->bytes;
+    c->n_writes--;
+    free(wr);
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->closing) {
+        update_full(c);
+        maybe_finish(c);
+    }
+}
+
+/* Writes every completed slot at the head of the FIFO. */
+static void
+flush(struct conn *c)
+{
+    struct wreq *wr = NULL;
+    struct conn_slot *s;
+
+    while ((s = c->head) != NULL && s->done) {
+        c->head = s->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->n_slots--;
+        if (s->reply != NULL) {
+            if (wr == NULL && (wr = calloc(1, sizeof(*wr))) == NULL) {
+                free(s->reply);
+                free(s);
+                conn_close(c);
+                return;
+            }
+            wr->bufs[wr->n] = uv_buf_init(s->reply, (unsigned)s->len);
+            wr->bytes += s->len;
+            wr->n++;
+        }
+        free(s);
+        if (wr != NULL &&
+            (wr->n == WRITE_BATCH || c->head == NULL || !c->head->done)) {
+            wr->c = c;
+            wr->req.data = wr;
+            if (uv_write(&wr->req, &c->u.stream, wr->bufs, wr->n, write_cb) !=
+                0) {
+                unsigned i;
+                for (i = 0; i < wr->n; i++)
+                    free(wr->bufs[i].base);
+                c->unsent -= wr->bytes;
+                free(wr);
+                conn_close(c);
+                return;
+            }
+            c->n_writes++;
+            wr = NULL;
+        }
+    }
+}
+
+static void
+maybe_finish(struct conn *c)
+{
+    if (!c->closing && c->want_close && c->n_slots == 0 && c->n_writes == 0)
+        conn_close(c);
+}
+
+void
+conn_slot_complete(struct conn_slot *s, char *reply, size_t len)
+{
+    struct conn *c = s->c;
+
+    if (c->closing) {
+        /* Unlink it: the FIFO of a closing connection only holds slots
+         * that are still waiting for the writer or a query. */
+        struct conn_slot **pp = &c->head;
+        c->tail = NULL;
+        while (*pp != NULL) {
+            if (*pp == s) {
+                *pp = s->next;
+                continue;
+            }
+            c->tail = *pp;
+            pp = &(*pp)->next;
+        }
+        free(reply);
+        free(s);
+        c->n_slots--;
+        maybe_free(c);
+        return;
+    }
+    s->done = 1;
+    s->reply = reply;
+    s->len = reply != NULL ? len : 0;
+    c->unsent += s->len;
+    if (s == c->head)
+        flush(c);
+    if (!c->closing) {
+        update_full(c);
+        maybe_finish(c);
+    }
+}

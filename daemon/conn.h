@@ -1,0 +1,100 @@
+/*
+ * conn.h: one client connection: the frame reader, the deadline and idle
+ * timers, and the FIFO of reply slots that keeps replies in request order.
+ *
+ * Loop thread only. A slot is taken for each frame, in arrival order; it
+ * completes later (at once for ping, after the COMMIT for writes, after the
+ * query thread for queries), and replies are written strictly from the
+ * head of the FIFO. The connection's memory outlives its handles until its
+ * last slot completes, so a job finishing after the peer left is harmless.
+ */
+#ifndef RECEIPTD_DAEMON_CONN_H
+#define RECEIPTD_DAEMON_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "frame.h"
+#include "server.h"
+
+#define CONN_SOURCE_MAX 256
+
+enum conn_kind { CONN_UNIX, CONN_TCP };
+
+struct conn_slot {
+    struct conn_slot *next;
+    struct conn *c;
+    int done;
+    char *reply; /* owned once done; NULL for no reply */
+    size_t len;
+};
+
+struct conn {
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } u;
+    uv_timer_t timer;
+    struct server *srv;
+    struct conn *prev, *next; /* the server's list */
+    int kind;
+    struct frame_reader fr;
+
+    int reading;      /* uv_read_start is in effect */
+    int full;         /* unsent replies passed max_unsent_bytes */
+    int want_close;   /* close once every slot is written */
+    int closing;      /* uv_close called */
+    int handles_open; /* handles whose close callback has not run */
+    uint64_t frame_started_ms;
+
+    struct conn_slot *head, *tail;
+    size_t n_slots;    /* slots not yet freed, done or not */
+    uint64_t unsent;   /* reply bytes ready or being written */
+    unsigned n_writes; /* uv_write requests in flight */
+
+    /* Set by hello. */
+    int said_hello;
+    char source[CONN_SOURCE_MAX + 1];
+    size_t source_len;
+    char *token; /* owned; for access control (issue 6) */
+};
+
+/*
+ * Allocates a connection with its stream and timer initialised on the
+ * server's loop, ready for uv_accept(). Returns NULL on failure. The caller
+ * must end with conn_start() or conn_close().
+ */
+struct conn *conn_new(struct server *srv, int kind);
+
+/* Starts reading and the idle timer; registers with the server. */
+void conn_start(struct conn *c);
+
+/* Closes at once (replies not yet written are dropped). Idempotent. */
+void conn_close(struct conn *c);
+
+/* Stops reading, drops a partial frame, and closes once every slot has been
+ * written. */
+void conn_drain(struct conn *c);
+
+/* Starts or stops reading after the server's backpressure switch moved. */
+void conn_update_reading(struct conn *c);
+
+/* A new slot at the tail of the FIFO, or NULL when out of memory. */
+struct conn_slot *conn_slot_new(struct conn *c);
+
+/*
+ * Completes a slot with reply (taken; malloc'd frame bytes, or NULL for no
+ * reply) and writes whatever is ready at the head. Safe after the
+ * connection closed: the reply is dropped, and the connection is freed
+ * when its last slot completes.
+ */
+void conn_slot_complete(struct conn_slot *s, char *reply, size_t len);
+
+/* Asks to close once everything before now is written; stops reading. */
+void conn_close_after_replies(struct conn *c);
+
+#endif

@@ -1,0 +1,779 @@
+/*
+ * dispatch.c: request frames to handlers, handlers to replies.
+ *
+ * Loop thread only. Every frame takes a reply slot before anything else, so
+ * replies keep request order. Writes are decoded and validated here (pure
+ * proto/ code), then handed to the writer as one job that owns the frame:
+ * decoded receipts borrow their strings from it. A rejected payload is kept
+ * in quarantine with its exact bytes, found by walking the frame (already
+ * checked by mpcheck) rather than re-encoding the object, so an odd integer
+ * width a producer used is preserved for replay.
+ */
+#include "dispatch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "conn.h"
+#include "envelope.h"
+#include "frame.h"
+#include "log.h"
+#include "mpobj.h"
+#include "query.h"
+#include "receipt.h"
+#include "server.h"
+#include "writer.h"
+
+#define TOKEN_MAX 4096
+
+/* What a write job needs to build its reply when it comes back. */
+struct wctx {
+    struct conn_slot *slot;
+    struct server *srv;
+    int op;
+    int has_id;
+    uint64_t id;
+    int reply_err; /* the request was refused: reply err after commit */
+    struct proto_err err;
+    uint64_t accepted, rejected, stray;
+};
+
+/* A reply frame under construction. */
+struct rbuf {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t start;
+};
+
+static int
+rbuf_begin(struct rbuf *b)
+{
+    msgpack_sbuffer_init(&b->sb);
+    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
+    b->start = frame_sbuffer_begin(&b->sb);
+    return b->start == (size_t)-1 ? -1 : 0;
+}
+
+static char *
+rbuf_finish(struct rbuf *b, int failed, size_t *len)
+{
+    if (failed) {
+        msgpack_sbuffer_destroy(&b->sb);
+        *len = 0;
+        return NULL;
+    }
+    frame_sbuffer_finish(&b->sb, b->start);
+    *len = b->sb.size;
+    return msgpack_sbuffer_release(&b->sb);
+}
+
+char *
+dispatch_error_reply(int has_id, uint64_t id, const struct proto_err *err,
+                     size_t *len)
+{
+    struct rbuf b;
+    int failed;
+
+    failed = rbuf_begin(&b) != 0 ||
+             envelope_reply_error(&b.pk, has_id, id, err) != 0;
+    return rbuf_finish(&b, failed, len);
+}
+
+static void
+reply_error(struct conn_slot *slot, int has_id, uint64_t id,
+            const struct proto_err *err)
+{
+    size_t len;
+    char *r = dispatch_error_reply(has_id, id, err, &len);
+
+    conn_slot_complete(slot, r, len);
+}
+
+static int
+pack_kv_uint(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_uint64(pk, v) != 0;
+}
+
+static int
+pack_kv_str(msgpack_packer *pk, const char *k, const char *v)
+{
+    return envelope_pack_cstr(pk, k) != 0 || envelope_pack_cstr(pk, v) != 0;
+}
+
+/* ---- raw byte spans inside a checked frame ---- */
+
+static uint64_t
+be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/*
+ * Reads the header of the object at p: its header size, payload size and
+ * number of child objects. Returns 0, or -1 when the bytes do not hold a
+ * header (cannot happen after mpcheck; checked anyway).
+ */
+static int
+mp_header(const unsigned char *p, size_t n, uint64_t *hdr, uint64_t *body,
+          uint64_t *kids)
+{
+    static const unsigned char fixed[0x20] = {
+        /* 0xc0..0xdf: payload bytes after the type byte for fixed types;
+         * 0xff marks the variable-length ones handled below. */
+        0, 0xff, 0,  0,    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 4,
+        8, 1,    2,  4,    8,    1,    2,    4,    8,    2,    3,
+        5, 9,    17, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    };
+    unsigned b;
+
+    if (n == 0)
+        return -1;
+    b = p[0];
+    *hdr = 1;
+    *body = 0;
+    *kids = 0;
+    if (b <= 0x7f || b >= 0xe0)
+        return 0;
+    if (b <= 0x8f) {
+        *kids = 2u * (b & 0x0f);
+        return 0;
+    }
+    if (b <= 0x9f) {
+        *kids = b & 0x0f;
+        return 0;
+    }
+    if (b <= 0xbf) {
+        *body = b & 0x1f;
+        return 0;
+    }
+    if (fixed[b - 0xc0] != 0xff) {
+        *body = fixed[b - 0xc0];
+        return 0;
+    }
+    switch (b) {
+    case 0xc4:
+    case 0xd9:
+    case 0xc7:
+        if (n < 2)
+            return -1;
+        *hdr = 2;
+        *body = be(p + 1, 1) + (b == 0xc7);
+        if (b == 0xc7)
+            *hdr = 2;
+        return 0;
+    case 0xc5:
+    case 0xda:
+    case 0xc8:
+        if (n < 3)
+            return -1;
+        *hdr = 3;
+        *body = be(p + 1, 2) + (b == 0xc8);
+        return 0;
+    case 0xc6:
+    case 0xdb:
+    case 0xc9:
+        if (n < 5)
+            return -1;
+        *hdr = 5;
+        *body = be(p + 1, 4) + (b == 0xc9);
+        return 0;
+    case 0xdc:
+    case 0xde:
+        if (n < 3)
+            return -1;
+        *hdr = 3;
+        *kids = be(p + 1, 2) * (b == 0xde ? 2 : 1);
+        return 0;
+    case 0xdd:
+    case 0xdf:
+        if (n < 5)
+            return -1;
+        *hdr = 5;
+        *kids = be(p + 1, 4) * (b == 0xdf ? 2 : 1);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* The size in bytes of the whole object at p, or 0. */
+static size_t
+mp_skip(const unsigned char *p, size_t n)
+{
+    uint64_t left = 1, hdr, body, kids;
+    size_t off = 0;
+
+    while (left > 0) {
+        if (off >= n || mp_header(p + off, n - off, &hdr, &body, &kids) != 0)
+            return 0;
+        if (hdr + body > n - off)
+            return 0;
+        off += (size_t)(hdr + body);
+        left = left - 1 + kids;
+    }
+    return off;
+}
+
+/* Finds the bytes of the request's "body" value. */
+static int
+find_body(const char *frame, size_t len, size_t *off, size_t *blen)
+{
+    const unsigned char *p = (const unsigned char *)frame;
+    uint64_t hdr, body, kids, i;
+    size_t at, k, v;
+
+    if (mp_header(p, len, &hdr, &body, &kids) != 0 || body != 0)
+        return -1;
+    at = (size_t)hdr;
+    for (i = 0; i + 1 < kids + 1 && i < kids; i += 2) {
+        uint64_t kh, kb, kk;
+        k = mp_skip(p + at, len - at);
+        if (k == 0 || mp_header(p + at, len - at, &kh, &kb, &kk) != 0)
+            return -1;
+        v = mp_skip(p + at + k, len - at - k);
+        if (v == 0)
+            return -1;
+        if (kk == 0 && kb == 4 &&
+            (p[at] == 0xa4 || p[at] == 0xd9 || p[at] == 0xda ||
+             p[at] == 0xdb) &&
+            memcmp(p + at + kh, "body", 4) == 0) {
+            *off = at + k;
+            *blen = v;
+            return 0;
+        }
+        at += k + v;
+    }
+    return -1;
+}
+
+/* ---- write jobs ---- */
+
+static struct writer_job *
+job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+        char *frame, uint32_t len)
+{
+    struct writer_job *job = writer_job_new();
+    struct wctx *x = calloc(1, sizeof(*x));
+
+    if (job == NULL || x == NULL) {
+        free(job);
+        free(x);
+        return NULL;
+    }
+    x->slot = slot;
+    x->srv = c->srv;
+    x->op = env->op;
+    x->has_id = env->has_id;
+    x->id = env->id;
+    job->reply_extra = (char *)x;
+    job->owner = slot;
+    job->frame = frame;
+    job->bytes = sizeof(*job) + sizeof(*x) + len;
+    job->w.op = -1;
+    job->w.source = c->source;
+    job->w.source_len = c->source_len;
+    job->w.has_seq = env->has_seq;
+    job->w.seq = env->seq;
+    job->w.received_at = (int64_t)server_now_unix_ms();
+    return job;
+}
+
+/* Makes job a quarantine-only write of one payload and the reply err. */
+static int
+job_quarantine_one(struct writer_job *job, const char *raw, size_t rlen,
+                   const char *op, const struct proto_err *err)
+{
+    struct wctx *x = (struct wctx *)job->reply_extra;
+    struct store_quarantine_item *q = calloc(1, sizeof(*q));
+
+    if (q == NULL)
+        return -1;
+    x->reply_err = 1;
+    x->err = *err;
+    q->raw = raw;
+    q->len = rlen;
+    q->op = op;
+    q->code = x->err.code;
+    q->path = x->err.path;
+    q->message = x->err.message;
+    job->quarantine = q;
+    job->w.quarantine = q;
+    job->w.n_quarantine = 1;
+    job->w.op = -1;
+    job->items = 1;
+    job->bytes += sizeof(*q);
+    return 0;
+}
+
+static void
+count_stray(struct wctx *x, const struct receipt *r)
+{
+    if (r->counter_coverage & ~receipt_meaningful_bits(r->schema_version))
+        x->stray++;
+}
+
+static void
+do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+           char *frame, uint32_t len)
+{
+    struct writer_job *job;
+    struct proto_err err;
+    struct receipt *r;
+    size_t boff = 0, blen = len;
+    int rc;
+
+    job = job_new(c, slot, env, frame, len);
+    if (job == NULL) {
+        free(frame);
+        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+        reply_error(slot, env->has_id, env->id, &err);
+        return;
+    }
+    if (env->body != NULL && find_body(frame, len, &boff, &blen) != 0) {
+        boff = 0;
+        blen = len;
+    }
+    proto_err_clear(&err);
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
+    } else if (env->body == NULL) {
+        rc = proto_err_set(&err, PROTO_EINVALID, "body",
+                           "missing body; expected one receipt as a map or "
+                           "an array");
+    } else {
+        rc = receipt_decode(env->body, r, &err);
+    }
+    if (rc == PROTO_ENOMEM) {
+        free(r);
+        reply_error(slot, env->has_id, env->id, &err);
+        writer_job_free(job);
+        return;
+    }
+    if (rc != 0) {
+        free(r);
+        if (job_quarantine_one(job, frame + boff, blen, "receipt", &err)) {
+            proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
+            reply_error(slot, env->has_id, env->id, &err);
+            writer_job_free(job);
+            return;
+        }
+        ((struct wctx *)job->reply_extra)->rejected = 1;
+        server_submit(c->srv, job);
+        return;
+    }
+    count_stray((struct wctx *)job->reply_extra, r);
+    ((struct wctx *)job->reply_extra)->accepted = 1;
+    job->receipts = r;
+    job->w.op = PROTO_OP_RECEIPT;
+    job->w.receipts = r;
+    job->w.n_receipts = 1;
+    job->items = 1;
+    job->bytes += sizeof(*r) + r->extra_len;
+    server_submit(c->srv, job);
+}
+
+static int
+pack_rejected(msgpack_packer *pk, size_t index, const struct proto_err *e)
+{
+    return msgpack_pack_map(pk, 4) != 0 ||
+           pack_kv_uint(pk, "index", index) != 0 ||
+           pack_kv_str(pk, "code", proto_code_name(e->code)) != 0 ||
+           pack_kv_str(pk, "path", e->path) != 0 ||
+           pack_kv_str(pk, "message", e->message) != 0;
+}
+
+static void
+do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+            char *frame, uint32_t len)
+{
+    const unsigned char *p = (const unsigned char *)frame;
+    struct store_quarantine_item *q = NULL;
+    struct proto_err err, *errs = NULL;
+    struct writer_job *job;
+    struct receipt *items = NULL;
+    struct wctx *x;
+    size_t boff, blen, at, i, n, nvalid = 0, nbad = 0;
+    uint64_t hdr, body, kids;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc, failed;
+
+    job = job_new(c, slot, env, frame, len);
+    if (job == NULL) {
+        free(frame);
+        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+        reply_error(slot, env->has_id, env->id, &err);
+        return;
+    }
+    x = (struct wctx *)job->reply_extra;
+    if (env->body == NULL || env->body->type != MSGPACK_OBJECT_ARRAY ||
+        find_body(frame, len, &boff, &blen) != 0) {
+        if (env->body == NULL)
+            proto_err_set(&err, PROTO_EINVALID, "body",
+                          "missing body; expected an array of receipts");
+        else
+            proto_err_set(&err, PROTO_EINVALID, "",
+                          "expected the body as an array of receipts, got %s",
+                          mpobj_type_name(env->body));
+        x->rejected = 1;
+        if (env->body == NULL || find_body(frame, len, &boff, &blen) != 0) {
+            boff = 0;
+            blen = len;
+        }
+        if (job_quarantine_one(job, frame + boff, blen, "receipts", &err))
+            goto nomem;
+        server_submit(c->srv, job);
+        return;
+    }
+    n = env->body->via.array.size;
+    if (n > c->srv->cfg->max_batch) {
+        proto_err_set(&err, PROTO_ETOO_LARGE, "",
+                      "batch of %lu receipts is over max_batch %lu; split it",
+                      (unsigned long)n, (unsigned long)c->srv->cfg->max_batch);
+        reply_error(slot, env->has_id, env->id, &err);
+        writer_job_free(job);
+        return;
+    }
+    /* n is bounded by max_batch (checked above) and by the frame's size
+     * (mpcheck), so these allocations are bounded too. */
+    items = job->receipts = calloc(n ? n : 1, sizeof(*items));
+    errs = job->errs = calloc(n ? n : 1, sizeof(*errs));
+    q = job->quarantine = calloc(n ? n : 1, sizeof(*q));
+    if (items == NULL || errs == NULL || q == NULL)
+        goto nomem;
+    if (mp_header(p + boff, blen, &hdr, &body, &kids) != 0)
+        goto nomem;
+    at = boff + (size_t)hdr;
+    for (i = 0; i < n; i++) {
+        size_t ilen = mp_skip(p + at, len - at);
+        proto_err_clear(&errs[i]);
+        rc = receipt_decode(&env->body->via.array.ptr[i], &items[nvalid],
+                            &errs[i]);
+        if (rc == PROTO_ENOMEM)
+            goto nomem;
+        if (rc == 0) {
+            count_stray(x, &items[nvalid]);
+            job->bytes += sizeof(*items) + items[nvalid].extra_len;
+            nvalid++;
+            /* Tell writer_job_free how many to clear so far. */
+            job->w.n_receipts = nvalid;
+        } else {
+            q[nbad].raw = p + at;
+            q[nbad].len = ilen;
+            q[nbad].op = "receipts";
+            q[nbad].code = errs[i].code;
+            q[nbad].path = errs[i].path;
+            q[nbad].message = errs[i].message;
+            nbad++;
+        }
+        at += ilen;
+    }
+
+    /* The result is encoded now, because it is also the first outcome the
+     * dedupe table records for this (source, seq). */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    failed = msgpack_pack_map(&pk, 2) != 0 ||
+             pack_kv_uint(&pk, "accepted", nvalid) != 0 ||
+             envelope_pack_cstr(&pk, "rejected") != 0 ||
+             msgpack_pack_array(&pk, nbad) != 0;
+    for (i = 0; i < n && !failed; i++)
+        if (errs[i].code != PROTO_OK)
+            failed = pack_rejected(&pk, i, &errs[i]);
+    if (failed) {
+        msgpack_sbuffer_destroy(&sb);
+        goto nomem;
+    }
+    job->w.outcome_len = sb.size;
+    job->outcome = msgpack_sbuffer_release(&sb);
+    job->w.outcome = job->outcome;
+    /* The quarantine items point into errs, which the job owns. */
+    job->bytes += sb.size + n * (sizeof(*errs) + sizeof(*q));
+    job->w.op = PROTO_OP_RECEIPTS;
+    job->w.receipts = items;
+    job->w.n_receipts = nvalid;
+    job->w.quarantine = q;
+    job->w.n_quarantine = nbad;
+    job->items = n;
+    x->accepted = nvalid;
+    x->rejected = nbad;
+    server_submit(c->srv, job);
+    return;
+nomem:
+    proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+    reply_error(slot, env->has_id, env->id, &err);
+    writer_job_free(job);
+}
+
+/* Quarantines a frame that is not a usable request, and replies err. */
+static void
+do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+             char *frame, uint32_t len, const struct proto_err *err)
+{
+    struct writer_job *job = job_new(c, slot, env, frame, len);
+
+    if (job == NULL) {
+        free(frame);
+        reply_error(slot, env->has_id, env->id, err);
+        return;
+    }
+    /* Dedupe does not apply to a request that could not be read. */
+    job->w.has_seq = 0;
+    if (job_quarantine_one(job, frame, len, "", err) != 0) {
+        reply_error(slot, env->has_id, env->id, err);
+        writer_job_free(job);
+        return;
+    }
+    server_submit(c->srv, job);
+}
+
+static void
+do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
+{
+    const msgpack_object *b = env->body, *o;
+    const struct config *cfg = c->srv->cfg;
+    struct proto_str src = { "", 0 }, tok = { NULL, 0 };
+    struct proto_err err;
+    uint64_t proto;
+    struct rbuf rb;
+    char *reply, *token = NULL;
+    size_t len;
+    int dup, failed;
+
+    proto_err_clear(&err);
+    if (b == NULL || b->type != MSGPACK_OBJECT_MAP) {
+        proto_err_set(&err, PROTO_EINVALID, b ? "" : "body",
+                      "expected the hello body as a map {protocol, source?, "
+                      "token?}");
+        goto fail;
+    }
+    o = mpobj_map_get(b, "protocol", &dup);
+    if (o == NULL) {
+        proto_err_set(&err, PROTO_EINVALID, "protocol",
+                      "missing protocol; this daemon speaks protocol 1");
+        goto fail;
+    }
+    if (mpobj_uint(o, UINT32_MAX, &proto, &err) != 0) {
+        proto_err_prefix_field(&err, "protocol");
+        goto fail;
+    }
+    if (proto != PROTO_VERSION) {
+        proto_err_set(&err, PROTO_EINVALID, "protocol",
+                      "protocol %lu is not supported; this daemon speaks "
+                      "protocol 1",
+                      (unsigned long)proto);
+        goto fail;
+    }
+    o = mpobj_map_get(b, "source", &dup);
+    if (o != NULL && o->type != MSGPACK_OBJECT_NIL &&
+        mpobj_str(o, CONN_SOURCE_MAX, &src, &err) != 0) {
+        proto_err_prefix_field(&err, "source");
+        goto fail;
+    }
+    o = mpobj_map_get(b, "token", &dup);
+    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
+        if (mpobj_str(o, TOKEN_MAX, &tok, &err) != 0) {
+            proto_err_prefix_field(&err, "token");
+            goto fail;
+        }
+        token = malloc(tok.len + 1);
+        if (token == NULL) {
+            proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
+            goto fail;
+        }
+        memcpy(token, tok.ptr, tok.len);
+        token[tok.len] = '\0';
+    }
+    memcpy(c->source, src.ptr, src.len);
+    c->source[src.len] = '\0';
+    c->source_len = src.len;
+    free(c->token);
+    c->token = token;
+    c->said_hello = 1;
+
+    failed = rbuf_begin(&rb) != 0 ||
+             envelope_reply_ok(&rb.pk, env->has_id, env->id) != 0 ||
+             msgpack_pack_map(&rb.pk, 4) != 0 ||
+             pack_kv_uint(&rb.pk, "protocol", PROTO_VERSION) != 0 ||
+             pack_kv_str(&rb.pk, "server", "receiptd/" RECEIPTD_VERSION) != 0 ||
+             pack_kv_uint(&rb.pk, "max_frame", cfg->max_frame) != 0 ||
+             pack_kv_uint(&rb.pk, "max_batch", cfg->max_batch) != 0;
+    reply = rbuf_finish(&rb, failed, &len);
+    conn_slot_complete(slot, reply, len);
+    return;
+fail:
+    reply_error(slot, env->has_id, env->id, &err);
+}
+
+static void
+do_ping(struct conn_slot *slot, const struct envelope *env)
+{
+    struct rbuf rb;
+    size_t len;
+    char *reply;
+    int failed;
+
+    failed = rbuf_begin(&rb) != 0 ||
+             envelope_reply_ok(&rb.pk, env->has_id, env->id) != 0 ||
+             msgpack_pack_map(&rb.pk, 0) != 0;
+    reply = rbuf_finish(&rb, failed, &len);
+    conn_slot_complete(slot, reply, len);
+}
+
+void
+dispatch_frame(struct conn *c, char *frame, uint32_t len)
+{
+    struct conn_slot *slot = conn_slot_new(c);
+    struct envelope env;
+    struct proto_err err;
+    msgpack_unpacked up;
+    int rc;
+
+    if (slot == NULL) {
+        free(frame);
+        conn_close(c);
+        return;
+    }
+    msgpack_unpacked_init(&up);
+    proto_err_clear(&err);
+    rc = envelope_parse(frame, len, &up, &env, &err);
+    if (rc == PROTO_EMALFORMED) {
+        do_bad_frame(c, slot, &env, frame, len, &err);
+        goto out;
+    }
+    if (rc != 0) {
+        /* An unknown op or a bad seq: the producer's mistake, and no
+         * write payload to keep. */
+        reply_error(slot, env.has_id, env.id, &err);
+        free(frame);
+        goto out;
+    }
+    switch (env.op) {
+    case PROTO_OP_HELLO:
+        do_hello(c, slot, &env);
+        free(frame);
+        break;
+    case PROTO_OP_PING:
+        do_ping(slot, &env);
+        free(frame);
+        break;
+    case PROTO_OP_RECEIPT:
+        /* The frame goes with the job: decoded strings borrow it. */
+        do_receipt(c, slot, &env, frame, len);
+        break;
+    case PROTO_OP_RECEIPTS:
+        do_receipts(c, slot, &env, frame, len);
+        break;
+    case PROTO_OP_QUERY:
+        /* query_start copies what it keeps out of the body. */
+        if (query_start(c->srv->queries, c->srv, slot, env.has_id, env.id,
+                        env.body, &err) != 0)
+            reply_error(slot, env.has_id, env.id, &err);
+        free(frame);
+        break;
+    default:
+        proto_err_set(&err, PROTO_EUNKNOWN_OP, "op",
+                      "op \"%s\" is not implemented yet in this receiptd",
+                      envelope_op_name(env.op));
+        reply_error(slot, env.has_id, env.id, &err);
+        free(frame);
+        break;
+    }
+out:
+    msgpack_unpacked_destroy(&up);
+}
+
+/* Packs the first outcome of a `receipts` write plus "duplicate": true. */
+static int
+pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
+{
+    msgpack_unpacked up;
+    const msgpack_object *o;
+    size_t off = 0;
+    uint32_t i;
+    int failed;
+
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, blob, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return -1;
+    }
+    o = &up.data;
+    failed = msgpack_pack_map(pk, o->via.map.size + 1) != 0;
+    for (i = 0; i < o->via.map.size && !failed; i++)
+        failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
+                 msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;
+    if (!failed)
+        failed = envelope_pack_cstr(pk, "duplicate") != 0 ||
+                 msgpack_pack_true(pk) != 0;
+    msgpack_unpacked_destroy(&up);
+    return failed ? -1 : 0;
+}
+
+void
+dispatch_write_done(struct writer_job *job)
+{
+    struct wctx *x = (struct wctx *)job->reply_extra;
+    struct server *srv = x->srv;
+    struct rbuf rb;
+    const char *status;
+    size_t len = 0;
+    char *reply;
+    int failed;
+
+    if (job->rc != 0) {
+        srv->n.unavailable++;
+        reply = dispatch_error_reply(x->has_id, x->id, &job->err, &len);
+        goto done;
+    }
+    srv->n.quarantined += job->w.n_quarantine;
+    srv->n.quarantine_evictions += job->w.evicted;
+    if (x->reply_err) {
+        srv->n.rejected += x->rejected;
+        reply = dispatch_error_reply(x->has_id, x->id, &x->err, &len);
+        goto done;
+    }
+    if (job->w.duplicate) {
+        srv->n.duplicates++;
+        /* The stored and quarantined figures of a duplicate were counted
+         * the first time. */
+        srv->n.quarantined -= job->w.n_quarantine;
+    } else {
+        srv->n.accepted += x->accepted;
+        srv->n.rejected += x->rejected;
+        srv->n.stray_coverage += x->stray;
+    }
+    failed = rbuf_begin(&rb) != 0 ||
+             envelope_reply_ok(&rb.pk, x->has_id, x->id) != 0;
+    if (!failed && job->w.duplicate && job->w.dup_outcome != NULL) {
+        failed = pack_dup_outcome(&rb.pk, job->w.dup_outcome,
+                                  job->w.dup_outcome_len);
+    } else if (!failed && (x->op == PROTO_OP_RECEIPT || job->w.duplicate)) {
+        /* A duplicate without a recorded blob was first a `receipt`. */
+        status = receipt_status_name(job->w.status);
+        failed = msgpack_pack_map(&rb.pk, job->w.duplicate ? 3 : 2) != 0 ||
+                 pack_kv_uint(&rb.pk, "receipt_id",
+                              (uint64_t)job->w.receipt_id) != 0 ||
+                 pack_kv_str(&rb.pk, "fallback", status ? status : "") != 0;
+        if (!failed && job->w.duplicate)
+            failed = envelope_pack_cstr(&rb.pk, "duplicate") != 0 ||
+                     msgpack_pack_true(&rb.pk) != 0;
+    } else if (!failed) {
+        failed = msgpack_sbuffer_write(&rb.sb, job->outcome,
+                                       job->w.outcome_len) != 0;
+    }
+    reply = rbuf_finish(&rb, failed, &len);
+done:
+    conn_slot_complete(x->slot, reply, len);
+    writer_job_free(job);
+}

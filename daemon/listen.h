@@ -1,0 +1,34 @@
+/*
+ * listen.h: the listening sockets: a Unix socket (mode from the
+ * configuration, removed on exit, a stale file from a crash replaced, a
+ * live one never stolen) and TCP (HOST:PORT, IPv4 or IPv6). New
+ * connections beyond max_connections are accepted and closed at once, and
+ * counted. Loop thread only.
+ */
+#ifndef RECEIPTD_DAEMON_LISTEN_H
+#define RECEIPTD_DAEMON_LISTEN_H
+
+#include <uv.h>
+
+#include "server.h"
+
+#define LISTEN_ERR_MAX 512
+
+struct listener;
+
+/*
+ * Binds and listens on the Unix socket at path (borrowed; copied) with
+ * permissions mode. Returns a listener, or NULL with a reason in err.
+ */
+struct listener *listen_unix(struct server *srv, const char *path,
+                             unsigned mode, char err[LISTEN_ERR_MAX]);
+
+/* Binds and listens on "HOST:PORT" ("[::1]:7000" for IPv6). */
+struct listener *listen_tcp(struct server *srv, const char *hostport,
+                            char err[LISTEN_ERR_MAX]);
+
+/* Stops listening, removes the Unix socket file, and frees l in its close
+ * callback. */
+void listen_close(struct listener *l);
+
+#endif

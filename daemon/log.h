@@ -1,0 +1,32 @@
+/*
+ * log.h: the daemon's one logging API (OpenBSD's log.c): messages go to
+ * stderr with sd-daemon priority prefixes ("<3>", "<4>", "<6>", "<7>") so
+ * journald keeps the levels. The level is checked before anything is
+ * formatted. Safe from any thread (each message is one write to stderr);
+ * never from a signal handler.
+ */
+#ifndef RECEIPTD_DAEMON_LOG_H
+#define RECEIPTD_DAEMON_LOG_H
+
+#include <stdarg.h>
+
+/* Sets the most verbose level written (LOG_ERR..LOG_DEBUG of syslog.h). */
+void log_set_level(int level);
+
+/* True when a message at level would be written. */
+int log_enabled(int level);
+
+/* A warning with ": " and strerror(errno) appended. */
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A warning as given. */
+void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* An error (with errno text for fatal), then exit(1). */
+void fatal(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+void fatalx(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+
+#endif

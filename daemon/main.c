@@ -1,0 +1,387 @@
+/*
+ * main.c: receiptd's entry point: flags, configuration, the store, the
+ * writer thread, the listeners, signals and sd_notify.
+ *
+ * Precedence: built-in defaults, then --config FILE, then flags. Runs in
+ * the foreground and logs to stderr. SIGTERM and SIGINT drain (stop
+ * accepting, commit and answer what was read, close) and exit 0; SIGHUP is
+ * the configuration reload hook. Everything here runs on the loop thread.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include <systemd/sd-daemon.h>
+#include <uv.h>
+
+#include "config.h"
+#include "listen.h"
+#include "log.h"
+#include "query.h"
+#include "server.h"
+#include "store.h"
+#include "writer.h"
+
+#define DRAIN_GRACE_MS 5000
+
+enum {
+    OPT_SOCKET = 256,
+    OPT_SOCKET_MODE,
+    OPT_DB,
+    OPT_TCP,
+    OPT_CONFIG,
+    OPT_MAX_FRAME,
+    OPT_MAX_BATCH,
+    OPT_MAX_CONNECTIONS,
+    OPT_IDLE_TIMEOUT,
+    OPT_FRAME_TIMEOUT,
+    OPT_MAX_UNSENT,
+    OPT_MAX_PENDING,
+    OPT_COMMIT_ITEMS,
+    OPT_COMMIT_BYTES,
+    OPT_QUARANTINE_MAX,
+    OPT_QUERY_TIMEOUT,
+    OPT_QUERY_THREADS,
+    OPT_MAX_DB_PAGES,
+    OPT_LOG_LEVEL,
+    OPT_CHECK_CONFIG,
+    OPT_VERSION,
+    OPT_HELP,
+};
+
+static const struct option options[] = {
+    { "socket", required_argument, NULL, OPT_SOCKET },
+    { "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
+    { "db", required_argument, NULL, OPT_DB },
+    { "tcp", required_argument, NULL, OPT_TCP },
+    { "config", required_argument, NULL, OPT_CONFIG },
+    { "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+    { "max-batch", required_argument, NULL, OPT_MAX_BATCH },
+    { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+    { "idle-timeout-ms", required_argument, NULL, OPT_IDLE_TIMEOUT },
+    { "frame-timeout-ms", required_argument, NULL, OPT_FRAME_TIMEOUT },
+    { "max-unsent-bytes", required_argument, NULL, OPT_MAX_UNSENT },
+    { "max-pending-bytes", required_argument, NULL, OPT_MAX_PENDING },
+    { "commit-max-items", required_argument, NULL, OPT_COMMIT_ITEMS },
+    { "commit-max-bytes", required_argument, NULL, OPT_COMMIT_BYTES },
+    { "quarantine-max-bytes", required_argument, NULL, OPT_QUARANTINE_MAX },
+    { "query-timeout-ms", required_argument, NULL, OPT_QUERY_TIMEOUT },
+    { "query-threads", required_argument, NULL, OPT_QUERY_THREADS },
+    { "max-db-pages", required_argument, NULL, OPT_MAX_DB_PAGES },
+    { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+    { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+    { "version", no_argument, NULL, OPT_VERSION },
+    { "help", no_argument, NULL, OPT_HELP },
+    { NULL, 0, NULL, 0 },
+};
+
+static void
+usage(FILE *f)
+{
+    fprintf(
+        f, "usage: receiptd --socket PATH --db PATH [options]\n"
+           "\n"
+           "Collects execution receipts over length-prefixed msgpack frames\n"
+           "and stores them durably in one SQLite file. Runs in the\n"
+           "foreground and logs to stderr.\n"
+           "\n"
+           "  --socket PATH             Unix socket to listen on\n"
+           "  --socket-mode MODE        its permissions, octal (0660)\n"
+           "  --tcp HOST:PORT           also listen on TCP (numeric address;\n"
+           "                            [::1]:7000 for IPv6)\n"
+           "  --db PATH                 SQLite database (created if missing)\n"
+           "  --config FILE             libconfig file; flags override it\n"
+           "  --max-frame N             largest frame in bytes (1048576)\n"
+           "  --max-batch N             receipts per `receipts` op (10000)\n"
+           "  --max-connections N       open connections (1024)\n"
+           "  --idle-timeout-ms N       close idle connections (300000; 0 = "
+           "never)\n"
+           "  --frame-timeout-ms N      a started frame must complete (10000)\n"
+           "  --max-unsent-bytes N      unread replies per connection before\n"
+           "                            it stops being read (4194304)\n"
+           "  --max-pending-bytes N     queued writes before every connection\n"
+           "                            stops being read (67108864)\n"
+           "  --commit-max-items N      receipts per group commit (20000)\n"
+           "  --commit-max-bytes N      bytes per group commit (16777216)\n"
+           "  --quarantine-max-bytes N  raw bytes kept in quarantine "
+           "(268435456)\n"
+           "  --query-timeout-ms N      longest query (10000)\n"
+           "  --query-threads N         read-only store connections (2)\n"
+           "  --max-db-pages N          cap the database at N pages (PRAGMA\n"
+           "                            max_page_count; 0 = no cap)\n"
+           "  --log-level LEVEL         error, warning, info or debug (info)\n"
+           "  --check-config            validate the configuration and exit\n"
+           "  --version                 print the version and exit\n"
+           "  --help                    print this help and exit\n");
+}
+
+static uint64_t
+num(const char *flag, const char *s, uint64_t max, int base)
+{
+    unsigned long long v;
+    char *end;
+
+    errno = 0;
+    v = strtoull(s, &end, base);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max)
+        fatalx("--%s: \"%s\" is not a number in 0..%" PRIu64, flag, s, max);
+    return (uint64_t)v;
+}
+
+static void
+set_str(char **dst, const char *s)
+{
+    char *p = strdup(s);
+
+    if (p == NULL)
+        fatal("strdup");
+    free(*dst);
+    *dst = p;
+}
+
+static int
+level_from_name(const char *s)
+{
+    if (strcmp(s, "error") == 0)
+        return LOG_ERR;
+    if (strcmp(s, "warning") == 0)
+        return LOG_WARNING;
+    if (strcmp(s, "info") == 0)
+        return LOG_INFO;
+    if (strcmp(s, "debug") == 0)
+        return LOG_DEBUG;
+    fatalx("--log-level: \"%s\" is not error, warning, info or debug", s);
+}
+
+struct main_state {
+    struct server srv;
+    uv_signal_t sigterm, sigint, sighup;
+    struct store *store;
+};
+
+static struct main_state ms;
+
+static void
+signal_close_cb(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void
+drained_cb(struct server *srv)
+{
+    log_info("drained; stopping the writer");
+    /* Every connection is gone, so nothing more will be submitted. */
+    writer_stop(srv->writer);
+    srv->writer = NULL;
+    uv_close((uv_handle_t *)&ms.sigterm, signal_close_cb);
+    uv_close((uv_handle_t *)&ms.sigint, signal_close_cb);
+    uv_close((uv_handle_t *)&ms.sighup, signal_close_cb);
+}
+
+static void
+stop_cb(uv_signal_t *h, int signum)
+{
+    (void)h;
+    log_info("signal %d: draining", signum);
+    sd_notify(0, "STOPPING=1\nSTATUS=draining");
+    ms.srv.drained_cb = drained_cb;
+    server_drain(&ms.srv, DRAIN_GRACE_MS);
+}
+
+static void
+hup_cb(uv_signal_t *h, int signum)
+{
+    (void)h;
+    (void)signum;
+    /* RELOAD HOOK: the configuration work (issue 6) re-reads the file
+     * here, validates it into a new struct config and swaps in what can
+     * change at run time. Until then SIGHUP is logged and ignored. */
+    log_info("SIGHUP: configuration reload is not implemented yet");
+}
+
+int
+main(int argc, char **argv)
+{
+    struct config cfg;
+    struct store_opts sopts;
+    struct proto_err err;
+    char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
+    const char *config_file = NULL;
+    uint64_t max_pages = 0;
+    int check_only = 0, ch, rc;
+    uv_loop_t *loop;
+
+    if (config_init(&cfg) != 0)
+        fatalx("out of memory");
+    /* First pass: only --config, --help and --version, so the file is
+     * read before the flags that override it. */
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (ch == OPT_CONFIG)
+            config_file = optarg;
+        else if (ch == OPT_HELP) {
+            usage(stdout);
+            return 0;
+        } else if (ch == OPT_VERSION) {
+            printf("receiptd %s\n", RECEIPTD_VERSION);
+            return 0;
+        }
+    }
+    if (config_file != NULL && config_load_file(&cfg, config_file, cerr) != 0)
+        fatalx("%s", cerr);
+    optind = 0;
+    opterr = 1;
+    while ((ch = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (ch) {
+        case OPT_SOCKET:
+            set_str(&cfg.socket_path, optarg);
+            break;
+        case OPT_SOCKET_MODE:
+            cfg.socket_mode = (uint32_t)num("socket-mode", optarg, 0777, 8);
+            break;
+        case OPT_DB:
+            set_str(&cfg.db_path, optarg);
+            break;
+        case OPT_TCP:
+            set_str(&cfg.tcp_listen, optarg);
+            break;
+        case OPT_CONFIG:
+            break;
+        case OPT_MAX_FRAME:
+            cfg.max_frame = (uint32_t)num("max-frame", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_MAX_BATCH:
+            cfg.max_batch = (uint32_t)num("max-batch", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_MAX_CONNECTIONS:
+            cfg.max_connections =
+                (uint32_t)num("max-connections", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_IDLE_TIMEOUT:
+            cfg.idle_timeout_ms =
+                (uint32_t)num("idle-timeout-ms", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_FRAME_TIMEOUT:
+            cfg.frame_timeout_ms =
+                (uint32_t)num("frame-timeout-ms", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_MAX_UNSENT:
+            cfg.max_unsent_bytes =
+                num("max-unsent-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_MAX_PENDING:
+            cfg.max_pending_bytes =
+                num("max-pending-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_COMMIT_ITEMS:
+            cfg.commit_max_items =
+                (uint32_t)num("commit-max-items", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_COMMIT_BYTES:
+            cfg.commit_max_bytes =
+                num("commit-max-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_QUARANTINE_MAX:
+            cfg.quarantine_max_bytes =
+                num("quarantine-max-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_QUERY_TIMEOUT:
+            cfg.query_timeout_ms =
+                (uint32_t)num("query-timeout-ms", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_QUERY_THREADS:
+            cfg.query_threads = (uint32_t)num("query-threads", optarg, 64, 10);
+            break;
+        case OPT_MAX_DB_PAGES:
+            max_pages = num("max-db-pages", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_LOG_LEVEL:
+            cfg.log_level = level_from_name(optarg);
+            break;
+        case OPT_CHECK_CONFIG:
+            check_only = 1;
+            break;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "receiptd: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (config_validate(&cfg, cerr) != 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        return 1;
+    }
+    if (check_only) {
+        printf("receiptd: configuration OK\n");
+        config_free(&cfg);
+        return 0;
+    }
+    log_set_level(cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+
+    loop = uv_default_loop();
+    memset(&sopts, 0, sizeof(sopts));
+    sopts.max_pages = max_pages;
+    sopts.quarantine_max_bytes = cfg.quarantine_max_bytes;
+    proto_err_clear(&err);
+    if (store_open(cfg.db_path, &sopts, &ms.store, &err) != 0)
+        fatalx("store %s: %s", cfg.db_path, err.message);
+
+    server_init(&ms.srv, loop, &cfg);
+    if (writer_new(loop, ms.store, cfg.commit_max_items, cfg.commit_max_bytes,
+                   server_job_done_cb, &ms.srv, &ms.srv.writer, &err) != 0)
+        fatalx("writer: %s", err.message);
+    if (query_pool_new(cfg.db_path, cfg.query_threads, cfg.query_timeout_ms,
+                       &ms.srv.queries, &err) != 0)
+        fatalx("queries: %s", err.message);
+
+    if (cfg.socket_path != NULL && cfg.socket_path[0] != '\0') {
+        ms.srv.listeners[ms.srv.n_listeners] =
+            listen_unix(&ms.srv, cfg.socket_path, cfg.socket_mode, lerr);
+        if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
+            fatalx("%s", lerr);
+        ms.srv.n_listeners++;
+    }
+    if (cfg.tcp_listen != NULL && cfg.tcp_listen[0] != '\0') {
+        ms.srv.listeners[ms.srv.n_listeners] =
+            listen_tcp(&ms.srv, cfg.tcp_listen, lerr);
+        if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
+            fatalx("%s", lerr);
+        ms.srv.n_listeners++;
+    }
+
+    uv_signal_init(loop, &ms.sigterm);
+    uv_signal_init(loop, &ms.sigint);
+    uv_signal_init(loop, &ms.sighup);
+    uv_signal_start(&ms.sigterm, stop_cb, SIGTERM);
+    uv_signal_start(&ms.sigint, stop_cb, SIGINT);
+    uv_signal_start(&ms.sighup, hup_cb, SIGHUP);
+
+    /* The store is open, migrated and writable, and the listeners are up:
+     * only now may a supervisor send traffic. */
+    sd_notifyf(0, "READY=1\nSTATUS=accepting receipts (schema %d)",
+               store_schema_version());
+    log_info("receiptd %s ready: socket %s, tcp %s, db %s", RECEIPTD_VERSION,
+             cfg.socket_path ? cfg.socket_path : "-",
+             cfg.tcp_listen ? cfg.tcp_listen : "-", cfg.db_path);
+
+    uv_run(loop, UV_RUN_DEFAULT);
+
+    query_pool_free(ms.srv.queries);
+    rc = uv_loop_close(loop);
+    if (rc != 0)
+        log_warnx("event loop closed with live handles: %s", uv_strerror(rc));
+    log_info("stopped");
+    config_free(&cfg);
+    return 0;
+}

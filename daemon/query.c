@@ -1,0 +1,549 @@
+/*
+ * query.c: the `query` op: body parsing (loop thread), execution and reply
+ * encoding (a libuv threadpool thread), completion (loop thread).
+ *
+ * A request copies every filter string out of the frame, so the frame is
+ * freed at once. The pool hands each running query its own read-only
+ * connection; when all are busy the thread waits for one, so at most
+ * query_threads SQLite readers exist. Rows are packed into a side buffer
+ * first, because the row count and `truncated` are known only at the end.
+ */
+#include "query.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "conn.h"
+#include "dispatch.h"
+#include "envelope.h"
+#include "frame.h"
+#include "log.h"
+#include "receipt.h"
+#include "server.h"
+#include "store.h"
+#include "writer.h"
+
+#define POOL_MAX       64
+#define FILTER_STR_MAX 4096
+
+struct query_pool {
+    char *path;
+    unsigned max, open;
+    uint32_t timeout_ms;
+    uv_mutex_t mu;
+    uv_cond_t cond;
+    struct store *idle[POOL_MAX]; /* guarded by mu */
+    unsigned n_idle;
+};
+
+struct qreq;
+
+struct query_kind {
+    const char *name;
+    int (*parse)(struct qreq *q, const msgpack_object *body,
+                 struct proto_err *err);
+    int (*run)(struct qreq *q, struct store *s, msgpack_packer *pk,
+               struct proto_err *err);
+};
+
+/* The loop's figures, copied when a stats query starts. */
+struct snapshot {
+    uint64_t now_ms, started_ms, connections, pending_bytes;
+    struct server_counters n;
+    struct writer_stats w;
+};
+
+struct qreq {
+    uv_work_t work;
+    struct query_pool *qp;
+    struct conn_slot *slot;
+    const struct query_kind *kind;
+    int has_id;
+    uint64_t id;
+    struct store_filter f;
+    char *strs[4]; /* owned copies of plan, graph, model, source */
+    struct snapshot snap;
+    uint64_t deadline_ms;
+    char *reply;
+    size_t len;
+};
+
+int
+query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
+               struct query_pool **out, struct proto_err *err)
+{
+    struct query_pool *qp = calloc(1, sizeof(*qp));
+
+    *out = NULL;
+    if (qp == NULL || (qp->path = strdup(db_path)) == NULL) {
+        free(qp);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    qp->max = n < 1 ? 1 : n > POOL_MAX ? POOL_MAX : n;
+    qp->timeout_ms = timeout_ms;
+    uv_mutex_init(&qp->mu);
+    uv_cond_init(&qp->cond);
+    *out = qp;
+    return 0;
+}
+
+void
+query_pool_free(struct query_pool *qp)
+{
+    unsigned i;
+
+    if (qp == NULL)
+        return;
+    for (i = 0; i < qp->n_idle; i++)
+        store_free(qp->idle[i]);
+    uv_cond_destroy(&qp->cond);
+    uv_mutex_destroy(&qp->mu);
+    free(qp->path);
+    free(qp);
+}
+
+/* Borrows a read-only connection, opening one when under the limit. */
+static int
+pool_get(struct query_pool *qp, struct store **out, struct proto_err *err)
+{
+    struct store_opts opts;
+    int rc;
+
+    uv_mutex_lock(&qp->mu);
+    while (qp->n_idle == 0 && qp->open >= qp->max)
+        uv_cond_wait(&qp->cond, &qp->mu);
+    if (qp->n_idle > 0) {
+        *out = qp->idle[--qp->n_idle];
+        uv_mutex_unlock(&qp->mu);
+        return 0;
+    }
+    qp->open++;
+    uv_mutex_unlock(&qp->mu);
+    memset(&opts, 0, sizeof(opts));
+    opts.readonly = 1;
+    rc = store_open(qp->path, &opts, out, err);
+    if (rc != 0) {
+        uv_mutex_lock(&qp->mu);
+        qp->open--;
+        uv_cond_signal(&qp->cond);
+        uv_mutex_unlock(&qp->mu);
+    }
+    return rc;
+}
+
+static void
+pool_put(struct query_pool *qp, struct store *s)
+{
+    uv_mutex_lock(&qp->mu);
+    qp->idle[qp->n_idle++] = s;
+    uv_cond_signal(&qp->cond);
+    uv_mutex_unlock(&qp->mu);
+}
+
+/* ---- parsing ---- */
+
+static int
+opt_str(const msgpack_object *body, const char *key, char **copy,
+        const char **out, size_t *out_len, struct proto_err *err)
+{
+    const msgpack_object *o = mpobj_map_get(body, key, NULL);
+    struct proto_str s;
+
+    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (mpobj_str(o, FILTER_STR_MAX, &s, err) != 0) {
+        proto_err_prefix_field(err, key);
+        return PROTO_EINVALID;
+    }
+    *copy = malloc(s.len + 1);
+    if (*copy == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    memcpy(*copy, s.ptr, s.len);
+    (*copy)[s.len] = '\0';
+    *out = *copy;
+    *out_len = s.len;
+    return 0;
+}
+
+static int
+opt_uint(const msgpack_object *body, const char *key, int *has, uint64_t *v,
+         struct proto_err *err)
+{
+    const msgpack_object *o = mpobj_map_get(body, key, NULL);
+
+    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (mpobj_uint(o, UINT64_MAX, v, err) != 0) {
+        proto_err_prefix_field(err, key);
+        return PROTO_EINVALID;
+    }
+    *has = 1;
+    return 0;
+}
+
+static int
+opt_enum(const msgpack_object *body, const char *key,
+         int (*from_name)(const char *, size_t), const char *expected, int *out,
+         struct proto_err *err)
+{
+    const msgpack_object *o = mpobj_map_get(body, key, NULL);
+    struct proto_str s;
+
+    *out = -1;
+    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (mpobj_str(o, 64, &s, err) != 0) {
+        proto_err_prefix_field(err, key);
+        return PROTO_EINVALID;
+    }
+    *out = from_name(s.ptr, s.len);
+    if (*out < 0)
+        return proto_err_set(err, PROTO_EINVALID, key,
+                             "unknown %s \"%.*s\"; expected %s", key,
+                             (int)s.len, s.ptr, expected);
+    return 0;
+}
+
+#define BACKENDS                                                               \
+    "cpu, wgpu-dx12, wgpu-vulkan, wgpu-metal, cuda, metal or unknown"
+
+/* The filters every kind shares (PROTOCOL section 9). */
+static int
+parse_common(struct qreq *q, const msgpack_object *body, struct proto_err *err)
+{
+    struct store_filter *f = &q->f;
+    uint64_t limit = QUERY_LIMIT_DEFAULT;
+    int has_limit = 0, rc;
+
+    if ((rc =
+             opt_str(body, "plan", &q->strs[0], &f->plan, &f->plan_len, err)) ||
+        (rc = opt_str(body, "graph", &q->strs[1], &f->graph, &f->graph_len,
+                      err)) ||
+        (rc = opt_str(body, "model", &q->strs[2], &f->model, &f->model_len,
+                      err)) ||
+        (rc = opt_str(body, "source", &q->strs[3], &f->source, &f->source_len,
+                      err)) ||
+        (rc = opt_enum(body, "requested", receipt_backend_from_name, BACKENDS,
+                       &f->requested, err)) ||
+        (rc = opt_enum(body, "executed", receipt_backend_from_name, BACKENDS,
+                       &f->executed, err)) ||
+        (rc = opt_uint(body, "since", &f->has_since, &f->since, err)) ||
+        (rc = opt_uint(body, "until", &f->has_until, &f->until, err)) ||
+        (rc = opt_uint(body, "limit", &has_limit, &limit, err)))
+        return rc;
+    if (has_limit && (limit < 1 || limit > QUERY_LIMIT_MAX))
+        return proto_err_set(err, PROTO_EINVALID, "limit",
+                             "limit %llu is outside 1..%d",
+                             (unsigned long long)limit, QUERY_LIMIT_MAX);
+    f->limit = (uint32_t)limit;
+    f->status = -1;
+    return 0;
+}
+
+static int
+parse_receipts(struct qreq *q, const msgpack_object *body,
+               struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = parse_common(q, body, err)) ||
+        (rc = opt_uint(body, "before_id", &q->f.has_before_id, &q->f.before_id,
+                       err)) ||
+        (rc = opt_enum(body, "status", receipt_status_from_name,
+                       "fallback, clean or unproven", &q->f.status, err)))
+        return rc;
+    return 0;
+}
+
+static int
+parse_stats(struct qreq *q, const msgpack_object *body, struct proto_err *err)
+{
+    (void)q;
+    (void)body;
+    (void)err;
+    return 0;
+}
+
+/* ---- running ---- */
+
+static int
+kv_str(msgpack_packer *pk, const char *k, const char *p, size_t n)
+{
+    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_str(pk, n) != 0 ||
+           msgpack_pack_str_body(pk, p, n) != 0;
+}
+
+static int
+kv_uint(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_uint64(pk, v) != 0;
+}
+
+static int
+kv_double(msgpack_packer *pk, const char *k, double v)
+{
+    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_double(pk, v) != 0;
+}
+
+struct rows {
+    msgpack_sbuffer sb; /* the rows, packed one after another */
+    msgpack_packer pk;
+    msgpack_sbuffer tmp; /* one receipt's own map form */
+    msgpack_packer tpk;
+    uint32_t n;
+};
+
+static int
+receipt_row_cb(void *arg, const struct store_row *row)
+{
+    struct rows *rs = arg;
+    msgpack_packer *pk = &rs->pk;
+    const char *status = receipt_status_name(row->status);
+    msgpack_unpacked up;
+    const msgpack_object *o;
+    size_t off = 0;
+    uint32_t i;
+    int failed;
+
+    /* The receipt's own fields come from receipt_encode(), so a row shows
+     * exactly what the map form of PROTOCOL section 4 would. */
+    rs->tmp.size = 0;
+    if (receipt_encode(&row->r, &rs->tpk) != 0)
+        return PROTO_ENOMEM;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, rs->tmp.data, rs->tmp.size, &off) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return PROTO_ENOMEM;
+    }
+    o = &up.data;
+    failed = msgpack_pack_map(pk, 5 + o->via.map.size) != 0 ||
+             kv_uint(pk, "receipt_id", (uint64_t)row->receipt_id) != 0 ||
+             kv_uint(pk, "received_at", (uint64_t)row->received_at) != 0 ||
+             kv_str(pk, "source", row->source.ptr, row->source.len) != 0 ||
+             envelope_pack_cstr(pk, "seq") != 0 ||
+             (row->has_seq ? msgpack_pack_uint64(pk, row->seq)
+                           : msgpack_pack_nil(pk)) != 0 ||
+             kv_str(pk, "fallback", status ? status : "",
+                    status ? strlen(status) : 0) != 0;
+    for (i = 0; i < o->via.map.size && !failed; i++)
+        failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
+                 msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;
+    msgpack_unpacked_destroy(&up);
+    if (failed)
+        return PROTO_ENOMEM;
+    rs->n++;
+    return 0;
+}
+
+static int
+run_receipts(struct qreq *q, struct store *s, msgpack_packer *pk,
+             struct proto_err *err)
+{
+    struct rows rs;
+    int truncated = 0, rc, failed;
+
+    memset(&rs, 0, sizeof(rs));
+    msgpack_sbuffer_init(&rs.sb);
+    msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_init(&rs.tmp);
+    msgpack_packer_init(&rs.tpk, &rs.tmp, msgpack_sbuffer_write);
+    rc = store_query_receipts(s, &q->f, q->deadline_ms, receipt_row_cb, &rs,
+                              &truncated, err);
+    if (rc == PROTO_ENOMEM)
+        proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc == 0) {
+        failed = msgpack_pack_map(pk, 2) != 0 ||
+                 envelope_pack_cstr(pk, "rows") != 0 ||
+                 msgpack_pack_array(pk, rs.n) != 0 ||
+                 (rs.sb.size > 0 &&
+                  msgpack_sbuffer_write(pk->data, rs.sb.data, rs.sb.size)) ||
+                 envelope_pack_cstr(pk, "truncated") != 0 ||
+                 (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+        if (failed)
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    msgpack_sbuffer_destroy(&rs.sb);
+    msgpack_sbuffer_destroy(&rs.tmp);
+    return rc;
+}
+
+static int
+run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
+          struct proto_err *err)
+{
+    const struct snapshot *sn = &q->snap;
+    struct store_stats st;
+    uint64_t groups = sn->w.groups;
+    int rc, failed;
+
+    if ((rc = store_query_stats(s, q->deadline_ms, &st, err)))
+        return rc;
+    failed =
+        msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 24) != 0 ||
+        kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
+        kv_uint(pk, "started_at", sn->started_ms) != 0 ||
+        kv_uint(pk, "connections", sn->connections) != 0 ||
+        kv_uint(pk, "connections_total", sn->n.connections_total) != 0 ||
+        kv_uint(pk, "connections_refused", sn->n.connections_refused) != 0 ||
+        kv_uint(pk, "frames", sn->n.frames) != 0 ||
+        kv_uint(pk, "framing_errors", sn->n.framing_errors) != 0 ||
+        kv_uint(pk, "accepted", sn->n.accepted) != 0 ||
+        kv_uint(pk, "rejected", sn->n.rejected) != 0 ||
+        kv_uint(pk, "duplicates", sn->n.duplicates) != 0 ||
+        kv_uint(pk, "quarantined", sn->n.quarantined) != 0 ||
+        kv_uint(pk, "quarantine_rows", st.quarantined) != 0 ||
+        kv_uint(pk, "quarantine_bytes", st.quarantine_bytes) != 0 ||
+        kv_uint(pk, "quarantine_evictions", st.quarantine_evictions) != 0 ||
+        kv_uint(pk, "stray_coverage", sn->n.stray_coverage) != 0 ||
+        kv_uint(pk, "unavailable", sn->n.unavailable) != 0 ||
+        kv_uint(pk, "commit_groups", groups) != 0 ||
+        kv_uint(pk, "commit_failures", sn->w.failures) != 0 ||
+        kv_double(pk, "commit_last_ms", (double)sn->w.last_us / 1000.0) != 0 ||
+        kv_double(pk, "commit_mean_ms",
+                  groups ? (double)sn->w.total_us / 1000.0 / (double)groups
+                         : 0.0) != 0 ||
+        kv_double(pk, "commit_max_ms", (double)sn->w.max_us / 1000.0) != 0 ||
+        kv_uint(pk, "pending_writes", sn->w.queued) != 0 ||
+        kv_uint(pk, "pending_bytes", sn->pending_bytes) != 0 ||
+        kv_uint(pk, "store_size_bytes", st.size_bytes) != 0 ||
+        envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
+    if (failed)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+static const struct query_kind kinds[] = {
+    { "receipts", parse_receipts, run_receipts },
+    { "stats", parse_stats, run_stats },
+};
+
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+static void
+qreq_free(struct qreq *q)
+{
+    int i;
+
+    for (i = 0; i < 4; i++)
+        free(q->strs[i]);
+    free(q->reply);
+    free(q);
+}
+
+static void
+work_cb(uv_work_t *w)
+{
+    struct qreq *q = w->data;
+    struct proto_err err;
+    struct store *s = NULL;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t start;
+    int rc;
+
+    proto_err_clear(&err);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = pool_get(q->qp, &s, &err);
+    if (rc == 0) {
+        start = frame_sbuffer_begin(&sb);
+        if (start == (size_t)-1 ||
+            envelope_reply_ok(&pk, q->has_id, q->id) != 0)
+            rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
+        else
+            rc = q->kind->run(q, s, &pk, &err);
+        pool_put(q->qp, s);
+        if (rc == 0) {
+            frame_sbuffer_finish(&sb, start);
+            q->len = sb.size;
+            q->reply = msgpack_sbuffer_release(&sb);
+            return;
+        }
+    }
+    msgpack_sbuffer_destroy(&sb);
+    q->reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
+}
+
+static void
+after_cb(uv_work_t *w, int status)
+{
+    struct qreq *q = w->data;
+    struct proto_err err;
+    char *reply = q->reply;
+
+    if (status != 0) {
+        free(reply);
+        proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
+                      "the query was cancelled while the daemon stopped");
+        reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
+    }
+    q->reply = NULL;
+    conn_slot_complete(q->slot, reply, q->len);
+    qreq_free(q);
+}
+
+int
+query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
+            int has_id, uint64_t id, const msgpack_object *body,
+            struct proto_err *err)
+{
+    const msgpack_object *o;
+    struct proto_str kind;
+    struct qreq *q;
+    size_t i;
+    int rc;
+
+    if (body == NULL || body->type != MSGPACK_OBJECT_MAP)
+        return proto_err_set(err, PROTO_EINVALID, body ? "" : "body",
+                             "expected the query body as a map with a "
+                             "\"kind\"");
+    o = mpobj_map_get(body, "kind", NULL);
+    if (o == NULL)
+        return proto_err_set(err, PROTO_EINVALID, "kind",
+                             "missing kind; expected receipts or stats");
+    if (mpobj_str(o, 64, &kind, err) != 0) {
+        proto_err_prefix_field(err, "kind");
+        return PROTO_EINVALID;
+    }
+    for (i = 0; i < NKINDS; i++)
+        if (strlen(kinds[i].name) == kind.len &&
+            memcmp(kinds[i].name, kind.ptr, kind.len) == 0)
+            break;
+    if (i == NKINDS)
+        return proto_err_set(err, PROTO_EINVALID, "kind",
+                             "unknown query kind \"%.*s\"; expected receipts "
+                             "or stats",
+                             (int)kind.len, kind.ptr);
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    q->qp = qp;
+    q->slot = slot;
+    q->kind = &kinds[i];
+    q->has_id = has_id;
+    q->id = id;
+    q->f.requested = q->f.executed = q->f.status = -1;
+    if ((rc = q->kind->parse(q, body, err)) != 0) {
+        qreq_free(q);
+        return rc;
+    }
+    q->snap.now_ms = server_now_unix_ms();
+    q->snap.started_ms = srv->started_ms;
+    q->snap.connections = srv->n_conns;
+    q->snap.pending_bytes = srv->pending_bytes;
+    q->snap.n = srv->n;
+    writer_get_stats(srv->writer, &q->snap.w);
+    q->deadline_ms = qp->timeout_ms ? store_now_ms() + qp->timeout_ms : 0;
+    q->work.data = q;
+    if (uv_queue_work(srv->loop, &q->work, work_cb, after_cb) != 0) {
+        qreq_free(q);
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "cannot queue the query; try later");
+    }
+    return 0;
+}

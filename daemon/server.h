@@ -1,0 +1,97 @@
+/*
+ * server.h: the daemon's shared state on the loop thread: configuration,
+ * the writer, the query pool, the listeners, every live connection, the
+ * global backpressure switch and the counters reported by the `stats`
+ * query. Everything here is touched only on the loop thread.
+ */
+#ifndef RECEIPTD_DAEMON_SERVER_H
+#define RECEIPTD_DAEMON_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "error.h"
+
+struct conn;
+struct writer;
+struct writer_job;
+struct query_pool;
+struct listener;
+
+#define SERVER_READ_BUF (64u << 10)
+
+struct server_counters {
+    uint64_t connections_total; /* accepted since start */
+    uint64_t connections_refused;
+    uint64_t frames;
+    uint64_t accepted;   /* receipts stored */
+    uint64_t rejected;   /* receipts refused (invalid or unsupported) */
+    uint64_t duplicates; /* writes answered from dedupe */
+    uint64_t quarantined;
+    uint64_t quarantine_evictions; /* since start */
+    uint64_t stray_coverage;       /* receipts with meaningless coverage
+                                      bits set */
+    uint64_t unavailable;          /* writes answered unavailable */
+    uint64_t framing_errors;
+};
+
+struct server {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    struct writer *writer;
+    struct query_pool *queries;
+    struct listener *listeners[2];
+    size_t n_listeners;
+
+    struct conn *conns; /* doubly linked, every connection not yet freed */
+    size_t n_conns;     /* open (not closing) connections */
+    size_t n_alive;     /* allocated connections, closing ones included */
+
+    uint64_t pending_bytes; /* bytes held by jobs not yet delivered back */
+    int paused;             /* backpressure: every connection stops reading */
+    int draining;           /* SIGTERM: no new frames */
+
+    uv_timer_t grace; /* drain deadline */
+    int grace_active;
+
+    uint64_t started_ms; /* unix ms */
+    struct server_counters n;
+    char readbuf[SERVER_READ_BUF]; /* shared by every read callback: each
+                                      read is consumed before the next */
+
+    /* Called once, when draining and the last connection is freed. */
+    void (*drained_cb)(struct server *srv);
+};
+
+/* Wall clock in unix milliseconds. */
+uint64_t server_now_unix_ms(void);
+
+/* Initialises srv (embedded object). cfg and loop are borrowed and must
+ * outlive it. */
+void server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg);
+
+/* Hands a job to the writer and accounts its bytes (job taken). */
+void server_submit(struct server *srv, struct writer_job *job);
+
+/* The writer's done callback: arg is the server. */
+void server_job_done_cb(void *arg, struct writer_job *job);
+
+/* Re-evaluates the global backpressure switch after pending_bytes moved. */
+void server_backpressure(struct server *srv);
+
+/* Connection registry, for conn.c. */
+void server_conn_add(struct server *srv, struct conn *c);
+void server_conn_closing(struct server *srv, struct conn *c);
+void server_conn_freed(struct server *srv, struct conn *c);
+
+/*
+ * Starts the drain of SIGTERM: listeners closed, reading stopped, every
+ * connection closed once the replies for what it sent are written (or
+ * after grace_ms). drained_cb runs when the last connection is gone.
+ */
+void server_drain(struct server *srv, uint32_t grace_ms);
+
+#endif

@@ -1,0 +1,749 @@
+/*
+ * store.c: opening, pragmas, migrations and writes of the SQLite store.
+ *
+ * Invariants: a read-write store is used only by the writer thread, and
+ * every write happens between store_begin() and store_commit(); a read-only
+ * store is used by one query thread at a time (store_query.c). String ids
+ * are cached in a small table (the same few models and plans repeat across
+ * a fleet); the cache is dropped on every rollback because a rolled-back
+ * insert takes its id with it.
+ */
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "envelope.h"
+#include "store_internal.h"
+#include "store_migrations.h"
+
+#define CACHE_SLOTS   1024
+#define CACHE_STR_MAX 256
+
+enum {
+    ST_INTERN_GET,
+    ST_INTERN_PUT,
+    ST_RECEIPT_PUT,
+    ST_DEDUPE_GET,
+    ST_DEDUPE_PUT,
+    ST_COUNTER_GET,
+    ST_COUNTER_ADD,
+    ST_QUARANTINE_OLDEST,
+    ST_QUARANTINE_DEL,
+    ST_QUARANTINE_PUT,
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_INTERN_GET] = "SELECT id FROM strings WHERE value = ?1",
+    [ST_INTERN_PUT] = "INSERT INTO strings (value) VALUES (?1)",
+    [ST_RECEIPT_PUT] = NULL, /* built from the coverage table */
+    [ST_DEDUPE_GET] = "SELECT op, receipt_id, status, outcome FROM dedupe "
+                      "WHERE source_id = ?1 AND seq = ?2",
+    [ST_DEDUPE_PUT] = "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
+                      "status, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_COUNTER_GET] = "SELECT value FROM counters WHERE name = ?1",
+    [ST_COUNTER_ADD] = "UPDATE counters SET value = value + ?2 WHERE name = ?1",
+    [ST_QUARANTINE_OLDEST] = "SELECT id, size FROM quarantine ORDER BY id "
+                             "LIMIT 1",
+    [ST_QUARANTINE_DEL] = "DELETE FROM quarantine WHERE id = ?1",
+    [ST_QUARANTINE_PUT] = "INSERT INTO quarantine (received_at, source_id, op, "
+                          "code, path, message, size, raw) VALUES (?1, ?2, "
+                          "?3, ?4, ?5, ?6, ?7, ?8)",
+};
+
+struct cache_slot {
+    uint64_t hash;
+    int64_t id;
+    size_t len;
+    char val[CACHE_STR_MAX];
+};
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    int readonly;
+    int broken;
+    uint64_t quarantine_max;
+    sqlite3_stmt *st[ST_COUNT];
+    struct cache_slot *cache; /* CACHE_SLOTS entries; read-write only */
+    uint64_t deadline_ms;     /* for the progress handler of queries */
+};
+
+uint64_t
+store_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int
+store_schema_version(void)
+{
+    return store_migrations_count;
+}
+
+/* Copies SQLite's error text now, before another call replaces it. */
+int
+store_fail(struct store *s, int rc, struct proto_err *err, const char *what)
+{
+    int prim = rc & 0xff;
+
+    if (prim == SQLITE_FULL || prim == SQLITE_IOERR || prim == SQLITE_CORRUPT ||
+        prim == SQLITE_NOMEM || prim == SQLITE_NOTADB ||
+        prim == SQLITE_CANTOPEN || prim == SQLITE_READONLY ||
+        (s->db != NULL && !s->readonly && sqlite3_get_autocommit(s->db)))
+        s->broken = 1;
+    if (prim == SQLITE_INTERRUPT)
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "the query ran past query_timeout_ms; narrow "
+                             "its filters or lower its limit");
+    return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                         "the store cannot %s: %s (SQLite error %d)", what,
+                         s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc),
+                         rc);
+}
+
+int
+store_exec(struct store *s, const char *sql, struct proto_err *err,
+           const char *what)
+{
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, what);
+    return 0;
+}
+
+static int
+pragma_text(struct store *s, const char *sql, char *out, size_t cap,
+            struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    out[0] = '\0';
+    rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read a pragma");
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(out, cap, "%s", t ? (const char *)t : "");
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    if (rc != SQLITE_OK) {
+        store_fail(s, rc, err, "read a pragma");
+        sqlite3_finalize(st);
+        return err ? err->code : PROTO_EUNAVAILABLE;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int
+store_user_version(struct store *s, int *version, struct proto_err *err)
+{
+    char buf[32];
+    int rc;
+
+    if ((rc = pragma_text(s, "PRAGMA user_version", buf, sizeof(buf), err)))
+        return rc;
+    *version = atoi(buf);
+    return 0;
+}
+
+static int
+set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
+{
+    char sql[96], buf[32];
+    int rc;
+
+    snprintf(sql, sizeof(sql), "PRAGMA busy_timeout = %d",
+             o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000);
+    if ((rc = pragma_text(s, sql, buf, sizeof(buf), err)))
+        return rc;
+    if (s->readonly)
+        return pragma_text(s, "PRAGMA query_only = 1", buf, sizeof(buf), err);
+
+    if ((rc = pragma_text(s, "PRAGMA journal_mode = WAL", buf, sizeof(buf),
+                          err)))
+        return rc;
+    if ((rc = pragma_text(s, "PRAGMA journal_mode", buf, sizeof(buf), err)))
+        return rc;
+    if (strcmp(buf, "wal") != 0)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "journal_mode is \"%s\" after asking for WAL; "
+                             "refusing to run without it",
+                             buf);
+    if ((rc = store_exec(s, "PRAGMA synchronous = FULL", err,
+                         "set synchronous")))
+        return rc;
+    if ((rc = pragma_text(s, "PRAGMA synchronous", buf, sizeof(buf), err)))
+        return rc;
+    if (atoi(buf) != 2)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "synchronous is %s after asking for FULL (2); "
+                             "refusing to acknowledge writes that are not "
+                             "durable",
+                             buf);
+    if ((rc = store_exec(s, "PRAGMA foreign_keys = ON", err,
+                         "enable foreign keys")))
+        return rc;
+    if ((rc = pragma_text(s, "PRAGMA foreign_keys", buf, sizeof(buf), err)))
+        return rc;
+    if (atoi(buf) != 1)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "foreign keys could not be enabled");
+    if (o->max_pages > 0) {
+        snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %llu",
+                 (unsigned long long)o->max_pages);
+        if ((rc = pragma_text(s, sql, buf, sizeof(buf), err)))
+            return rc;
+    }
+    return 0;
+}
+
+static int
+migrate(struct store *s, int target, struct proto_err *err)
+{
+    char sql[64];
+    int have, rc, i;
+
+    if ((rc = store_user_version(s, &have, err)))
+        return rc;
+    if (have > store_migrations_count)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the database is at schema version %d but this "
+                             "receiptd knows versions up to %d; run a newer "
+                             "receiptd (the file was left untouched)",
+                             have, store_migrations_count);
+    if (s->readonly || have >= target)
+        return 0;
+    /* All missing migrations in one transaction: a crash half-way leaves
+     * the file at its old version, never between two. */
+    if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "begin a migration")))
+        return rc;
+    for (i = have; i < target; i++) {
+        if ((rc = store_exec(s, store_migrations[i].sql, err, "migrate"))) {
+            char msg[PROTO_ERR_MSG_MAX];
+            snprintf(msg, sizeof(msg), "%s", err ? err->message : "");
+            store_rollback(s);
+            return proto_err_set(err, rc, NULL, "migration %s failed: %s",
+                                 store_migrations[i].name, msg);
+        }
+    }
+    snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", target);
+    if ((rc = store_exec(s, sql, err, "record the schema version")) ||
+        (rc = store_exec(s, "COMMIT", err, "commit a migration"))) {
+        store_rollback(s);
+        return rc;
+    }
+    return 0;
+}
+
+static char *
+receipt_insert_sql(void)
+{
+    size_t cap = 4096, n;
+    char *sql = malloc(cap);
+    int i, cols;
+
+    if (sql == NULL)
+        return NULL;
+    n = (size_t)snprintf(sql, cap,
+                         "INSERT INTO receipts (received_at, source_id, seq, "
+                         "schema_version, requested_backend, executed_backend, "
+                         "status, model_id, plan_id, graph_id, tuning_id, "
+                         "stop_reason_id, counter_coverage");
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        n += (size_t)snprintf(sql + n, cap - n, ", %s",
+                              receipt_counters[i].field);
+    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
+        n += (size_t)snprintf(sql + n, cap - n, ", %s",
+                              receipt_artifact_names[i]);
+    n += (size_t)snprintf(sql + n, cap - n, ", extra) VALUES (?");
+    cols =
+        STORE_RECEIPT_FIXED_COLS + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 1;
+    for (i = 1; i < cols; i++)
+        n += (size_t)snprintf(sql + n, cap - n, ", ?");
+    snprintf(sql + n, cap - n, ")");
+    return sql;
+}
+
+static int
+prepare_all(struct store *s, struct proto_err *err)
+{
+    char *rsql;
+    int i, rc;
+
+    rsql = receipt_insert_sql();
+    if (rsql == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < ST_COUNT; i++) {
+        const char *sql = i == ST_RECEIPT_PUT ? rsql : stmt_sql[i];
+        rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                &s->st[i], NULL);
+        if (rc != SQLITE_OK) {
+            store_fail(s, rc, err, "prepare its statements");
+            free(rsql);
+            return PROTO_EUNAVAILABLE;
+        }
+    }
+    free(rsql);
+    return 0;
+}
+
+int
+store_open(const char *path, const struct store_opts *opts, struct store **out,
+           struct proto_err *err)
+{
+    static const struct store_opts defaults;
+    struct store *s;
+    int flags, rc, target;
+
+    *out = NULL;
+    if (opts == NULL)
+        opts = &defaults;
+    s = calloc(1, sizeof(*s));
+    if (s == NULL || (s->path = strdup(path)) == NULL) {
+        free(s);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    s->readonly = opts->readonly;
+    s->quarantine_max = opts->quarantine_max_bytes;
+    flags = SQLITE_OPEN_NOMUTEX |
+            (s->readonly ? SQLITE_OPEN_READONLY
+                         : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        proto_err_set(err, PROTO_EUNAVAILABLE, NULL, "cannot open %s: %s", path,
+                      s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        store_free(s);
+        return PROTO_EUNAVAILABLE;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    target = opts->max_version > 0 && opts->max_version < store_migrations_count
+                 ? opts->max_version
+                 : store_migrations_count;
+    if ((rc = set_pragmas(s, opts, err)) || (rc = migrate(s, target, err)))
+        goto fail;
+    if (!s->readonly && target == store_migrations_count) {
+        s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
+        if (s->cache == NULL) {
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            goto fail;
+        }
+        if ((rc = prepare_all(s, err)))
+            goto fail;
+    }
+    s->broken = 0;
+    *out = s;
+    return 0;
+fail:
+    store_free(s);
+    return rc;
+}
+
+void
+store_free(struct store *s)
+{
+    int i;
+
+    if (s == NULL)
+        return;
+    for (i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    sqlite3_close(s->db);
+    free(s->cache);
+    free(s->path);
+    free(s);
+}
+
+static void
+cache_clear(struct store *s)
+{
+    if (s->cache != NULL)
+        memset(s->cache, 0, CACHE_SLOTS * sizeof(*s->cache));
+}
+
+int
+store_begin(struct store *s, struct proto_err *err)
+{
+    s->broken = 0;
+    return store_exec(s, "BEGIN IMMEDIATE", err, "begin a transaction");
+}
+
+int
+store_commit(struct store *s, struct proto_err *err)
+{
+    int rc = store_exec(s, "COMMIT", err, "commit");
+
+    /* A failed COMMIT is never retried: the group is rolled back and its
+     * producers resend, because after an fsync error the state of the file
+     * is unknown and acknowledging on a second try could lie. */
+    if (rc != 0)
+        s->broken = 1;
+    return rc;
+}
+
+void
+store_rollback(struct store *s)
+{
+    cache_clear(s);
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int
+store_savepoint(struct store *s, struct proto_err *err)
+{
+    return store_exec(s, "SAVEPOINT job", err, "open a savepoint");
+}
+
+int
+store_savepoint_release(struct store *s, struct proto_err *err)
+{
+    return store_exec(s, "RELEASE job", err, "release a savepoint");
+}
+
+void
+store_savepoint_rollback(struct store *s)
+{
+    cache_clear(s);
+    if (!sqlite3_get_autocommit(s->db)) {
+        sqlite3_exec(s->db, "ROLLBACK TO job", NULL, NULL, NULL);
+        sqlite3_exec(s->db, "RELEASE job", NULL, NULL, NULL);
+    }
+}
+
+int
+store_txn_broken(struct store *s)
+{
+    return s->broken || sqlite3_get_autocommit(s->db);
+}
+
+static uint64_t
+fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Runs a statement to completion, for inserts and updates. */
+static int
+step_done(struct store *s, sqlite3_stmt *st, struct proto_err *err,
+          const char *what)
+{
+    int rc = sqlite3_step(st);
+
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, what);
+    return 0;
+}
+
+static int
+intern(struct store *s, const char *p, size_t n, int64_t *id,
+       struct proto_err *err)
+{
+    uint64_t h = fnv1a(p, n);
+    struct cache_slot *c = &s->cache[h % CACHE_SLOTS];
+    sqlite3_stmt *st;
+    int rc;
+
+    if (c->id != 0 && c->hash == h && c->len == n &&
+        memcmp(c->val, p, n) == 0) {
+        *id = c->id;
+        return 0;
+    }
+    st = s->st[ST_INTERN_GET];
+    /* An empty string still needs a non-NULL pointer for a zero-length
+     * blob, or SQLite would bind NULL. */
+    sqlite3_bind_blob(st, 1, n ? p : "", (int)n, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+    } else {
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            return store_fail(s, rc, err, "look up a string");
+        st = s->st[ST_INTERN_PUT];
+        sqlite3_bind_blob(st, 1, n ? p : "", (int)n, SQLITE_STATIC);
+        if ((rc = step_done(s, st, err, "store a string")))
+            return rc;
+        *id = sqlite3_last_insert_rowid(s->db);
+    }
+    if (n <= CACHE_STR_MAX) {
+        c->hash = h;
+        c->id = *id;
+        c->len = n;
+        memcpy(c->val, p, n);
+    }
+    return 0;
+}
+
+static int
+put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
+            const struct receipt *r, int64_t *rowid, struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_RECEIPT_PUT];
+    const struct proto_str *strs[5] = { &r->model_instance_id,
+                                        &r->prepared_plan_id, &r->graph_hash,
+                                        &r->tuning_profile, &r->stop_reason };
+    int64_t ids[5];
+    int i, col, rc;
+
+    for (i = 0; i < 5; i++)
+        if ((rc = intern(s, strs[i]->ptr, strs[i]->len, &ids[i], err)))
+            return rc;
+    sqlite3_bind_int64(st, 1, w->received_at);
+    sqlite3_bind_int64(st, 2, source_id);
+    if (w->has_seq)
+        sqlite3_bind_int64(st, 3, (int64_t)w->seq);
+    else
+        sqlite3_bind_null(st, 3);
+    sqlite3_bind_int(st, 4, r->schema_version);
+    sqlite3_bind_int(st, 5, r->requested_backend);
+    sqlite3_bind_int(st, 6, r->executed_backend);
+    sqlite3_bind_int(st, 7, receipt_status(r));
+    for (i = 0; i < 5; i++)
+        sqlite3_bind_int64(st, 8 + i, ids[i]);
+    /* u64 values keep their bit pattern in SQLite's signed integers. */
+    sqlite3_bind_int64(st, 13, (int64_t)r->counter_coverage);
+    col = STORE_RECEIPT_FIXED_COLS + 1;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        sqlite3_bind_int64(st, col++, (int64_t)r->counters[i]);
+    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
+        sqlite3_bind_int64(st, col++, (int64_t)r->artifacts[i]);
+    if (r->extra != NULL)
+        sqlite3_bind_blob(st, col, r->extra, (int)r->extra_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, col);
+    rc = step_done(s, st, err, "store a receipt");
+    sqlite3_clear_bindings(st);
+    if (rc)
+        return rc;
+    *rowid = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+static int
+counter_get(struct store *s, const char *name, int64_t *v,
+            struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_COUNTER_GET];
+    int rc;
+
+    *v = 0;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "read a counter");
+    return 0;
+}
+
+static int
+counter_add(struct store *s, const char *name, int64_t delta,
+            struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_COUNTER_ADD];
+
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, delta);
+    return step_done(s, st, err, "update a counter");
+}
+
+static int
+put_quarantine(struct store *s, const struct store_write *w, int64_t source_id,
+               const struct store_quarantine_item *q, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t total, freed = 0, evicted = 0;
+    int rc;
+
+    if ((rc = counter_get(s, "quarantine_bytes", &total, err)))
+        return rc;
+    if ((uint64_t)q->len > s->quarantine_max) {
+        /* Too large for the whole bound: keeping it would evict everything
+         * else and still overflow. It is counted as evicted at once. */
+        return counter_add(s, "quarantine_evictions", 1, err);
+    }
+    while ((uint64_t)total + q->len > s->quarantine_max) {
+        int64_t id, size;
+        st = s->st[ST_QUARANTINE_OLDEST];
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW) {
+            sqlite3_reset(st);
+            if (rc != SQLITE_DONE)
+                return store_fail(s, rc, err, "find the oldest quarantine");
+            total = 0; /* the counter drifted; the table is empty */
+            break;
+        }
+        id = sqlite3_column_int64(st, 0);
+        size = sqlite3_column_int64(st, 1);
+        sqlite3_reset(st);
+        st = s->st[ST_QUARANTINE_DEL];
+        sqlite3_bind_int64(st, 1, id);
+        if ((rc = step_done(s, st, err, "evict from quarantine")))
+            return rc;
+        total -= size;
+        freed += size;
+        evicted++;
+    }
+    st = s->st[ST_QUARANTINE_PUT];
+    sqlite3_bind_int64(st, 1, w->received_at);
+    sqlite3_bind_int64(st, 2, source_id);
+    sqlite3_bind_text(st, 3, q->op, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, proto_code_name(q->code), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, q->path ? q->path : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, q->message ? q->message : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, (int64_t)q->len);
+    sqlite3_bind_blob(st, 8, q->len ? q->raw : "", (int)q->len, SQLITE_STATIC);
+    rc = step_done(s, st, err, "store a quarantined payload");
+    sqlite3_clear_bindings(st);
+    if (rc)
+        return rc;
+    if ((rc = counter_add(s, "quarantine_bytes", (int64_t)q->len - freed, err)))
+        return rc;
+    if (evicted > 0 &&
+        (rc = counter_add(s, "quarantine_evictions", evicted, err)))
+        return rc;
+    ((struct store_write *)w)->evicted += (uint64_t)evicted;
+    return 0;
+}
+
+/* Looks up a recorded outcome; returns 1 when found, 0 when not. */
+static int
+dedupe_get(struct store *s, struct store_write *w, int64_t source_id,
+           struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_DEDUPE_GET];
+    int rc;
+
+    sqlite3_bind_int64(st, 1, source_id);
+    sqlite3_bind_int64(st, 2, (int64_t)w->seq);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(st);
+        return 0;
+    }
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return store_fail(s, rc, err, "look up a seq");
+    }
+    w->duplicate = 1;
+    w->receipt_id = sqlite3_column_int64(st, 1);
+    w->status = sqlite3_column_int(st, 2);
+    if (sqlite3_column_type(st, 3) == SQLITE_BLOB) {
+        size_t n = (size_t)sqlite3_column_bytes(st, 3);
+        const void *p = sqlite3_column_blob(st, 3);
+        w->dup_outcome = malloc(n ? n : 1);
+        if (w->dup_outcome == NULL) {
+            sqlite3_reset(st);
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        }
+        memcpy(w->dup_outcome, p, n);
+        w->dup_outcome_len = n;
+    }
+    sqlite3_reset(st);
+    return 1;
+}
+
+static int
+dedupe_put(struct store *s, const struct store_write *w, int64_t source_id,
+           struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_DEDUPE_PUT];
+    int rc;
+
+    sqlite3_bind_int64(st, 1, source_id);
+    sqlite3_bind_int64(st, 2, (int64_t)w->seq);
+    sqlite3_bind_int(st, 3, w->op);
+    if (w->op == PROTO_OP_RECEIPT) {
+        sqlite3_bind_int64(st, 4, w->receipt_id);
+        sqlite3_bind_int(st, 5, w->status);
+        sqlite3_bind_null(st, 6);
+    } else {
+        sqlite3_bind_null(st, 4);
+        sqlite3_bind_null(st, 5);
+        sqlite3_bind_blob(st, 6, w->outcome_len ? w->outcome : "",
+                          (int)w->outcome_len, SQLITE_STATIC);
+    }
+    rc = step_done(s, st, err, "record a seq");
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+int
+store_apply(struct store *s, struct store_write *w, struct proto_err *err)
+{
+    int64_t source_id, rowid;
+    int dedupe = w->has_seq && w->source_len > 0 && w->op >= 0;
+    size_t i;
+    int rc;
+
+    w->duplicate = 0;
+    w->receipt_id = 0;
+    w->evicted = 0;
+    if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
+                     &source_id, err)))
+        return rc;
+    if (dedupe) {
+        rc = dedupe_get(s, w, source_id, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
+            return 0;
+    }
+    for (i = 0; i < w->n_receipts; i++) {
+        if ((rc = put_receipt(s, w, source_id, &w->receipts[i], &rowid, err)))
+            return rc;
+        if (i == 0) {
+            w->receipt_id = rowid;
+            w->status = receipt_status(&w->receipts[i]);
+        }
+    }
+    for (i = 0; i < w->n_quarantine; i++)
+        if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
+            return rc;
+    if (dedupe && (rc = dedupe_put(s, w, source_id, err)))
+        return rc;
+    return 0;
+}
+
+sqlite3 *
+store_db(struct store *s)
+{
+    return s->db;
+}
+
+const char *
+store_path(struct store *s)
+{
+    return s->path;
+}
+
+uint64_t *
+store_deadline(struct store *s)
+{
+    return &s->deadline_ms;
+}

@@ -1,0 +1,181 @@
+/*
+ * store.h: the one module that touches SQLite. It never sees libuv or
+ * msgpack: callers pass decoded struct receipt values and plain bytes.
+ *
+ * A struct store is one SQLite connection, used by one thread at a time:
+ * the writer thread owns the single read-write connection, and each query
+ * thread borrows a read-only one. Every function returns 0 or a negative
+ * PROTO_E* code (PROTO_EUNAVAILABLE for anything SQLite refused) with the
+ * detail copied into a caller-owned struct proto_err at once, before
+ * another SQLite call can overwrite it.
+ *
+ * Idempotency: a write with a source and a seq records its first outcome in
+ * the `dedupe` table, in columns for `receipt` (receipt id and fallback
+ * status) and as an opaque blob for `receipts` (the msgpack result map the
+ * dispatcher encoded; the store does not read it).
+ */
+#ifndef RECEIPTD_DAEMON_STORE_H
+#define RECEIPTD_DAEMON_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "receipt.h"
+
+struct store;
+
+struct store_opts {
+    int readonly;        /* SQLITE_OPEN_READONLY, no migrations */
+    int max_version;     /* migrate only up to this version (tests); 0 =
+                            every embedded migration */
+    uint64_t max_pages;  /* PRAGMA max_page_count when non-zero (tests and
+                            operators who cap the file) */
+    int busy_timeout_ms; /* default 5000 when 0 */
+    uint64_t quarantine_max_bytes; /* total raw bytes kept in quarantine */
+};
+
+/* The newest schema version this binary knows (its last migration). */
+int store_schema_version(void);
+
+/*
+ * Opens the database at path (borrowed; copied). A read-write open sets
+ * WAL, synchronous=FULL, foreign keys and busy_timeout, reads each back and
+ * refuses (PROTO_EUNAVAILABLE, message saying which) when journal_mode is
+ * not wal or synchronous is not FULL, then applies the missing migrations
+ * in one transaction. A database whose user_version is newer than
+ * store_schema_version() is refused on both kinds of open. On success *out
+ * is a new store the caller frees with store_free(); on failure *out is
+ * NULL.
+ */
+int store_open(const char *path, const struct store_opts *opts,
+               struct store **out, struct proto_err *err);
+
+/* Closes the connection and frees s. NULL is a no-op. */
+void store_free(struct store *s);
+
+/* PRAGMA user_version of the open database. */
+int store_user_version(struct store *s, int *version, struct proto_err *err);
+
+/*
+ * Transactions, for the writer: BEGIN IMMEDIATE, COMMIT, ROLLBACK, and one
+ * level of SAVEPOINT per job. store_rollback() and store_savepoint_rollback()
+ * cannot fail in a way the caller could act on; they log nothing and forget
+ * every cached string id that the rollback may have undone.
+ */
+int store_begin(struct store *s, struct proto_err *err);
+int store_commit(struct store *s, struct proto_err *err);
+void store_rollback(struct store *s);
+int store_savepoint(struct store *s, struct proto_err *err);
+int store_savepoint_release(struct store *s, struct proto_err *err);
+void store_savepoint_rollback(struct store *s);
+
+/*
+ * True when the last failure left the connection unable to continue the
+ * current transaction (disk full, I/O error, corruption, out of memory, or
+ * SQLite rolled the transaction back by itself): the whole group must be
+ * rolled back and answered `unavailable`.
+ */
+int store_txn_broken(struct store *s);
+
+/* One rejected payload for the quarantine table. Every pointer borrowed. */
+struct store_quarantine_item {
+    const void *raw;
+    size_t len;
+    const char *op; /* wire op name, "" when unknown */
+    int code;       /* PROTO_E* */
+    const char *path;
+    const char *message;
+};
+
+/*
+ * One write job. Inputs are borrowed for the duration of store_apply();
+ * outputs are filled by it.
+ */
+struct store_write {
+    int op; /* PROTO_OP_RECEIPT, PROTO_OP_RECEIPTS, or -1: quarantine only */
+    const char *source; /* "" when the connection never said hello */
+    size_t source_len;
+    int has_seq; /* dedupe applies only with a seq and a non-empty source */
+    uint64_t seq;
+    int64_t received_at; /* unix milliseconds */
+    const struct receipt *receipts;
+    size_t n_receipts;
+    const struct store_quarantine_item *quarantine;
+    size_t n_quarantine;
+    const void *outcome; /* PROTO_OP_RECEIPTS: the result to record */
+    size_t outcome_len;
+
+    /* Outputs. */
+    int duplicate;      /* (source, seq) had a recorded outcome */
+    int64_t receipt_id; /* PROTO_OP_RECEIPT: id of the (first) row */
+    int status;         /* PROTO_OP_RECEIPT: its fallback status */
+    void *dup_outcome;  /* PROTO_OP_RECEIPTS duplicate: malloc'd copy of the
+                           first outcome; the caller frees it */
+    size_t dup_outcome_len;
+    uint64_t evicted; /* quarantine rows evicted by this write */
+};
+
+/*
+ * Applies w inside the caller's transaction: the dedupe check, then the
+ * receipts, the quarantine items (evicting the oldest rows while the total
+ * would pass quarantine_max_bytes; a payload larger than the whole bound is
+ * not kept and counts as an eviction), then the dedupe record. Returns 0 or
+ * PROTO_EUNAVAILABLE (PROTO_ENOMEM when a duplicate's outcome could not be
+ * copied); check store_txn_broken() after a failure.
+ */
+int store_apply(struct store *s, struct store_write *w, struct proto_err *err);
+
+/* Filters of the `receipts` query (PROTOCOL section 9). Strings borrowed. */
+struct store_filter {
+    const char *plan, *graph, *model, *source; /* NULL = any */
+    size_t plan_len, graph_len, model_len, source_len;
+    int requested, executed, status; /* -1 = any */
+    int has_since, has_until, has_before_id;
+    uint64_t since, until; /* since <= received_at < until */
+    uint64_t before_id;
+    uint32_t limit; /* 1..10000 */
+};
+
+/* A row handed to a store_row_cb: strings and r borrow SQLite's memory and
+ * are valid only during the callback. r->extra is borrowed as well. */
+struct store_row {
+    int64_t receipt_id;
+    int64_t received_at;
+    struct proto_str source;
+    int has_seq;
+    uint64_t seq;
+    int status;
+    struct receipt r;
+};
+
+/* Returns 0 to continue, or a negative PROTO_E* code to stop the query
+ * with that code. */
+typedef int (*store_row_cb)(void *arg, const struct store_row *row);
+
+/*
+ * Runs the `receipts` query, newest first, calling cb for at most
+ * f->limit rows; *truncated tells whether more matched. The query is
+ * interrupted (PROTO_EOVERLOADED) when CLOCK_MONOTONIC passes
+ * deadline_ms. For read-only stores.
+ */
+int store_query_receipts(struct store *s, const struct store_filter *f,
+                         uint64_t deadline_ms, store_row_cb cb, void *arg,
+                         int *truncated, struct proto_err *err);
+
+/* What the store itself knows for the `stats` query. */
+struct store_stats {
+    uint64_t last_receipt_id;      /* newest receipt id, 0 when none */
+    uint64_t quarantined;          /* rows in quarantine now */
+    uint64_t quarantine_bytes;     /* their raw bytes */
+    uint64_t quarantine_evictions; /* since the database was created */
+    uint64_t size_bytes;           /* database file plus its WAL */
+};
+
+int store_query_stats(struct store *s, uint64_t deadline_ms,
+                      struct store_stats *st, struct proto_err *err);
+
+/* CLOCK_MONOTONIC in milliseconds, for deadlines. */
+uint64_t store_now_ms(void);
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * writer.c: the writer thread and its queue.
+ *
+ * Threads: writer_submit(), writer_stop() and the async callback run on the
+ * loop thread; run() runs on the writer thread and is the only user of the
+ * store. The mutex guards the two lists (queued, done) and the stop flag;
+ * the store is touched without it. Jobs come back in submission order
+ * because a group is taken from the head of the queue and appended whole to
+ * the done list.
+ */
+#include "writer.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "envelope.h"
+#include "log.h"
+
+struct writer {
+    uv_loop_t *loop;
+    uv_async_t async;
+    uv_thread_t thread;
+    int thread_started;
+    struct store *store;
+    uint32_t max_items;
+    uint64_t max_bytes;
+    writer_done_cb cb;
+    void *cb_arg;
+
+    uv_mutex_t mu;
+    uv_cond_t cond;
+    struct writer_job *q_head, *q_tail; /* guarded by mu */
+    struct writer_job *d_head, *d_tail; /* guarded by mu */
+    int stop;                           /* guarded by mu */
+
+    _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
+};
+
+struct writer_job *
+writer_job_new(void)
+{
+    return calloc(1, sizeof(struct writer_job));
+}
+
+void
+writer_job_free(struct writer_job *job)
+{
+    size_t i;
+
+    if (job == NULL)
+        return;
+    for (i = 0; job->receipts != NULL && i < job->w.n_receipts; i++)
+        receipt_clear(&job->receipts[i]);
+    free(job->receipts);
+    free(job->quarantine);
+    free(job->frame);
+    free(job->outcome);
+    free(job->errs);
+    free(job->reply_extra);
+    free(job->w.dup_outcome);
+    free(job);
+}
+
+static uint64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void
+fail_group(struct writer_job *head, const struct proto_err *why)
+{
+    struct writer_job *j;
+
+    for (j = head; j != NULL; j = j->next) {
+        /* A duplicate found inside a rolled-back group is not an outcome
+         * either: the producer resends and asks again. */
+        free(j->w.dup_outcome);
+        j->w.dup_outcome = NULL;
+        j->w.duplicate = 0;
+        j->rc = PROTO_EUNAVAILABLE;
+        j->err = *why;
+        j->err.code = PROTO_EUNAVAILABLE;
+        j->err.path[0] = '\0';
+    }
+}
+
+/* Applies one group in one transaction. */
+static void
+commit_group(struct writer *w, struct writer_job *head)
+{
+    struct proto_err err;
+    struct writer_job *j;
+    uint64_t t0 = now_us(), dt, max;
+
+    proto_err_clear(&err);
+    if (store_begin(w->store, &err) != 0)
+        goto failed;
+    for (j = head; j != NULL; j = j->next) {
+        j->rc = 0;
+        proto_err_clear(&j->err);
+        if (store_savepoint(w->store, &err) != 0)
+            goto failed;
+        j->rc = store_apply(w->store, &j->w, &j->err);
+        if (j->rc != 0) {
+            if (store_txn_broken(w->store)) {
+                err = j->err;
+                goto failed;
+            }
+            /* Only this job failed (say, no memory for a duplicate's
+             * outcome): undo its part and keep the others. */
+            store_savepoint_rollback(w->store);
+            continue;
+        }
+        if (store_savepoint_release(w->store, &err) != 0)
+            goto failed;
+    }
+    if (store_commit(w->store, &err) != 0)
+        goto failed;
+    dt = now_us() - t0;
+    atomic_store(&w->last_us, dt);
+    atomic_fetch_add(&w->total_us, dt);
+    max = atomic_load(&w->max_us);
+    if (dt > max)
+        atomic_store(&w->max_us, dt);
+    atomic_fetch_add(&w->groups, 1);
+    return;
+failed:
+    store_rollback(w->store);
+    atomic_fetch_add(&w->failures, 1);
+    log_warnx("writer: a group of writes was rolled back and answered "
+              "unavailable: %s",
+              err.message);
+    fail_group(head, &err);
+}
+
+static void
+run(void *arg)
+{
+    struct writer *w = arg;
+    struct writer_job *head, *tail, *j;
+    uint64_t items, bytes, n;
+
+    for (;;) {
+        uv_mutex_lock(&w->mu);
+        while (w->q_head == NULL && !w->stop)
+            uv_cond_wait(&w->cond, &w->mu);
+        if (w->q_head == NULL && w->stop) {
+            uv_mutex_unlock(&w->mu);
+            break;
+        }
+        /* Take a bounded prefix of the queue: at least one job, so one
+         * oversized job cannot stall the queue. */
+        head = tail = w->q_head;
+        items = head->items;
+        bytes = head->bytes;
+        n = 1;
+        for (j = head->next; j != NULL; j = j->next) {
+            if (items + j->items > w->max_items ||
+                bytes + j->bytes > w->max_bytes)
+                break;
+            items += j->items;
+            bytes += j->bytes;
+            tail = j;
+            n++;
+        }
+        w->q_head = tail->next;
+        if (w->q_head == NULL)
+            w->q_tail = NULL;
+        tail->next = NULL;
+        atomic_fetch_sub(&w->queued, n);
+        uv_mutex_unlock(&w->mu);
+
+        commit_group(w, head);
+
+        uv_mutex_lock(&w->mu);
+        if (w->d_tail != NULL)
+            w->d_tail->next = head;
+        else
+            w->d_head = head;
+        w->d_tail = tail;
+        uv_mutex_unlock(&w->mu);
+        uv_async_send(&w->async);
+    }
+}
+
+static void
+deliver(struct writer *w)
+{
+    struct writer_job *j, *next;
+
+    uv_mutex_lock(&w->mu);
+    j = w->d_head;
+    w->d_head = w->d_tail = NULL;
+    uv_mutex_unlock(&w->mu);
+    for (; j != NULL; j = next) {
+        next = j->next;
+        j->next = NULL;
+        w->cb(w->cb_arg, j);
+    }
+}
+
+static void
+async_cb(uv_async_t *h)
+{
+    deliver(h->data);
+}
+
+int
+writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
+           uint64_t max_bytes, writer_done_cb cb, void *arg,
+           struct writer **out, struct proto_err *err)
+{
+    struct writer *w;
+
+    *out = NULL;
+    w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    w->loop = loop;
+    w->store = store;
+    w->max_items = max_items ? max_items : 1;
+    w->max_bytes = max_bytes ? max_bytes : 1;
+    w->cb = cb;
+    w->cb_arg = arg;
+    if (uv_mutex_init(&w->mu) != 0) {
+        free(w);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "cannot create a mutex");
+    }
+    if (uv_cond_init(&w->cond) != 0) {
+        uv_mutex_destroy(&w->mu);
+        free(w);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "cannot create a condition variable");
+    }
+    if (uv_async_init(loop, &w->async, async_cb) != 0) {
+        uv_cond_destroy(&w->cond);
+        uv_mutex_destroy(&w->mu);
+        free(w);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "cannot create an async handle");
+    }
+    w->async.data = w;
+    if (uv_thread_create(&w->thread, run, w) != 0) {
+        /* The handle is registered; it must be closed, and the writer is
+         * freed in that close callback without its store. */
+        w->store = NULL;
+        writer_stop(w);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "cannot start the writer thread");
+    }
+    w->thread_started = 1;
+    *out = w;
+    return 0;
+}
+
+void
+writer_submit(struct writer *w, struct writer_job *job)
+{
+    job->next = NULL;
+    uv_mutex_lock(&w->mu);
+    if (w->q_tail != NULL)
+        w->q_tail->next = job;
+    else
+        w->q_head = job;
+    w->q_tail = job;
+    atomic_fetch_add(&w->queued, 1);
+    uv_cond_signal(&w->cond);
+    uv_mutex_unlock(&w->mu);
+}
+
+static void
+close_cb(uv_handle_t *h)
+{
+    struct writer *w = h->data;
+
+    store_free(w->store);
+    uv_cond_destroy(&w->cond);
+    uv_mutex_destroy(&w->mu);
+    free(w);
+}
+
+void
+writer_stop(struct writer *w)
+{
+    if (w->thread_started) {
+        uv_mutex_lock(&w->mu);
+        w->stop = 1;
+        uv_cond_signal(&w->cond);
+        uv_mutex_unlock(&w->mu);
+        uv_thread_join(&w->thread);
+        w->thread_started = 0;
+        deliver(w);
+    }
+    uv_close((uv_handle_t *)&w->async, close_cb);
+}
+
+void
+writer_get_stats(struct writer *w, struct writer_stats *st)
+{
+    st->groups = atomic_load(&w->groups);
+    st->failures = atomic_load(&w->failures);
+    st->last_us = atomic_load(&w->last_us);
+    st->total_us = atomic_load(&w->total_us);
+    st->max_us = atomic_load(&w->max_us);
+    st->queued = atomic_load(&w->queued);
+}

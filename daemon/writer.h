@@ -1,0 +1,96 @@
+/*
+ * writer.h: the single SQLite writer, on its own thread, with group commit.
+ *
+ * The event loop hands over write jobs with writer_submit(), which never
+ * blocks on the disk: it links the job into a queue under a mutex. The
+ * writer thread takes everything queued (bounded by commit_max_items and
+ * commit_max_bytes), runs BEGIN IMMEDIATE, applies each job in its own
+ * SAVEPOINT, COMMITs, and only then hands the jobs back to the loop through
+ * a uv_async_t, where done_cb runs and replies are sent. When the store
+ * fails (disk full, I/O error, a failed COMMIT) the group is rolled back
+ * and every job in it is answered PROTO_EUNAVAILABLE; the next group tries
+ * again, so writes resume by themselves when the store accepts them.
+ */
+#ifndef RECEIPTD_DAEMON_WRITER_H
+#define RECEIPTD_DAEMON_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "store.h"
+
+struct writer;
+
+/*
+ * One write. The loop fills w (its pointers point into the owned buffers
+ * below) and the accounting fields; the writer fills rc and err. Everything
+ * the job owns is released by writer_job_free().
+ */
+struct writer_job {
+    struct writer_job *next;
+    struct store_write w;
+    size_t items; /* receipts plus quarantine items, for commit_max_items */
+    size_t bytes; /* memory held, for commit_max_bytes and backpressure */
+    void *owner;  /* the loop's: the reply slot waiting for this job */
+
+    /* Owned buffers. */
+    char *frame; /* the request frame; receipts borrow its strings */
+    struct receipt *receipts;
+    struct store_quarantine_item *quarantine;
+    char *outcome;          /* encoded result, for dedupe (receipts op) */
+    struct proto_err *errs; /* per-item errors the quarantine points into */
+    char *reply_extra;      /* dispatch's own data (e.g. an error to reply) */
+
+    /* Outputs. */
+    int rc; /* 0 or PROTO_EUNAVAILABLE/PROTO_ENOMEM */
+    struct proto_err err;
+};
+
+/* Called on the loop thread for each finished job, in submission order;
+ * the callee takes the job. */
+typedef void (*writer_done_cb)(void *arg, struct writer_job *job);
+
+/* A new zeroed job, or NULL. */
+struct writer_job *writer_job_new(void);
+
+/* Frees the job and everything it owns (receipt extras included). NULL is
+ * a no-op. */
+void writer_job_free(struct writer_job *job);
+
+/*
+ * Starts the writer thread on store (taken: the writer frees it in
+ * writer_free). The uv_async_t lives in the writer and is registered on
+ * loop. Returns 0 or a negative PROTO_E* code; on failure store is still the
+ * caller's.
+ */
+int writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
+               uint64_t max_bytes, writer_done_cb cb, void *arg,
+               struct writer **out, struct proto_err *err);
+
+/* Queues job (taken). Loop thread only; never blocks on the disk. */
+void writer_submit(struct writer *w, struct writer_job *job);
+
+/*
+ * Finishes every queued job, delivers it, stops and joins the thread, and
+ * closes the async handle; the writer is freed (with its store) in the
+ * handle's close callback. Loop thread only; call once, when nothing more
+ * will be submitted.
+ */
+void writer_stop(struct writer *w);
+
+/* Commit figures, readable from any thread. */
+struct writer_stats {
+    uint64_t groups;   /* groups committed (a progress counter for the
+                          watchdog: it moves while writes succeed) */
+    uint64_t failures; /* groups rolled back */
+    uint64_t last_us;  /* duration of the last commit group */
+    uint64_t total_us; /* sum over committed groups */
+    uint64_t max_us;   /* the longest */
+    uint64_t queued;   /* jobs waiting for the writer right now */
+};
+
+void writer_get_stats(struct writer *w, struct writer_stats *st);
+
+#endif
