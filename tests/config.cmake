@@ -1,0 +1,24 @@
+# Issue 6: configuration, access control and systemd glue. The daemon's
+# modules are compiled into each test directly, so these tests do not
+# depend on the daemon's own targets.
+if(NOT TARGET PkgConfig::NETTLE)
+  pkg_check_modules(NETTLE REQUIRED IMPORTED_TARGET GLOBAL nettle)
+endif()
+
+set(RECEIPTD_DAEMON_DIR ${CMAKE_SOURCE_DIR}/daemon)
+
+receiptd_check_test(check_config
+  SOURCES check_config.c ${RECEIPTD_DAEMON_DIR}/config.c
+  LIBS receiptproto PkgConfig::LIBCONFIG)
+target_include_directories(check_config PRIVATE ${RECEIPTD_DAEMON_DIR})
+
+receiptd_check_test(check_access
+  SOURCES check_access.c ${RECEIPTD_DAEMON_DIR}/access.c
+          ${RECEIPTD_DAEMON_DIR}/config.c
+  LIBS receiptproto PkgConfig::LIBCONFIG PkgConfig::NETTLE)
+target_include_directories(check_access PRIVATE ${RECEIPTD_DAEMON_DIR})
+
+receiptd_check_test(check_notify
+  SOURCES check_notify.c ${RECEIPTD_DAEMON_DIR}/notify.c
+  LIBS PkgConfig::SYSTEMD)
+target_include_directories(check_notify PRIVATE ${RECEIPTD_DAEMON_DIR})
