@@ -558,8 +558,11 @@ choose_cols(struct cols *c, const struct row *rows, size_t nrows,
 {
     size_t i, j;
 
+    /* With no rows at all, a CSV still gets the kind's header line, so a
+     * script reading it finds the columns it expects. */
     for (i = 0; known != NULL && known[i] != NULL; i++)
-        if (rows_have(rows, nrows, known[i]) && cols_add(c, known[i]) != 0)
+        if ((nrows == 0 || rows_have(rows, nrows, known[i])) &&
+            cols_add(c, known[i]) != 0)
             return -1;
     if (only_known && known != NULL)
         return 0;
@@ -573,7 +576,7 @@ choose_cols(struct cols *c, const struct row *rows, size_t nrows,
 static const char *const *
 known_cols(const char *kind, int receipt_rows, int table)
 {
-    if (receipt_rows)
+    if (receipt_rows || strcmp(kind, "receipts") == 0)
         return table ? receipt_table_cols : receipt_cols;
     if (strcmp(kind, "fallbacks") == 0)
         return fallbacks_cols;
@@ -972,7 +975,8 @@ output_result(FILE *out, int format, const char *kind,
     if (choose_cols(
             &cols, flat, nrows,
             known_cols(kind, is_receipt_rows(rows), format == OUTPUT_TABLE),
-            format == OUTPUT_TABLE && is_receipt_rows(rows)) != 0)
+            format == OUTPUT_TABLE &&
+                (is_receipt_rows(rows) || strcmp(kind, "receipts") == 0)) != 0)
         goto oom;
     if (nrows * cols.n > 0 &&
         (cells = calloc(nrows * cols.n, sizeof(*cells))) == NULL)

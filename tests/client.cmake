@@ -1,0 +1,12 @@
+# client: receiptctl's formatting and time parsing as unit tests, and the
+# real binary driven by fork/exec (usage errors, connection errors, a fake
+# daemon for replies, and the real daemon when it is built).
+set(CLIENT_TESTS ${CMAKE_CURRENT_LIST_DIR})
+
+receiptd_check_test(check_timespec
+  SOURCES ${CLIENT_TESTS}/check_timespec.c
+  LIBS receiptclient)
+
+receiptd_check_test(check_output
+  SOURCES ${CLIENT_TESTS}/check_output.c
+  LIBS receiptclient)
