@@ -1032,21 +1032,37 @@ struct metric_info {
  */
 static const struct metric_info metrics[] = {
     { "uptime_ms", "gauge", "Milliseconds since the daemon started." },
-    { "uptime_s", "gauge", "Seconds since the daemon started." },
+    { "started_at", "gauge", "When the daemon started, in unix milliseconds." },
     { "connections", "gauge", "Client connections open now." },
     { "connections_total", "counter", "Client connections accepted." },
+    { "connections_refused", "counter",
+      "Connections refused (limit reached or peer not allowed)." },
     { "frames", "counter", "Request frames read." },
+    { "framing_errors", "counter",
+      "Frames with a bad length or broken framing; each closed a "
+      "connection." },
     { "accepted", "counter", "Receipts stored." },
     { "rejected", "counter", "Receipts and payloads rejected." },
     { "duplicates", "counter",
-      "Writes already stored under their (source, "
-      "seq), answered without storing again." },
-    { "quarantined", "counter", "Rejected payloads kept in quarantine." },
-    { "quarantine_evicted", "counter",
+      "Writes already stored under their (source, seq), answered without "
+      "storing again." },
+    { "quarantined", "counter", "Rejected payloads put in quarantine." },
+    { "quarantine_rows", "gauge", "Payloads in quarantine now." },
+    { "quarantine_bytes", "gauge", "Bytes of payloads in quarantine now." },
+    { "quarantine_evictions", "counter",
       "Quarantined payloads evicted to stay within the size bound." },
-    { "commits", "counter", "Store transactions committed." },
-    { "store_bytes", "gauge", "Size of the store's database file in bytes." },
-    { "store_size", "gauge", "Size of the store in bytes." },
+    { "stray_coverage", "counter",
+      "Receipts with coverage bits that mean nothing in their schema." },
+    { "unavailable", "counter",
+      "Writes answered unavailable because the store could not commit." },
+    { "commit_groups", "counter", "Group commits (store transactions)." },
+    { "commit_failures", "counter", "Group commits that failed." },
+    { "commit_last_ms", "gauge", "Duration of the last group commit in ms." },
+    { "commit_mean_ms", "gauge", "Mean group commit duration in ms." },
+    { "commit_max_ms", "gauge", "Longest group commit in ms." },
+    { "pending_writes", "gauge", "Writes waiting for the writer thread." },
+    { "pending_bytes", "gauge", "Bytes of writes waiting for the writer." },
+    { "store_size_bytes", "gauge", "Size of the store in bytes." },
 };
 
 static void

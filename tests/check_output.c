@@ -238,11 +238,13 @@ static const char gaps_json[] =
     "], \"truncated\": false}";
 
 static const char stats_json[] =
-    "{\"rows\": [{\"uptime_ms\": 12345, \"connections\": 3, \"frames\": 100,"
+    "{\"rows\": [{\"uptime_ms\": 12345, \"started_at\": 1796011200000,"
+    " \"connections\": 3, \"connections_total\": 40, \"frames\": 100,"
     " \"accepted\": 90, \"rejected\": 10, \"duplicates\": 1,"
-    " \"quarantined\": 10, \"commit_latency_us\": {\"p50\": 800, \"p99\":"
-    " 4000}, \"store_bytes\": 4096, \"server\": \"receiptd/0.1.0\"}],"
-    " \"truncated\": false}";
+    " \"quarantined\": 10, \"commit_mean_ms\": 0.75,"
+    " \"future_thing\": {\"p50\": 800, \"p99\": 4000},"
+    " \"store_size_bytes\": 18446744073709551615,"
+    " \"server\": \"receiptd/0.1.0\"}], \"truncated\": false}";
 
 static const char empty_json[] = "{\"rows\": [], \"truncated\": false}";
 
@@ -516,8 +518,8 @@ START_TEST(test_output_prometheus_lines_are_well_formed)
                       (name[i] >= '0' && name[i] <= '9'));
         metrics++;
     }
-    /* Ten numeric fields (two of them nested) and the info gauge. */
-    ck_assert_int_eq(metrics, 11);
+    /* Thirteen numeric fields (two of them nested) and the info gauge. */
+    ck_assert_int_eq(metrics, 14);
     free(got);
     result_free(&r);
 }
