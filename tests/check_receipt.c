@@ -344,6 +344,1236 @@ START_TEST(test_receipt_encode_matches_rmp_serde_named_bytes)
 }
 END_TEST
 
+/*
+ * A receipt builder for the rule tests: packs a valid receipt of a schema,
+ * with the top level and the nested structs each in map or array form, and
+ * applies one mutation to one field on the way (drop it, replace its value
+ * with raw bytes, repeat its key, add an unknown key, or give an array a
+ * different number of elements). The layouts are written here again from
+ * PROTOCOL section 4, independently of receipt.c.
+ */
+enum action { M_NONE, M_OMIT, M_RAW, M_DUP, M_EXTRA, M_COUNT };
+
+struct mut {
+    enum action action;
+    const char *path; /* the field's dotted path; the struct's for M_EXTRA
+                         and M_COUNT ("" is the top level) */
+    const char *raw;  /* M_RAW, M_EXTRA: the value's msgpack bytes */
+    size_t rawlen;
+    const char *key; /* M_EXTRA: the unknown key */
+    unsigned count;  /* M_COUNT */
+};
+
+static const char *const t_top[] = {
+    "schema_version",    "requested_backend", "executed_backend",
+    "model_instance_id", "prepared_plan_id",  "graph_hash",
+    "tuning_profile",    "stop_reason",       "counter_coverage",
+    "counters",          "latency",           "artifacts",
+};
+
+static const char *const t_counters[] = {
+    "decode_steps",
+    "graph_launches",
+    "compute_dispatches",
+    "device_fences",
+    "host_to_device_bytes",
+    "device_to_host_bytes",
+    "fallback_count",
+    "hot_path_allocations",
+    "compile_calls",
+    "immutable_upload_bytes",
+    "submitted_prefill_tokens",
+    "committed_prefill_tokens",
+    "cached_prefill_tokens",
+    "queued_requests",
+    "admitted_requests",
+    "cow_copies",
+    "evictions",
+    "unique_freed_pages",
+    "pool_high_water_bytes",
+    "cancellations",
+    "graph_bucket_tokens",
+    "graph_padding_tokens",
+    "rebuild_outcomes",
+};
+
+static const char *const t_latency[] = {
+    "queue_delay_us",
+    "time_to_first_token_us",
+    "inter_token_latency_us",
+};
+
+static const char *const t_artifacts[] = {
+    "temp_created_bytes",
+    "temp_removed_bytes",
+    "temp_retained_bytes",
+    "temp_cleanup_failures",
+};
+
+/* Top-level names of a schema, in declaration order. */
+static unsigned
+top_fields(unsigned schema, const char **out)
+{
+    unsigned i, n = 0;
+
+    for (i = 0; i < 12; i++) {
+        if (schema == 1 && i == 6)
+            continue;
+        if (schema < 3 && i == 10)
+            continue;
+        out[n++] = t_top[i];
+    }
+    return n;
+}
+
+struct build {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    unsigned schema;
+    int top_map;
+    int nested_map;
+    const struct mut *m;
+};
+
+static void
+pk_cstr(msgpack_packer *pk, const char *s)
+{
+    msgpack_pack_str(pk, strlen(s));
+    msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static int
+path_is(const char *prefix, const char *name, const char *path)
+{
+    size_t n = strlen(prefix);
+
+    return path != NULL && strncmp(path, prefix, n) == 0 &&
+           strcmp(path + n, name) == 0;
+}
+
+static void emit_struct(struct build *b, const char *spath,
+                        const char *const *names, unsigned n, int is_map);
+
+/* Packs the valid default value of the field called name in struct spath. */
+static void
+emit_default(struct build *b, const char *spath, const char *name, unsigned idx)
+{
+    if (spath[0] != '\0') {
+        if (strcmp(spath, "latency") == 0)
+            msgpack_pack_uint64(&b->pk, 100 + idx);
+        else if (strcmp(spath, "artifacts") == 0)
+            msgpack_pack_uint64(&b->pk, 200 + idx);
+        else
+            msgpack_pack_uint64(&b->pk, idx + 1);
+        return;
+    }
+    if (strcmp(name, "schema_version") == 0)
+        msgpack_pack_uint16(&b->pk, (uint16_t)b->schema);
+    else if (strcmp(name, "requested_backend") == 0 ||
+             strcmp(name, "executed_backend") == 0)
+        pk_cstr(&b->pk, "cuda");
+    else if (strcmp(name, "model_instance_id") == 0)
+        pk_cstr(&b->pk, "model-a");
+    else if (strcmp(name, "prepared_plan_id") == 0)
+        pk_cstr(&b->pk, "plan-a");
+    else if (strcmp(name, "graph_hash") == 0)
+        pk_cstr(&b->pk, "g");
+    else if (strcmp(name, "tuning_profile") == 0)
+        pk_cstr(&b->pk, "tp");
+    else if (strcmp(name, "stop_reason") == 0)
+        pk_cstr(&b->pk, "eos");
+    else if (strcmp(name, "counter_coverage") == 0)
+        msgpack_pack_uint64(&b->pk, 0x7f);
+    else if (strcmp(name, "counters") == 0)
+        emit_struct(b, "counters", t_counters, b->schema == 3 ? 23 : 10,
+                    b->nested_map);
+    else if (strcmp(name, "latency") == 0)
+        emit_struct(b, "latency", t_latency, 3, b->nested_map);
+    else if (strcmp(name, "artifacts") == 0)
+        emit_struct(b, "artifacts", t_artifacts, 4, b->nested_map);
+    else
+        ck_abort_msg("no default for %s", name);
+}
+
+static void
+emit_value(struct build *b, const char *spath, const char *prefix,
+           const char *name, unsigned idx)
+{
+    if (b->m->action == M_RAW && path_is(prefix, name, b->m->path))
+        msgpack_sbuffer_write(&b->sb, b->m->raw, b->m->rawlen);
+    else
+        emit_default(b, spath, name, idx);
+}
+
+static void
+emit_struct(struct build *b, const char *spath, const char *const *names,
+            unsigned n, int is_map)
+{
+    const struct mut *m = b->m;
+    char prefix[64];
+    unsigned i, out = n;
+
+    snprintf(prefix, sizeof(prefix), "%s%s", spath, spath[0] ? "." : "");
+    if (!is_map) {
+        if (m->action == M_COUNT && strcmp(m->path, spath) == 0)
+            out = m->count;
+        msgpack_pack_array(&b->pk, out);
+        for (i = 0; i < out; i++) {
+            if (i < n)
+                emit_value(b, spath, prefix, names[i], i);
+            else
+                msgpack_pack_uint64(&b->pk, 0);
+        }
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        if (m->action == M_OMIT && path_is(prefix, names[i], m->path))
+            out--;
+        if (m->action == M_DUP && path_is(prefix, names[i], m->path))
+            out++;
+    }
+    if (m->action == M_EXTRA && strcmp(m->path, spath) == 0)
+        out++;
+    msgpack_pack_map(&b->pk, out);
+    for (i = 0; i < n; i++) {
+        if (m->action == M_OMIT && path_is(prefix, names[i], m->path))
+            continue;
+        pk_cstr(&b->pk, names[i]);
+        emit_value(b, spath, prefix, names[i], i);
+        if (m->action == M_DUP && path_is(prefix, names[i], m->path)) {
+            pk_cstr(&b->pk, names[i]);
+            emit_value(b, spath, prefix, names[i], i);
+        }
+    }
+    if (m->action == M_EXTRA && strcmp(m->path, spath) == 0) {
+        pk_cstr(&b->pk, m->key);
+        msgpack_sbuffer_write(&b->sb, m->raw, m->rawlen);
+    }
+}
+
+/* Builds a receipt into b->sb (the caller destroys it). */
+static void
+build(struct build *b, unsigned schema, int top_map, int nested_map,
+      const struct mut *m)
+{
+    static const struct mut none = { M_NONE, NULL, NULL, 0, NULL, 0 };
+    const char *names[12];
+    unsigned n = top_fields(schema, names);
+
+    msgpack_sbuffer_init(&b->sb);
+    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
+    b->schema = schema;
+    b->top_map = top_map;
+    b->nested_map = nested_map;
+    b->m = m != NULL ? m : &none;
+    emit_struct(b, "", names, n, top_map);
+}
+
+/* Builds, unpacks and decodes; returns the code. r borrows *up. */
+static int
+build_decode(unsigned schema, int top_map, int nested_map, const struct mut *m,
+             msgpack_unpacked *up, struct build *b, struct receipt *r,
+             struct proto_err *err)
+{
+    size_t off = 0;
+
+    build(b, schema, top_map, nested_map, m);
+    ck_assert_int_eq(msgpack_unpack_next(up, b->sb.data, b->sb.size, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_uint_eq(off, b->sb.size);
+    proto_err_clear(err);
+    return receipt_decode(&up->data, r, err);
+}
+
+/* The u64 at a dotted path of r, by the coverage table and artifacts. */
+static int
+get_u64(const struct receipt *r, const char *path, uint64_t *v)
+{
+    unsigned i;
+
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        if (strcmp(receipt_counters[i].path, path) == 0) {
+            *v = r->counters[i];
+            return 1;
+        }
+    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
+        if (strncmp(path, "artifacts.", 10) == 0 &&
+            strcmp(path + 10, receipt_artifact_names[i]) == 0) {
+            *v = r->artifacts[i];
+            return 1;
+        }
+    if (strcmp(path, "counter_coverage") == 0) {
+        *v = r->counter_coverage;
+        return 1;
+    }
+    if (strcmp(path, "schema_version") == 0) {
+        *v = r->schema_version;
+        return 1;
+    }
+    return 0;
+}
+
+static const struct proto_str *
+get_str(const struct receipt *r, const char *path)
+{
+    if (strcmp(path, "model_instance_id") == 0)
+        return &r->model_instance_id;
+    if (strcmp(path, "prepared_plan_id") == 0)
+        return &r->prepared_plan_id;
+    if (strcmp(path, "graph_hash") == 0)
+        return &r->graph_hash;
+    if (strcmp(path, "tuning_profile") == 0)
+        return &r->tuning_profile;
+    if (strcmp(path, "stop_reason") == 0)
+        return &r->stop_reason;
+    return NULL;
+}
+
+/*
+ * One generated rule case. The table is built in main (before Check
+ * forks), from the field list below, so adding a field to the protocol
+ * means adding one line there.
+ */
+enum check { CHK_NONE, CHK_U64, CHK_STR, CHK_BACKEND };
+
+struct rcase {
+    char name[128];
+    unsigned schema;
+    int top_map, nested_map;
+    struct mut m;
+    char *raw; /* owned */
+    int want_rc;
+    char want_path[64];
+    const char *want_msg; /* a substring of the message, or NULL */
+    enum check check;
+    uint64_t want_u64;
+    const char *want_str;
+    size_t want_len;
+};
+
+static struct rcase *rcases;
+static size_t nrcases, caprcases;
+
+static struct rcase *
+add_case(unsigned schema, int top_map, int nested_map, enum action a,
+         const char *path, const char *raw, size_t rawlen, int want_rc,
+         const char *want_path)
+{
+    struct rcase *c;
+
+    if (nrcases == caprcases) {
+        caprcases = caprcases ? caprcases * 2 : 256;
+        rcases = realloc(rcases, caprcases * sizeof(*rcases));
+        if (rcases == NULL)
+            abort();
+    }
+    c = &rcases[nrcases++];
+    memset(c, 0, sizeof(*c));
+    c->schema = schema;
+    c->top_map = top_map;
+    c->nested_map = nested_map;
+    c->m.action = a;
+    c->m.path = path;
+    if (raw != NULL) {
+        c->raw = malloc(rawlen ? rawlen : 1);
+        if (c->raw == NULL)
+            abort();
+        memcpy(c->raw, raw, rawlen);
+    }
+    c->m.raw = c->raw;
+    c->m.rawlen = rawlen;
+    c->want_rc = want_rc;
+    snprintf(c->want_path, sizeof(c->want_path), "%s", want_path);
+    snprintf(
+        c->name, sizeof(c->name), "schema %u %s/%s %s %s", schema,
+        top_map ? "map" : "array", nested_map ? "map" : "array",
+        (const char *[]){ "none", "omit", "raw", "dup", "extra", "count" }[a],
+        path ? path : "");
+    return c;
+}
+
+enum kind { K_SCHEMA, K_BACKEND, K_ID, K_TUNING, K_U64, K_STRUCT };
+
+struct tfield {
+    const char *path;
+    enum kind kind;
+    unsigned min_schema;
+    int required; /* in a map */
+};
+
+static struct tfield tfields[64];
+static unsigned ntfields;
+
+static void
+add_tfield(const char *path, enum kind k, unsigned min_schema, int required)
+{
+    tfields[ntfields].path = path;
+    tfields[ntfields].kind = k;
+    tfields[ntfields].min_schema = min_schema;
+    tfields[ntfields].required = required;
+    ntfields++;
+}
+
+static void
+init_tfields(void)
+{
+    static char paths[40][64];
+    unsigned i, np = 0;
+
+    add_tfield("schema_version", K_SCHEMA, 1, 1);
+    add_tfield("requested_backend", K_BACKEND, 1, 1);
+    add_tfield("executed_backend", K_BACKEND, 1, 1);
+    add_tfield("model_instance_id", K_ID, 1, 1);
+    add_tfield("prepared_plan_id", K_ID, 1, 1);
+    add_tfield("graph_hash", K_ID, 1, 1);
+    add_tfield("tuning_profile", K_TUNING, 2, 0);
+    add_tfield("stop_reason", K_ID, 1, 1);
+    add_tfield("counter_coverage", K_U64, 1, 1);
+    add_tfield("counters", K_STRUCT, 1, 1);
+    add_tfield("latency", K_STRUCT, 3, 0);
+    add_tfield("artifacts", K_STRUCT, 1, 1);
+    for (i = 0; i < 23; i++) {
+        snprintf(paths[np], sizeof(paths[np]), "counters.%s", t_counters[i]);
+        add_tfield(paths[np++], K_U64, i < 10 ? 1 : 3, i < 10);
+    }
+    for (i = 0; i < 3; i++) {
+        snprintf(paths[np], sizeof(paths[np]), "latency.%s", t_latency[i]);
+        add_tfield(paths[np++], K_U64, 3, 0);
+    }
+    for (i = 0; i < 4; i++) {
+        snprintf(paths[np], sizeof(paths[np]), "artifacts.%s", t_artifacts[i]);
+        add_tfield(paths[np++], K_U64, 1, 1);
+    }
+}
+
+/* Packs a str of n bytes of 'a' into a fresh buffer. */
+static char *
+long_str(size_t n, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char *body = malloc(n + 1);
+
+    if (body == NULL)
+        abort();
+    memset(body, 'a', n);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_str(&pk, n);
+    msgpack_pack_str_body(&pk, body, n);
+    free(body);
+    *len = sb.size;
+    return msgpack_sbuffer_release(&sb);
+}
+
+#define RAW(s) s, sizeof(s) - 1
+
+/* The rule cases for one field in one schema and one pair of forms. */
+static void
+gen_field(const struct tfield *f, unsigned s, int tm, int nm)
+{
+    int nested = strchr(f->path, '.') != NULL;
+    int in_map = nested ? nm : tm;
+    struct rcase *c;
+    char *big;
+    size_t len;
+
+    /* Every field: a value of another type, and nil. */
+    if (f->kind == K_U64 || f->kind == K_SCHEMA)
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa1x"), PROTO_EINVALID,
+                     f->path);
+    else
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\x01"), PROTO_EINVALID,
+                     f->path);
+    c->want_msg = "expected";
+    add_case(s, tm, nm, M_RAW, f->path, RAW("\xc0"), PROTO_EINVALID, f->path);
+    add_case(s, tm, nm, M_RAW, f->path, RAW("\xc3"), PROTO_EINVALID, f->path);
+    if (f->kind != K_STRUCT)
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\x91\x01"), PROTO_EINVALID,
+                 f->path);
+
+    if (in_map) {
+        c = add_case(s, tm, nm, M_OMIT, f->path, NULL, 0,
+                     f->required ? PROTO_EINVALID : 0,
+                     f->required ? f->path : "");
+        if (f->required)
+            c->want_msg = "missing required field";
+        else if (f->kind == K_U64) {
+            c->check = CHK_U64;
+            c->want_u64 = 0;
+        } else if (f->kind == K_TUNING) {
+            c->check = CHK_STR;
+            c->want_str = "";
+        }
+        c = add_case(s, tm, nm, M_DUP, f->path, NULL, 0, PROTO_EINVALID,
+                     f->path);
+        c->want_msg = "duplicate key";
+    }
+
+    switch (f->kind) {
+    case K_U64:
+        /* Edge values, in every integer form msgpack has. */
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\x00"), 0, "");
+        c->check = CHK_U64;
+        c->want_u64 = 0;
+        c = add_case(s, tm, nm, M_RAW, f->path,
+                     RAW("\xcf\xff\xff\xff\xff\xff\xff\xff\xff"), 0, "");
+        c->check = CHK_U64;
+        c->want_u64 = UINT64_MAX;
+        c = add_case(s, tm, nm, M_RAW, f->path,
+                     RAW("\xd3\x00\x00\x00\x00\x00\x00\x00\x07"), 0, "");
+        c->check = CHK_U64;
+        c->want_u64 = 7;
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xd0\x05"), 0, "");
+        c->check = CHK_U64;
+        c->want_u64 = 5;
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xcd\x01\x00"), 0, "");
+        c->check = CHK_U64;
+        c->want_u64 = 256;
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xff"), PROTO_EINVALID,
+                     f->path);
+        c->want_msg = "expected an unsigned integer, got -1";
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xd0\x80"), PROTO_EINVALID,
+                 f->path);
+        add_case(s, tm, nm, M_RAW, f->path,
+                 RAW("\xd3\x80\x00\x00\x00\x00\x00\x00\x00"), PROTO_EINVALID,
+                 f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xca\x3f\x80\x00\x00"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path,
+                 RAW("\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00"), PROTO_EINVALID,
+                 f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xc4\x01\x01"), PROTO_EINVALID,
+                 f->path);
+        break;
+    case K_ID:
+    case K_TUNING:
+        big = long_str(f->kind == K_ID ? RECEIPT_ID_MAX : RECEIPT_TUNING_MAX,
+                       &len);
+        c = add_case(s, tm, nm, M_RAW, f->path, big, len, 0, "");
+        free(big);
+        c->check = CHK_STR;
+        c->want_len = f->kind == K_ID ? RECEIPT_ID_MAX : RECEIPT_TUNING_MAX;
+        big = long_str(
+            (f->kind == K_ID ? RECEIPT_ID_MAX : RECEIPT_TUNING_MAX) + 1, &len);
+        c = add_case(s, tm, nm, M_RAW, f->path, big, len, PROTO_EINVALID,
+                     f->path);
+        free(big);
+        c->want_msg = "at most";
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa0"), 0, "");
+        c->check = CHK_STR;
+        c->want_str = "";
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa3\xc3\xa9x"), 0, "");
+        c->check = CHK_STR;
+        c->want_str = "\xc3\xa9x";
+        /* A bin holding valid UTF-8 is a string. */
+        c = add_case(s, tm, nm, M_RAW, f->path,
+                     RAW("\xc4\x03"
+                         "abc"),
+                     0, "");
+        c->check = CHK_STR;
+        c->want_str = "abc";
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa2\xc3\x28"),
+                     PROTO_EINVALID, f->path);
+        c->want_msg = "UTF-8";
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa2\xc0\xaf"), PROTO_EINVALID,
+                 f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa3\xed\xa0\x80"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa4\xf4\x90\x80\x80"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa1\xff"), PROTO_EINVALID,
+                 f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa2\xe2\x82"), PROTO_EINVALID,
+                 f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xc4\x02\xc3\x28"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xff"), PROTO_EINVALID,
+                 f->path);
+        break;
+    case K_BACKEND:
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa3gpu"), PROTO_EINVALID,
+                     f->path);
+        c->want_msg = "wgpu-vulkan";
+        add_case(s, tm, nm, M_RAW, f->path,
+                 RAW("\xa4"
+                     "CUDA"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa9wgpu_dx12"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path, RAW("\xa0"), PROTO_EINVALID,
+                 f->path);
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa9wgpu-dx12"), 0, "");
+        c->check = CHK_BACKEND;
+        c->want_u64 = RECEIPT_BACKEND_WGPU_DX12;
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa7unknown"), 0, "");
+        c->check = CHK_BACKEND;
+        c->want_u64 = RECEIPT_BACKEND_UNKNOWN;
+        c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xc4\x05metal"), 0, "");
+        c->check = CHK_BACKEND;
+        c->want_u64 = RECEIPT_BACKEND_METAL;
+        break;
+    case K_SCHEMA:
+    case K_STRUCT:
+        break;
+    }
+}
+
+static void
+gen_cases(void)
+{
+    unsigned i, s, fm;
+
+    init_tfields();
+    for (i = 0; i < ntfields; i++)
+        for (s = 1; s <= 3; s++) {
+            if (s < tfields[i].min_schema)
+                continue;
+            for (fm = 0; fm < 4; fm++) {
+                /* The nested form only matters to nested fields. */
+                if (strchr(tfields[i].path, '.') == NULL && fm >= 2)
+                    continue;
+                gen_field(&tfields[i], s, fm == 0 || fm == 2,
+                          fm == 0 || fm == 3);
+            }
+        }
+}
+
+START_TEST(test_receipt_decode_field_rules)
+{
+    const struct rcase *c = &rcases[_i];
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+    const struct proto_str *str;
+    uint64_t v;
+    int rc;
+
+    msgpack_unpacked_init(&up);
+    rc = build_decode(c->schema, c->top_map, c->nested_map, &c->m, &up, &b, &r,
+                      &err);
+    ck_assert_msg(rc == c->want_rc, "%s: rc %d, want %d (%s: %s)", c->name, rc,
+                  c->want_rc, err.path, err.message);
+    if (rc != 0) {
+        ck_assert_int_eq(err.code, rc);
+        ck_assert_msg(strcmp(err.path, c->want_path) == 0,
+                      "%s: path \"%s\", want \"%s\"", c->name, err.path,
+                      c->want_path);
+        ck_assert_msg(err.message[0] != '\0', "%s: no message", c->name);
+        if (c->want_msg != NULL)
+            ck_assert_msg(strstr(err.message, c->want_msg) != NULL,
+                          "%s: message \"%s\" lacks \"%s\"", c->name,
+                          err.message, c->want_msg);
+        /* Nothing is left behind on failure. */
+        ck_assert_ptr_null(r.extra);
+        ck_assert_uint_eq(r.schema_version, 0);
+    } else if (c->check == CHK_U64) {
+        ck_assert(get_u64(&r, c->m.path, &v));
+        ck_assert_msg(v == c->want_u64, "%s: got %llu", c->name,
+                      (unsigned long long)v);
+    } else if (c->check == CHK_STR) {
+        str = get_str(&r, c->m.path);
+        ck_assert_ptr_nonnull(str);
+        if (c->want_str != NULL)
+            ck_assert_msg(str->len == strlen(c->want_str) &&
+                              memcmp(str->ptr, c->want_str, str->len) == 0,
+                          "%s: got \"%.*s\"", c->name, (int)str->len, str->ptr);
+        else
+            ck_assert_uint_eq(str->len, c->want_len);
+    } else if (c->check == CHK_BACKEND) {
+        ck_assert_uint_eq(strcmp(c->m.path, "requested_backend") == 0
+                              ? r.requested_backend
+                              : r.executed_backend,
+                          c->want_u64);
+    }
+    receipt_clear(&r);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+/* schema_version is read first, in both forms, and decides the code. */
+static const struct {
+    const char *raw;
+    size_t len;
+    int want_rc;
+    const char *want_path;
+} schema_cases[] = {
+    { RAW("\x00"), PROTO_EUNSUPPORTED_SCHEMA, "schema_version" },
+    { RAW("\x04"), PROTO_EUNSUPPORTED_SCHEMA, "schema_version" },
+    { RAW("\xcd\xff\xff"), PROTO_EUNSUPPORTED_SCHEMA, "schema_version" },
+    { RAW("\xce\x00\x01\x00\x00"), PROTO_EINVALID, "schema_version" },
+    { RAW("\xcf\x00\x00\x00\x00\x00\x00\x00\x02"), 0, "" },
+    { RAW("\xd0\x02"), 0, "" },
+    { RAW("\xd3\x00\x00\x00\x00\x00\x00\x00\x02"), 0, "" },
+    { RAW("\xff"), PROTO_EINVALID, "schema_version" },
+    { RAW("\xa1\x32"), PROTO_EINVALID, "schema_version" },
+    { RAW("\xc0"), PROTO_EINVALID, "schema_version" },
+    { RAW("\xcb\x40\x00\x00\x00\x00\x00\x00\x00"), PROTO_EINVALID,
+      "schema_version" },
+};
+
+START_TEST(test_receipt_decode_schema_version)
+{
+    struct mut m = { M_RAW,
+                     "schema_version",
+                     schema_cases[_i / 2].raw,
+                     schema_cases[_i / 2].len,
+                     NULL,
+                     0 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+    int rc;
+
+    /* Built as a schema-2 receipt, so that the accepted cases fit. */
+    msgpack_unpacked_init(&up);
+    rc = build_decode(2, _i % 2, _i % 2, &m, &up, &b, &r, &err);
+    ck_assert_msg(rc == schema_cases[_i / 2].want_rc, "case %d: rc %d (%s)", _i,
+                  rc, err.message);
+    if (rc != 0)
+        ck_assert_str_eq(err.path, schema_cases[_i / 2].want_path);
+    else
+        ck_assert_uint_eq(r.schema_version, 2);
+    receipt_clear(&r);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+START_TEST(test_receipt_decode_rejects_missing_schema_version)
+{
+    struct mut m = { M_OMIT, "schema_version", NULL, 0, NULL, 0 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    msgpack_object empty;
+    struct build b;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(3, 1, 1, &m, &up, &b, &r, &err),
+                     PROTO_EINVALID);
+    ck_assert_str_eq(err.path, "schema_version");
+    memset(&empty, 0, sizeof(empty));
+    empty.type = MSGPACK_OBJECT_ARRAY;
+    ck_assert_int_eq(receipt_decode(&empty, &r, &err), PROTO_EINVALID);
+    ck_assert_str_eq(err.path, "schema_version");
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+/* Element counts of the array form: top level, counters, latency,
+ * artifacts, for every schema. */
+static const struct {
+    unsigned schema;
+    const char *path;
+    unsigned count;
+    int ok;
+    const char *msg;
+} count_cases[] = {
+    { 1, "", 9, 0, "expected 10 fields for schema 1, got 9" },
+    { 1, "", 10, 1, NULL },
+    { 1, "", 11, 0, "expected 10 fields for schema 1, got 11" },
+    { 2, "", 10, 0, "expected 11 fields for schema 2, got 10" },
+    { 2, "", 11, 1, NULL },
+    { 2, "", 12, 0, "expected 11 fields for schema 2, got 12" },
+    { 3, "", 11, 0, "expected 12 fields for schema 3, got 11" },
+    { 3, "", 12, 1, NULL },
+    { 3, "", 13, 0, "expected 12 fields for schema 3, got 13" },
+    { 1, "counters", 9, 0, "expected 10 fields for schema 1, got 9" },
+    { 1, "counters", 10, 1, NULL },
+    { 1, "counters", 11, 0, "expected 10 fields for schema 1, got 11" },
+    { 2, "counters", 0, 0, "expected 10 fields for schema 2, got 0" },
+    { 2, "counters", 9, 0, "expected 10 fields for schema 2, got 9" },
+    { 2, "counters", 23, 0, "expected 10 fields for schema 2, got 23" },
+    { 3, "counters", 9, 0, "expected 10 to 23 fields for schema 3, got 9" },
+    { 3, "counters", 10, 1, NULL },
+    { 3, "counters", 11, 1, NULL },
+    { 3, "counters", 22, 1, NULL },
+    { 3, "counters", 23, 1, NULL },
+    { 3, "counters", 24, 0, "expected 10 to 23 fields for schema 3, got 24" },
+    { 3, "latency", 0, 1, NULL },
+    { 3, "latency", 1, 1, NULL },
+    { 3, "latency", 3, 1, NULL },
+    { 3, "latency", 4, 0, "expected 0 to 3 fields for schema 3, got 4" },
+    { 1, "artifacts", 3, 0, "expected 4 fields for schema 1, got 3" },
+    { 2, "artifacts", 5, 0, "expected 4 fields for schema 2, got 5" },
+    { 3, "artifacts", 0, 0, "expected 4 fields for schema 3, got 0" },
+    { 3, "artifacts", 4, 1, NULL },
+};
+
+START_TEST(test_receipt_decode_array_lengths)
+{
+    struct mut m = { M_COUNT, count_cases[_i].path, NULL, 0,
+                     NULL,    count_cases[_i].count };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+    unsigned i, n;
+    int rc;
+
+    msgpack_unpacked_init(&up);
+    rc = build_decode(count_cases[_i].schema, 0, 0, &m, &up, &b, &r, &err);
+    if (count_cases[_i].ok) {
+        ck_assert_msg(rc == 0, "case %d: %s: %s", _i, err.path, err.message);
+        /* Fields the array left out read as 0; those it has, as sent. */
+        if (strcmp(count_cases[_i].path, "counters") == 0) {
+            for (i = 0; i < 23; i++)
+                ck_assert_uint_eq(r.counters[i],
+                                  i < count_cases[_i].count ? i + 1 : 0);
+        } else if (strcmp(count_cases[_i].path, "latency") == 0) {
+            n = count_cases[_i].count;
+            for (i = 0; i < 3; i++)
+                ck_assert_uint_eq(r.counters[23 + i], i < n ? 100 + i : 0);
+        }
+    } else {
+        ck_assert_int_eq(rc, PROTO_EINVALID);
+        ck_assert_str_eq(err.path, count_cases[_i].path);
+        ck_assert_str_eq(err.message, count_cases[_i].msg);
+    }
+    receipt_clear(&r);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+/* A schema-2 array does not fit the schema-3 layout, nor the reverse. */
+START_TEST(test_receipt_decode_rejects_other_schema_layout)
+{
+    struct mut m = { M_RAW, "schema_version", RAW("\x02"), NULL, 0 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(3, 0, 0, &m, &up, &b, &r, &err),
+                     PROTO_EINVALID);
+    ck_assert_str_eq(err.path, "");
+    ck_assert_str_eq(err.message, "expected 11 fields for schema 2, got 12");
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+    m.raw = "\x03";
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(2, 0, 0, &m, &up, &b, &r, &err),
+                     PROTO_EINVALID);
+    ck_assert_str_eq(err.message, "expected 12 fields for schema 3, got 11");
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+START_TEST(test_receipt_decode_rejects_non_struct_body)
+{
+    static const char *const bodies[] = { "\xc0", "\x01", "\xa1x", "\xc3",
+                                          "\xc4\x01x" };
+    static const size_t lens[] = { 1, 1, 2, 1, 3 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    size_t i, off;
+
+    ck_assert_int_eq(receipt_decode(NULL, &r, &err), PROTO_EINVALID);
+    ck_assert_str_eq(err.path, "");
+    for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        msgpack_unpacked_init(&up);
+        off = 0;
+        ck_assert_int_eq(msgpack_unpack_next(&up, bodies[i], lens[i], &off),
+                         MSGPACK_UNPACK_SUCCESS);
+        ck_assert_int_eq(receipt_decode(&up.data, &r, &err), PROTO_EINVALID);
+        ck_assert_str_eq(err.path, "");
+        ck_assert_msg(strstr(err.message, "expected a receipt") != NULL, "%s",
+                      err.message);
+        msgpack_unpacked_destroy(&up);
+    }
+}
+END_TEST
+
+START_TEST(test_receipt_decode_rejects_non_string_key)
+{
+    static const char *const paths[] = { "", "counters", "latency",
+                                         "artifacts" };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+    struct mut m = { M_EXTRA, NULL, RAW("\x01"), NULL, 0 };
+    msgpack_object_kv *kv;
+    const msgpack_object *map;
+    unsigned i;
+
+    for (i = 0; i < 4; i++) {
+        m.path = paths[i];
+        m.key = "k";
+        msgpack_unpacked_init(&up);
+        build(&b, 3, 1, 1, &m);
+        ck_assert_int_eq(msgpack_unpack_next(&up, b.sb.data, b.sb.size, NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        /* Turn the added key into an integer key in place. */
+        map = &up.data;
+        if (i > 0)
+            map = &map->via.map.ptr[i == 1 ? 9 : i == 2 ? 10 : 11].val;
+        kv = &map->via.map.ptr[map->via.map.size - 1];
+        ck_assert(mpobj_str_eq(&kv->key, "k"));
+        kv->key.type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        kv->key.via.u64 = 7;
+        ck_assert_int_eq(receipt_decode(&up.data, &r, &err), PROTO_EINVALID);
+        ck_assert_str_eq(err.path, paths[i]);
+        ck_assert_str_eq(err.message,
+                         "expected string keys, got an unsigned integer as a "
+                         "key");
+        msgpack_unpacked_destroy(&up);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+}
+END_TEST
+
+/* Finds key in the extra map of r; NULL when absent. */
+static const msgpack_object *
+extra_get(const struct receipt *r, msgpack_unpacked *up, const char *key)
+{
+    size_t off = 0;
+    int dup;
+    const msgpack_object *v;
+
+    ck_assert_ptr_nonnull(r->extra);
+    ck_assert_int_eq(msgpack_unpack_next(up, r->extra, r->extra_len, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_uint_eq(off, r->extra_len);
+    ck_assert_int_eq(up->data.type, MSGPACK_OBJECT_MAP);
+    v = mpobj_map_get(&up->data, key, &dup);
+    ck_assert_int_eq(dup, 0);
+    return v;
+}
+
+/* Unknown keys, at each level: kept in extra under their dotted path with
+ * the value as sent, and merged back where they came from on encoding. A
+ * top-level key that itself looks like a path ("counters.x") cannot be told
+ * apart from one that came from inside counters, so it is encoded there;
+ * the decoded receipt is the same either way. */
+static const struct {
+    unsigned schema;
+    int nested_map;
+    const char *at;  /* struct */
+    const char *key; /* key sent */
+    const char *raw;
+    size_t len;
+    const char *path;   /* key in extra */
+    const char *enc_at; /* where encoding puts it */
+    const char *enc_key;
+} unknown_cases[] = {
+    { 3, 1, "", "flavour", RAW("\xa5vanil"), "flavour", "", "flavour" },
+    { 3, 0, "", "flavour", RAW("\x92\x01\xa1x"), "flavour", "", "flavour" },
+    { 3, 1, "counters", "new_thing", RAW("\x2a"), "counters.new_thing",
+      "counters", "new_thing" },
+    { 3, 1, "latency", "p99_us", RAW("\xcd\x10\x00"), "latency.p99_us",
+      "latency", "p99_us" },
+    { 3, 1, "artifacts", "temp_dirs", RAW("\x81\xa1k\xc0"),
+      "artifacts.temp_dirs", "artifacts", "temp_dirs" },
+    { 2, 1, "counters", "submitted_prefill_tokens", RAW("\x05"),
+      "counters.submitted_prefill_tokens", "counters",
+      "submitted_prefill_tokens" },
+    { 1, 1, "counters", "rebuild_outcomes", RAW("\x05"),
+      "counters.rebuild_outcomes", "counters", "rebuild_outcomes" },
+    { 2, 1, "", "latency", RAW("\x81\xaequeue_delay_us\x05"), "latency", "",
+      "latency" },
+    { 1, 0, "", "latency", RAW("\x93\x01\x02\x03"), "latency", "", "latency" },
+    { 2, 1, "", "counters.x", RAW("\x01"), "counters.x", "counters", "x" },
+    { 3, 1, "", "", RAW("\x01"), "", "", "" },
+};
+
+START_TEST(test_receipt_decode_keeps_unknown_keys)
+{
+    struct mut m = { M_EXTRA,
+                     unknown_cases[_i].at,
+                     unknown_cases[_i].raw,
+                     unknown_cases[_i].len,
+                     unknown_cases[_i].key,
+                     0 };
+    struct receipt r, r2;
+    struct proto_err err;
+    msgpack_unpacked up, ex, up2;
+    msgpack_sbuffer sb;
+    const msgpack_object *v, *where;
+    struct build b;
+    msgpack_sbuffer vs;
+    msgpack_packer vp;
+    int dup;
+
+    msgpack_unpacked_init(&up);
+    msgpack_unpacked_init(&ex);
+    msgpack_unpacked_init(&up2);
+    ck_assert_int_eq(build_decode(unknown_cases[_i].schema, 1,
+                                  unknown_cases[_i].nested_map, &m, &up, &b, &r,
+                                  &err),
+                     0);
+    v = extra_get(&r, &ex, unknown_cases[_i].path);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(ex.data.via.map.size, 1);
+    /* The value is kept byte for byte. */
+    msgpack_sbuffer_init(&vs);
+    msgpack_packer_init(&vp, &vs, msgpack_sbuffer_write);
+    ck_assert_int_eq(msgpack_pack_object(&vp, *v), 0);
+    ck_assert_uint_eq(vs.size, unknown_cases[_i].len);
+    ck_assert_mem_eq(vs.data, unknown_cases[_i].raw, vs.size);
+    msgpack_sbuffer_destroy(&vs);
+
+    /* Encoding puts it back in its struct, and decoding again gives the
+     * same receipt and the same extra. */
+    reencode(&r, &sb, &up2, &r2);
+    assert_same(&r, &r2);
+    where = &up2.data;
+    if (unknown_cases[_i].enc_at[0] != '\0')
+        where = mpobj_map_get(where, unknown_cases[_i].enc_at, NULL);
+    ck_assert_ptr_nonnull(where);
+    ck_assert_ptr_nonnull(
+        mpobj_map_get(where, unknown_cases[_i].enc_key, &dup));
+    ck_assert_int_eq(dup, 0);
+    receipt_clear(&r);
+    receipt_clear(&r2);
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_unpacked_destroy(&up);
+    msgpack_unpacked_destroy(&ex);
+    msgpack_unpacked_destroy(&up2);
+}
+END_TEST
+
+/* A repeated unknown key is a duplicate like a repeated known one. */
+START_TEST(test_receipt_decode_rejects_duplicate_unknown_key)
+{
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    unsigned i;
+    int rc;
+
+    /* {"schema_version": 2, ..., "flavour": 1, ..., "flavour": 2} built by
+     * hand: a map with a valid receipt's fields plus many unknown keys,
+     * one of which repeats, so the sorted check is exercised too. */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 10 + 40);
+    pk_cstr(&pk, "schema_version");
+    msgpack_pack_uint64(&pk, 1);
+    pk_cstr(&pk, "requested_backend");
+    pk_cstr(&pk, "cpu");
+    pk_cstr(&pk, "executed_backend");
+    pk_cstr(&pk, "cpu");
+    pk_cstr(&pk, "model_instance_id");
+    pk_cstr(&pk, "m");
+    pk_cstr(&pk, "prepared_plan_id");
+    pk_cstr(&pk, "p");
+    pk_cstr(&pk, "graph_hash");
+    pk_cstr(&pk, "");
+    pk_cstr(&pk, "stop_reason");
+    pk_cstr(&pk, "");
+    pk_cstr(&pk, "counter_coverage");
+    msgpack_pack_uint64(&pk, 0);
+    pk_cstr(&pk, "counters");
+    msgpack_pack_array(&pk, 10);
+    for (i = 0; i < 10; i++)
+        msgpack_pack_uint64(&pk, i);
+    pk_cstr(&pk, "artifacts");
+    msgpack_pack_array(&pk, 4);
+    for (i = 0; i < 4; i++)
+        msgpack_pack_uint64(&pk, i);
+    for (i = 0; i < 40; i++) {
+        char key[16];
+
+        snprintf(key, sizeof(key), "x%02u", i == 33 ? 7 : i);
+        pk_cstr(&pk, key);
+        msgpack_pack_uint64(&pk, i);
+    }
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(msgpack_unpack_next(&up, sb.data, sb.size, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    rc = receipt_decode(&up.data, &r, &err);
+    ck_assert_int_eq(rc, PROTO_EINVALID);
+    ck_assert_str_eq(err.path, "x07");
+    ck_assert_str_eq(err.message, "duplicate key");
+    ck_assert_ptr_null(r.extra);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&sb);
+}
+END_TEST
+
+/* A schema-1 map may carry tuning_profile anyway: it is the value, and it
+ * survives encoding; without it, schema 1 encodes no tuning_profile. */
+START_TEST(test_receipt_decode_schema1_tuning_profile)
+{
+    struct mut m = { M_EXTRA, "", RAW("\xa2tp"), "tuning_profile", 0 };
+    struct receipt r, r2;
+    struct proto_err err;
+    msgpack_unpacked up, up2;
+    msgpack_sbuffer sb;
+    struct build b;
+
+    msgpack_unpacked_init(&up);
+    msgpack_unpacked_init(&up2);
+    ck_assert_int_eq(build_decode(1, 1, 1, &m, &up, &b, &r, &err), 0);
+    ck_assert_uint_eq(r.tuning_profile.len, 2);
+    ck_assert_int_eq(memcmp(r.tuning_profile.ptr, "tp", 2), 0);
+    ck_assert_ptr_null(r.extra);
+    reencode(&r, &sb, &up2, &r2);
+    assert_same(&r, &r2);
+    ck_assert_ptr_nonnull(mpobj_map_get(&up2.data, "tuning_profile", NULL));
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_unpacked_destroy(&up);
+    msgpack_unpacked_destroy(&up2);
+
+    msgpack_unpacked_init(&up);
+    msgpack_unpacked_init(&up2);
+    ck_assert_int_eq(build_decode(1, 0, 0, NULL, &up, &b, &r, &err), 0);
+    ck_assert_uint_eq(r.tuning_profile.len, 0);
+    ck_assert_ptr_nonnull(r.tuning_profile.ptr);
+    reencode(&r, &sb, &up2, &r2);
+    ck_assert_ptr_null(mpobj_map_get(&up2.data, "tuning_profile", NULL));
+    ck_assert_ptr_null(mpobj_map_get(&up2.data, "latency", NULL));
+    ck_assert_uint_eq(up2.data.via.map.size, 10);
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_unpacked_destroy(&up);
+    msgpack_unpacked_destroy(&up2);
+}
+END_TEST
+
+/* Schema 3: latency missing entirely reads as zeros; coverage bits with no
+ * meaning in the schema are kept as sent. */
+START_TEST(test_receipt_decode_schema3_defaults)
+{
+    struct mut m = { M_OMIT, "latency", NULL, 0, NULL, 0 };
+    struct mut cov = { M_RAW, "counter_coverage",
+                       RAW("\xcf\xff\xff\xff\xff\xff\xff\xff\xff"), NULL, 0 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(3, 1, 1, &m, &up, &b, &r, &err), 0);
+    ck_assert_uint_eq(r.counters[23], 0);
+    ck_assert_uint_eq(r.counters[24], 0);
+    ck_assert_uint_eq(r.counters[25], 0);
+    ck_assert_uint_eq(r.counters[22], 23);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(2, 0, 0, &cov, &up, &b, &r, &err), 0);
+    ck_assert_uint_eq(r.counter_coverage, UINT64_MAX);
+    ck_assert_uint_eq(r.counter_coverage & ~receipt_meaningful_bits(2),
+                      UINT64_MAX << 10);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+static const struct {
+    int req, exec;
+    uint64_t fallback_count, coverage;
+    int want;
+} status_cases[] = {
+    { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CPU, 0, 0x7f,
+      RECEIPT_STATUS_FALLBACK },
+    { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CPU, 0, 0,
+      RECEIPT_STATUS_FALLBACK },
+    { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CUDA, 1, 0x40,
+      RECEIPT_STATUS_FALLBACK },
+    /* fallback_count counts even when its bit says unknown. */
+    { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CUDA, 3, 0,
+      RECEIPT_STATUS_FALLBACK },
+    { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CUDA, 0, 0x40,
+      RECEIPT_STATUS_CLEAN },
+    { RECEIPT_BACKEND_CPU, RECEIPT_BACKEND_CPU, 0, UINT64_MAX,
+      RECEIPT_STATUS_CLEAN },
+    { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CUDA, 0, 0x3bf,
+      RECEIPT_STATUS_UNPROVEN },
+    { RECEIPT_BACKEND_UNKNOWN, RECEIPT_BACKEND_UNKNOWN, 0, 0,
+      RECEIPT_STATUS_UNPROVEN },
+};
+
+START_TEST(test_receipt_status_table)
+{
+    struct receipt r;
+
+    memset(&r, 0, sizeof(r));
+    r.schema_version = 2;
+    r.requested_backend = (uint8_t)status_cases[_i].req;
+    r.executed_backend = (uint8_t)status_cases[_i].exec;
+    r.counters[6] = status_cases[_i].fallback_count;
+    r.counter_coverage = status_cases[_i].coverage;
+    ck_assert_int_eq(receipt_status(&r), status_cases[_i].want);
+}
+END_TEST
+
+START_TEST(test_receipt_names_and_tables)
+{
+    char path[64];
+    int i;
+
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+        ck_assert_uint_eq(receipt_counters[i].bit, (unsigned)i);
+        snprintf(path, sizeof(path), "%s.%s",
+                 i < RECEIPT_NCOUNTERS_V3 ? "counters" : "latency",
+                 receipt_counters[i].field);
+        ck_assert_str_eq(receipt_counters[i].path, path);
+        ck_assert_uint_eq(receipt_counters[i].min_schema,
+                          i < RECEIPT_NCOUNTERS_V2 ? 1 : 3);
+    }
+    for (i = 0; i < RECEIPT_BACKEND_COUNT; i++)
+        ck_assert_int_eq(
+            receipt_backend_from_name(receipt_backend_name(i),
+                                      strlen(receipt_backend_name(i))),
+            i);
+    ck_assert_str_eq(receipt_backend_name(RECEIPT_BACKEND_WGPU_METAL),
+                     "wgpu-metal");
+    ck_assert_ptr_null(receipt_backend_name(RECEIPT_BACKEND_COUNT));
+    ck_assert_ptr_null(receipt_backend_name(-1));
+    ck_assert_int_eq(receipt_backend_from_name("cud", 3), -1);
+    ck_assert_int_eq(receipt_backend_from_name("cudax", 5), -1);
+    for (i = 0; i < RECEIPT_STATUS_COUNT; i++)
+        ck_assert_int_eq(
+            receipt_status_from_name(receipt_status_name(i),
+                                     strlen(receipt_status_name(i))),
+            i);
+    ck_assert_str_eq(receipt_status_name(RECEIPT_STATUS_UNPROVEN), "unproven");
+    ck_assert_ptr_null(receipt_status_name(RECEIPT_STATUS_COUNT));
+    ck_assert_int_eq(receipt_status_from_name("clea", 4), -1);
+    ck_assert_uint_eq(receipt_meaningful_bits(1), 0x3ff);
+    ck_assert_uint_eq(receipt_meaningful_bits(2), 0x3ff);
+    ck_assert_uint_eq(receipt_meaningful_bits(3), 0x3ffffff);
+    ck_assert_uint_eq(receipt_meaningful_bits(4), 0);
+    receipt_clear(NULL);
+}
+END_TEST
+
+/* Error paths name fields in the array form too, never indices. */
+START_TEST(test_receipt_decode_rejects_string_counter)
+{
+    struct mut m = { M_RAW, "counters.decode_steps", RAW("\xa1x"), NULL, 0 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(3, 0, 0, &m, &up, &b, &r, &err),
+                     PROTO_EINVALID);
+    ck_assert_str_eq(err.path, "counters.decode_steps");
+    ck_assert_str_eq(err.message, "expected an unsigned integer, got a string");
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
 static Suite *
 receipt_suite(void)
 {
@@ -363,6 +1593,42 @@ receipt_suite(void)
     tc = tcase_create("roundtrip");
     tcase_add_loop_test(tc, test_receipt_encode_roundtrips_vectors, 0,
                         n * FORM_COUNT);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("field_rules");
+    tcase_add_loop_test(tc, test_receipt_decode_field_rules, 0, (int)nrcases);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("schema_version");
+    tcase_add_loop_test(
+        tc, test_receipt_decode_schema_version, 0,
+        2 * (int)(sizeof(schema_cases) / sizeof(schema_cases[0])));
+    tcase_add_test(tc, test_receipt_decode_rejects_missing_schema_version);
+    tcase_add_test(tc, test_receipt_decode_rejects_other_schema_layout);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("array_lengths");
+    tcase_add_loop_test(tc, test_receipt_decode_array_lengths, 0,
+                        (int)(sizeof(count_cases) / sizeof(count_cases[0])));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("body");
+    tcase_add_test(tc, test_receipt_decode_rejects_non_struct_body);
+    tcase_add_test(tc, test_receipt_decode_rejects_non_string_key);
+    tcase_add_test(tc, test_receipt_decode_rejects_string_counter);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("unknown_keys");
+    tcase_add_loop_test(
+        tc, test_receipt_decode_keeps_unknown_keys, 0,
+        (int)(sizeof(unknown_cases) / sizeof(unknown_cases[0])));
+    tcase_add_test(tc, test_receipt_decode_rejects_duplicate_unknown_key);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("defaults");
+    tcase_add_test(tc, test_receipt_decode_schema1_tuning_profile);
+    tcase_add_test(tc, test_receipt_decode_schema3_defaults);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("status");
+    tcase_add_loop_test(tc, test_receipt_status_table, 0,
+                        (int)(sizeof(status_cases) / sizeof(status_cases[0])));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tables");
+    tcase_add_test(tc, test_receipt_names_and_tables);
     suite_add_tcase(s, tc);
     tc = tcase_create("encode_bytes");
     tcase_add_loop_test(tc, test_receipt_encode_matches_rmp_serde_named_bytes,
@@ -388,6 +1654,7 @@ main(void)
         fprintf(stderr, "index.json lists no vectors\n");
         return 1;
     }
+    gen_cases();
     sr = srunner_create(receipt_suite());
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
