@@ -1,6 +1,7 @@
 # Reliability: power loss, I/O and allocation faults, hostile input, kills.
-# The SQLite tests share the fault-injecting VFS and the workload, which
-# applies the real migrations/ read from the source tree.
+# The SQLite tests share the fault-injecting VFS (vfs_fault.c) and the
+# workload (relwork.c), which applies the real migrations/ read from the
+# source tree.
 set(RELIABILITY_MIGRATIONS ${CMAKE_SOURCE_DIR}/migrations)
 
 foreach(t powerloss fault)
@@ -10,3 +11,14 @@ foreach(t powerloss fault)
   target_compile_definitions(check_${t} PRIVATE
     RELWORK_MIGRATIONS_DIR="${RELIABILITY_MIGRATIONS}")
 endforeach()
+
+# Allocation failures: SQLite's allocator through SQLITE_CONFIG_MALLOC, and
+# proto's malloc/realloc/calloc through the linker's --wrap, which applies
+# to the statically linked receiptproto objects.
+receiptd_check_test(check_oom
+  SOURCES check_oom.c vfs_fault.c relwork.c relpack.c
+  LIBS receiptproto PkgConfig::SQLITE)
+target_compile_definitions(check_oom PRIVATE
+  RELWORK_MIGRATIONS_DIR="${RELIABILITY_MIGRATIONS}")
+target_link_options(check_oom PRIVATE
+  -Wl,--wrap=malloc,--wrap=realloc,--wrap=calloc)

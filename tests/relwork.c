@@ -218,12 +218,16 @@ intern(struct ctx *c, const char *s, sqlite3_int64 *id)
 {
     int rc;
 
-    sqlite3_bind_blob(c->intern, 1, s, (int)strlen(s), SQLITE_STATIC);
+    if ((rc = sqlite3_bind_blob(c->intern, 1, s, (int)strlen(s),
+                                SQLITE_STATIC)) != SQLITE_OK)
+        return rc;
     rc = sqlite3_step(c->intern);
     sqlite3_reset(c->intern);
     if (rc != SQLITE_DONE)
         return rc;
-    sqlite3_bind_blob(c->lookup, 1, s, (int)strlen(s), SQLITE_STATIC);
+    if ((rc = sqlite3_bind_blob(c->lookup, 1, s, (int)strlen(s),
+                                SQLITE_STATIC)) != SQLITE_OK)
+        return rc;
     rc = sqlite3_step(c->lookup);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(c->lookup, 0);
@@ -251,32 +255,39 @@ one_tx(struct ctx *c, int tx)
     for (i = 0; i < w->per_tx && rc == SQLITE_OK; i++) {
         seq = (long)tx * w->per_tx + i;
         payload(seq, pay);
-        for (k = 0; k < c->ncols; k++) {
+        /* A bind can fail (SQLITE_TRANSIENT copies, and the copy can run
+         * out of memory); the column would then be NULL, so every result
+         * is checked: the allocation-failure test found this. */
+        for (k = 0; k < c->ncols && rc == SQLITE_OK; k++) {
             switch (c->colkind[k]) {
             case 's':
-                sqlite3_bind_int64(c->ins, k + 1, src);
+                rc = sqlite3_bind_int64(c->ins, k + 1, src);
                 break;
             case 'r':
-                sqlite3_bind_int64(c->ins, k + 1, ref);
+                rc = sqlite3_bind_int64(c->ins, k + 1, ref);
                 break;
             case 'q':
-                sqlite3_bind_int64(c->ins, k + 1, seq);
+                rc = sqlite3_bind_int64(c->ins, k + 1, seq);
                 break;
             case 'x':
-                sqlite3_bind_blob(c->ins, k + 1, pay, PAYLOAD,
-                                  SQLITE_TRANSIENT);
+                rc = sqlite3_bind_blob(c->ins, k + 1, pay, PAYLOAD,
+                                       SQLITE_TRANSIENT);
                 break;
             default:
-                sqlite3_bind_int64(c->ins, k + 1, seq * 31 + k);
+                rc = sqlite3_bind_int64(c->ins, k + 1, seq * 31 + k);
             }
         }
+        if (rc != SQLITE_OK)
+            break;
         rc = sqlite3_step(c->ins);
         sqlite3_reset(c->ins);
         if (rc != SQLITE_DONE)
             break;
-        sqlite3_bind_int64(c->dedupe, 1, src);
-        sqlite3_bind_int64(c->dedupe, 2, seq);
-        sqlite3_bind_int64(c->dedupe, 3, sqlite3_last_insert_rowid(c->db));
+        if ((rc = sqlite3_bind_int64(c->dedupe, 1, src)) != SQLITE_OK ||
+            (rc = sqlite3_bind_int64(c->dedupe, 2, seq)) != SQLITE_OK ||
+            (rc = sqlite3_bind_int64(
+                 c->dedupe, 3, sqlite3_last_insert_rowid(c->db))) != SQLITE_OK)
+            break;
         rc = sqlite3_step(c->dedupe);
         sqlite3_reset(c->dedupe);
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
