@@ -346,7 +346,7 @@ static const struct key keys[] = {
     { "limits", "max_frame", K_SIZE, M(max_frame), 64, FRAME_MAX_CEILING, 0 },
     { "limits", "max_batch", K_COUNT, M(max_batch), 1, 1000000, 0 },
     { "limits", "max_connections", K_COUNT, M(max_connections), 1, 1000000, 0 },
-    { "limits", "idle_timeout", K_MSEC, M(idle_timeout_ms), SEC, 7 * DAY, 0 },
+    { "limits", "idle_timeout", K_MSEC, M(idle_timeout_ms), SEC, 7 * DAY, 1 },
     { "limits", "frame_timeout", K_MSEC, M(frame_timeout_ms), 100, HOUR, 0 },
     { "limits", "hello_timeout", K_MSEC, M(hello_timeout_ms), 100, 5 * MIN, 0 },
     { "limits", "max_unsent", K_SIZE, M(max_unsent_bytes), 64 * KIB, GIB, 0 },

@@ -47,7 +47,7 @@ struct config {
     uint32_t max_frame;         /* default 1 MiB, ceiling 64 MiB */
     uint32_t max_batch;         /* default 10,000 */
     uint32_t max_connections;   /* default 1,024 */
-    uint32_t idle_timeout_ms;   /* default 300,000 */
+    uint32_t idle_timeout_ms;   /* default 300,000; 0 = never */
     uint32_t frame_timeout_ms;  /* a started frame must finish; 10,000 */
     uint32_t hello_timeout_ms;  /* TCP auth deadline; 5,000 */
     uint64_t max_unsent_bytes;  /* per connection; default 4 MiB */

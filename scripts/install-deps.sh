@@ -6,7 +6,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev clang-format \
 libuv1-dev libmsgpack-dev libsqlite3-dev sqlite3 check libsystemd-dev \
-libjson-c-dev libconfig-dev systemd"
+libjson-c-dev libconfig-dev nettle-dev systemd dpkg-dev file"
 
 missing=""
 for p in $PKGS; do

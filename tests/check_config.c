@@ -17,7 +17,8 @@
 
 #include "config.h"
 
-#define CONF_DIR TEST_DATA_DIR "/config"
+#define CONF_DIR     TEST_DATA_DIR "/config"
+#define EXAMPLE_CONF TEST_DATA_DIR "/../../systemd/receiptd.conf"
 
 static char *
 slurp(const char *path)
@@ -252,6 +253,31 @@ START_TEST(test_config_missing_file_names_errno)
     ck_assert_int_eq(config_load_file(&c, CONF_DIR "/no-such.conf", err), -1);
     ck_assert_str_eq(err, CONF_DIR "/no-such.conf: No such file or directory");
     config_free(&c);
+}
+END_TEST
+
+START_TEST(test_config_shipped_example_is_valid_and_shows_defaults)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c, d;
+    char *got, *want;
+
+    /* The example installed as /etc/receiptd/receiptd.conf must load,
+     * validate, and list every key at its built-in default (it sets only
+     * the socket and the database path, which have none). */
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_msg(config_load_file(&c, EXAMPLE_CONF, err) == 0, "%s", err);
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    ck_assert_int_eq(config_defaults(&d), 0);
+    d.socket_path = strdup("/run/receiptd/receiptd.sock");
+    d.db_path = strdup("/var/lib/receiptd/receipts.db");
+    got = dump(&c);
+    want = dump(&d);
+    ck_assert_str_eq(got, want);
+    free(got);
+    free(want);
+    config_free(&c);
+    config_free(&d);
 }
 END_TEST
 
@@ -517,6 +543,10 @@ config_suite(void)
 
     tc = tcase_create("missing_file");
     tcase_add_test(tc, test_config_missing_file_names_errno);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("shipped_example");
+    tcase_add_test(tc, test_config_shipped_example_is_valid_and_shows_defaults);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sizes");

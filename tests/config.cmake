@@ -22,3 +22,9 @@ receiptd_check_test(check_notify
   SOURCES check_notify.c ${RECEIPTD_DAEMON_DIR}/notify.c
   LIBS PkgConfig::SYSTEMD)
 target_include_directories(check_notify PRIVATE ${RECEIPTD_DAEMON_DIR})
+
+# The units: systemd-analyze verify and the security exposure score.
+add_test(NAME systemd_check
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/systemd-check.sh
+          ${CMAKE_SOURCE_DIR}/systemd ${CMAKE_SOURCE_DIR}/docs)
+set_tests_properties(systemd_check PROPERTIES TIMEOUT 300)
