@@ -252,7 +252,9 @@ listen_unix(const char *path, int type)
 
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -1;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
     unlink(path);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
         return -1;
@@ -450,7 +452,9 @@ connect_retry(int family, const char *path, unsigned short port)
 
             memset(&sa, 0, sizeof(sa));
             sa.sun_family = AF_UNIX;
-            snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+            if (strlen(path) >= sizeof(sa.sun_path))
+                return -1;
+            memcpy(sa.sun_path, path, strlen(path) + 1);
             rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
         } else {
             struct sockaddr_in sa;
