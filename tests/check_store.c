@@ -1,0 +1,442 @@
+/*
+ * check_store.c: unit tests of the SQLite store (daemon/store.c): pragmas,
+ * migrations from an empty file and from every earlier version against the
+ * golden schema, refusal of a newer database, inserts with u64 values kept
+ * bit for bit, dedupe, and quarantine eviction.
+ *
+ * The golden schema tests/data/schema.sql is what the sqlite3 shell prints
+ * for a database migrated by this build. After adding a migration,
+ * regenerate it from the repository's top directory with:
+ *
+ *   build/daemon/receiptd --socket /tmp/r.sock --db /tmp/r.db &  (then stop it)
+ *   sqlite3 /tmp/r.db "SELECT sql || ';' FROM sqlite_schema
+ *       WHERE sql IS NOT NULL ORDER BY name" > tests/data/schema.sql
+ *
+ * and review the diff: it is the schema change the migration makes.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "envelope.h"
+#include "store_internal.h"
+
+static char dir[512];
+static char path[600];
+
+static void
+setup(void)
+{
+    snprintf(dir, sizeof(dir), "%s/check_store-XXXXXX", TEST_BINARY_DIR);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/t.db", dir);
+}
+
+static void
+teardown(void)
+{
+    char cmd[700];
+    int rc;
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    rc = system(cmd);
+    (void)rc;
+}
+
+/* The schema as the regeneration command above prints it. */
+static char *
+dump_schema(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT sql || ';' FROM sqlite_schema "
+                                        "WHERE sql IS NOT NULL ORDER BY name",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    out[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *s = (const char *)sqlite3_column_text(st, 0);
+        size_t l = strlen(s);
+        ck_assert_uint_lt(n + l + 2, cap);
+        memcpy(out + n, s, l);
+        n += l;
+        out[n++] = '\n';
+        out[n] = '\0';
+    }
+    sqlite3_finalize(st);
+    return out;
+}
+
+static char *
+golden(void)
+{
+    FILE *f = fopen(TEST_DATA_DIR "/schema.sql", "rb");
+    char *buf = calloc(1, 1 << 16);
+    size_t n;
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void
+assert_golden(struct store *s)
+{
+    char *got = dump_schema(store_db(s)), *want = golden();
+
+    ck_assert_str_eq(got, want);
+    free(got);
+    free(want);
+}
+
+START_TEST(test_store_migrates_empty_file_to_golden_schema)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct store *s;
+    int v;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_user_version(s, &v, &err), 0);
+    ck_assert_int_eq(v, store_schema_version());
+    ck_assert_int_ge(v, 2);
+    assert_golden(s);
+    store_free(s);
+    /* opening again is a no-op */
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    assert_golden(s);
+    store_free(s);
+}
+END_TEST
+
+START_TEST(test_store_migrates_from_every_earlier_version)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct store *s;
+    int v;
+
+    o.max_version = _i;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_user_version(s, &v, &err), 0);
+    ck_assert_int_eq(v, _i);
+    store_free(s);
+    o.max_version = 0;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_user_version(s, &v, &err), 0);
+    ck_assert_int_eq(v, store_schema_version());
+    assert_golden(s);
+    store_free(s);
+}
+END_TEST
+
+START_TEST(test_store_refuses_newer_database)
+{
+    struct proto_err err;
+    struct store_opts o = { 0 };
+    struct store *s = (struct store *)1;
+    sqlite3 *db;
+    char sql[64];
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+             store_schema_version() + 1);
+    ck_assert_int_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), PROTO_EUNAVAILABLE);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(err.message, "newer receiptd"));
+    o.readonly = 1;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), PROTO_EUNAVAILABLE);
+}
+END_TEST
+
+static int
+pragma_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int v = -1;
+
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+START_TEST(test_store_sets_and_checks_durability_pragmas)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct store *s;
+    sqlite3_stmt *st;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(pragma_int(store_db(s), "PRAGMA synchronous"), 2);
+    ck_assert_int_eq(pragma_int(store_db(s), "PRAGMA foreign_keys"), 1);
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(store_db(s), "PRAGMA journal_mode", -1, &st, NULL),
+        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    store_free(s);
+    /* An in-memory database cannot be WAL: refused, not run without. */
+    ck_assert_int_eq(store_open(":memory:", &o, &s, &err), PROTO_EUNAVAILABLE);
+    ck_assert_ptr_nonnull(strstr(err.message, "journal_mode"));
+}
+END_TEST
+
+static void
+make_receipt(struct receipt *r, const char *plan, uint64_t big)
+{
+    int i;
+
+    memset(r, 0, sizeof(*r));
+    r->schema_version = 3;
+    r->requested_backend = RECEIPT_BACKEND_CUDA;
+    r->executed_backend = RECEIPT_BACKEND_CPU;
+    r->model_instance_id = (struct proto_str){ "model", 5 };
+    r->prepared_plan_id = (struct proto_str){ plan, strlen(plan) };
+    r->graph_hash = (struct proto_str){ "", 0 };
+    r->tuning_profile = (struct proto_str){ "tp", 2 };
+    r->stop_reason = (struct proto_str){ "eos", 3 };
+    r->counter_coverage = UINT64_MAX;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        r->counters[i] = big - (uint64_t)i;
+    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
+        r->artifacts[i] = (uint64_t)i;
+}
+
+struct collect {
+    int n;
+    int64_t ids[8];
+    uint64_t c0, cov;
+    char plan[32];
+};
+
+static int
+collect_cb(void *arg, const struct store_row *row)
+{
+    struct collect *c = arg;
+
+    if (c->n == 0) {
+        c->c0 = row->r.counters[0];
+        c->cov = row->r.counter_coverage;
+        snprintf(c->plan, sizeof(c->plan), "%.*s",
+                 (int)row->r.prepared_plan_id.len, row->r.prepared_plan_id.ptr);
+    }
+    if (c->n < 8)
+        c->ids[c->n] = row->receipt_id;
+    c->n++;
+    return 0;
+}
+
+START_TEST(test_store_insert_keeps_u64_and_dedupes_seq)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    struct store_write w;
+    struct proto_err err;
+    struct collect c = { 0 };
+    struct receipt r;
+    struct store *s, *q;
+    int64_t first;
+    int trunc;
+
+    make_receipt(&r, "plan-1", UINT64_MAX);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = "src";
+    w.source_len = 3;
+    w.has_seq = 1;
+    w.seq = UINT64_MAX;
+    w.received_at = 1700000000000;
+    w.receipts = &r;
+    w.n_receipts = 1;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, 0);
+    ck_assert_int_eq(w.status, RECEIPT_STATUS_FALLBACK);
+    first = w.receipt_id;
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    /* the same (source, seq) again, in a later transaction */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, 1);
+    ck_assert_int_eq(w.receipt_id, first);
+    /* no source: no idempotency, stored again */
+    w.source_len = 0;
+    w.source = "";
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, 0);
+    ck_assert_int_gt(w.receipt_id, first);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_receipts(q, &f, 0, collect_cb, &c, &trunc, &err), 0);
+    ck_assert_int_eq(c.n, 2);
+    ck_assert_int_eq(trunc, 0);
+    ck_assert_uint_eq(c.c0, UINT64_MAX);
+    ck_assert_uint_eq(c.cov, UINT64_MAX);
+    ck_assert_str_eq(c.plan, "plan-1");
+    ck_assert_int_eq(c.ids[1], first);
+    /* the source filter */
+    memset(&c, 0, sizeof(c));
+    f.source = "src";
+    f.source_len = 3;
+    ck_assert_int_eq(
+        store_query_receipts(q, &f, 0, collect_cb, &c, &trunc, &err), 0);
+    ck_assert_int_eq(c.n, 1);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
+START_TEST(test_store_rolled_back_insert_leaves_nothing)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    struct store_write w;
+    struct proto_err err;
+    struct collect c = { 0 };
+    struct receipt r;
+    struct store *s, *q;
+    int trunc;
+
+    make_receipt(&r, "plan-new", 5);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = "src";
+    w.source_len = 3;
+    w.has_seq = 1;
+    w.seq = 1;
+    w.receipts = &r;
+    w.n_receipts = 1;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    store_rollback(s);
+    /* The string cache must not keep ids of rolled-back strings: the next
+     * insert would point at a row that does not exist. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_receipts(q, &f, 0, collect_cb, &c, &trunc, &err), 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_str_eq(c.plan, "plan-new");
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
+START_TEST(test_store_quarantine_evicts_oldest_and_counts)
+{
+    struct store_opts o = { .quarantine_max_bytes = 100 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_quarantine_item qi = { 0 };
+    struct store_stats st;
+    struct store_write w;
+    struct proto_err err;
+    struct store *s, *q;
+    char raw[200];
+    int i;
+
+    memset(raw, 'r', sizeof(raw));
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    memset(&w, 0, sizeof(w));
+    w.op = -1;
+    w.source = "";
+    w.quarantine = &qi;
+    w.n_quarantine = 1;
+    qi.raw = raw;
+    qi.op = "receipt";
+    qi.code = PROTO_EINVALID;
+    qi.path = "counters.decode_steps";
+    qi.message = "bad";
+    for (i = 0; i < 3; i++) {
+        qi.len = 40;
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        ck_assert_int_eq(store_apply(s, &w, &err), 0);
+        ck_assert_uint_eq(w.evicted, i == 2 ? 1 : 0);
+        ck_assert_int_eq(store_commit(s, &err), 0);
+    }
+    /* larger than the whole bound: not kept, counted */
+    qi.len = 200;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    ck_assert_int_eq(store_query_stats(q, 0, &st, &err), 0);
+    ck_assert_uint_eq(st.quarantined, 2);
+    ck_assert_uint_eq(st.quarantine_bytes, 80);
+    ck_assert_uint_eq(st.quarantine_evictions, 2);
+    ck_assert_uint_gt(st.size_bytes, 0);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc;
+
+#define ADD(name, fn)                                                          \
+    do {                                                                       \
+        tc = tcase_create(name);                                               \
+        tcase_add_checked_fixture(tc, setup, teardown);                        \
+        tcase_set_timeout(tc, 30);                                             \
+        tcase_add_test(tc, fn);                                                \
+        suite_add_tcase(s, tc);                                                \
+    } while (0)
+    ADD("migrate_empty", test_store_migrates_empty_file_to_golden_schema);
+    ADD("newer", test_store_refuses_newer_database);
+    ADD("pragmas", test_store_sets_and_checks_durability_pragmas);
+    ADD("insert_dedupe", test_store_insert_keeps_u64_and_dedupes_seq);
+    ADD("rollback", test_store_rolled_back_insert_leaves_nothing);
+    ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
+#undef ADD
+    tc = tcase_create("migrate_earlier");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, test_store_migrates_from_every_earlier_version, 1,
+                        store_schema_version());
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

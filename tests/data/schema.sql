@@ -1,0 +1,80 @@
+CREATE TABLE counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE dedupe (
+    source_id INTEGER NOT NULL REFERENCES strings(id),
+    seq INTEGER NOT NULL,
+    op INTEGER NOT NULL,                   -- enum proto_op of envelope.h
+    receipt_id INTEGER,
+    status INTEGER,
+    outcome BLOB,
+    PRIMARY KEY (source_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE quarantine (
+    id INTEGER PRIMARY KEY,
+    received_at INTEGER NOT NULL,          -- unix milliseconds
+    source_id INTEGER NOT NULL REFERENCES strings(id),
+    op TEXT NOT NULL,
+    code TEXT NOT NULL,
+    path TEXT NOT NULL,
+    message TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    raw BLOB NOT NULL
+);
+CREATE TABLE receipts (
+    id INTEGER PRIMARY KEY,
+    received_at INTEGER NOT NULL,          -- unix milliseconds
+    source_id INTEGER NOT NULL REFERENCES strings(id),
+    seq INTEGER,                           -- NULL when the request had none
+    schema_version INTEGER NOT NULL,
+    requested_backend INTEGER NOT NULL,
+    executed_backend INTEGER NOT NULL,
+    status INTEGER NOT NULL,               -- 0 fallback, 1 clean, 2 unproven
+    model_id INTEGER NOT NULL REFERENCES strings(id),
+    plan_id INTEGER NOT NULL REFERENCES strings(id),
+    graph_id INTEGER NOT NULL REFERENCES strings(id),
+    tuning_id INTEGER NOT NULL REFERENCES strings(id),
+    stop_reason_id INTEGER NOT NULL REFERENCES strings(id),
+    counter_coverage INTEGER NOT NULL,
+    decode_steps INTEGER NOT NULL,
+    graph_launches INTEGER NOT NULL,
+    compute_dispatches INTEGER NOT NULL,
+    device_fences INTEGER NOT NULL,
+    host_to_device_bytes INTEGER NOT NULL,
+    device_to_host_bytes INTEGER NOT NULL,
+    fallback_count INTEGER NOT NULL,
+    hot_path_allocations INTEGER NOT NULL,
+    compile_calls INTEGER NOT NULL,
+    immutable_upload_bytes INTEGER NOT NULL,
+    submitted_prefill_tokens INTEGER NOT NULL,
+    committed_prefill_tokens INTEGER NOT NULL,
+    cached_prefill_tokens INTEGER NOT NULL,
+    queued_requests INTEGER NOT NULL,
+    admitted_requests INTEGER NOT NULL,
+    cow_copies INTEGER NOT NULL,
+    evictions INTEGER NOT NULL,
+    unique_freed_pages INTEGER NOT NULL,
+    pool_high_water_bytes INTEGER NOT NULL,
+    cancellations INTEGER NOT NULL,
+    graph_bucket_tokens INTEGER NOT NULL,
+    graph_padding_tokens INTEGER NOT NULL,
+    rebuild_outcomes INTEGER NOT NULL,
+    queue_delay_us INTEGER NOT NULL,
+    time_to_first_token_us INTEGER NOT NULL,
+    inter_token_latency_us INTEGER NOT NULL,
+    temp_created_bytes INTEGER NOT NULL,
+    temp_removed_bytes INTEGER NOT NULL,
+    temp_retained_bytes INTEGER NOT NULL,
+    temp_cleanup_failures INTEGER NOT NULL,
+    extra BLOB                             -- msgpack map of unknown keys
+);
+CREATE INDEX receipts_model ON receipts (model_id, id);
+CREATE INDEX receipts_plan_graph ON receipts (plan_id, graph_id, id);
+CREATE INDEX receipts_received_at ON receipts (received_at);
+CREATE INDEX receipts_source_seq ON receipts (source_id, seq);
+CREATE INDEX receipts_status ON receipts (status, id);
+CREATE TABLE strings (
+    id INTEGER PRIMARY KEY,
+    value BLOB NOT NULL UNIQUE
+);

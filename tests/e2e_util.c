@@ -1,0 +1,521 @@
+/*
+ * e2e_util.c: helpers for end-to-end tests against the real daemon.
+ *
+ * Single-threaded test code. The daemon's stderr goes to a log file in its
+ * directory, so a failing test can show it.
+ */
+#include "e2e_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+
+#ifndef TEST_BINARY_DIR
+#define TEST_BINARY_DIR "."
+#endif
+
+static long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static int
+spawn(struct e2e_daemon *d, const char *const *extra)
+{
+    const char *argv[64];
+    char bin[512];
+    int n = 0, i, fd;
+    long deadline;
+
+    snprintf(bin, sizeof(bin), "%s/daemon/receiptd", TEST_BINARY_DIR);
+    argv[n++] = bin;
+    argv[n++] = "--socket";
+    argv[n++] = d->sock;
+    argv[n++] = "--db";
+    argv[n++] = d->db;
+    for (i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    d->pid = fork();
+    if (d->pid < 0)
+        return -1;
+    if (d->pid == 0) {
+        /* A test that fails dies in its forked child: take the daemon
+         * with it instead of leaving it running. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    deadline = now_ms() + 10000;
+    while (now_ms() < deadline) {
+        if (!e2e_alive(d))
+            return -1;
+        fd = e2e_connect(d);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+int
+e2e_start(struct e2e_daemon *d, const char *const *extra)
+{
+    const char *base = TEST_BINARY_DIR;
+
+    memset(d, 0, sizeof(*d));
+    /* sun_path holds 108 bytes: fall back to TMPDIR for deep build
+     * directories. */
+    if (strlen(base) > 70)
+        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(d->dir, sizeof(d->dir), "%s/e2e-XXXXXX", base);
+    if (mkdtemp(d->dir) == NULL)
+        return -1;
+    snprintf(d->sock, sizeof(d->sock), "%s/s", d->dir);
+    snprintf(d->db, sizeof(d->db), "%s/receipts.db", d->dir);
+    snprintf(d->log, sizeof(d->log), "%s/receiptd.log", d->dir);
+    return spawn(d, extra);
+}
+
+int
+e2e_restart(struct e2e_daemon *d, const char *const *extra)
+{
+    return spawn(d, extra);
+}
+
+int
+e2e_alive(struct e2e_daemon *d)
+{
+    int status;
+
+    if (d->pid <= 0)
+        return 0;
+    if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+        d->pid = 0;
+        return 0;
+    }
+    return 1;
+}
+
+int
+e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status)
+{
+    long deadline = now_ms() + timeout_ms;
+    int st = 0;
+
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, sig);
+    while (now_ms() < deadline) {
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            if (status != NULL)
+                *status = st;
+            return 0;
+        }
+        usleep(5000);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, &st, 0);
+    d->pid = 0;
+    return -1;
+}
+
+void
+e2e_cleanup(struct e2e_daemon *d)
+{
+    char cmd[512];
+    int rc;
+
+    if (d->pid > 0)
+        e2e_stop(d, SIGKILL, 5000, NULL);
+    if (d->dir[0] != '\0' && getenv("E2E_KEEP") == NULL) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+        rc = system(cmd);
+        (void)rc;
+    }
+}
+
+int
+e2e_connect(const struct e2e_daemon *d)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    if (strlen(d->sock) >= sizeof(sa.sun_path)) {
+        close(fd);
+        return -1;
+    }
+    memcpy(sa.sun_path, d->sock, strlen(d->sock));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int
+e2e_send_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    ssize_t n;
+
+    while (len > 0) {
+        n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int
+e2e_send_frame(int fd, const void *body, size_t len)
+{
+    unsigned char hdr[FRAME_HEADER_SIZE];
+
+    frame_put_header(hdr, (uint32_t)len);
+    if (e2e_send_all(fd, hdr, sizeof(hdr)) != 0)
+        return -1;
+    return e2e_send_all(fd, body, len);
+}
+
+int
+e2e_request(int fd, int op, uint64_t id, int has_seq, uint64_t seq,
+            const void *body, size_t body_len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc = -1;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (envelope_request(&pk, op, id, has_seq, seq, body != NULL) != 0)
+        goto out;
+    if (body != NULL && msgpack_sbuffer_write(&sb, body, body_len) != 0)
+        goto out;
+    rc = e2e_send_frame(fd, sb.data, sb.size);
+out:
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+static int
+read_full(int fd, char *buf, size_t len, long deadline)
+{
+    struct pollfd p;
+    ssize_t n;
+    size_t got = 0;
+    long left;
+
+    while (got < len) {
+        left = deadline - now_ms();
+        if (left <= 0)
+            return -1;
+        p.fd = fd;
+        p.events = POLLIN;
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        n = recv(fd, buf + got, len - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+int
+e2e_recv(int fd, int timeout_ms, struct e2e_reply *rep)
+{
+    unsigned char hdr[4];
+    long deadline = now_ms() + timeout_ms;
+    struct proto_err err;
+    uint32_t len;
+    size_t off = 0;
+
+    memset(rep, 0, sizeof(*rep));
+    msgpack_unpacked_init(&rep->up);
+    if (read_full(fd, (char *)hdr, 4, deadline) != 0)
+        return -1;
+    len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
+          (uint32_t)hdr[2] << 8 | hdr[3];
+    if (len == 0 || len > (256u << 20))
+        return -1;
+    rep->buf = malloc(len);
+    if (rep->buf == NULL)
+        return -1;
+    rep->len = len;
+    if (read_full(fd, rep->buf, len, deadline) != 0)
+        return -1;
+    if (msgpack_unpack_next(&rep->up, rep->buf, len, &off) !=
+        MSGPACK_UNPACK_SUCCESS)
+        return -1;
+    return envelope_reply_decode(&rep->up.data, &rep->r, &err) == 0 ? 0 : -1;
+}
+
+void
+e2e_reply_free(struct e2e_reply *rep)
+{
+    msgpack_unpacked_destroy(&rep->up);
+    free(rep->buf);
+    memset(rep, 0, sizeof(*rep));
+}
+
+int
+e2e_wait_closed(int fd, int timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+    struct pollfd p;
+    char buf[4096];
+    ssize_t n;
+    long left;
+
+    for (;;) {
+        left = deadline - now_ms();
+        if (left <= 0)
+            return 0;
+        p.fd = fd;
+        p.events = POLLIN;
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        n = recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+            return 1;
+    }
+}
+
+const msgpack_object *
+e2e_get(const msgpack_object *o, const char *key)
+{
+    size_t n = strlen(key);
+    uint32_t i;
+
+    if (o == NULL || o->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *k = &o->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+            memcmp(k->via.str.ptr, key, n) == 0)
+            return &o->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+uint64_t
+e2e_get_uint(const msgpack_object *o, const char *key)
+{
+    const msgpack_object *v = e2e_get(o, key);
+
+    if (v == NULL || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return UINT64_MAX;
+    return v->via.u64;
+}
+
+int
+e2e_get_str_eq(const msgpack_object *o, const char *key, const char *s)
+{
+    const msgpack_object *v = e2e_get(o, key);
+
+    return v != NULL && v->type == MSGPACK_OBJECT_STR &&
+           v->via.str.size == strlen(s) &&
+           memcmp(v->via.str.ptr, s, v->via.str.size) == 0;
+}
+
+static int
+kstr(msgpack_packer *pk, const char *k, const char *v)
+{
+    return envelope_pack_cstr(pk, k) || envelope_pack_cstr(pk, v);
+}
+
+static int
+kuint(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    return envelope_pack_cstr(pk, k) || msgpack_pack_uint64(pk, v);
+}
+
+int
+e2e_pack_receipt(msgpack_packer *pk, const struct e2e_receipt *r)
+{
+    static const char *const c2[] = {
+        "decode_steps",         "graph_launches",
+        "compute_dispatches",   "device_fences",
+        "host_to_device_bytes", "device_to_host_bytes",
+        "fallback_count",       "hot_path_allocations",
+        "compile_calls",        "immutable_upload_bytes",
+    };
+    static const char *const c3[] = {
+        "submitted_prefill_tokens",
+        "committed_prefill_tokens",
+        "cached_prefill_tokens",
+        "queued_requests",
+        "admitted_requests",
+        "cow_copies",
+        "evictions",
+        "unique_freed_pages",
+        "pool_high_water_bytes",
+        "cancellations",
+        "graph_bucket_tokens",
+        "graph_padding_tokens",
+        "rebuild_outcomes",
+    };
+    static const char *const art[] = {
+        "temp_created_bytes",
+        "temp_removed_bytes",
+        "temp_retained_bytes",
+        "temp_cleanup_failures",
+    };
+    unsigned schema = r->schema ? r->schema : 3;
+    size_t i;
+
+    if (msgpack_pack_map(pk, schema == 3 ? 12 : 11) ||
+        kuint(pk, "schema_version", schema) ||
+        kstr(pk, "requested_backend", r->requested ? r->requested : "cuda") ||
+        kstr(pk, "executed_backend", r->executed ? r->executed : "cuda") ||
+        kstr(pk, "model_instance_id", r->model ? r->model : "model-a") ||
+        kstr(pk, "prepared_plan_id", r->plan ? r->plan : "plan-a") ||
+        kstr(pk, "graph_hash", r->graph ? r->graph : "graph-a") ||
+        kstr(pk, "tuning_profile", "default") ||
+        kstr(pk, "stop_reason", "eos") ||
+        kuint(pk, "counter_coverage", r->coverage) ||
+        envelope_pack_cstr(pk, "counters") ||
+        msgpack_pack_map(pk, schema == 3 ? 23 : 10))
+        return -1;
+    for (i = 0; i < 10; i++)
+        if (kuint(pk, c2[i],
+                  i == 0   ? r->decode_steps
+                  : i == 6 ? r->fallback_count
+                           : i))
+            return -1;
+    for (i = 0; schema == 3 && i < 13; i++)
+        if (kuint(pk, c3[i], 100 + i))
+            return -1;
+    if (schema == 3 &&
+        (envelope_pack_cstr(pk, "latency") || msgpack_pack_map(pk, 3) ||
+         kuint(pk, "queue_delay_us", 11) ||
+         kuint(pk, "time_to_first_token_us", 12) ||
+         kuint(pk, "inter_token_latency_us", 13)))
+        return -1;
+    if (envelope_pack_cstr(pk, "artifacts") || msgpack_pack_map(pk, 4))
+        return -1;
+    for (i = 0; i < 4; i++)
+        if (kuint(pk, art[i], i))
+            return -1;
+    return 0;
+}
+
+char *
+e2e_receipt_bytes(const struct e2e_receipt *r, size_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (e2e_pack_receipt(&pk, r) != 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return NULL;
+    }
+    *len = sb.size;
+    return msgpack_sbuffer_release(&sb);
+}
+
+int
+e2e_hello(int fd, const char *source)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    int rc = -1;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_map(&pk, 2) || kuint(&pk, "protocol", 1) ||
+        kstr(&pk, "source", source))
+        goto out;
+    if (e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size) != 0)
+        goto out;
+    if (e2e_recv(fd, 5000, &rep) != 0)
+        goto out;
+    rc = rep.r.ok ? 0 : -1;
+    e2e_reply_free(&rep);
+out:
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+char *
+e2e_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = '\0';
+            *len = (size_t)n;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+long
+e2e_proc_kb(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    size_t n = strlen(field);
+    long v = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, field, n) == 0) {
+            v = strtol(line + n, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}

@@ -1,0 +1,119 @@
+/*
+ * e2e_util.h: end-to-end test helpers: start the real receiptd binary on a
+ * temporary socket and database (fork/exec), connect, send request frames
+ * built with proto/envelope.h, and read replies.
+ *
+ * The binary is TEST_BINARY_DIR/daemon/receiptd; temporary directories are
+ * made under TEST_BINARY_DIR (or $TMPDIR when that path is too long for a
+ * Unix socket). Every function reports failure by return value; tests
+ * assert on it.
+ */
+#ifndef RECEIPTD_TESTS_E2E_UTIL_H
+#define RECEIPTD_TESTS_E2E_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <msgpack.h>
+
+#include "envelope.h"
+
+struct e2e_daemon {
+    pid_t pid;
+    char dir[200];
+    char sock[256];
+    char db[256];
+    char log[256];
+};
+
+/* Makes a fresh directory and starts the daemon with extra flags (a
+ * NULL-terminated list, may be NULL). Waits until the socket accepts.
+ * Returns 0 or -1. */
+int e2e_start(struct e2e_daemon *d, const char *const *extra);
+
+/* Starts the daemon again on the same directory (after e2e_stop). */
+int e2e_restart(struct e2e_daemon *d, const char *const *extra);
+
+/* Sends sig and waits up to timeout_ms for the exit; *status gets the
+ * waitpid status. Returns 0, or -1 on timeout (the process is then
+ * killed). */
+int e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status);
+
+/* True while the daemon process runs. */
+int e2e_alive(struct e2e_daemon *d);
+
+/* Stops the daemon if it still runs and removes the directory. */
+void e2e_cleanup(struct e2e_daemon *d);
+
+/* A connected socket, or -1. */
+int e2e_connect(const struct e2e_daemon *d);
+
+/* Writes all of buf. Returns 0 or -1. */
+int e2e_send_all(int fd, const void *buf, size_t len);
+
+/* Sends one frame holding body[0..len). */
+int e2e_send_frame(int fd, const void *body, size_t len);
+
+/*
+ * Sends a request: the envelope of envelope_request() and, when body is
+ * not NULL, body_len bytes of an already encoded msgpack body.
+ */
+int e2e_request(int fd, int op, uint64_t id, int has_seq, uint64_t seq,
+                const void *body, size_t body_len);
+
+/* A received reply: the frame bytes, the unpacked object, the envelope. */
+struct e2e_reply {
+    char *buf;
+    size_t len;
+    msgpack_unpacked up;
+    struct envelope_reply r;
+};
+
+/* Reads one reply frame within timeout_ms. Returns 0, or -1 on EOF,
+ * timeout or a reply that is not a reply envelope. */
+int e2e_recv(int fd, int timeout_ms, struct e2e_reply *rep);
+
+void e2e_reply_free(struct e2e_reply *rep);
+
+/* 1 when the peer closed the connection within timeout_ms (EOF or
+ * reset), 0 otherwise. Discards bytes read meanwhile. */
+int e2e_wait_closed(int fd, int timeout_ms);
+
+/* Looks up key in a map object; NULL when absent or o is not a map. */
+const msgpack_object *e2e_get(const msgpack_object *o, const char *key);
+
+/* The unsigned integer at key, or UINT64_MAX when absent or not one. */
+uint64_t e2e_get_uint(const msgpack_object *o, const char *key);
+
+/* 1 when the str at key equals s. */
+int e2e_get_str_eq(const msgpack_object *o, const char *key, const char *s);
+
+/* Options for e2e_pack_receipt: a schema-3 (or 2) receipt in map form. */
+struct e2e_receipt {
+    unsigned schema;   /* 2 or 3 */
+    const char *plan;  /* prepared_plan_id */
+    const char *graph; /* graph_hash */
+    const char *model;
+    const char *requested, *executed;
+    uint64_t coverage;
+    uint64_t decode_steps;
+    uint64_t fallback_count;
+};
+
+/* Packs a valid receipt body in map form. Returns 0 or -1. */
+int e2e_pack_receipt(msgpack_packer *pk, const struct e2e_receipt *r);
+
+/* Encodes a receipt body into a malloc'd buffer; *len set. */
+char *e2e_receipt_bytes(const struct e2e_receipt *r, size_t *len);
+
+/* Sends hello with source; reads and checks its reply. Returns 0/-1. */
+int e2e_hello(int fd, const char *source);
+
+/* Reads a whole file into a malloc'd buffer. */
+char *e2e_read_file(const char *path, size_t *len);
+
+/* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
+long e2e_proc_kb(pid_t pid, const char *field);
+
+#endif
