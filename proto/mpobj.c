@@ -39,10 +39,14 @@ mpobj_str_eq(const msgpack_object *o, const char *s)
 {
     size_t n = strlen(s);
 
+    /* msgpack-c leaves ptr NULL for an empty str or bin, and memcmp must
+     * not see a NULL pointer even for zero bytes. */
     if (o->type == MSGPACK_OBJECT_STR)
-        return o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
+        return o->via.str.size == n &&
+               (n == 0 || memcmp(o->via.str.ptr, s, n) == 0);
     if (o->type == MSGPACK_OBJECT_BIN)
-        return o->via.bin.size == n && memcmp(o->via.bin.ptr, s, n) == 0;
+        return o->via.bin.size == n &&
+               (n == 0 || memcmp(o->via.bin.ptr, s, n) == 0);
     return 0;
 }
 
@@ -142,7 +146,9 @@ mpobj_str(const msgpack_object *o, size_t max_len, struct proto_str *out,
     if (!mpobj_utf8_valid(p, n))
         return proto_err_set(err, PROTO_EINVALID, NULL,
                              "expected a valid UTF-8 string");
-    out->ptr = p;
+    /* An empty string may come with a NULL pointer; callers get a real
+     * one, so that memcpy and printf("%.*s") need no special case. */
+    out->ptr = n > 0 ? p : "";
     out->len = n;
     return 0;
 }

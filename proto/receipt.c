@@ -558,6 +558,14 @@ decode_array(const msgpack_object *o, struct receipt *r, struct unknowns *unk,
     return 0;
 }
 
+/* Writes n bytes of a str body; msgpack-c would pass a NULL p of an empty
+ * key to memcpy, which is undefined even for zero bytes. */
+static int
+write_bytes(msgpack_packer *pk, const char *p, size_t n)
+{
+    return n == 0 ? 0 : msgpack_pack_str_body(pk, p, n);
+}
+
 /* A key packed into the extra buffer: its offset while the buffer may
  * still move, then its address once packing is done. */
 struct keyref {
@@ -623,13 +631,13 @@ build_extra(const struct unknowns *unk, struct receipt *r,
             kn = name_index(p, n, unk->names[s], unk->nnames[s]);
             if (kn >= 0 && !(s == 0 && kn == F_LATENCY && unk->latency_unknown))
                 continue;
-            if (msgpack_pack_str(&pk, plen + n) != 0 ||
-                msgpack_pack_str_body(&pk, scope_prefix[s], plen) != 0)
+            if (msgpack_pack_str(&pk, plen + n) != 0)
                 goto nomem;
-            refs[nref].off = sb.size - plen;
+            refs[nref].off = sb.size;
             refs[nref].len = plen + n;
             nref++;
-            if (msgpack_pack_str_body(&pk, p, n) != 0 ||
+            if (write_bytes(&pk, scope_prefix[s], plen) != 0 ||
+                write_bytes(&pk, p, n) != 0 ||
                 msgpack_pack_object(&pk, kv->val) != 0)
                 goto nomem;
         }
@@ -742,7 +750,7 @@ pack_extras(msgpack_packer *pk, const msgpack_object *extra, int scope,
             continue;
         key_bytes(&kv->key, &p, &n);
         if (msgpack_pack_str(pk, n - plen) != 0 ||
-            msgpack_pack_str_body(pk, p + plen, n - plen) != 0 ||
+            write_bytes(pk, p + plen, n - plen) != 0 ||
             msgpack_pack_object(pk, kv->val) != 0)
             return -1;
     }
@@ -764,7 +772,7 @@ pack_pstr(msgpack_packer *pk, const struct proto_str *s)
 {
     if (msgpack_pack_str(pk, s->len) != 0)
         return -1;
-    return msgpack_pack_str_body(pk, s->ptr, s->len);
+    return write_bytes(pk, s->ptr, s->len);
 }
 
 /* Packs a map of u64 fields, then the extras of its scope. */
