@@ -22,3 +22,10 @@ target_compile_definitions(check_oom PRIVATE
   RELWORK_MIGRATIONS_DIR="${RELIABILITY_MIGRATIONS}")
 target_link_options(check_oom PRIVATE
   -Wl,--wrap=malloc,--wrap=realloc,--wrap=calloc)
+
+# The hostile corpus through proto's reader, envelope and receipt decoder.
+receiptd_check_test(check_hostile
+  SOURCES check_hostile.c relpack.c
+  LIBS receiptproto)
+target_compile_definitions(check_hostile PRIVATE
+  HOSTILE_DIR="${CMAKE_CURRENT_SOURCE_DIR}/hostile")
