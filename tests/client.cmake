@@ -10,3 +10,12 @@ receiptd_check_test(check_timespec
 receiptd_check_test(check_output
   SOURCES ${CLIENT_TESTS}/check_output.c
   LIBS receiptclient)
+
+receiptd_check_test(e2e_client
+  SOURCES ${CLIENT_TESTS}/e2e_client.c
+  LIBS receiptclient)
+add_dependencies(e2e_client receiptctl)
+if(TARGET receiptd)
+  target_compile_definitions(e2e_client PRIVATE E2E_HAVE_DAEMON)
+  add_dependencies(e2e_client receiptd)
+endif()

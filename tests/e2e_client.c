@@ -1,0 +1,1248 @@
+/*
+ * e2e_client.c: the real receiptctl binary, run with fork/exec.
+ *
+ * Three layers: argument handling and connection failures (no daemon at
+ * all); a fake daemon on a thread of this process that answers with canned
+ * replies and records every request, to check what the client sends
+ * (filters, hello, batching, replay) and how it reports daemon errors; and,
+ * when the daemon is built (E2E_HAVE_DAEMON), the real receiptd on a
+ * temporary socket and database: ping, stats in every format, imports of
+ * the shared producer vectors in each encoding, and error exits.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <msgpack.h>
+
+#include "envelope.h"
+#include "frame.h"
+#include "mpobj.h"
+#include "output.h"
+#include "receipt.h"
+
+#define CTL     TEST_BINARY_DIR "/client/receiptctl"
+#define DAEMON  TEST_BINARY_DIR "/daemon/receiptd"
+#define VECTORS TEST_DATA_DIR "/vectors/"
+#define IMPORTS TEST_DATA_DIR "/client/import/"
+
+/* ---- temporary directories ---- */
+
+static char tmpdir[256];
+
+static void
+rm_rf(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    char p[512];
+
+    if (d == NULL) {
+        unlink(path);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+        rm_rf(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static void
+setup_dir(void)
+{
+    const char *base = getenv("TMPDIR");
+
+    snprintf(tmpdir, sizeof(tmpdir), "%s/receiptctl-e2e-XXXXXX",
+             base && base[0] ? base : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void
+teardown_dir(void)
+{
+    rm_rf(tmpdir);
+}
+
+static char *
+read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    if (f == NULL)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* ---- running receiptctl ---- */
+
+struct run {
+    int status; /* exit code, or -1 when killed */
+    char *out;
+    char *err;
+};
+
+static void
+run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/*
+ * Runs receiptctl with args (NULL-terminated, without argv[0]); socket,
+ * when not NULL, goes into RECEIPTD_SOCKET, otherwise the variable is
+ * removed.
+ */
+static void
+run_ctl(struct run *r, const char *socket, const char *const *args)
+{
+    char outp[300], errp[300];
+    const char *argv[64];
+    pid_t pid;
+    int st, i, fd;
+
+    argv[0] = "receiptctl";
+    for (i = 0; args[i] != NULL; i++)
+        argv[i + 1] = args[i];
+    argv[i + 1] = NULL;
+    snprintf(outp, sizeof(outp), "%s/ctl.out", tmpdir);
+    snprintf(errp, sizeof(errp), "%s/ctl.err", tmpdir);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        if (socket != NULL)
+            setenv("RECEIPTD_SOCKET", socket, 1);
+        else
+            unsetenv("RECEIPTD_SOCKET");
+        execv(CTL, (char *const *)argv);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r->out = read_all(outp);
+    r->err = read_all(errp);
+}
+
+static int
+count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* ---- usage errors: exit 2, one line on stderr ---- */
+
+struct usage_case {
+    const char *args[8];
+    const char *want; /* a substring of the one stderr line */
+};
+
+static const struct usage_case usage_cases[] = {
+    { { "frob", NULL }, "unknown command \"frob\"" },
+    { { "fallbacks", "--bogus", NULL }, "unknown option --bogus" },
+    { { "fallbacks", "--plan", NULL }, "--plan needs a value" },
+    { { "fallbacks", "--limit", "0", NULL }, "--limit: expected an integer" },
+    { { "fallbacks", "--limit", "10001", NULL },
+      "--limit: expected an integer from 1 to 10000" },
+    { { "fallbacks", "--limit", "ten", NULL }, "got \"ten\"" },
+    { { "fallbacks", "--since", "1y", NULL }, "--since: \"1y\": unknown" },
+    { { "fallbacks", "--until", "2026-02-30T00:00:00Z", NULL },
+      "day 30 does not exist" },
+    { { "fallbacks", "--group-by", "colour", NULL },
+      "--group-by: unknown value \"colour\"" },
+    { { "fallbacks", "--status", "clean", NULL },
+      "--status is not an option of fallbacks" },
+    { { "receipts", "--status", "dirty", NULL },
+      "--status: unknown value \"dirty\"" },
+    { { "receipts", "--requested", "tpu", NULL },
+      "--requested: unknown backend \"tpu\"" },
+    { { "receipts", "--before-id", "-3", NULL }, "--before-id: expected" },
+    { { "receipts", "--format", "yaml", NULL },
+      "--format: unknown format \"yaml\"" },
+    { { "receipts", "--format", "prometheus", NULL },
+      "--format: unknown format \"prometheus\"" },
+    { { "receipts", "extra", NULL }, "unexpected argument \"extra\"" },
+    { { "ping", "--plan", "p", NULL }, "--plan is not an option of ping" },
+    { { "ping", "--timeout", "x", NULL }, "--timeout: expected seconds" },
+    { { "import", NULL }, "no files to import" },
+    { { "import", "--batch", "0", NULL }, "--batch: expected an integer" },
+    { { "import", "/nonexistent-dir/file.json", NULL },
+      "/nonexistent-dir/file.json: No such file or directory" },
+    { { "retained", NULL }, "--plan is required" },
+    { { "readback-check", "--plan", "p", NULL }, "are required" },
+    { { "quarantine", "replay", NULL }, "replay needs at least one" },
+    { { "quarantine", "replay", "abc", NULL },
+      "\"abc\" is not a quarantine id" },
+    { { "quarantine", "purge", NULL }, "unexpected argument \"purge\"" },
+    { { "stats", "--socket", "a", "--tcp", "b:1", NULL },
+      "--socket and --tcp exclude each other" },
+    { { "help", "frob", NULL }, "unknown command \"frob\"" },
+};
+
+START_TEST(test_ctl_usage_error_exits_2)
+{
+    const struct usage_case *c = &usage_cases[_i];
+    struct run r;
+
+    run_ctl(&r, "/nonexistent-dir/never.sock", c->args);
+    ck_assert_msg(r.status == 2, "%s: exit %d, stderr %s", c->args[0], r.status,
+                  r.err);
+    ck_assert_msg(strstr(r.err, c->want) != NULL, "stderr [%s] lacks [%s]",
+                  r.err, c->want);
+    ck_assert_msg(strncmp(r.err, "receiptctl: ", 12) == 0, "[%s]", r.err);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_ctl_no_command_prints_usage_and_exits_2)
+{
+    const char *args[] = { NULL };
+    struct run r;
+
+    run_ctl(&r, NULL, args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "usage: receiptctl COMMAND"));
+    run_free(&r);
+}
+END_TEST
+
+/* ---- help ---- */
+
+static const char *const commands[] = {
+    "ping",       "stats", "receipts", "fallbacks",      "coverage", "gaps",
+    "quarantine", "plans", "retained", "readback-check", "import",
+};
+
+START_TEST(test_ctl_help_for_every_command)
+{
+    const char *cmd = commands[_i];
+    const char *a1[] = { "help", cmd, NULL };
+    const char *a2[] = { cmd, "--help", NULL };
+    char want[64];
+    struct run r1, r2;
+
+    run_ctl(&r1, NULL, a1);
+    run_ctl(&r2, NULL, a2);
+    ck_assert_int_eq(r1.status, 0);
+    ck_assert_int_eq(r2.status, 0);
+    snprintf(want, sizeof(want), "usage: receiptctl %s", cmd);
+    ck_assert_msg(strncmp(r1.out, want, strlen(want)) == 0, "%s", r1.out);
+    ck_assert_str_eq(r1.out, r2.out);
+    ck_assert_ptr_nonnull(strstr(r1.out, "--socket PATH"));
+    ck_assert_str_eq(r1.err, "");
+    run_free(&r1);
+    run_free(&r2);
+}
+END_TEST
+
+START_TEST(test_ctl_help_lists_every_command)
+{
+    const char *args[] = { "--help", NULL };
+    struct run r;
+    size_t i;
+
+    run_ctl(&r, NULL, args);
+    ck_assert_int_eq(r.status, 0);
+    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        ck_assert_msg(strstr(r.out, commands[i]) != NULL, "%s", commands[i]);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- cannot connect: exit 3 ---- */
+
+START_TEST(test_ctl_cannot_connect_exits_3)
+{
+    char sock[300];
+    const char *a_flag[] = { "ping", "--socket", sock, NULL };
+    const char *a_env[] = { "stats", NULL };
+    const char *a_tcp[] = { "ping", "--tcp", "127.0.0.1:1", NULL };
+    const char *a_default[] = { "receipts", NULL };
+    struct run r;
+
+    snprintf(sock, sizeof(sock), "%s/absent.sock", tmpdir);
+    run_ctl(&r, NULL, a_flag);
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "cannot connect to"));
+    ck_assert_ptr_nonnull(strstr(r.err, "absent.sock"));
+    ck_assert_int_eq(count_lines(r.err), 1);
+    run_free(&r);
+
+    /* RECEIPTD_SOCKET is used when --socket is absent. */
+    run_ctl(&r, sock, a_env);
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, sock));
+    run_free(&r);
+
+    run_ctl(&r, NULL, a_tcp);
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "127.0.0.1:1"));
+    run_free(&r);
+
+    /* Without either, the packaged default path is tried. */
+    run_ctl(&r, NULL, a_default);
+    if (access("/run/receiptd/receiptd.sock", F_OK) != 0) {
+        ck_assert_int_eq(r.status, 3);
+        ck_assert_ptr_nonnull(strstr(r.err, "/run/receiptd/receiptd.sock"));
+    }
+    run_free(&r);
+}
+END_TEST
+
+/* ---- a fake daemon ---- */
+
+struct fake {
+    int lfd;
+    char path[300];
+    pthread_t th;
+    pthread_mutex_t mu;
+    char log[1 << 16];
+    size_t loglen;
+    uint32_t max_batch;
+    int nconn;
+};
+
+static struct fake fake;
+
+static void
+fake_log(const char *s)
+{
+    size_t n = strlen(s);
+
+    pthread_mutex_lock(&fake.mu);
+    if (fake.loglen + n < sizeof(fake.log)) {
+        memcpy(fake.log + fake.loglen, s, n + 1);
+        fake.loglen += n;
+    }
+    pthread_mutex_unlock(&fake.mu);
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+    ssize_t k;
+
+    while (n > 0) {
+        k = write(fd, p, n);
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void
+pk_str(msgpack_packer *pk, const char *s)
+{
+    envelope_pack_cstr(pk, s);
+}
+
+/* A receipt in named msgpack form, for the fake quarantine's raw bytes. */
+static void
+pack_vector(msgpack_sbuffer *sb, const char *name)
+{
+    char path[512];
+    char *buf;
+    FILE *f;
+    long n;
+
+    snprintf(path, sizeof(path), VECTORS "%s", name);
+    f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    msgpack_sbuffer_write(sb, buf, (size_t)n);
+    free(buf);
+}
+
+/* Packs the result for one request; returns 0, or -1 for an error reply
+ * described by err. */
+static int
+fake_answer(const struct envelope *env, msgpack_packer *pk,
+            struct proto_err *err)
+{
+    const msgpack_object *b = env->body, *kind, *v;
+    uint32_t i, nrej = 0;
+
+    switch (env->op) {
+    case PROTO_OP_HELLO:
+        msgpack_pack_map(pk, 4);
+        pk_str(pk, "protocol");
+        msgpack_pack_uint64(pk, 1);
+        pk_str(pk, "server");
+        pk_str(pk, "fake/9.9.9");
+        pk_str(pk, "max_frame");
+        msgpack_pack_uint64(pk, 1 << 20);
+        pk_str(pk, "max_batch");
+        msgpack_pack_uint64(pk, fake.max_batch);
+        return 0;
+    case PROTO_OP_PING:
+        msgpack_pack_map(pk, 0);
+        return 0;
+    case PROTO_OP_RECEIPT:
+        msgpack_pack_map(pk, 2);
+        pk_str(pk, "receipt_id");
+        msgpack_pack_uint64(pk, 77);
+        pk_str(pk, "fallback");
+        pk_str(pk, "clean");
+        return 0;
+    case PROTO_OP_RECEIPTS: {
+        int *rej = calloc(b->via.array.size + 1, sizeof(int));
+
+        for (i = 0; i < b->via.array.size; i++) {
+            struct receipt r;
+
+            if (receipt_decode(&b->via.array.ptr[i], &r, err) != 0) {
+                rej[i] = 1;
+            } else {
+                rej[i] =
+                    r.model_instance_id.len == 14 &&
+                    memcmp(r.model_instance_id.ptr, "daemon-rejects", 14) == 0;
+                receipt_clear(&r);
+            }
+            nrej += rej[i] != 0;
+        }
+        msgpack_pack_map(pk, 2);
+        pk_str(pk, "accepted");
+        msgpack_pack_uint64(pk, b->via.array.size - nrej);
+        pk_str(pk, "rejected");
+        msgpack_pack_array(pk, nrej);
+        for (i = 0; i < b->via.array.size; i++) {
+            if (!rej[i])
+                continue;
+            msgpack_pack_map(pk, 4);
+            pk_str(pk, "index");
+            msgpack_pack_uint64(pk, i);
+            pk_str(pk, "code");
+            pk_str(pk, "invalid");
+            pk_str(pk, "path");
+            pk_str(pk, "model_instance_id");
+            pk_str(pk, "message");
+            pk_str(pk, "rejected by the fake daemon");
+        }
+        free(rej);
+        return 0;
+    }
+    case PROTO_OP_QUERY:
+        kind = mpobj_map_get(b, "kind", NULL);
+        v = mpobj_map_get(b, "plan", NULL);
+        if (v != NULL && mpobj_str_eq(v, "err"))
+            return proto_err_set(err, PROTO_EINVALID, "counters.decode_steps",
+                                 "expected an unsigned integer, got a "
+                                 "string");
+        if (mpobj_str_eq(kind, "quarantine") &&
+            mpobj_map_get(b, "raw", NULL) != NULL) {
+            uint64_t id = 0;
+            msgpack_sbuffer raw;
+
+            mpobj_uint(mpobj_map_get(b, "id", NULL), UINT64_MAX, &id, NULL);
+            msgpack_sbuffer_init(&raw);
+            if (id == 5)
+                pack_vector(&raw, "s2_backend_cpu.named.msgpack");
+            else
+                msgpack_sbuffer_write(&raw, "\xc1\x01", 2);
+            msgpack_pack_map(pk, 2);
+            pk_str(pk, "rows");
+            msgpack_pack_array(pk, 1);
+            msgpack_pack_map(pk, 4);
+            pk_str(pk, "id");
+            msgpack_pack_uint64(pk, id);
+            pk_str(pk, "op");
+            pk_str(pk, "receipts");
+            pk_str(pk, "source");
+            pk_str(pk, "node-9/rt-1");
+            pk_str(pk, "raw");
+            msgpack_pack_bin_with_body(pk, raw.data, raw.size);
+            pk_str(pk, "truncated");
+            msgpack_pack_false(pk);
+            msgpack_sbuffer_destroy(&raw);
+            return 0;
+        }
+        msgpack_pack_map(pk, 2);
+        pk_str(pk, "rows");
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_map(pk, 2);
+        pk_str(pk, "prepared_plan_id");
+        pk_str(pk, "plan-a");
+        pk_str(pk, "receipts");
+        msgpack_pack_uint64(pk, UINT64_MAX);
+        pk_str(pk, "truncated");
+        msgpack_pack_false(pk);
+        return 0;
+    }
+    return proto_err_set(err, PROTO_EUNKNOWN_OP, "op", "not in the fake");
+}
+
+static void
+log_request(const struct envelope *env)
+{
+    char line[4096];
+    struct json_object *j;
+
+    if (env->op == PROTO_OP_RECEIPTS) {
+        snprintf(line, sizeof(line), "receipts %u\n",
+                 env->body ? env->body->via.array.size : 0);
+    } else if (env->op == PROTO_OP_RECEIPT) {
+        struct receipt r;
+        struct proto_err err;
+
+        if (receipt_decode(env->body, &r, &err) == 0) {
+            snprintf(line, sizeof(line), "receipt %.*s\n",
+                     (int)r.model_instance_id.len, r.model_instance_id.ptr);
+            receipt_clear(&r);
+        } else {
+            snprintf(line, sizeof(line), "receipt ?\n");
+        }
+    } else {
+        j = env->body ? output_to_json(env->body) : NULL;
+        snprintf(
+            line, sizeof(line), "%s %s\n", envelope_op_name(env->op),
+            j ? json_object_to_json_string_ext(
+                    j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+              : "-");
+        json_object_put(j);
+    }
+    fake_log(line);
+}
+
+static void *
+fake_conn_cb(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    struct frame_reader fr;
+    char buf[65536], *frame;
+    uint32_t flen;
+    size_t off, used;
+    ssize_t n;
+
+    frame_reader_init(&fr, FRAME_MAX_CEILING);
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        off = 0;
+        while (off < (size_t)n) {
+            struct proto_err err;
+            struct envelope env;
+            msgpack_unpacked up;
+            msgpack_sbuffer sb;
+            msgpack_packer pk;
+            size_t start;
+
+            if (frame_reader_feed(&fr, buf + off, (size_t)n - off, &used,
+                                  &frame, &flen, &err) != 0)
+                goto out;
+            off += used;
+            if (frame == NULL)
+                continue;
+            msgpack_unpacked_init(&up);
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            start = frame_sbuffer_begin(&sb);
+            proto_err_clear(&err);
+            if (envelope_parse(frame, flen, &up, &env, &err) == 0) {
+                msgpack_sbuffer tmp;
+                msgpack_packer tpk;
+
+                log_request(&env);
+                msgpack_sbuffer_init(&tmp);
+                msgpack_packer_init(&tpk, &tmp, msgpack_sbuffer_write);
+                if (fake_answer(&env, &tpk, &err) == 0) {
+                    envelope_reply_ok(&pk, 1, env.id);
+                    msgpack_sbuffer_write(&sb, tmp.data, tmp.size);
+                } else {
+                    envelope_reply_error(&pk, 1, env.id, &err);
+                }
+                msgpack_sbuffer_destroy(&tmp);
+            } else {
+                envelope_reply_error(&pk, env.has_id, env.id, &err);
+            }
+            frame_sbuffer_finish(&sb, start);
+            write_all(fd, sb.data, sb.size);
+            msgpack_sbuffer_destroy(&sb);
+            msgpack_unpacked_destroy(&up);
+            free(frame);
+        }
+    }
+out:
+    frame_reader_close(&fr);
+    close(fd);
+    return NULL;
+}
+
+static void *
+fake_accept_cb(void *arg)
+{
+    pthread_t th;
+    int fd;
+
+    (void)arg;
+    while ((fd = accept(fake.lfd, NULL, NULL)) >= 0) {
+        pthread_mutex_lock(&fake.mu);
+        fake.nconn++;
+        pthread_mutex_unlock(&fake.mu);
+        pthread_create(&th, NULL, fake_conn_cb, (void *)(intptr_t)fd);
+        pthread_detach(th);
+    }
+    return NULL;
+}
+
+/* Each test runs in its own forked process (Check's fork mode), so the
+ * fake's threads end with it. */
+static void
+setup_fake(void)
+{
+    struct sockaddr_un sun;
+
+    setup_dir();
+    memset(&fake, 0, sizeof(fake));
+    pthread_mutex_init(&fake.mu, NULL);
+    fake.max_batch = 10000;
+    snprintf(fake.path, sizeof(fake.path), "%s/fake.sock", tmpdir);
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    ck_assert_uint_lt(strlen(fake.path), sizeof(sun.sun_path));
+    memcpy(sun.sun_path, fake.path, strlen(fake.path));
+    fake.lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_ge(fake.lfd, 0);
+    ck_assert_int_eq(bind(fake.lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
+    ck_assert_int_eq(listen(fake.lfd, 16), 0);
+    ck_assert_int_eq(pthread_create(&fake.th, NULL, fake_accept_cb, NULL), 0);
+}
+
+static void
+teardown_fake(void)
+{
+    teardown_dir();
+}
+
+static char *
+fake_log_copy(void)
+{
+    char *s;
+
+    pthread_mutex_lock(&fake.mu);
+    s = strdup(fake.log);
+    pthread_mutex_unlock(&fake.mu);
+    return s;
+}
+
+START_TEST(test_ctl_daemon_error_exits_1_with_path)
+{
+    const char *args[] = { "coverage", "--plan", "err", NULL };
+    struct run r;
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_str_eq(r.err, "receiptctl: invalid: counters.decode_steps: "
+                            "expected an unsigned integer, got a string\n");
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+END_TEST
+
+/* Every filter flag reaches the query body under its PROTOCOL name, times
+ * converted to unix milliseconds. */
+START_TEST(test_ctl_query_sends_filters)
+{
+    const char *args[] = { "fallbacks",
+                           "--plan",
+                           "p1",
+                           "--graph",
+                           "g1",
+                           "--model",
+                           "m1",
+                           "--source",
+                           "node-1",
+                           "--requested",
+                           "cuda",
+                           "--executed",
+                           "cpu",
+                           "--since",
+                           "2026-11-30T04:00:00Z",
+                           "--until",
+                           "1796011260000",
+                           "--limit",
+                           "50",
+                           "--group-by",
+                           "backends",
+                           "--format",
+                           "json",
+                           NULL };
+    const char *args2[] = { "receipts", "--status", "unproven", "--before-id",
+                            "1000",     "--format", "csv",      NULL };
+    struct run r;
+    char *log;
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    log = fake_log_copy();
+    ck_assert_str_eq(log, "query {\"kind\":\"fallbacks\",\"plan\":\"p1\","
+                          "\"graph\":\"g1\",\"model\":\"m1\",\"source\":"
+                          "\"node-1\",\"requested\":\"cuda\",\"executed\":"
+                          "\"cpu\",\"group_by\":\"backends\",\"since\":"
+                          "1796011200000,\"until\":1796011260000,\"limit\":"
+                          "50}\n");
+    free(log);
+    /* The fake's answer carries 2^64-1, which must survive to the JSON. */
+    ck_assert_ptr_nonnull(strstr(r.out, "\"receipts\": 18446744073709551615"));
+    run_free(&r);
+
+    run_ctl(&r, fake.path, args2);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    log = fake_log_copy();
+    ck_assert_ptr_nonnull(strstr(log, "query {\"kind\":\"receipts\","
+                                      "\"status\":\"unproven\","
+                                      "\"before_id\":1000}\n"));
+    free(log);
+    ck_assert_str_eq(r.out, "prepared_plan_id,receipts\n"
+                            "plan-a,18446744073709551615\n");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_ctl_ping_says_hello_first)
+{
+    const char *args[] = { "ping", NULL };
+    struct run r;
+    char *log;
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "fake/9.9.9"));
+    log = fake_log_copy();
+    ck_assert_str_eq(log, "hello {\"protocol\":1}\nping -\n");
+    free(log);
+    run_free(&r);
+}
+END_TEST
+
+/* Five receipts with --batch 2: hello with the source, then batches of 2,
+ * 2 and 1, and the fake's rejection reported with its file and index. */
+START_TEST(test_ctl_import_batches_and_reports_rejections)
+{
+    char file[300], *log;
+    const char *args[] = { "import",   "--batch", "2", "--source",
+                           "test/src", file,      NULL };
+    struct run r;
+    FILE *f;
+    char *lines = read_all(IMPORTS "lines.jsonl"), *p;
+
+    /* Item 3 gets a model the fake rejects. */
+    p = strstr(lines, "\n");
+    ck_assert_ptr_nonnull(p);
+    p = strstr(p + 1, "\n");
+    p = strstr(p + 1, "\n");
+    p = strstr(p + 1, "\"model_instance_id\":\"");
+    ck_assert_ptr_nonnull(p);
+    snprintf(file, sizeof(file), "%s/five.jsonl", tmpdir);
+    f = fopen(file, "w");
+    fwrite(lines, 1, (size_t)(p - lines), f);
+    fputs("\"model_instance_id\":\"daemon-rejects\",\"ignored_model\":\"", f);
+    fputs(p + strlen("\"model_instance_id\":\""), f);
+    fclose(f);
+    free(lines);
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    log = fake_log_copy();
+    ck_assert_str_eq(log, "hello {\"protocol\":1,\"source\":\"test/src\"}\n"
+                          "receipts 2\nreceipts 2\nreceipts 1\n");
+    free(log);
+    ck_assert_ptr_nonnull(strstr(r.out, "five.jsonl:3: invalid: "
+                                        "model_instance_id: rejected by the "
+                                        "fake daemon\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "accepted 4, rejected 1\n"));
+    run_free(&r);
+}
+END_TEST
+
+/* The daemon's max_batch (from hello) caps --batch. */
+START_TEST(test_ctl_import_respects_max_batch)
+{
+    const char *args[] = { "import", IMPORTS "array.json", NULL };
+    struct run r;
+    char *log;
+
+    fake.max_batch = 2;
+    run_ctl(&r, fake.path, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    log = fake_log_copy();
+    ck_assert_ptr_nonnull(strstr(log, "receipts 2\nreceipts 2\nreceipts 1\n"));
+    ck_assert_ptr_nonnull(strstr(log, "\"source\":\"receiptctl/"));
+    free(log);
+    ck_assert_str_eq(r.out, "accepted 5, rejected 0\n");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_ctl_import_json_output)
+{
+    const char *args[] = { "import", "--format", "json",
+                           IMPORTS "bad_item.jsonl", NULL };
+    struct json_object *j, *rej, *e;
+    struct run r;
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_int_eq(r.status, 1);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(
+        json_object_get_uint64(json_object_object_get(j, "accepted")), 2);
+    rej = json_object_object_get(j, "rejected");
+    ck_assert_uint_eq(json_object_array_length(rej), 1);
+    e = json_object_array_get_idx(rej, 0);
+    ck_assert_uint_eq(
+        json_object_get_uint64(json_object_object_get(e, "index")), 1);
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(e, "path")),
+                     "counters.decode_steps");
+    ck_assert_str_eq(json_object_get_string(json_object_object_get(e, "code")),
+                     "invalid");
+    json_object_put(j);
+    run_free(&r);
+}
+END_TEST
+
+/* Replay asks for the raw bytes, then sends them as the payload's own
+ * source; a payload that is not one msgpack object is refused locally. */
+START_TEST(test_ctl_quarantine_replay)
+{
+    const char *args[] = { "quarantine", "replay", "5", NULL };
+    const char *bad[] = { "quarantine", "replay", "6", "5", NULL };
+    struct run r;
+    char *log;
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, "quarantine 5: replayed as receipt, receipt 77 "
+                            "(clean)\n");
+    log = fake_log_copy();
+    ck_assert_str_eq(log, "query {\"kind\":\"quarantine\",\"id\":5,\"raw\":"
+                          "true}\nhello {\"protocol\":1,\"source\":"
+                          "\"node-9/rt-1\"}\nreceipt model-cpu\n");
+    free(log);
+    run_free(&r);
+
+    run_ctl(&r, fake.path, bad);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "quarantine 6: cannot be replayed"));
+    /* The good one after it was still replayed. */
+    ck_assert_ptr_nonnull(strstr(r.out, "quarantine 5: replayed"));
+    run_free(&r);
+}
+END_TEST
+
+/* ---- the real daemon ---- */
+
+#ifdef E2E_HAVE_DAEMON
+static pid_t daemon_pid;
+static char daemon_sock[300];
+
+static void
+setup_daemon(void)
+{
+    char db[300], logp[300];
+    struct sockaddr_un sun;
+    int i, fd;
+
+    setup_dir();
+    snprintf(daemon_sock, sizeof(daemon_sock), "%s/d.sock", tmpdir);
+    snprintf(db, sizeof(db), "%s/d.db", tmpdir);
+    snprintf(logp, sizeof(logp), "%s/daemon.log", tmpdir);
+    daemon_pid = fork();
+    ck_assert_int_ge(daemon_pid, 0);
+    if (daemon_pid == 0) {
+        fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        execl(DAEMON, "receiptd", "--socket", daemon_sock, "--db", db,
+              "--log-level", "warning", (char *)NULL);
+        _exit(127);
+    }
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    ck_assert_uint_lt(strlen(daemon_sock), sizeof(sun.sun_path));
+    memcpy(sun.sun_path, daemon_sock, strlen(daemon_sock));
+    for (i = 0; i < 200; i++) {
+        int st;
+
+        /* A daemon that refused to start says why in its log. */
+        if (waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) {
+            char *log = read_all(logp);
+
+            daemon_pid = 0;
+            ck_abort_msg("receiptd exited at start: %s", log);
+        }
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+            close(fd);
+            return;
+        }
+        close(fd);
+        usleep(50000);
+    }
+    ck_abort_msg("receiptd did not listen within 10 s");
+}
+
+static void
+teardown_daemon(void)
+{
+    int st;
+
+    if (daemon_pid > 0) {
+        kill(daemon_pid, SIGTERM);
+        waitpid(daemon_pid, &st, 0);
+    }
+    teardown_dir();
+}
+
+START_TEST(test_ctl_real_ping)
+{
+    const char *args[] = { "ping", NULL };
+    struct run r;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "ok: receiptd/"));
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_ctl_real_stats_in_every_format)
+{
+    const char *table[] = { "stats", NULL };
+    const char *json[] = { "stats", "--format", "json", NULL };
+    const char *csv[] = { "stats", "--format", "csv", NULL };
+    const char *prom[] = { "stats", "--format", "prometheus", NULL };
+    struct json_object *j, *row;
+    struct run r;
+
+    run_ctl(&r, daemon_sock, table);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "uptime_ms "));
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, json);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+    ck_assert_ptr_nonnull(row);
+    ck_assert(json_object_is_type(json_object_object_get(row, "accepted"),
+                                  json_type_int));
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, csv);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(count_lines(r.out), 2);
+    ck_assert_ptr_nonnull(strstr(r.out, "uptime_ms"));
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, prom);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "# TYPE receiptd_accepted counter\n"
+                                        "receiptd_accepted 0\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "# HELP receiptd_uptime_ms "));
+    run_free(&r);
+}
+END_TEST
+
+/* The number of receipts the daemon holds, through `receipts` as CSV. */
+static int
+stored_receipts(void)
+{
+    const char *args[] = { "receipts", "--limit", "10000",
+                           "--format", "csv",     NULL };
+    struct run r;
+    int n;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    n = count_lines(r.out) - 1;
+    run_free(&r);
+    return n;
+}
+
+static const char *const vector_forms[] = { ".json", ".named.msgpack",
+                                            ".compact.msgpack" };
+
+/* Every shared vector, in each of its three encodings, is accepted. */
+START_TEST(test_ctl_real_import_vectors)
+{
+    const char *suffix = vector_forms[_i];
+    const char *args[64];
+    char names[40][300], want[64];
+    struct dirent *e;
+    struct run r;
+    DIR *d;
+    int n = 0;
+
+    args[n++] = "import";
+    d = opendir(VECTORS);
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL && n < 40) {
+        size_t len = strlen(e->d_name), sl = strlen(suffix);
+
+        if (len > sl && strcmp(e->d_name + len - sl, suffix) == 0 &&
+            strncmp(e->d_name, "s", 1) == 0 &&
+            (strcmp(suffix, ".json") != 0 ||
+             strcmp(e->d_name, "index.json") != 0)) {
+            snprintf(names[n], sizeof(names[n]), VECTORS "%s", e->d_name);
+            args[n] = names[n];
+            n++;
+        }
+    }
+    closedir(d);
+    args[n] = NULL;
+    ck_assert_int_ge(n - 1, 20);
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s%s", r.status, r.out, r.err);
+    snprintf(want, sizeof(want), "accepted %d, rejected 0\n", n - 1);
+    ck_assert_str_eq(r.out, want);
+    run_free(&r);
+    ck_assert_int_eq(stored_receipts(), n - 1);
+}
+END_TEST
+
+/* A JSON array, JSON lines and a msgpack array of receipts. */
+START_TEST(test_ctl_real_import_arrays_and_lines)
+{
+    const char *args[] = { "import",
+                           "--batch",
+                           "3",
+                           "--source",
+                           "e2e/arrays",
+                           IMPORTS "array.json",
+                           IMPORTS "lines.jsonl",
+                           IMPORTS "array.msgpack",
+                           NULL };
+    const char *q[] = { "receipts", "--source", "e2e/arrays", "--format",
+                        "json",     "--limit",  "100",        NULL };
+    struct json_object *j, *rows;
+    struct run r;
+    size_t i;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s%s", r.status, r.out, r.err);
+    ck_assert_str_eq(r.out, "accepted 14, rejected 0\n");
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, q);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    rows = json_object_object_get(j, "rows");
+    ck_assert_uint_eq(json_object_array_length(rows), 14);
+    for (i = 0; i < 14; i++)
+        ck_assert_str_eq(json_object_get_string(json_object_object_get(
+                             json_object_array_get_idx(rows, i), "source")),
+                         "e2e/arrays");
+    /* s2_u64_max went through JSON and msgpack: its counters stay exact. */
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "\"decode_steps\": 18446744073709551615"));
+    json_object_put(j);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_ctl_real_import_reports_bad_item_path)
+{
+    const char *args[] = { "import", IMPORTS "bad_item.jsonl", NULL };
+    struct run r;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "bad_item.jsonl:1: invalid: "
+                                        "counters.decode_steps: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "accepted 2, rejected 1\n"));
+    run_free(&r);
+    ck_assert_int_eq(stored_receipts(), 2);
+}
+END_TEST
+
+/* Paging with --before-id walks every receipt exactly once. */
+START_TEST(test_ctl_real_receipts_paging)
+{
+    const char *imp[] = { "import", IMPORTS "array.json", IMPORTS "lines.jsonl",
+                          NULL };
+    char before[32];
+    const char *page[] = { "receipts", "--limit",  "3",    "--before-id",
+                           before,     "--format", "json", NULL };
+    const char *first[] = {
+        "receipts", "--limit", "3", "--format", "json", NULL
+    };
+    uint64_t last = UINT64_MAX, id;
+    struct json_object *j, *rows;
+    struct run r;
+    int seen = 0, pages = 0;
+    size_t i;
+
+    run_ctl(&r, daemon_sock, imp);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    run_free(&r);
+    for (;;) {
+        run_ctl(&r, daemon_sock, pages == 0 ? first : page);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        j = json_tokener_parse(r.out);
+        ck_assert_ptr_nonnull(j);
+        rows = json_object_object_get(j, "rows");
+        for (i = 0; i < json_object_array_length(rows); i++) {
+            id = json_object_get_uint64(json_object_object_get(
+                json_object_array_get_idx(rows, i), "receipt_id"));
+            ck_assert_uint_lt(id, last);
+            last = id;
+            seen++;
+        }
+        pages++;
+        if (!json_object_get_boolean(json_object_object_get(j, "truncated"))) {
+            json_object_put(j);
+            run_free(&r);
+            break;
+        }
+        json_object_put(j);
+        run_free(&r);
+        snprintf(before, sizeof(before), "%llu", (unsigned long long)last);
+        ck_assert_int_lt(pages, 10);
+    }
+    ck_assert_int_eq(seen, 10);
+    ck_assert_int_ge(pages, 4);
+}
+END_TEST
+
+/* A request the daemon refuses: exit 1 and its code on stderr. */
+START_TEST(test_ctl_real_daemon_error_exits_1)
+{
+    const char *args[] = {
+        "readback-check", "--plan", "no-such-plan", "--value", "v",
+        "--element-type", "f32",    "--count",      "1",       NULL
+    };
+    struct run r;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_int_eq(strncmp(r.err, "receiptctl: ", 12), 0);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+END_TEST
+#endif
+
+static Suite *
+e2e_client_suite(void)
+{
+    Suite *s = suite_create("e2e_client");
+    TCase *tc;
+
+    tc = tcase_create("usage");
+    tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
+    tcase_add_loop_test(tc, test_ctl_usage_error_exits_2, 0,
+                        (int)(sizeof(usage_cases) / sizeof(usage_cases[0])));
+    tcase_add_test(tc, test_ctl_no_command_prints_usage_and_exits_2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("help");
+    tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
+    tcase_add_loop_test(tc, test_ctl_help_for_every_command, 0,
+                        (int)(sizeof(commands) / sizeof(commands[0])));
+    tcase_add_test(tc, test_ctl_help_lists_every_command);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("connect");
+    tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
+    tcase_add_test(tc, test_ctl_cannot_connect_exits_3);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fake_daemon");
+    tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+    tcase_add_test(tc, test_ctl_daemon_error_exits_1_with_path);
+    tcase_add_test(tc, test_ctl_query_sends_filters);
+    tcase_add_test(tc, test_ctl_ping_says_hello_first);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fake_import");
+    tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+    tcase_add_test(tc, test_ctl_import_batches_and_reports_rejections);
+    tcase_add_test(tc, test_ctl_import_respects_max_batch);
+    tcase_add_test(tc, test_ctl_import_json_output);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fake_replay");
+    tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+    tcase_add_test(tc, test_ctl_quarantine_replay);
+    suite_add_tcase(s, tc);
+
+#ifdef E2E_HAVE_DAEMON
+    tc = tcase_create("daemon");
+    tcase_add_checked_fixture(tc, setup_daemon, teardown_daemon);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ctl_real_ping);
+    tcase_add_test(tc, test_ctl_real_stats_in_every_format);
+    tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("daemon_import");
+    tcase_add_checked_fixture(tc, setup_daemon, teardown_daemon);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_ctl_real_import_vectors, 0,
+                        (int)(sizeof(vector_forms) / sizeof(vector_forms[0])));
+    tcase_add_test(tc, test_ctl_real_import_arrays_and_lines);
+    tcase_add_test(tc, test_ctl_real_import_reports_bad_item_path);
+    tcase_add_test(tc, test_ctl_real_receipts_paging);
+    suite_add_tcase(s, tc);
+#endif
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(e2e_client_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
