@@ -1147,6 +1147,45 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
     return 0;
 }
 
+/* NULL and "" both mean "none". */
+static int
+same_str(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+static void
+add_name(char *what, int *n, const char *name)
+{
+    size_t used = strlen(what);
+
+    snprintf(what + used, CONFIG_ERR_MAX - used, "%s%s", *n > 0 ? ", " : "",
+             name);
+    (*n)++;
+}
+
+int
+config_restart_needed(const struct config *old, const struct config *next,
+                      char what[CONFIG_ERR_MAX])
+{
+    int n = 0;
+
+    what[0] = '\0';
+    if (!same_str(old->socket_path, next->socket_path))
+        add_name(what, &n, "listen.socket");
+    if (old->socket_mode != next->socket_mode)
+        add_name(what, &n, "listen.socket_mode");
+    if (!same_str(old->socket_group, next->socket_group))
+        add_name(what, &n, "listen.socket_group");
+    if (!same_str(old->tcp_listen, next->tcp_listen))
+        add_name(what, &n, "listen.tcp");
+    if (!same_str(old->db_path, next->db_path))
+        add_name(what, &n, "store.path");
+    if (old->query_threads != next->query_threads)
+        add_name(what, &n, "limits.query_threads");
+    return n;
+}
+
 /* ---- Writing the effective configuration back out. ---- */
 
 /* Writes s as a libconfig string literal, escaping what the syntax needs. */

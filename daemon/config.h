@@ -114,6 +114,17 @@ int config_load_file(struct config *c, const char *path,
 int config_validate(const struct config *c, char err[CONFIG_ERR_MAX]);
 
 /*
+ * For a reload: the settings that differ between the running configuration
+ * old and the newly loaded next but take effect only after a restart
+ * (listeners, socket mode and group, database path, query threads). Writes
+ * their file names ("listen.socket, store.path") into what (empty when
+ * none) and returns how many there are. The caller applies the rest and
+ * logs what. old and next are borrowed.
+ */
+int config_restart_needed(const struct config *old, const struct config *next,
+                          char what[CONFIG_ERR_MAX]);
+
+/*
  * Writes every setting of c to out in the file's own syntax, sizes and
  * durations in their largest exact unit, so that loading the output over
  * the defaults gives back c. For `receiptd --check-config --verbose` and

@@ -472,6 +472,30 @@ START_TEST(test_config_validate_cross_field_table)
 }
 END_TEST
 
+START_TEST(test_config_restart_needed_names_fixed_settings)
+{
+    char what[CONFIG_ERR_MAX] = "x";
+    struct config a, b;
+
+    valid_base(&a);
+    ck_assert_int_eq(config_copy(&b, &a), 0);
+    ck_assert_int_eq(config_restart_needed(&a, &b, what), 0);
+    ck_assert_str_eq(what, "");
+    /* Limits apply on reload; NULL and "" are the same "none". */
+    b.max_frame = 4096;
+    b.socket_group = strdup("");
+    ck_assert_int_eq(config_restart_needed(&a, &b, what), 0);
+    free(b.db_path);
+    b.db_path = strdup("/elsewhere.db");
+    b.tcp_listen = strdup("127.0.0.1:7411");
+    b.query_threads = 8;
+    ck_assert_int_eq(config_restart_needed(&a, &b, what), 3);
+    ck_assert_str_eq(what, "listen.tcp, store.path, limits.query_threads");
+    config_free(&a);
+    config_free(&b);
+}
+END_TEST
+
 START_TEST(test_config_copy_is_deep)
 {
     char err[CONFIG_ERR_MAX] = "";
@@ -561,6 +585,10 @@ config_suite(void)
 
     tc = tcase_create("validate");
     tcase_add_loop_test(tc, test_config_validate_cross_field_table, 0, V_COUNT);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("restart_needed");
+    tcase_add_test(tc, test_config_restart_needed_names_fixed_settings);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("copy");
