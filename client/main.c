@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -464,6 +465,15 @@ cmd_stats(struct opts *o)
 
 /* ---- ping ---- */
 
+static uint64_t
+mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static int
 cmd_ping(struct opts *o)
 {
@@ -478,9 +488,9 @@ cmd_ping(struct opts *o)
     }
     if ((rc = open_conn(o, &c, NULL, 1)) != 0)
         return rc;
-    t0 = timespec_now_ms();
+    t0 = mono_us();
     rc = request(&c, PROTO_OP_PING, "ping", NULL, NULL, &rep);
-    t1 = timespec_now_ms();
+    t1 = mono_us();
     if (rc == 0) {
         if (o->format == OUTPUT_JSON) {
             struct json_object *j = json_object_new_object();
@@ -492,22 +502,22 @@ cmd_ping(struct opts *o)
                                    json_object_new_uint64(c.max_frame));
             json_object_object_add(j, "max_batch",
                                    json_object_new_uint64(c.max_batch));
-            json_object_object_add(j, "rtt_ms",
+            json_object_object_add(j, "rtt_us",
                                    json_object_new_uint64(t1 - t0));
             puts(json_object_to_json_string_ext(
                 j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                        JSON_C_TO_STRING_NOSLASHESCAPE));
             json_object_put(j);
         } else if (o->format == OUTPUT_CSV) {
-            printf("ok,server,max_frame,max_batch,rtt_ms\ntrue,");
+            printf("ok,server,max_frame,max_batch,rtt_us\ntrue,");
             output_csv_field(stdout, c.server, strlen(c.server));
             printf(",%" PRIu32 ",%" PRIu32 ",%" PRIu64 "\n", c.max_frame,
                    c.max_batch, t1 - t0);
         } else {
-            printf("ok: %s answered in %" PRIu64 " ms (max_frame %" PRIu32
+            printf("ok: %s answered in %.3f ms (max_frame %" PRIu32
                    ", max_batch %" PRIu32 ")\n",
-                   c.server[0] ? c.server : "receiptd", t1 - t0, c.max_frame,
-                   c.max_batch);
+                   c.server[0] ? c.server : "receiptd",
+                   (double)(t1 - t0) / 1000.0, c.max_frame, c.max_batch);
         }
     }
     net_reply_free(&rep);

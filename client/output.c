@@ -798,64 +798,72 @@ cell_str(const struct cell *c)
 }
 
 static void
+buf_pad(struct buf *b, size_t n)
+{
+    while (n-- > 0)
+        buf_add(b, " ", 1);
+}
+
+/* Ends a table line: trailing blanks (an empty last cell) are dropped. */
+static void
+emit_line(FILE *out, struct buf *line)
+{
+    if (line->p != NULL) {
+        while (line->len > 0 && line->p[line->len - 1] == ' ')
+            line->len--;
+        fwrite(line->p, 1, line->len, out);
+    }
+    putc('\n', out);
+    line->len = 0;
+}
+
+static void
 print_table(FILE *out, const struct cols *cols, const struct cell *cells,
             size_t nrows)
 {
+    struct buf line = { 0 };
     size_t *w, i, j;
+    char *right;
 
     w = calloc(cols->n ? cols->n : 1, sizeof(*w));
-    if (w == NULL)
+    right = calloc(cols->n ? cols->n : 1, 1);
+    if (w == NULL || right == NULL) {
+        free(w);
+        free(right);
         return;
+    }
+    /* A column with any number in it is right-aligned throughout, header
+     * and nils included, so the digits line up. */
     for (j = 0; j < cols->n; j++) {
         w[j] = width(cols->names[j]);
         for (i = 0; i < nrows; i++) {
-            size_t cw = width(cell_str(&cells[i * cols->n + j]));
+            const struct cell *c = &cells[i * cols->n + j];
+            size_t cw = width(cell_str(c));
 
             if (cw > w[j])
                 w[j] = cw;
+            if (c->kind == CELL_NUM)
+                right[j] = 1;
         }
     }
-    /* Headers line up with their column's alignment. */
-    for (j = 0; j < cols->n; j++) {
-        int right = 0;
-
-        for (i = 0; i < nrows; i++)
-            if (cells[i * cols->n + j].kind == CELL_NUM)
-                right = 1;
-        if (j > 0)
-            fputs("  ", out);
-        if (right)
-            pad(out, w[j] - width(cols->names[j]));
-        fputs(cols->names[j], out);
-        if (!right && j + 1 < cols->n)
-            pad(out, w[j] - width(cols->names[j]));
-    }
-    putc('\n', out);
-    for (i = 0; i < nrows; i++) {
+    for (i = 0; i <= nrows; i++) {
         for (j = 0; j < cols->n; j++) {
-            const struct cell *c = &cells[i * cols->n + j];
-            const char *s = cell_str(c);
-            int right = c->kind == CELL_NUM;
+            const char *s = i == 0 ? cols->names[j]
+                                   : cell_str(&cells[(i - 1) * cols->n + j]);
 
-            /* A nil in a numeric column sits where the numbers do. */
-            if (c->kind == CELL_NIL || c->kind == CELL_ABSENT) {
-                size_t k;
-
-                for (k = 0; k < nrows; k++)
-                    if (cells[k * cols->n + j].kind == CELL_NUM)
-                        right = 1;
-            }
             if (j > 0)
-                fputs("  ", out);
-            if (right)
-                pad(out, w[j] - width(s));
-            fputs(s, out);
-            if (!right && j + 1 < cols->n)
-                pad(out, w[j] - width(s));
+                buf_add(&line, "  ", 2);
+            if (right[j])
+                buf_pad(&line, w[j] - width(s));
+            buf_puts(&line, s);
+            if (!right[j])
+                buf_pad(&line, w[j] - width(s));
         }
-        putc('\n', out);
+        emit_line(out, &line);
     }
+    free(line.p);
     free(w);
+    free(right);
 }
 
 static void
