@@ -8,10 +8,17 @@
  * positives as uint64); floats stay floats and are rejected where an integer
  * is expected. The zone is freed before returning: the receipt's strings
  * borrow json-c's storage, and extra is packed into its own buffer.
- * Pure; any thread.
+ *
+ * json-c changes two things silently when it parses: an integer beyond
+ * 2^64-1 becomes 2^64-1 (and one below -2^63 becomes -2^63), and of a key
+ * repeated in one object only the last is kept. receipt_json_parse() scans
+ * the text once more after json-c accepted it, so both are rejected with
+ * the path at fault instead. Pure; any thread.
  */
 #include "receipt.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -133,4 +140,297 @@ receipt_decode_json(struct json_object *o, struct receipt *r,
         rc = receipt_decode(&mo, r, err);
     msgpack_zone_free(z);
     return rc;
+}
+
+/*
+ * The scan of receipt_json_parse(). It runs only on text json-c accepted, so
+ * it may assume valid JSON, but every read is still bounds-checked.
+ */
+#define SCAN_MAX_DEPTH 64
+
+struct scan_frame {
+    int is_obj;
+    size_t index;    /* arrays: the current element */
+    const char *key; /* objects: the current key, raw (escapes kept) */
+    size_t keylen;
+    size_t keys_start; /* objects: first of its keys in scan.keys */
+};
+
+struct scan_key {
+    const char *p;
+    size_t n;
+};
+
+struct scan {
+    struct scan_frame st[SCAN_MAX_DEPTH];
+    int depth;
+    struct scan_key *keys;
+    size_t nkeys, capkeys;
+};
+
+/* Writes the path of the current position, plus last when not NULL. */
+static void
+scan_path(const struct scan *sc, const char *last, size_t lastlen,
+          struct proto_err *err)
+{
+    char *out;
+    size_t at = 0, cap = sizeof(err->path), n;
+    int i, put;
+
+    if (err == NULL)
+        return;
+    out = err->path;
+    out[0] = '\0';
+    for (i = 0; i <= sc->depth; i++) {
+        const char *k;
+
+        if (i < sc->depth && !sc->st[i].is_obj) {
+            put = snprintf(out + at, cap - at, "[%zu]", sc->st[i].index);
+            if (put < 0 || (size_t)put >= cap - at)
+                return;
+            at += (size_t)put;
+            continue;
+        }
+        if (i < sc->depth) {
+            k = sc->st[i].key;
+            n = sc->st[i].keylen;
+        } else {
+            k = last;
+            n = lastlen;
+        }
+        if (k == NULL)
+            continue;
+        if (at > 0 && at < cap - 1)
+            out[at++] = '.';
+        if (n > cap - 1 - at)
+            n = cap - 1 - at;
+        memcpy(out + at, k, n);
+        at += n;
+        out[at] = '\0';
+    }
+}
+
+static int
+key_cmp(const void *a, const void *b)
+{
+    const struct scan_key *x = a, *y = b;
+    size_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->p, y->p, n);
+
+    if (c != 0)
+        return c;
+    return (x->n > y->n) - (x->n < y->n);
+}
+
+/* Closes an object: sorts its keys and fails on a repeat. */
+static int
+scan_close_obj(struct scan *sc, struct proto_err *err)
+{
+    struct scan_frame *f = &sc->st[sc->depth - 1];
+    struct scan_key *k = sc->keys + f->keys_start;
+    size_t n = sc->nkeys - f->keys_start, i;
+
+    qsort(k, n, sizeof(*k), key_cmp);
+    for (i = 1; i < n; i++) {
+        if (key_cmp(&k[i - 1], &k[i]) == 0) {
+            f->key = k[i].p;
+            f->keylen = k[i].n;
+            proto_err_set(err, PROTO_EINVALID, NULL, "duplicate key");
+            scan_path(sc, NULL, 0, err);
+            return PROTO_EINVALID;
+        }
+    }
+    sc->nkeys = f->keys_start;
+    return 0;
+}
+
+/* Fails on an integer literal that json-c would saturate. */
+static int
+scan_number(struct scan *sc, const char *p, size_t n, struct proto_err *err)
+{
+    static const char umax[] = "18446744073709551615";
+    static const char imin[] = "9223372036854775808";
+    const char *d = p;
+    size_t i, nd;
+    int over;
+
+    for (i = 0; i < n; i++)
+        if (p[i] == '.' || p[i] == 'e' || p[i] == 'E')
+            return 0;
+    if (n > 0 && d[0] == '-') {
+        d++;
+        nd = n - 1;
+        over = nd > sizeof(imin) - 1 ||
+               (nd == sizeof(imin) - 1 && memcmp(d, imin, nd) > 0);
+    } else {
+        nd = n;
+        over = nd > sizeof(umax) - 1 ||
+               (nd == sizeof(umax) - 1 && memcmp(d, umax, nd) > 0);
+    }
+    if (!over)
+        return 0;
+    proto_err_set(err, PROTO_EINVALID, NULL,
+                  "expected an unsigned integer at most %s, got %.*s", umax,
+                  (int)(n > 40 ? 40 : n), p);
+    scan_path(sc, NULL, 0, err);
+    return PROTO_EINVALID;
+}
+
+static int
+scan_text(struct scan *sc, const char *t, size_t len, struct proto_err *err)
+{
+    struct scan_frame *f;
+    size_t i = 0, start;
+    int want_key = 0, rc;
+
+    while (i < len) {
+        char c = t[i];
+
+        f = sc->depth > 0 ? &sc->st[sc->depth - 1] : NULL;
+        switch (c) {
+        case '{':
+        case '[':
+            if (sc->depth == SCAN_MAX_DEPTH)
+                return proto_err_set(err, PROTO_EINVALID, NULL,
+                                     "JSON nesting deeper than %d",
+                                     SCAN_MAX_DEPTH);
+            f = &sc->st[sc->depth++];
+            memset(f, 0, sizeof(*f));
+            f->is_obj = c == '{';
+            f->keys_start = sc->nkeys;
+            want_key = f->is_obj;
+            i++;
+            break;
+        case '}':
+        case ']':
+            if (f == NULL)
+                return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                                     "unbalanced JSON");
+            if (f->is_obj && (rc = scan_close_obj(sc, err)) != 0)
+                return rc;
+            sc->depth--;
+            want_key = 0;
+            i++;
+            break;
+        case ',':
+            if (f != NULL && f->is_obj)
+                want_key = 1;
+            else if (f != NULL)
+                f->index++;
+            i++;
+            break;
+        case ':':
+            want_key = 0;
+            i++;
+            break;
+        case '"':
+            start = ++i;
+            while (i < len && t[i] != '"')
+                i += t[i] == '\\' ? 2 : 1;
+            if (i >= len)
+                return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                                     "unterminated JSON string");
+            if (want_key && f != NULL && f->is_obj) {
+                if (sc->nkeys == sc->capkeys) {
+                    size_t cap = sc->capkeys ? sc->capkeys * 2 : 64;
+                    struct scan_key *k =
+                        realloc(sc->keys, cap * sizeof(*sc->keys));
+
+                    if (k == NULL)
+                        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                                             "no memory to check JSON keys");
+                    sc->keys = k;
+                    sc->capkeys = cap;
+                }
+                sc->keys[sc->nkeys].p = t + start;
+                sc->keys[sc->nkeys].n = i - start;
+                sc->nkeys++;
+                f->key = t + start;
+                f->keylen = i - start;
+                want_key = 0;
+            }
+            i++;
+            break;
+        default:
+            if (c == '-' || (c >= '0' && c <= '9')) {
+                start = i;
+                while (i < len && (t[i] == '-' || t[i] == '+' || t[i] == '.' ||
+                                   t[i] == 'e' || t[i] == 'E' ||
+                                   (t[i] >= '0' && t[i] <= '9')))
+                    i++;
+                if ((rc = scan_number(sc, t + start, i - start, err)) != 0)
+                    return rc;
+                break;
+            }
+            i++;
+            break;
+        }
+    }
+    return 0;
+}
+
+int
+receipt_json_parse(const char *text, size_t len, struct json_object **out,
+                   struct proto_err *err)
+{
+    struct json_tokener *tok;
+    struct json_object *o;
+    struct scan *sc;
+    size_t end;
+    int rc;
+
+    *out = NULL;
+    if (len >= INT_MAX)
+        return proto_err_set(err, PROTO_ETOO_LARGE, NULL,
+                             "JSON text of %zu bytes is too large", len);
+    tok = json_tokener_new();
+    if (tok == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "no memory to parse JSON");
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+                                    JSON_TOKENER_ALLOW_TRAILING_CHARS |
+                                    JSON_TOKENER_VALIDATE_UTF8);
+    o = json_tokener_parse_ex(tok, text, (int)len);
+    end = json_tokener_get_parse_end(tok);
+    /* A number at the very end needs to see the end of the input; then
+     * the whole text was consumed. */
+    if (o == NULL && json_tokener_get_error(tok) == json_tokener_continue) {
+        o = json_tokener_parse_ex(tok, "", 1);
+        end = len;
+    }
+    if (o == NULL) {
+        rc = proto_err_set(err, PROTO_EMALFORMED, NULL,
+                           "expected one JSON value: %s at byte %zu",
+                           json_tokener_error_desc(json_tokener_get_error(tok)),
+                           end);
+        json_tokener_free(tok);
+        return rc;
+    }
+    json_tokener_free(tok);
+    /* After a number the tokener may have read the terminator we fed it;
+     * only whitespace may follow the value in the text itself. */
+    for (; end < len; end++)
+        if (text[end] != ' ' && text[end] != '\t' && text[end] != '\n' &&
+            text[end] != '\r') {
+            json_object_put(o);
+            return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                                 "trailing bytes after the JSON value at "
+                                 "byte %zu",
+                                 end);
+        }
+    sc = calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        json_object_put(o);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "no memory to parse JSON");
+    }
+    rc = scan_text(sc, text, len, err);
+    free(sc->keys);
+    free(sc);
+    if (rc != 0) {
+        json_object_put(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
 }

@@ -180,8 +180,7 @@ decode_form(size_t i, enum form f, struct receipt *r, struct proto_err *err,
     *keep = buf;
     *jkeep = NULL;
     if (f == FORM_JSON) {
-        *jkeep = json_tokener_parse(buf);
-        ck_assert_ptr_nonnull(*jkeep);
+        ck_assert_int_eq(receipt_json_parse(buf, len, jkeep, err), 0);
         return receipt_decode_json(*jkeep, r, err);
     }
     ck_assert_int_eq(msgpack_unpack_next(up, buf, len, &off),
