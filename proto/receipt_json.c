@@ -227,9 +227,16 @@ static int
 scan_close_obj(struct scan *sc, struct proto_err *err)
 {
     struct scan_frame *f = &sc->st[sc->depth - 1];
-    struct scan_key *k = sc->keys + f->keys_start;
+    struct scan_key *k;
     size_t n = sc->nkeys - f->keys_start, i;
 
+    /* With no keys yet there is no array at all, and qsort must not see
+     * its NULL. */
+    if (n < 2) {
+        sc->nkeys = f->keys_start;
+        return 0;
+    }
+    k = sc->keys + f->keys_start;
     qsort(k, n, sizeof(*k), key_cmp);
     for (i = 1; i < n; i++) {
         if (key_cmp(&k[i - 1], &k[i]) == 0) {
