@@ -1077,7 +1077,8 @@ print_import(const struct opts *o, struct import *im)
 {
     size_t i;
 
-    qsort(im->rej, im->nrej, sizeof(*im->rej), reject_cmp);
+    if (im->nrej > 0)
+        qsort(im->rej, im->nrej, sizeof(*im->rej), reject_cmp);
     if (o->format == OUTPUT_JSON) {
         struct json_object *j = json_object_new_object(), *a, *e;
 
