@@ -227,9 +227,13 @@ int plan_decode(const msgpack_object *o, struct plan **out,
 
 /*
  * The same from a JSON plan file (serde_json's form of the same body;
- * json-c). The plan owns copies of everything it needs: o may be freed as
- * soon as this returns. Integers above INT64_MAX are read exactly; negative
- * or fractional numbers are rejected where an integer is expected.
+ * json-c), with the same rules, codes and paths. The plan owns copies of
+ * everything it needs: o may be freed as soon as this returns. Integers up
+ * to 2^64-1 are read exactly; negative or fractional numbers are rejected
+ * where an integer is expected. Parse the file's text with
+ * receipt_json_parse() (receipt.h), which refuses integers json-c would
+ * saturate and repeated keys json-c would drop. JSON nested deeper than 32
+ * levels is PROTO_EINVALID.
  */
 int plan_decode_json(struct json_object *o, struct plan **out,
                      struct proto_err *err);

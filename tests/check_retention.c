@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
 #include <msgpack.h>
 
 #include "plan.h"
@@ -903,6 +904,111 @@ START_TEST(test_retention_readback_encode)
 }
 END_TEST
 
+/* ---- allocation failures ----
+ *
+ * This binary is linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+ * (tests/plan.cmake), so proto's allocations (and msgpack-c's inline
+ * sbuffer growth) come here. Only the Nth allocation after arming fails;
+ * the allocations of Check and of the fixture happen while disarmed.
+ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+
+static long oom_count, oom_fail_at;
+
+static int
+oom_fail(void)
+{
+    return oom_fail_at != 0 && ++oom_count == oom_fail_at;
+}
+
+void *
+__wrap_malloc(size_t n)
+{
+    return oom_fail() ? NULL : __real_malloc(n);
+}
+
+void *
+__wrap_calloc(size_t n, size_t size)
+{
+    return oom_fail() ? NULL : __real_calloc(n, size);
+}
+
+void *
+__wrap_realloc(void *p, size_t n)
+{
+    return oom_fail() ? NULL : __real_realloc(p, n);
+}
+
+/* Plan, spec, resolution with a claim, stored values, JSON import: returns
+ * 0 or the first error. Frees everything it made either way. */
+static int
+oom_run(const msgpack_object *plan, const msgpack_object *body,
+        struct json_object *json)
+{
+    struct retention_spec *s = NULL;
+    struct retained_value *v = NULL, *back = NULL;
+    struct plan *p = NULL, *pj = NULL;
+    struct proto_err err;
+    size_t n, m;
+    int rc;
+
+    if ((rc = plan_decode(plan, &p, &err)) == 0 &&
+        (rc = retention_spec_decode(body, &s, &err)) == 0 &&
+        (rc = retention_resolve(p, s, &v, &n, &err)) == 0 &&
+        (rc = retention_values_decode(fx_at((msgpack_object *)body, "retained"),
+                                      &back, &m, &err)) == 0)
+        rc = plan_decode_json(json, &pj, &err);
+    if (rc != 0)
+        ck_assert_int_eq(err.code, rc);
+    plan_free(pj);
+    free(back);
+    free(v);
+    retention_spec_free(s);
+    plan_free(p);
+    return rc;
+}
+
+START_TEST(test_retention_alloc_failures_end_cleanly)
+{
+    msgpack_object *plan = fx_fixture(), *claim, *body;
+    struct plan *p = fixture_plan(NULL, 0);
+    struct json_object *json;
+    size_t len;
+    char *text = fx_read_data("plans/fixture.json", &len);
+    long n;
+    int rc;
+
+    json = json_tokener_parse(text);
+    ck_assert_ptr_nonnull(json);
+    claim = claim_for(p);
+    plan_free(p);
+    body = fx_json("{" KEY ", \"values\": [\"logits\", \"hidden1\", "
+                   "\"hidden0\"], \"retained\": null}");
+    *fx_at(body, "retained") = *claim;
+    for (n = 1;; n++) {
+        oom_count = 0;
+        oom_fail_at = n;
+        rc = oom_run(plan, body, json);
+        oom_fail_at = 0;
+        if (oom_count < n) {
+            /* No allocation was failed: the whole run must succeed. */
+            ck_assert_int_eq(rc, 0);
+            break;
+        }
+        ck_assert_msg(rc == PROTO_ENOMEM, "allocation %ld: got %d", n, rc);
+    }
+    /* Every allocation of the path was failed once. */
+    ck_assert_int_gt(n, 8);
+    json_object_put(json);
+}
+END_TEST
+
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static Suite *
@@ -953,6 +1059,10 @@ retention_suite(void)
     tcase_add_test(tc, test_retention_readback_not_retained);
     tcase_add_test(tc, test_retention_readback_offset_overflow);
     tcase_add_test(tc, test_retention_readback_encode);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("oom");
+    tcase_add_test(tc, test_retention_alloc_failures_end_cleanly);
     suite_add_tcase(s, tc);
     return s;
 }

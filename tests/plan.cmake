@@ -7,3 +7,7 @@ receiptd_check_test(check_plan
 receiptd_check_test(check_retention
   SOURCES check_retention.c plan_fixture.c
   LIBS receiptproto)
+# Allocation-failure injection: proto's malloc, calloc and realloc calls in
+# this binary go through the test's __wrap_ functions.
+target_link_options(check_retention PRIVATE
+  -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc)
