@@ -149,16 +149,33 @@ sweep(struct relwork *w, int garble, struct sweep *sw, unsigned long *nsync)
         cut_once(w, k <= n ? k : 0, garble, (unsigned)(k * 7919u), sw);
 }
 
+/* "sql" drives SQLite directly with the daemon's settings; "store" drives
+ * daemon/store.h, the code the daemon runs. Reopening closes the database,
+ * which checkpoints and deletes the WAL, then opens it again. */
 static const struct {
     const char *name;
+    int store;
     int autockpt;
+    int reopen;
     int garble;
 } cases[] = {
-    { "default checkpoints, unsynced writes dropped", 0, 0 },
-    { "checkpoint every 4 pages, unsynced writes dropped", 4, 0 },
-    { "default checkpoints, unsynced writes garbled", 0, 1 },
-    { "checkpoint every 4 pages, unsynced writes garbled", 4, 1 },
+    { "sql, default checkpoints, dropped", 0, 0, 0, 0 },
+    { "sql, checkpoint every 4 pages, dropped", 0, 4, 0, 0 },
+    { "sql, default checkpoints, garbled", 0, 0, 0, 1 },
+    { "sql, checkpoint every 4 pages, garbled", 0, 4, 0, 1 },
+    { "sql, reopen every 8 commits, dropped", 0, 0, 8, 0 },
+    { "store, dropped", 1, 0, 0, 0 },
+    { "store, reopen every 8 commits, dropped", 1, 0, 8, 0 },
+    { "store, reopen every 8 commits, garbled", 1, 0, 8, 1 },
 };
+
+static void
+need_store(int store)
+{
+    if (store)
+        ck_assert_msg(relwork_have_store(),
+                      "built without daemon/store.h (receiptd_core)");
+}
 
 START_TEST(test_powerloss_keeps_every_acknowledged_receipt)
 {
@@ -166,7 +183,10 @@ START_TEST(test_powerloss_keeps_every_acknowledged_receipt)
     struct sweep sw;
     unsigned long n;
 
+    need_store(cases[_i].store);
     init_work(&w, 2, cases[_i].autockpt);
+    w.use_store = cases[_i].store;
+    w.reopen_every = cases[_i].reopen;
     sweep(&w, cases[_i].garble, &sw, &n);
     printf("powerloss[%s]: %lu sync points, %lu cuts, %lu acknowledged "
            "receipts checked, %lu lost, %lu bytes unsynced, %lu ranges "
@@ -219,19 +239,22 @@ START_TEST(test_powerloss_control_synchronous_normal_loses_acked)
 END_TEST
 
 /* Control: acknowledging before COMMIT loses the receipts of the
- * transaction whose commit the power cut interrupts. */
+ * transaction whose commit the power cut interrupts, through either
+ * driver. */
 START_TEST(test_powerloss_control_ack_before_commit_loses_acked)
 {
     struct relwork w;
     struct sweep sw;
     unsigned long n;
 
+    need_store(_i);
     init_work(&w, 2, 0);
+    w.use_store = _i;
     w.ack_before_commit = 1;
     sweep(&w, 0, &sw, &n);
-    printf("powerloss[control ack before COMMIT]: %lu sync points, %lu "
+    printf("powerloss[control ack before COMMIT, %s]: %lu sync points, %lu "
            "cuts, %lu acknowledged receipts lost\n",
-           n, sw.cuts, sw.lost);
+           _i ? "store" : "sql", n, sw.cuts, sw.lost);
     ck_assert_msg(sw.lost > 0,
                   "acknowledging before COMMIT lost nothing: the test has "
                   "no teeth");
@@ -306,7 +329,8 @@ powerloss_suite(void)
     tc = tcase_create("control_ack_early");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_powerloss_control_ack_before_commit_loses_acked);
+    tcase_add_loop_test(
+        tc, test_powerloss_control_ack_before_commit_loses_acked, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("shim");

@@ -4,10 +4,19 @@
 # source tree.
 set(RELIABILITY_MIGRATIONS ${CMAKE_SOURCE_DIR}/migrations)
 
+# With the daemon's store (receiptd_core) the workload can also drive
+# daemon/store.h, the code the daemon runs.
 foreach(t powerloss fault)
-  receiptd_check_test(check_${t}
-    SOURCES check_${t}.c vfs_fault.c relwork.c
-    LIBS PkgConfig::SQLITE)
+  if(TARGET receiptd_core)
+    receiptd_check_test(check_${t}
+      SOURCES check_${t}.c vfs_fault.c relwork.c relpack.c
+      LIBS receiptd_core PkgConfig::SQLITE)
+    target_compile_definitions(check_${t} PRIVATE RELWORK_WITH_STORE)
+  else()
+    receiptd_check_test(check_${t}
+      SOURCES check_${t}.c vfs_fault.c relwork.c
+      LIBS PkgConfig::SQLITE)
+  endif()
   target_compile_definitions(check_${t} PRIVATE
     RELWORK_MIGRATIONS_DIR="${RELIABILITY_MIGRATIONS}")
 endforeach()

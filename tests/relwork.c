@@ -21,6 +21,15 @@
 
 #include <sqlite3.h>
 
+#ifdef RELWORK_WITH_STORE
+#include <msgpack.h>
+
+#include "envelope.h"
+#include "receipt.h"
+#include "relpack.h"
+#include "store.h"
+#endif
+
 #ifndef RELWORK_MIGRATIONS_DIR
 #error "RELWORK_MIGRATIONS_DIR must name the migrations/ directory"
 #endif
@@ -358,6 +367,124 @@ open_ctx(struct ctx *c)
 }
 
 int
+relwork_have_store(void)
+{
+#ifdef RELWORK_WITH_STORE
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef RELWORK_WITH_STORE
+/* One transaction through the daemon's store, the way writer.c commits a
+ * group: BEGIN IMMEDIATE, a savepoint and a store_apply() per request, then
+ * COMMIT; any failure rolls the whole group back. */
+static int
+store_tx(struct relwork *w, struct store *st, int tx)
+{
+    struct proto_err err;
+    struct store_write sw;
+    struct receipt r;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked up;
+    size_t off;
+    long seq;
+    int i, rc;
+
+    proto_err_clear(&err);
+    if ((rc = store_begin(st, &err)) != 0)
+        goto failed;
+    for (i = 0; i < w->per_tx; i++) {
+        seq = (long)tx * w->per_tx + i;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_unpacked_init(&up);
+        off = 0;
+        rc = relpack_receipt(&pk, (uint64_t)seq, 1) != 0 ||
+                     msgpack_unpack_next(&up, sb.data, sb.size, &off) !=
+                         MSGPACK_UNPACK_SUCCESS
+                 ? PROTO_ENOMEM
+                 : receipt_decode(&up.data, &r, &err);
+        if (rc == 0) {
+            memset(&sw, 0, sizeof(sw));
+            sw.op = PROTO_OP_RECEIPT;
+            sw.source = SOURCE;
+            sw.source_len = strlen(SOURCE);
+            sw.has_seq = 1;
+            sw.seq = (uint64_t)seq;
+            sw.received_at = 1700000000000 + seq;
+            sw.receipts = &r;
+            sw.n_receipts = 1;
+            rc = store_savepoint(st, &err);
+            if (rc == 0)
+                rc = store_apply(st, &sw, &err);
+            if (rc == 0)
+                rc = store_savepoint_release(st, &err);
+            free(sw.dup_outcome);
+            receipt_clear(&r);
+        }
+        msgpack_unpacked_destroy(&up);
+        msgpack_sbuffer_destroy(&sb);
+        if (rc != 0)
+            goto failed;
+    }
+    if (w->ack_before_commit)
+        w->state[tx] = RELWORK_ACKED;
+    if ((rc = store_commit(st, &err)) != 0)
+        goto failed;
+    w->state[tx] = RELWORK_ACKED;
+    return 0;
+failed:
+    if (w->first_error[0] == '\0')
+        snprintf(w->first_error, sizeof(w->first_error), "store: %.200s",
+                 err.message);
+    store_rollback(st);
+    return rc;
+}
+
+static int
+run_store(struct relwork *w)
+{
+    struct proto_err err;
+    struct store *st = NULL;
+    int tx, tries, rc = -1;
+
+    for (tries = 0; tries < w->attempts && st == NULL; tries++)
+        if (store_open(w->path, NULL, &st, &err) != 0 &&
+            w->first_error[0] == '\0')
+            snprintf(w->first_error, sizeof(w->first_error),
+                     "store_open: %.200s", err.message);
+    if (st == NULL)
+        return 1;
+    for (tx = 0; tx < w->ntx; tx++) {
+        if (w->reopen_every > 0 && tx > 0 && tx % w->reopen_every == 0) {
+            store_free(st);
+            if (store_open(w->path, NULL, &st, &err) != 0) {
+                if (w->first_error[0] == '\0')
+                    snprintf(w->first_error, sizeof(w->first_error),
+                             "store_open: %.200s", err.message);
+                return 1;
+            }
+        }
+        for (tries = 0; tries < w->attempts; tries++) {
+            if (w->state[tx] == RELWORK_NEVER)
+                w->state[tx] = RELWORK_TRIED;
+            if ((rc = store_tx(w, st, tx)) == 0)
+                break;
+            w->failures++;
+        }
+        if (rc != 0)
+            break;
+    }
+    store_free(st);
+    w->completed = rc == 0;
+    return w->completed ? 0 : 1;
+}
+#endif
+
+int
 relwork_run(struct relwork *w)
 {
     struct ctx c;
@@ -373,6 +500,10 @@ relwork_run(struct relwork *w)
         w->ntx = RELWORK_MAX_TX;
     if (w->attempts < 1)
         w->attempts = 1;
+#ifdef RELWORK_WITH_STORE
+    if (w->use_store)
+        return run_store(w);
+#endif
 
     for (tries = 0; tries < w->attempts; tries++)
         if ((rc = open_ctx(&c)) == SQLITE_OK)
@@ -380,6 +511,11 @@ relwork_run(struct relwork *w)
     if (rc != SQLITE_OK)
         return 1;
     for (tx = 0; tx < w->ntx; tx++) {
+        if (w->reopen_every > 0 && tx > 0 && tx % w->reopen_every == 0) {
+            close_ctx(&c);
+            if (open_ctx(&c) != SQLITE_OK)
+                return 1;
+        }
         for (tries = 0; tries < w->attempts; tries++) {
             if (w->state[tx] == RELWORK_NEVER)
                 w->state[tx] = RELWORK_TRIED;
@@ -447,11 +583,13 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
     sqlite3_finalize(st);
 
     if (table_exists(db, "receipts") &&
-        sqlite3_prepare_v2(db,
-                           "SELECT r.seq, r.extra FROM receipts r JOIN "
-                           "strings s ON s.id = r.source_id WHERE s.value = "
-                           "CAST(? AS BLOB)",
-                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_prepare_v2(
+            db,
+            "SELECT r.seq, r.extra, r.decode_steps FROM "
+            "receipts r JOIN "
+            "strings s ON s.id = r.source_id WHERE CAST(s.value AS BLOB) = "
+            "CAST(? AS BLOB)",
+            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, SOURCE, -1, SQLITE_STATIC);
         while (sqlite3_step(st) == SQLITE_ROW) {
             res->rows++;
@@ -465,9 +603,13 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
                 res->unexpected++;
             if (seen[seq]++)
                 res->duplicates++;
+            /* The store writes relpack's receipt, whose decode_steps is
+             * 3 * seq; the SQL driver writes payload(seq) as extra. */
             payload(seq, pay);
-            if (sqlite3_column_bytes(st, 1) != PAYLOAD ||
-                memcmp(sqlite3_column_blob(st, 1), pay, PAYLOAD) != 0)
+            if (w->use_store
+                    ? sqlite3_column_int64(st, 2) != 3 * (sqlite3_int64)seq
+                    : sqlite3_column_bytes(st, 1) != PAYLOAD ||
+                          memcmp(sqlite3_column_blob(st, 1), pay, PAYLOAD) != 0)
                 res->corrupt++;
         }
         sqlite3_finalize(st);
@@ -475,8 +617,8 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
     if (table_exists(db, "dedupe") &&
         sqlite3_prepare_v2(db,
                            "SELECT d.seq FROM dedupe d JOIN strings s ON "
-                           "s.id = d.source_id WHERE s.value = CAST(? AS "
-                           "BLOB)",
+                           "s.id = d.source_id WHERE CAST(s.value AS BLOB) "
+                           "= CAST(? AS BLOB)",
                            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, SOURCE, -1, SQLITE_STATIC);
         while (sqlite3_step(st) == SQLITE_ROW) {

@@ -38,6 +38,13 @@ struct relwork {
     int attempts;          /* tries per transaction (and for the open and
                               migrations) before giving up; 1 = stop at the
                               first error, as after a power cut */
+    int reopen_every;      /* close and reopen the database after every
+                              this many transactions (0 = never): the close
+                              checkpoints and deletes the WAL */
+    int use_store;         /* drive daemon/store.h (store_open, one
+                              store_apply per receipt in a savepoint, as the
+                              writer does) instead of hand-written SQL; only
+                              when built with RELWORK_WITH_STORE */
 
     /* Filled by relwork_run(). */
     unsigned char state[256];
@@ -60,6 +67,9 @@ struct relwork_result {
     long duplicates;     /* (source, seq) found more than once */
     long corrupt;        /* rows whose payload is not what was written */
 };
+
+/* True when this build can drive the daemon's store (RELWORK_WITH_STORE). */
+int relwork_have_store(void);
 
 /*
  * Runs the workload described by w. Returns 0 when every transaction was
