@@ -686,9 +686,13 @@ add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
     it->data = msgpack_sbuffer_release(sb);
 }
 
+/* Decodes one receipt from the JSON text buf[0..len) (strictly: integers
+ * past 2^64-1 and repeated keys are errors, not silently changed). */
 static void
-json_item(struct import *im, size_t file, size_t index, json_object *obj)
+json_item(struct import *im, size_t file, size_t index, const char *buf,
+          size_t len)
 {
+    struct json_object *obj = NULL;
     struct receipt r;
     struct proto_err err;
     msgpack_sbuffer sb;
@@ -696,9 +700,12 @@ json_item(struct import *im, size_t file, size_t index, json_object *obj)
     int rc;
 
     proto_err_clear(&err);
-    rc = receipt_decode_json(obj, &r, &err);
+    rc = receipt_json_parse(buf, len, &obj, &err);
+    if (rc == 0)
+        rc = receipt_decode_json(obj, &r, &err);
     if (rc != 0) {
         add_reject(im, file, index, proto_code_name(rc), err.path, err.message);
+        json_object_put(obj);
         return;
     }
     msgpack_sbuffer_init(&sb);
@@ -706,6 +713,7 @@ json_item(struct import *im, size_t file, size_t index, json_object *obj)
     if (receipt_encode(&r, &pk) != 0)
         oom_exit();
     receipt_clear(&r);
+    json_object_put(obj);
     add_item(im, file, index, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -716,51 +724,115 @@ is_space(char ch)
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
 }
 
+/*
+ * The length of the JSON value at p[0..len) (p[0] not a space), or 0 when
+ * it does not end there. Only strings and bracket depth are followed: this
+ * finds where each receipt's text ends, so that each is parsed (strictly)
+ * on its own and one bad item does not hide the others; the parser checks
+ * everything else.
+ */
+static size_t
+value_len(const char *p, size_t len)
+{
+    size_t i;
+    int depth = 0, in_str = 0;
+
+    if (p[0] != '{' && p[0] != '[' && p[0] != '"') {
+        for (i = 0; i < len && !is_space(p[i]) && p[i] != ',' && p[i] != ']' &&
+                    p[i] != '}';
+             i++)
+            ;
+        return i;
+    }
+    for (i = 0; i < len; i++) {
+        char ch = p[i];
+
+        if (in_str) {
+            if (ch == '\\') {
+                i++;
+            } else if (ch == '"') {
+                in_str = 0;
+                if (depth == 0)
+                    return i + 1;
+            }
+            continue;
+        }
+        if (ch == '"')
+            in_str = 1;
+        else if (ch == '{' || ch == '[')
+            depth++;
+        else if ((ch == '}' || ch == ']') && --depth <= 0)
+            return i + 1;
+    }
+    return 0;
+}
+
+static size_t
+skip_space(const char *buf, size_t len, size_t off)
+{
+    while (off < len && is_space(buf[off]))
+        off++;
+    return off;
+}
+
+/*
+ * Splits the array at buf[0..len) (buf[0] == '[') into its elements.
+ * Returns 0, or -1 after rejecting the item where the text broke.
+ */
+static int
+json_array(struct import *im, size_t file, size_t *index, const char *buf,
+           size_t len)
+{
+    size_t off = skip_space(buf, len, 1), n;
+
+    if (off < len && buf[off] == ']')
+        return 0;
+    while (off < len) {
+        n = value_len(buf + off, len - off);
+        if (n == 0)
+            break;
+        json_item(im, file, (*index)++, buf + off, n);
+        off = skip_space(buf, len, off + n);
+        if (off < len && buf[off] == ']')
+            return 0;
+        if (off >= len || buf[off] != ',')
+            break;
+        off = skip_space(buf, len, off + 1);
+    }
+    add_reject(im, file, *index, "malformed", "",
+               "the JSON array is not well formed here; the rest of the "
+               "file was not read");
+    return -1;
+}
+
 /* A JSON array of receipts, one receipt, or JSON lines (several values one
  * after another); an array inside JSON lines is a batch of receipts too. */
 static void
 load_json(struct import *im, size_t file, const char *buf, size_t len)
 {
-    struct json_tokener *tok;
-    json_object *obj;
-    enum json_tokener_error jerr;
-    size_t off = 0, index = 0, i, n;
-    char msg[PROTO_ERR_MSG_MAX];
+    size_t off = skip_space(buf, len, 0), index = 0, n;
 
-    tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
-    if (tok == NULL)
-        oom_exit();
-    for (;;) {
-        while (off < len && is_space(buf[off]))
-            off++;
-        if (off == len)
-            break;
-        obj = json_tokener_parse_ex(tok, buf + off, (int)(len - off));
-        jerr = json_tokener_get_error(tok);
-        if (jerr != json_tokener_success) {
-            if (jerr == json_tokener_continue)
-                snprintf(msg, sizeof(msg), "the file ends inside a JSON value");
-            else
-                snprintf(msg, sizeof(msg),
-                         "JSON syntax error near byte %zu: %s",
-                         off + json_tokener_get_parse_end(tok),
-                         json_tokener_error_desc(jerr));
-            add_reject(im, file, index, "malformed", "", msg);
-            json_object_put(obj);
-            break;
+    while (off < len) {
+        n = value_len(buf + off, len - off);
+        if (n == 0 && buf[off] == '[') {
+            /* An array cut short: import its complete items, then report
+             * where it broke. */
+            json_array(im, file, &index, buf + off, len - off);
+            return;
         }
-        off += json_tokener_get_parse_end(tok);
-        json_tokener_reset(tok);
-        if (json_object_is_type(obj, json_type_array)) {
-            n = json_object_array_length(obj);
-            for (i = 0; i < n; i++)
-                json_item(im, file, index++, json_object_array_get_idx(obj, i));
+        if (n == 0) {
+            add_reject(im, file, index, "malformed", "",
+                       "the file ends inside a JSON value");
+            return;
+        }
+        if (buf[off] == '[') {
+            if (json_array(im, file, &index, buf + off, n) != 0)
+                return;
         } else {
-            json_item(im, file, index++, obj);
+            json_item(im, file, index++, buf + off, n);
         }
-        json_object_put(obj);
+        off = skip_space(buf, len, off + n);
     }
-    json_tokener_free(tok);
 }
 
 static void
