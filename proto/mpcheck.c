@@ -22,6 +22,14 @@ be(const unsigned char *p, int n)
     return v;
 }
 
+/* True for the type bytes of arrays and maps. */
+static int
+is_container(unsigned char t)
+{
+    return (t & 0xe0) == 0x80 || t == 0xdc || t == 0xdd || t == 0xde ||
+           t == 0xdf;
+}
+
 /*
  * Reads the header of the object at p (len bytes available). On success sets
  * *hdr to the header size, *payload to the bytes that follow the header and
@@ -155,12 +163,14 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
                                  off, (unsigned long long)children,
                                  len - off - hdr);
         off += hdr + (size_t)payload;
+        /* An empty container is a level too: msgpack-c gives every
+         * container, empty or not, one of its 32 stack entries, so counting
+         * it here keeps "mpcheck passed" meaning "msgpack-c will unpack". */
+        if (is_container(p[off - hdr]) && depth == MPCHECK_MAX_DEPTH)
+            return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                                 "msgpack nesting deeper than %d at byte %zu",
+                                 MPCHECK_MAX_DEPTH, off - hdr);
         if (children > 0) {
-            if (depth == MPCHECK_MAX_DEPTH)
-                return proto_err_set(err, PROTO_EMALFORMED, NULL,
-                                     "msgpack nesting deeper than %d at "
-                                     "byte %zu",
-                                     MPCHECK_MAX_DEPTH, off - hdr);
             need[depth++] = children;
             continue;
         }
