@@ -842,6 +842,55 @@ START_TEST(test_ctl_import_json_output)
 }
 END_TEST
 
+/* Each JSON item is parsed on its own, strictly: a too-large integer, a
+ * repeated key or a non-receipt is reported at its index, and the items
+ * around it still go through; a file cut short keeps its complete items. */
+START_TEST(test_ctl_import_reports_each_bad_json_item)
+{
+    char file[300], cut[300];
+    const char *args[] = { "import", file, cut, NULL };
+    char *good = read_all(VECTORS "s2_backend_cpu.json"), *p;
+    struct run r;
+    FILE *f;
+
+    while ((p = strchr(good, '\n')) != NULL)
+        *p = ' ';
+    p = strstr(good, "\"decode_steps\":10");
+    ck_assert_ptr_nonnull(p);
+    snprintf(file, sizeof(file), "%s/mixed.json", tmpdir);
+    f = fopen(file, "w");
+    fprintf(f, "[%s,\n", good);
+    fprintf(f, "%.*s\"decode_steps\":18446744073709551616%s,\n",
+            (int)(p - good), good, p + strlen("\"decode_steps\":10"));
+    p = strstr(good, "\"stop_reason\":");
+    ck_assert_ptr_nonnull(p);
+    fprintf(f, "%.*s\"stop_reason\":\"x\",%s,\n", (int)(p - good), good, p);
+    fprintf(f, "\"a string\", {\"tricky\": \"]},\\\"\"}, %s]\n", good);
+    fclose(f);
+    snprintf(cut, sizeof(cut), "%s/cut.json", tmpdir);
+    f = fopen(cut, "w");
+    fprintf(f, "[%s, %s", good, good);
+    fclose(f);
+    free(good);
+
+    run_ctl(&r, fake.path, args);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.out, "mixed.json:1: invalid: counters.decode_steps: "
+                                "expected an unsigned integer") != NULL,
+                  "%s", r.out);
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "mixed.json:2: invalid: stop_reason: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "mixed.json:3: invalid: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "mixed.json:4: invalid: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "cut.json:2: malformed: "));
+    ck_assert_ptr_null(strstr(r.out, "mixed.json:0:"));
+    ck_assert_ptr_null(strstr(r.out, "mixed.json:5:"));
+    ck_assert_msg(strstr(r.out, "accepted 4, rejected 5\n") != NULL, "%s",
+                  r.out);
+    run_free(&r);
+}
+END_TEST
+
 /* Replay asks for the raw bytes, then sends them as the payload's own
  * source; a payload that is not one msgpack object is refused locally. */
 START_TEST(test_ctl_quarantine_replay)
@@ -1206,6 +1255,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_import_batches_and_reports_rejections);
     tcase_add_test(tc, test_ctl_import_respects_max_batch);
     tcase_add_test(tc, test_ctl_import_json_output);
+    tcase_add_test(tc, test_ctl_import_reports_each_bad_json_item);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_replay");
