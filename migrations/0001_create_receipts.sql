@@ -13,8 +13,10 @@ CREATE TABLE strings (
     value BLOB NOT NULL UNIQUE
 );
 
+-- AUTOINCREMENT: a receipt id is never reused, even after every row was
+-- deleted, because a dedupe record and a client's paging cursor name it.
 CREATE TABLE receipts (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     received_at INTEGER NOT NULL,          -- unix milliseconds
     source_id INTEGER NOT NULL REFERENCES strings(id),
     seq INTEGER,                           -- NULL when the request had none

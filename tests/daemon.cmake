@@ -9,3 +9,7 @@ receiptd_check_test(e2e_ingest
   SOURCES e2e_ingest.c e2e_util.c
   LIBS receiptproto PkgConfig::SQLITE)
 add_dependencies(e2e_ingest receiptd)
+
+receiptd_check_test(check_writer
+  SOURCES check_writer.c
+  LIBS receiptd_core PkgConfig::SQLITE)

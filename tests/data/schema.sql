@@ -23,7 +23,7 @@ CREATE TABLE quarantine (
     raw BLOB NOT NULL
 );
 CREATE TABLE receipts (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     received_at INTEGER NOT NULL,          -- unix milliseconds
     source_id INTEGER NOT NULL REFERENCES strings(id),
     seq INTEGER,                           -- NULL when the request had none
@@ -74,6 +74,7 @@ CREATE INDEX receipts_plan_graph ON receipts (plan_id, graph_id, id);
 CREATE INDEX receipts_received_at ON receipts (received_at);
 CREATE INDEX receipts_source_seq ON receipts (source_id, seq);
 CREATE INDEX receipts_status ON receipts (status, id);
+CREATE TABLE sqlite_sequence(name,seq);
 CREATE TABLE strings (
     id INTEGER PRIMARY KEY,
     value BLOB NOT NULL UNIQUE

@@ -1,0 +1,263 @@
+/*
+ * check_writer.c: the writer thread (daemon/writer.c) on a real store and
+ * a real libuv loop: jobs come back in submission order after their
+ * COMMIT, a failing store answers a whole group `unavailable` and the
+ * writer resumes when the store accepts writes again, and stopping the
+ * writer delivers everything queued and leaves the loop with no live
+ * handles.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+#include <uv.h>
+
+#include "envelope.h"
+#include "writer.h"
+
+#define NJOBS 200
+
+static char dir[512];
+static char path[600];
+
+struct seen {
+    int n;
+    int order_ok;
+    int failed;
+    int64_t last_id;
+    struct writer_job *expect[NJOBS];
+};
+
+static void
+setup(void)
+{
+    snprintf(dir, sizeof(dir), "%s/check_writer-XXXXXX", TEST_BINARY_DIR);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/w.db", dir);
+}
+
+static void
+teardown(void)
+{
+    char cmd[700];
+    int rc;
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    rc = system(cmd);
+    (void)rc;
+}
+
+static void
+done_cb(void *arg, struct writer_job *job)
+{
+    struct seen *s = arg;
+
+    if (s->n >= NJOBS || s->expect[s->n] != job)
+        s->order_ok = 0;
+    if (job->rc != 0) {
+        ck_assert_int_eq(job->rc, PROTO_EUNAVAILABLE);
+        ck_assert_int_eq(job->err.code, PROTO_EUNAVAILABLE);
+        s->failed++;
+    } else {
+        if (job->w.receipt_id <= s->last_id)
+            s->order_ok = 0;
+        s->last_id = job->w.receipt_id;
+    }
+    s->n++;
+    /* The job owns nothing but its receipt here. */
+    job->receipts = NULL;
+    writer_job_free(job);
+}
+
+static struct receipt rcpt;
+/* Unknown keys are stored as an opaque blob: a large one fills pages fast. */
+static char extra[1500];
+
+static struct writer_job *
+job(uint64_t seq)
+{
+    struct writer_job *j = writer_job_new();
+
+    ck_assert_ptr_nonnull(j);
+    j->w.op = PROTO_OP_RECEIPT;
+    j->w.source = "writer-test";
+    j->w.source_len = strlen(j->w.source);
+    j->w.has_seq = 1;
+    j->w.seq = seq;
+    j->w.received_at = 1;
+    j->w.receipts = &rcpt;
+    j->w.n_receipts = 1;
+    j->items = 1;
+    j->bytes = 100;
+    return j;
+}
+
+static void
+make_receipt(void)
+{
+    memset(&rcpt, 0, sizeof(rcpt));
+    rcpt.schema_version = 2;
+    rcpt.model_instance_id = (struct proto_str){ "m", 1 };
+    rcpt.prepared_plan_id = (struct proto_str){ "p", 1 };
+    rcpt.graph_hash = (struct proto_str){ "g", 1 };
+    rcpt.tuning_profile = (struct proto_str){ "", 0 };
+    rcpt.stop_reason = (struct proto_str){ "eos", 3 };
+    rcpt.extra = extra;
+    rcpt.extra_len = sizeof(extra);
+}
+
+/* Runs the loop until n jobs came back (or 10 s passed). */
+static void
+run_until(uv_loop_t *loop, struct seen *s, int n)
+{
+    int i;
+
+    for (i = 0; i < 10000 && s->n < n; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+}
+
+START_TEST(test_writer_returns_jobs_in_order_after_commit)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct writer_stats st;
+    struct proto_err err;
+    struct seen s = { .order_ok = 1 };
+    struct writer *w;
+    struct store *store;
+    uv_loop_t loop;
+    int i;
+
+    make_receipt();
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
+    ck_assert_int_eq(
+        writer_new(&loop, store, 50, 1 << 20, done_cb, &s, &w, &err), 0);
+    for (i = 0; i < NJOBS; i++) {
+        s.expect[i] = job((uint64_t)i);
+        writer_submit(w, s.expect[i]);
+    }
+    run_until(&loop, &s, NJOBS);
+    ck_assert_int_eq(s.n, NJOBS);
+    ck_assert(s.order_ok);
+    ck_assert_int_eq(s.failed, 0);
+    writer_get_stats(w, &st);
+    /* bounded groups: at most 50 items each */
+    ck_assert_uint_ge(st.groups, NJOBS / 50);
+    ck_assert_uint_le(st.groups, NJOBS);
+    ck_assert_uint_eq(st.queued, 0);
+    writer_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+START_TEST(test_writer_stop_delivers_everything_queued)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct seen s = { .order_ok = 1 };
+    struct writer *w;
+    struct store *store;
+    uv_loop_t loop;
+    int i;
+
+    make_receipt();
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
+    ck_assert_int_eq(
+        writer_new(&loop, store, 7, 1 << 20, done_cb, &s, &w, &err), 0);
+    for (i = 0; i < NJOBS; i++) {
+        s.expect[i] = job((uint64_t)i);
+        writer_submit(w, s.expect[i]);
+    }
+    /* Without running the loop first: stop must drain the queue. */
+    writer_stop(w);
+    ck_assert_int_eq(s.n, NJOBS);
+    ck_assert(s.order_ok);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+START_TEST(test_writer_full_store_fails_group_then_resumes)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20, .max_pages = 20 };
+    struct proto_err err;
+    struct seen s = { .order_ok = 1 };
+    struct writer *w;
+    struct store *store;
+    uv_loop_t loop;
+    sqlite3 *db;
+    int i, n = 0, ok_before;
+
+    make_receipt();
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
+    ck_assert_int_eq(
+        writer_new(&loop, store, 1, 1 << 20, done_cb, &s, &w, &err), 0);
+    /* one job per group, until the store is full */
+    for (i = 0; i < NJOBS && s.failed == 0; i++) {
+        s.expect[n] = job((uint64_t)i);
+        writer_submit(w, s.expect[n]);
+        n++;
+        run_until(&loop, &s, n);
+    }
+    ck_assert_int_gt(s.failed, 0);
+    ok_before = s.n - s.failed;
+    ck_assert_int_gt(ok_before, 0);
+    /* make room, as an operator would */
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    ck_assert_int_eq(sqlite3_exec(db, "DELETE FROM receipts", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    s.expect[n] = job((uint64_t)NJOBS + 1);
+    writer_submit(w, s.expect[n]);
+    n++;
+    run_until(&loop, &s, n);
+    ck_assert_int_eq(s.n, n);
+    ck_assert_int_eq(s.failed, 1);
+    ck_assert(s.order_ok);
+    writer_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("writer");
+    TCase *tc;
+
+#define ADD(name, fn)                                                          \
+    do {                                                                       \
+        tc = tcase_create(name);                                               \
+        tcase_add_checked_fixture(tc, setup, teardown);                        \
+        tcase_set_timeout(tc, 60);                                             \
+        tcase_add_test(tc, fn);                                                \
+        suite_add_tcase(s, tc);                                                \
+    } while (0)
+    ADD("order", test_writer_returns_jobs_in_order_after_commit);
+    ADD("stop", test_writer_stop_delivers_everything_queued);
+    ADD("full", test_writer_full_store_fails_group_then_resumes);
+#undef ADD
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
