@@ -20,6 +20,7 @@
  * config_init(), which this file calls. */
 #undef config_init
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -388,6 +389,7 @@ static const struct {
 
 struct load {
     const char *path; /* the top-level file, for settings without a file */
+    const char *dir;  /* its directory, where @include names are resolved */
     char *err;        /* CONFIG_ERR_MAX bytes */
 };
 
@@ -526,6 +528,73 @@ format_value(const struct key *k, uint64_t v, char *buf, size_t len)
         snprintf(buf, len, "%" PRIu64, v);
 }
 
+/*
+ * libconfig 1.5 (Debian 12) reads an integer literal without an L suffix
+ * into 32 bits and silently drops the high bits: 5000000000 becomes
+ * 705032704, which may well be in range. The parsed tree keeps no text, so
+ * the literal is read again from the setting's source line. Returns 1 and
+ * copies the literal into text when it does not fit 32 bits, 0 when it
+ * fits or cannot be found (the parsed value then stands).
+ */
+static int
+wider_than_int(struct load *ld, const config_setting_t *s, char *text,
+               size_t len)
+{
+    const char *file = config_setting_source_file(s);
+    const char *name = config_setting_name(s);
+    char full[PATH_MAX_LEN + 2 * NAME_MAX_LEN];
+    char *line = NULL, *p;
+    size_t cap = 0, nlen;
+    unsigned long long v;
+    int at = 0, want = config_setting_source_line(s), wide = 0;
+    FILE *f;
+
+    if (config_setting_type(s) != CONFIG_TYPE_INT || name == NULL)
+        return 0;
+    if (file == NULL || strcmp(file, ld->path) == 0 || file[0] == '/')
+        snprintf(full, sizeof(full), "%s", file != NULL ? file : ld->path);
+    else
+        snprintf(full, sizeof(full), "%s/%s", ld->dir, file);
+    if ((f = fopen(full, "r")) == NULL)
+        return 0;
+    while (at < want && getline(&line, &cap, f) >= 0)
+        at++;
+    fclose(f);
+    nlen = strlen(name);
+    for (p = line; at == want && p != NULL && (p = strstr(p, name)) != NULL;
+         p += nlen) {
+        const char *q = p + nlen, *digits;
+        char *end;
+
+        /* The name as a whole word, then "=" or ":", then the literal. */
+        if (p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '_' ||
+                         p[-1] == '-' || p[-1] == '*'))
+            continue;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q != '=' && *q != ':')
+            continue;
+        q++;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        digits = *q == '-' || *q == '+' ? q + 1 : q;
+        if (*digits < '0' || *digits > '9')
+            break;
+        errno = 0;
+        if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+            v = strtoull(digits + 2, &end, 16);
+        else
+            v = strtoull(digits, &end, 10);
+        wide =
+            errno == ERANGE || v > (*q == '-' ? 2147483648ull : 2147483647ull);
+        if (wide)
+            snprintf(text, len, "%.*s", (int)(end - q), q);
+        break;
+    }
+    free(line);
+    return wide;
+}
+
 /* Reads an integer-or-string number (count, size or duration) of key k. */
 static int
 load_number(struct load *ld, const config_setting_t *s, const struct key *k,
@@ -536,7 +605,15 @@ load_number(struct load *ld, const config_setting_t *s, const struct key *k,
 
     if (is_int(s)) {
         long long raw = config_setting_get_int64(s);
+        char literal[64];
 
+        if (wider_than_int(ld, s, literal, sizeof(literal)))
+            return fail(ld, s, k->section, k->name,
+                        "%s does not fit the 32-bit integers of this "
+                        "libconfig (it would be read as %lld): write it as a "
+                        "string with a unit, e.g. \"5GB\", or with an L "
+                        "suffix",
+                        literal, raw);
         if (raw < 0)
             return fail(ld, s, k->section, k->name,
                         "must not be negative, got %lld", raw);
@@ -1028,7 +1105,7 @@ load_tree(struct load *ld, const config_setting_t *root, struct config *c)
 int
 config_load_file(struct config *c, const char *path, char err[CONFIG_ERR_MAX])
 {
-    struct load ld = { path, err };
+    struct load ld = { path, NULL, err };
     struct config next;
     config_t lc;
     char *dir, *slash;
@@ -1052,6 +1129,7 @@ config_load_file(struct config *c, const char *path, char err[CONFIG_ERR_MAX])
     else
         *slash = '\0';
 
+    ld.dir = dir;
     config_init(&lc);
     config_set_include_dir(&lc, dir);
     if (config_read_file(&lc, path) != CONFIG_TRUE) {
