@@ -194,11 +194,14 @@ teardown(void)
 
 static const struct {
     const char *name;
+    int store;      /* drive daemon/store.h instead of hand-written SQL */
     int persistent; /* every allocation from the Nth on fails */
     int attempts;   /* tries per step: 2 shows the connection recovers */
 } sq_cases[] = {
-    { "one failure, then a retry", 0, 2 },
-    { "every allocation from N on", 1, 1 },
+    { "sql, one failure, then a retry", 0, 0, 2 },
+    { "sql, every allocation from N on", 0, 1, 1 },
+    { "store, one failure, then a retry", 1, 0, 2 },
+    { "store, every allocation from N on", 1, 1, 1 },
 };
 
 START_TEST(test_oom_sqlite_write_path_fails_cleanly)
@@ -209,6 +212,9 @@ START_TEST(test_oom_sqlite_write_path_fails_cleanly)
     int i, done = 0;
     char d[400];
 
+    if (sq_cases[_i].store)
+        ck_assert_msg(relwork_have_store(),
+                      "built without daemon/store.h (receiptd_core)");
     hook_sqlite();
     /* The fault VFS, never armed here, skips the real fsync: thousands of
      * runs then take seconds, not minutes. */
@@ -221,6 +227,7 @@ START_TEST(test_oom_sqlite_write_path_fails_cleanly)
         w.ntx = 2;
         w.per_tx = 4;
         w.attempts = sq_cases[_i].attempts;
+        w.use_store = sq_cases[_i].store;
         remove_db();
         vfs_fault_reset();
         sq_count = 0;
@@ -247,6 +254,51 @@ START_TEST(test_oom_sqlite_write_path_fails_cleanly)
     printf("oom[sqlite, %s]: %ld allocations failed in turn, %ld runs "
            "saw a clean error, %ld transactions acknowledged and found\n",
            sq_cases[_i].name, n - 2, errors, acked_total);
+    ck_assert_int_gt(errors, 0);
+}
+END_TEST
+
+/* The store's own allocations (and proto's, and the workload's): every
+ * malloc, realloc and calloc of the statically linked code fails in turn
+ * while SQLite's allocator works. */
+START_TEST(test_oom_store_own_allocations_fail_cleanly)
+{
+    struct relwork w;
+    struct relwork_result res;
+    long n, errors = 0;
+    int done = 0;
+    char d[400];
+
+    ck_assert_msg(relwork_have_store(),
+                  "built without daemon/store.h (receiptd_core)");
+    ck_assert_int_eq(vfs_fault_register(1), SQLITE_OK);
+    for (n = 1; n < 100000 && !done; n++) {
+        memset(&w, 0, sizeof(w));
+        w.path = db_path;
+        w.synchronous = 2;
+        w.ntx = 2;
+        w.per_tx = 4;
+        w.attempts = 1;
+        w.use_store = 1;
+        remove_db();
+        vfs_fault_reset();
+        my_count = 0;
+        my_fail_at = n;
+        relwork_run(&w);
+        done = my_count < n;
+        my_fail_at = 0;
+        errors += !w.completed;
+        if (relwork_check(&w, &res) != 0 &&
+            (res.opened || res.missing_acked > 0)) {
+            relwork_describe(&res, d, sizeof(d));
+            ck_abort_msg("N=%ld: %s (workload: %s)", n, d, w.first_error);
+        }
+    }
+    ck_assert_msg(done, "the store's write path never completed");
+    ck_assert_int_eq(w.completed, 1);
+    printf("oom[malloc, store]: %ld allocations failed in turn, %ld runs "
+           "ended in a clean error\n",
+           n - 2, errors);
     ck_assert_int_gt(errors, 0);
 }
 END_TEST
@@ -334,6 +386,12 @@ oom_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_oom_sqlite_write_path_fails_cleanly, 0,
                         (int)(sizeof(sq_cases) / sizeof(sq_cases[0])));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("store_own_allocations");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_oom_store_own_allocations_fail_cleanly);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("proto_decode_path");

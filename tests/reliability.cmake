@@ -24,9 +24,16 @@ endforeach()
 # Allocation failures: SQLite's allocator through SQLITE_CONFIG_MALLOC, and
 # proto's malloc/realloc/calloc through the linker's --wrap, which applies
 # to the statically linked receiptproto objects.
-receiptd_check_test(check_oom
-  SOURCES check_oom.c vfs_fault.c relwork.c relpack.c
-  LIBS receiptproto PkgConfig::SQLITE)
+if(TARGET receiptd_core)
+  receiptd_check_test(check_oom
+    SOURCES check_oom.c vfs_fault.c relwork.c relpack.c
+    LIBS receiptd_core PkgConfig::SQLITE)
+  target_compile_definitions(check_oom PRIVATE RELWORK_WITH_STORE)
+else()
+  receiptd_check_test(check_oom
+    SOURCES check_oom.c vfs_fault.c relwork.c relpack.c
+    LIBS receiptproto PkgConfig::SQLITE)
+endif()
 target_compile_definitions(check_oom PRIVATE
   RELWORK_MIGRATIONS_DIR="${RELIABILITY_MIGRATIONS}")
 target_link_options(check_oom PRIVATE
