@@ -18,24 +18,12 @@
 #include "envelope.h"
 #include "frame.h"
 #include "receipt.h"
+#include "hostile_list.h"
 #include "relpack.h"
 
-#define MAX_CASES  512
-#define MAX_BATCH  10000
-#define OUT_CLOSE  "close"
-#define OUT_REPLY  "reply"
-#define OUT_WAIT   "wait"
-#define CORPUS_MAX (2u << 20)
+#define MAX_BATCH 10000
 
-struct expect {
-    char file[128];
-    char outcome[16]; /* close, reply, wait */
-    char code[160];   /* wire name, "ok", or "-" */
-    int check_path;
-    char path[128];
-};
-
-static struct expect cases[MAX_CASES];
+static struct hostile_case cases[HOSTILE_MAX];
 static int ncases;
 
 /* What proto made of some bytes. */
@@ -80,7 +68,7 @@ judge_frame(const char *frame, size_t len, struct verdict *v)
                env.body->via.array.size > MAX_BATCH) {
         rc = proto_err_set(&err, PROTO_ETOO_LARGE, NULL, "batch too large");
     }
-    set(v, OUT_REPLY, rc, rc ? &err : NULL);
+    set(v, HOSTILE_REPLY, rc, rc ? &err : NULL);
     msgpack_unpacked_destroy(&up);
 }
 
@@ -107,71 +95,27 @@ judge(const char *buf, size_t len, size_t step, struct verdict *v)
     }
     frame_reader_close(&fr);
     if (rc != 0) {
-        set(v, OUT_CLOSE, rc, &err);
+        set(v, HOSTILE_CLOSE, rc, &err);
         return;
     }
     if (frame == NULL) {
-        set(v, OUT_WAIT, 0, NULL);
+        set(v, HOSTILE_WAIT, 0, NULL);
         return;
     }
     judge_frame(frame, flen, v);
     free(frame);
 }
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
-
-    if (f == NULL)
-        return NULL;
-    buf = malloc(CORPUS_MAX);
-    n = buf ? fread(buf, 1, CORPUS_MAX, f) : 0;
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
-static int
-load_manifest(void)
-{
-    FILE *f = fopen(HOSTILE_DIR "/README.txt", "r");
-    char line[1024], code[160];
-    struct expect *e;
-    char *colon;
-
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f) != NULL && ncases < MAX_CASES) {
-        e = &cases[ncases];
-        memset(e, 0, sizeof(*e));
-        if (sscanf(line, "%127s %15s %159s", e->file, e->outcome, code) != 3 ||
-            strstr(e->file, ".bin") == NULL)
-            continue;
-        colon = strchr(code, ':');
-        if (colon != NULL) {
-            *colon = '\0';
-            e->check_path = 1;
-            snprintf(e->path, sizeof(e->path), "%s", colon + 1);
-        }
-        snprintf(e->code, sizeof(e->code), "%s", code);
-        ncases++;
-    }
-    fclose(f);
-    return 0;
-}
-
 static void
-assert_verdict(const struct expect *e, const struct verdict *v, const char *how)
+assert_verdict(const struct hostile_case *e, const struct verdict *v,
+               const char *how)
 {
     const char *got = v->code == 0 ? "ok" : proto_code_name(v->code);
 
     ck_assert_msg(strcmp(e->outcome, v->outcome) == 0,
                   "%s (%s): expected %s, got %s %s (%s: %s)", e->file, how,
                   e->outcome, v->outcome, got, v->path, v->message);
-    if (strcmp(e->outcome, OUT_WAIT) == 0)
+    if (strcmp(e->outcome, HOSTILE_WAIT) == 0)
         return;
     ck_assert_msg(strcmp(e->code, got) == 0,
                   "%s (%s): expected code %s, got %s (%s: %s)", e->file, how,
@@ -184,16 +128,13 @@ assert_verdict(const struct expect *e, const struct verdict *v, const char *how)
 
 START_TEST(test_hostile_corpus_frame_gets_expected_outcome)
 {
-    const struct expect *e = &cases[_i];
+    const struct hostile_case *e = &cases[_i];
     struct verdict v;
-    char path[512];
     char *buf;
     size_t len = 0;
 
-    snprintf(path, sizeof(path), "%s/%s", HOSTILE_DIR, e->file);
-    buf = slurp(path, &len);
-    ck_assert_msg(buf != NULL, "cannot read %s", path);
-    ck_assert_msg(len < CORPUS_MAX, "%s is larger than any frame", path);
+    buf = hostile_list_read(HOSTILE_DIR, e->file, &len);
+    ck_assert_msg(buf != NULL, "cannot read %s", e->file);
     judge(buf, len, 0, &v);
     assert_verdict(e, &v, "whole");
     /* Byte by byte costs a call per byte: for the two large frames,
@@ -231,12 +172,12 @@ START_TEST(test_hostile_truncation_at_every_byte_is_malformed)
         frame_put_header((unsigned char *)buf, (uint32_t)cut);
         memcpy(buf + FRAME_HEADER_SIZE, sb.data + FRAME_HEADER_SIZE, cut);
         judge(buf, FRAME_HEADER_SIZE + cut, 0, &v);
-        ck_assert_msg(strcmp(v.outcome, OUT_REPLY) == 0 &&
+        ck_assert_msg(strcmp(v.outcome, HOSTILE_REPLY) == 0 &&
                           v.code == PROTO_EMALFORMED,
                       "cut at %zu of %zu: %s %s", cut, body, v.outcome,
                       proto_code_name(v.code));
         judge(sb.data, FRAME_HEADER_SIZE + cut, 0, &v);
-        ck_assert_str_eq(v.outcome, OUT_WAIT);
+        ck_assert_str_eq(v.outcome, HOSTILE_WAIT);
     }
     free(buf);
     msgpack_sbuffer_destroy(&sb);
@@ -269,7 +210,8 @@ main(void)
     SRunner *sr;
     int failed;
 
-    if (load_manifest() != 0) {
+    ncases = hostile_list_load(HOSTILE_DIR, cases, HOSTILE_MAX);
+    if (ncases < 0) {
         fprintf(stderr, "cannot read %s/README.txt\n", HOSTILE_DIR);
         return EXIT_FAILURE;
     }

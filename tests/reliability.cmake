@@ -41,7 +41,7 @@ target_link_options(check_oom PRIVATE
 
 # The hostile corpus through proto's reader, envelope and receipt decoder.
 receiptd_check_test(check_hostile
-  SOURCES check_hostile.c relpack.c
+  SOURCES check_hostile.c hostile_list.c relpack.c
   LIBS receiptproto)
 target_compile_definitions(check_hostile PRIVATE
   HOSTILE_DIR="${CMAKE_CURRENT_SOURCE_DIR}/hostile")
