@@ -566,32 +566,45 @@ write_bytes(msgpack_packer *pk, const char *p, size_t n)
     return n == 0 ? 0 : msgpack_pack_str_body(pk, p, n);
 }
 
-/* A key packed into the extra buffer: its offset while the buffer may
- * still move, then its address once packing is done. */
+/* An unknown key: its path is prefix + key, its value as sent. */
 struct keyref {
-    size_t off;
-    const char *ptr;
-    size_t len;
+    const char *pre;
+    size_t npre;
+    const char *key;
+    size_t nkey;
+    const msgpack_object *val;
 };
 
-/* Orders keys by their bytes, for qsort. */
+static unsigned char
+keyref_at(const struct keyref *x, size_t i)
+{
+    return (unsigned char)(i < x->npre ? x->pre[i] : x->key[i - x->npre]);
+}
+
+/* Orders keys by the bytes of their whole paths, for qsort. */
 static int
 keyref_cmp(const void *a, const void *b)
 {
     const struct keyref *x = a, *y = b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->ptr, y->ptr, n);
+    size_t nx = x->npre + x->nkey, ny = y->npre + y->nkey, i;
+    unsigned char cx, cy;
 
-    if (c != 0)
-        return c;
-    return (x->len > y->len) - (x->len < y->len);
+    for (i = 0; i < nx && i < ny; i++) {
+        cx = keyref_at(x, i);
+        cy = keyref_at(y, i);
+        if (cx != cy)
+            return cx < cy ? -1 : 1;
+    }
+    return (nx > ny) - (nx < ny);
 }
 
 /*
- * Packs every unknown key into a new msgpack map and hands it to r. A key
- * that repeats (the same unknown key twice in one map) is a duplicate like
- * any other; sorting the packed keys finds repeats in O(n log n), so a
- * frame full of unknown keys cannot make this quadratic.
+ * Packs every unknown key into a new msgpack map, sorted by path, and hands
+ * it to r. Sorting makes extra canonical (the same unknown keys give the
+ * same bytes whatever order they came in, so a receipt that is encoded and
+ * decoded again has byte-identical extra) and finds a key that repeats in
+ * O(n log n), so a frame full of unknown keys cannot make this quadratic.
+ * A repeated unknown key is a duplicate like any other.
  */
 static int
 build_extra(const struct unknowns *unk, struct receipt *r,
@@ -610,56 +623,60 @@ build_extra(const struct unknowns *unk, struct receipt *r,
         total += unk->count[s];
     if (total == 0)
         return 0;
-    if (total > SIZE_MAX / sizeof(*refs))
+    /* total is bounded by the number of map entries in the input, which
+     * mpcheck bounds by the frame's size; the check is for inputs built by
+     * hand. */
+    if (total > SIZE_MAX / sizeof(*refs) || total > UINT32_MAX)
         return proto_err_set(err, PROTO_ENOMEM, NULL,
                              "no memory for unknown keys");
     refs = malloc(total * sizeof(*refs));
     if (refs == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL,
                              "no memory for unknown keys");
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (msgpack_pack_map(&pk, total) != 0)
-        goto nomem;
     for (s = 0; s < NSCOPES; s++) {
         if (unk->count[s] == 0)
             continue;
         plen = strlen(scope_prefix[s]);
-        for (k = 0; k < unk->map[s]->via.map.size; k++) {
+        for (k = 0; k < unk->map[s]->via.map.size && nref < total; k++) {
             kv = &unk->map[s]->via.map.ptr[k];
             key_bytes(&kv->key, &p, &n);
             kn = name_index(p, n, unk->names[s], unk->nnames[s]);
             if (kn >= 0 && !(s == 0 && kn == F_LATENCY && unk->latency_unknown))
                 continue;
-            if (msgpack_pack_str(&pk, plen + n) != 0)
-                goto nomem;
-            refs[nref].off = sb.size;
-            refs[nref].len = plen + n;
+            refs[nref].pre = scope_prefix[s];
+            refs[nref].npre = plen;
+            refs[nref].key = p;
+            refs[nref].nkey = n;
+            refs[nref].val = &kv->val;
             nref++;
-            if (write_bytes(&pk, scope_prefix[s], plen) != 0 ||
-                write_bytes(&pk, p, n) != 0 ||
-                msgpack_pack_object(&pk, kv->val) != 0)
-                goto nomem;
         }
     }
-    /* The buffer no longer moves: turn offsets into addresses. */
-    for (i = 0; i < nref; i++)
-        refs[i].ptr = sb.data + refs[i].off;
     qsort(refs, nref, sizeof(*refs), keyref_cmp);
     for (i = 1; i < nref; i++) {
         if (keyref_cmp(&refs[i - 1], &refs[i]) == 0) {
             proto_err_set(err, PROTO_EINVALID, NULL, "duplicate key");
-            n = refs[i].len < PROTO_ERR_PATH_MAX - 1 ? refs[i].len
-                                                     : PROTO_ERR_PATH_MAX - 1;
             if (err != NULL) {
-                memcpy(err->path, refs[i].ptr, n);
+                n = refs[i].npre + refs[i].nkey;
+                if (n > PROTO_ERR_PATH_MAX - 1)
+                    n = PROTO_ERR_PATH_MAX - 1;
+                for (k = 0; k < n; k++)
+                    err->path[k] = (char)keyref_at(&refs[i], k);
                 err->path[n] = '\0';
             }
             free(refs);
-            msgpack_sbuffer_destroy(&sb);
             return PROTO_EINVALID;
         }
     }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_map(&pk, (uint32_t)nref) != 0)
+        goto nomem;
+    for (i = 0; i < nref; i++)
+        if (msgpack_pack_str(&pk, refs[i].npre + refs[i].nkey) != 0 ||
+            write_bytes(&pk, refs[i].pre, refs[i].npre) != 0 ||
+            write_bytes(&pk, refs[i].key, refs[i].nkey) != 0 ||
+            msgpack_pack_object(&pk, *refs[i].val) != 0)
+            goto nomem;
     free(refs);
     r->extra_len = sb.size;
     r->extra = msgpack_sbuffer_release(&sb);

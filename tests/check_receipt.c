@@ -1360,6 +1360,89 @@ START_TEST(test_receipt_decode_keeps_unknown_keys)
 }
 END_TEST
 
+/* Packs the head of a schema-1 map receipt with room for nextra more
+ * keys, which the caller packs next. */
+static void
+pack_s1_head(msgpack_packer *pk, uint32_t nextra)
+{
+    unsigned i;
+
+    msgpack_pack_map(pk, 10 + nextra);
+    pk_cstr(pk, "schema_version");
+    msgpack_pack_uint64(pk, 1);
+    pk_cstr(pk, "requested_backend");
+    pk_cstr(pk, "cpu");
+    pk_cstr(pk, "executed_backend");
+    pk_cstr(pk, "cpu");
+    pk_cstr(pk, "model_instance_id");
+    pk_cstr(pk, "m");
+    pk_cstr(pk, "prepared_plan_id");
+    pk_cstr(pk, "p");
+    pk_cstr(pk, "graph_hash");
+    pk_cstr(pk, "");
+    pk_cstr(pk, "stop_reason");
+    pk_cstr(pk, "");
+    pk_cstr(pk, "counter_coverage");
+    msgpack_pack_uint64(pk, 0);
+    pk_cstr(pk, "counters");
+    msgpack_pack_array(pk, 10);
+    for (i = 0; i < 10; i++)
+        msgpack_pack_uint64(pk, i);
+    pk_cstr(pk, "artifacts");
+    msgpack_pack_array(pk, 4);
+    for (i = 0; i < 4; i++)
+        msgpack_pack_uint64(pk, i);
+}
+
+/* extra is canonical: sorted by path, whatever order the keys came in. */
+START_TEST(test_receipt_decode_extra_is_sorted)
+{
+    static const char *const orders[2][3] = {
+        { "zeta", "alpha", "counters.new" },
+        { "counters.new", "zeta", "alpha" },
+    };
+    char *bytes[2];
+    size_t lens[2];
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int o, i;
+
+    for (o = 0; o < 2; o++) {
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack_s1_head(&pk, 3);
+        for (i = 0; i < 3; i++) {
+            pk_cstr(&pk, orders[o][i]);
+            msgpack_pack_uint64(&pk, (uint64_t)orders[o][i][0]);
+        }
+        msgpack_unpacked_init(&up);
+        ck_assert_int_eq(msgpack_unpack_next(&up, sb.data, sb.size, NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        ck_assert_int_eq(receipt_decode(&up.data, &r, &err), 0);
+        bytes[o] = r.extra;
+        lens[o] = r.extra_len;
+        r.extra = NULL;
+        receipt_clear(&r);
+        msgpack_unpacked_destroy(&up);
+        msgpack_sbuffer_destroy(&sb);
+    }
+    ck_assert_uint_eq(lens[0], lens[1]);
+    ck_assert_mem_eq(bytes[0], bytes[1], lens[0]);
+    /* {"alpha": 97, "counters.new": 99, "zeta": 122} */
+    ck_assert_mem_eq(bytes[0],
+                     "\x83\xa5"
+                     "alpha\x61\xac"
+                     "counters.new\x63"
+                     "\xa4zeta\x7a",
+                     lens[0]);
+    free(bytes[0]);
+    free(bytes[1]);
+}
+END_TEST
+
 /* A repeated unknown key is a duplicate like a repeated known one. */
 START_TEST(test_receipt_decode_rejects_duplicate_unknown_key)
 {
@@ -1371,36 +1454,11 @@ START_TEST(test_receipt_decode_rejects_duplicate_unknown_key)
     unsigned i;
     int rc;
 
-    /* {"schema_version": 2, ..., "flavour": 1, ..., "flavour": 2} built by
-     * hand: a map with a valid receipt's fields plus many unknown keys,
-     * one of which repeats, so the sorted check is exercised too. */
+    /* A valid receipt's fields plus many unknown keys, one of which
+     * repeats, so that the sorted check is exercised. */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 10 + 40);
-    pk_cstr(&pk, "schema_version");
-    msgpack_pack_uint64(&pk, 1);
-    pk_cstr(&pk, "requested_backend");
-    pk_cstr(&pk, "cpu");
-    pk_cstr(&pk, "executed_backend");
-    pk_cstr(&pk, "cpu");
-    pk_cstr(&pk, "model_instance_id");
-    pk_cstr(&pk, "m");
-    pk_cstr(&pk, "prepared_plan_id");
-    pk_cstr(&pk, "p");
-    pk_cstr(&pk, "graph_hash");
-    pk_cstr(&pk, "");
-    pk_cstr(&pk, "stop_reason");
-    pk_cstr(&pk, "");
-    pk_cstr(&pk, "counter_coverage");
-    msgpack_pack_uint64(&pk, 0);
-    pk_cstr(&pk, "counters");
-    msgpack_pack_array(&pk, 10);
-    for (i = 0; i < 10; i++)
-        msgpack_pack_uint64(&pk, i);
-    pk_cstr(&pk, "artifacts");
-    msgpack_pack_array(&pk, 4);
-    for (i = 0; i < 4; i++)
-        msgpack_pack_uint64(&pk, i);
+    pack_s1_head(&pk, 40);
     for (i = 0; i < 40; i++) {
         char key[16];
 
@@ -1636,6 +1694,7 @@ receipt_suite(void)
         tc, test_receipt_decode_keeps_unknown_keys, 0,
         (int)(sizeof(unknown_cases) / sizeof(unknown_cases[0])));
     tcase_add_test(tc, test_receipt_decode_rejects_duplicate_unknown_key);
+    tcase_add_test(tc, test_receipt_decode_extra_is_sorted);
     suite_add_tcase(s, tc);
     tc = tcase_create("defaults");
     tcase_add_test(tc, test_receipt_decode_schema1_tuning_profile);
