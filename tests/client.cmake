@@ -12,7 +12,7 @@ receiptd_check_test(check_output
   LIBS receiptclient)
 
 receiptd_check_test(e2e_client
-  SOURCES ${CLIENT_TESTS}/e2e_client.c
+  SOURCES ${CLIENT_TESTS}/e2e_client.c ${CLIENT_TESTS}/e2e_util.c
   LIBS receiptclient)
 add_dependencies(e2e_client receiptctl)
 if(TARGET receiptd)

@@ -29,6 +29,7 @@
 #include <json-c/json.h>
 #include <msgpack.h>
 
+#include "e2e_util.h"
 #include "envelope.h"
 #include "frame.h"
 #include "mpobj.h"
@@ -36,7 +37,6 @@
 #include "receipt.h"
 
 #define CTL     TEST_BINARY_DIR "/client/receiptctl"
-#define DAEMON  TEST_BINARY_DIR "/daemon/receiptd"
 #define VECTORS TEST_DATA_DIR "/vectors/"
 #define IMPORTS TEST_DATA_DIR "/client/import/"
 
@@ -923,64 +923,34 @@ END_TEST
 /* ---- the real daemon ---- */
 
 #ifdef E2E_HAVE_DAEMON
-static pid_t daemon_pid;
-static char daemon_sock[300];
+/* The daemon runs in e2e_util's own temporary directory; tmpdir (for
+ * receiptctl's captured output) is separate. */
+static struct e2e_daemon daemon_d;
+static const char *daemon_sock = daemon_d.sock;
 
 static void
 setup_daemon(void)
 {
-    char db[300], logp[300];
-    struct sockaddr_un sun;
-    int i, fd;
+    static const char *const extra[] = { "--log-level", "warning", NULL };
 
     setup_dir();
-    snprintf(daemon_sock, sizeof(daemon_sock), "%s/d.sock", tmpdir);
-    snprintf(db, sizeof(db), "%s/d.db", tmpdir);
-    snprintf(logp, sizeof(logp), "%s/daemon.log", tmpdir);
-    daemon_pid = fork();
-    ck_assert_int_ge(daemon_pid, 0);
-    if (daemon_pid == 0) {
-        fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 2);
-        dup2(fd, 1);
-        execl(DAEMON, "receiptd", "--socket", daemon_sock, "--db", db,
-              "--log-level", "warning", (char *)NULL);
-        _exit(127);
-    }
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    ck_assert_uint_lt(strlen(daemon_sock), sizeof(sun.sun_path));
-    memcpy(sun.sun_path, daemon_sock, strlen(daemon_sock));
-    for (i = 0; i < 200; i++) {
-        int st;
+    if (e2e_start(&daemon_d, extra) != 0) {
+        size_t len;
+        char *log = e2e_read_file(daemon_d.log, &len);
 
-        /* A daemon that refused to start says why in its log. */
-        if (waitpid(daemon_pid, &st, WNOHANG) == daemon_pid) {
-            char *log = read_all(logp);
-
-            daemon_pid = 0;
-            ck_abort_msg("receiptd exited at start: %s", log);
-        }
-        fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
-            close(fd);
-            return;
-        }
-        close(fd);
-        usleep(50000);
+        ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
     }
-    ck_abort_msg("receiptd did not listen within 10 s");
 }
 
 static void
 teardown_daemon(void)
 {
-    int st;
+    int st = 0;
 
-    if (daemon_pid > 0) {
-        kill(daemon_pid, SIGTERM);
-        waitpid(daemon_pid, &st, 0);
-    }
+    /* A clean SIGTERM exit is part of every test against the daemon. */
+    ck_assert_int_eq(e2e_stop(&daemon_d, SIGTERM, 10000, &st), 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    e2e_cleanup(&daemon_d);
     teardown_dir();
 }
 
