@@ -297,8 +297,8 @@ def main():
     # Receipt bodies.
     add("valid-receipt", frame(valid), "reply", "ok",
         "a valid schema-3 receipt (control)")
-    add("body-missing", frame(request()), "reply", "invalid:",
-        "op receipt without a body")
+    add("body-missing", frame(request()), "reply", "invalid",
+        "op receipt without a body (the path may be empty or \"body\")")
     add("body-string", frame(request(body="receipt")), "reply", "invalid:",
         "a body that is a string")
     wrong = {

@@ -45,3 +45,13 @@ receiptd_check_test(check_hostile
   LIBS receiptproto)
 target_compile_definitions(check_hostile PRIVATE
   HOSTILE_DIR="${CMAKE_CURRENT_SOURCE_DIR}/hostile")
+
+# End-to-end: the real daemon binary (e2e_util.c starts it).
+if(TARGET receiptd)
+  receiptd_check_test(e2e_hostile
+    SOURCES e2e_hostile.c e2e_util.c hostile_list.c relpack.c
+    LIBS receiptproto PkgConfig::SQLITE)
+  target_compile_definitions(e2e_hostile PRIVATE
+    HOSTILE_DIR="${CMAKE_CURRENT_SOURCE_DIR}/hostile")
+  add_dependencies(e2e_hostile receiptd)
+endif()
