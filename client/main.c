@@ -632,6 +632,7 @@ struct import {
     struct reject *rej;
     size_t nrej, rcap;
     uint64_t accepted;
+    size_t acked; /* items whose batch got a reply */
 };
 
 static void
@@ -1123,6 +1124,7 @@ send_items(struct import *im, struct net_conn *c, uint32_t batch)
         net_reply_free(&rep);
         if (rc != 0)
             goto fail;
+        im->acked += win[head].n;
         head = (head + 1) % IMPORT_WINDOW;
         inflight--;
     }
@@ -1172,6 +1174,8 @@ print_import(const struct opts *o, struct import *im)
             json_object_array_add(a, e);
         }
         json_object_object_add(j, "rejected", a);
+        json_object_object_add(j, "unacknowledged",
+                               json_object_new_uint64(im->nitems - im->acked));
         puts(json_object_to_json_string_ext(
             j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                    JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -1201,7 +1205,12 @@ print_import(const struct opts *o, struct import *im)
         printf("%s:%zu: %s: %s%s%s\n", im->files[r->file], r->index, r->code,
                r->path, r->path[0] ? ": " : "", r->message);
     }
-    printf("accepted %" PRIu64 ", rejected %zu\n", im->accepted, im->nrej);
+    printf("accepted %" PRIu64 ", rejected %zu", im->accepted, im->nrej);
+    /* Items sent without a reply may or may not be stored: say so rather
+     * than count them either way. */
+    if (im->acked < im->nitems)
+        printf(", not acknowledged %zu", im->nitems - im->acked);
+    putchar('\n');
 }
 
 static int
@@ -1235,9 +1244,9 @@ cmd_import(struct opts *o)
     } else {
         snprintf(source, sizeof(source), "%s", o->source);
     }
-    if (im.nitems > 0) {
-        if ((rc = open_conn(o, &c, source, 1)) != 0)
-            goto done;
+    /* The local verdicts are printed even when the daemon cannot be
+     * reached, so the bad items can be fixed meanwhile. */
+    if (im.nitems > 0 && (rc = open_conn(o, &c, source, 1)) == 0) {
         rc = send_items(&im, &c, o->batch);
         net_close(&c);
     }

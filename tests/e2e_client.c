@@ -316,6 +316,20 @@ START_TEST(test_ctl_cannot_connect_exits_3)
     ck_assert_ptr_nonnull(strstr(r.err, "127.0.0.1:1"));
     run_free(&r);
 
+    /* An import still reports its local verdicts, and what was not sent. */
+    {
+        const char *a_imp[] = { "import", "--socket", sock,
+                                IMPORTS "bad_item.jsonl", NULL };
+
+        run_ctl(&r, NULL, a_imp);
+        ck_assert_int_eq(r.status, 3);
+        ck_assert_ptr_nonnull(
+            strstr(r.out, "bad_item.jsonl:1: invalid: counters.decode_steps"));
+        ck_assert_ptr_nonnull(
+            strstr(r.out, "accepted 0, rejected 1, not acknowledged 2\n"));
+        run_free(&r);
+    }
+
     /* Without either, the packaged default path is tried. */
     run_ctl(&r, NULL, a_default);
     if (access("/run/receiptd/receiptd.sock", F_OK) != 0) {
