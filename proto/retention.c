@@ -5,12 +5,14 @@
  *
  * Invariants. Resolution applies rules 1-5 in order to each requested value
  * in byte order of value_id, so the first failure reported is the same one
- * the runtime's planner reports. Rule 5 is answered from an index of every
- * writing component sorted by (resource, offset) with a running maximum of
- * range ends, so a large plan does not cost retained x components
- * comparisons. Range ends never wrap: plan_decode() rejected components
- * whose offset + length exceeds 2^64-1, and rule 4 checks the retained
- * range's own end.
+ * the runtime's planner reports. Rule 5 is answered for all values at once:
+ * the writing components are sorted by (resource, offset) under a segment
+ * tree of range ends, the values are visited from the last producer node
+ * to the first while the writers of each node are switched on, so a plan of
+ * W writing components and R retained values costs O((W + R) log W), not
+ * W x R comparisons a forged plan could make quadratic. Range ends never
+ * wrap: plan_decode() rejected components whose offset + length exceeds
+ * 2^64-1, and rule 4 checks the retained range's own end.
  */
 #include "retention.h"
 
@@ -280,13 +282,38 @@ struct output {
     uint32_t node;
 };
 
-/* A component of a writing binding, for rule 5. */
+/* A component of a writing binding (write or read_write), for rule 5. */
 struct writer {
     const struct plan_component *c;
     const struct plan_value *v;
     uint32_t node;
-    uint64_t end;     /* offset + length */
-    uint64_t max_end; /* the largest end from its resource's start to here */
+    uint64_t end; /* offset + length; never wraps (plan_decode) */
+};
+
+/* A node index and a position, to visit writers or requests by node. */
+struct by_node {
+    uint32_t node;
+    size_t pos;
+};
+
+/* The index resolution works from; built once per call. */
+struct index {
+    struct output *outs; /* sorted by value_id, then node */
+    size_t nouts;
+    struct writer *ws; /* sorted by resource, offset, binding */
+    size_t nws;
+    struct by_node *wnodes; /* writer positions by node, last node first */
+    uint64_t *tree;         /* max end of the active writers, per subtree */
+    size_t leaves;          /* a power of two >= nws */
+};
+
+/* One requested value that passed rules 1-4, waiting for rule 5. */
+struct pending {
+    const struct output *o;
+    size_t index; /* in the body's values, for the error path */
+    uint64_t start, end;
+    size_t self;              /* position of its own writer */
+    const struct writer *hit; /* the writer that breaks rule 5, if any */
 };
 
 static int
@@ -300,31 +327,51 @@ by_output_cb(const void *a, const void *b)
     return (x->node > y->node) - (x->node < y->node);
 }
 
+/* Orders writers by resource and offset; ties by binding and component
+ * address, so that a binding's own writer can be found by binary search.
+ * Every binding lives in the plan's one allocation. */
+static int
+writer_cmp(struct proto_str r, uint64_t off, uintptr_t v, uintptr_t c,
+           const struct writer *y)
+{
+    int k = plan_str_cmp(r, y->c->resource_id);
+
+    if (k != 0)
+        return k;
+    if (off != y->c->offset_bytes)
+        return off < y->c->offset_bytes ? -1 : 1;
+    if (v != (uintptr_t)y->v)
+        return v < (uintptr_t)y->v ? -1 : 1;
+    return (c > (uintptr_t)y->c) - (c < (uintptr_t)y->c);
+}
+
 static int
 by_writer_cb(const void *a, const void *b)
 {
-    const struct writer *x = a, *y = b;
-    int c = plan_str_cmp(x->c->resource_id, y->c->resource_id);
+    const struct writer *x = a;
 
-    if (c != 0)
-        return c;
-    return (x->c->offset_bytes > y->c->offset_bytes) -
-           (x->c->offset_bytes < y->c->offset_bytes);
+    return writer_cmp(x->c->resource_id, x->c->offset_bytes, (uintptr_t)x->v,
+                      (uintptr_t)x->c, b);
 }
 
-/* The index resolution works from; built once per call. */
-struct index {
-    struct output *outs;
-    size_t nouts;
-    struct writer *ws;
-    size_t nws;
-};
+/* Last node first; ties by position, so the order is total. */
+static int
+by_node_desc_cb(const void *a, const void *b)
+{
+    const struct by_node *x = a, *y = b;
+
+    if (x->node != y->node)
+        return x->node < y->node ? 1 : -1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
 
 static void
 index_free(struct index *ix)
 {
     free(ix->outs);
     free(ix->ws);
+    free(ix->wnodes);
+    free(ix->tree);
 }
 
 static int
@@ -343,9 +390,17 @@ index_build(const struct plan *p, struct index *ix, struct proto_err *err)
                 nws += v->ncomponents;
         }
     }
+    ix->leaves = 1;
+    while (ix->leaves < nws)
+        ix->leaves *= 2;
+    /* The counts come from a plan already in memory, so these sizes are
+     * bounded by a small multiple of it. */
     ix->outs = calloc(nouts ? nouts : 1, sizeof(*ix->outs));
     ix->ws = calloc(nws ? nws : 1, sizeof(*ix->ws));
-    if (ix->outs == NULL || ix->ws == NULL) {
+    ix->wnodes = calloc(nws ? nws : 1, sizeof(*ix->wnodes));
+    ix->tree = calloc(2 * ix->leaves, sizeof(*ix->tree));
+    if (ix->outs == NULL || ix->ws == NULL || ix->wnodes == NULL ||
+        ix->tree == NULL) {
         index_free(ix);
         return proto_err_set(err, PROTO_ENOMEM, NULL,
                              "no memory to index the plan");
@@ -371,14 +426,9 @@ index_build(const struct plan *p, struct index *ix, struct proto_err *err)
     }
     qsort(ix->outs, ix->nouts, sizeof(*ix->outs), by_output_cb);
     qsort(ix->ws, ix->nws, sizeof(*ix->ws), by_writer_cb);
-    for (i = 0; i < ix->nws; i++) {
-        ix->ws[i].max_end = ix->ws[i].end;
-        if (i > 0 &&
-            plan_str_cmp(ix->ws[i - 1].c->resource_id,
-                         ix->ws[i].c->resource_id) == 0 &&
-            ix->ws[i - 1].max_end > ix->ws[i].max_end)
-            ix->ws[i].max_end = ix->ws[i - 1].max_end;
-    }
+    for (i = 0; i < ix->nws; i++)
+        ix->wnodes[i] = (struct by_node){ ix->ws[i].node, i };
+    qsort(ix->wnodes, ix->nws, sizeof(*ix->wnodes), by_node_desc_cb);
     return 0;
 }
 
@@ -398,18 +448,16 @@ outputs_lower(const struct index *ix, struct proto_str id)
     return lo;
 }
 
-/* First writer after every writer of resource r that starts below end. */
+/* First writer not below (r, off, v, c) in the writers' order. */
 static size_t
-writers_upper(const struct index *ix, struct proto_str r, uint64_t end)
+writers_lower(const struct index *ix, struct proto_str r, uint64_t off,
+              uintptr_t v, uintptr_t c)
 {
     size_t lo = 0, hi = ix->nws, mid;
-    int c;
 
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
-        c = plan_str_cmp(ix->ws[mid].c->resource_id, r);
-
-        if (c < 0 || (c == 0 && ix->ws[mid].c->offset_bytes < end))
+        if (writer_cmp(r, off, v, c, &ix->ws[mid]) > 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -417,28 +465,75 @@ writers_upper(const struct index *ix, struct proto_str r, uint64_t end)
     return lo;
 }
 
-/*
- * Rule 5: the writer, if any, in node >= producer that overlaps [start,
- * end) on resource r, other than the retained binding itself. Walks back
- * from the last writer starting below end while some writer at or before
- * the current one still reaches past start.
- */
-static const struct writer *
-overlapping_writer(const struct index *ix, struct proto_str r, uint64_t start,
-                   uint64_t end, uint32_t producer,
-                   const struct plan_value *self)
+/* Marks writer pos active: its end enters the maxima above it. */
+static void
+tree_activate(struct index *ix, size_t pos)
 {
-    size_t i = writers_upper(ix, r, end);
+    size_t i = pos + ix->leaves;
 
-    while (i > 0) {
-        const struct writer *w = &ix->ws[--i];
+    ix->tree[i] = ix->ws[pos].end;
+    for (i /= 2; i >= 1; i /= 2)
+        ix->tree[i] = ix->tree[2 * i] > ix->tree[2 * i + 1]
+                          ? ix->tree[2 * i]
+                          : ix->tree[2 * i + 1];
+}
 
-        if (plan_str_cmp(w->c->resource_id, r) != 0 || w->max_end <= start)
-            break;
-        if (w->end > start && w->node >= producer && w->v != self)
-            return w;
+/*
+ * The first active writer in positions [l, r) whose end exceeds a, or
+ * SIZE_MAX; node covers [nl, nr). Inactive leaves hold 0, which exceeds no
+ * start. A subtree whose maximum is at most a is skipped whole, so this
+ * costs O(log n) per call.
+ */
+static size_t
+tree_find(const struct index *ix, size_t node, size_t nl, size_t nr, size_t l,
+          size_t r, uint64_t a)
+{
+    size_t mid, f;
+
+    if (r <= nl || nr <= l || ix->tree[node] <= a)
+        return SIZE_MAX;
+    if (nr - nl == 1)
+        return nl;
+    mid = nl + (nr - nl) / 2;
+    f = tree_find(ix, 2 * node, nl, mid, l, r, a);
+    return f != SIZE_MAX ? f : tree_find(ix, 2 * node + 1, mid, nr, l, r, a);
+}
+
+/*
+ * Rule 5 for every pending value at once: visits them from the last
+ * producer node to the first, activating the writers of each node on the
+ * way, so that when a value is checked exactly the writers of its producer
+ * node and later nodes are active. Its candidates are then the writers of
+ * the same resource that start before the range ends, minus its own.
+ */
+static int
+rule5_sweep(struct index *ix, struct pending *pd, size_t n,
+            struct proto_err *err)
+{
+    struct by_node *order = calloc(n ? n : 1, sizeof(*order));
+    size_t i, k = 0, g, u, f;
+
+    if (order == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "no memory to check rule 5");
+    for (i = 0; i < n; i++)
+        order[i] = (struct by_node){ pd[i].o->node, i };
+    qsort(order, n, sizeof(*order), by_node_desc_cb);
+    for (i = 0; i < n; i++) {
+        struct pending *q = &pd[order[i].pos];
+        struct proto_str r = q->o->v->components[0].resource_id;
+
+        while (k < ix->nws && ix->wnodes[k].node >= q->o->node)
+            tree_activate(ix, ix->wnodes[k++].pos);
+        g = writers_lower(ix, r, 0, 0, 0);
+        u = writers_lower(ix, r, q->end, 0, 0);
+        f = tree_find(ix, 1, 0, ix->leaves, g, q->self, q->start);
+        if (f == SIZE_MAX)
+            f = tree_find(ix, 1, 0, ix->leaves, q->self + 1, u, q->start);
+        q->hit = f == SIZE_MAX ? NULL : &ix->ws[f];
     }
-    return NULL;
+    free(order);
+    return 0;
 }
 
 /* Sets the error path of a request: values[i] or determinism_outputs. */
@@ -453,18 +548,15 @@ req_path(struct proto_err *err, const struct retention_spec *s, size_t index)
     proto_err_prefix_field(err, "values");
 }
 
-/* Rules 1-5 for one value id. */
+/* Rules 1-4 for one value id; fills pd for rule 5. */
 static int
-resolve_one(const struct plan *p, const struct index *ix,
-            const struct retention_spec *s, struct proto_str id, size_t index,
-            struct retained_value *rv, struct proto_err *err)
+rules_1_to_4(const struct index *ix, const struct retention_spec *s,
+             struct proto_str id, size_t index, struct pending *pd,
+             struct proto_err *err)
 {
     size_t lo = outputs_lower(ix, id), hi = lo;
     const struct plan_value *v;
     const struct plan_component *c;
-    const struct writer *w;
-    uint32_t node;
-    uint64_t end;
     int idl = (int)id.len;
 
     while (hi < ix->nouts && plan_str_cmp(ix->outs[hi].v->value_id, id) == 0)
@@ -480,7 +572,6 @@ resolve_one(const struct plan *p, const struct index *ix,
         return PROTO_EINVALID;
     }
     v = ix->outs[lo].v;
-    node = ix->outs[lo].node;
     if (v->usage != PLAN_USAGE_ACTIVATIONS) {
         proto_err_set(err, PROTO_EINVALID, NULL,
                       "rule 2: value \"%.*s\" has usage %s; only activations "
@@ -499,7 +590,7 @@ resolve_one(const struct plan *p, const struct index *ix,
     }
     c = &v->components[0];
     if (__builtin_add_overflow(c->offset_bytes, v->tensor.min_storage_bytes,
-                               &end)) {
+                               &pd->end)) {
         proto_err_set(err, PROTO_EINVALID, NULL,
                       "rule 4: the retained range of \"%.*s\" (offset %llu "
                       "plus %llu bytes) exceeds 2^64-1",
@@ -508,27 +599,33 @@ resolve_one(const struct plan *p, const struct index *ix,
         req_path(err, s, index);
         return PROTO_EINVALID;
     }
-    w = overlapping_writer(ix, c->resource_id, c->offset_bytes, end, node, v);
-    if (w != NULL) {
-        proto_err_set(err, PROTO_EINVALID, NULL,
-                      "rule 5: value \"%.*s\" of node \"%.*s\" is "
-                      "overwritten by \"%.*s\" of node \"%.*s\" on resource "
-                      "\"%.*s\"",
-                      idl, id.ptr, (int)p->nodes[node].id.len,
-                      p->nodes[node].id.ptr, (int)w->v->value_id.len,
-                      w->v->value_id.ptr, (int)p->nodes[w->node].id.len,
-                      p->nodes[w->node].id.ptr, (int)c->resource_id.len,
-                      c->resource_id.ptr);
-        req_path(err, s, index);
-        return PROTO_EINVALID;
-    }
-    rv->value_id = v->value_id;
-    rv->producer_node_id = p->nodes[node].id;
-    rv->output_ordinal = v->ordinal;
-    rv->resource_id = c->resource_id;
-    rv->logical_offset_bytes = c->offset_bytes;
-    rv->tensor = v->tensor;
+    pd->o = &ix->outs[lo];
+    pd->index = index;
+    pd->start = c->offset_bytes;
+    /* An output has write or read_write access, so it is a writer. */
+    pd->self = writers_lower(ix, c->resource_id, c->offset_bytes, (uintptr_t)v,
+                             (uintptr_t)c);
     return 0;
+}
+
+static int
+rule5_error(const struct plan *p, const struct retention_spec *s,
+            const struct pending *pd, struct proto_err *err)
+{
+    const struct plan_value *v = pd->o->v;
+    const struct plan_node *pn = &p->nodes[pd->o->node];
+    const struct plan_node *wn = &p->nodes[pd->hit->node];
+    struct proto_str r = v->components[0].resource_id;
+
+    proto_err_set(err, PROTO_EINVALID, NULL,
+                  "rule 5: value \"%.*s\" of node \"%.*s\" is overwritten "
+                  "by \"%.*s\" of node \"%.*s\" on resource \"%.*s\"",
+                  (int)v->value_id.len, v->value_id.ptr, (int)pn->id.len,
+                  pn->id.ptr, (int)pd->hit->v->value_id.len,
+                  pd->hit->v->value_id.ptr, (int)wn->id.len, wn->id.ptr,
+                  (int)r.len, r.ptr);
+    req_path(err, s, pd->index);
+    return PROTO_EINVALID;
 }
 
 static int
@@ -573,69 +670,99 @@ compare(const struct retained_value *ours, size_t n,
     return 0;
 }
 
+/* Rejects a determinism_outputs plan with no outputs or a repeated one. */
+static int
+determinism_check(const struct plan *p, const struct index *ix,
+                  struct proto_err *err)
+{
+    size_t i;
+
+    if (ix->nouts == 0)
+        return proto_err_set(err, PROTO_EINVALID, "determinism_outputs",
+                             "the plan has no outputs to retain");
+    for (i = 1; i < ix->nouts; i++) {
+        const struct output *a = &ix->outs[i - 1], *b = &ix->outs[i];
+
+        if (plan_str_cmp(a->v->value_id, b->v->value_id) != 0)
+            continue;
+        return proto_err_set(
+            err, PROTO_EINVALID, "determinism_outputs",
+            "output \"%.*s\" is produced by node \"%.*s\" "
+            "and again by node \"%.*s\"",
+            (int)b->v->value_id.len, b->v->value_id.ptr,
+            (int)p->nodes[a->node].id.len, p->nodes[a->node].id.ptr,
+            (int)p->nodes[b->node].id.len, p->nodes[b->node].id.ptr);
+    }
+    return 0;
+}
+
 int
 retention_resolve(const struct plan *p, const struct retention_spec *s,
                   struct retained_value **out, size_t *n, struct proto_err *err)
 {
-    struct retained_value *res;
+    struct retained_value *res = NULL;
+    struct pending *pd = NULL;
     struct index ix;
-    size_t count, i;
-    int rc = 0;
+    size_t count, i, upto;
+    int rc, first_rc = 0;
 
     *out = NULL;
     *n = 0;
     if ((rc = index_build(p, &ix, err)) != 0)
         return rc;
-    if (s->determinism_outputs) {
-        if (ix.nouts == 0) {
-            index_free(&ix);
-            return proto_err_set(err, PROTO_EINVALID, "determinism_outputs",
-                                 "the plan has no outputs to retain");
-        }
-        for (i = 1; i < ix.nouts; i++) {
-            if (plan_str_cmp(ix.outs[i - 1].v->value_id,
-                             ix.outs[i].v->value_id) != 0)
-                continue;
-            proto_err_set(err, PROTO_EINVALID, "determinism_outputs",
-                          "output \"%.*s\" is produced by node \"%.*s\" and "
-                          "again by node \"%.*s\"",
-                          (int)ix.outs[i].v->value_id.len,
-                          ix.outs[i].v->value_id.ptr,
-                          (int)p->nodes[ix.outs[i - 1].node].id.len,
-                          p->nodes[ix.outs[i - 1].node].id.ptr,
-                          (int)p->nodes[ix.outs[i].node].id.len,
-                          p->nodes[ix.outs[i].node].id.ptr);
-            index_free(&ix);
-            return PROTO_EINVALID;
-        }
-        count = ix.nouts;
-    } else {
-        count = s->nrequests;
+    if (s->determinism_outputs && (rc = determinism_check(p, &ix, err)) != 0)
+        goto done;
+    count = s->determinism_outputs ? ix.nouts : s->nrequests;
+    pd = calloc(count ? count : 1, sizeof(*pd));
+    res = calloc(count ? count : 1, sizeof(*res));
+    if (pd == NULL || res == NULL) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL,
+                           "no memory for %zu retained values", count);
+        goto done;
     }
-    if ((res = calloc(count ? count : 1, sizeof(*res))) == NULL) {
-        index_free(&ix);
-        return proto_err_set(err, PROTO_ENOMEM, NULL,
-                             "no memory for %zu retained values", count);
-    }
-    /* Both lists are sorted by value_id, so the result is too. */
-    for (i = 0; i < count && rc == 0; i++) {
+    /* Rules 1-4 in byte order of value_id (both lists are sorted) up to
+     * the first failure; err keeps that failure while rule 5 runs over the
+     * values before it, any of which would be reported first. */
+    for (upto = 0; upto < count; upto++) {
         if (s->determinism_outputs)
-            rc =
-                resolve_one(p, &ix, s, ix.outs[i].v->value_id, i, &res[i], err);
+            first_rc = rules_1_to_4(&ix, s, ix.outs[upto].v->value_id, upto,
+                                    &pd[upto], err);
         else
-            rc = resolve_one(p, &ix, s, s->requests[i].value_id,
-                             s->requests[i].index, &res[i], err);
+            first_rc = rules_1_to_4(&ix, s, s->requests[upto].value_id,
+                                    s->requests[upto].index, &pd[upto], err);
+        if (first_rc != 0)
+            break;
     }
-    index_free(&ix);
-    if (rc == 0 && s->has_claimed)
-        rc = compare(res, count, s, err);
-    if (rc != 0) {
-        free(res);
-        return rc;
+    if ((rc = rule5_sweep(&ix, pd, upto, err)) != 0)
+        goto done;
+    for (i = 0; i < upto; i++) {
+        if (pd[i].hit != NULL) {
+            rc = rule5_error(p, s, &pd[i], err);
+            goto done;
+        }
     }
+    if ((rc = first_rc) != 0)
+        goto done;
+    for (i = 0; i < count; i++) {
+        const struct plan_value *v = pd[i].o->v;
+
+        res[i].value_id = v->value_id;
+        res[i].producer_node_id = p->nodes[pd[i].o->node].id;
+        res[i].output_ordinal = v->ordinal;
+        res[i].resource_id = v->components[0].resource_id;
+        res[i].logical_offset_bytes = pd[i].start;
+        res[i].tensor = v->tensor;
+    }
+    if (s->has_claimed && (rc = compare(res, count, s, err)) != 0)
+        goto done;
     *out = res;
     *n = count;
-    return 0;
+    res = NULL;
+done:
+    free(res);
+    free(pd);
+    index_free(&ix);
+    return rc;
 }
 
 static int
@@ -696,7 +823,7 @@ retention_readback_decode(const msgpack_object *o, struct readback *rb,
 {
     const msgpack_object *v, *ol;
     uint64_t u;
-    int rc, et;
+    int rc, et = 0;
 
     memset(rb, 0, sizeof(*rb));
     if ((rc = expect(o, MSGPACK_OBJECT_MAP, "a readback body map", err)))

@@ -904,6 +904,188 @@ START_TEST(test_retention_readback_encode)
 }
 END_TEST
 
+/* ---- rule 5 against a brute-force oracle ----
+ *
+ * Random plans (seeded, so a failure replays): a few nodes, outputs and
+ * read or read_write inputs of u8 tensors on two resources with random
+ * ranges. Each output is retained alone, and the outcome is compared with
+ * the rule read literally: any writing binding of the producer node or a
+ * later one, other than the value itself, overlapping its range.
+ */
+
+struct rnd_binding {
+    char id[16];
+    int output, rw;
+    unsigned node, resource;
+    uint64_t dim, offset, length;
+};
+
+static uint64_t rnd_state;
+
+static uint64_t
+rnd(uint64_t below)
+{
+    /* xorshift64*: deterministic from the seed, good enough here. */
+    rnd_state ^= rnd_state >> 12;
+    rnd_state ^= rnd_state << 25;
+    rnd_state ^= rnd_state >> 27;
+    return (rnd_state * 2685821657736338717ull) % below;
+}
+
+static void
+rnd_pack_str(msgpack_packer *pk, const char *str)
+{
+    msgpack_pack_str(pk, strlen(str));
+    msgpack_pack_str_body(pk, str, strlen(str));
+}
+
+static void
+rnd_pack_binding(msgpack_packer *pk, const struct rnd_binding *b)
+{
+    static const char *const res[] = { "r0", "r1" };
+
+    msgpack_pack_map(pk, 8);
+    rnd_pack_str(pk, "value_id");
+    rnd_pack_str(pk, b->id);
+    rnd_pack_str(pk, "role");
+    rnd_pack_str(pk, b->output ? "output" : "input");
+    rnd_pack_str(pk, "ordinal");
+    msgpack_pack_uint32(pk, 0);
+    rnd_pack_str(pk, "tensor");
+    msgpack_pack_map(pk, 3);
+    rnd_pack_str(pk, "dimensions");
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_uint64(pk, b->dim);
+    rnd_pack_str(pk, "element_type");
+    rnd_pack_str(pk, "u8");
+    rnd_pack_str(pk, "layout");
+    rnd_pack_str(pk, "contiguous");
+    rnd_pack_str(pk, "access");
+    rnd_pack_str(pk, b->output ? "write" : b->rw ? "read_write" : "read");
+    rnd_pack_str(pk, "alias");
+    rnd_pack_str(pk, "no_alias");
+    rnd_pack_str(pk, "usage");
+    rnd_pack_str(pk, "activations");
+    rnd_pack_str(pk, "storage");
+    msgpack_pack_map(pk, 1);
+    rnd_pack_str(pk, "components");
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_map(pk, 4);
+    rnd_pack_str(pk, "resource_id");
+    rnd_pack_str(pk, res[b->resource]);
+    rnd_pack_str(pk, "offset_bytes");
+    msgpack_pack_uint64(pk, b->offset);
+    rnd_pack_str(pk, "length_bytes");
+    msgpack_pack_uint64(pk, b->length);
+    rnd_pack_str(pk, "element_type");
+    rnd_pack_str(pk, "u8");
+}
+
+/* The literal rule 5 for output b among all bindings. */
+static int
+rnd_oracle_overwritten(const struct rnd_binding *all, size_t n,
+                       const struct rnd_binding *b)
+{
+    uint64_t start = b->offset, end = b->offset + b->dim;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const struct rnd_binding *w = &all[i];
+
+        if (w == b || w->node < b->node || (!w->output && !w->rw) ||
+            w->resource != b->resource)
+            continue;
+        if (w->offset < end && start < w->offset + w->length)
+            return 1;
+    }
+    return 0;
+}
+
+START_TEST(test_retention_rule5_matches_oracle)
+{
+    struct rnd_binding all[48];
+    unsigned nodes = 2 + (unsigned)(_i % 6), node;
+    size_t n = 0, i, outs = 0, k;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct proto_err err;
+    struct plan *p;
+
+    rnd_state = 0x9e3779b97f4a7c15ull ^ ((uint64_t)_i * 0x100000001b3ull);
+    for (node = 0; node < nodes; node++) {
+        size_t per = 1 + rnd(6);
+
+        for (k = 0; k < per && n < 48; k++) {
+            struct rnd_binding *b = &all[n++];
+
+            b->output = outs == 0 || rnd(2);
+            b->rw = rnd(2);
+            b->node = node;
+            b->resource = (unsigned)rnd(2);
+            b->dim = 1 + rnd(16);
+            b->length = b->dim + rnd(8);
+            b->offset = rnd(96);
+            if (b->output)
+                snprintf(b->id, sizeof(b->id), "o%zu", outs++);
+            else
+                snprintf(b->id, sizeof(b->id), "i%zu", n);
+        }
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    rnd_pack_str(&pk, "prepared_plan_id");
+    rnd_pack_str(&pk, "plan:fixture/1");
+    rnd_pack_str(&pk, "graph_hash");
+    rnd_pack_str(&pk, "sha256:0f1e2d3c");
+    rnd_pack_str(&pk, "nodes");
+    msgpack_pack_array(&pk, nodes);
+    for (node = 0, i = 0; node < nodes; node++) {
+        size_t first = i;
+        char id[16];
+
+        while (i < n && all[i].node == node)
+            i++;
+        snprintf(id, sizeof(id), "n%u", node);
+        msgpack_pack_map(&pk, 2);
+        rnd_pack_str(&pk, "id");
+        rnd_pack_str(&pk, id);
+        rnd_pack_str(&pk, "values");
+        msgpack_pack_array(&pk, i - first);
+        for (k = first; k < i; k++)
+            rnd_pack_binding(&pk, &all[k]);
+    }
+    ck_assert_int_eq(plan_decode(fx_unpack(sb.data, sb.size), &p, &err), 0);
+    msgpack_sbuffer_destroy(&sb);
+
+    for (i = 0; i < n; i++) {
+        struct retention_spec *s;
+        struct retained_value *v = NULL;
+        char json[256];
+        size_t m;
+        int rc, want;
+
+        if (!all[i].output)
+            continue;
+        want = rnd_oracle_overwritten(all, n, &all[i]);
+        snprintf(json, sizeof(json), "{" KEY ", \"values\": [\"%s\"]}",
+                 all[i].id);
+        s = spec(json);
+        rc = retention_resolve(p, s, &v, &m, &err);
+        ck_assert_msg(rc == (want ? PROTO_EINVALID : 0),
+                      "seed %d, %s: oracle %d, got %d (%s)", _i, all[i].id,
+                      want, rc, err.message);
+        if (rc == 0)
+            ck_assert_uint_eq(v[0].logical_offset_bytes, all[i].offset);
+        else
+            ck_assert(strstr(err.message, "rule 5") != NULL);
+        free(v);
+        retention_spec_free(s);
+    }
+    plan_free(p);
+}
+END_TEST
+
 /* ---- allocation failures ----
  *
  * This binary is linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
@@ -1026,6 +1208,7 @@ retention_suite(void)
     tcase_add_loop_test(tc, test_retention_rules, 0, N(rule_cases));
     tcase_add_test(tc, test_retention_rule3_needs_one_component);
     tcase_add_test(tc, test_retention_rule4_overflow);
+    tcase_add_loop_test(tc, test_retention_rule5_matches_oracle, 0, 300);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("spec");
