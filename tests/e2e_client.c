@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -351,6 +353,9 @@ struct fake {
     size_t loglen;
     uint32_t max_batch;
     int nconn;
+    int tcp_lfd;
+    int tcp_port;
+    pthread_t tcp_th;
 };
 
 static struct fake fake;
@@ -482,6 +487,9 @@ fake_answer(const struct envelope *env, msgpack_packer *pk,
     case PROTO_OP_QUERY:
         kind = mpobj_map_get(b, "kind", NULL);
         v = mpobj_map_get(b, "plan", NULL);
+        /* "hang": the fake reads the request and never answers. */
+        if (v != NULL && mpobj_str_eq(v, "hang"))
+            return 1;
         if (v != NULL && mpobj_str_eq(v, "err"))
             return proto_err_set(err, PROTO_EINVALID, "counters.decode_steps",
                                  "expected an unsigned integer, got a "
@@ -570,6 +578,7 @@ fake_conn_cb(void *arg)
     uint32_t flen;
     size_t off, used;
     ssize_t n;
+    int rc;
 
     frame_reader_init(&fr, FRAME_MAX_CEILING);
     while ((n = read(fd, buf, sizeof(buf))) > 0) {
@@ -600,18 +609,23 @@ fake_conn_cb(void *arg)
                 log_request(&env);
                 msgpack_sbuffer_init(&tmp);
                 msgpack_packer_init(&tpk, &tmp, msgpack_sbuffer_write);
-                if (fake_answer(&env, &tpk, &err) == 0) {
+                rc = fake_answer(&env, &tpk, &err);
+                if (rc == 0) {
                     envelope_reply_ok(&pk, 1, env.id);
                     msgpack_sbuffer_write(&sb, tmp.data, tmp.size);
-                } else {
+                } else if (rc < 0) {
                     envelope_reply_error(&pk, 1, env.id, &err);
+                } else {
+                    sb.size = 0; /* no reply at all */
                 }
                 msgpack_sbuffer_destroy(&tmp);
             } else {
                 envelope_reply_error(&pk, env.has_id, env.id, &err);
             }
-            frame_sbuffer_finish(&sb, start);
-            write_all(fd, sb.data, sb.size);
+            if (sb.size > 0) {
+                frame_sbuffer_finish(&sb, start);
+                write_all(fd, sb.data, sb.size);
+            }
             msgpack_sbuffer_destroy(&sb);
             msgpack_unpacked_destroy(&up);
             free(frame);
@@ -626,11 +640,11 @@ out:
 static void *
 fake_accept_cb(void *arg)
 {
+    int lfd = (int)(intptr_t)arg;
     pthread_t th;
     int fd;
 
-    (void)arg;
-    while ((fd = accept(fake.lfd, NULL, NULL)) >= 0) {
+    while ((fd = accept(lfd, NULL, NULL)) >= 0) {
         pthread_mutex_lock(&fake.mu);
         fake.nconn++;
         pthread_mutex_unlock(&fake.mu);
@@ -660,7 +674,30 @@ setup_fake(void)
     ck_assert_int_ge(fake.lfd, 0);
     ck_assert_int_eq(bind(fake.lfd, (struct sockaddr *)&sun, sizeof(sun)), 0);
     ck_assert_int_eq(listen(fake.lfd, 16), 0);
-    ck_assert_int_eq(pthread_create(&fake.th, NULL, fake_accept_cb, NULL), 0);
+    ck_assert_int_eq(pthread_create(&fake.th, NULL, fake_accept_cb,
+                                    (void *)(intptr_t)fake.lfd),
+                     0);
+
+    /* The same fake on TCP, loopback, a port the kernel picks. */
+    {
+        struct sockaddr_in sin;
+        socklen_t sl = sizeof(sin);
+
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fake.tcp_lfd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fake.tcp_lfd, 0);
+        ck_assert_int_eq(
+            bind(fake.tcp_lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+        ck_assert_int_eq(listen(fake.tcp_lfd, 16), 0);
+        ck_assert_int_eq(
+            getsockname(fake.tcp_lfd, (struct sockaddr *)&sin, &sl), 0);
+        fake.tcp_port = ntohs(sin.sin_port);
+        ck_assert_int_eq(pthread_create(&fake.tcp_th, NULL, fake_accept_cb,
+                                        (void *)(intptr_t)fake.tcp_lfd),
+                         0);
+    }
 }
 
 static void
@@ -766,6 +803,69 @@ START_TEST(test_ctl_ping_says_hello_first)
     log = fake_log_copy();
     ck_assert_str_eq(log, "hello {\"protocol\":1}\nping -\n");
     free(log);
+    run_free(&r);
+}
+END_TEST
+
+/* --tcp connects to HOST:PORT and --token goes into hello. */
+START_TEST(test_ctl_tcp_sends_token_in_hello)
+{
+    char hp[64];
+    const char *args[] = { "receipts", "--tcp",   hp,  "--token",
+                           "s3cret",   "--limit", "1", NULL };
+    struct run r;
+    char *log;
+
+    snprintf(hp, sizeof(hp), "127.0.0.1:%d", fake.tcp_port);
+    run_ctl(&r, NULL, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    log = fake_log_copy();
+    ck_assert_str_eq(log, "hello {\"protocol\":1,\"token\":\"s3cret\"}\n"
+                          "query {\"kind\":\"receipts\",\"limit\":1}\n");
+    free(log);
+    run_free(&r);
+}
+END_TEST
+
+/* A daemon that never answers: --timeout bounds the wait, exit 3. */
+START_TEST(test_ctl_timeout_exits_3)
+{
+    const char *args[] = {
+        "receipts", "--plan", "hang", "--timeout", "1", NULL
+    };
+    struct timespec t0, t1;
+    struct run r;
+    double secs;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run_ctl(&r, fake.path, args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) +
+           (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_int_eq(r.status, 3);
+    ck_assert_ptr_nonnull(strstr(r.err, "no answer from"));
+    ck_assert_msg(secs >= 0.9 && secs < 5.0, "took %.2f s", secs);
+    run_free(&r);
+}
+END_TEST
+
+/* "-" reads the receipts from standard input. */
+START_TEST(test_ctl_import_from_stdin)
+{
+    const char *args[] = { "import", "-", NULL };
+    int fd, saved;
+    struct run r;
+
+    fd = open(IMPORTS "lines.jsonl", O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    saved = dup(0);
+    dup2(fd, 0);
+    run_ctl(&r, fake.path, args);
+    dup2(saved, 0);
+    close(fd);
+    close(saved);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_str_eq(r.out, "accepted 5, rejected 0\n");
     run_free(&r);
 }
 END_TEST
@@ -1232,6 +1332,8 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_daemon_error_exits_1_with_path);
     tcase_add_test(tc, test_ctl_query_sends_filters);
     tcase_add_test(tc, test_ctl_ping_says_hello_first);
+    tcase_add_test(tc, test_ctl_tcp_sends_token_in_hello);
+    tcase_add_test(tc, test_ctl_timeout_exits_3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_import");
@@ -1240,6 +1342,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_import_respects_max_batch);
     tcase_add_test(tc, test_ctl_import_json_output);
     tcase_add_test(tc, test_ctl_import_reports_each_bad_json_item);
+    tcase_add_test(tc, test_ctl_import_from_stdin);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_replay");
