@@ -55,3 +55,11 @@ if(TARGET receiptd)
     HOSTILE_DIR="${CMAKE_CURRENT_SOURCE_DIR}/hostile")
   add_dependencies(e2e_hostile receiptd)
 endif()
+if(TARGET receiptd)
+  # The kill loop: RELIABILITY_KILLS=100 here; scripts/reliability-long.sh
+  # runs 1,000.
+  receiptd_check_test(e2e_killloop
+    SOURCES e2e_killloop.c e2e_util.c relpack.c
+    LIBS receiptproto PkgConfig::SQLITE)
+  add_dependencies(e2e_killloop receiptd)
+endif()
