@@ -18,6 +18,7 @@
 
 #include <msgpack.h>
 
+#include "access.h"
 #include "dispatch.h"
 #include "envelope.h"
 #include "log.h"
@@ -78,6 +79,8 @@ conn_new(struct server *srv, int kind)
     uv_timer_init(srv->loop, &c->timer);
     c->timer.data = c;
     c->handles_open = 2;
+    c->level = ACCESS_NONE;
+    c->accepted_ms = uv_now(srv->loop);
     frame_reader_init(&c->fr, srv->cfg->max_frame);
     server_conn_add(srv, c);
     return c;
@@ -213,6 +216,26 @@ conn_update_reading(struct conn *c)
     }
 }
 
+/* A TCP peer must present a valid token in hello within
+ * hello_timeout_ms, so unauthenticated peers cannot hold connection
+ * slots. */
+static uint64_t
+hello_due(const struct conn *c)
+{
+    if (c->kind != CONN_TCP || c->level != ACCESS_NONE ||
+        c->srv->cfg->hello_timeout_ms == 0)
+        return 0;
+    return c->accepted_ms + c->srv->cfg->hello_timeout_ms;
+}
+
+static int
+hello_overdue(const struct conn *c)
+{
+    uint64_t due = hello_due(c);
+
+    return due != 0 && uv_now(c->srv->loop) >= due;
+}
+
 static void
 timer_cb(uv_timer_t *t)
 {
@@ -221,10 +244,22 @@ timer_cb(uv_timer_t *t)
 
     if (c->closing)
         return;
+    if (hello_overdue(c)) {
+        log_info("closing a TCP connection that did not authenticate "
+                 "within %lu ms",
+                 (unsigned long)c->srv->cfg->hello_timeout_ms);
+        conn_close(c);
+        return;
+    }
     if (frame_reader_in_frame(&c->fr) && c->frame_started_ms != 0) {
-        if (!c->reading) {
-            /* We stopped reading this peer ourselves; its frame cannot
-             * progress, so it is not the peer's delay. */
+        if (!c->reading ||
+            uv_now(c->srv->loop) <
+                c->frame_started_ms + c->srv->cfg->frame_timeout_ms) {
+            /* Not due yet (another deadline fired), or we stopped reading
+             * this peer ourselves, so the delay is not the peer's: its
+             * clock restarts rather than the timer spinning. */
+            if (!c->reading)
+                c->frame_started_ms = uv_now(c->srv->loop);
             arm_timer(c);
             return;
         }
@@ -248,23 +283,25 @@ static void
 arm_timer(struct conn *c)
 {
     const struct config *cfg = c->srv->cfg;
-    uint64_t now = uv_now(c->srv->loop), due;
+    uint64_t now = uv_now(c->srv->loop), due = 0, hello = hello_due(c);
 
     if (c->closing || c->want_close)
         return;
     if (frame_reader_in_frame(&c->fr)) {
-        if (c->frame_started_ms == 0) {
+        if (c->frame_started_ms == 0)
             c->frame_started_ms = now;
-        }
         due = c->frame_started_ms + cfg->frame_timeout_ms;
-        uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 1, 0);
-        return;
+    } else {
+        c->frame_started_ms = 0;
+        if (cfg->idle_timeout_ms > 0)
+            due = now + cfg->idle_timeout_ms;
     }
-    c->frame_started_ms = 0;
-    if (cfg->idle_timeout_ms > 0)
-        uv_timer_start(&c->timer, timer_cb, cfg->idle_timeout_ms, 0);
-    else
+    if (hello != 0 && (due == 0 || hello < due))
+        due = hello;
+    if (due == 0)
         uv_timer_stop(&c->timer);
+    else
+        uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 1, 0);
 }
 
 void

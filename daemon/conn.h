@@ -44,6 +44,12 @@ struct conn {
     int kind;
     struct frame_reader fr;
 
+    /* enum access_level: set from the peer's credentials on a Unix
+     * socket, and by a valid token in hello on TCP (ACCESS_NONE until
+     * then: only hello is answered, within hello_timeout_ms). */
+    int level;
+    uint64_t accepted_ms; /* uv_now() at accept */
+
     int reading;      /* uv_read_start is in effect */
     int full;         /* unsent replies passed max_unsent_bytes */
     int want_close;   /* close once every slot is written */

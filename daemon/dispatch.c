@@ -16,6 +16,7 @@
 
 #include <msgpack.h>
 
+#include "access.h"
 #include "conn.h"
 #include "envelope.h"
 #include "frame.h"
@@ -593,6 +594,22 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
         memcpy(token, tok.ptr, tok.len);
         token[tok.len] = '\0';
     }
+    if (c->kind == CONN_TCP) {
+        /* A TCP peer is who its token says; a wrong or missing token ends
+         * the connection after the reply, so tokens cannot be guessed at
+         * leisure on one connection. */
+        if (tok.ptr == NULL || access_check_token(c->srv->access, tok.ptr,
+                                                  tok.len, NULL, &err) != 0) {
+            if (tok.ptr == NULL)
+                proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
+                              "a TCP connection needs a token in hello");
+            free(token);
+            reply_error(slot, env->has_id, env->id, &err);
+            conn_close_after_replies(c);
+            return;
+        }
+        c->level = ACCESS_WRITE;
+    }
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';
     c->source_len = src.len;
@@ -653,6 +670,16 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     if (rc != 0) {
         /* An unknown op or a bad seq: the producer's mistake, and no
          * write payload to keep. */
+        reply_error(slot, env.has_id, env.id, &err);
+        free(frame);
+        goto out;
+    }
+    /* hello is always answered: on TCP it is how a peer authenticates. */
+    if (env.op != PROTO_OP_HELLO &&
+        access_op_allowed((enum access_level)c->level, env.op, &err) != 0) {
+        if (c->kind == CONN_TCP && c->level == ACCESS_NONE)
+            proto_err_set(&err, PROTO_EUNAUTHORIZED, NULL,
+                          "authenticate first: send hello with a token");
         reply_error(slot, env.has_id, env.id, &err);
         free(frame);
         goto out;

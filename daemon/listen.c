@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "conn.h"
 #include "log.h"
 
@@ -70,6 +71,22 @@ connection_cb(uv_stream_t *server, int status)
         srv->n.connections_refused++;
         conn_close(c);
         return;
+    }
+    if (l->kind == CONN_UNIX) {
+        struct access_peer peer;
+        struct proto_err err;
+        uv_os_fd_t fd;
+
+        /* Credentials are checked before any frame is read. */
+        proto_err_clear(&err);
+        if (uv_fileno(&c->u.handle, &fd) != 0 ||
+            access_peer(srv->access, fd, &peer, &err) != 0) {
+            srv->n.connections_refused++;
+            log_info("refused a local peer: %s", err.message);
+            conn_close(c);
+            return;
+        }
+        c->level = (int)peer.level;
     }
     srv->n.connections_total++;
     conn_start(c);
@@ -185,6 +202,37 @@ listen_unix(struct server *srv, const char *path, unsigned mode,
     if (stat(path, &sb) == 0) {
         l->dev = sb.st_dev;
         l->ino = sb.st_ino;
+    }
+    return l;
+}
+
+struct listener *
+listen_adopt(struct server *srv, int fd, int kind, char err[LISTEN_ERR_MAX])
+{
+    struct listener *l = calloc(1, sizeof(*l));
+    int rc;
+
+    if (l == NULL) {
+        snprintf(err, LISTEN_ERR_MAX, "out of memory");
+        return NULL;
+    }
+    l->srv = srv;
+    l->kind = kind;
+    if (kind == CONN_TCP) {
+        uv_tcp_init(srv->loop, &l->u.tcp);
+        rc = uv_tcp_open(&l->u.tcp, fd);
+    } else {
+        uv_pipe_init(srv->loop, &l->u.pipe, 0);
+        rc = uv_pipe_open(&l->u.pipe, fd);
+    }
+    l->u.handle.data = l;
+    if (rc == 0)
+        rc = uv_listen(&l->u.stream, 511, connection_cb);
+    if (rc != 0) {
+        snprintf(err, LISTEN_ERR_MAX, "cannot listen on inherited fd %d: %s",
+                 fd, uv_strerror(rc));
+        uv_close(&l->u.handle, close_cb);
+        return NULL;
     }
     return l;
 }

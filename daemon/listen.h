@@ -27,6 +27,14 @@ struct listener *listen_unix(struct server *srv, const char *path,
 struct listener *listen_tcp(struct server *srv, const char *hostport,
                             char err[LISTEN_ERR_MAX]);
 
+/*
+ * Listens on an inherited, already listening socket (systemd socket
+ * activation): kind is CONN_UNIX or CONN_TCP; fd is taken. The socket file
+ * of an inherited Unix socket belongs to systemd and is left in place.
+ */
+struct listener *listen_adopt(struct server *srv, int fd, int kind,
+                              char err[LISTEN_ERR_MAX]);
+
 /* Stops listening, removes the Unix socket file, and frees l in its close
  * callback. */
 void listen_close(struct listener *l);

@@ -16,12 +16,14 @@
 #include <string.h>
 #include <syslog.h>
 
-#include <systemd/sd-daemon.h>
 #include <uv.h>
 
+#include "access.h"
 #include "config.h"
+#include "conn.h"
 #include "listen.h"
 #include "log.h"
+#include "notify.h"
 #include "query.h"
 #include "server.h"
 #include "store.h"
@@ -50,6 +52,7 @@ enum {
     OPT_MAX_DB_PAGES,
     OPT_LOG_LEVEL,
     OPT_CHECK_CONFIG,
+    OPT_HASH_TOKEN,
     OPT_VERSION,
     OPT_HELP,
 };
@@ -75,6 +78,7 @@ static const struct option options[] = {
     { "max-db-pages", required_argument, NULL, OPT_MAX_DB_PAGES },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
     { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+    { "hash-token", no_argument, NULL, OPT_HASH_TOKEN },
     { "version", no_argument, NULL, OPT_VERSION },
     { "help", no_argument, NULL, OPT_HELP },
     { NULL, 0, NULL, 0 },
@@ -116,6 +120,8 @@ usage(FILE *f)
            "                            max_page_count; 0 = no cap)\n"
            "  --log-level LEVEL         error, warning, info or debug (info)\n"
            "  --check-config            validate the configuration and exit\n"
+           "  --hash-token              read a TCP token on stdin, print its\n"
+           "                            SHA-256 for access.tokens, and exit\n"
            "  --version                 print the version and exit\n"
            "  --help                    print this help and exit\n");
 }
@@ -161,7 +167,11 @@ level_from_name(const char *s)
 struct main_state {
     struct server srv;
     uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t watchdog;
+    int watchdog_on;
+    struct notify_watchdog wd;
     struct store *store;
+    struct access_policy access;
 };
 
 static struct main_state ms;
@@ -179,6 +189,8 @@ drained_cb(struct server *srv)
     /* Every connection is gone, so nothing more will be submitted. */
     writer_stop(srv->writer);
     srv->writer = NULL;
+    if (ms.watchdog_on)
+        uv_close((uv_handle_t *)&ms.watchdog, signal_close_cb);
     uv_close((uv_handle_t *)&ms.sigterm, signal_close_cb);
     uv_close((uv_handle_t *)&ms.sigint, signal_close_cb);
     uv_close((uv_handle_t *)&ms.sighup, signal_close_cb);
@@ -189,9 +201,51 @@ stop_cb(uv_signal_t *h, int signum)
 {
     (void)h;
     log_info("signal %d: draining", signum);
-    sd_notify(0, "STOPPING=1\nSTATUS=draining");
+    notify_stopping();
+    notify_status("draining: answering what was read, then exiting");
     ms.srv.drained_cb = drained_cb;
     server_drain(&ms.srv, DRAIN_GRACE_MS);
+}
+
+/* Pings systemd's watchdog only while the writer makes progress or has
+ * nothing to do, so a stuck disk gets the daemon restarted. */
+static void
+watchdog_cb(uv_timer_t *t)
+{
+    struct writer_stats st;
+
+    (void)t;
+    if (ms.srv.writer == NULL)
+        return;
+    writer_get_stats(ms.srv.writer, &st);
+    if (notify_watchdog_due(&ms.wd, st.groups + st.failures,
+                            st.queued > 0 || ms.srv.pending_bytes > 0))
+        notify_watchdog_ping();
+}
+
+/* Listens on the sockets systemd passed, if any. Returns how many. */
+static size_t
+adopt_listeners(void)
+{
+    struct notify_fd fds[NOTIFY_FDS_MAX];
+    char err[NOTIFY_ERR_MAX], lerr[LISTEN_ERR_MAX];
+    size_t n = 0, i;
+
+    if (notify_listen_fds(fds, NOTIFY_FDS_MAX, &n, err) != 0)
+        fatalx("socket activation: %s", err);
+    for (i = 0; i < n; i++) {
+        struct listener *l;
+        if (ms.srv.n_listeners ==
+            sizeof(ms.srv.listeners) / sizeof(ms.srv.listeners[0]))
+            fatalx("socket activation: more sockets than receiptd uses");
+        l = listen_adopt(&ms.srv, fds[i].fd,
+                         fds[i].kind == NOTIFY_FD_TCP ? CONN_TCP : CONN_UNIX,
+                         lerr);
+        if (l == NULL)
+            fatalx("%s", lerr);
+        ms.srv.listeners[ms.srv.n_listeners++] = l;
+    }
+    return n;
 }
 
 static void
@@ -214,7 +268,8 @@ main(int argc, char **argv)
     char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
     const char *config_file = NULL;
     uint64_t max_pages = 0;
-    int check_only = 0, ch, rc;
+    int check_only = 0, hash_token = 0, ch, rc;
+    uint64_t wd_usec;
     uv_loop_t *loop;
 
     if (config_init(&cfg) != 0)
@@ -307,10 +362,20 @@ main(int argc, char **argv)
         case OPT_CHECK_CONFIG:
             check_only = 1;
             break;
+        case OPT_HASH_TOKEN:
+            hash_token = 1;
+            break;
         default:
             usage(stderr);
             return 2;
         }
+    }
+    if (hash_token) {
+        rc = access_hash_token_stream(stdin, stdout, cerr);
+        if (rc != 0)
+            fprintf(stderr, "receiptd: %s\n", cerr);
+        config_free(&cfg);
+        return rc != 0;
     }
     if (optind < argc) {
         fprintf(stderr, "receiptd: unexpected argument \"%s\"\n", argv[optind]);
@@ -321,8 +386,14 @@ main(int argc, char **argv)
         fprintf(stderr, "receiptd: %s\n", cerr);
         return 1;
     }
+    /* Group names resolve here, so --check-config catches unknown ones. */
+    if (access_policy_init(&ms.access, &cfg, cerr) != 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        return 1;
+    }
     if (check_only) {
         printf("receiptd: configuration OK\n");
+        access_policy_close(&ms.access);
         config_free(&cfg);
         return 0;
     }
@@ -338,6 +409,7 @@ main(int argc, char **argv)
         fatalx("store %s: %s", cfg.db_path, err.message);
 
     server_init(&ms.srv, loop, &cfg);
+    ms.srv.access = &ms.access;
     if (writer_new(loop, ms.store, cfg.commit_max_items, cfg.commit_max_bytes,
                    server_job_done_cb, &ms.srv, &ms.srv.writer, &err) != 0)
         fatalx("writer: %s", err.message);
@@ -345,6 +417,12 @@ main(int argc, char **argv)
                        &ms.srv.queries, &err) != 0)
         fatalx("queries: %s", err.message);
 
+    /* Sockets passed by systemd replace the configured ones. */
+    if (adopt_listeners() > 0) {
+        log_info("using %zu listening sockets from systemd",
+                 ms.srv.n_listeners);
+        goto listening;
+    }
     if (cfg.socket_path != NULL && cfg.socket_path[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =
             listen_unix(&ms.srv, cfg.socket_path, cfg.socket_mode, lerr);
@@ -359,7 +437,7 @@ main(int argc, char **argv)
             fatalx("%s", lerr);
         ms.srv.n_listeners++;
     }
-
+listening:
     uv_signal_init(loop, &ms.sigterm);
     uv_signal_init(loop, &ms.sigint);
     uv_signal_init(loop, &ms.sighup);
@@ -369,8 +447,16 @@ main(int argc, char **argv)
 
     /* The store is open, migrated and writable, and the listeners are up:
      * only now may a supervisor send traffic. */
-    sd_notifyf(0, "READY=1\nSTATUS=accepting receipts (schema %d)",
-               store_schema_version());
+    notify_ready();
+    notify_status("accepting receipts (schema %d)", store_schema_version());
+    wd_usec = notify_watchdog_usec();
+    if (wd_usec > 0) {
+        notify_watchdog_init(&ms.wd);
+        uv_timer_init(loop, &ms.watchdog);
+        uv_timer_start(&ms.watchdog, watchdog_cb, wd_usec / 2000 + 1,
+                       wd_usec / 2000 + 1);
+        ms.watchdog_on = 1;
+    }
     log_info("receiptd %s ready: socket %s, tcp %s, db %s", RECEIPTD_VERSION,
              cfg.socket_path ? cfg.socket_path : "-",
              cfg.tcp_listen ? cfg.tcp_listen : "-", cfg.db_path);
@@ -378,6 +464,7 @@ main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
 
     query_pool_free(ms.srv.queries);
+    access_policy_close(&ms.access);
     rc = uv_loop_close(loop);
     if (rc != 0)
         log_warnx("event loop closed with live handles: %s", uv_strerror(rc));

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "error.h"
 
+struct access_policy;
 struct conn;
 struct writer;
 struct writer_job;
@@ -41,6 +42,7 @@ struct server_counters {
 struct server {
     uv_loop_t *loop;
     const struct config *cfg;
+    const struct access_policy *access; /* who may do what */
     struct writer *writer;
     struct query_pool *queries;
     struct listener *listeners[2];

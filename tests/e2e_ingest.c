@@ -1036,6 +1036,128 @@ START_TEST(test_e2e_stale_socket_replaced_live_socket_kept)
 }
 END_TEST
 
+/* SHA-256 of "e2e-secret-token", as `receiptd --hash-token` prints it. */
+#define E2E_TOKEN "e2e-secret-token"
+#define E2E_TOKEN_HASH                                                         \
+    "6da197884111838681a163e04f14a56ec56bd1bade42f0975edee6252d593b7d"
+
+static int
+hello_token(int fd, const char *token, struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "protocol");
+    msgpack_pack_uint64(&pk, 1);
+    envelope_pack_cstr(&pk, "source");
+    envelope_pack_cstr(&pk, "tcp-node");
+    envelope_pack_cstr(&pk, "token");
+    envelope_pack_cstr(&pk, token);
+    rc = e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc == 0)
+        rc = e2e_recv(fd, T, rep);
+    return rc;
+}
+
+START_TEST(test_e2e_tcp_listener_needs_a_token)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    const char *extra[5] = { "--tcp", NULL, "--config", NULL, NULL };
+    char addr[64], conf[300], tmp[300];
+    FILE *f;
+    int port, fd = -1, attempt, cfd;
+
+    /* The configuration (a token for TCP) lives outside the daemon's
+     * directory, which e2e_start creates. */
+    snprintf(tmp, sizeof(tmp), "%s/e2e-conf-XXXXXX", TEST_BINARY_DIR);
+    cfd = mkstemp(tmp);
+    ck_assert_int_ge(cfd, 0);
+    f = fdopen(cfd, "w");
+    fprintf(f,
+            "access: { tokens = ( { name = \"e2e\"; sha256 = \"%s\"; } ); "
+            "};\n",
+            E2E_TOKEN_HASH);
+    fclose(f);
+    snprintf(conf, sizeof(conf), "%s", tmp);
+    extra[3] = conf;
+    /* A port picked from the pid, retried on collision with another run. */
+    for (attempt = 0; attempt < 5 && fd < 0; attempt++) {
+        port = 20000 + (int)((getpid() * 7 + attempt * 131) % 30000);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+        extra[1] = addr;
+        if (e2e_start(&d, extra) != 0) {
+            e2e_cleanup(&d);
+            continue;
+        }
+        fd = e2e_connect_tcp(port);
+    }
+    unlink(tmp);
+    ck_assert_int_ge(fd, 0);
+    /* nothing but hello before authenticating */
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, 7, 0, 0, NULL, 0), 0);
+    expect_err(fd, PROTO_EUNAUTHORIZED, NULL, &rep);
+    e2e_reply_free(&rep);
+    /* a wrong token: refused and closed */
+    ck_assert_int_eq(hello_token(fd, "guess", &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(proto_code_name(rep.r.err.code), "unauthorized");
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(e2e_wait_closed(fd, T), 1);
+    close(fd);
+    /* the right one: writes are accepted */
+    fd = e2e_connect_tcp(port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(hello_token(fd, E2E_TOKEN, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    send_receipt(fd, 2, 1, 1, &r, &rep);
+    e2e_reply_free(&rep);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_e2e_backpressure_bounds_queue_without_deadlock)
+{
+    static const char *const extra[] = { "--max-pending-bytes", "4096",
+                                         "--max-unsent-bytes", "4096", NULL };
+    struct e2e_receipt r = { .schema = 3 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    size_t len, i, n = 500;
+    char *body = e2e_receipt_bytes(&r, &len);
+    int fd;
+
+    start(extra);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    /* Far more than 4 KiB of writes at once: reading pauses and resumes
+     * as the writer drains, and every write is still answered. */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (i = 0; i < n; i++) {
+        size_t at = frame_sbuffer_begin(&sb);
+        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
+        msgpack_sbuffer_write(&sb, body, len);
+        frame_sbuffer_finish(&sb, at);
+    }
+    ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
+    for (i = 0; i < n; i++) {
+        expect_ok(fd, i, &rep);
+        e2e_reply_free(&rep);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    free(body);
+    close(fd);
+}
+END_TEST
+
 /* ---- shared vectors ---- */
 
 /* Every key of want (a named-form map) has an equal value in got; nested
@@ -1167,6 +1289,9 @@ suite(void)
         { "limits", test_e2e_connection_limit_and_idle_timeout, 0 },
         { "socket_file", test_e2e_stale_socket_replaced_live_socket_kept, 0 },
         { "vectors", test_e2e_shared_vectors_read_back_identical, 0 },
+        { "tcp", test_e2e_tcp_listener_needs_a_token, 0 },
+        { "backpressure", test_e2e_backpressure_bounds_queue_without_deadlock,
+          0 },
     };
     size_t i;
 

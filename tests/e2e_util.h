@@ -49,6 +49,9 @@ void e2e_cleanup(struct e2e_daemon *d);
 /* A connected socket, or -1. */
 int e2e_connect(const struct e2e_daemon *d);
 
+/* A TCP connection to 127.0.0.1:port, or -1. */
+int e2e_connect_tcp(int port);
+
 /* Writes all of buf. Returns 0 or -1. */
 int e2e_send_all(int fd, const void *buf, size_t len);
 
