@@ -1283,6 +1283,88 @@ START_TEST(test_ctl_real_receipts_paging)
 }
 END_TEST
 
+/* Rows of `receipts --status S` as JSON. */
+static size_t
+status_rows(const char *status)
+{
+    const char *args[] = { "receipts", "--status", status, "--limit",
+                           "10000",    "--format", "json", NULL };
+    struct json_object *j, *rows;
+    struct run r;
+    size_t n, i;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    rows = json_object_object_get(j, "rows");
+    n = json_object_array_length(rows);
+    for (i = 0; i < n; i++)
+        ck_assert_str_eq(json_object_get_string(json_object_object_get(
+                             json_object_array_get_idx(rows, i), "fallback")),
+                         status);
+    json_object_put(j);
+    run_free(&r);
+    return n;
+}
+
+/*
+ * After importing every JSON vector, the receipts of each fallback status
+ * match what the vectors' index says independently: backend_matches_request
+ * false is a fallback; true with coverage bit 6 set is clean, else
+ * unproven. The Prometheus counters agree with the total.
+ */
+START_TEST(test_ctl_real_receipts_status_counts)
+{
+    const char *args[64];
+    const char *prom[] = { "stats", "--format", "prometheus", NULL };
+    char names[64][300], want[64];
+    struct json_object *idx, *vecs, *v, *exp;
+    size_t i, n, fb = 0, clean = 0, unproven = 0;
+    struct run r;
+    int k = 0;
+
+    idx = json_object_from_file(VECTORS "index.json");
+    ck_assert_ptr_nonnull(idx);
+    vecs = json_object_object_get(idx, "vectors");
+    n = json_object_array_length(vecs);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_lt(n, 60);
+    args[k++] = "import";
+    for (i = 0; i < n; i++) {
+        v = json_object_array_get_idx(vecs, i);
+        exp = json_object_object_get(v, "expected");
+        snprintf(names[i], sizeof(names[i]), VECTORS "%s.json",
+                 json_object_get_string(json_object_object_get(v, "name")));
+        args[k++] = names[i];
+        if (!json_object_get_boolean(
+                json_object_object_get(v, "backend_matches_request")))
+            fb++;
+        else if (json_object_get_uint64(
+                     json_object_object_get(exp, "counter_coverage")) &
+                 (1u << 6))
+            clean++;
+        else
+            unproven++;
+    }
+    args[k] = NULL;
+    json_object_put(idx);
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s%s", r.status, r.out, r.err);
+    run_free(&r);
+    ck_assert_uint_eq(status_rows("fallback"), fb);
+    ck_assert_uint_eq(status_rows("clean"), clean);
+    ck_assert_uint_eq(status_rows("unproven"), unproven);
+
+    run_ctl(&r, daemon_sock, prom);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(want, sizeof(want), "\nreceiptd_accepted %zu\n", n);
+    ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 /* A request the daemon refuses: exit 1 and its code on stderr. */
 START_TEST(test_ctl_real_daemon_error_exits_1)
 {
@@ -1367,6 +1449,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_import_arrays_and_lines);
     tcase_add_test(tc, test_ctl_real_import_reports_bad_item_path);
     tcase_add_test(tc, test_ctl_real_receipts_paging);
+    tcase_add_test(tc, test_ctl_real_receipts_status_counts);
     suite_add_tcase(s, tc);
 #endif
     return s;
