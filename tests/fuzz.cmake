@@ -1,0 +1,60 @@
+# Fuzz targets (tests/fuzz/fuzz_*.c) and their replay test.
+#
+# In every build, check_fuzz_replay compiles each target's source into an
+# ordinary Check binary and feeds it every file of tests/fuzz/corpus/<name>/
+# (seeds and past crashers), so the corpus is a regression suite for gcc and
+# the sanitizer build too.
+#
+# With -DRECEIPTD_FUZZ=ON and clang, each target is also built as a libFuzzer
+# binary with -fsanitize=fuzzer,address,undefined, over its own copy of the
+# proto library built with coverage instrumentation. scripts/fuzz.sh drives
+# them.
+
+set(RECEIPTD_FUZZ_TARGETS frame)
+set(RECEIPTD_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
+
+set(replay_sources fuzz/check_fuzz_replay.c)
+foreach(t ${RECEIPTD_FUZZ_TARGETS})
+  list(APPEND replay_sources fuzz/fuzz_${t}.c)
+endforeach()
+receiptd_check_test(check_fuzz_replay
+  SOURCES ${replay_sources}
+  LIBS receiptproto)
+target_include_directories(check_fuzz_replay PRIVATE ${RECEIPTD_FUZZ_DIR})
+target_compile_definitions(check_fuzz_replay PRIVATE
+  FUZZ_CORPUS_DIR="${RECEIPTD_FUZZ_DIR}/corpus")
+
+if(RECEIPTD_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "RECEIPTD_FUZZ needs clang (CC=clang)")
+  endif()
+  set(fuzz_flags -fsanitize=fuzzer,address,undefined
+                 -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  # The library again, instrumented for coverage but without libFuzzer's
+  # main, so the fuzzer sees inside proto/.
+  get_target_property(proto_sources receiptproto SOURCES)
+  get_target_property(proto_dir receiptproto SOURCE_DIR)
+  set(proto_abs)
+  foreach(s ${proto_sources})
+    if(IS_ABSOLUTE ${s})
+      list(APPEND proto_abs ${s})
+    else()
+      list(APPEND proto_abs ${proto_dir}/${s})
+    endif()
+  endforeach()
+  add_library(receiptproto_fuzz STATIC ${proto_abs})
+  target_include_directories(receiptproto_fuzz PUBLIC
+    $<TARGET_PROPERTY:receiptproto,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_link_libraries(receiptproto_fuzz PUBLIC PkgConfig::MSGPACK
+                        PkgConfig::JSONC)
+  target_compile_options(receiptproto_fuzz PRIVATE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+    -fno-omit-frame-pointer)
+  foreach(t ${RECEIPTD_FUZZ_TARGETS})
+    add_executable(fuzz_${t} fuzz/fuzz_${t}.c)
+    target_include_directories(fuzz_${t} PRIVATE ${RECEIPTD_FUZZ_DIR})
+    target_compile_options(fuzz_${t} PRIVATE ${fuzz_flags})
+    target_link_options(fuzz_${t} PRIVATE ${fuzz_flags})
+    target_link_libraries(fuzz_${t} PRIVATE receiptproto_fuzz)
+  endforeach()
+endif()

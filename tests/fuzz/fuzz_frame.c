@@ -1,0 +1,153 @@
+/*
+ * fuzz_frame.c: libFuzzer target over the whole receive path of proto/:
+ * frame reader (the input arrives in two pieces, split where its first
+ * byte says), envelope parse of every frame, receipt decode of the body of
+ * receipt and receipts requests, then encode and decode again.
+ *
+ * A finding is a sanitizer report, or an abort() below: a receipt that
+ * decoded must encode, and decode again to the same struct with
+ * byte-identical extra. Built with -fsanitize=fuzzer by tests/fuzz.cmake,
+ * and compiled into check_fuzz_replay in every build.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "envelope.h"
+#include "frame.h"
+#include "fuzz.h"
+#include "receipt.h"
+
+/* The same bound as -max_len in scripts/fuzz.sh: a frame may be as large
+ * as any input. */
+#define FUZZ_MAX_FRAME 65536
+
+static int
+same_str(const struct proto_str *a, const struct proto_str *b)
+{
+    return a->len == b->len &&
+           (a->len == 0 || memcmp(a->ptr, b->ptr, a->len) == 0);
+}
+
+static void
+assert_same(const struct receipt *a, const struct receipt *b)
+{
+    if (a->schema_version != b->schema_version ||
+        a->requested_backend != b->requested_backend ||
+        a->executed_backend != b->executed_backend ||
+        !same_str(&a->model_instance_id, &b->model_instance_id) ||
+        !same_str(&a->prepared_plan_id, &b->prepared_plan_id) ||
+        !same_str(&a->graph_hash, &b->graph_hash) ||
+        !same_str(&a->tuning_profile, &b->tuning_profile) ||
+        !same_str(&a->stop_reason, &b->stop_reason) ||
+        a->counter_coverage != b->counter_coverage ||
+        memcmp(a->counters, b->counters, sizeof(a->counters)) != 0 ||
+        memcmp(a->artifacts, b->artifacts, sizeof(a->artifacts)) != 0 ||
+        a->extra_len != b->extra_len ||
+        (a->extra_len > 0 && memcmp(a->extra, b->extra, a->extra_len) != 0))
+        abort();
+}
+
+/* Decodes one receipt body; when valid, checks the round trip. */
+static void
+receipt_roundtrip(const msgpack_object *o)
+{
+    struct receipt r, r2;
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked up;
+    size_t off = 0;
+    int rc;
+
+    rc = receipt_decode(o, &r, &err);
+    if (rc != 0) {
+        /* A failure leaves nothing behind and says where and why. */
+        if (r.extra != NULL || err.code != rc || err.message[0] == '\0')
+            abort();
+        return;
+    }
+    (void)receipt_status(&r);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (receipt_encode(&r, &pk) != 0)
+        abort();
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, sb.data, sb.size, &off) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        off != sb.size)
+        abort();
+    if (receipt_decode(&up.data, &r2, &err) != 0)
+        abort();
+    assert_same(&r, &r2);
+    receipt_clear(&r2);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&sb);
+    receipt_clear(&r);
+}
+
+static void
+handle_frame(const char *frame, size_t len)
+{
+    struct envelope env;
+    struct proto_err err;
+    msgpack_unpacked up;
+    uint32_t i;
+    int rc;
+
+    msgpack_unpacked_init(&up);
+    rc = envelope_parse(frame, len, &up, &env, &err);
+    if (rc == 0 && env.body != NULL) {
+        if (env.op == PROTO_OP_RECEIPT)
+            receipt_roundtrip(env.body);
+        else if (env.op == PROTO_OP_RECEIPTS &&
+                 env.body->type == MSGPACK_OBJECT_ARRAY)
+            for (i = 0; i < env.body->via.array.size; i++)
+                receipt_roundtrip(&env.body->via.array.ptr[i]);
+    } else if (rc != 0 && (err.code != rc || err.message[0] == '\0')) {
+        abort();
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct frame_reader fr;
+    struct proto_err err;
+    const char *buf = (const char *)data;
+    size_t split, from, end, consumed;
+    char *frame;
+    uint32_t flen;
+    int piece, rc = 0;
+
+    split = size > 0 ? (size_t)data[0] * size / 256 : 0;
+    frame_reader_init(&fr, FUZZ_MAX_FRAME);
+    for (piece = 0, from = 0; piece < 2 && rc == 0; piece++) {
+        end = piece == 0 ? split : size;
+        while (from < end) {
+            rc = frame_reader_feed(&fr, buf + from, end - from, &consumed,
+                                   &frame, &flen, &err);
+            if (consumed > end - from)
+                abort();
+            from += consumed;
+            if (rc != 0)
+                break;
+            if (frame == NULL) {
+                if (from != end)
+                    abort();
+                continue;
+            }
+            if (flen == 0 || flen > FUZZ_MAX_FRAME)
+                abort();
+            handle_frame(frame, flen);
+            free(frame);
+        }
+    }
+    /* Memory held for a partial frame follows the bytes that arrived. */
+    if (frame_reader_buffered(&fr) > 2 * size + 4096)
+        abort();
+    frame_reader_close(&fr);
+    return 0;
+}
