@@ -1365,6 +1365,74 @@ START_TEST(test_ctl_real_receipts_status_counts)
 }
 END_TEST
 
+/* A loopback port that was free a moment ago. */
+static int
+free_port(void)
+{
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+    port = ntohs(sin.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Over TCP the daemon wants a token in hello: the right one works, a wrong
+ * one is the daemon's error (exit 1), not a connection failure. */
+START_TEST(test_ctl_real_tcp_token)
+{
+    char conf[300], listen_at[64];
+    const char *extra[] = { "--config",    conf,      "--tcp", listen_at,
+                            "--log-level", "warning", NULL };
+    const char *good[] = {
+        "ping", "--tcp", listen_at, "--token", "test", NULL
+    };
+    const char *bad[] = {
+        "stats", "--tcp", listen_at, "--token", "nope", NULL
+    };
+    struct run r;
+    FILE *f;
+    int st = 0;
+
+    snprintf(conf, sizeof(conf), "%s/tcp.conf", tmpdir);
+    f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    /* SHA-256 of "test". */
+    fputs("access: {\n  tokens = ( { name = \"ctl\"; sha256 = "
+          "\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+          "\"; } );\n};\n",
+          f);
+    fclose(f);
+    snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", free_port());
+    if (e2e_start(&daemon_d, extra) != 0) {
+        size_t len;
+        char *log = e2e_read_file(daemon_d.log, &len);
+
+        ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
+    }
+
+    run_ctl(&r, NULL, good);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "ok: receiptd/"));
+    run_free(&r);
+
+    run_ctl(&r, NULL, bad);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "unauthorized") != NULL, "%s", r.err);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    run_free(&r);
+
+    ck_assert_int_eq(e2e_stop(&daemon_d, SIGTERM, 10000, &st), 0);
+    e2e_cleanup(&daemon_d);
+}
+END_TEST
+
 /* A request the daemon refuses: exit 1 and its code on stderr. */
 START_TEST(test_ctl_real_daemon_error_exits_1)
 {
@@ -1439,6 +1507,12 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_ping);
     tcase_add_test(tc, test_ctl_real_stats_in_every_format);
     tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("daemon_tcp");
+    tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ctl_real_tcp_token);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("daemon_import");
