@@ -1339,7 +1339,7 @@ replay_one(struct opts *o, struct net_conn *qc, uint64_t qid)
 {
     struct replay_query q = { qid };
     struct net_reply rep, rep2;
-    const msgpack_object *rows, *row, *raw, *opo, *src;
+    const msgpack_object *rows, *row, *raw;
     char what[64], op[32], source[PROTO_ERR_MSG_MAX];
     struct proto_err perr;
     struct raw_body body;
@@ -1364,8 +1364,6 @@ replay_one(struct opts *o, struct net_conn *qc, uint64_t qid)
     }
     row = &rows->via.array.ptr[0];
     raw = mpobj_map_get(row, "raw", NULL);
-    opo = mpobj_map_get(row, "op", NULL);
-    src = mpobj_map_get(row, "source", NULL);
     if (raw == NULL ||
         (raw->type != MSGPACK_OBJECT_BIN && raw->type != MSGPACK_OBJECT_STR)) {
         fprintf(stderr, "receiptctl: %s: the daemon sent no \"raw\" bytes\n",
@@ -1377,8 +1375,6 @@ replay_one(struct opts *o, struct net_conn *qc, uint64_t qid)
     body.len = raw->via.bin.size;
     copy_field(op, sizeof(op), row, "op");
     copy_field(source, sizeof(source), row, "source");
-    (void)opo;
-    (void)src;
     /* A payload that was quarantined as malformed is not one msgpack
      * object; sending it inside an envelope would corrupt the frame. */
     if (body.len == 0 || mpcheck(body.ptr, body.len, &perr) != 0) {
@@ -1878,6 +1874,9 @@ main(int argc, char **argv)
             break;
         }
     }
+    /* After "--" everything is an argument ("import -- -odd-name.json"). */
+    while (optind < argc)
+        pos[npos++] = argv[optind++];
     if (npos == 0) {
         if (help) {
             print_usage(stdout);
