@@ -457,7 +457,7 @@ plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
     const msgpack_object *v, *name, *payload;
     uint64_t prod;
     uint32_t rank;
-    int rc, et;
+    int rc, et = 0;
 
     memset(t, 0, sizeof(*t));
     if ((rc = expect_map(o, "a tensor spec", err)) != 0)
@@ -743,7 +743,7 @@ component_decode(const msgpack_object *o, struct plan_component *c,
 {
     const msgpack_object *v;
     uint64_t size;
-    int rc, et;
+    int rc, et = 0;
 
     memset(c, 0, sizeof(*c));
     if ((rc = expect_map(o, "a storage component", err)) != 0)
@@ -950,7 +950,7 @@ alias_decode(const msgpack_object *o, struct plan_value *val,
 {
     const msgpack_object *name, *payload, *ti;
     uint64_t idx;
-    int rc, kind;
+    int rc, kind = 0;
 
     if ((rc = variant(o, &name, &payload, err)) != 0)
         return rc;
@@ -982,7 +982,7 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
     uint64_t u;
     uint32_t i;
     size_t nw;
-    int rc, e;
+    int rc, e = 0;
 
     memset(val, 0, sizeof(*val));
     if ((rc = expect_map(o, "a value binding", err)) != 0)
