@@ -10,19 +10,25 @@
 # proto library built with coverage instrumentation. scripts/fuzz.sh drives
 # them.
 
-set(RECEIPTD_FUZZ_TARGETS frame)
+set(RECEIPTD_FUZZ_TARGETS frame plan)
 set(RECEIPTD_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 
-set(replay_sources fuzz/check_fuzz_replay.c)
+# One replay binary per target, since each target defines the same
+# LLVMFuzzerTestOneInput: check_fuzz_replay for frame, check_fuzz_replay_<t>
+# for the others.
 foreach(t ${RECEIPTD_FUZZ_TARGETS})
-  list(APPEND replay_sources fuzz/fuzz_${t}.c)
+  if(t STREQUAL "frame")
+    set(replay check_fuzz_replay)
+  else()
+    set(replay check_fuzz_replay_${t})
+  endif()
+  receiptd_check_test(${replay}
+    SOURCES fuzz/check_fuzz_replay.c fuzz/fuzz_${t}.c
+    LIBS receiptproto)
+  target_include_directories(${replay} PRIVATE ${RECEIPTD_FUZZ_DIR})
+  target_compile_definitions(${replay} PRIVATE
+    FUZZ_CORPUS_DIR="${RECEIPTD_FUZZ_DIR}/corpus" FUZZ_TARGET="${t}")
 endforeach()
-receiptd_check_test(check_fuzz_replay
-  SOURCES ${replay_sources}
-  LIBS receiptproto)
-target_include_directories(check_fuzz_replay PRIVATE ${RECEIPTD_FUZZ_DIR})
-target_compile_definitions(check_fuzz_replay PRIVATE
-  FUZZ_CORPUS_DIR="${RECEIPTD_FUZZ_DIR}/corpus")
 
 if(RECEIPTD_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")

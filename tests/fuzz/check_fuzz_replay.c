@@ -19,8 +19,12 @@
 #error "FUZZ_CORPUS_DIR must name tests/fuzz/corpus"
 #endif
 
-/* The targets compiled in, by corpus directory name. */
-static const char *const targets[] = { "frame" };
+/* The target compiled in, by corpus directory name (tests/fuzz.cmake
+ * builds one replay binary per target). */
+#ifndef FUZZ_TARGET
+#define FUZZ_TARGET "frame"
+#endif
+static const char *const targets[] = { FUZZ_TARGET };
 
 static char **files;
 static size_t nfiles;

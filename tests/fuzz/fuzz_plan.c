@@ -11,7 +11,9 @@
  * bytes; resolved values are strictly sorted by value_id and their ranges
  * do not wrap; stored values decode back to what was encoded.
  *
- * Thread: single-threaded, as libFuzzer calls it.
+ * Built with -fsanitize=fuzzer by tests/fuzz.cmake, and compiled into
+ * check_fuzz_replay_plan in every build. Thread: single-threaded, as
+ * libFuzzer calls it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,11 +21,10 @@
 
 #include <msgpack.h>
 
+#include "fuzz.h"
 #include "mpcheck.h"
 #include "plan.h"
 #include "retention.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void
 check_canonical(const struct plan *p)
