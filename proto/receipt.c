@@ -261,8 +261,13 @@ name_index(const char *p, size_t n, const char *const *names, unsigned nnames)
 {
     unsigned i;
 
+    /* The first byte rules out most names before any length is taken;
+     * this lookup runs once per key of every receipt. */
+    if (n == 0)
+        return -1;
     for (i = 0; i < nnames; i++)
-        if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
+        if (names[i][0] == p[0] && strlen(names[i]) == n &&
+            memcmp(names[i], p, n) == 0)
             return (int)i;
     return -1;
 }

@@ -888,6 +888,25 @@ gen_field(const struct tfield *f, unsigned s, int tm, int nm, int full)
                  PROTO_EINVALID, f->path);
         add_case(s, tm, nm, M_RAW, f->path, RAW("\xa1\xff"), PROTO_EINVALID,
                  f->path);
+        /* Invalid bytes after and inside runs of ASCII (the validator
+         * skips ASCII in words). */
+        add_case(s, tm, nm, M_RAW, f->path,
+                 RAW("\xaa"
+                     "abcdefgh\xc3\x28"),
+                 PROTO_EINVALID, f->path);
+        add_case(s, tm, nm, M_RAW, f->path,
+                 RAW("\xb1"
+                     "abcdefghijklmno\x80"
+                     "p"),
+                 PROTO_EINVALID, f->path);
+        c = add_case(s, tm, nm, M_RAW, f->path,
+                     RAW("\xba"
+                         "abcdefg\xc3\xa9"
+                         "hijklmnopqrstu\xe2\x82\xac"),
+                     0, "");
+        c->check = CHK_STR;
+        c->want_str = "abcdefg\xc3\xa9"
+                      "hijklmnopqrstu\xe2\x82\xac";
         add_case(s, tm, nm, M_RAW, f->path, RAW("\xa2\xe2\x82"), PROTO_EINVALID,
                  f->path);
         add_case(s, tm, nm, M_RAW, f->path, RAW("\xc4\x02\xc3\x28"),
