@@ -35,6 +35,7 @@ struct wreq {
 };
 
 static void arm_timer(struct conn *c);
+static void stash_free(struct conn *c);
 static void maybe_finish(struct conn *c);
 
 static void
@@ -42,6 +43,7 @@ maybe_free(struct conn *c)
 {
     if (c->handles_open == 0 && c->n_slots == 0) {
         struct server *srv = c->srv;
+        stash_free(c);
         free(c->token);
         server_conn_freed(srv, c);
         free(c);
@@ -155,34 +157,37 @@ framing_error(struct conn *c, const struct proto_err *err)
     conn_slot_complete(s, reply, len);
 }
 
-static void
-read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+/*
+ * Whether another request of c may be dispatched now. When not, bytes
+ * already read wait in the stash and the socket is not read, so every
+ * limit holds exactly rather than one read buffer late.
+ */
+static int
+may_dispatch(const struct conn *c)
 {
-    struct conn *c = stream->data;
+    return !c->full && !c->srv->paused && c->n_queries < CONN_MAX_QUERIES &&
+           c->n_slots < CONN_MAX_PENDING;
+}
+
+/* Feeds buf[0..len) to the frame reader and dispatches whole frames while
+ * may_dispatch() (or always, with force). Returns the bytes consumed. */
+static size_t
+feed(struct conn *c, const char *buf, size_t len, int force)
+{
     struct proto_err err;
     size_t off = 0, used;
     uint32_t flen;
     char *frame;
     int rc;
 
-    if (nread == UV_EOF) {
-        /* The peer finished sending: it may still read the replies for
-         * what it sent, as a producer that half-closes does. */
-        conn_close_after_replies(c);
-        return;
-    }
-    if (nread < 0) {
-        conn_close(c);
-        return;
-    }
-    while (off < (size_t)nread && !c->want_close) {
+    while (off < len && !c->want_close && (force || may_dispatch(c))) {
         proto_err_clear(&err);
-        rc = frame_reader_feed(&c->fr, buf->base + off, (size_t)nread - off,
-                               &used, &frame, &flen, &err);
+        rc = frame_reader_feed(&c->fr, buf + off, len - off, &used, &frame,
+                               &flen, &err);
         off += used;
         if (rc != 0) {
             framing_error(c, &err);
-            return;
+            return len;
         }
         if (frame != NULL) {
             c->srv->n.frames++;
@@ -190,6 +195,72 @@ read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             /* dispatch takes the frame. */
             dispatch_frame(c, frame, flen);
         }
+    }
+    return off;
+}
+
+static void
+stash_free(struct conn *c)
+{
+    free(c->stash);
+    c->stash = NULL;
+    c->stash_len = c->stash_off = 0;
+}
+
+/* Dispatches what the stash holds; with force, all of it. */
+static void
+stash_drain(struct conn *c, int force)
+{
+    if (c->stash == NULL || c->in_dispatch)
+        return;
+    c->in_dispatch = 1;
+    c->stash_off +=
+        feed(c, c->stash + c->stash_off, c->stash_len - c->stash_off, force);
+    c->in_dispatch = 0;
+    if (c->stash_off == c->stash_len || c->want_close)
+        stash_free(c);
+}
+
+/* What was read is answered before the connection ends: the peer
+ * half-closed, or the daemon drains. */
+static void
+finish_reading(struct conn *c)
+{
+    stash_drain(c, 1);
+    if (!c->closing)
+        conn_close_after_replies(c);
+}
+
+static void
+read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = stream->data;
+    size_t used;
+
+    if (nread == UV_EOF) {
+        /* The peer finished sending: it may still read the replies for
+         * what it sent, as a producer that half-closes does. */
+        finish_reading(c);
+        return;
+    }
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    c->in_dispatch = 1;
+    used = feed(c, buf->base, (size_t)nread, 0);
+    c->in_dispatch = 0;
+    if (used < (size_t)nread && !c->want_close && !c->closing) {
+        /* A limit was reached mid-buffer: keep the rest (at most one read
+         * buffer) and stop reading until it can be dispatched. */
+        c->stash = malloc((size_t)nread - used);
+        if (c->stash == NULL) {
+            conn_close(c);
+            return;
+        }
+        memcpy(c->stash, buf->base + used, (size_t)nread - used);
+        c->stash_len = (size_t)nread - used;
+        c->stash_off = 0;
     }
     if (!c->closing) {
         arm_timer(c);
@@ -202,9 +273,16 @@ conn_update_reading(struct conn *c)
 {
     int want;
 
-    if (c->closing)
+    if (c->closing || c->in_dispatch)
         return;
-    want = !c->want_close && !c->full && !c->srv->paused && !c->srv->draining;
+    if (c->stash != NULL && !c->want_close && may_dispatch(c)) {
+        stash_drain(c, 0);
+        if (c->closing)
+            return;
+        arm_timer(c);
+    }
+    want = !c->want_close && !c->srv->draining && c->stash == NULL &&
+           may_dispatch(c);
     if (want && !c->reading) {
         if (uv_read_start(&c->u.stream, alloc_cb, read_cb) == 0)
             c->reading = 1;
@@ -326,7 +404,7 @@ conn_close_after_replies(struct conn *c)
 void
 conn_drain(struct conn *c)
 {
-    conn_close_after_replies(c);
+    finish_reading(c);
 }
 
 struct conn_slot *

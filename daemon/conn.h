@@ -21,6 +21,13 @@
 
 #define CONN_SOURCE_MAX 256
 
+/* Requests of one connection that may wait for their replies at once: a
+ * client pipelining beyond this stops being read until half are answered,
+ * so neither slots nor queued queries grow without bound. Queries are
+ * capped lower because one reply may hold up to 10,000 rows. */
+#define CONN_MAX_PENDING 4096
+#define CONN_MAX_QUERIES 4
+
 enum conn_kind { CONN_UNIX, CONN_TCP };
 
 struct conn_slot {
@@ -58,7 +65,14 @@ struct conn {
     uint64_t frame_started_ms;
 
     struct conn_slot *head, *tail;
-    size_t n_slots;    /* slots not yet freed, done or not */
+    size_t n_slots;     /* slots not yet freed, done or not */
+    unsigned n_queries; /* queries running for this connection */
+
+    /* Bytes read but not yet dispatched because a limit was reached (at
+     * most one read buffer); reading stays stopped while they wait. */
+    char *stash;
+    size_t stash_len, stash_off;
+    int in_dispatch;   /* feeding frames: no re-entry from callbacks */
     uint64_t unsent;   /* reply bytes ready or being written */
     unsigned n_writes; /* uv_write requests in flight */
 

@@ -529,7 +529,9 @@ do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     }
     /* Dedupe does not apply to a request that could not be read. */
     job->w.has_seq = 0;
-    if (job_quarantine_one(job, frame, len, "", err) != 0) {
+    if (job_quarantine_one(job, frame, len,
+                           env->op >= 0 ? envelope_op_name(env->op) : "",
+                           err) != 0) {
         reply_error(slot, env->has_id, env->id, err);
         writer_job_free(job);
         return;
@@ -663,7 +665,10 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     msgpack_unpacked_init(&up);
     proto_err_clear(&err);
     rc = envelope_parse(frame, len, &up, &env, &err);
-    if (rc == PROTO_EMALFORMED) {
+    if (rc == PROTO_EMALFORMED ||
+        (rc == PROTO_EINVALID && envelope_op_writes(env.op))) {
+        /* Not a usable request (or a write with an unusable seq): kept
+         * in quarantine with its bytes, as every rejected write is. */
         do_bad_frame(c, slot, &env, frame, len, &err);
         goto out;
     }
@@ -705,6 +710,8 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
         if (query_start(c->srv->queries, c->srv, slot, env.has_id, env.id,
                         env.body, &err) != 0)
             reply_error(slot, env.has_id, env.id, &err);
+        else
+            c->n_queries++;
         free(frame);
         break;
     default:

@@ -483,6 +483,7 @@ after_cb(uv_work_t *w, int status)
         reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
     }
     q->reply = NULL;
+    q->slot->c->n_queries--;
     conn_slot_complete(q->slot, reply, q->len);
     qreq_free(q);
 }
