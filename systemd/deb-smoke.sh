@@ -1,0 +1,118 @@
+#!/bin/sh
+# Smoke test of the Debian package, for CI on a clean Debian 12 machine
+# (root, no network beyond Debian's packages):
+#
+#   systemd/deb-smoke.sh BUILD_DIR
+#
+# builds the .deb with CPack in BUILD_DIR (configured with
+# -DCMAKE_INSTALL_PREFIX=/usr and built), installs it with apt, checks the
+# user, directories and conffile the package sets up, runs the installed
+# daemon with the installed configuration (through systemd's socket
+# activation when systemd is the running init, else as the receiptd user
+# by hand), checks that `receiptctl ping` answers on the packaged socket
+# and that a user outside the socket's group is refused, then purges the
+# package. The receiptd user and /var/lib/receiptd survive a purge by
+# design; this script removes them too, but only if it created them.
+set -eu
+
+build=${1:?usage: deb-smoke.sh BUILD_DIR}
+sock=/run/receiptd/receiptd.sock
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deb-smoke: needs root (it installs a package)" >&2
+	exit 1
+fi
+if dpkg-query -W -f='${Status}' receiptd 2>/dev/null | grep -q "installed"; then
+	echo "deb-smoke: receiptd is already installed here; not touching it" >&2
+	exit 1
+fi
+had_user=0
+id receiptd >/dev/null 2>&1 && had_user=1
+had_state=0
+[ -e /var/lib/receiptd ] && had_state=1
+
+(cd "$build" && rm -f receiptd_*.deb && cpack -G DEB >/dev/null)
+deb=$(ls "$build"/receiptd_*.deb)
+echo "== package $deb"
+dpkg-deb -f "$deb" Package Version Depends Installed-Size
+
+daemon_pid=""
+# shellcheck disable=SC2317 # called through the trap
+cleanup() {
+	if [ -n "$daemon_pid" ]; then
+		kill "$daemon_pid" 2>/dev/null || true
+	fi
+	if [ -d /run/systemd/system ]; then
+		systemctl stop receiptd.service receiptd.socket 2>/dev/null || true
+	fi
+	apt-get purge -y -qq receiptd >/dev/null 2>&1 || true
+	if [ "$had_state" -eq 0 ]; then
+		rm -rf /var/lib/receiptd
+	fi
+	rm -rf /run/receiptd
+	if [ "$had_user" -eq 0 ] && id receiptd >/dev/null 2>&1; then
+		userdel receiptd || true
+		if getent group receiptd >/dev/null; then
+			groupdel receiptd || true
+		fi
+	fi
+}
+trap cleanup EXIT INT TERM
+
+echo "== apt install"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
+
+fail=0
+check() {
+	if eval "$2"; then
+		echo "ok: $1"
+	else
+		echo "FAIL: $1"
+		fail=1
+	fi
+}
+check "system user receiptd" "id receiptd >/dev/null 2>&1"
+check "state directory owned by receiptd" \
+	"[ \"\$(stat -c %U:%a /var/lib/receiptd)\" = receiptd:750 ]"
+check "/etc/receiptd/receiptd.conf is a conffile" \
+	"dpkg-query -W -f='\${Conffiles}' receiptd | grep -q /etc/receiptd/receiptd.conf"
+daemon=$(dpkg -L receiptd | grep -E '/s?bin/receiptd$' | head -n 1)
+check "the daemon is installed ($daemon)" "[ -x \"$daemon\" ]"
+unit_exec=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' \
+	/usr/lib/systemd/system/receiptd.service)
+check "the unit starts the installed binary ($unit_exec)" \
+	"[ \"$unit_exec\" = \"$daemon\" ]"
+check "the packaged configuration validates" \
+	"\"$daemon\" --config /etc/receiptd/receiptd.conf --check-config >/dev/null"
+
+if [ -d /run/systemd/system ]; then
+	echo "== start through receiptd.socket (systemd is running)"
+	systemctl start receiptd.socket
+else
+	echo "== no running systemd: start the daemon by hand as receiptd"
+	mkdir -p /run/receiptd
+	chown receiptd:receiptd /run/receiptd
+	setpriv --reuid=receiptd --regid=receiptd --init-groups \
+		"$daemon" --config /etc/receiptd/receiptd.conf &
+	daemon_pid=$!
+	i=0
+	while [ ! -S "$sock" ] && [ "$i" -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+fi
+
+check "receiptctl ping as root" "receiptctl ping >/dev/null 2>&1"
+check "socket mode 0660, group receiptd" \
+	"[ \"\$(stat -c %a:%G $sock)\" = 660:receiptd ]"
+check "a user outside the group is refused" \
+	"! setpriv --reuid=nobody --regid=nogroup --clear-groups receiptctl ping >/dev/null 2>&1"
+
+if [ -n "$daemon_pid" ]; then
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" && st=0 || st=$?
+	daemon_pid=""
+	check "the daemon exits 0 on SIGTERM" "[ $st -eq 0 ]"
+fi
+
+exit "$fail"
