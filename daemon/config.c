@@ -1264,6 +1264,54 @@ config_restart_needed(const struct config *old, const struct config *next,
     return n;
 }
 
+/* Replaces *dst with a copy of src (NULL stays NULL). 0, or -1 on memory. */
+static int
+keep_str(char **dst, const char *src)
+{
+    char *copy = NULL;
+
+    if (src != NULL && (copy = strdup(src)) == NULL)
+        return -1;
+    free(*dst);
+    *dst = copy;
+    return 0;
+}
+
+int
+config_reload(const struct config *running, const char *path,
+              void (*apply)(struct config *next, void *arg), void *arg,
+              struct config *next, char err[CONFIG_ERR_MAX],
+              char restart[CONFIG_ERR_MAX])
+{
+    restart[0] = '\0';
+    if (config_defaults(next) < 0) {
+        snprintf(err, CONFIG_ERR_MAX, "out of memory");
+        return -1;
+    }
+    if (config_load_file(next, path, err) < 0)
+        goto fail;
+    if (apply != NULL)
+        apply(next, arg);
+    config_restart_needed(running, next, restart);
+    /* The listeners, the database and the reader threads were set up at
+     * start; next must describe what actually runs. */
+    if (keep_str(&next->socket_path, running->socket_path) < 0 ||
+        keep_str(&next->socket_group, running->socket_group) < 0 ||
+        keep_str(&next->tcp_listen, running->tcp_listen) < 0 ||
+        keep_str(&next->db_path, running->db_path) < 0) {
+        snprintf(err, CONFIG_ERR_MAX, "out of memory");
+        goto fail;
+    }
+    next->socket_mode = running->socket_mode;
+    next->query_threads = running->query_threads;
+    if (config_validate(next, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    config_free(next);
+    return -1;
+}
+
 /* ---- Writing the effective configuration back out. ---- */
 
 /* Writes s as a libconfig string literal, escaping what the syntax needs. */

@@ -125,6 +125,24 @@ int config_restart_needed(const struct config *old, const struct config *next,
                           char what[CONFIG_ERR_MAX]);
 
 /*
+ * The SIGHUP path, up to the swap. Builds in next what the daemon would run
+ * with if started now: the defaults, the file at path, then apply(next,
+ * arg) (the caller's command-line flags, so they keep overriding the file;
+ * apply may be NULL). Settings that take effect only after a restart keep
+ * their running values in next, and their names go into restart (empty
+ * when none changed) for the log. Then next is validated.
+ *
+ * Returns 0 with next ready to replace running (the caller frees the old
+ * one). Returns -1 with "file:line: reason" or the validation failure in
+ * err and next zeroed (nothing to free): the daemon logs err and keeps
+ * running as it is. running, path and arg are borrowed.
+ */
+int config_reload(const struct config *running, const char *path,
+                  void (*apply)(struct config *next, void *arg), void *arg,
+                  struct config *next, char err[CONFIG_ERR_MAX],
+                  char restart[CONFIG_ERR_MAX]);
+
+/*
  * Writes every setting of c to out in the file's own syntax, sizes and
  * durations in their largest exact unit, so that loading the output over
  * the defaults gives back c. For `receiptd --check-config --verbose` and

@@ -496,6 +496,67 @@ START_TEST(test_config_restart_needed_names_fixed_settings)
 }
 END_TEST
 
+struct flags {
+    uint32_t max_batch; /* 0 = not given */
+};
+
+static void
+apply_flags_cb(struct config *c, void *arg)
+{
+    const struct flags *f = arg;
+
+    if (f->max_batch != 0)
+        c->max_batch = f->max_batch;
+}
+
+START_TEST(test_config_reload_keeps_flags_and_running_listeners)
+{
+    char err[CONFIG_ERR_MAX] = "", restart[CONFIG_ERR_MAX] = "x";
+    struct flags flags = { 7 };
+    struct config running, next;
+
+    ck_assert_int_eq(config_defaults(&running), 0);
+    ck_assert_int_eq(
+        config_load_file(&running, CONF_DIR "/good/full.conf", err), 0);
+    running.max_batch = 7;
+    /* include.conf: the same socket and path, no TCP, a week's retention,
+     * one writer group and no tokens. */
+    ck_assert_msg(config_reload(&running, CONF_DIR "/good/include.conf",
+                                apply_flags_cb, &flags, &next, err,
+                                restart) == -1,
+                  "accepted a TCP listener without tokens");
+    /* The running TCP listener stays, and include.conf has no token for
+     * it, so the reload must be refused as a whole. */
+    ck_assert_str_eq(err, "TCP listener 0.0.0.0:7411 needs at least one token "
+                          "in access.tokens");
+    ck_assert_ptr_null(next.db_path);
+
+    free(running.tcp_listen);
+    running.tcp_listen = NULL;
+    running.query_threads = 3;
+    ck_assert_msg(config_reload(&running, CONF_DIR "/good/include.conf",
+                                apply_flags_cb, &flags, &next, err,
+                                restart) == 0,
+                  "%s", err);
+    ck_assert_str_eq(restart, "listen.socket_group, limits.query_threads");
+    ck_assert_uint_eq(next.query_threads, 3);
+    ck_assert_uint_eq(next.max_batch, 7);                /* the flag */
+    ck_assert_uint_eq(next.max_frame, 1u << 20);         /* the default */
+    ck_assert_uint_eq(next.retention_max_age_s, 604800); /* the file */
+    ck_assert_uint_eq(next.n_writer_groups, 1);
+    ck_assert_uint_eq(next.n_tokens, 0);
+    ck_assert_str_eq(next.socket_group, "receiptd"); /* kept from running */
+    config_free(&next);
+
+    ck_assert_int_eq(config_reload(&running, CONF_DIR "/bad/syntax.conf", NULL,
+                                   NULL, &next, err, restart),
+                     -1);
+    ck_assert_str_eq(err + strlen(err) - strlen("syntax.conf:3: syntax error"),
+                     "syntax.conf:3: syntax error");
+    config_free(&running);
+}
+END_TEST
+
 START_TEST(test_config_copy_is_deep)
 {
     char err[CONFIG_ERR_MAX] = "";
@@ -589,6 +650,10 @@ config_suite(void)
 
     tc = tcase_create("restart_needed");
     tcase_add_test(tc, test_config_restart_needed_names_fixed_settings);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("reload");
+    tcase_add_test(tc, test_config_reload_keeps_flags_and_running_listeners);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("copy");
