@@ -398,6 +398,18 @@ u64_struct(const msgpack_object *o, const char *const *names, unsigned nknown,
     return 0;
 }
 
+/* True when p[0..n) is printable ASCII other than the double quote. */
+static int
+printable(const char *p, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] > 0x7e || p[i] == '"')
+            return 0;
+    return 1;
+}
+
 static int
 backend_field(const msgpack_object *o, uint8_t *out, struct proto_err *err)
 {
@@ -408,10 +420,19 @@ backend_field(const msgpack_object *o, uint8_t *out, struct proto_err *err)
         return proto_err_set(err, PROTO_EINVALID, NULL,
                              "expected a backend name as a string, got %s",
                              mpobj_type_name(o));
-    if (mpobj_str(o, 64, &s, err) == 0 &&
-        (b = receipt_backend_from_name(s.ptr, s.len)) >= 0) {
-        *out = (uint8_t)b;
-        return 0;
+    /* Quote what arrived only when it is short, printable UTF-8: the
+     * message goes back to the producer and into logs. */
+    if (mpobj_str(o, 32, &s, err) == 0) {
+        if ((b = receipt_backend_from_name(s.ptr, s.len)) >= 0) {
+            *out = (uint8_t)b;
+            return 0;
+        }
+        if (printable(s.ptr, s.len))
+            return proto_err_set(err, PROTO_EINVALID, NULL,
+                                 "expected one of cpu, wgpu-dx12, "
+                                 "wgpu-vulkan, wgpu-metal, cuda, metal, "
+                                 "unknown; got \"%.*s\"",
+                                 (int)s.len, s.ptr);
     }
     return proto_err_set(err, PROTO_EINVALID, NULL,
                          "expected one of cpu, wgpu-dx12, wgpu-vulkan, "

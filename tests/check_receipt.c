@@ -917,7 +917,8 @@ gen_field(const struct tfield *f, unsigned s, int tm, int nm, int full)
     case K_BACKEND:
         c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa3gpu"), PROTO_EINVALID,
                      f->path);
-        c->want_msg = "wgpu-vulkan";
+        c->want_msg = "expected one of cpu, wgpu-dx12, wgpu-vulkan, "
+                      "wgpu-metal, cuda, metal, unknown; got \"gpu\"";
         add_case(s, tm, nm, M_RAW, f->path,
                  RAW("\xa4"
                      "CUDA"),
