@@ -360,6 +360,46 @@ START_TEST(test_e2e_receipt_stored_and_read_back)
 }
 END_TEST
 
+START_TEST(test_e2e_unknown_keys_kept_and_read_back)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    const msgpack_object *row;
+    struct e2e_reply rep;
+    msgpack_sbuffer sb;
+    size_t len;
+    char *body = e2e_receipt_bytes(&r, &len);
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    /* The same receipt with one more top-level key, as a newer producer
+     * would send: the map header 0x8c (12 keys) becomes 0x8d. */
+    ck_assert_uint_eq((unsigned char)body[0], 0x8c);
+    msgpack_sbuffer_init(&sb);
+    msgpack_sbuffer_write(&sb, "\x8d", 1);
+    msgpack_sbuffer_write(&sb, body + 1, len - 1);
+    msgpack_sbuffer_write(&sb,
+                          "\xa7"
+                          "flavour"
+                          "\xa5"
+                          "mango",
+                          14);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPT, 1, 0, 0, sb.data, sb.size), 0);
+    expect_ok(fd, 1, &rep);
+    e2e_reply_free(&rep);
+    query(fd, 2, "receipts", 1, 0, NULL, NULL, &rep);
+    row = &rows_of(&rep)->via.array.ptr[0];
+    ck_assert(e2e_get_str_eq(row, "flavour", "mango"));
+    ck_assert(e2e_get_str_eq(row, "stop_reason", "eos"));
+    e2e_reply_free(&rep);
+    msgpack_sbuffer_destroy(&sb);
+    free(body);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_e2e_pipelined_replies_in_order)
 {
     struct e2e_receipt r = { .schema = 3, .coverage = 0x7f };
@@ -1274,6 +1314,7 @@ suite(void)
         { "hello_ping", test_e2e_hello_and_ping, 0 },
         { "unimplemented", test_e2e_unimplemented_ops_and_kinds, 0 },
         { "receipt_read_back", test_e2e_receipt_stored_and_read_back, 0 },
+        { "unknown_keys", test_e2e_unknown_keys_kept_and_read_back, 0 },
         { "pipelining", test_e2e_pipelined_replies_in_order, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
         { "batch_quarantine", test_e2e_batch_rejects_items_into_quarantine, 0 },
