@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -665,7 +667,7 @@ add_reject(struct import *im, size_t file, size_t index, const char *code,
     snprintf(r->message, sizeof(r->message), "%s", message);
 }
 
-/* Takes sb's bytes as the next item. */
+/* Copies sb's bytes as the next item. */
 static void
 add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
 {
@@ -684,7 +686,12 @@ add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
     it->file = file;
     it->index = index;
     it->len = sb->size;
-    it->data = msgpack_sbuffer_release(sb);
+    /* An sbuffer starts at 8 KiB; a receipt is a few hundred bytes, and an
+     * import holds a whole file's worth of them. */
+    it->data = malloc(sb->size ? sb->size : 1);
+    if (it->data == NULL)
+        oom_exit();
+    memcpy(it->data, sb->data, sb->size);
 }
 
 /* Decodes one receipt from the JSON text buf[0..len) (strictly: integers
@@ -1047,91 +1054,151 @@ batch_result(struct import *im, const struct pending *p,
 }
 
 /*
- * Sends every item in `receipts` batches, IMPORT_WINDOW requests in flight.
- * Returns 0 or EXIT_CONNECT (printed).
+ * The sending side of an import. Files are parsed one after another and
+ * their items queued; full batches go out as soon as they exist, up to
+ * IMPORT_WINDOW in flight, and an item's bytes are freed once its batch is
+ * answered, so memory follows the largest file, not the whole import.
  */
-static int
-send_items(struct import *im, struct net_conn *c, uint32_t batch)
-{
+struct sender {
+    struct net_conn c;
+    int state; /* 0 not connected yet, 1 connected, -1 failed */
+    int rc;    /* the exit code of a failure */
+    uint32_t batch;
     struct pending win[IMPORT_WINDOW];
-    size_t head = 0, inflight = 0, next = 0, n, size, i;
-    char err[NET_ERR_MAX];
+    size_t head, inflight, next;
+};
+
+/* Envelope of a batch around its items: map header, "op": "receipts",
+ * "id": u64, "body", array32 header. */
+#define BATCH_OVERHEAD 64
+
+static int
+sender_recv(struct import *im, struct sender *s, char *err, size_t err_len)
+{
+    struct pending *p = &s->win[s->head];
     struct net_reply rep;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    /* map header, "op": "receipts", "id": u64, "body", array32 header. */
-    const size_t overhead = 64;
+    size_t i;
     int rc;
 
-    if (c->max_batch < batch)
-        batch = c->max_batch;
-    while (next < im->nitems || inflight > 0) {
-        if (next < im->nitems && inflight < IMPORT_WINDOW) {
-            struct pending *p = &win[(head + inflight) % IMPORT_WINDOW];
-            size_t start;
+    rc = net_recv(&s->c, &rep, err, err_len);
+    if (rc == 0 && (!rep.r.has_id || rep.r.id != p->id)) {
+        snprintf(err, err_len, "a reply came out of order");
+        rc = NET_EPROTO;
+    }
+    if (rc == 0 && !rep.r.ok)
+        reject_batch(im, p, &rep.r);
+    else if (rc == 0 && batch_result(im, p, rep.r.result) != 0) {
+        snprintf(err, err_len,
+                 "the daemon's receipts result is not "
+                 "{\"accepted\", \"rejected\"}");
+        rc = NET_EPROTO;
+    }
+    net_reply_free(&rep);
+    if (rc != 0)
+        return rc;
+    im->acked += p->n;
+    for (i = p->first; i < p->first + p->n; i++) {
+        free(im->items[i].data);
+        im->items[i].data = NULL;
+    }
+    s->head = (s->head + 1) % IMPORT_WINDOW;
+    s->inflight--;
+    return 0;
+}
 
-            if (im->items[next].len + overhead > c->max_frame) {
-                char msg[PROTO_ERR_MSG_MAX];
+/* Packs and sends the next batch of at most s->batch items. */
+static int
+sender_send(struct import *im, struct sender *s, char *err, size_t err_len)
+{
+    struct pending *p = &s->win[(s->head + s->inflight) % IMPORT_WINDOW];
+    size_t n, size = BATCH_OVERHEAD, i, start;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
 
-                snprintf(msg, sizeof(msg),
-                         "the receipt is %zu bytes; the daemon's max_frame "
-                         "is %" PRIu32,
-                         im->items[next].len, c->max_frame);
-                add_reject(im, im->items[next].file, im->items[next].index,
-                           "too_large", "", msg);
-                next++;
-                continue;
+    for (n = 0; n < s->batch && s->next + n < im->nitems &&
+                size + im->items[s->next + n].len <= s->c.max_frame;
+         n++)
+        size += im->items[s->next + n].len;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    start = net_frame_begin(&s->c, &sb, &pk, PROTO_OP_RECEIPTS, 1, &p->id);
+    if (start == (size_t)-1 || msgpack_pack_array(&pk, n) != 0)
+        oom_exit();
+    for (i = 0; i < n; i++)
+        if (msgpack_sbuffer_write(&sb, im->items[s->next + i].data,
+                                  im->items[s->next + i].len) != 0)
+            oom_exit();
+    if (net_frame_finish(&s->c, &sb, start) != 0)
+        oom_exit(); /* cannot happen: sizes were checked above */
+    p->first = s->next;
+    p->n = n;
+    rc = net_send(&s->c, sb.data, sb.size, err, err_len);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc != 0)
+        return rc;
+    s->next += n;
+    s->inflight++;
+    return 0;
+}
+
+/*
+ * Sends the queued items that make full batches (all of them when final),
+ * reading replies whenever the window is full; when final, waits for every
+ * reply. After a failure it only records it: the remaining files are still
+ * checked locally.
+ */
+static void
+sender_pump(struct import *im, struct sender *s, struct opts *o,
+            const char *source, int final)
+{
+    char err[NET_ERR_MAX];
+    int rc = 0;
+
+    if (s->state < 0)
+        return;
+    while (rc == 0) {
+        size_t queued = im->nitems - s->next;
+
+        if (queued > 0 && s->state == 0) {
+            if ((s->rc = open_conn(o, &s->c, source, 1)) != 0) {
+                s->state = -1;
+                return;
             }
-            size = overhead;
-            for (n = 0; n < batch && next + n < im->nitems &&
-                        size + im->items[next + n].len <= c->max_frame;
-                 n++)
-                size += im->items[next + n].len;
-            msgpack_sbuffer_init(&sb);
-            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-            start = net_frame_begin(c, &sb, &pk, PROTO_OP_RECEIPTS, 1, &p->id);
-            if (start == (size_t)-1 || msgpack_pack_array(&pk, n) != 0)
-                oom_exit();
-            for (i = 0; i < n; i++)
-                if (msgpack_sbuffer_write(&sb, im->items[next + i].data,
-                                          im->items[next + i].len) != 0)
-                    oom_exit();
-            if (net_frame_finish(c, &sb, start) != 0)
-                oom_exit(); /* cannot happen: sizes were checked above */
-            p->first = next;
-            p->n = n;
-            rc = net_send(c, sb.data, sb.size, err, sizeof(err));
-            msgpack_sbuffer_destroy(&sb);
-            if (rc != 0)
-                goto fail;
-            next += n;
-            inflight++;
+            s->state = 1;
+            if (s->c.max_batch < s->batch)
+                s->batch = s->c.max_batch;
+        }
+        if (queued > 0 &&
+            im->items[s->next].len + BATCH_OVERHEAD > s->c.max_frame) {
+            char msg[PROTO_ERR_MSG_MAX];
+
+            snprintf(msg, sizeof(msg),
+                     "the receipt is %zu bytes; the daemon's max_frame is "
+                     "%" PRIu32,
+                     im->items[s->next].len, s->c.max_frame);
+            add_reject(im, im->items[s->next].file, im->items[s->next].index,
+                       "too_large", "", msg);
+            /* Counted as answered: the daemon will never see it. */
+            free(im->items[s->next].data);
+            im->items[s->next].data = NULL;
+            im->acked++;
+            s->next++;
             continue;
         }
-        rc = net_recv(c, &rep, err, sizeof(err));
-        if (rc == 0 && (!rep.r.has_id || rep.r.id != win[head].id)) {
-            snprintf(err, sizeof(err), "a reply came out of order");
-            rc = NET_EPROTO;
-        }
-        if (rc == 0 && !rep.r.ok)
-            reject_batch(im, &win[head], &rep.r);
-        else if (rc == 0 && batch_result(im, &win[head], rep.r.result) != 0) {
-            snprintf(err, sizeof(err),
-                     "the daemon's receipts result is not "
-                     "{\"accepted\", \"rejected\"}");
-            rc = NET_EPROTO;
-        }
-        net_reply_free(&rep);
-        if (rc != 0)
-            goto fail;
-        im->acked += win[head].n;
-        head = (head + 1) % IMPORT_WINDOW;
-        inflight--;
+        if (queued > 0 && (final || queued >= s->batch) &&
+            s->inflight < IMPORT_WINDOW)
+            rc = sender_send(im, s, err, sizeof(err));
+        else if (s->inflight > 0 && (final || s->inflight == IMPORT_WINDOW))
+            rc = sender_recv(im, s, err, sizeof(err));
+        else
+            break;
     }
-    return 0;
-fail:
-    fprintf(stderr, "receiptctl: import: %s\n", err);
-    return EXIT_CONNECT;
+    if (rc != 0) {
+        fprintf(stderr, "receiptctl: import: %s\n", err);
+        s->state = -1;
+        s->rc = EXIT_CONNECT;
+    }
 }
 
 static int
@@ -1213,11 +1280,33 @@ print_import(const struct opts *o, struct import *im)
     putchar('\n');
 }
 
+/* Fails (printed) when path is not a readable file, before anything is
+ * sent, so a typo in a file name does not leave half an import behind. */
+static int
+check_readable(const char *path)
+{
+    struct stat st;
+    int fd;
+
+    if (strcmp(path, "-") == 0)
+        return 0;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "receiptctl: import: %s: %s\n", path,
+                fd < 0 ? strerror(errno) : strerror(EISDIR));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 static int
 cmd_import(struct opts *o)
 {
     struct import im;
-    struct net_conn c;
+    struct sender snd;
     char host[200], source[256];
     size_t i;
     int rc = 0;
@@ -1226,16 +1315,14 @@ cmd_import(struct opts *o)
         usage_err(o->prog, "no files to import");
         return EXIT_USAGE;
     }
+    for (i = 0; i < (size_t)o->nargs; i++)
+        if (check_readable(o->args[i]) != 0)
+            return EXIT_USAGE;
     memset(&im, 0, sizeof(im));
+    memset(&snd, 0, sizeof(snd));
     im.files = o->args;
     im.nfiles = (size_t)o->nargs;
-    /* Every file is read and checked before the first byte is sent, so a
-     * typo in a file name does not leave half an import behind. */
-    for (i = 0; i < im.nfiles; i++)
-        if (load_file(&im, i) != 0) {
-            rc = EXIT_USAGE;
-            goto done;
-        }
+    snd.batch = o->batch;
     if (o->source == NULL) {
         if (gethostname(host, sizeof(host)) != 0)
             snprintf(host, sizeof(host), "localhost");
@@ -1244,17 +1331,22 @@ cmd_import(struct opts *o)
     } else {
         snprintf(source, sizeof(source), "%s", o->source);
     }
-    /* The local verdicts are printed even when the daemon cannot be
-     * reached, so the bad items can be fixed meanwhile. */
-    if (im.nitems > 0 && (rc = open_conn(o, &c, source, 1)) == 0) {
-        rc = send_items(&im, &c, o->batch);
-        net_close(&c);
+    /* A file that became unreadable since the check stops the import;
+     * what was sent before is reported as usual. The local verdicts are
+     * printed even when the daemon cannot be reached. */
+    for (i = 0; i < im.nfiles && rc == 0; i++) {
+        if (load_file(&im, i) != 0)
+            rc = EXIT_USAGE;
+        sender_pump(&im, &snd, o, source, i + 1 == im.nfiles || rc != 0);
     }
+    if (snd.state == 1)
+        net_close(&snd.c);
     print_import(o, &im);
     fflush(stdout);
+    if (rc == 0)
+        rc = snd.rc;
     if (rc == 0 && im.nrej > 0)
         rc = EXIT_DAEMON;
-done:
     for (i = 0; i < im.nitems; i++)
         free(im.items[i].data);
     free(im.items);
