@@ -400,6 +400,54 @@ START_TEST(test_e2e_unknown_keys_kept_and_read_back)
 }
 END_TEST
 
+START_TEST(test_e2e_slow_query_is_interrupted)
+{
+    static const char *const extra[] = { "--query-timeout-ms", "1", NULL };
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer qb;
+    int fd, i;
+
+    start(extra);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1000);
+    for (i = 0; i < 1000; i++)
+        e2e_pack_receipt(&pk, &r);
+    for (i = 0; i < 10; i++) {
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPTS, (uint64_t)i, 0, 0,
+                                     sb.data, sb.size),
+                         0);
+        expect_ok(fd, (uint64_t)i, &rep);
+        e2e_reply_free(&rep);
+    }
+    /* 10,000 rows cannot be read and encoded within 1 ms. */
+    msgpack_sbuffer_init(&qb);
+    msgpack_packer_init(&pk, &qb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "receipts");
+    envelope_pack_cstr(&pk, "limit");
+    msgpack_pack_uint64(&pk, 10000);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 9, 0, 0, qb.data, qb.size),
+                     0);
+    expect_err(fd, PROTO_EOVERLOADED, NULL, &rep);
+    ck_assert_ptr_nonnull(strstr(rep.r.err.message, "query_timeout_ms"));
+    e2e_reply_free(&rep);
+    /* the connection and the daemon carry on */
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, 10, 0, 0, NULL, 0), 0);
+    expect_ok(fd, 10, &rep);
+    e2e_reply_free(&rep);
+    msgpack_sbuffer_destroy(&qb);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_e2e_pipelined_replies_in_order)
 {
     struct e2e_receipt r = { .schema = 3, .coverage = 0x7f };
@@ -1315,6 +1363,7 @@ suite(void)
         { "unimplemented", test_e2e_unimplemented_ops_and_kinds, 0 },
         { "receipt_read_back", test_e2e_receipt_stored_and_read_back, 0 },
         { "unknown_keys", test_e2e_unknown_keys_kept_and_read_back, 0 },
+        { "query_timeout", test_e2e_slow_query_is_interrupted, 0 },
         { "pipelining", test_e2e_pipelined_replies_in_order, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
         { "batch_quarantine", test_e2e_batch_rejects_items_into_quarantine, 0 },
