@@ -28,3 +28,12 @@ add_test(NAME systemd_check
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/systemd-check.sh
           ${CMAKE_SOURCE_DIR}/systemd ${CMAKE_SOURCE_DIR}/docs)
 set_tests_properties(systemd_check PROPERTIES TIMEOUT 300)
+
+# End to end on the real daemon: peer roles, TCP tokens, socket activation
+# and sd_notify under systemd-socket-activate.
+if(TARGET receiptd)
+  receiptd_check_test(e2e_access
+    SOURCES e2e_access.c e2e_util.c
+    LIBS receiptproto PkgConfig::SQLITE)
+  add_dependencies(e2e_access receiptd)
+endif()
