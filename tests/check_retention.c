@@ -1068,7 +1068,7 @@ START_TEST(test_retention_rule5_matches_oracle)
         if (!all[i].output)
             continue;
         want = rnd_oracle_overwritten(all, n, &all[i]);
-        snprintf(json, sizeof(json), "{" KEY ", \"values\": [\"%s\"]}",
+        snprintf(json, sizeof(json), "{" KEY ", \"values\": [\"%.15s\"]}",
                  all[i].id);
         s = spec(json);
         rc = retention_resolve(p, s, &v, &m, &err);
