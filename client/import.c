@@ -1,0 +1,762 @@
+/*
+ * import.c: `receiptctl import FILE...`: receipts from msgpack or
+ * serde_json files, checked locally with proto/receipt.h, then sent in
+ * pipelined `receipts` batches.
+ *
+ * Files are read one at a time; each receipt is decoded (JSON strictly, one
+ * item at a time so a bad item does not hide the others), re-encoded as
+ * msgpack and queued. Full batches leave as soon as they exist, up to
+ * IMPORT_WINDOW in flight, and a receipt's bytes are freed when its batch is
+ * answered. Every rejection, local or the daemon's, is kept with its file
+ * and item index and printed at the end, sorted. Single-threaded.
+ */
+#include "import.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+#include <msgpack.h>
+
+#include "envelope.h"
+#include "mpcheck.h"
+#include "mpobj.h"
+#include "net.h"
+#include "output.h"
+#include "receipt.h"
+
+/* Requests in flight during an import: enough to keep the daemon's group
+ * commit fed, few enough that their replies never fill its per-connection
+ * reply cap while this process is busy writing. */
+#define IMPORT_WINDOW 8
+
+struct item {
+    size_t file;
+    size_t index;
+    char *data; /* owned msgpack bytes of one receipt */
+    size_t len;
+};
+
+struct reject {
+    size_t file;
+    size_t index;
+    char code[32];
+    char path[PROTO_ERR_PATH_MAX];
+    char message[PROTO_ERR_MSG_MAX];
+};
+
+struct import {
+    char **files; /* borrowed from argv */
+    size_t nfiles;
+    struct item *items;
+    size_t nitems, icap;
+    struct reject *rej;
+    size_t nrej, rcap;
+    uint64_t accepted;
+    size_t acked; /* items whose batch got a reply */
+};
+
+static void
+add_reject(struct import *im, size_t file, size_t index, const char *code,
+           const char *path, const char *message)
+{
+    struct reject *r;
+
+    if (im->nrej == im->rcap) {
+        size_t cap = im->rcap ? im->rcap * 2 : 16;
+
+        r = realloc(im->rej, cap * sizeof(*r));
+        if (r == NULL)
+            cli_oom();
+        im->rej = r;
+        im->rcap = cap;
+    }
+    r = &im->rej[im->nrej++];
+    r->file = file;
+    r->index = index;
+    snprintf(r->code, sizeof(r->code), "%s", code);
+    snprintf(r->path, sizeof(r->path), "%s", path ? path : "");
+    snprintf(r->message, sizeof(r->message), "%s", message);
+}
+
+/* Copies sb's bytes as the next item. */
+static void
+add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
+{
+    struct item *it;
+
+    if (im->nitems == im->icap) {
+        size_t cap = im->icap ? im->icap * 2 : 256;
+
+        it = realloc(im->items, cap * sizeof(*it));
+        if (it == NULL)
+            cli_oom();
+        im->items = it;
+        im->icap = cap;
+    }
+    it = &im->items[im->nitems++];
+    it->file = file;
+    it->index = index;
+    it->len = sb->size;
+    /* An sbuffer starts at 8 KiB; a receipt is a few hundred bytes, and an
+     * import holds a whole file's worth of them. */
+    it->data = malloc(sb->size ? sb->size : 1);
+    if (it->data == NULL)
+        cli_oom();
+    memcpy(it->data, sb->data, sb->size);
+}
+
+/* Decodes one receipt from the JSON text buf[0..len) (strictly: integers
+ * past 2^64-1 and repeated keys are errors, not silently changed). */
+static void
+json_item(struct import *im, size_t file, size_t index, const char *buf,
+          size_t len)
+{
+    struct json_object *obj = NULL;
+    struct receipt r;
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    proto_err_clear(&err);
+    rc = receipt_json_parse(buf, len, &obj, &err);
+    if (rc == 0)
+        rc = receipt_decode_json(obj, &r, &err);
+    if (rc != 0) {
+        add_reject(im, file, index, proto_code_name(rc), err.path, err.message);
+        json_object_put(obj);
+        return;
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (receipt_encode(&r, &pk) != 0)
+        cli_oom();
+    receipt_clear(&r);
+    json_object_put(obj);
+    add_item(im, file, index, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static int
+is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+/*
+ * The length of the JSON value at p[0..len) (p[0] not a space), or 0 when
+ * it does not end there. Only strings and bracket depth are followed: this
+ * finds where each receipt's text ends, so that each is parsed (strictly)
+ * on its own and one bad item does not hide the others; the parser checks
+ * everything else.
+ */
+static size_t
+value_len(const char *p, size_t len)
+{
+    size_t i;
+    int depth = 0, in_str = 0;
+
+    if (p[0] != '{' && p[0] != '[' && p[0] != '"') {
+        for (i = 0; i < len && !is_space(p[i]) && p[i] != ',' && p[i] != ']' &&
+                    p[i] != '}';
+             i++)
+            ;
+        return i;
+    }
+    for (i = 0; i < len; i++) {
+        char ch = p[i];
+
+        if (in_str) {
+            if (ch == '\\') {
+                i++;
+            } else if (ch == '"') {
+                in_str = 0;
+                if (depth == 0)
+                    return i + 1;
+            }
+            continue;
+        }
+        if (ch == '"')
+            in_str = 1;
+        else if (ch == '{' || ch == '[')
+            depth++;
+        else if ((ch == '}' || ch == ']') && --depth <= 0)
+            return i + 1;
+    }
+    return 0;
+}
+
+static size_t
+skip_space(const char *buf, size_t len, size_t off)
+{
+    while (off < len && is_space(buf[off]))
+        off++;
+    return off;
+}
+
+/*
+ * Splits the array at buf[0..len) (buf[0] == '[') into its elements.
+ * Returns 0, or -1 after rejecting the item where the text broke.
+ */
+static int
+json_array(struct import *im, size_t file, size_t *index, const char *buf,
+           size_t len)
+{
+    size_t off = skip_space(buf, len, 1), n;
+
+    if (off < len && buf[off] == ']')
+        return 0;
+    while (off < len) {
+        n = value_len(buf + off, len - off);
+        if (n == 0)
+            break;
+        json_item(im, file, (*index)++, buf + off, n);
+        off = skip_space(buf, len, off + n);
+        if (off < len && buf[off] == ']')
+            return 0;
+        if (off >= len || buf[off] != ',')
+            break;
+        off = skip_space(buf, len, off + 1);
+    }
+    add_reject(im, file, *index, "malformed", "",
+               "the JSON array is not well formed here; the rest of the "
+               "file was not read");
+    return -1;
+}
+
+/* A JSON array of receipts, one receipt, or JSON lines (several values one
+ * after another); an array inside JSON lines is a batch of receipts too. */
+static void
+load_json(struct import *im, size_t file, const char *buf, size_t len)
+{
+    size_t off = skip_space(buf, len, 0), index = 0, n;
+
+    while (off < len) {
+        n = value_len(buf + off, len - off);
+        if (n == 0 && buf[off] == '[') {
+            /* An array cut short: import its complete items, then report
+             * where it broke. */
+            json_array(im, file, &index, buf + off, len - off);
+            return;
+        }
+        if (n == 0) {
+            add_reject(im, file, index, "malformed", "",
+                       "the file ends inside a JSON value");
+            return;
+        }
+        if (buf[off] == '[') {
+            if (json_array(im, file, &index, buf + off, n) != 0)
+                return;
+        } else {
+            json_item(im, file, index++, buf + off, n);
+        }
+        off = skip_space(buf, len, off + n);
+    }
+}
+
+static void
+msgpack_item(struct import *im, size_t file, size_t index,
+             const msgpack_object *o)
+{
+    struct receipt r;
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    proto_err_clear(&err);
+    rc = receipt_decode(o, &r, &err);
+    if (rc != 0) {
+        add_reject(im, file, index, proto_code_name(rc), err.path, err.message);
+        return;
+    }
+    receipt_clear(&r);
+    /* The object goes out as the producer wrote it (map or array form,
+     * unknown keys included); only integer widths may be normalised. */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_object(&pk, *o) != 0)
+        cli_oom();
+    add_item(im, file, index, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* One receipt (map, or array form starting with schema_version) or an
+ * array of receipts (an array whose elements are maps or arrays). */
+static void
+load_msgpack(struct import *im, size_t file, const char *buf, size_t len)
+{
+    struct proto_err err;
+    msgpack_unpacked up;
+    const msgpack_object *o;
+    size_t off = 0;
+    uint32_t i;
+
+    if (mpcheck(buf, len, &err) != 0) {
+        add_reject(im, file, 0, "malformed", "", err.message);
+        return;
+    }
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, buf, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+        add_reject(im, file, 0, "malformed", "",
+                   "the file is not one msgpack object");
+        msgpack_unpacked_destroy(&up);
+        return;
+    }
+    o = &up.data;
+    if (o->type == MSGPACK_OBJECT_ARRAY &&
+        (o->via.array.size == 0 ||
+         o->via.array.ptr[0].type == MSGPACK_OBJECT_MAP ||
+         o->via.array.ptr[0].type == MSGPACK_OBJECT_ARRAY)) {
+        for (i = 0; i < o->via.array.size; i++)
+            msgpack_item(im, file, i, &o->via.array.ptr[i]);
+    } else {
+        msgpack_item(im, file, 0, o);
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+/* Reads a whole file ("-" is stdin). Returns 0 or -1 with errno. */
+static int
+read_file(const char *path, char **out, size_t *out_len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    char *buf = NULL, *nb;
+    size_t len = 0, cap = 0, n;
+    int e;
+
+    if (f == NULL)
+        return -1;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 65536;
+            if ((nb = realloc(buf, cap)) == NULL) {
+                errno = ENOMEM;
+                goto fail;
+            }
+            buf = nb;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                errno = EIO;
+                goto fail;
+            }
+            break;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    *out = buf;
+    *out_len = len;
+    return 0;
+fail:
+    e = errno;
+    if (f != stdin)
+        fclose(f);
+    free(buf);
+    errno = e;
+    return -1;
+}
+
+static int
+load_file(struct import *im, size_t file)
+{
+    char *buf;
+    size_t len, off = 0;
+
+    if (read_file(im->files[file], &buf, &len) != 0) {
+        fprintf(stderr, "receiptctl: import: %s: %s\n", im->files[file],
+                strerror(errno));
+        return -1;
+    }
+    /* json_tokener takes an int length. */
+    if (len > (size_t)INT32_MAX) {
+        fprintf(stderr, "receiptctl: import: %s: larger than 2 GiB; split it\n",
+                im->files[file]);
+        free(buf);
+        return -1;
+    }
+    if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
+        off = 3;
+    while (off < len && is_space(buf[off]))
+        off++;
+    /* '{' and '[' are positive fixints in msgpack, never a receipt, so the
+     * first byte tells the encodings apart. */
+    if (off < len && (buf[off] == '{' || buf[off] == '['))
+        load_json(im, file, buf + off, len - off);
+    else if (len == 0)
+        add_reject(im, file, 0, "malformed", "", "the file is empty");
+    else
+        load_msgpack(im, file, buf, len);
+    free(buf);
+    return 0;
+}
+
+struct pending {
+    uint64_t id;
+    size_t first;
+    size_t n;
+};
+
+static void
+reject_batch(struct import *im, const struct pending *p,
+             const struct envelope_reply *r)
+{
+    char code[32];
+    size_t i;
+
+    if (r->code_name.len > 0)
+        snprintf(code, sizeof(code), "%.*s", (int)r->code_name.len,
+                 r->code_name.ptr);
+    else
+        snprintf(code, sizeof(code), "%s", proto_code_name(r->err.code));
+    for (i = 0; i < p->n; i++)
+        add_reject(im, im->items[p->first + i].file,
+                   im->items[p->first + i].index, code, r->err.path,
+                   r->err.message);
+}
+
+/* Applies a `receipts` result to the batch it answers. */
+static int
+batch_result(struct import *im, const struct pending *p,
+             const msgpack_object *res)
+{
+    const msgpack_object *acc, *rej, *e, *idx;
+    char code[32], path[PROTO_ERR_PATH_MAX], msg[PROTO_ERR_MSG_MAX];
+    uint64_t a = 0, k;
+    uint32_t i;
+
+    if (res == NULL || res->type != MSGPACK_OBJECT_MAP)
+        return -1;
+    acc = mpobj_map_get(res, "accepted", NULL);
+    rej = mpobj_map_get(res, "rejected", NULL);
+    if (acc == NULL || mpobj_uint(acc, p->n, &a, NULL) != 0)
+        return -1;
+    im->accepted += a;
+    if (rej == NULL || rej->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    for (i = 0; i < rej->via.array.size; i++) {
+        e = &rej->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_MAP)
+            return -1;
+        idx = mpobj_map_get(e, "index", NULL);
+        if (idx == NULL || mpobj_uint(idx, p->n - 1, &k, NULL) != 0)
+            return -1;
+        cli_copy_str(code, sizeof(code), e, "code");
+        cli_copy_str(path, sizeof(path), e, "path");
+        cli_copy_str(msg, sizeof(msg), e, "message");
+        add_reject(im, im->items[p->first + k].file,
+                   im->items[p->first + k].index, code, path, msg);
+    }
+    return 0;
+}
+
+/*
+ * The sending side of an import. Files are parsed one after another and
+ * their items queued; full batches go out as soon as they exist, up to
+ * IMPORT_WINDOW in flight, and an item's bytes are freed once its batch is
+ * answered, so memory follows the largest file, not the whole import.
+ */
+struct sender {
+    struct net_conn c;
+    int state; /* 0 not connected yet, 1 connected, -1 failed */
+    int rc;    /* the exit code of a failure */
+    uint32_t batch;
+    struct pending win[IMPORT_WINDOW];
+    size_t head, inflight, next;
+};
+
+/* Envelope of a batch around its items: map header, "op": "receipts",
+ * "id": u64, "body", array32 header. */
+#define BATCH_OVERHEAD 64
+
+static int
+sender_recv(struct import *im, struct sender *s, char *err, size_t err_len)
+{
+    struct pending *p = &s->win[s->head];
+    struct net_reply rep;
+    size_t i;
+    int rc;
+
+    rc = net_recv(&s->c, &rep, err, err_len);
+    if (rc == 0 && (!rep.r.has_id || rep.r.id != p->id)) {
+        snprintf(err, err_len, "a reply came out of order");
+        rc = NET_EPROTO;
+    }
+    if (rc == 0 && !rep.r.ok)
+        reject_batch(im, p, &rep.r);
+    else if (rc == 0 && batch_result(im, p, rep.r.result) != 0) {
+        snprintf(err, err_len,
+                 "the daemon's receipts result is not "
+                 "{\"accepted\", \"rejected\"}");
+        rc = NET_EPROTO;
+    }
+    net_reply_free(&rep);
+    if (rc != 0)
+        return rc;
+    im->acked += p->n;
+    for (i = p->first; i < p->first + p->n; i++) {
+        free(im->items[i].data);
+        im->items[i].data = NULL;
+    }
+    s->head = (s->head + 1) % IMPORT_WINDOW;
+    s->inflight--;
+    return 0;
+}
+
+/* Packs and sends the next batch of at most s->batch items. */
+static int
+sender_send(struct import *im, struct sender *s, char *err, size_t err_len)
+{
+    struct pending *p = &s->win[(s->head + s->inflight) % IMPORT_WINDOW];
+    size_t n, size = BATCH_OVERHEAD, i, start;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    for (n = 0; n < s->batch && s->next + n < im->nitems &&
+                size + im->items[s->next + n].len <= s->c.max_frame;
+         n++)
+        size += im->items[s->next + n].len;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    start = net_frame_begin(&s->c, &sb, &pk, PROTO_OP_RECEIPTS, 1, &p->id);
+    if (start == (size_t)-1 || msgpack_pack_array(&pk, n) != 0)
+        cli_oom();
+    for (i = 0; i < n; i++)
+        if (msgpack_sbuffer_write(&sb, im->items[s->next + i].data,
+                                  im->items[s->next + i].len) != 0)
+            cli_oom();
+    if (net_frame_finish(&s->c, &sb, start) != 0)
+        cli_oom(); /* cannot happen: sizes were checked above */
+    p->first = s->next;
+    p->n = n;
+    rc = net_send(&s->c, sb.data, sb.size, err, err_len);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc != 0)
+        return rc;
+    s->next += n;
+    s->inflight++;
+    return 0;
+}
+
+/*
+ * Sends the queued items that make full batches (all of them when final),
+ * reading replies whenever the window is full; when final, waits for every
+ * reply. After a failure it only records it: the remaining files are still
+ * checked locally.
+ */
+static void
+sender_pump(struct import *im, struct sender *s, struct cli_opts *o,
+            const char *source, int final)
+{
+    char err[NET_ERR_MAX];
+    int rc = 0;
+
+    if (s->state < 0)
+        return;
+    while (rc == 0) {
+        size_t queued = im->nitems - s->next;
+
+        if (queued > 0 && s->state == 0) {
+            if ((s->rc = cli_open_conn(o, &s->c, source, 1)) != 0) {
+                s->state = -1;
+                return;
+            }
+            s->state = 1;
+            if (s->c.max_batch < s->batch)
+                s->batch = s->c.max_batch;
+        }
+        if (queued > 0 &&
+            im->items[s->next].len + BATCH_OVERHEAD > s->c.max_frame) {
+            char msg[PROTO_ERR_MSG_MAX];
+
+            snprintf(msg, sizeof(msg),
+                     "the receipt is %zu bytes; the daemon's max_frame is "
+                     "%" PRIu32,
+                     im->items[s->next].len, s->c.max_frame);
+            add_reject(im, im->items[s->next].file, im->items[s->next].index,
+                       "too_large", "", msg);
+            /* Counted as answered: the daemon will never see it. */
+            free(im->items[s->next].data);
+            im->items[s->next].data = NULL;
+            im->acked++;
+            s->next++;
+            continue;
+        }
+        if (queued > 0 && (final || queued >= s->batch) &&
+            s->inflight < IMPORT_WINDOW)
+            rc = sender_send(im, s, err, sizeof(err));
+        else if (s->inflight > 0 && (final || s->inflight == IMPORT_WINDOW))
+            rc = sender_recv(im, s, err, sizeof(err));
+        else
+            break;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "receiptctl: import: %s\n", err);
+        s->state = -1;
+        s->rc = CLI_EXIT_CONNECT;
+    }
+}
+
+static int
+reject_cmp(const void *a, const void *b)
+{
+    const struct reject *x = a, *y = b;
+
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    if (x->index != y->index)
+        return x->index < y->index ? -1 : 1;
+    return 0;
+}
+
+static void
+print_import(const struct cli_opts *o, struct import *im)
+{
+    size_t i;
+
+    if (im->nrej > 0)
+        qsort(im->rej, im->nrej, sizeof(*im->rej), reject_cmp);
+    if (o->format == OUTPUT_JSON) {
+        struct json_object *j = json_object_new_object(), *a, *e;
+
+        json_object_object_add(j, "accepted",
+                               json_object_new_uint64(im->accepted));
+        a = json_object_new_array();
+        for (i = 0; i < im->nrej; i++) {
+            const struct reject *r = &im->rej[i];
+
+            e = json_object_new_object();
+            json_object_object_add(e, "file",
+                                   json_object_new_string(im->files[r->file]));
+            json_object_object_add(e, "index",
+                                   json_object_new_uint64(r->index));
+            json_object_object_add(e, "code", json_object_new_string(r->code));
+            json_object_object_add(e, "path", json_object_new_string(r->path));
+            json_object_object_add(e, "message",
+                                   json_object_new_string(r->message));
+            json_object_array_add(a, e);
+        }
+        json_object_object_add(j, "rejected", a);
+        json_object_object_add(j, "unacknowledged",
+                               json_object_new_uint64(im->nitems - im->acked));
+        puts(json_object_to_json_string_ext(
+            j, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(j);
+        return;
+    }
+    if (o->format == OUTPUT_CSV) {
+        puts("file,index,code,path,message");
+        for (i = 0; i < im->nrej; i++) {
+            const struct reject *r = &im->rej[i];
+
+            output_csv_field(stdout, im->files[r->file],
+                             strlen(im->files[r->file]));
+            printf(",%zu,", r->index);
+            output_csv_field(stdout, r->code, strlen(r->code));
+            putchar(',');
+            output_csv_field(stdout, r->path, strlen(r->path));
+            putchar(',');
+            output_csv_field(stdout, r->message, strlen(r->message));
+            putchar('\n');
+        }
+        return;
+    }
+    for (i = 0; i < im->nrej; i++) {
+        const struct reject *r = &im->rej[i];
+
+        printf("%s:%zu: %s: %s%s%s\n", im->files[r->file], r->index, r->code,
+               r->path, r->path[0] ? ": " : "", r->message);
+    }
+    printf("accepted %" PRIu64 ", rejected %zu", im->accepted, im->nrej);
+    /* Items sent without a reply may or may not be stored: say so rather
+     * than count them either way. */
+    if (im->acked < im->nitems)
+        printf(", not acknowledged %zu", im->nitems - im->acked);
+    putchar('\n');
+}
+
+/* Fails (printed) when path is not a readable file, before anything is
+ * sent, so a typo in a file name does not leave half an import behind. */
+static int
+check_readable(const char *path)
+{
+    struct stat st;
+    int fd;
+
+    if (strcmp(path, "-") == 0)
+        return 0;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "receiptctl: import: %s: %s\n", path,
+                fd < 0 ? strerror(errno) : strerror(EISDIR));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+int
+import_run(struct cli_opts *o)
+{
+    struct import im;
+    struct sender snd;
+    char host[200], source[256];
+    size_t i;
+    int rc = 0;
+
+    if (o->nargs == 0) {
+        cli_usage_err(o->prog, "no files to import");
+        return CLI_EXIT_USAGE;
+    }
+    for (i = 0; i < (size_t)o->nargs; i++)
+        if (check_readable(o->args[i]) != 0)
+            return CLI_EXIT_USAGE;
+    memset(&im, 0, sizeof(im));
+    memset(&snd, 0, sizeof(snd));
+    im.files = o->args;
+    im.nfiles = (size_t)o->nargs;
+    snd.batch = o->batch;
+    if (o->source == NULL) {
+        if (gethostname(host, sizeof(host)) != 0)
+            snprintf(host, sizeof(host), "localhost");
+        host[sizeof(host) - 1] = '\0';
+        snprintf(source, sizeof(source), "receiptctl/%s", host);
+    } else {
+        snprintf(source, sizeof(source), "%s", o->source);
+    }
+    /* A file that became unreadable since the check stops the import;
+     * what was sent before is reported as usual. The local verdicts are
+     * printed even when the daemon cannot be reached. */
+    for (i = 0; i < im.nfiles && rc == 0; i++) {
+        if (load_file(&im, i) != 0)
+            rc = CLI_EXIT_USAGE;
+        sender_pump(&im, &snd, o, source, i + 1 == im.nfiles || rc != 0);
+    }
+    if (snd.state == 1)
+        net_close(&snd.c);
+    print_import(o, &im);
+    fflush(stdout);
+    if (rc == 0)
+        rc = snd.rc;
+    if (rc == 0 && im.nrej > 0)
+        rc = CLI_EXIT_DAEMON;
+    for (i = 0; i < im.nitems; i++)
+        free(im.items[i].data);
+    free(im.items);
+    free(im.rej);
+    return rc;
+}

@@ -1,0 +1,211 @@
+/*
+ * replay.c: `receiptctl quarantine replay ID...`: re-submit quarantined
+ * payloads, e.g. after an upgrade that accepts what was refused.
+ *
+ * For each id the daemon is asked for the payload's bytes with the query
+ * {"kind": "quarantine", "id": N, "raw": true}, whose row carries them in a
+ * "raw" bin field with the payload's "op" and "source". The bytes must be
+ * one msgpack object (a payload quarantined as malformed is not, and cannot
+ * be replayed); they are sent unchanged as the body of a new request, on a
+ * connection that says hello as the original source. Single-threaded.
+ */
+#include "replay.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "envelope.h"
+#include "mpcheck.h"
+#include "mpobj.h"
+#include "net.h"
+
+struct replay_query {
+    uint64_t id;
+};
+
+static int
+pack_replay_query_cb(msgpack_packer *pk, const void *arg)
+{
+    const struct replay_query *q = arg;
+
+    return msgpack_pack_map(pk, 3) != 0 ||
+           cli_pack_str(pk, "kind", "quarantine") ||
+           cli_pack_u64(pk, "id", q->id) || envelope_pack_cstr(pk, "raw") ||
+           msgpack_pack_true(pk) != 0;
+}
+
+struct raw_body {
+    const char *ptr;
+    size_t len;
+};
+
+static int
+pack_raw_cb(msgpack_packer *pk, const void *arg)
+{
+    const struct raw_body *b = arg;
+
+    /* The payload is one checked msgpack object; it is the body as is. */
+    return msgpack_sbuffer_write(pk->data, b->ptr, b->len);
+}
+
+/* The op to replay a payload with: plans and retentions keep their op; a
+ * receipt payload is a `receipt`, an array of them a `receipts` batch. */
+static int
+replay_op(const char *op, const msgpack_object *body)
+{
+    int k = envelope_op_from_name(op, strlen(op));
+
+    if (k == PROTO_OP_PLAN || k == PROTO_OP_RETENTION || k == PROTO_OP_READBACK)
+        return k;
+    if (body->type == MSGPACK_OBJECT_ARRAY &&
+        (body->via.array.size == 0 ||
+         body->via.array.ptr[0].type == MSGPACK_OBJECT_MAP ||
+         body->via.array.ptr[0].type == MSGPACK_OBJECT_ARRAY))
+        return PROTO_OP_RECEIPTS;
+    return PROTO_OP_RECEIPT;
+}
+
+static void
+print_replayed(uint64_t qid, int op, const msgpack_object *res)
+{
+    const msgpack_object *v;
+    uint64_t u;
+
+    printf("quarantine %" PRIu64 ": replayed as %s", qid, envelope_op_name(op));
+    if (res != NULL && res->type == MSGPACK_OBJECT_MAP) {
+        v = mpobj_map_get(res, "receipt_id", NULL);
+        if (v != NULL && mpobj_uint(v, UINT64_MAX, &u, NULL) == 0)
+            printf(", receipt %" PRIu64, u);
+        v = mpobj_map_get(res, "fallback", NULL);
+        if (v != NULL && v->type == MSGPACK_OBJECT_STR)
+            printf(" (%.*s)", (int)v->via.str.size, v->via.str.ptr);
+        v = mpobj_map_get(res, "accepted", NULL);
+        if (v != NULL && mpobj_uint(v, UINT64_MAX, &u, NULL) == 0)
+            printf(", accepted %" PRIu64, u);
+        v = mpobj_map_get(res, "rejected", NULL);
+        if (v != NULL && v->type == MSGPACK_OBJECT_ARRAY)
+            printf(", rejected %" PRIu32, v->via.array.size);
+    }
+    putchar('\n');
+}
+
+static int
+replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
+{
+    struct replay_query q = { qid };
+    struct net_reply rep, rep2;
+    const msgpack_object *rows, *row, *raw;
+    char what[64], op[32], source[PROTO_ERR_MSG_MAX];
+    struct proto_err perr;
+    struct raw_body body;
+    msgpack_unpacked up;
+    struct net_conn c;
+    size_t off = 0;
+    int rc, k;
+
+    snprintf(what, sizeof(what), "quarantine %" PRIu64, qid);
+    rc = cli_request(qc, PROTO_OP_QUERY, what, pack_replay_query_cb, &q, &rep);
+    if (rc != 0)
+        goto out;
+    rows = rep.r.result && rep.r.result->type == MSGPACK_OBJECT_MAP
+               ? mpobj_map_get(rep.r.result, "rows", NULL)
+               : NULL;
+    if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY ||
+        rows->via.array.size == 0 ||
+        rows->via.array.ptr[0].type != MSGPACK_OBJECT_MAP) {
+        fprintf(stderr, "receiptctl: %s: no such quarantined payload\n", what);
+        rc = CLI_EXIT_DAEMON;
+        goto out;
+    }
+    row = &rows->via.array.ptr[0];
+    raw = mpobj_map_get(row, "raw", NULL);
+    if (raw == NULL ||
+        (raw->type != MSGPACK_OBJECT_BIN && raw->type != MSGPACK_OBJECT_STR)) {
+        fprintf(stderr, "receiptctl: %s: the daemon sent no \"raw\" bytes\n",
+                what);
+        rc = CLI_EXIT_DAEMON;
+        goto out;
+    }
+    body.ptr = raw->via.bin.ptr;
+    body.len = raw->via.bin.size;
+    cli_copy_str(op, sizeof(op), row, "op");
+    cli_copy_str(source, sizeof(source), row, "source");
+    /* A payload that was quarantined as malformed is not one msgpack
+     * object; sending it inside an envelope would corrupt the frame. */
+    if (body.len == 0 || mpcheck(body.ptr, body.len, &perr) != 0) {
+        fprintf(stderr,
+                "receiptctl: %s: cannot be replayed: the payload is "
+                "not one msgpack object\n",
+                what);
+        rc = CLI_EXIT_DAEMON;
+        goto out;
+    }
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, body.ptr, body.len, &off) !=
+        MSGPACK_UNPACK_SUCCESS) {
+        msgpack_unpacked_destroy(&up);
+        fprintf(stderr, "receiptctl: %s: cannot unpack the payload\n", what);
+        rc = CLI_EXIT_DAEMON;
+        goto out;
+    }
+    k = replay_op(op, &up.data);
+    msgpack_unpacked_destroy(&up);
+    /* The replay speaks as the payload's original source, so queries by
+     * source still find it; a fresh connection says that hello. */
+    rc = cli_open_conn(o, &c, source[0] ? source : NULL, 0);
+    if (rc != 0)
+        goto out;
+    rc = cli_request(&c, k, what, pack_raw_cb, &body, &rep2);
+    if (rc == 0)
+        print_replayed(qid, k, rep2.r.result);
+    net_reply_free(&rep2);
+    net_close(&c);
+out:
+    net_reply_free(&rep);
+    return rc;
+}
+
+int
+replay_run(struct cli_opts *o)
+{
+    struct net_conn c;
+    uint64_t *ids;
+    int i, rc, worst = 0;
+
+    if (o->nargs < 2) {
+        cli_usage_err(o->prog, "replay needs at least one quarantine id");
+        return CLI_EXIT_USAGE;
+    }
+    ids = calloc((size_t)o->nargs, sizeof(*ids));
+    if (ids == NULL)
+        cli_oom();
+    for (i = 1; i < o->nargs; i++)
+        if (cli_parse_u64(o->args[i], 0, UINT64_MAX, &ids[i]) != 0) {
+            cli_usage_err(o->prog, "replay: \"%s\" is not a quarantine id",
+                          o->args[i]);
+            free(ids);
+            return CLI_EXIT_USAGE;
+        }
+    if ((rc = cli_open_conn(o, &c, NULL, 0)) != 0) {
+        free(ids);
+        return rc;
+    }
+    for (i = 1; i < o->nargs; i++) {
+        rc = replay_one(o, &c, ids[i]);
+        /* Keep going after a rejected payload; stop when the daemon is
+         * gone. */
+        if (rc == CLI_EXIT_CONNECT) {
+            worst = rc;
+            break;
+        }
+        if (rc > worst)
+            worst = rc;
+    }
+    net_close(&c);
+    free(ids);
+    return worst;
+}
