@@ -835,7 +835,8 @@ pack_u64_map(msgpack_packer *pk, const char *const *names, unsigned n,
 }
 
 static int
-encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk)
+encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk,
+       unsigned flags)
 {
     unsigned s = r->schema_version, i, f;
     const struct layout *lay;
@@ -847,7 +848,8 @@ encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk)
     lay = &layouts[s];
     /* A schema-1 receipt has no tuning_profile; one that carried a value
      * anyway keeps it, so that encoding then decoding changes nothing. */
-    with_tuning = s != 1 || r->tuning_profile.len > 0;
+    with_tuning = s != 1 || r->tuning_profile.len > 0 ||
+                  (flags & RECEIPT_ENCODE_TUNING) != 0;
     n = lay->n + (s == 1 && with_tuning) + extra_count(extra, 0, s);
     if (msgpack_pack_map(pk, n) != 0)
         return -1;
@@ -919,14 +921,16 @@ encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk)
 }
 
 int
-receipt_encode(const struct receipt *r, msgpack_packer *pk)
+receipt_encode_flags(const struct receipt *r, msgpack_packer *pk,
+                     unsigned flags)
 {
     msgpack_unpacked up;
     size_t off = 0;
     int rc;
 
-    if (r->extra == NULL || r->extra_len == 0)
-        return encode(r, NULL, pk);
+    if (r->extra == NULL || r->extra_len == 0 ||
+        (flags & RECEIPT_ENCODE_NO_EXTRA) != 0)
+        return encode(r, NULL, pk, flags);
     /* extra was packed by receipt_decode, so it is one map; unpacking it
      * costs an allocation, which only receipts with unknown keys pay. */
     msgpack_unpacked_init(&up);
@@ -935,7 +939,13 @@ receipt_encode(const struct receipt *r, msgpack_packer *pk)
         up.data.type != MSGPACK_OBJECT_MAP)
         rc = -1;
     else
-        rc = encode(r, &up.data, pk);
+        rc = encode(r, &up.data, pk, flags);
     msgpack_unpacked_destroy(&up);
     return rc;
+}
+
+int
+receipt_encode(const struct receipt *r, msgpack_packer *pk)
+{
+    return receipt_encode_flags(r, pk, 0);
 }

@@ -145,6 +145,16 @@ int receipt_json_parse(const char *text, size_t len, struct json_object **out,
  */
 int receipt_encode(const struct receipt *r, msgpack_packer *pk);
 
+/* Options of receipt_encode_flags(). */
+#define RECEIPT_ENCODE_TUNING                                                  \
+    0x1                             /* tuning_profile in schema 1 too ("" when \
+                                       absent), as query rows show it */
+#define RECEIPT_ENCODE_NO_EXTRA 0x2 /* leave the unknown keys out */
+
+/* receipt_encode() with options; flags 0 is receipt_encode(). */
+int receipt_encode_flags(const struct receipt *r, msgpack_packer *pk,
+                         unsigned flags);
+
 /* Frees r->extra and zeroes r. r may be NULL. */
 void receipt_clear(struct receipt *r);
 

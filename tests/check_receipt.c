@@ -1030,6 +1030,57 @@ START_TEST(test_receipt_decode_field_rules)
 }
 END_TEST
 
+/* Options: tuning_profile always (query rows), and no extra. */
+START_TEST(test_receipt_encode_flags)
+{
+    struct mut m = { M_EXTRA, "", RAW("\x01"), "flavour", 0 };
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up, up2;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct build b;
+    const msgpack_object *t;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(1, 1, 1, &m, &up, &b, &r, &err), 0);
+    ck_assert_ptr_nonnull(r.extra);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ck_assert_int_eq(
+        receipt_encode_flags(&r, &pk,
+                             RECEIPT_ENCODE_TUNING | RECEIPT_ENCODE_NO_EXTRA),
+        0);
+    msgpack_unpacked_init(&up2);
+    ck_assert_int_eq(msgpack_unpack_next(&up2, sb.data, sb.size, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_uint_eq(up2.data.via.map.size, 11);
+    /* In declaration order: after graph_hash, before stop_reason. */
+    ck_assert(mpobj_str_eq(&up2.data.via.map.ptr[6].key, "tuning_profile"));
+    t = &up2.data.via.map.ptr[6].val;
+    ck_assert_int_eq(t->type, MSGPACK_OBJECT_STR);
+    ck_assert_uint_eq(t->via.str.size, 0);
+    ck_assert_ptr_null(mpobj_map_get(&up2.data, "flavour", NULL));
+    msgpack_unpacked_destroy(&up2);
+    msgpack_sbuffer_destroy(&sb);
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ck_assert_int_eq(receipt_encode_flags(&r, &pk, 0), 0);
+    msgpack_unpacked_init(&up2);
+    ck_assert_int_eq(msgpack_unpack_next(&up2, sb.data, sb.size, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_uint_eq(up2.data.via.map.size, 11);
+    ck_assert_ptr_null(mpobj_map_get(&up2.data, "tuning_profile", NULL));
+    ck_assert_ptr_nonnull(mpobj_map_get(&up2.data, "flavour", NULL));
+    msgpack_unpacked_destroy(&up2);
+    msgpack_sbuffer_destroy(&sb);
+    receipt_clear(&r);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
 /* schema_version is read first, in both forms, and decides the code. */
 static const struct {
     const char *raw;
@@ -1719,6 +1770,7 @@ receipt_suite(void)
     tc = tcase_create("defaults");
     tcase_add_test(tc, test_receipt_decode_schema1_tuning_profile);
     tcase_add_test(tc, test_receipt_decode_schema3_defaults);
+    tcase_add_test(tc, test_receipt_encode_flags);
     suite_add_tcase(s, tc);
     tc = tcase_create("status");
     tcase_add_loop_test(tc, test_receipt_status_table, 0,
