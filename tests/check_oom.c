@@ -199,7 +199,6 @@ static const struct {
     int attempts;   /* tries per step: 2 shows the connection recovers */
 } sq_cases[] = {
     { "sql, one failure, then a retry", 0, 0, 2 },
-    { "sql, every allocation from N on", 0, 1, 1 },
     { "store, one failure, then a retry", 1, 0, 2 },
     { "store, every allocation from N on", 1, 1, 1 },
 };

@@ -1,0 +1,38 @@
+#!/bin/sh
+# The long reliability runs, outside CI (CI runs the short variants through
+# ctest): 1,000 kills of the daemon under load, the hostile corpus, and the
+# power-loss, I/O-fault and allocation-failure sweeps, in the normal build
+# and, with --sanitize, under AddressSanitizer and UBSan.
+#   scripts/reliability-long.sh [--sanitize] [KILLS]
+# KILLS defaults to 1000. RELIABILITY_SEED=N replays a kill loop. Longer
+# fuzzing runs with scripts/fuzz.sh SECONDS when that script exists.
+set -eu
+cd "$(dirname "$0")/.."
+
+build=build
+opts=""
+if [ "${1:-}" = "--sanitize" ]; then
+	build=build-asan
+	opts="-DRECEIPTD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+	shift
+fi
+kills=${1:-1000}
+
+# shellcheck disable=SC2086
+cmake -S . -B "$build" $opts >/dev/null
+cmake --build "$build" -j "$(nproc)" --target receiptd e2e_killloop \
+	e2e_hostile check_powerloss check_fault check_oom check_hostile
+
+for t in check_powerloss check_fault check_oom check_hostile e2e_hostile; do
+	echo "== $t"
+	"$build/tests/$t"
+done
+
+echo "== e2e_killloop: $kills kills"
+RELIABILITY_KILLS=$kills "$build/tests/e2e_killloop"
+
+if [ -x scripts/fuzz.sh ]; then
+	echo "== fuzzing, ${FUZZ_SECONDS:-600} s per target"
+	./scripts/fuzz.sh "${FUZZ_SECONDS:-600}"
+fi
+echo "reliability-long: all passed"
