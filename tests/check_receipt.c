@@ -1720,6 +1720,130 @@ START_TEST(test_receipt_decode_rejects_string_counter)
 }
 END_TEST
 
+/*
+ * Allocation-failure injection. check_receipt is linked with
+ * -Wl,--wrap=malloc,realloc,calloc (tests/proto.cmake), which redirects the
+ * calls made from proto/ and from msgpack-c's inline buffer code compiled
+ * into it; with a budget set, the allocation after the budget fails. Each
+ * operation is run with budgets 0, 1, 2, ... until it succeeds: every run
+ * before must end in a clean PROTO_ENOMEM (or -1) with nothing leaked,
+ * which the sanitizer build checks.
+ */
+void *__real_malloc(size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+
+static long alloc_budget = -1; /* -1: no limit */
+static long alloc_failed;
+
+static int
+alloc_allowed(void)
+{
+    if (alloc_budget < 0)
+        return 1;
+    if (alloc_budget == 0) {
+        alloc_failed++;
+        return 0;
+    }
+    alloc_budget--;
+    return 1;
+}
+
+void *
+__wrap_malloc(size_t n)
+{
+    return alloc_allowed() ? __real_malloc(n) : NULL;
+}
+
+void *
+__wrap_realloc(void *p, size_t n)
+{
+    return alloc_allowed() ? __real_realloc(p, n) : NULL;
+}
+
+void *
+__wrap_calloc(size_t k, size_t n)
+{
+    return alloc_allowed() ? __real_calloc(k, n) : NULL;
+}
+
+START_TEST(test_receipt_decode_survives_allocation_failure)
+{
+    struct mut m = { M_EXTRA, "counters", RAW("\x92\x01\xa1x"), "new", 0 };
+    struct receipt ref, r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+    long budget;
+    int rc;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(build_decode(3, 1, 1, &m, &up, &b, &ref, &err), 0);
+    ck_assert_ptr_nonnull(ref.extra);
+    for (budget = 0;; budget++) {
+        alloc_failed = 0;
+        alloc_budget = budget;
+        rc = receipt_decode(&up.data, &r, &err);
+        alloc_budget = -1;
+        if (rc == 0)
+            break;
+        ck_assert_int_eq(rc, PROTO_ENOMEM);
+        ck_assert_int_eq(err.code, PROTO_ENOMEM);
+        ck_assert_ptr_null(r.extra);
+        ck_assert_int_gt(alloc_failed, 0);
+    }
+    ck_assert_int_gt(budget, 0);
+    ck_assert_uint_eq(r.extra_len, ref.extra_len);
+    ck_assert_mem_eq(r.extra, ref.extra, ref.extra_len);
+    receipt_clear(&r);
+
+    /* Encoding: the packer's buffer cannot grow, and the encoder says so. */
+    for (budget = 0;; budget++) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        alloc_budget = budget;
+        rc = receipt_encode(&ref, &pk);
+        alloc_budget = -1;
+        msgpack_sbuffer_destroy(&sb);
+        if (rc == 0)
+            break;
+        ck_assert_int_eq(rc, -1);
+    }
+    ck_assert_int_gt(budget, 0);
+    receipt_clear(&ref);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+END_TEST
+
+START_TEST(test_receipt_json_parse_survives_allocation_failure)
+{
+    static const char text[] = "{\"a\":[1,{\"b\":2,\"c\":3}],\"d\":4}";
+    struct json_object *j;
+    struct proto_err err;
+    long budget;
+    int rc;
+
+    for (budget = 0;; budget++) {
+        alloc_budget = budget;
+        rc = receipt_json_parse(text, sizeof(text) - 1, &j, &err);
+        alloc_budget = -1;
+        if (rc == 0)
+            break;
+        ck_assert_int_eq(rc, PROTO_ENOMEM);
+        ck_assert_ptr_null(j);
+    }
+    ck_assert_int_gt(budget, 0);
+    json_object_put(j);
+}
+END_TEST
+
 static Suite *
 receipt_suite(void)
 {
@@ -1778,6 +1902,10 @@ receipt_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("tables");
     tcase_add_test(tc, test_receipt_names_and_tables);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("allocation_failure");
+    tcase_add_test(tc, test_receipt_decode_survives_allocation_failure);
+    tcase_add_test(tc, test_receipt_json_parse_survives_allocation_failure);
     suite_add_tcase(s, tc);
     tc = tcase_create("encode_bytes");
     tcase_add_loop_test(tc, test_receipt_encode_matches_rmp_serde_named_bytes,

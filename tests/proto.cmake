@@ -6,3 +6,9 @@ foreach(mod error mpcheck frame envelope receipt receipt_json)
       LIBS receiptproto)
   endif()
 endforeach()
+
+# check_receipt injects allocation failures: the allocator calls made from
+# proto/ (and msgpack-c's inline buffer code compiled into it) go through
+# the test's __wrap_ functions.
+target_link_options(check_receipt PRIVATE
+  -Wl,--wrap=malloc -Wl,--wrap=realloc -Wl,--wrap=calloc)
