@@ -1536,6 +1536,7 @@ e2e_client_suite(void)
     TCase *tc;
 
     tc = tcase_create("usage");
+    tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
     tcase_add_loop_test(tc, test_ctl_usage_error_exits_2, 0,
                         (int)(sizeof(usage_cases) / sizeof(usage_cases[0])));
@@ -1543,6 +1544,7 @@ e2e_client_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("help");
+    tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
     tcase_add_loop_test(tc, test_ctl_help_for_every_command, 0,
                         (int)(sizeof(commands) / sizeof(commands[0])));
@@ -1550,11 +1552,13 @@ e2e_client_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("connect");
+    tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
     tcase_add_test(tc, test_ctl_cannot_connect_exits_3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_daemon");
+    tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
     tcase_add_test(tc, test_ctl_daemon_error_exits_1_with_path);
     tcase_add_test(tc, test_ctl_query_sends_filters);
@@ -1566,6 +1570,7 @@ e2e_client_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_import");
+    tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
     tcase_add_test(tc, test_ctl_import_batches_and_reports_rejections);
     tcase_add_test(tc, test_ctl_import_respects_max_batch);
@@ -1575,6 +1580,7 @@ e2e_client_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_replay");
+    tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
     tcase_add_test(tc, test_ctl_quarantine_replay);
     suite_add_tcase(s, tc);
