@@ -164,6 +164,16 @@ level_from_name(const char *s)
     fatalx("--log-level: \"%s\" is not error, warning, info or debug", s);
 }
 
+/* What the command line says beyond struct config. */
+struct flags {
+    int argc;
+    char **argv;
+    const char *config_file;
+    uint64_t max_pages;
+    int check_only;
+    int hash_token;
+};
+
 struct main_state {
     struct server srv;
     uv_signal_t sigterm, sigint, sighup;
@@ -172,6 +182,8 @@ struct main_state {
     struct notify_watchdog wd;
     struct store *store;
     struct access_policy access;
+    struct config *cfg; /* the running configuration; swapped on reload */
+    struct flags flags;
 };
 
 static struct main_state ms;
@@ -248,38 +260,190 @@ adopt_listeners(void)
     return n;
 }
 
+/*
+ * Applies the command-line flags to c (after the defaults and the file),
+ * at start and again on every reload so that flags keep overriding the
+ * file. Returns 0, or -1 on an unknown flag (getopt has said which).
+ */
+static int
+parse_flags(struct config *c, struct flags *f)
+{
+    int argc = f->argc, ch;
+    char **argv = f->argv;
+
+    optind = 0;
+    opterr = 1;
+    while ((ch = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (ch) {
+        case OPT_SOCKET:
+            set_str(&c->socket_path, optarg);
+            break;
+        case OPT_SOCKET_MODE:
+            c->socket_mode = (uint32_t)num("socket-mode", optarg, 0777, 8);
+            break;
+        case OPT_DB:
+            set_str(&c->db_path, optarg);
+            break;
+        case OPT_TCP:
+            set_str(&c->tcp_listen, optarg);
+            break;
+        case OPT_CONFIG:
+            break;
+        case OPT_MAX_FRAME:
+            c->max_frame = (uint32_t)num("max-frame", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_MAX_BATCH:
+            c->max_batch = (uint32_t)num("max-batch", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_MAX_CONNECTIONS:
+            c->max_connections =
+                (uint32_t)num("max-connections", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_IDLE_TIMEOUT:
+            c->idle_timeout_ms =
+                (uint32_t)num("idle-timeout-ms", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_FRAME_TIMEOUT:
+            c->frame_timeout_ms =
+                (uint32_t)num("frame-timeout-ms", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_MAX_UNSENT:
+            c->max_unsent_bytes =
+                num("max-unsent-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_MAX_PENDING:
+            c->max_pending_bytes =
+                num("max-pending-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_COMMIT_ITEMS:
+            c->commit_max_items =
+                (uint32_t)num("commit-max-items", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_COMMIT_BYTES:
+            c->commit_max_bytes =
+                num("commit-max-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_QUARANTINE_MAX:
+            c->quarantine_max_bytes =
+                num("quarantine-max-bytes", optarg, UINT64_MAX, 10);
+            break;
+        case OPT_QUERY_TIMEOUT:
+            c->query_timeout_ms =
+                (uint32_t)num("query-timeout-ms", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_QUERY_THREADS:
+            c->query_threads = (uint32_t)num("query-threads", optarg, 64, 10);
+            break;
+        case OPT_MAX_DB_PAGES:
+            f->max_pages = num("max-db-pages", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_LOG_LEVEL:
+            c->log_level = level_from_name(optarg);
+            break;
+        case OPT_CHECK_CONFIG:
+            f->check_only = 1;
+            break;
+        case OPT_HASH_TOKEN:
+            f->hash_token = 1;
+            break;
+        default:
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "receiptd: unexpected argument \"%s\"\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+reapply_flags_cb(struct config *next, void *arg)
+{
+    struct flags f = *(struct flags *)arg;
+
+    /* The same arguments parsed successfully at start. */
+    if (parse_flags(next, &f) != 0)
+        log_warnx("reload: the command line no longer parses");
+}
+
+/*
+ * SIGHUP: re-reads the configuration file and applies, without a restart,
+ * what can change at run time (limits, timeouts, access control, the log
+ * level). Settings that need a restart keep their running values and are
+ * named in the log. A file that does not load or validate changes nothing.
+ */
 static void
 hup_cb(uv_signal_t *h, int signum)
 {
+    char err[CONFIG_ERR_MAX], restart[CONFIG_ERR_MAX];
+    struct access_policy access;
+    struct config *next;
+
     (void)h;
     (void)signum;
-    /* RELOAD HOOK: the configuration work (issue 6) re-reads the file
-     * here, validates it into a new struct config and swaps in what can
-     * change at run time. Until then SIGHUP is logged and ignored. */
-    log_info("SIGHUP: configuration reload is not implemented yet");
+    if (ms.flags.config_file == NULL) {
+        log_info("SIGHUP: no --config file to reload");
+        return;
+    }
+    notify_reloading();
+    next = calloc(1, sizeof(*next));
+    if (next == NULL) {
+        log_warnx("reload: out of memory; keeping the running configuration");
+        notify_ready();
+        return;
+    }
+    if (config_reload(ms.cfg, ms.flags.config_file, reapply_flags_cb, &ms.flags,
+                      next, err, restart) != 0) {
+        log_warnx("reload: %s; keeping the running configuration", err);
+        free(next);
+        notify_ready();
+        return;
+    }
+    if (access_policy_init(&access, next, err) != 0) {
+        log_warnx("reload: %s; keeping the running configuration", err);
+        config_free(next);
+        free(next);
+        notify_ready();
+        return;
+    }
+    if (restart[0] != '\0')
+        log_warnx("reload: %s change only after a restart", restart);
+    /* Connections read the limits through srv->cfg at each use; the
+     * writer's group bounds and the query pool keep their start values. */
+    access_policy_close(&ms.access);
+    ms.access = access;
+    ms.srv.cfg = next;
+    config_free(ms.cfg);
+    free(ms.cfg);
+    ms.cfg = next;
+    log_set_level(next->log_level);
+    log_info("configuration reloaded from %s", ms.flags.config_file);
+    notify_ready();
 }
 
 int
 main(int argc, char **argv)
 {
-    struct config cfg;
     struct store_opts sopts;
     struct proto_err err;
     char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
-    const char *config_file = NULL;
-    uint64_t max_pages = 0;
-    int check_only = 0, hash_token = 0, ch, rc;
+    struct config *cfg;
     uint64_t wd_usec;
+    int ch, rc;
     uv_loop_t *loop;
 
-    if (config_init(&cfg) != 0)
+    cfg = calloc(1, sizeof(*cfg));
+    if (cfg == NULL || config_defaults(cfg) != 0)
         fatalx("out of memory");
+    ms.flags.argc = argc;
+    ms.flags.argv = argv;
     /* First pass: only --config, --help and --version, so the file is
      * read before the flags that override it. */
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (ch == OPT_CONFIG)
-            config_file = optarg;
+            ms.flags.config_file = optarg;
         else if (ch == OPT_HELP) {
             usage(stdout);
             return 0;
@@ -288,132 +452,57 @@ main(int argc, char **argv)
             return 0;
         }
     }
-    if (config_file != NULL && config_load_file(&cfg, config_file, cerr) != 0)
-        fatalx("%s", cerr);
-    optind = 0;
-    opterr = 1;
-    while ((ch = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (ch) {
-        case OPT_SOCKET:
-            set_str(&cfg.socket_path, optarg);
-            break;
-        case OPT_SOCKET_MODE:
-            cfg.socket_mode = (uint32_t)num("socket-mode", optarg, 0777, 8);
-            break;
-        case OPT_DB:
-            set_str(&cfg.db_path, optarg);
-            break;
-        case OPT_TCP:
-            set_str(&cfg.tcp_listen, optarg);
-            break;
-        case OPT_CONFIG:
-            break;
-        case OPT_MAX_FRAME:
-            cfg.max_frame = (uint32_t)num("max-frame", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_MAX_BATCH:
-            cfg.max_batch = (uint32_t)num("max-batch", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_MAX_CONNECTIONS:
-            cfg.max_connections =
-                (uint32_t)num("max-connections", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_IDLE_TIMEOUT:
-            cfg.idle_timeout_ms =
-                (uint32_t)num("idle-timeout-ms", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_FRAME_TIMEOUT:
-            cfg.frame_timeout_ms =
-                (uint32_t)num("frame-timeout-ms", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_MAX_UNSENT:
-            cfg.max_unsent_bytes =
-                num("max-unsent-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_MAX_PENDING:
-            cfg.max_pending_bytes =
-                num("max-pending-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_COMMIT_ITEMS:
-            cfg.commit_max_items =
-                (uint32_t)num("commit-max-items", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_COMMIT_BYTES:
-            cfg.commit_max_bytes =
-                num("commit-max-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_QUARANTINE_MAX:
-            cfg.quarantine_max_bytes =
-                num("quarantine-max-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_QUERY_TIMEOUT:
-            cfg.query_timeout_ms =
-                (uint32_t)num("query-timeout-ms", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_QUERY_THREADS:
-            cfg.query_threads = (uint32_t)num("query-threads", optarg, 64, 10);
-            break;
-        case OPT_MAX_DB_PAGES:
-            max_pages = num("max-db-pages", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_LOG_LEVEL:
-            cfg.log_level = level_from_name(optarg);
-            break;
-        case OPT_CHECK_CONFIG:
-            check_only = 1;
-            break;
-        case OPT_HASH_TOKEN:
-            hash_token = 1;
-            break;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    if (ms.flags.config_file != NULL &&
+        config_load_file(cfg, ms.flags.config_file, cerr) != 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        return 1;
     }
-    if (hash_token) {
-        rc = access_hash_token_stream(stdin, stdout, cerr);
-        if (rc != 0)
-            fprintf(stderr, "receiptd: %s\n", cerr);
-        config_free(&cfg);
-        return rc != 0;
-    }
-    if (optind < argc) {
-        fprintf(stderr, "receiptd: unexpected argument \"%s\"\n", argv[optind]);
+    if (parse_flags(cfg, &ms.flags) != 0) {
         usage(stderr);
         return 2;
     }
-    if (config_validate(&cfg, cerr) != 0) {
+    if (ms.flags.hash_token) {
+        rc = access_hash_token_stream(stdin, stdout, cerr);
+        if (rc != 0)
+            fprintf(stderr, "receiptd: %s\n", cerr);
+        config_free(cfg);
+        free(cfg);
+        return rc != 0;
+    }
+    if (config_validate(cfg, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
         return 1;
     }
     /* Group names resolve here, so --check-config catches unknown ones. */
-    if (access_policy_init(&ms.access, &cfg, cerr) != 0) {
+    if (access_policy_init(&ms.access, cfg, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
         return 1;
     }
-    if (check_only) {
+    if (ms.flags.check_only) {
         printf("receiptd: configuration OK\n");
         access_policy_close(&ms.access);
-        config_free(&cfg);
+        config_free(cfg);
+        free(cfg);
         return 0;
     }
-    log_set_level(cfg.log_level);
+    ms.cfg = cfg;
+    log_set_level(cfg->log_level);
     signal(SIGPIPE, SIG_IGN);
 
     loop = uv_default_loop();
     memset(&sopts, 0, sizeof(sopts));
-    sopts.max_pages = max_pages;
-    sopts.quarantine_max_bytes = cfg.quarantine_max_bytes;
+    sopts.max_pages = ms.flags.max_pages;
+    sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
     proto_err_clear(&err);
-    if (store_open(cfg.db_path, &sopts, &ms.store, &err) != 0)
-        fatalx("store %s: %s", cfg.db_path, err.message);
+    if (store_open(cfg->db_path, &sopts, &ms.store, &err) != 0)
+        fatalx("store %s: %s", cfg->db_path, err.message);
 
-    server_init(&ms.srv, loop, &cfg);
+    server_init(&ms.srv, loop, cfg);
     ms.srv.access = &ms.access;
-    if (writer_new(loop, ms.store, cfg.commit_max_items, cfg.commit_max_bytes,
+    if (writer_new(loop, ms.store, cfg->commit_max_items, cfg->commit_max_bytes,
                    server_job_done_cb, &ms.srv, &ms.srv.writer, &err) != 0)
         fatalx("writer: %s", err.message);
-    if (query_pool_new(cfg.db_path, cfg.query_threads, cfg.query_timeout_ms,
+    if (query_pool_new(cfg->db_path, cfg->query_threads, cfg->query_timeout_ms,
                        &ms.srv.queries, &err) != 0)
         fatalx("queries: %s", err.message);
 
@@ -423,16 +512,16 @@ main(int argc, char **argv)
                  ms.srv.n_listeners);
         goto listening;
     }
-    if (cfg.socket_path != NULL && cfg.socket_path[0] != '\0') {
+    if (cfg->socket_path != NULL && cfg->socket_path[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =
-            listen_unix(&ms.srv, cfg.socket_path, cfg.socket_mode, lerr);
+            listen_unix(&ms.srv, cfg->socket_path, cfg->socket_mode, lerr);
         if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
             fatalx("%s", lerr);
         ms.srv.n_listeners++;
     }
-    if (cfg.tcp_listen != NULL && cfg.tcp_listen[0] != '\0') {
+    if (cfg->tcp_listen != NULL && cfg->tcp_listen[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =
-            listen_tcp(&ms.srv, cfg.tcp_listen, lerr);
+            listen_tcp(&ms.srv, cfg->tcp_listen, lerr);
         if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
             fatalx("%s", lerr);
         ms.srv.n_listeners++;
@@ -458,8 +547,8 @@ listening:
         ms.watchdog_on = 1;
     }
     log_info("receiptd %s ready: socket %s, tcp %s, db %s", RECEIPTD_VERSION,
-             cfg.socket_path ? cfg.socket_path : "-",
-             cfg.tcp_listen ? cfg.tcp_listen : "-", cfg.db_path);
+             cfg->socket_path ? cfg->socket_path : "-",
+             cfg->tcp_listen ? cfg->tcp_listen : "-", cfg->db_path);
 
     uv_run(loop, UV_RUN_DEFAULT);
 
@@ -469,6 +558,7 @@ listening:
     if (rc != 0)
         log_warnx("event loop closed with live handles: %s", uv_strerror(rc));
     log_info("stopped");
-    config_free(&cfg);
+    config_free(ms.cfg);
+    free(ms.cfg);
     return 0;
 }

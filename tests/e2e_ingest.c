@@ -1246,6 +1246,65 @@ START_TEST(test_e2e_backpressure_bounds_queue_without_deadlock)
 }
 END_TEST
 
+static uint64_t
+hello_max_batch(int fd, uint64_t id)
+{
+    struct e2e_reply rep;
+    uint64_t v;
+
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_HELLO, id, 0, 0, "\x81\xa8protocol\x01", 11),
+        0);
+    expect_ok(fd, id, &rep);
+    v = e2e_get_uint(rep.r.result, "max_batch");
+    e2e_reply_free(&rep);
+    return v;
+}
+
+static void
+write_conf(const char *path, unsigned max_batch)
+{
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "limits: { max_batch = %u; };\n", max_batch);
+    fclose(f);
+}
+
+START_TEST(test_e2e_sighup_reloads_the_configuration)
+{
+    const char *extra[3] = { "--config", NULL, NULL };
+    char conf[300];
+    FILE *f;
+    int fd, i;
+
+    snprintf(conf, sizeof(conf), "%s/e2e-reload-%d.conf", TEST_BINARY_DIR,
+             (int)getpid());
+    write_conf(conf, 7);
+    extra[1] = conf;
+    start(extra);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_uint_eq(hello_max_batch(fd, 1), 7);
+    write_conf(conf, 9);
+    kill(d.pid, SIGHUP);
+    for (i = 0; i < 100 && hello_max_batch(fd, 2) != 9; i++)
+        usleep(20000);
+    ck_assert_uint_eq(hello_max_batch(fd, 3), 9);
+    /* a broken file changes nothing and the daemon stays up */
+    f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "limits: { max_batch = \"many\"; };\n");
+    fclose(f);
+    kill(d.pid, SIGHUP);
+    usleep(200000);
+    ck_assert(e2e_alive(&d));
+    ck_assert_uint_eq(hello_max_batch(fd, 4), 9);
+    unlink(conf);
+    close(fd);
+}
+END_TEST
+
 /* ---- shared vectors ---- */
 
 /* Every key of want (a named-form map) has an equal value in got; nested
@@ -1380,6 +1439,7 @@ suite(void)
         { "socket_file", test_e2e_stale_socket_replaced_live_socket_kept, 0 },
         { "vectors", test_e2e_shared_vectors_read_back_identical, 0 },
         { "tcp", test_e2e_tcp_listener_needs_a_token, 0 },
+        { "sighup", test_e2e_sighup_reloads_the_configuration, 0 },
         { "backpressure", test_e2e_backpressure_bounds_queue_without_deadlock,
           0 },
     };
