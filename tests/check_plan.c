@@ -254,6 +254,76 @@ START_TEST(test_plan_decode_json_rejects_with_path)
 }
 END_TEST
 
+START_TEST(test_plan_decode_json_reads_u64_exactly)
+{
+    struct json_object *j, *comp;
+    struct plan *p = NULL;
+    struct proto_err err;
+    size_t len;
+    char *text = fx_read_data("plans/fixture.json", &len);
+
+    j = json_tokener_parse(text);
+    ck_assert_ptr_nonnull(j);
+    /* tmp (u8[8]) at 2^64-9: its end is exactly 2^64-1, above INT64_MAX. */
+    comp = json_object_array_get_idx(
+        json_object_object_get(
+            json_object_object_get(
+                json_object_array_get_idx(
+                    json_object_object_get(
+                        json_object_array_get_idx(
+                            json_object_object_get(j, "nodes"), 2),
+                        "values"),
+                    2),
+                "storage"),
+            "components"),
+        0);
+    json_object_object_add(comp, "offset_bytes",
+                           json_object_new_uint64(UINT64_MAX - 8));
+    ck_assert_int_eq(plan_decode_json(j, &p, &err), 0);
+    ck_assert_uint_eq(p->nodes[2].values[2].components[0].offset_bytes,
+                      UINT64_MAX - 8);
+    plan_free(p);
+    json_object_object_add(comp, "offset_bytes",
+                           json_object_new_uint64(UINT64_MAX - 7));
+    ck_assert_int_eq(plan_decode_json(j, &p, &err), PROTO_EINVALID);
+    ck_assert_str_eq(err.path,
+                     "nodes[2].values[2].storage.components[0].offset_bytes");
+    json_object_put(j);
+}
+END_TEST
+
+START_TEST(test_plan_decode_json_refuses_deep_nesting)
+{
+    struct json_object *j, *deep, *inner;
+    struct plan *p = (struct plan *)1;
+    struct proto_err err;
+    size_t len;
+    int i;
+    char *text = fx_read_data("plans/fixture.json", &len);
+
+    j = json_tokener_parse(text);
+    ck_assert_ptr_nonnull(j);
+    /* An opaque weight nested far deeper than a frame may be. */
+    deep = json_object_new_object();
+    for (inner = deep, i = 0; i < 40; i++) {
+        struct json_object *next = json_object_new_object();
+
+        json_object_object_add(inner, "x", next);
+        inner = next;
+    }
+    json_object_object_add(
+        json_object_array_get_idx(
+            json_object_object_get(json_object_array_get_idx(
+                                       json_object_object_get(j, "nodes"), 0),
+                                   "values"),
+            1),
+        "weight", deep);
+    ck_assert_int_eq(plan_decode_json(j, &p, &err), PROTO_EINVALID);
+    ck_assert_ptr_null(p);
+    json_object_put(j);
+}
+END_TEST
+
 START_TEST(test_plan_free_accepts_null)
 {
     struct proto_err err;
@@ -1005,6 +1075,8 @@ plan_suite(void)
     tc = tcase_create("json");
     tcase_add_test(tc, test_plan_decode_json_matches_msgpack);
     tcase_add_test(tc, test_plan_decode_json_rejects_with_path);
+    tcase_add_test(tc, test_plan_decode_json_reads_u64_exactly);
+    tcase_add_test(tc, test_plan_decode_json_refuses_deep_nesting);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("canonical");
