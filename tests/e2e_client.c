@@ -1442,6 +1442,223 @@ START_TEST(test_ctl_real_receipts_status_counts)
 }
 END_TEST
 
+/* One receipt of the generated fleet, as the test itself sees it. */
+struct fleet_item {
+    int plan, graph, model, pair, fb_count, bit6;
+    int batch; /* 0: imported before the mid time, 1: after */
+};
+
+static const char *const fleet_pairs[][2] = {
+    { "cuda", "cuda" },        { "cuda", "cpu" },
+    { "cpu", "cpu" },          { "wgpu-vulkan", "wgpu-vulkan" },
+    { "metal", "wgpu-metal" },
+};
+
+#define FLEET_N 400
+
+static void
+fleet_item_make(struct fleet_item *it, int i)
+{
+    it->plan = i % 5;
+    it->graph = (i / 5) % 3;
+    it->model = (i * 7) % 4;
+    it->pair = (i * 3) % 5;
+    it->fb_count = i % 11 == 0;
+    it->bit6 = i % 3 != 0;
+    it->batch = i >= FLEET_N * 3 / 4;
+}
+
+static const char *
+fleet_status(const struct fleet_item *it)
+{
+    if (strcmp(fleet_pairs[it->pair][0], fleet_pairs[it->pair][1]) != 0 ||
+        it->fb_count)
+        return "fallback";
+    return it->bit6 ? "clean" : "unproven";
+}
+
+/* Writes items [from, to) as JSON lines, built from a vector's JSON. */
+static void
+fleet_write(const char *path, const struct fleet_item *items, int from, int to)
+{
+    struct json_object *t, *ctr;
+    char buf[64];
+    FILE *f = fopen(path, "w");
+    int i;
+
+    ck_assert_ptr_nonnull(f);
+    t = json_object_from_file(VECTORS "s3_full_coverage_latency.json");
+    ck_assert_ptr_nonnull(t);
+    for (i = from; i < to; i++) {
+        const struct fleet_item *it = &items[i];
+
+        snprintf(buf, sizeof(buf), "plan-%d", it->plan);
+        json_object_object_add(t, "prepared_plan_id",
+                               json_object_new_string(buf));
+        snprintf(buf, sizeof(buf), "graph-%d", it->graph);
+        json_object_object_add(t, "graph_hash", json_object_new_string(buf));
+        snprintf(buf, sizeof(buf), "model-%d", it->model);
+        json_object_object_add(t, "model_instance_id",
+                               json_object_new_string(buf));
+        json_object_object_add(
+            t, "requested_backend",
+            json_object_new_string(fleet_pairs[it->pair][0]));
+        json_object_object_add(
+            t, "executed_backend",
+            json_object_new_string(fleet_pairs[it->pair][1]));
+        json_object_object_add(
+            t, "counter_coverage",
+            json_object_new_uint64(it->bit6 ? 0x3ffffffu : 0x3ffffffu & ~64u));
+        ctr = json_object_object_get(t, "counters");
+        json_object_object_add(ctr, "fallback_count",
+                               json_object_new_uint64((uint64_t)it->fb_count));
+        fprintf(f, "%s\n",
+                json_object_to_json_string_ext(t, JSON_C_TO_STRING_PLAIN));
+    }
+    json_object_put(t);
+    fclose(f);
+}
+
+struct filter_case {
+    const char *flags[8];
+    int plan, graph, model, pair, batch; /* -1: any */
+    const char *status;                  /* NULL: any */
+};
+
+static const struct filter_case filter_cases[] = {
+    { { NULL }, -1, -1, -1, -1, -1, NULL },
+    { { "--plan", "plan-1", NULL }, 1, -1, -1, -1, -1, NULL },
+    { { "--graph", "graph-2", NULL }, -1, 2, -1, -1, -1, NULL },
+    { { "--model", "model-3", "--plan", "plan-0", NULL },
+      0,
+      -1,
+      3,
+      -1,
+      -1,
+      NULL },
+    { { "--requested", "cuda", "--executed", "cpu", NULL },
+      -1,
+      -1,
+      -1,
+      1,
+      -1,
+      NULL },
+    { { "--executed", "wgpu-metal", NULL }, -1, -1, -1, 4, -1, NULL },
+    { { "--source", "fleet/late", NULL }, -1, -1, -1, -1, 1, NULL },
+    { { "--status", "fallback", NULL }, -1, -1, -1, -1, -1, "fallback" },
+    { { "--status", "unproven", "--plan", "plan-2", NULL },
+      2,
+      -1,
+      -1,
+      -1,
+      -1,
+      "unproven" },
+    { { "--status", "clean", "--source", "fleet/early", NULL },
+      -1,
+      -1,
+      -1,
+      -1,
+      0,
+      "clean" },
+};
+
+static int
+fleet_match(const struct filter_case *fc, const struct fleet_item *it)
+{
+    return (fc->plan < 0 || fc->plan == it->plan) &&
+           (fc->graph < 0 || fc->graph == it->graph) &&
+           (fc->model < 0 || fc->model == it->model) &&
+           (fc->pair < 0 || fc->pair == it->pair) &&
+           (fc->batch < 0 || fc->batch == it->batch) &&
+           (fc->status == NULL || strcmp(fc->status, fleet_status(it)) == 0);
+}
+
+/* Rows and truncation of a `receipts` query with extra flags. */
+static size_t
+receipts_count(const char *const *flags, const char *more1, const char *more2)
+{
+    const char *args[24];
+    struct json_object *j;
+    struct run r;
+    size_t n = 0, i;
+
+    args[n++] = "receipts";
+    args[n++] = "--limit";
+    args[n++] = "10000";
+    args[n++] = "--format";
+    args[n++] = "json";
+    for (i = 0; flags[i] != NULL; i++)
+        args[n++] = flags[i];
+    if (more1 != NULL) {
+        args[n++] = more1;
+        args[n++] = more2;
+    }
+    args[n] = NULL;
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    ck_assert(!json_object_get_boolean(json_object_object_get(j, "truncated")));
+    n = json_object_array_length(json_object_object_get(j, "rows"));
+    json_object_put(j);
+    run_free(&r);
+    return n;
+}
+
+/*
+ * A generated fleet (plans, graphs, models, backend pairs, two sources, all
+ * three statuses) imported in two rounds; every filter flag of `receipts`
+ * gives the number of receipts the test computes on its own, and
+ * --since/--until split the rounds at a time taken between them.
+ */
+START_TEST(test_ctl_real_receipts_filters_match_the_fleet)
+{
+    static struct fleet_item items[FLEET_N];
+    char early[300], late[300], mid[32];
+    const char *imp1[] = { "import", "--source", "fleet/early", early, NULL };
+    const char *imp2[] = { "import", "--source", "fleet/late", late, NULL };
+    const char *none[] = { NULL };
+    size_t i, k, want;
+    struct timespec ts;
+    struct run r;
+
+    for (i = 0; i < FLEET_N; i++)
+        fleet_item_make(&items[i], (int)i);
+    snprintf(early, sizeof(early), "%s/early.jsonl", tmpdir);
+    snprintf(late, sizeof(late), "%s/late.jsonl", tmpdir);
+    fleet_write(early, items, 0, FLEET_N * 3 / 4);
+    fleet_write(late, items, FLEET_N * 3 / 4, FLEET_N);
+
+    run_ctl(&r, daemon_sock, imp1);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    run_free(&r);
+    /* Receive times are the daemon's clock, the same as ours here; a
+     * margin on both sides keeps the split exact. */
+    usleep(30000);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(mid, sizeof(mid), "%llu",
+             (unsigned long long)ts.tv_sec * 1000ull +
+                 (unsigned long long)ts.tv_nsec / 1000000ull);
+    usleep(30000);
+    run_ctl(&r, daemon_sock, imp2);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    run_free(&r);
+
+    for (k = 0; k < sizeof(filter_cases) / sizeof(filter_cases[0]); k++) {
+        const struct filter_case *fc = &filter_cases[k];
+
+        for (want = 0, i = 0; i < FLEET_N; i++)
+            want += fleet_match(fc, &items[i]);
+        /* Each filter keeps some receipts and drops others. */
+        ck_assert(k == 0 || (want > 0 && want < FLEET_N));
+        ck_assert_msg(receipts_count(fc->flags, NULL, NULL) == want,
+                      "case %zu: want %zu", k, want);
+    }
+    ck_assert_uint_eq(receipts_count(none, "--since", mid), FLEET_N / 4);
+    ck_assert_uint_eq(receipts_count(none, "--until", mid), FLEET_N * 3 / 4);
+}
+END_TEST
+
 /* A loopback port that was free a moment ago. */
 static int
 free_port(void)
@@ -1609,6 +1826,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_import_reports_bad_item_path);
     tcase_add_test(tc, test_ctl_real_receipts_paging);
     tcase_add_test(tc, test_ctl_real_receipts_status_counts);
+    tcase_add_test(tc, test_ctl_real_receipts_filters_match_the_fleet);
     suite_add_tcase(s, tc);
 #endif
     return s;
