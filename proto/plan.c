@@ -921,20 +921,22 @@ binding_check(const struct plan_value *v, struct proto_err *err)
         return proto_err_set(err, PROTO_EINVALID, "access",
                              "an output needs write or read_write access, "
                              "got read");
-    if (v->usage == PLAN_USAGE_WEIGHTS)
-        return 0;
-    if (v->ncomponents != 1)
+    if (v->usage != PLAN_USAGE_WEIGHTS && v->ncomponents != 1)
         return proto_err_set(err, PROTO_EINVALID, "storage.components",
                              "a non-weight value needs exactly one storage "
                              "component, got %u",
                              v->ncomponents);
-    if (!c->has_component_id && c->element_type != v->tensor.element_type)
+    /* Section 5 states this rule for every value, weights included; the
+     * two around it are for non-weight values only. */
+    if (v->ncomponents == 1 && !c->has_component_id &&
+        c->element_type != v->tensor.element_type)
         return proto_err_set(
             err, PROTO_EINVALID, "storage.components[0].element_type",
             "a single component without component_id "
             "needs the tensor's element type %s, got %s",
             etype_names[v->tensor.element_type], etype_names[c->element_type]);
-    if (c->length_bytes < v->tensor.min_storage_bytes)
+    if (v->usage != PLAN_USAGE_WEIGHTS &&
+        c->length_bytes < v->tensor.min_storage_bytes)
         return proto_err_set(err, PROTO_EINVALID,
                              "storage.components[0].length_bytes",
                              "length_bytes %llu is below the tensor's "

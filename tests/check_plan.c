@@ -903,6 +903,26 @@ static const struct rule_case binding_cases[] = {
     { { { 's', SCR COMP(0) ".length_bytes", "12" } },
       PROTO_EINVALID,
       SCR COMP(0) ".length_bytes" },
+    /* A single weight component without component_id still needs the
+     * tensor's element type; with an id, or with several, it need not. */
+    { { { 's', EMB ".storage.components",
+          "[{\"component_id\": null, \"resource_id\": \"weights/w\", "
+          "\"offset_bytes\": 0, \"length_bytes\": 2, \"element_type\": "
+          "\"u8\"}]" } },
+      PROTO_EINVALID,
+      EMB COMP(0) ".element_type" },
+    { { { 's', EMB ".storage.components",
+          "[{\"component_id\": \"q\", \"resource_id\": \"weights/w\", "
+          "\"offset_bytes\": 0, \"length_bytes\": 2, \"element_type\": "
+          "\"u8\"}]" } },
+      0,
+      "" },
+    /* ... but the length rule is for non-weight values only. */
+    { { { 's', EMB ".storage.components",
+          "[{\"resource_id\": \"weights/w\", \"offset_bytes\": 0, "
+          "\"length_bytes\": 2, \"element_type\": \"f16\"}]" } },
+      0,
+      "" },
     /* A weight value is exempt from the one-component rules. */
     { { { 's', EMB COMP(0) ".element_type", "\"u8\"" },
         { 's', EMB COMP(0) ".length_bytes", "2" } },
