@@ -742,11 +742,30 @@ receipt_decode(const msgpack_object *o, struct receipt *r,
     return rc;
 }
 
-/* The scope an extra key belongs to when encoding: the nested struct its
- * prefix names, when that struct exists in the schema, else the top level. */
+/*
+ * The scope an extra key belongs to when encoding: the nested struct its
+ * prefix names, when that struct exists in the schema and the rest of the
+ * key is not one of its fields there, else the top level. A top-level
+ * unknown key spelled like a path ("counters.decode_steps") is thus put back
+ * at the top level, where it came from, rather than onto a field; one that
+ * names no field ("counters.x") goes into the struct, and decodes again to
+ * the same extra either way.
+ */
 static int
 extra_scope(const msgpack_object *k, unsigned schema)
 {
+    static const char *const *const names[NSCOPES] = {
+        NULL,
+        counter_names,
+        latency_names,
+        receipt_artifact_names,
+    };
+    unsigned nnames[NSCOPES] = {
+        0,
+        schema == 3 ? RECEIPT_NCOUNTERS_V3 : RECEIPT_NCOUNTERS_V2,
+        RECEIPT_NLATENCY,
+        RECEIPT_NARTIFACTS,
+    };
     const char *p;
     size_t n, plen;
     int s;
@@ -758,7 +777,8 @@ extra_scope(const msgpack_object *k, unsigned schema)
             continue;
         plen = strlen(scope_prefix[s]);
         if (n > plen && memcmp(p, scope_prefix[s], plen) == 0)
-            return s;
+            return name_index(p + plen, n - plen, names[s], nnames[s]) >= 0 ? 0
+                                                                            : s;
     }
     return 0;
 }

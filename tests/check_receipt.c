@@ -1372,6 +1372,20 @@ static const struct {
     { 1, 0, "", "latency", RAW("\x93\x01\x02\x03"), "latency", "", "latency" },
     { 2, 1, "", "counters.x", RAW("\x01"), "counters.x", "counters", "x" },
     { 3, 1, "", "", RAW("\x01"), "", "", "" },
+    /* Found by fuzz_json: a top-level key spelled like a field's path goes
+     * back to the top level, not onto the field. */
+    { 3, 1, "", "counters.submitted_prefill_tokens", RAW("\x02"),
+      "counters.submitted_prefill_tokens", "",
+      "counters.submitted_prefill_tokens" },
+    { 2, 1, "", "counters.decode_steps", RAW("\x02"), "counters.decode_steps",
+      "", "counters.decode_steps" },
+    { 3, 1, "", "latency.queue_delay_us", RAW("\x02"), "latency.queue_delay_us",
+      "", "latency.queue_delay_us" },
+    { 1, 1, "", "artifacts.temp_created_bytes", RAW("\x02"),
+      "artifacts.temp_created_bytes", "", "artifacts.temp_created_bytes" },
+    /* In schema 2, a schema-3 counter name is no field of counters. */
+    { 2, 1, "", "counters.cow_copies", RAW("\x02"), "counters.cow_copies",
+      "counters", "cow_copies" },
 };
 
 START_TEST(test_receipt_decode_keeps_unknown_keys)
