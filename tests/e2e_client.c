@@ -1462,7 +1462,7 @@ fleet_item_make(struct fleet_item *it, int i)
     it->plan = i % 5;
     it->graph = (i / 5) % 3;
     it->model = (i * 7) % 4;
-    it->pair = (i * 3) % 5;
+    it->pair = (i / 2) % 5;
     it->fb_count = i % 11 == 0;
     it->bit6 = i % 3 != 0;
     it->batch = i >= FLEET_N * 3 / 4;
