@@ -904,6 +904,115 @@ START_TEST(test_retention_readback_encode)
 }
 END_TEST
 
+/* ---- golden files ----
+ *
+ * tests/data/plans/ holds, beside the fixture plan, a retention body, its
+ * resolution, a readback body and its request, in msgpack and JSON, for the
+ * end-to-end tests of the daemon and the client. They must stay what this
+ * code produces.
+ */
+
+static const char *
+golden_bytes(const char *name, size_t *len)
+{
+    char rel[128];
+    const char *buf;
+
+    snprintf(rel, sizeof(rel), "plans/%s.msgpack", name);
+    buf = fx_read_data(rel, len);
+    ck_assert_msg(buf != NULL, "missing %s", rel);
+    return buf;
+}
+
+static void
+assert_golden(const char *name, const msgpack_sbuffer *sb)
+{
+    size_t len;
+    const char *want = golden_bytes(name, &len);
+
+    ck_assert_msg(sb->size == len && memcmp(sb->data, want, len) == 0,
+                  "%s.msgpack differs from what the code produces", name);
+}
+
+START_TEST(test_retention_golden_resolution)
+{
+    size_t len, n, i;
+    const char *plan_bytes = golden_bytes("fixture", &len);
+    struct plan *p;
+    struct retention_spec *s;
+    struct retained_value *v;
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    const char *body = golden_bytes("retention", &n);
+
+    ck_assert_int_eq(plan_decode(fx_unpack(plan_bytes, len), &p, &err), 0);
+    ck_assert_int_eq(retention_spec_decode(fx_unpack(body, n), &s, &err), 0);
+    ck_assert_int_eq(retention_resolve(p, s, &v, &n, &err), 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, n);
+    for (i = 0; i < n; i++)
+        ck_assert_int_eq(retention_value_encode(&v[i], &pk), 0);
+    assert_golden("retained", &sb);
+    msgpack_sbuffer_destroy(&sb);
+    free(v);
+    retention_spec_free(s);
+    plan_free(p);
+}
+END_TEST
+
+START_TEST(test_retention_golden_readback)
+{
+    size_t len, n;
+    const char *stored = golden_bytes("retained", &len);
+    const char *body = golden_bytes("readback", &n);
+    struct retained_value *v;
+    struct readback_request req;
+    struct readback rb;
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    ck_assert_int_eq(
+        retention_values_decode(fx_unpack(stored, len), &v, &len, &err), 0);
+    ck_assert_int_eq(retention_readback_decode(fx_unpack(body, n), &rb, &err),
+                     0);
+    ck_assert_int_eq(retention_readback_check(
+                         &rb, retention_find(v, len, rb.value_id), &req, &err),
+                     0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ck_assert_int_eq(retention_readback_encode(&req, &pk), 0);
+    assert_golden("readback-request", &sb);
+    msgpack_sbuffer_destroy(&sb);
+    free(v);
+}
+END_TEST
+
+static const char *const golden_names[] = {
+    "fixture", "retention", "retained", "readback", "readback-request",
+};
+
+START_TEST(test_retention_golden_json_twins)
+{
+    char rel[128];
+    size_t len, jlen, plen;
+    const char *bytes, *packed;
+    char *text;
+
+    snprintf(rel, sizeof(rel), "plans/%s.msgpack", golden_names[_i]);
+    bytes = fx_read_data(rel, &len);
+    snprintf(rel, sizeof(rel), "plans/%s.json", golden_names[_i]);
+    text = fx_read_data(rel, &jlen);
+    ck_assert_ptr_nonnull(bytes);
+    ck_assert_ptr_nonnull(text);
+    packed = fx_pack(fx_json(text), &plen);
+    ck_assert_msg(plen == len && memcmp(packed, bytes, len) == 0,
+                  "%s.json and .msgpack differ", golden_names[_i]);
+}
+END_TEST
+
 /* ---- rule 5 against a brute-force oracle ----
  *
  * Random plans (seeded, so a failure replays): a few nodes, outputs and
@@ -1242,6 +1351,13 @@ retention_suite(void)
     tcase_add_test(tc, test_retention_readback_not_retained);
     tcase_add_test(tc, test_retention_readback_offset_overflow);
     tcase_add_test(tc, test_retention_readback_encode);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("golden");
+    tcase_add_test(tc, test_retention_golden_resolution);
+    tcase_add_test(tc, test_retention_golden_readback);
+    tcase_add_loop_test(tc, test_retention_golden_json_twins, 0,
+                        N(golden_names));
     suite_add_tcase(s, tc);
 
     tc = tcase_create("oom");
