@@ -11,3 +11,10 @@ receiptd_check_test(check_retention
 # this binary go through the test's __wrap_ functions.
 target_link_options(check_retention PRIVATE
   -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc)
+
+# Regenerates the checked-in fixtures and fuzz seeds (not a test):
+#   build/tests/plan_fixture_gen tests/data/plans tests/fuzz/corpus/plan
+add_executable(plan_fixture_gen plan_fixture_gen.c plan_fixture.c)
+target_link_libraries(plan_fixture_gen PRIVATE receiptproto)
+target_compile_definitions(plan_fixture_gen PRIVATE
+  TEST_DATA_DIR="${RECEIPTD_TEST_DATA}")
