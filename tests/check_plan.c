@@ -190,8 +190,9 @@ START_TEST(test_plan_fixture_file_matches_builder)
     ck_assert_ptr_nonnull(file);
     msgpack_sbuffer_init(&sb);
     fx_build(&sb);
-    ck_assert_uint_eq(len, sb.size);
-    ck_assert(memcmp(file, sb.data, len) == 0);
+    ck_assert_msg(len == sb.size && memcmp(file, sb.data, len) == 0,
+                  "fixture.msgpack differs from fx_build(); if intended, "
+                  "rerun plan_fixture_gen (tests/plan.cmake)");
     msgpack_sbuffer_destroy(&sb);
 }
 END_TEST

@@ -931,7 +931,9 @@ assert_golden(const char *name, const msgpack_sbuffer *sb)
     const char *want = golden_bytes(name, &len);
 
     ck_assert_msg(sb->size == len && memcmp(sb->data, want, len) == 0,
-                  "%s.msgpack differs from what the code produces", name);
+                  "%s.msgpack differs from what the code produces; "
+                  "if intended, rerun plan_fixture_gen (tests/plan.cmake)",
+                  name);
 }
 
 START_TEST(test_retention_golden_resolution)
