@@ -197,9 +197,10 @@ size_t plan_tensor_words(const msgpack_object *o);
  * Decodes and validates a ResolvedTensorSpec map (every tensor rule of
  * section 5) and computes its minimum storage bytes. Arrays are carved from
  * words[0..nwords), which the caller owns and sizes with
- * plan_tensor_words(o); t's array pointers point into it. Returns 0 or
+ * plan_tensor_words(o); t's array pointers point into it. Returns 0,
  * PROTO_EINVALID with err->path relative to the tensor ("dimensions[1]",
- * "layout.blocked.axis_order").
+ * "layout.blocked.axis_order"), or PROTO_ENOMEM when nwords is smaller
+ * than plan_tensor_words(o) (a caller's bug).
  */
 int plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
                        uint64_t *words, size_t nwords, struct proto_err *err);
