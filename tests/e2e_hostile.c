@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -48,6 +49,28 @@
 static struct hostile_case cases[HOSTILE_MAX];
 static int ncases;
 static struct e2e_daemon d;
+static long slowest_ms; /* longest wait for an answer or a close */
+static char slowest[128];
+
+static long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void
+note_time(const char *file, long t0)
+{
+    long dt = now_ms() - t0;
+
+    if (dt > slowest_ms) {
+        slowest_ms = dt;
+        snprintf(slowest, sizeof(slowest), "%s", file);
+    }
+}
 
 static void
 start(void)
@@ -101,6 +124,7 @@ run_case(int i, char *why, size_t whylen)
     char *buf;
     size_t len = 0;
     int fd, rc = -1;
+    long t0;
 
     buf = hostile_list_read(HOSTILE_DIR, e->file, &len);
     if (buf == NULL) {
@@ -117,14 +141,16 @@ run_case(int i, char *why, size_t whylen)
      * a failed send is not a failure of the test. */
     (void)e2e_send_all(fd, buf, len);
     free(buf);
+    t0 = now_ms();
 
     if (strcmp(e->outcome, HOSTILE_WAIT) == 0) {
         /* The peer stops sending mid-frame: the daemon must close, at
          * EOF or by its frame timeout. */
         shutdown(fd, SHUT_WR);
-        if (e2e_wait_closed(fd, T_CLOSE + 3000))
+        if (e2e_wait_closed(fd, T_CLOSE + 3000)) {
+            note_time(e->file, t0);
             rc = 0;
-        else
+        } else
             snprintf(why, whylen, "%s: not closed after EOF mid-frame",
                      e->file);
         close(fd);
@@ -135,6 +161,7 @@ run_case(int i, char *why, size_t whylen)
         close(fd);
         return -1;
     }
+    note_time(e->file, t0);
     got = rep.r.ok ? "ok" : proto_code_name(rep.r.err.code);
     if (strcmp(got, e->code) != 0) {
         snprintf(why, whylen, "%s: expected %s, got %s (%.100s: %.200s)",
@@ -221,10 +248,10 @@ START_TEST(test_e2e_hostile_corpus_bounded_memory_then_valid_receipt)
     if (hwm > peak)
         peak = hwm;
     ck_assert_int_eq(send_valid(2), 0);
-    printf("e2e_hostile: %d frames sent, %d wrong outcomes; RSS %ld kB "
-           "before, peak %ld kB (growth %ld kB = %.1f x max_frame; HWM "
-           "before %ld kB)\n",
-           ncases, bad, base, peak, peak - base,
+    printf("e2e_hostile: %d frames sent, %d wrong outcomes; slowest "
+           "answer or close %ld ms (%s); RSS %ld kB before, peak %ld kB "
+           "(growth %ld kB = %.1f x max_frame; HWM before %ld kB)\n",
+           ncases, bad, slowest_ms, slowest, base, peak, peak - base,
            (double)(peak - base) / (MAX_FRAME / 1024), hwm0);
     fflush(stdout);
     ck_assert_int_eq(bad, 0);
