@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,7 +61,15 @@ struct import {
     size_t nrej, rcap;
     uint64_t accepted;
     size_t acked; /* items whose batch got a reply */
+    /* Where full batches go while files are still being read. */
+    struct sender *snd;
+    struct cli_opts *o;
+    const char *source;
 };
+
+struct sender;
+static void sender_pump(struct import *im, struct sender *s, struct cli_opts *o,
+                        const char *source, int final);
 
 static void
 add_reject(struct import *im, size_t file, size_t index, const char *code,
@@ -110,6 +119,10 @@ add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
     if (it->data == NULL)
         cli_oom();
     memcpy(it->data, sb->data, sb->size);
+    /* Send as soon as a batch is full, so a large file is not held in
+     * memory as a whole: at most IMPORT_WINDOW + 1 batches wait. */
+    if (im->snd != NULL)
+        sender_pump(im, im->snd, im->o, im->source, 0);
 }
 
 /* Decodes one receipt from the JSON text buf[0..len) (strictly: integers
@@ -323,46 +336,81 @@ load_msgpack(struct import *im, size_t file, const char *buf, size_t len)
     msgpack_unpacked_destroy(&up);
 }
 
-/* Reads a whole file ("-" is stdin). Returns 0 or -1 with errno. */
-static int
-read_file(const char *path, char **out, size_t *out_len)
+/* A file's bytes: mapped for a regular file, read into the heap for a
+ * pipe or stdin. */
+struct filebuf {
+    char *p;
+    size_t len;
+    int mapped;
+};
+
+static void
+filebuf_release(struct filebuf *fb)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    char *buf = NULL, *nb;
-    size_t len = 0, cap = 0, n;
+    if (fb->mapped)
+        munmap(fb->p, fb->len);
+    else
+        free(fb->p);
+    memset(fb, 0, sizeof(*fb));
+}
+
+/* Reads path ("-" is stdin) into fb. Returns 0 or -1 with errno set. */
+static int
+filebuf_open(struct filebuf *fb, const char *path)
+{
+    int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
+    size_t cap = 0;
+    struct stat st;
+    ssize_t n;
+    char *nb;
     int e;
 
-    if (f == NULL)
+    memset(fb, 0, sizeof(*fb));
+    if (fd < 0)
         return -1;
+    if (fstat(fd, &st) != 0)
+        goto fail;
+    /* A mapping costs page cache, not heap, and the kernel can drop its
+     * pages once they have been parsed. */
+    if (S_ISREG(st.st_mode) && st.st_size > 0) {
+        fb->p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (fb->p == MAP_FAILED) {
+            fb->p = NULL;
+            goto fail;
+        }
+        fb->len = (size_t)st.st_size;
+        fb->mapped = 1;
+        madvise(fb->p, fb->len, MADV_SEQUENTIAL);
+        if (fd != 0)
+            close(fd);
+        return 0;
+    }
     for (;;) {
-        if (len == cap) {
+        if (fb->len == cap) {
             cap = cap ? cap * 2 : 65536;
-            if ((nb = realloc(buf, cap)) == NULL) {
+            if ((nb = realloc(fb->p, cap)) == NULL) {
                 errno = ENOMEM;
                 goto fail;
             }
-            buf = nb;
+            fb->p = nb;
         }
-        n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
-            if (ferror(f)) {
-                errno = EIO;
-                goto fail;
-            }
+        n = read(fd, fb->p + fb->len, cap - fb->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            goto fail;
+        if (n == 0)
             break;
-        }
+        fb->len += (size_t)n;
     }
-    if (f != stdin)
-        fclose(f);
-    *out = buf;
-    *out_len = len;
+    if (fd != 0)
+        close(fd);
     return 0;
 fail:
     e = errno;
-    if (f != stdin)
-        fclose(f);
-    free(buf);
+    if (fd != 0)
+        close(fd);
+    filebuf_release(fb);
     errno = e;
     return -1;
 }
@@ -370,21 +418,17 @@ fail:
 static int
 load_file(struct import *im, size_t file)
 {
-    char *buf;
+    struct filebuf fb;
+    const char *buf;
     size_t len, off = 0;
 
-    if (read_file(im->files[file], &buf, &len) != 0) {
+    if (filebuf_open(&fb, im->files[file]) != 0) {
         fprintf(stderr, "receiptctl: import: %s: %s\n", im->files[file],
                 strerror(errno));
         return -1;
     }
-    /* json_tokener takes an int length. */
-    if (len > (size_t)INT32_MAX) {
-        fprintf(stderr, "receiptctl: import: %s: larger than 2 GiB; split it\n",
-                im->files[file]);
-        free(buf);
-        return -1;
-    }
+    buf = fb.p;
+    len = fb.len;
     if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
         off = 3;
     while (off < len && is_space(buf[off]))
@@ -397,7 +441,7 @@ load_file(struct import *im, size_t file)
         add_reject(im, file, 0, "malformed", "", "the file is empty");
     else
         load_msgpack(im, file, buf, len);
-    free(buf);
+    filebuf_release(&fb);
     return 0;
 }
 
@@ -730,6 +774,9 @@ import_run(struct cli_opts *o)
     im.files = o->args;
     im.nfiles = (size_t)o->nargs;
     snd.batch = o->batch;
+    im.snd = &snd;
+    im.o = o;
+    im.source = source;
     if (o->source == NULL) {
         if (gethostname(host, sizeof(host)) != 0)
             snprintf(host, sizeof(host), "localhost");
