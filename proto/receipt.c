@@ -526,15 +526,20 @@ static int
 decode_map(const msgpack_object *o, struct receipt *r, struct unknowns *unk,
            struct proto_err *err)
 {
-    const msgpack_object *slot[F_COUNT];
+    const msgpack_object *slot[F_COUNT], *sv;
     unsigned f;
-    int rc;
+    int rc, dup;
 
-    /* All twelve names first, so that a duplicate schema_version is caught
-     * before its value decides anything. */
-    if ((rc = collect(o, top_names, F_COUNT, slot, &unk->count[0], err)) != 0)
+    /* schema_version first, alone: a receipt of a schema we do not know is
+     * unsupported_schema (kept for replay after an upgrade) whatever else
+     * it holds, even keys this version would call invalid. */
+    sv = mpobj_map_get(o, "schema_version", &dup);
+    if (dup)
+        return proto_err_set(err, PROTO_EINVALID, "schema_version",
+                             "duplicate key \"schema_version\"");
+    if ((rc = schema_field(sv, r, err)) != 0)
         return rc;
-    if ((rc = schema_field(slot[F_SCHEMA], r, err)) != 0)
+    if ((rc = collect(o, top_names, F_COUNT, slot, &unk->count[0], err)) != 0)
         return rc;
     /* latency is a schema-3 field: in an older receipt it is an unknown key
      * like any other, kept in extra. */

@@ -1131,6 +1131,39 @@ START_TEST(test_receipt_decode_schema_version)
 }
 END_TEST
 
+/* schema_version decides first: an unknown schema is unsupported even
+ * when the rest of the map would be invalid under the schemas we know. */
+START_TEST(test_receipt_decode_schema_before_other_rules)
+{
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    msgpack_pack_uint64(&pk, 1); /* an integer key */
+    msgpack_pack_uint64(&pk, 1);
+    pk_cstr(&pk, "graph_hash");
+    pk_cstr(&pk, "a");
+    pk_cstr(&pk, "graph_hash");
+    pk_cstr(&pk, "b");
+    pk_cstr(&pk, "schema_version");
+    msgpack_pack_uint64(&pk, 4);
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(msgpack_unpack_next(&up, sb.data, sb.size, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_int_eq(receipt_decode(&up.data, &r, &err),
+                     PROTO_EUNSUPPORTED_SCHEMA);
+    ck_assert_str_eq(err.path, "schema_version");
+    ck_assert_str_eq(err.message, "expected schema_version 1, 2 or 3, got 4");
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&sb);
+}
+END_TEST
+
 START_TEST(test_receipt_decode_rejects_missing_schema_version)
 {
     struct mut m = { M_OMIT, "schema_version", NULL, 0, NULL, 0 };
@@ -1887,6 +1920,7 @@ receipt_suite(void)
         tc, test_receipt_decode_schema_version, 0,
         2 * (int)(sizeof(schema_cases) / sizeof(schema_cases[0])));
     tcase_add_test(tc, test_receipt_decode_rejects_missing_schema_version);
+    tcase_add_test(tc, test_receipt_decode_schema_before_other_rules);
     tcase_add_test(tc, test_receipt_decode_rejects_other_schema_layout);
     suite_add_tcase(s, tc);
     tc = tcase_create("array_lengths");
