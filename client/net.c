@@ -134,6 +134,15 @@ net_connect(struct net_conn *c, const char *unix_path, const char *tcp,
                      : connect_unix(unix_path, err, err_len);
     if (fd < 0)
         return fd;
+    return net_adopt(c, fd, tcp ? tcp : unix_path, timeout_ms, err, err_len);
+}
+
+int
+net_adopt(struct net_conn *c, int fd, const char *peer, int timeout_ms,
+          char *err, size_t err_len)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = -1;
     c->rbuf = malloc(NET_READ_CHUNK);
     if (c->rbuf == NULL) {
         close(fd);
@@ -144,7 +153,7 @@ net_connect(struct net_conn *c, const char *unix_path, const char *tcp,
     c->next_id = 1;
     c->max_frame = FRAME_MAX_DEFAULT;
     c->max_batch = 10000;
-    snprintf(c->peer, sizeof(c->peer), "%s", tcp ? tcp : unix_path);
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
     frame_reader_init(&c->fr, FRAME_MAX_CEILING);
     return 0;
 }

@@ -62,6 +62,14 @@ struct net_reply {
 int net_connect(struct net_conn *c, const char *unix_path, const char *tcp,
                 int timeout_ms, char *err, size_t err_len);
 
+/*
+ * Takes a connected stream socket fd (closed by net_close(), or here on
+ * failure) as a connection; peer (copied) names it in messages. Returns 0
+ * or NET_ENOMEM. net_connect() ends here; tests use it with a socketpair.
+ */
+int net_adopt(struct net_conn *c, int fd, const char *peer, int timeout_ms,
+              char *err, size_t err_len);
+
 /* Closes the socket and frees the buffers. c may be zeroed or closed. */
 void net_close(struct net_conn *c);
 

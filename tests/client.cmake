@@ -11,6 +11,10 @@ receiptd_check_test(check_output
   SOURCES ${CLIENT_TESTS}/check_output.c
   LIBS receiptclient)
 
+receiptd_check_test(check_net
+  SOURCES ${CLIENT_TESTS}/check_net.c
+  LIBS receiptclient)
+
 receiptd_check_test(e2e_client
   SOURCES ${CLIENT_TESTS}/e2e_client.c ${CLIENT_TESTS}/e2e_util.c
   LIBS receiptclient)
