@@ -39,6 +39,9 @@ struct wctx {
     int reply_err; /* the request was refused: reply err after commit */
     struct proto_err err;
     uint64_t accepted, rejected, stray;
+    /* The source at the time of the request: a later hello on the same
+     * connection must not change what the writer thread reads. */
+    char source[CONN_SOURCE_MAX + 1];
 };
 
 /* A reply frame under construction. */
@@ -279,7 +282,8 @@ job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->frame = frame;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = -1;
-    job->w.source = c->source;
+    memcpy(x->source, c->source, c->source_len + 1);
+    job->w.source = x->source;
     job->w.source_len = c->source_len;
     job->w.has_seq = env->has_seq;
     job->w.seq = env->seq;

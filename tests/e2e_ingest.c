@@ -448,6 +448,57 @@ START_TEST(test_e2e_slow_query_is_interrupted)
 }
 END_TEST
 
+/* A write keeps the source its connection had when the write arrived,
+ * even when a pipelined hello changes it before the COMMIT. */
+START_TEST(test_e2e_write_keeps_source_of_its_time)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    size_t len, i, n = 100, k;
+    char *body = e2e_receipt_bytes(&r, &len);
+    static const char *const src[2] = { "source-a", "source-b" };
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (i = 0; i < 2 * n; i++) {
+        size_t at = frame_sbuffer_begin(&sb);
+        envelope_request(&pk, PROTO_OP_HELLO, 2 * i, 0, 0, 1);
+        msgpack_pack_map(&pk, 2);
+        envelope_pack_cstr(&pk, "protocol");
+        msgpack_pack_uint64(&pk, 1);
+        envelope_pack_cstr(&pk, "source");
+        envelope_pack_cstr(&pk, src[i % 2]);
+        frame_sbuffer_finish(&sb, at);
+        at = frame_sbuffer_begin(&sb);
+        envelope_request(&pk, PROTO_OP_RECEIPT, 2 * i + 1, 1, i / 2, 1);
+        msgpack_sbuffer_write(&sb, body, len);
+        frame_sbuffer_finish(&sb, at);
+    }
+    ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
+    for (i = 0; i < 4 * n; i++) {
+        expect_ok(fd, i, &rep);
+        ck_assert_ptr_null(e2e_get(rep.r.result, "duplicate"));
+        e2e_reply_free(&rep);
+    }
+    for (k = 0; k < 2; k++) {
+        const msgpack_object *rows;
+        query(fd, 1000 + k, "receipts", 1000, 0, "source", src[k], &rep);
+        rows = rows_of(&rep);
+        ck_assert_uint_eq(rows->via.array.size, n);
+        e2e_reply_free(&rep);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    free(body);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_e2e_pipelined_replies_in_order)
 {
     struct e2e_receipt r = { .schema = 3, .coverage = 0x7f };
@@ -1424,6 +1475,7 @@ suite(void)
         { "unknown_keys", test_e2e_unknown_keys_kept_and_read_back, 0 },
         { "query_timeout", test_e2e_slow_query_is_interrupted, 0 },
         { "pipelining", test_e2e_pipelined_replies_in_order, 0 },
+        { "source_of_its_time", test_e2e_write_keeps_source_of_its_time, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
         { "batch_quarantine", test_e2e_batch_rejects_items_into_quarantine, 0 },
         { "batch_too_large", test_e2e_batch_over_max_batch_is_refused_whole,
