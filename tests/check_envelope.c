@@ -4,6 +4,7 @@
  * round trip for every error code).
  */
 #include <check.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,51 @@ START_TEST(test_envelope_parse_rejects_malformed)
         ck_assert_uint_eq(env.id, 7);
     ck_assert_msg(err.message[0] != '\0', "no message");
     msgpack_unpacked_destroy(&up);
+}
+END_TEST
+
+/*
+ * Memory per frame stays a small multiple of its size: after mpcheck, a
+ * frame of N bytes holds at most N objects, and msgpack-c spends 24 bytes
+ * on each plus its zone's chunk doubling. Measured with mallinfo2, which
+ * the sanitizer build replaces (the check is skipped there).
+ */
+START_TEST(test_envelope_parse_memory_is_bounded)
+{
+    static const unsigned char fill[] = { 0x90, 0x80, 0x00, 0xc0 };
+    const size_t len = 65536;
+    unsigned char *f = malloc(len);
+    struct mallinfo2 before, after;
+    struct envelope env;
+    struct proto_err err;
+    msgpack_unpacked up;
+    size_t head, used;
+    uint32_t n;
+
+    ck_assert_ptr_nonnull(f);
+    /* {"op": "receipts", "id": 1, "body": [x, x, x, ...]} */
+    memcpy(f,
+           "\x83\xa2op\xa8receipts\xa2id\x01\xa4"
+           "body\xdd",
+           23);
+    head = 23 + 4;
+    n = (uint32_t)(len - head);
+    f[23] = (unsigned char)(n >> 24);
+    f[24] = (unsigned char)(n >> 16);
+    f[25] = (unsigned char)(n >> 8);
+    f[26] = (unsigned char)n;
+    memset(f + head, fill[_i], len - head);
+    msgpack_unpacked_init(&up);
+    before = mallinfo2();
+    ck_assert_int_eq(envelope_parse((const char *)f, len, &up, &env, &err), 0);
+    after = mallinfo2();
+    used = (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+    ck_assert_uint_eq(env.body->via.array.size, n);
+    if (before.uordblks + before.hblkhd > 0)
+        ck_assert_msg(used <= 40 * len, "%zu bytes for a %zu-byte frame", used,
+                      len);
+    msgpack_unpacked_destroy(&up);
+    free(f);
 }
 END_TEST
 
@@ -349,6 +395,7 @@ envelope_suite(void)
     tcase_add_loop_test(tc, test_envelope_request_roundtrip, 0,
                         4 * PROTO_OP_COUNT);
     tcase_add_test(tc, test_envelope_parse_accepts_variants);
+    tcase_add_loop_test(tc, test_envelope_parse_memory_is_bounded, 0, 4);
     tcase_add_test(tc, test_envelope_op_tables);
     suite_add_tcase(s, tc);
     tc = tcase_create("replies");
