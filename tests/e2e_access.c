@@ -53,22 +53,27 @@ write_file(const char *path, const char *text)
     ck_assert_int_eq(fclose(f), 0);
 }
 
-/* The hash of TOKEN, computed by the daemon binary itself. */
+/* The hash of token, computed by the daemon binary itself. */
 static void
-hash_token_with_daemon(void)
+hash_with_daemon(const char *token, char out[65])
 {
     char cmd[600];
     FILE *p;
 
     snprintf(cmd, sizeof(cmd),
-             "printf '%%s\\n' '%s' | %s/daemon/receiptd "
-             "--hash-token",
-             TOKEN, TEST_BINARY_DIR);
+             "printf '%%s\\n' '%s' | %s/daemon/receiptd --hash-token", token,
+             TEST_BINARY_DIR);
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
-    ck_assert_ptr_nonnull(fgets(token_hash, sizeof(token_hash), p));
+    ck_assert_ptr_nonnull(fgets(out, 65, p));
     ck_assert_int_eq(pclose(p), 0);
-    ck_assert_uint_eq(strlen(token_hash), 64);
+    ck_assert_uint_eq(strlen(out), 64);
+}
+
+static void
+hash_token_with_daemon(void)
+{
+    hash_with_daemon(TOKEN, token_hash);
 }
 
 static int
@@ -489,6 +494,126 @@ START_TEST(test_e2e_socket_activation_and_notify)
 }
 END_TEST
 
+/* ---- SIGHUP reload. ---- */
+
+static int
+bind_notify(const char *path)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path));
+    unlink(path);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* hello over TCP with token: 1 and the result's max_frame and max_batch
+ * when accepted, 0 when refused as unauthorized, -1 otherwise. */
+static int
+tcp_hello(int port, const char *token, uint64_t *max_frame, uint64_t *max_batch)
+{
+    struct e2e_reply rep;
+    int fd = e2e_connect_tcp(port), rc = -1;
+
+    if (fd < 0 || hello(fd, token, &rep) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (rep.r.ok) {
+        *max_frame = e2e_get_uint(rep.r.result, "max_frame");
+        *max_batch = e2e_get_uint(rep.r.result, "max_batch");
+        rc = 1;
+    } else if (rep.r.err.code == PROTO_EUNAUTHORIZED) {
+        rc = 0;
+    }
+    e2e_reply_free(&rep);
+    close(fd);
+    return rc;
+}
+
+START_TEST(test_e2e_sighup_reload_applies_or_keeps)
+{
+    char conf[300], notify[300], text[1024], tcp[64], got[512];
+    char second_hash[65];
+    const char *extra[] = { "--config",    conf, "--tcp", tcp,
+                            "--max-batch", "7",  NULL };
+    uint64_t frame = 0, batch = 0;
+    struct e2e_daemon d;
+    size_t len;
+    char *log;
+    int nfd, port, status;
+
+    hash_token_with_daemon();
+    hash_with_daemon("second-token", second_hash);
+    port = free_port();
+    snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", port);
+    snprintf(conf, sizeof(conf), "%s/e2e_reload_%ld.conf", TEST_BINARY_DIR,
+             (long)getpid());
+    snprintf(notify, sizeof(notify), "%s/e2e_reload_%ld.notify",
+             TEST_BINARY_DIR, (long)getpid());
+    snprintf(text, sizeof(text),
+             "limits: { max_batch = 100; };\n"
+             "access: { tokens = ( { name = \"a\"; sha256 = \"%s\"; } ); };\n",
+             token_hash);
+    write_file(conf, text);
+    nfd = bind_notify(notify);
+    /* The daemon inherits our environment. */
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
+    ck_assert_int_eq(e2e_start(&d, extra), 0);
+    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+                     0);
+    ck_assert_int_eq(tcp_hello(port, TOKEN, &frame, &batch), 1);
+    ck_assert_uint_eq(batch, 7); /* the flag beats the file */
+    ck_assert_uint_eq(frame, 1u << 20);
+
+    /* A new token list and a new max_frame, applied by SIGHUP. */
+    snprintf(text, sizeof(text),
+             "limits: { max_batch = 100; max_frame = \"2MiB\"; };\n"
+             "access: { tokens = ( { name = \"b\"; sha256 = \"%s\"; } ); };\n",
+             second_hash);
+    write_file(conf, text);
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    ck_assert_int_eq(
+        await_datagram(nfd, "RELOADING=1", 10000, got, sizeof(got)), 0);
+    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+                     0);
+    ck_assert_int_eq(tcp_hello(port, "second-token", &frame, &batch), 1);
+    ck_assert_uint_eq(frame, 2u << 20);
+    ck_assert_uint_eq(batch, 7); /* still the flag */
+    ck_assert_int_eq(tcp_hello(port, TOKEN, &frame, &batch), 0);
+
+    /* A broken file changes nothing. */
+    write_file(conf, "limits: { max_frame = ; };\n");
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    ck_assert_int_eq(
+        await_datagram(nfd, "RELOADING=1", 10000, got, sizeof(got)), 0);
+    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+                     0);
+    ck_assert_int_eq(tcp_hello(port, "second-token", &frame, &batch), 1);
+    ck_assert_uint_eq(frame, 2u << 20);
+    log = e2e_read_file(d.log, &len);
+    ck_assert_ptr_nonnull(log);
+    ck_assert_msg(strstr(log, ":1: syntax error; keeping the running "
+                              "configuration") != NULL,
+                  "no rejection in the log:\n%s", log);
+    free(log);
+
+    ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(await_datagram(nfd, "STOPPING=1", 10000, got, sizeof(got)),
+                     0);
+    e2e_cleanup(&d);
+    close(nfd);
+    unlink(notify);
+    unlink(conf);
+}
+END_TEST
+
 static Suite *
 e2e_access_suite(void)
 {
@@ -503,6 +628,11 @@ e2e_access_suite(void)
     tc = tcase_create("tcp_tokens");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_e2e_tcp_token_rules);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sighup_reload");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_e2e_sighup_reload_applies_or_keeps);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("socket_activation");
