@@ -408,8 +408,8 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     struct wctx *x;
     size_t boff, blen, at, i, n, nvalid = 0, nbad = 0;
     uint64_t hdr, body, kids;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
+    msgpack_sbuffer sb, rej;
+    msgpack_packer pk, rpk;
     int rc, failed;
 
     job = job_new(c, slot, env, frame, len);
@@ -449,22 +449,27 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         return;
     }
     /* n is bounded by max_batch (checked above) and by the frame's size
-     * (mpcheck), so these allocations are bounded too. */
+     * (mpcheck), so these allocations are bounded too. The error and
+     * quarantine arrays are made only when an item fails: a clean batch
+     * does not pay for them. */
     items = job->receipts = calloc(n ? n : 1, sizeof(*items));
-    errs = job->errs = calloc(n ? n : 1, sizeof(*errs));
-    q = job->quarantine = calloc(n ? n : 1, sizeof(*q));
-    if (items == NULL || errs == NULL || q == NULL)
+    if (items == NULL)
         goto nomem;
     if (mp_header(p + boff, blen, &hdr, &body, &kids) != 0)
         goto nomem;
+    /* The rejected entries are packed as they are found; the array header
+     * (which needs their count) is written in front of them at the end. */
+    msgpack_sbuffer_init(&rej);
+    msgpack_packer_init(&rpk, &rej, msgpack_sbuffer_write);
     at = boff + (size_t)hdr;
     for (i = 0; i < n; i++) {
         size_t ilen = mp_skip(p + at, len - at);
-        proto_err_clear(&errs[i]);
-        rc = receipt_decode(&env->body->via.array.ptr[i], &items[nvalid],
-                            &errs[i]);
-        if (rc == PROTO_ENOMEM)
+        proto_err_clear(&err);
+        rc = receipt_decode(&env->body->via.array.ptr[i], &items[nvalid], &err);
+        if (rc == PROTO_ENOMEM) {
+            msgpack_sbuffer_destroy(&rej);
             goto nomem;
+        }
         if (rc == 0) {
             count_stray(x, &items[nvalid]);
             job->bytes += sizeof(*items) + items[nvalid].extra_len;
@@ -472,13 +477,28 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             /* Tell writer_job_free how many to clear so far. */
             job->w.n_receipts = nvalid;
         } else {
+            if (errs == NULL) {
+                errs = job->errs = calloc(n, sizeof(*errs));
+                q = job->quarantine = calloc(n, sizeof(*q));
+                if (errs == NULL || q == NULL) {
+                    msgpack_sbuffer_destroy(&rej);
+                    goto nomem;
+                }
+                job->bytes += n * (sizeof(*errs) + sizeof(*q));
+            }
+            errs[nbad] = err;
+            /* The quarantine item points into errs, which the job owns. */
             q[nbad].raw = p + at;
             q[nbad].len = ilen;
             q[nbad].op = "receipts";
-            q[nbad].code = errs[i].code;
-            q[nbad].path = errs[i].path;
-            q[nbad].message = errs[i].message;
+            q[nbad].code = errs[nbad].code;
+            q[nbad].path = errs[nbad].path;
+            q[nbad].message = errs[nbad].message;
             nbad++;
+            if (pack_rejected(&rpk, i, &err) != 0) {
+                msgpack_sbuffer_destroy(&rej);
+                goto nomem;
+            }
         }
         at += ilen;
     }
@@ -490,10 +510,9 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     failed = msgpack_pack_map(&pk, 2) != 0 ||
              pack_kv_uint(&pk, "accepted", nvalid) != 0 ||
              envelope_pack_cstr(&pk, "rejected") != 0 ||
-             msgpack_pack_array(&pk, nbad) != 0;
-    for (i = 0; i < n && !failed; i++)
-        if (errs[i].code != PROTO_OK)
-            failed = pack_rejected(&pk, i, &errs[i]);
+             msgpack_pack_array(&pk, nbad) != 0 ||
+             (rej.size > 0 && msgpack_sbuffer_write(&sb, rej.data, rej.size));
+    msgpack_sbuffer_destroy(&rej);
     if (failed) {
         msgpack_sbuffer_destroy(&sb);
         goto nomem;
@@ -501,8 +520,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->w.outcome_len = sb.size;
     job->outcome = msgpack_sbuffer_release(&sb);
     job->w.outcome = job->outcome;
-    /* The quarantine items point into errs, which the job owns. */
-    job->bytes += sb.size + n * (sizeof(*errs) + sizeof(*q));
+    job->bytes += job->w.outcome_len;
     job->w.op = PROTO_OP_RECEIPTS;
     job->w.receipts = items;
     job->w.n_receipts = nvalid;
