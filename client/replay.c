@@ -69,11 +69,18 @@ replay_op(const char *op, const msgpack_object *body)
     return PROTO_OP_RECEIPT;
 }
 
-static void
+/*
+ * Prints the outcome of a replay; a batch's items that were refused again
+ * go to stderr, one line each. Returns 0, or CLI_EXIT_DAEMON when any item
+ * was refused.
+ */
+static int
 print_replayed(uint64_t qid, int op, const msgpack_object *res)
 {
-    const msgpack_object *v;
+    char code[32], path[PROTO_ERR_PATH_MAX], msg[PROTO_ERR_MSG_MAX];
+    const msgpack_object *v, *rej = NULL;
     uint64_t u;
+    uint32_t i;
 
     printf("quarantine %" PRIu64 ": replayed as %s", qid, envelope_op_name(op));
     if (res != NULL && res->type == MSGPACK_OBJECT_MAP) {
@@ -86,11 +93,33 @@ print_replayed(uint64_t qid, int op, const msgpack_object *res)
         v = mpobj_map_get(res, "accepted", NULL);
         if (v != NULL && mpobj_uint(v, UINT64_MAX, &u, NULL) == 0)
             printf(", accepted %" PRIu64, u);
-        v = mpobj_map_get(res, "rejected", NULL);
-        if (v != NULL && v->type == MSGPACK_OBJECT_ARRAY)
-            printf(", rejected %" PRIu32, v->via.array.size);
+        rej = mpobj_map_get(res, "rejected", NULL);
+        if (rej != NULL && rej->type == MSGPACK_OBJECT_ARRAY)
+            printf(", rejected %" PRIu32, rej->via.array.size);
+        else
+            rej = NULL;
     }
     putchar('\n');
+    if (rej == NULL || rej->via.array.size == 0)
+        return 0;
+    fflush(stdout);
+    for (i = 0; i < rej->via.array.size; i++) {
+        const msgpack_object *e = &rej->via.array.ptr[i];
+
+        if (e->type != MSGPACK_OBJECT_MAP)
+            continue;
+        v = mpobj_map_get(e, "index", NULL);
+        if (v == NULL || mpobj_uint(v, UINT64_MAX, &u, NULL) != 0)
+            u = i;
+        cli_copy_str(code, sizeof(code), e, "code");
+        cli_copy_str(path, sizeof(path), e, "path");
+        cli_copy_str(msg, sizeof(msg), e, "message");
+        fprintf(stderr,
+                "receiptctl: quarantine %" PRIu64 ": [%" PRIu64
+                "]: %s%s%s: %s\n",
+                qid, u, code, path[0] ? ": " : "", path, msg);
+    }
+    return CLI_EXIT_DAEMON;
 }
 
 static int
@@ -161,7 +190,7 @@ replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
         goto out;
     rc = cli_request(&c, k, what, pack_raw_cb, &body, &rep2);
     if (rc == 0)
-        print_replayed(qid, k, rep2.r.result);
+        rc = print_replayed(qid, k, rep2.r.result);
     net_reply_free(&rep2);
     net_close(&c);
 out:

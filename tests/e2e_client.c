@@ -512,10 +512,33 @@ fake_answer(const struct envelope *env, msgpack_packer *pk,
 
             mpobj_uint(mpobj_map_get(b, "id", NULL), UINT64_MAX, &id, NULL);
             msgpack_sbuffer_init(&raw);
-            if (id == 5)
+            if (id == 5) {
                 pack_vector(&raw, "s2_backend_cpu.named.msgpack");
-            else
+            } else if (id == 7) {
+                /* A batch of two; the fake refuses the second again. */
+                msgpack_sbuffer one;
+                msgpack_unpacked u1;
+                msgpack_packer rpk;
+                struct receipt r;
+                size_t off = 0;
+
+                msgpack_sbuffer_init(&one);
+                pack_vector(&one, "s2_backend_cpu.named.msgpack");
+                msgpack_unpacked_init(&u1);
+                msgpack_unpack_next(&u1, one.data, one.size, &off);
+                ck_assert_int_eq(receipt_decode(&u1.data, &r, err), 0);
+                msgpack_packer_init(&rpk, &raw, msgpack_sbuffer_write);
+                msgpack_pack_array(&rpk, 2);
+                receipt_encode(&r, &rpk);
+                r.model_instance_id.ptr = "daemon-rejects";
+                r.model_instance_id.len = 14;
+                receipt_encode(&r, &rpk);
+                receipt_clear(&r);
+                msgpack_unpacked_destroy(&u1);
+                msgpack_sbuffer_destroy(&one);
+            } else {
                 msgpack_sbuffer_write(&raw, "\xc1\x01", 2);
+            }
             msgpack_pack_map(pk, 2);
             pk_str(pk, "rows");
             msgpack_pack_array(pk, 1);
@@ -1101,6 +1124,21 @@ START_TEST(test_ctl_quarantine_replay)
                           "\"node-9/rt-1\"}\nreceipt model-cpu\n");
     free(log);
     run_free(&r);
+
+    /* A batch payload goes back as `receipts`; an item refused again is
+     * reported with its index and path, and the exit is 1. */
+    {
+        const char *batch[] = { "quarantine", "replay", "7", NULL };
+
+        run_ctl(&r, fake.path, batch);
+        ck_assert_int_eq(r.status, 1);
+        ck_assert_str_eq(r.out, "quarantine 7: replayed as receipts, "
+                                "accepted 1, rejected 1\n");
+        ck_assert_str_eq(r.err, "receiptctl: quarantine 7: [1]: invalid: "
+                                "model_instance_id: rejected by the fake "
+                                "daemon\n");
+        run_free(&r);
+    }
 
     run_ctl(&r, fake.path, bad);
     ck_assert_int_eq(r.status, 1);
