@@ -1,15 +1,22 @@
 /*
  * conn.c: the per-connection state machine.
  *
- * Loop thread only. States: reading frames; full (unsent replies passed
- * max_unsent_bytes, so reading stops until the peer drains half); paused
- * (the writer fell behind, server-wide); want_close (a framing error, EOF
- * or drain: no more frames, close once every slot is written); closing
- * (handles being closed); freed when both handles are closed and no slot
- * is outstanding. One timer serves two purposes: the deadline of a frame
- * that has begun (a trickled frame is cut off) and the idle timeout.
- * Reads land in the server's shared buffer and are consumed before the
- * callback returns, so an idle connection holds no read buffer.
+ * Loop thread only. A connection reads frames while every limit allows
+ * (may_dispatch): its unsent replies are under max_unsent_bytes ("full"
+ * clears below half), the writer is not behind (the server-wide pause),
+ * fewer than CONN_MAX_PENDING requests and CONN_MAX_QUERIES queries wait
+ * for replies. When a limit is reached in the middle of a read, the rest of
+ * that read waits in the stash and the socket is not read until the stash
+ * is dispatched, so each limit holds exactly. want_close (a framing error,
+ * EOF, a refused token or drain) means no more frames: close once every
+ * slot is written. closing: handles being closed. The connection is freed
+ * when both handles are closed and no slot is outstanding.
+ *
+ * One timer serves three deadlines: a frame that has begun must complete
+ * (a trickled frame is cut off), a TCP peer must authenticate, and an idle
+ * connection is closed. Reads land in the server's shared buffer and are
+ * consumed (or stashed) before the callback returns, so an idle connection
+ * holds no read buffer.
  */
 #include "conn.h"
 
