@@ -113,8 +113,9 @@ add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
     it->file = file;
     it->index = index;
     it->len = sb->size;
-    /* An sbuffer starts at 8 KiB; a receipt is a few hundred bytes, and an
-     * import holds a whole file's worth of them. */
+    /* An sbuffer starts at 8 KiB; a receipt is a few hundred bytes, and
+     * thousands of them wait while their batches are in flight (all of a
+     * file's when the daemon cannot be reached). */
     it->data = malloc(sb->size ? sb->size : 1);
     if (it->data == NULL)
         cli_oom();
