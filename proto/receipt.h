@@ -68,7 +68,11 @@ struct receipt {
     uint64_t artifacts[RECEIPT_NARTIFACTS];
     /* Owned: a msgpack map of every unknown map key, so a newer producer
      * loses nothing. Keys are the dotted paths ("counters.new_thing",
-     * "flavour") and values the objects as sent. NULL when there were none. */
+     * "flavour"), sorted by their bytes so the same keys always give the
+     * same bytes, and values the objects as sent (a schema-3 counter inside
+     * a schema-1/2 receipt is unknown there: "counters.cow_copies"; so is
+     * "latency"). NULL when there were none, which is the only case in
+     * which decoding allocates nothing. */
     char *extra;
     size_t extra_len;
 };
@@ -139,17 +143,22 @@ int receipt_json_parse(const char *text, size_t len, struct json_object **out,
                        struct proto_err *err);
 
 /*
- * Encodes r in map form, as rmp-serde's to_vec_named would for its schema,
- * with the extra keys merged back where they came from. Returns 0 or -1
- * when the packer's buffer cannot grow.
+ * Encodes r in map form, as rmp-serde's to_vec_named would for its schema
+ * (byte for byte: declaration order, smallest integer and string forms;
+ * schema 1 without tuning_profile unless it holds a value), with the extra
+ * keys appended to the map they came from. Decoding the result gives r
+ * again, extra included. r is borrowed. Returns 0 or -1 when the packer's
+ * buffer cannot grow.
  */
 int receipt_encode(const struct receipt *r, msgpack_packer *pk);
 
-/* Options of receipt_encode_flags(). */
-#define RECEIPT_ENCODE_TUNING                                                  \
-    0x1                             /* tuning_profile in schema 1 too ("" when \
-                                       absent), as query rows show it */
-#define RECEIPT_ENCODE_NO_EXTRA 0x2 /* leave the unknown keys out */
+/*
+ * Options of receipt_encode_flags(). RECEIPT_ENCODE_TUNING writes
+ * tuning_profile for schema 1 too ("" when absent), as query rows show it;
+ * RECEIPT_ENCODE_NO_EXTRA leaves the unknown keys out.
+ */
+#define RECEIPT_ENCODE_TUNING   0x1
+#define RECEIPT_ENCODE_NO_EXTRA 0x2
 
 /* receipt_encode() with options; flags 0 is receipt_encode(). */
 int receipt_encode_flags(const struct receipt *r, msgpack_packer *pk,
