@@ -535,7 +535,7 @@ int
 main(int argc, char **argv)
 {
     struct rlimit rl;
-    double ceil_rate, ceil_group, rate, half, p50, p99, hp50, hp99;
+    double ceil_rate, ceil_group, rate, got, half, p50, p99, hp50, hp99;
     long frames, rss, hwm, rss0, peak;
     pid_t pid;
     int i;
@@ -601,10 +601,10 @@ main(int argc, char **argv)
     printf("ratio daemon/ceiling: %10.2f (per-batch ceiling), %.2f (grouped)\n",
            rate / ceil_rate, rate / ceil_group);
     half = rate / 2;
-    load("load", frames / 2 > 0 ? frames / 2 : 1, half, &hp50, &hp99);
-    printf("daemon, half load:    %10.0f receipts/s offered, ack p50 %.2f "
-           "ms, p99 %.2f ms\n",
-           half, hp50, hp99);
+    got = load("load", frames / 2 > 0 ? frames / 2 : 1, half, &hp50, &hp99);
+    printf("daemon, half load:    %10.0f receipts/s offered, %.0f achieved, "
+           "ack p50 %.2f ms, p99 %.2f ms\n",
+           half, got, hp50, hp99);
     printf("daemon peak RSS under load: %ld KiB\n", peak);
     stop_daemon(pid);
 
