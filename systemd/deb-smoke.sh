@@ -32,7 +32,8 @@ had_state=0
 [ -e /var/lib/receiptd ] && had_state=1
 
 (cd "$build" && rm -f receiptd_*.deb && cpack -G DEB >/dev/null)
-deb=$(ls "$build"/receiptd_*.deb)
+# apt takes a local file only as a path with a slash: make it absolute.
+deb=$(cd "$build" && ls "$PWD"/receiptd_*.deb)
 echo "== package $deb"
 dpkg-deb -f "$deb" Package Version Depends Installed-Size
 
