@@ -17,6 +17,7 @@
 #include "envelope.h"
 #include "frame.h"
 #include "fuzz.h"
+#include "mpcheck.h"
 #include "receipt.h"
 
 /* The same bound as -max_len in scripts/fuzz.sh: a frame may be as large
@@ -96,6 +97,18 @@ handle_frame(const char *frame, size_t len)
     uint32_t i;
     int rc;
 
+    /* What mpcheck accepts, msgpack-c must unpack whole: otherwise the
+     * bounded walk and the unpacker disagree about the format. */
+    if (mpcheck(frame, len, &err) == 0) {
+        size_t off = 0;
+
+        msgpack_unpacked_init(&up);
+        if (msgpack_unpack_next(&up, frame, len, &off) !=
+                MSGPACK_UNPACK_SUCCESS ||
+            off != len)
+            abort();
+        msgpack_unpacked_destroy(&up);
+    }
     msgpack_unpacked_init(&up);
     rc = envelope_parse(frame, len, &up, &env, &err);
     if (rc == 0 && env.body != NULL) {
