@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 
 #include <uv.h>
@@ -368,6 +369,32 @@ reapply_flags_cb(struct config *next, void *arg)
 }
 
 /*
+ * Raises the descriptor limit to its hard maximum so that max_connections
+ * fit. When descriptors still run out, libuv's reserve descriptor accepts
+ * and closes the waiting peers (they see the connection end) instead of
+ * spinning on accept(2); the warning here says the limit is too low.
+ */
+static void
+raise_fd_limit(const struct config *c)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)c->max_connections + 64 > (uint64_t)rl.rlim_cur)
+        log_warnx("max_connections %lu does not fit the descriptor limit "
+                  "%llu; connections beyond it will be refused",
+                  (unsigned long)c->max_connections,
+                  (unsigned long long)rl.rlim_cur);
+}
+
+/*
  * SIGHUP: re-reads the configuration file and applies, without a restart,
  * what can change at run time (limits, timeouts, access control, the log
  * level). Settings that need a restart keep their running values and are
@@ -488,6 +515,7 @@ main(int argc, char **argv)
     ms.cfg = cfg;
     log_set_level(cfg->log_level);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit(cfg);
 
     loop = uv_default_loop();
     memset(&sopts, 0, sizeof(sopts));
