@@ -35,6 +35,7 @@ struct cli_opts {
     int has_since, has_until, has_limit, has_before, has_count;
     uint64_t since, until, limit, before_id, participant, count;
     uint32_t batch;
+    int dry_run; /* import: check locally, send nothing */
     char **args; /* positional arguments after the subcommand */
     int nargs;
 };

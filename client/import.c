@@ -693,6 +693,8 @@ print_import(const struct cli_opts *o, struct import *im)
             json_object_array_add(a, e);
         }
         json_object_object_add(j, "rejected", a);
+        if (o->dry_run)
+            json_object_object_add(j, "dry_run", json_object_new_boolean(1));
         json_object_object_add(j, "unacknowledged",
                                json_object_new_uint64(im->nitems - im->acked));
         puts(json_object_to_json_string_ext(
@@ -723,6 +725,11 @@ print_import(const struct cli_opts *o, struct import *im)
 
         printf("%s:%zu: %s: %s%s%s\n", im->files[r->file], r->index, r->code,
                r->path, r->path[0] ? ": " : "", r->message);
+    }
+    if (o->dry_run) {
+        printf("valid %" PRIu64 ", invalid %zu (dry run: nothing sent)\n",
+               im->accepted, im->nrej);
+        return;
     }
     printf("accepted %" PRIu64 ", rejected %zu", im->accepted, im->nrej);
     /* Items sent without a reply may or may not be stored: say so rather
@@ -775,7 +782,7 @@ import_run(struct cli_opts *o)
     im.files = o->args;
     im.nfiles = (size_t)o->nargs;
     snd.batch = o->batch;
-    im.snd = &snd;
+    im.snd = o->dry_run ? NULL : &snd;
     im.o = o;
     im.source = source;
     if (o->source == NULL) {
@@ -792,7 +799,13 @@ import_run(struct cli_opts *o)
     for (i = 0; i < im.nfiles && rc == 0; i++) {
         if (load_file(&im, i) != 0)
             rc = CLI_EXIT_USAGE;
-        sender_pump(&im, &snd, o, source, i + 1 == im.nfiles || rc != 0);
+        if (!o->dry_run)
+            sender_pump(&im, &snd, o, source, i + 1 == im.nfiles || rc != 0);
+    }
+    /* A dry run counts what would have been sent as accepted. */
+    if (o->dry_run) {
+        im.accepted = im.nitems;
+        im.acked = im.nitems;
     }
     if (snd.state == 1)
         net_close(&snd.c);

@@ -73,6 +73,7 @@ enum opt_id {
     O_PARTICIPANT,
     O_ELEMENT_TYPE,
     O_COUNT,
+    O_DRY_RUN,
     O_HELP,
     O_VERSION,
 };
@@ -125,6 +126,8 @@ static const struct optdesc optdescs[] = {
     { "element-type", O_ELEMENT_TYPE, G_READBACK, "ET",
       "element type of the readback (bool, u8, u32, i8, i32, f16, bf16, f32)" },
     { "count", O_COUNT, G_READBACK, "N", "element_count of the readback" },
+    { "dry-run", O_DRY_RUN, G_IMPORT, NULL,
+      "check the files locally and send nothing (no daemon needed)" },
 };
 
 struct cmd {
@@ -570,7 +573,8 @@ print_help(FILE *out, const struct cmd *c)
             continue;
         if (d->id == O_FORMAT && strcmp(c->name, "stats") == 0)
             help = "output: table (default), json, csv or prometheus";
-        snprintf(left, sizeof(left), "--%s %s", d->name, d->arg);
+        snprintf(left, sizeof(left), "--%s%s%s", d->name, d->arg ? " " : "",
+                 d->arg ? d->arg : "");
         fprintf(out, "  %-24s ", left);
         wrap(out, help, 27, 79);
     }
@@ -765,6 +769,9 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         }
         o->has_count = 1;
         break;
+    case O_DRY_RUN:
+        o->dry_run = 1;
+        break;
     }
     return 0;
 }
@@ -792,7 +799,8 @@ main(int argc, char **argv)
     o.batch = DEFAULT_BATCH;
     for (i = 0; i < sizeof(optdescs) / sizeof(optdescs[0]); i++) {
         longopts[i].name = optdescs[i].name;
-        longopts[i].has_arg = required_argument;
+        longopts[i].has_arg =
+            optdescs[i].arg != NULL ? required_argument : no_argument;
         longopts[i].flag = NULL;
         longopts[i].val = optdescs[i].id;
     }

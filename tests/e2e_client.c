@@ -342,6 +342,37 @@ START_TEST(test_ctl_cannot_connect_exits_3)
 }
 END_TEST
 
+/* --dry-run checks files without a daemon: exit 1 when an item is bad, 0
+ * when all are good, and nothing is ever sent (the socket does not exist). */
+START_TEST(test_ctl_import_dry_run_needs_no_daemon)
+{
+    const char *bad[] = { "import",
+                          "--dry-run",
+                          "--socket",
+                          "/nonexistent-dir/never.sock",
+                          IMPORTS "bad_item.jsonl",
+                          IMPORTS "array.msgpack",
+                          NULL };
+    const char *good[] = { "import", "--dry-run", IMPORTS "array.json",
+                           IMPORTS "lines.jsonl", NULL };
+    struct run r;
+
+    run_ctl(&r, NULL, bad);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "bad_item.jsonl:1: invalid: counters.decode_steps: "));
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "valid 6, invalid 1 (dry run: nothing sent)\n"));
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+
+    run_ctl(&r, "/nonexistent-dir/never.sock", good);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.out, "valid 10, invalid 0 (dry run: nothing sent)\n");
+    run_free(&r);
+}
+END_TEST
+
 /* ---- a fake daemon ---- */
 
 struct fake {
@@ -1810,6 +1841,7 @@ e2e_client_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_dir, teardown_dir);
     tcase_add_test(tc, test_ctl_cannot_connect_exits_3);
+    tcase_add_test(tc, test_ctl_import_dry_run_needs_no_daemon);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fake_daemon");
