@@ -2,9 +2,12 @@
  * listen.c: Unix and TCP listeners.
  *
  * Loop thread only. When accept(2) runs out of descriptors, libuv's
- * reserve-descriptor trick accepts and closes the waiting peers and reports
- * UV_EMFILE here; we count them and log at most once a second, so a
- * descriptor shortage neither spins nor floods the log.
+ * reserve descriptor accepts and closes the waiting peers itself, so the
+ * loop never spins on a listening socket it cannot serve; only when that
+ * trick is unavailable does an error reach connection_cb, where it is
+ * counted and logged at most once a second. main.c raises the descriptor
+ * limit so that max_connections fit. Unix peers are checked against the
+ * access policy before any frame is read.
  */
 #include "listen.h"
 
