@@ -308,9 +308,10 @@ receipt_row_cb(void *arg, const struct store_row *row)
     int failed;
 
     /* The receipt's own fields come from receipt_encode(), so a row shows
-     * exactly what the map form of PROTOCOL section 4 would. */
+     * exactly what the map form of PROTOCOL section 4 would, plus
+     * tuning_profile "" on schema-1 rows as section 9 asks. */
     rs->tmp.size = 0;
-    if (receipt_encode(&row->r, &rs->tpk) != 0)
+    if (receipt_encode_flags(&row->r, &rs->tpk, RECEIPT_ENCODE_TUNING) != 0)
         return PROTO_ENOMEM;
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, rs->tmp.data, rs->tmp.size, &off) !=

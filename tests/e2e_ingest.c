@@ -1441,6 +1441,10 @@ START_TEST(test_e2e_shared_vectors_read_back_identical)
             ck_assert_uint_eq(rows->via.array.size, 1);
             ck_assert_uint_eq(
                 e2e_get_uint(&rows->via.array.ptr[0], "receipt_id"), rid);
+            /* section 9: a schema-1 row shows tuning_profile as "" */
+            ck_assert_msg(e2e_get(&rows->via.array.ptr[0], "tuning_profile") !=
+                              NULL,
+                          "%s: no tuning_profile in the row", de->d_name);
             why[0] = '\0';
             ck_assert_msg(same_fields(&up.data, &rows->via.array.ptr[0], why,
                                       sizeof(why)),
