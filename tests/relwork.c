@@ -571,6 +571,9 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
         goto acked;
     }
     res->opened = 1;
+    /* This connection only reads; its checkpoint at close need not be
+     * durable, and skipping those fsyncs makes thousands of checks fast. */
+    sqlite3_exec(db, "PRAGMA synchronous = OFF", NULL, NULL, NULL);
     rc = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
     if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
         snprintf(res->integrity, sizeof(res->integrity), "%s",
