@@ -11,6 +11,17 @@ CREATE TABLE dedupe (
     outcome BLOB,
     PRIMARY KEY (source_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE plans (
+    id INTEGER PRIMARY KEY,
+    prepared_plan_id BLOB NOT NULL,
+    graph_hash BLOB NOT NULL,
+    registered_at INTEGER NOT NULL,        -- unix milliseconds
+    source BLOB NOT NULL,                  -- "" without hello
+    node_count INTEGER NOT NULL,
+    value_count INTEGER NOT NULL,
+    canonical BLOB NOT NULL,               -- msgpack, plan_encode_canonical
+    UNIQUE (prepared_plan_id, graph_hash)
+);
 CREATE TABLE quarantine (
     id INTEGER PRIMARY KEY,
     received_at INTEGER NOT NULL,          -- unix milliseconds
@@ -74,6 +85,13 @@ CREATE INDEX receipts_plan_graph ON receipts (plan_id, graph_id, id);
 CREATE INDEX receipts_received_at ON receipts (received_at);
 CREATE INDEX receipts_source_seq ON receipts (source_id, seq);
 CREATE INDEX receipts_status ON receipts (status, id);
+CREATE TABLE retained_values (
+    plan_id INTEGER NOT NULL REFERENCES plans(id),
+    value_id BLOB NOT NULL,
+    retained_at INTEGER NOT NULL,          -- unix milliseconds, first time
+    value BLOB NOT NULL,                   -- msgpack RetainedCompletionValue
+    PRIMARY KEY (plan_id, value_id)
+) WITHOUT ROWID;
 CREATE TABLE sqlite_sequence(name,seq);
 CREATE TABLE strings (
     id INTEGER PRIMARY KEY,
