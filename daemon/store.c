@@ -709,6 +709,7 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
     w->duplicate = 0;
     w->receipt_id = 0;
     w->evicted = 0;
+    w->refused = 0;
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      &source_id, err)))
         return rc;
@@ -727,10 +728,12 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
             w->status = receipt_status(&w->receipts[i]);
         }
     }
+    if (w->apply_cb != NULL && (rc = w->apply_cb(w->apply_arg, s, w, err)))
+        return rc;
     for (i = 0; i < w->n_quarantine; i++)
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
-    if (dedupe && (rc = dedupe_put(s, w, source_id, err)))
+    if (dedupe && !w->refused && (rc = dedupe_put(s, w, source_id, err)))
         return rc;
     return 0;
 }

@@ -105,6 +105,13 @@ struct store_write {
     size_t n_quarantine;
     const void *outcome; /* PROTO_OP_RECEIPTS: the result to record */
     size_t outcome_len;
+    /* Plans and retention (dispatch_plan.c): called with apply_arg when the
+     * write is not a duplicate, after the receipts and before the
+     * quarantine items, inside the job's savepoint on the writer thread. It
+     * may set outcome, quarantine and refused. Returns like store_apply. */
+    int (*apply_cb)(void *arg, struct store *s, struct store_write *w,
+                    struct proto_err *err);
+    void *apply_arg;
 
     /* Outputs. */
     int duplicate;      /* (source, seq) had a recorded outcome */
@@ -114,6 +121,7 @@ struct store_write {
                            first outcome; the caller frees it */
     size_t dup_outcome_len;
     uint64_t evicted; /* quarantine rows evicted by this write */
+    int refused;      /* set by apply_cb: refused, so no dedupe record */
 };
 
 /*
