@@ -134,6 +134,7 @@ replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
     msgpack_unpacked up;
     struct net_conn c;
     size_t off = 0;
+    uint64_t got;
     int rc, k;
 
     snprintf(what, sizeof(what), "quarantine %" PRIu64, qid);
@@ -151,6 +152,17 @@ replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
         goto out;
     }
     row = &rows->via.array.ptr[0];
+    /* A daemon that ignored "id" would answer with the newest payloads;
+     * replaying one of those instead would be worse than failing. */
+    raw = mpobj_map_get(row, "id", NULL);
+    if (raw == NULL || mpobj_uint(raw, UINT64_MAX, &got, NULL) != 0 ||
+        got != qid) {
+        fprintf(stderr,
+                "receiptctl: %s: the daemon answered with another payload\n",
+                what);
+        rc = CLI_EXIT_DAEMON;
+        goto out;
+    }
     raw = mpobj_map_get(row, "raw", NULL);
     if (raw == NULL ||
         (raw->type != MSGPACK_OBJECT_BIN && raw->type != MSGPACK_OBJECT_STR)) {

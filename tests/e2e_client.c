@@ -582,7 +582,8 @@ fake_answer(const struct envelope *env, msgpack_packer *pk,
             msgpack_pack_array(pk, 1);
             msgpack_pack_map(pk, 4);
             pk_str(pk, "id");
-            msgpack_pack_uint64(pk, id);
+            /* 8: a daemon that answers with some other payload. */
+            msgpack_pack_uint64(pk, id == 8 ? 99 : id);
             pk_str(pk, "op");
             pk_str(pk, "receipts");
             pk_str(pk, "source");
@@ -1162,6 +1163,18 @@ START_TEST(test_ctl_quarantine_replay)
                           "\"node-9/rt-1\"}\nreceipt model-cpu\n");
     free(log);
     run_free(&r);
+
+    /* The row must be the one asked for. */
+    {
+        const char *other[] = { "quarantine", "replay", "8", NULL };
+
+        run_ctl(&r, fake.path, other);
+        ck_assert_int_eq(r.status, 1);
+        ck_assert_str_eq(r.err, "receiptctl: quarantine 8: the daemon "
+                                "answered with another payload\n");
+        ck_assert_str_eq(r.out, "");
+        run_free(&r);
+    }
 
     /* A batch payload goes back as `receipts`; an item refused again is
      * reported with its index and path, and the exit is 1. */
