@@ -122,55 +122,69 @@ print_replayed(uint64_t qid, int op, const msgpack_object *res)
     return CLI_EXIT_DAEMON;
 }
 
+/*
+ * Asks for quarantined payload qid with its raw bytes. Returns 0 with *row
+ * (borrowed from rep, which the caller releases in every case) and *raw (a
+ * bin or str), or an exit code (printed).
+ */
+static int
+fetch(struct net_conn *qc, uint64_t qid, const char *what,
+      struct net_reply *rep, const msgpack_object **row,
+      const msgpack_object **raw)
+{
+    struct replay_query q = { qid };
+    const msgpack_object *rows, *v;
+    uint64_t got;
+    int rc;
+
+    rc = cli_request(qc, PROTO_OP_QUERY, what, pack_replay_query_cb, &q, rep);
+    if (rc != 0)
+        return rc;
+    rows = rep->r.result && rep->r.result->type == MSGPACK_OBJECT_MAP
+               ? mpobj_map_get(rep->r.result, "rows", NULL)
+               : NULL;
+    if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY ||
+        rows->via.array.size == 0 ||
+        rows->via.array.ptr[0].type != MSGPACK_OBJECT_MAP) {
+        fprintf(stderr, "receiptctl: %s: no such quarantined payload\n", what);
+        return CLI_EXIT_DAEMON;
+    }
+    *row = &rows->via.array.ptr[0];
+    /* A daemon that ignored "id" would answer with the newest payloads;
+     * replaying one of those instead would be worse than failing. */
+    v = mpobj_map_get(*row, "id", NULL);
+    if (v == NULL || mpobj_uint(v, UINT64_MAX, &got, NULL) != 0 || got != qid) {
+        fprintf(stderr,
+                "receiptctl: %s: the daemon answered with another payload\n",
+                what);
+        return CLI_EXIT_DAEMON;
+    }
+    *raw = mpobj_map_get(*row, "raw", NULL);
+    if (*raw == NULL || ((*raw)->type != MSGPACK_OBJECT_BIN &&
+                         (*raw)->type != MSGPACK_OBJECT_STR)) {
+        fprintf(stderr, "receiptctl: %s: the daemon sent no \"raw\" bytes\n",
+                what);
+        return CLI_EXIT_DAEMON;
+    }
+    return 0;
+}
+
 static int
 replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
 {
-    struct replay_query q = { qid };
     struct net_reply rep, rep2;
-    const msgpack_object *rows, *row, *raw;
+    const msgpack_object *row, *raw;
     char what[64], op[32], source[PROTO_ERR_MSG_MAX];
     struct proto_err perr;
     struct raw_body body;
     msgpack_unpacked up;
     struct net_conn c;
     size_t off = 0;
-    uint64_t got;
     int rc, k;
 
     snprintf(what, sizeof(what), "quarantine %" PRIu64, qid);
-    rc = cli_request(qc, PROTO_OP_QUERY, what, pack_replay_query_cb, &q, &rep);
-    if (rc != 0)
+    if ((rc = fetch(qc, qid, what, &rep, &row, &raw)) != 0)
         goto out;
-    rows = rep.r.result && rep.r.result->type == MSGPACK_OBJECT_MAP
-               ? mpobj_map_get(rep.r.result, "rows", NULL)
-               : NULL;
-    if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY ||
-        rows->via.array.size == 0 ||
-        rows->via.array.ptr[0].type != MSGPACK_OBJECT_MAP) {
-        fprintf(stderr, "receiptctl: %s: no such quarantined payload\n", what);
-        rc = CLI_EXIT_DAEMON;
-        goto out;
-    }
-    row = &rows->via.array.ptr[0];
-    /* A daemon that ignored "id" would answer with the newest payloads;
-     * replaying one of those instead would be worse than failing. */
-    raw = mpobj_map_get(row, "id", NULL);
-    if (raw == NULL || mpobj_uint(raw, UINT64_MAX, &got, NULL) != 0 ||
-        got != qid) {
-        fprintf(stderr,
-                "receiptctl: %s: the daemon answered with another payload\n",
-                what);
-        rc = CLI_EXIT_DAEMON;
-        goto out;
-    }
-    raw = mpobj_map_get(row, "raw", NULL);
-    if (raw == NULL ||
-        (raw->type != MSGPACK_OBJECT_BIN && raw->type != MSGPACK_OBJECT_STR)) {
-        fprintf(stderr, "receiptctl: %s: the daemon sent no \"raw\" bytes\n",
-                what);
-        rc = CLI_EXIT_DAEMON;
-        goto out;
-    }
     body.ptr = raw->via.bin.ptr;
     body.len = raw->via.bin.size;
     cli_copy_str(op, sizeof(op), row, "op");
