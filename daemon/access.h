@@ -90,9 +90,10 @@ enum access_level access_level_of_user(const struct access_policy *p, uid_t uid,
  * kernels without it), and fills peer. Returns 0 when peer->level is READ
  * or WRITE; PROTO_EUNAUTHORIZED when the peer may not connect; and
  * PROTO_EUNAVAILABLE when the credentials cannot be read (err names the
- * system call). Call once, right after accept(), before reading a frame.
- * fd is borrowed. Allocates only for a peer with more than 256 groups and
- * in the getgrouplist() fallback.
+ * system call); PROTO_ENOMEM when a large group list finds no memory. In
+ * every failure case the connection is to be closed. Call once, right after
+ * accept(), before reading a frame. fd is borrowed. Allocates only for a peer
+ * with more than 256 groups and in the getgrouplist() fallback.
  */
 int access_peer(const struct access_policy *p, int fd, struct access_peer *peer,
                 struct proto_err *err);
