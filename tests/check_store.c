@@ -89,12 +89,30 @@ golden(void)
     return buf;
 }
 
+/* Compares line by line and names the first line that differs: the whole
+ * schema is too long for one Check message. */
 static void
 assert_golden(struct store *s)
 {
     char *got = dump_schema(store_db(s)), *want = golden();
+    const char *g = got, *w = want;
+    int line = 1;
 
-    ck_assert_str_eq(got, want);
+    while (*g != '\0' && *w != '\0') {
+        size_t gl = strcspn(g, "\n"), wl = strcspn(w, "\n");
+        ck_assert_msg(gl == wl && memcmp(g, w, gl) == 0,
+                      "schema differs from tests/data/schema.sql at line %d:"
+                      " got \"%.*s\", want \"%.*s\"",
+                      line, (int)(gl > 200 ? 200 : gl), g,
+                      (int)(wl > 200 ? 200 : wl), w);
+        g += gl + (g[gl] == '\n');
+        w += wl + (w[wl] == '\n');
+        line++;
+    }
+    ck_assert_msg(*g == '\0' && *w == '\0',
+                  "schema and tests/data/schema.sql differ in length after "
+                  "line %d (%s is longer)",
+                  line, *g != '\0' ? "the schema" : "the golden file");
     free(got);
     free(want);
 }
