@@ -63,3 +63,18 @@ if(TARGET receiptd)
     LIBS receiptproto PkgConfig::SQLITE)
   add_dependencies(e2e_killloop receiptd)
 endif()
+if(TARGET receiptd)
+  # Only the writer opens the database read-write: the daemon runs with a
+  # preloaded spy that logs every sqlite3_open_v2(). The spy is built
+  # without the sanitizers, which cannot instrument a preloaded library.
+  add_library(sqlite_open_spy MODULE sqlite_open_spy.c)
+  target_link_libraries(sqlite_open_spy PRIVATE PkgConfig::SQLITE ${CMAKE_DL_LIBS})
+  if(RECEIPTD_SANITIZE)
+    target_compile_options(sqlite_open_spy PRIVATE -fno-sanitize=all)
+    target_link_options(sqlite_open_spy PRIVATE -fno-sanitize=all)
+  endif()
+  receiptd_check_test(e2e_writer_only
+    SOURCES e2e_writer_only.c e2e_util.c relpack.c
+    LIBS receiptproto)
+  add_dependencies(e2e_writer_only receiptd sqlite_open_spy)
+endif()
