@@ -70,8 +70,9 @@ struct store {
     int broken;
     uint64_t quarantine_max;
     sqlite3_stmt *st[ST_COUNT];
-    struct cache_slot *cache; /* CACHE_SLOTS entries; read-write only */
-    uint64_t deadline_ms;     /* for the progress handler of queries */
+    struct cache_slot *cache;    /* CACHE_SLOTS entries; read-write only */
+    uint64_t deadline_ms;        /* for the progress handler of queries */
+    struct store_rollup *rollup; /* statements of store_rollup.c */
 };
 
 uint64_t
@@ -367,6 +368,7 @@ store_free(struct store *s)
         return;
     for (i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
+    store_rollup_free(s->rollup);
     sqlite3_close(s->db);
     free(s->cache);
     free(s->path);
@@ -545,7 +547,17 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
     if (rc)
         return rc;
     *rowid = sqlite3_last_insert_rowid(s->db);
-    return 0;
+    {
+        /* The rollup changes in the same transaction as the row. */
+        struct store_rollup_key k = { ids[1],
+                                      ids[2],
+                                      ids[0],
+                                      source_id,
+                                      r->requested_backend,
+                                      r->executed_backend,
+                                      w->received_at };
+        return store_rollup_add(s, &s->rollup, &k, r, err);
+    }
 }
 
 static int

@@ -26,4 +26,30 @@ const char *store_path(struct store *s);
 /* Where the progress handler of a query finds its deadline. */
 uint64_t *store_deadline(struct store *s);
 
+/* Rollups (store_rollup.c): one row per key and hour of received_at. */
+#define STORE_BUCKET_MS 3600000
+
+struct store_rollup;
+struct store_agg_group;
+
+struct store_rollup_key {
+    int64_t plan_id, graph_id, model_id, source_id;
+    int requested, executed;
+    int64_t received_at;
+};
+
+/* Adds r to its rollup row inside the writer's transaction; *rup holds the
+ * prepared statements, made on first use (free with store_rollup_free). */
+int store_rollup_add(struct store *s, struct store_rollup **rup,
+                     const struct store_rollup_key *k, const struct receipt *r,
+                     struct proto_err *err);
+void store_rollup_free(struct store_rollup *ru);
+
+/* The rollup figure columns, each name after prefix ("r."), in the order
+ * store_rollup_read() expects; returns the length as snprintf does. */
+size_t store_rollup_columns(char *sql, size_t cap, const char *prefix);
+
+/* Adds the figures at columns col.. of st to g. */
+void store_rollup_read(sqlite3_stmt *st, int col, struct store_agg_group *g);
+
 #endif

@@ -186,7 +186,7 @@ END_TEST
 
 START_TEST(test_writer_full_store_fails_group_then_resumes)
 {
-    struct store_opts o = { .quarantine_max_bytes = 1 << 20, .max_pages = 20 };
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20, .max_pages = 30 };
     struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;

@@ -1,0 +1,138 @@
+/*
+ * store_agg.h: the aggregate read side of the store: the `fallbacks` and
+ * `coverage` groups (from the per-hour rollups kept by store_rollup.c, with
+ * the partial hours at the edges of a time range read from the receipts
+ * themselves), the `gaps` walk over recorded seqs, and the `quarantine`
+ * rows. Like store.h it never sees msgpack: query_agg.c encodes.
+ *
+ * Every function runs on a query thread with a read-only store, inside one
+ * read transaction so that rollups and receipts agree, and is bounded in
+ * time by deadline_ms (CLOCK_MONOTONIC; PROTO_EOVERLOADED when it passes).
+ */
+#ifndef RECEIPTD_DAEMON_STORE_AGG_H
+#define RECEIPTD_DAEMON_STORE_AGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "receipt.h"
+#include "store.h"
+
+/* What groups are made of (the `group_by` of PROTOCOL section 9). */
+enum store_group {
+    STORE_GROUP_NONE,
+    STORE_GROUP_PLAN,
+    STORE_GROUP_GRAPH,
+    STORE_GROUP_MODEL,
+    STORE_GROUP_BACKENDS,
+    STORE_GROUP_SOURCE,
+    STORE_GROUP_COUNT
+};
+
+/* The most groups one query may build: a group holds every counter's
+ * figures (about 1 KiB), so this bounds a query's memory near 64 MiB. */
+#define STORE_AGG_GROUPS_MAX 65536
+
+/* One counter over a set of receipts; min and max mean something only when
+ * measured > 0. The sum is exact: 128 bits in two words. */
+struct store_agg_counter {
+    uint64_t measured;
+    uint64_t sum_lo, sum_hi;
+    uint64_t min, max;
+};
+
+struct store_agg_group {
+    /* The group's key: a string id (plan, graph, model, source), or the
+     * requested and executed backends; 0 for STORE_GROUP_NONE. */
+    int64_t k1, k2;
+    char *name; /* owned: the key's string, "" for backends and none */
+    size_t name_len;
+    uint64_t receipts, fallback, clean, unproven;
+    struct store_agg_counter c[RECEIPT_NCOUNTERS];
+};
+
+/* A set of groups; zero it before the first use. */
+struct store_agg {
+    struct store_agg_group *groups; /* n of them, in no particular order */
+    size_t n, cap;
+    size_t *slots; /* open-addressing index into groups, nslots entries */
+    size_t nslots;
+};
+
+/* Flags of store_query_agg(). */
+#define STORE_AGG_COUNTERS 0x1 /* fill c[]; fallbacks need only the counts */
+#define STORE_AGG_SCAN     0x2 /* ignore the rollups: read every receipt */
+
+/*
+ * Aggregates the receipts that match f (plan, graph, model, source,
+ * requested, executed, since, until; status, before_id and limit are
+ * ignored) into groups of group_by, adding to out. Whole hours inside
+ * [since, until) come from the rollups, the partial hours at either edge
+ * from the receipts (an index range scan of only those), so the figures are
+ * exact for any range; STORE_AGG_SCAN computes the same from the receipts
+ * alone (tests and the benchmark compare the two). Group names are looked
+ * up at the end. Returns 0, PROTO_EOVERLOADED (deadline, or more than
+ * STORE_AGG_GROUPS_MAX groups), PROTO_ENOMEM or PROTO_EUNAVAILABLE; on
+ * failure out may hold partial groups and must still be freed.
+ */
+int store_query_agg(struct store *s, const struct store_filter *f, int group_by,
+                    unsigned flags, uint64_t deadline_ms, struct store_agg *out,
+                    struct proto_err *err);
+
+/* Frees what a holds and zeroes it. NULL is a no-op. */
+void store_agg_free(struct store_agg *a);
+
+/* Adds one measured value to c. */
+void store_agg_counter_add(struct store_agg_counter *c, uint64_t v);
+
+/* Adds the figures of o to c. */
+void store_agg_counter_merge(struct store_agg_counter *c,
+                             const struct store_agg_counter *o);
+
+/* One source of the `gaps` query, valid during the callback only. */
+struct store_gap {
+    struct proto_str source; /* borrowed */
+    uint64_t first_seq, last_seq, received;
+    uint64_t missing;            /* seqs in between never received */
+    const uint64_t (*ranges)[2]; /* the first n_ranges missing [from, to] */
+    size_t n_ranges;
+    int ranges_truncated; /* more ranges than f->limit */
+};
+
+typedef int (*store_gap_cb)(void *arg, const struct store_gap *g);
+
+/*
+ * Walks the recorded seqs (the dedupe table: every committed write that
+ * carried a source and a seq) of each source in unsigned order, at most
+ * f->limit sources (f->source alone when set; the other filters do not
+ * apply: a seq has no receive time of its own), and calls cb once per
+ * source with at most f->limit missing ranges. Memory does not grow with
+ * the number of seqs. *truncated is set when sources were left out.
+ * Returns 0, cb's non-zero return, or an error as store_query_agg.
+ */
+int store_query_gaps(struct store *s, const struct store_filter *f,
+                     uint64_t deadline_ms, store_gap_cb cb, void *arg,
+                     int *truncated, struct proto_err *err);
+
+/* One quarantined payload, valid during the callback only. */
+struct store_qrow {
+    int64_t id, received_at;
+    struct proto_str source, op, code, path, message; /* borrowed */
+    uint64_t size;
+    const void *raw; /* borrowed; NULL unless asked for */
+    size_t raw_len;
+};
+
+typedef int (*store_qrow_cb)(void *arg, const struct store_qrow *q);
+
+/*
+ * Quarantined payloads, newest first, filtered by f->source, f->since and
+ * f->until, at most f->limit; with has_id only the row with that id. The
+ * raw bytes are read only when with_raw. *truncated as for receipts.
+ */
+int store_query_quarantine(struct store *s, const struct store_filter *f,
+                           int has_id, uint64_t id, int with_raw,
+                           uint64_t deadline_ms, store_qrow_cb cb, void *arg,
+                           int *truncated, struct proto_err *err);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * store_rollup.c: keeps the per-hour rollups of migrations/0004 up to date,
+ * one receipt at a time, inside the writer's transaction.
+ *
+ * Runs on the writer thread only, with the read-write store. A rollup row
+ * is read, the receipt is added in C (128-bit sums carried by hand, u64
+ * extremes compared as unsigned: SQLite has neither), and the row is
+ * written back; because all of it happens in the transaction (and the
+ * savepoint) of the receipt insert, a rollback undoes both and the rollups
+ * stay exactly the sum of the stored receipts. Nothing is cached between
+ * receipts, so a rollback needs no cleanup here.
+ *
+ * Pruning old receipts (later work) subtracts counts and sums from the
+ * rollup of each receipt's bucket; min and max cannot be subtracted, so
+ * the pruner recomputes them for the buckets it touched from the receipts
+ * left in `received_at` range [bucket * 3600000, (bucket + 1) * 3600000).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_agg.h"
+#include "store_internal.h"
+
+/* Columns per counter in the rollups table: _n, _lo, _hi, _min, _max. */
+#define PER_COUNTER 5
+
+struct store_rollup {
+    sqlite3_stmt *get, *put, *upd;
+};
+
+void
+store_agg_counter_add(struct store_agg_counter *c, uint64_t v)
+{
+    uint64_t lo = c->sum_lo + v;
+
+    c->sum_hi += lo < c->sum_lo;
+    c->sum_lo = lo;
+    if (c->measured == 0 || v < c->min)
+        c->min = v;
+    if (c->measured == 0 || v > c->max)
+        c->max = v;
+    c->measured++;
+}
+
+void
+store_agg_counter_merge(struct store_agg_counter *c,
+                        const struct store_agg_counter *o)
+{
+    uint64_t lo;
+
+    if (o->measured == 0)
+        return;
+    lo = c->sum_lo + o->sum_lo;
+    c->sum_hi += o->sum_hi + (lo < c->sum_lo);
+    c->sum_lo = lo;
+    if (c->measured == 0 || o->min < c->min)
+        c->min = o->min;
+    if (c->measured == 0 || o->max > c->max)
+        c->max = o->max;
+    c->measured += o->measured;
+}
+
+size_t
+store_rollup_columns(char *sql, size_t cap, const char *prefix)
+{
+    size_t n = 0;
+    int i;
+
+#define ADD(...)                                                               \
+    n += (size_t)snprintf(sql + n, n < cap ? cap - n : 0, __VA_ARGS__)
+    ADD("%sreceipts, %sfallback, %sclean, %sunproven", prefix, prefix, prefix,
+        prefix);
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+        const char *f = receipt_counters[i].field;
+        ADD(", %s%s_n, %s%s_lo, %s%s_hi, %s%s_min, %s%s_max", prefix, f, prefix,
+            f, prefix, f, prefix, f, prefix, f);
+    }
+#undef ADD
+    return n;
+}
+
+void
+store_rollup_read(sqlite3_stmt *st, int col, struct store_agg_group *g)
+{
+    int i;
+
+    g->receipts += (uint64_t)sqlite3_column_int64(st, col);
+    g->fallback += (uint64_t)sqlite3_column_int64(st, col + 1);
+    g->clean += (uint64_t)sqlite3_column_int64(st, col + 2);
+    g->unproven += (uint64_t)sqlite3_column_int64(st, col + 3);
+    col += 4;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++, col += PER_COUNTER) {
+        struct store_agg_counter c;
+
+        c.measured = (uint64_t)sqlite3_column_int64(st, col);
+        c.sum_lo = (uint64_t)sqlite3_column_int64(st, col + 1);
+        c.sum_hi = (uint64_t)sqlite3_column_int64(st, col + 2);
+        c.min = (uint64_t)sqlite3_column_int64(st, col + 3);
+        c.max = (uint64_t)sqlite3_column_int64(st, col + 4);
+        store_agg_counter_merge(&g->c[i], &c);
+    }
+}
+
+/* Binds the figures of g from parameter index col on. */
+static void
+bind_figures(sqlite3_stmt *st, int col, const struct store_agg_group *g)
+{
+    int i;
+
+    sqlite3_bind_int64(st, col, (int64_t)g->receipts);
+    sqlite3_bind_int64(st, col + 1, (int64_t)g->fallback);
+    sqlite3_bind_int64(st, col + 2, (int64_t)g->clean);
+    sqlite3_bind_int64(st, col + 3, (int64_t)g->unproven);
+    col += 4;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++, col += PER_COUNTER) {
+        const struct store_agg_counter *c = &g->c[i];
+
+        sqlite3_bind_int64(st, col, (int64_t)c->measured);
+        /* Bit patterns: the u64 values read back by casting. */
+        sqlite3_bind_int64(st, col + 1, (int64_t)c->sum_lo);
+        sqlite3_bind_int64(st, col + 2, (int64_t)c->sum_hi);
+        if (c->measured > 0) {
+            sqlite3_bind_int64(st, col + 3, (int64_t)c->min);
+            sqlite3_bind_int64(st, col + 4, (int64_t)c->max);
+        } else {
+            sqlite3_bind_null(st, col + 3);
+            sqlite3_bind_null(st, col + 4);
+        }
+    }
+}
+
+#define KEY_WHERE                                                              \
+    "plan_id = ?1 AND graph_id = ?2 AND model_id = ?3 AND "                    \
+    "requested_backend = ?4 AND executed_backend = ?5 AND source_id = ?6 "     \
+    "AND bucket = ?7"
+
+static int
+prepare(struct store *s, struct store_rollup *ru, struct proto_err *err)
+{
+    char cols[8192], sql[20000];
+    size_t n;
+    int rc, i, nparams;
+
+    if (store_rollup_columns(cols, sizeof(cols), "") >= sizeof(cols))
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "rollup SQL too long");
+    snprintf(sql, sizeof(sql), "SELECT id, %s FROM rollups WHERE " KEY_WHERE,
+             cols);
+    rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
+                            &ru->get, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare the rollup lookup");
+
+    nparams = 4 + RECEIPT_NCOUNTERS * PER_COUNTER;
+    n = (size_t)snprintf(sql, sizeof(sql),
+                         "INSERT INTO rollups (plan_id, graph_id, model_id, "
+                         "requested_backend, executed_backend, source_id, "
+                         "bucket, %s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7",
+                         cols);
+    for (i = 0; i < nparams; i++)
+        n += (size_t)snprintf(sql + n, sizeof(sql) - n, ", ?%d", 8 + i);
+    snprintf(sql + n, sizeof(sql) - n, ")");
+    rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
+                            &ru->put, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare the rollup insert");
+
+    /* The update binds the row id as ?1 and the figures from ?2 on, in the
+     * column order of store_rollup_columns(). */
+    n = (size_t)snprintf(sql, sizeof(sql),
+                         "UPDATE rollups SET receipts = ?2, "
+                         "fallback = ?3, clean = ?4, "
+                         "unproven = ?5");
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+        const char *f = receipt_counters[i].field;
+        int p = 6 + i * PER_COUNTER;
+        n += (size_t)snprintf(sql + n, sizeof(sql) - n,
+                              ", %s_n = ?%d, %s_lo = ?%d, %s_hi = ?%d, "
+                              "%s_min = ?%d, %s_max = ?%d",
+                              f, p, f, p + 1, f, p + 2, f, p + 3, f, p + 4);
+    }
+    snprintf(sql + n, sizeof(sql) - n, " WHERE id = ?1");
+    rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
+                            &ru->upd, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare the rollup update");
+    return 0;
+}
+
+void
+store_rollup_free(struct store_rollup *ru)
+{
+    if (ru == NULL)
+        return;
+    sqlite3_finalize(ru->get);
+    sqlite3_finalize(ru->put);
+    sqlite3_finalize(ru->upd);
+    free(ru);
+}
+
+static void
+bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
+{
+    sqlite3_bind_int64(st, 1, k->plan_id);
+    sqlite3_bind_int64(st, 2, k->graph_id);
+    sqlite3_bind_int64(st, 3, k->model_id);
+    sqlite3_bind_int(st, 4, k->requested);
+    sqlite3_bind_int(st, 5, k->executed);
+    sqlite3_bind_int64(st, 6, k->source_id);
+    sqlite3_bind_int64(st, 7, k->received_at / STORE_BUCKET_MS);
+}
+
+int
+store_rollup_add(struct store *s, struct store_rollup **rup,
+                 const struct store_rollup_key *k, const struct receipt *r,
+                 struct proto_err *err)
+{
+    struct store_rollup *ru = *rup;
+    struct store_agg_group g;
+    uint64_t bits;
+    int64_t id = 0;
+    sqlite3_stmt *st;
+    int rc, i, status;
+
+    if (ru == NULL) {
+        ru = calloc(1, sizeof(*ru));
+        if (ru == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        if ((rc = prepare(s, ru, err)) != 0) {
+            store_rollup_free(ru);
+            return rc;
+        }
+        *rup = ru;
+    }
+    memset(&g, 0, sizeof(g));
+    st = ru->get;
+    bind_key(st, k);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        id = sqlite3_column_int64(st, 0);
+        store_rollup_read(st, 1, &g);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "read a rollup");
+
+    status = receipt_status(r);
+    g.receipts++;
+    g.fallback += status == RECEIPT_STATUS_FALLBACK;
+    g.clean += status == RECEIPT_STATUS_CLEAN;
+    g.unproven += status == RECEIPT_STATUS_UNPROVEN;
+    /* Bits beyond the receipt's schema are kept in the receipt but mean
+     * nothing, so they count as neither measured nor a value. */
+    bits = r->counter_coverage & receipt_meaningful_bits(r->schema_version);
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        if (bits >> i & 1)
+            store_agg_counter_add(&g.c[i], r->counters[i]);
+
+    if (id != 0) {
+        st = ru->upd;
+        sqlite3_bind_int64(st, 1, id);
+        bind_figures(st, 2, &g);
+    } else {
+        st = ru->put;
+        bind_key(st, k);
+        bind_figures(st, 8, &g);
+    }
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "update a rollup");
+    return 0;
+}
