@@ -18,6 +18,7 @@
 
 #include "access.h"
 #include "conn.h"
+#include "dispatch_plan.h"
 #include "envelope.h"
 #include "frame.h"
 #include "log.h"
@@ -727,6 +728,12 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     case PROTO_OP_RECEIPTS:
         do_receipts(c, slot, &env, frame, len);
         break;
+    case PROTO_OP_PLAN:
+    case PROTO_OP_RETENTION:
+    case PROTO_OP_READBACK:
+        /* The frame goes along: the decoded body borrows it. */
+        dispatch_plan_frame(c, slot, &env, frame, len);
+        break;
     case PROTO_OP_QUERY:
         /* query_start copies what it keeps out of the body. */
         if (query_start(c->srv->queries, c->srv, slot, env.has_id, env.id,
@@ -787,6 +794,10 @@ dispatch_write_done(struct writer_job *job)
     char *reply;
     int failed;
 
+    if (dispatch_plan_owns(job)) {
+        dispatch_plan_write_done(job);
+        return;
+    }
     if (job->rc != 0) {
         srv->n.unavailable++;
         reply = dispatch_error_reply(x->has_id, x->id, &job->err, &len);

@@ -1,6 +1,6 @@
 /*
  * dispatch.h: one handler per op family (hello, ping, receipt/receipts,
- * query; plan, retention and readback answer unknown_op until issue 5).
+ * query; plan, retention and readback in dispatch_plan.h).
  * Loop thread only.
  */
 #ifndef RECEIPTD_DAEMON_DISPATCH_H

@@ -17,6 +17,7 @@
 
 #include "conn.h"
 #include "dispatch.h"
+#include "dispatch_plan.h"
 #include "envelope.h"
 #include "frame.h"
 #include "log.h"
@@ -418,9 +419,38 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
     return 0;
 }
 
+/* Plans and retained values (dispatch_plan.c). */
+static int
+parse_retained(struct qreq *q, const msgpack_object *body,
+               struct proto_err *err)
+{
+    int rc = parse_common(q, body, err);
+
+    if (rc == 0 && q->f.plan == NULL)
+        return proto_err_set(err, PROTO_EINVALID, "plan",
+                             "the retained query needs a plan");
+    return rc;
+}
+
+static int
+run_plans(struct qreq *q, struct store *s, msgpack_packer *pk,
+          struct proto_err *err)
+{
+    return dispatch_plan_query_plans(s, &q->f, q->deadline_ms, pk, err);
+}
+
+static int
+run_retained(struct qreq *q, struct store *s, msgpack_packer *pk,
+             struct proto_err *err)
+{
+    return dispatch_plan_query_retained(s, &q->f, q->deadline_ms, pk, err);
+}
+
 static const struct query_kind kinds[] = {
     { "receipts", parse_receipts, run_receipts },
     { "stats", parse_stats, run_stats },
+    { "plans", parse_common, run_plans },
+    { "retained", parse_retained, run_retained },
 };
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
@@ -548,4 +578,17 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
                              "cannot queue the query; try later");
     }
     return 0;
+}
+
+int
+query_pool_borrow(struct query_pool *qp, struct store **out,
+                  struct proto_err *err)
+{
+    return pool_get(qp, out, err);
+}
+
+void
+query_pool_return(struct query_pool *qp, struct store *s)
+{
+    pool_put(qp, s);
 }

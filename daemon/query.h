@@ -34,6 +34,16 @@ int query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
 void query_pool_free(struct query_pool *qp);
 
 /*
+ * Borrows a read-only store from the pool for a threadpool thread (the
+ * readback op), waiting while every connection is busy, and gives it back.
+ * Never on the loop thread. Returns 0 or PROTO_EUNAVAILABLE/PROTO_ENOMEM.
+ */
+struct store;
+int query_pool_borrow(struct query_pool *qp, struct store **out,
+                      struct proto_err *err);
+void query_pool_return(struct query_pool *qp, struct store *s);
+
+/*
  * Parses body (borrowed, only during the call) and queues the query; the
  * slot is completed with the reply on the loop thread later. Returns 0, or
  * an error for the caller to reply at once (PROTO_EINVALID with its path:

@@ -1,0 +1,857 @@
+/*
+ * dispatch_plan.c: the ops plan, retention and readback, and the query
+ * kinds plans and retained.
+ *
+ * Threads. dispatch_plan_frame() and dispatch_plan_write_done() run on the
+ * loop thread. A write's apply callback runs on the writer thread inside
+ * the job's savepoint and touches only the job (its struct pctx, the
+ * frame and what was decoded from it) and the store; the loop does not
+ * look at a job between submitting it and getting it back. A readback runs
+ * on a libuv threadpool thread with a read-only store from the query pool,
+ * so the loop never waits on the disk.
+ *
+ * Memory. The request frame goes with the job or the readback: the body is
+ * unpacked again into an msgpack_unpacked the job owns (msgpack-c points
+ * strings into the frame), because the dispatcher's unpacked copy dies when
+ * dispatch_frame() returns. A decoded plan or retention spec borrows both.
+ * Every rejected plan or retention payload (invalid, conflict, mismatch)
+ * is quarantined with its exact body bytes, like a receipt; unknown_plan
+ * is not a payload fault and is only answered. Only accepted writes are
+ * recorded for seq dedupe, so a refused one can be fixed and resent.
+ */
+#include "dispatch_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "conn.h"
+#include "dispatch.h"
+#include "envelope.h"
+#include "frame.h"
+#include "log.h"
+#include "mpobj.h"
+#include "plan.h"
+#include "query.h"
+#include "retention.h"
+#include "server.h"
+#include "store.h"
+#include "store_plan.h"
+#include "writer.h"
+
+/* A plan or retention job's own data (its reply_extra). */
+struct pctx {
+    struct conn_slot *slot;
+    struct server *srv;
+    int op;
+    int has_id;
+    uint64_t id;
+    /* The source at the time of the request; the writer reads it. */
+    char source[CONN_SOURCE_MAX + 1];
+    msgpack_unpacked up; /* the body, borrowing the job's frame */
+    const char *raw;     /* the body's bytes in the frame, for quarantine */
+    size_t raw_len;
+    struct plan *plan;           /* op plan */
+    char *canon;                 /* its canonical bytes */
+    size_t canon_len;            /* ... */
+    struct retention_spec *spec; /* op retention */
+    int refused;                 /* reply err instead of the outcome */
+    struct proto_err err;        /* ... */
+    struct store_quarantine_item q;
+    char *outcome; /* the result, malloc'd; also the dedupe record */
+    size_t outcome_len;
+};
+
+static int
+pack_kv_uint(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_uint64(pk, v) != 0;
+}
+
+static int
+pack_kv_str(msgpack_packer *pk, const char *k, struct proto_str v)
+{
+    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_str(pk, v.len) != 0 ||
+           msgpack_pack_str_body(pk, v.ptr, v.len) != 0;
+}
+
+static void
+reply_error(struct conn_slot *slot, int has_id, uint64_t id,
+            const struct proto_err *err)
+{
+    size_t len;
+    char *r = dispatch_error_reply(has_id, id, err, &len);
+
+    conn_slot_complete(slot, r, len);
+}
+
+/*
+ * Finds the "body" value of the request frame (a map that mpcheck and
+ * envelope_parse already accepted) and unpacks it into up, which then
+ * borrows frame. Sets *off and *blen to its bytes. Returns 0, or -1 when
+ * there is no body.
+ */
+static int
+unpack_body(const char *frame, size_t len, msgpack_unpacked *up, size_t *off,
+            size_t *blen)
+{
+    const unsigned char *p = (const unsigned char *)frame;
+    msgpack_unpacked tmp;
+    size_t at, vat, n, i;
+    int found = 0;
+
+    if (len == 0)
+        return -1;
+    if (p[0] >= 0x80 && p[0] <= 0x8f) {
+        n = p[0] & 0x0f;
+        at = 1;
+    } else if (p[0] == 0xde && len >= 3) {
+        n = (size_t)p[1] << 8 | p[2];
+        at = 3;
+    } else if (p[0] == 0xdf && len >= 5) {
+        n = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+        at = 5;
+    } else {
+        return -1;
+    }
+    msgpack_unpacked_init(&tmp);
+    for (i = 0; i < n && !found; i++) {
+        if (msgpack_unpack_next(&tmp, frame, len, &at) !=
+            MSGPACK_UNPACK_SUCCESS)
+            break;
+        found = tmp.data.type == MSGPACK_OBJECT_STR &&
+                tmp.data.via.str.size == 4 &&
+                memcmp(tmp.data.via.str.ptr, "body", 4) == 0;
+        vat = at;
+        if (msgpack_unpack_next(found ? up : &tmp, frame, len, &at) !=
+            MSGPACK_UNPACK_SUCCESS) {
+            found = 0;
+            break;
+        }
+        if (found) {
+            *off = vat;
+            *blen = at - vat;
+        }
+    }
+    msgpack_unpacked_destroy(&tmp);
+    return found ? 0 : -1;
+}
+
+/* ---- plan and retention: the loop's side ---- */
+
+static void
+pctx_release(struct pctx *x)
+{
+    if (x == NULL)
+        return;
+    plan_free(x->plan);
+    x->plan = NULL;
+    retention_spec_free(x->spec);
+    x->spec = NULL;
+    free(x->canon);
+    x->canon = NULL;
+    free(x->outcome);
+    x->outcome = NULL;
+    msgpack_unpacked_destroy(&x->up);
+}
+
+/* Frees a job of ours, with what its pctx holds. */
+static void
+job_free(struct writer_job *job)
+{
+    pctx_release((struct pctx *)job->reply_extra);
+    writer_job_free(job);
+}
+
+/* Makes the job refuse with err: its body is quarantined (when quarantine)
+ * and err is the reply after the commit. For the writer thread as well. */
+static void
+refuse(struct pctx *x, struct store_write *w, const struct proto_err *err,
+       int quarantine)
+{
+    x->refused = 1;
+    x->err = *err;
+    w->refused = 1;
+    if (!quarantine)
+        return;
+    x->q.raw = x->raw;
+    x->q.len = x->raw_len;
+    x->q.op = envelope_op_name(x->op);
+    x->q.code = x->err.code;
+    x->q.path = x->err.path;
+    x->q.message = x->err.message;
+    w->quarantine = &x->q;
+    w->n_quarantine = 1;
+}
+
+static int plan_apply_cb(void *arg, struct store *s, struct store_write *w,
+                         struct proto_err *err);
+static int retention_apply_cb(void *arg, struct store *s, struct store_write *w,
+                              struct proto_err *err);
+static void do_readback(struct conn *c, struct conn_slot *slot,
+                        const struct envelope *env, char *frame, uint32_t len);
+
+static void
+do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+         char *frame, uint32_t len)
+{
+    struct writer_job *job = writer_job_new();
+    struct pctx *x = calloc(1, sizeof(*x));
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t boff = 0, blen = 0;
+    int rc;
+
+    proto_err_clear(&err);
+    if (job == NULL || x == NULL) {
+        free(job);
+        free(x);
+        free(frame);
+        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+        reply_error(slot, env->has_id, env->id, &err);
+        return;
+    }
+    msgpack_unpacked_init(&x->up);
+    x->slot = slot;
+    x->srv = c->srv;
+    x->op = env->op;
+    x->has_id = env->has_id;
+    x->id = env->id;
+    memcpy(x->source, c->source, c->source_len + 1);
+    job->reply_extra = (char *)x;
+    job->owner = slot;
+    job->frame = frame;
+    job->items = 1;
+    job->bytes = sizeof(*job) + sizeof(*x) + len;
+    job->w.op = env->op;
+    job->w.source = x->source;
+    job->w.source_len = c->source_len;
+    job->w.has_seq = env->has_seq;
+    job->w.seq = env->seq;
+    job->w.received_at = (int64_t)server_now_unix_ms();
+
+    if (env->body == NULL ||
+        unpack_body(frame, len, &x->up, &boff, &blen) != 0) {
+        /* No body: the whole frame is what the producer sent. */
+        x->raw = frame;
+        x->raw_len = len;
+        proto_err_set(&err, PROTO_EINVALID, "body", "missing body; expected %s",
+                      env->op == PROTO_OP_PLAN
+                          ? "a plan {prepared_plan_id, graph_hash, nodes}"
+                          : "a retention spec {prepared_plan_id, "
+                            "graph_hash, values or determinism_outputs}");
+        goto refused;
+    }
+    x->raw = frame + boff;
+    x->raw_len = blen;
+    if (env->op == PROTO_OP_PLAN) {
+        rc = plan_decode(&x->up.data, &x->plan, &err);
+        if (rc == 0) {
+            /* The canonical form is what is stored and compared. */
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            if (plan_encode_canonical(x->plan, &pk) != 0) {
+                msgpack_sbuffer_destroy(&sb);
+                rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
+            } else {
+                x->canon_len = sb.size;
+                x->canon = msgpack_sbuffer_release(&sb);
+                job->bytes += x->canon_len;
+            }
+        }
+        job->w.apply_cb = plan_apply_cb;
+    } else {
+        rc = retention_spec_decode(&x->up.data, &x->spec, &err);
+        job->w.apply_cb = retention_apply_cb;
+    }
+    job->w.apply_arg = x;
+    if (rc == PROTO_ENOMEM) {
+        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+        reply_error(slot, env->has_id, env->id, &err);
+        job_free(job);
+        return;
+    }
+    if (rc != 0)
+        goto refused;
+    server_submit(c->srv, job);
+    return;
+refused:
+    /* Refused before the store was asked: nothing to resolve and no seq to
+     * record, but the payload is kept. */
+    job->w.apply_cb = NULL;
+    job->w.has_seq = 0;
+    refuse(x, &job->w, &err, 1);
+    server_submit(c->srv, job);
+}
+
+void
+dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
+                    const struct envelope *env, char *frame, uint32_t len)
+{
+    if (env->op == PROTO_OP_READBACK)
+        do_readback(c, slot, env, frame, len);
+    else
+        do_write(c, slot, env, frame, len);
+}
+
+int
+dispatch_plan_owns(const struct writer_job *job)
+{
+    return job->w.op == PROTO_OP_PLAN || job->w.op == PROTO_OP_RETENTION;
+}
+
+/* ---- plan and retention: the writer thread's side ---- */
+
+/* Packs a finished outcome into x->outcome and points w at it. */
+static int
+keep_outcome(struct pctx *x, struct store_write *w, msgpack_sbuffer *sb,
+             struct proto_err *err)
+{
+    free(x->outcome);
+    x->outcome_len = sb->size;
+    x->outcome = msgpack_sbuffer_release(sb);
+    if (x->outcome == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    w->outcome = x->outcome;
+    w->outcome_len = x->outcome_len;
+    return 0;
+}
+
+static int
+plan_apply_cb(void *arg, struct store *s, struct store_write *w,
+              struct proto_err *err)
+{
+    struct pctx *x = arg;
+    struct store_plan_key key = { x->plan->prepared_plan_id,
+                                  x->plan->graph_hash };
+    struct store_plan_new np;
+    struct proto_err e;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    void *stored = NULL;
+    size_t stored_len = 0;
+    int64_t id;
+    int rc, created, failed;
+
+    x->refused = 0;
+    if ((rc = store_plan_get(s, &key, &id, &stored, &stored_len, err)))
+        return rc;
+    if (id != 0) {
+        created = 0;
+        if (stored_len != x->canon_len ||
+            memcmp(stored, x->canon, stored_len) != 0) {
+            free(stored);
+            proto_err_set(&e, PROTO_ECONFLICT, "nodes",
+                          "plan \"%.*s\" with graph_hash \"%.*s\" is already "
+                          "registered with other nodes; a changed plan needs "
+                          "a new prepared_plan_id or graph_hash",
+                          (int)key.plan.len, key.plan.ptr, (int)key.graph.len,
+                          key.graph.ptr);
+            refuse(x, w, &e, 1);
+            return 0;
+        }
+        free(stored);
+    } else {
+        created = 1;
+        memset(&np, 0, sizeof(np));
+        np.key = key;
+        np.registered_at = w->received_at;
+        np.source.ptr = w->source;
+        np.source.len = w->source_len;
+        np.nodes = x->plan->nnodes;
+        np.values = x->plan->nvalues;
+        np.canonical = x->canon;
+        np.len = x->canon_len;
+        if ((rc = store_plan_put(s, &np, &id, err)))
+            return rc;
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    failed = msgpack_pack_map(&pk, 3) != 0 ||
+             envelope_pack_cstr(&pk, "created") != 0 ||
+             (created ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk)) ||
+             pack_kv_uint(&pk, "nodes", x->plan->nnodes) != 0 ||
+             pack_kv_uint(&pk, "values", x->plan->nvalues) != 0;
+    if (failed) {
+        msgpack_sbuffer_destroy(&sb);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    return keep_outcome(x, w, &sb, err);
+}
+
+static int
+retention_apply_cb(void *arg, struct store *s, struct store_write *w,
+                   struct proto_err *err)
+{
+    struct pctx *x = arg;
+    struct store_plan_key key = { x->spec->prepared_plan_id,
+                                  x->spec->graph_hash };
+    struct retained_value *vals = NULL;
+    struct plan *p = NULL;
+    struct proto_err e;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb, one;
+    msgpack_packer pk, opk;
+    void *stored = NULL;
+    size_t stored_len = 0, off = 0, n = 0, i;
+    int64_t id;
+    int rc;
+
+    x->refused = 0;
+    if ((rc = store_plan_get(s, &key, &id, &stored, &stored_len, err)))
+        return rc;
+    if (id == 0) {
+        proto_err_set(&e, PROTO_EUNKNOWN_PLAN, "prepared_plan_id",
+                      "no plan \"%.*s\" with graph_hash \"%.*s\" is "
+                      "registered; register it with op plan first",
+                      (int)key.plan.len, key.plan.ptr, (int)key.graph.len,
+                      key.graph.ptr);
+        refuse(x, w, &e, 0);
+        return 0;
+    }
+    /* The stored canonical form was validated when it was registered; a
+     * plan that no longer decodes means the file was damaged. */
+    msgpack_unpacked_init(&up);
+    proto_err_clear(&e);
+    if (msgpack_unpack_next(&up, stored, stored_len, &off) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        (rc = plan_decode(&up.data, &p, &e)) != 0) {
+        msgpack_unpacked_destroy(&up);
+        free(stored);
+        if (rc == PROTO_ENOMEM)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the stored plan does not decode: %s", e.message);
+    }
+    rc = retention_resolve(p, x->spec, &vals, &n, &e);
+    if (rc == PROTO_EINVALID || rc == PROTO_EMISMATCH) {
+        refuse(x, w, &e, 1);
+        rc = 0;
+        goto out;
+    }
+    if (rc != 0) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_init(&one);
+    msgpack_packer_init(&opk, &one, msgpack_sbuffer_write);
+    if (msgpack_pack_map(&pk, 1) != 0 ||
+        envelope_pack_cstr(&pk, "retained") != 0 ||
+        msgpack_pack_array(&pk, n) != 0)
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < n && rc == 0; i++) {
+        one.size = 0;
+        if (retention_value_encode(&vals[i], &opk) != 0 ||
+            msgpack_sbuffer_write(&sb, one.data, one.size) != 0) {
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        rc = store_plan_retain(s, id, vals[i].value_id, w->received_at,
+                               one.data, one.size, err);
+    }
+    msgpack_sbuffer_destroy(&one);
+    if (rc == 0)
+        rc = keep_outcome(x, w, &sb, err);
+    else
+        msgpack_sbuffer_destroy(&sb);
+out:
+    free(vals);
+    plan_free(p);
+    msgpack_unpacked_destroy(&up);
+    free(stored);
+    return rc;
+}
+
+/* ---- plan and retention: the reply, on the loop ---- */
+
+/* Packs the first outcome of a write plus "duplicate": true. */
+static int
+pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
+{
+    msgpack_unpacked up;
+    const msgpack_object *o;
+    size_t off = 0;
+    uint32_t i;
+    int failed;
+
+    msgpack_unpacked_init(&up);
+    if (blob == NULL ||
+        msgpack_unpack_next(&up, blob, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        /* The seq was first used by a write without a recorded result. */
+        msgpack_unpacked_destroy(&up);
+        return msgpack_pack_map(pk, 1) != 0 ||
+               envelope_pack_cstr(pk, "duplicate") != 0 ||
+               msgpack_pack_true(pk) != 0;
+    }
+    o = &up.data;
+    failed = msgpack_pack_map(pk, o->via.map.size + 1) != 0;
+    for (i = 0; i < o->via.map.size && !failed; i++)
+        failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
+                 msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;
+    if (!failed)
+        failed = envelope_pack_cstr(pk, "duplicate") != 0 ||
+                 msgpack_pack_true(pk) != 0;
+    msgpack_unpacked_destroy(&up);
+    return failed ? -1 : 0;
+}
+
+void
+dispatch_plan_write_done(struct writer_job *job)
+{
+    struct pctx *x = (struct pctx *)job->reply_extra;
+    struct server *srv = x->srv;
+    struct proto_err err;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t len = 0, start;
+    char *reply = NULL;
+    int failed;
+
+    if (job->rc != 0) {
+        if (job->rc == PROTO_EUNAVAILABLE)
+            srv->n.unavailable++;
+        reply = dispatch_error_reply(x->has_id, x->id, &job->err, &len);
+        goto done;
+    }
+    srv->n.quarantined += job->w.n_quarantine;
+    srv->n.quarantine_evictions += job->w.evicted;
+    if (x->refused) {
+        reply = dispatch_error_reply(x->has_id, x->id, &x->err, &len);
+        goto done;
+    }
+    if (job->w.duplicate)
+        srv->n.duplicates++;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    start = frame_sbuffer_begin(&sb);
+    failed =
+        start == (size_t)-1 || envelope_reply_ok(&pk, x->has_id, x->id) != 0;
+    if (!failed && job->w.duplicate)
+        failed = pack_dup_outcome(&pk, job->w.dup_outcome,
+                                  job->w.dup_outcome_len) != 0;
+    else if (!failed)
+        failed = msgpack_sbuffer_write(&sb, x->outcome, x->outcome_len) != 0;
+    if (failed) {
+        msgpack_sbuffer_destroy(&sb);
+        proto_err_set(&err, PROTO_ENOMEM, NULL,
+                      "out of memory for the reply; the write was committed");
+        reply = dispatch_error_reply(x->has_id, x->id, &err, &len);
+        goto done;
+    }
+    frame_sbuffer_finish(&sb, start);
+    len = sb.size;
+    reply = msgpack_sbuffer_release(&sb);
+done:
+    conn_slot_complete(x->slot, reply, len);
+    job_free(job);
+}
+
+/* ---- readback ---- */
+
+struct rbreq {
+    uv_work_t work;
+    struct server *srv;
+    struct conn_slot *slot;
+    int has_id;
+    uint64_t id;
+    char *frame; /* owned; the body's strings point into it */
+    msgpack_unpacked up;
+    struct readback rb;
+    uint64_t deadline_ms;
+    char *reply;
+    size_t len;
+};
+
+static void
+rbreq_free(struct rbreq *q)
+{
+    msgpack_unpacked_destroy(&q->up);
+    free(q->frame);
+    free(q->reply);
+    free(q);
+}
+
+/* Checks the readback against the store; fills out or err. */
+static int
+readback_run(struct rbreq *q, struct store *s, msgpack_packer *pk,
+             struct proto_err *err)
+{
+    struct store_plan_key key = { q->rb.prepared_plan_id, q->rb.graph_hash };
+    struct retained_value *vals = NULL;
+    struct readback_request out;
+    msgpack_unpacked up;
+    msgpack_object arr;
+    void *blob = NULL;
+    size_t blen = 0, off = 0, n = 0;
+    int found, rc;
+
+    if ((rc = store_plan_readback(s, &key, q->rb.value_id, q->deadline_ms,
+                                  &found, &blob, &blen, err)))
+        return rc;
+    if (!found)
+        return proto_err_set(err, PROTO_EUNKNOWN_PLAN, "prepared_plan_id",
+                             "no plan \"%.*s\" with graph_hash \"%.*s\" is "
+                             "registered",
+                             (int)key.plan.len, key.plan.ptr,
+                             (int)key.graph.len, key.graph.ptr);
+    if (blob == NULL)
+        return retention_readback_check(&q->rb, NULL, &out, err);
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, blob, blen, &off) != MSGPACK_UNPACK_SUCCESS) {
+        rc = proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                           "the stored retained value does not decode");
+        goto out;
+    }
+    /* The store keeps one value per row; retention_values_decode() reads
+     * a list, so the row is seen as a list of one. */
+    arr.type = MSGPACK_OBJECT_ARRAY;
+    arr.via.array.size = 1;
+    arr.via.array.ptr = &up.data;
+    rc = retention_values_decode(&arr, &vals, &n, err);
+    if (rc == PROTO_EINVALID)
+        rc = proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                           "the stored retained value does not decode");
+    if (rc != 0)
+        goto out;
+    rc = retention_readback_check(
+        &q->rb, retention_find(vals, n, q->rb.value_id), &out, err);
+    if (rc == 0 && (msgpack_pack_map(pk, 1) != 0 ||
+                    envelope_pack_cstr(pk, "request") != 0 ||
+                    retention_readback_encode(&out, pk) != 0))
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+out:
+    free(vals);
+    msgpack_unpacked_destroy(&up);
+    free(blob);
+    return rc;
+}
+
+static void
+readback_work_cb(uv_work_t *w)
+{
+    struct rbreq *q = w->data;
+    struct proto_err err;
+    struct store *s = NULL;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t start;
+    int rc;
+
+    proto_err_clear(&err);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = query_pool_borrow(q->srv->queries, &s, &err);
+    if (rc == 0) {
+        start = frame_sbuffer_begin(&sb);
+        if (start == (size_t)-1 ||
+            envelope_reply_ok(&pk, q->has_id, q->id) != 0)
+            rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
+        else
+            rc = readback_run(q, s, &pk, &err);
+        query_pool_return(q->srv->queries, s);
+        if (rc == 0) {
+            frame_sbuffer_finish(&sb, start);
+            q->len = sb.size;
+            q->reply = msgpack_sbuffer_release(&sb);
+            return;
+        }
+    }
+    msgpack_sbuffer_destroy(&sb);
+    q->reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
+}
+
+static void
+readback_after_cb(uv_work_t *w, int status)
+{
+    struct rbreq *q = w->data;
+    struct proto_err err;
+    char *reply = q->reply;
+
+    if (status != 0) {
+        free(reply);
+        proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
+                      "the readback was cancelled while the daemon stopped");
+        reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
+    }
+    q->reply = NULL;
+    q->slot->c->n_queries--;
+    conn_slot_complete(q->slot, reply, q->len);
+    rbreq_free(q);
+}
+
+static void
+do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+            char *frame, uint32_t len)
+{
+    struct rbreq *q = calloc(1, sizeof(*q));
+    struct proto_err err;
+    size_t boff, blen;
+    uint32_t timeout = c->srv->cfg->query_timeout_ms;
+    int rc;
+
+    proto_err_clear(&err);
+    if (q == NULL) {
+        free(frame);
+        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+        reply_error(slot, env->has_id, env->id, &err);
+        return;
+    }
+    msgpack_unpacked_init(&q->up);
+    q->frame = frame;
+    q->srv = c->srv;
+    q->slot = slot;
+    q->has_id = env->has_id;
+    q->id = env->id;
+    if (env->body == NULL ||
+        unpack_body(frame, len, &q->up, &boff, &blen) != 0) {
+        proto_err_set(&err, PROTO_EINVALID, "body",
+                      "missing body; expected a readback {prepared_plan_id, "
+                      "graph_hash, value_id, participant_index, "
+                      "output_layout}");
+        goto fail;
+    }
+    /* Nothing is stored for a readback, so a bad body is only answered. */
+    if ((rc = retention_readback_decode(&q->up.data, &q->rb, &err)) != 0)
+        goto fail;
+    q->deadline_ms = timeout ? store_now_ms() + timeout : 0;
+    q->work.data = q;
+    if (uv_queue_work(c->srv->loop, &q->work, readback_work_cb,
+                      readback_after_cb) != 0) {
+        proto_err_set(&err, PROTO_EOVERLOADED, NULL,
+                      "cannot queue the readback; try later");
+        goto fail;
+    }
+    c->n_queries++;
+    return;
+fail:
+    reply_error(slot, env->has_id, env->id, &err);
+    rbreq_free(q);
+}
+
+/* ---- the query kinds ---- */
+
+struct rows {
+    msgpack_sbuffer sb; /* the rows, packed one after another */
+    msgpack_packer pk;
+    uint32_t n;
+};
+
+static int
+plans_row_cb(void *arg, const struct store_plan_row *row)
+{
+    struct rows *rs = arg;
+    msgpack_packer *pk = &rs->pk;
+
+    if (msgpack_pack_map(pk, 7) != 0 ||
+        pack_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
+        pack_kv_str(pk, "graph_hash", row->graph) != 0 ||
+        pack_kv_uint(pk, "registered_at", (uint64_t)row->registered_at) != 0 ||
+        pack_kv_str(pk, "source", row->source) != 0 ||
+        pack_kv_uint(pk, "nodes", row->nodes) != 0 ||
+        pack_kv_uint(pk, "values", row->values) != 0 ||
+        pack_kv_uint(pk, "retained", row->retained) != 0)
+        return PROTO_ENOMEM;
+    rs->n++;
+    return 0;
+}
+
+static int
+retained_row_cb(void *arg, const struct store_retained_row *row)
+{
+    struct rows *rs = arg;
+    msgpack_packer *pk = &rs->pk;
+    msgpack_unpacked up;
+    const msgpack_object *o;
+    size_t off = 0;
+    uint32_t i;
+    int failed;
+
+    /* A row is the stored RetainedCompletionValue with its plan's key and
+     * the time it was first retained in front. */
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, row->value, row->len, &off) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return PROTO_EUNAVAILABLE;
+    }
+    o = &up.data;
+    failed = msgpack_pack_map(pk, 3 + o->via.map.size) != 0 ||
+             pack_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
+             pack_kv_str(pk, "graph_hash", row->graph) != 0 ||
+             pack_kv_uint(pk, "retained_at", (uint64_t)row->retained_at) != 0;
+    for (i = 0; i < o->via.map.size && !failed; i++)
+        failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
+                 msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;
+    msgpack_unpacked_destroy(&up);
+    if (failed)
+        return PROTO_ENOMEM;
+    rs->n++;
+    return 0;
+}
+
+/* Packs {"rows": [...], "truncated"} around the rows of rs. */
+static int
+finish_rows(struct rows *rs, int rc, int truncated, msgpack_packer *pk,
+            struct proto_err *err)
+{
+    int failed;
+
+    if (rc == PROTO_ENOMEM)
+        proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    else if (rc == PROTO_EUNAVAILABLE && err->message[0] == '\0')
+        proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                      "a stored retained value does not decode");
+    if (rc == 0) {
+        failed = msgpack_pack_map(pk, 2) != 0 ||
+                 envelope_pack_cstr(pk, "rows") != 0 ||
+                 msgpack_pack_array(pk, rs->n) != 0 ||
+                 (rs->sb.size > 0 &&
+                  msgpack_sbuffer_write(pk->data, rs->sb.data, rs->sb.size)) ||
+                 envelope_pack_cstr(pk, "truncated") != 0 ||
+                 (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+        if (failed)
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    msgpack_sbuffer_destroy(&rs->sb);
+    return rc;
+}
+
+int
+dispatch_plan_query_plans(struct store *s, const struct store_filter *f,
+                          uint64_t deadline_ms, msgpack_packer *pk,
+                          struct proto_err *err)
+{
+    struct rows rs;
+    int truncated = 0, rc;
+
+    memset(&rs, 0, sizeof(rs));
+    msgpack_sbuffer_init(&rs.sb);
+    msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
+    proto_err_clear(err);
+    rc = store_query_plans(s, f, deadline_ms, plans_row_cb, &rs, &truncated,
+                           err);
+    return finish_rows(&rs, rc, truncated, pk, err);
+}
+
+int
+dispatch_plan_query_retained(struct store *s, const struct store_filter *f,
+                             uint64_t deadline_ms, msgpack_packer *pk,
+                             struct proto_err *err)
+{
+    struct rows rs;
+    int truncated = 0, rc;
+
+    memset(&rs, 0, sizeof(rs));
+    msgpack_sbuffer_init(&rs.sb);
+    msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
+    proto_err_clear(err);
+    rc = store_query_retained(s, f, deadline_ms, retained_row_cb, &rs,
+                              &truncated, err);
+    return finish_rows(&rs, rc, truncated, pk, err);
+}

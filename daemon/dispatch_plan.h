@@ -1,0 +1,59 @@
+/*
+ * dispatch_plan.h: the ops plan, retention and readback (PROTOCOL sections
+ * 3, 5 to 7) and the query kinds plans and retained (section 9).
+ *
+ * plan and retention are writes: the body is decoded and validated on the
+ * loop thread (pure proto/ code), then handed to the writer as a job whose
+ * apply_cb (store.h) runs on the writer thread inside the job's savepoint,
+ * where the stored plan is read, compared or resolved against, and the
+ * result recorded; the reply is sent only after the commit. readback reads
+ * the store on a libuv threadpool thread with a read-only connection from
+ * the query pool, never on the loop.
+ */
+#ifndef RECEIPTD_DAEMON_DISPATCH_PLAN_H
+#define RECEIPTD_DAEMON_DISPATCH_PLAN_H
+
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#include "error.h"
+
+struct conn;
+struct conn_slot;
+struct envelope;
+struct store;
+struct store_filter;
+struct writer_job;
+
+/*
+ * Handles a parsed request of op plan, retention or readback on the loop
+ * thread. frame (len bytes) is taken: the job or the readback keeps it,
+ * because the decoded body borrows its strings; env is borrowed for the
+ * call. slot is completed exactly once, now or later.
+ */
+void dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
+                         const struct envelope *env, char *frame, uint32_t len);
+
+/* True when job was made by dispatch_plan_frame (its reply is built by
+ * dispatch_plan_write_done, not by dispatch_write_done). */
+int dispatch_plan_owns(const struct writer_job *job);
+
+/* Builds the reply of a finished plan or retention job and completes its
+ * slot, on the loop thread; the job is taken. */
+void dispatch_plan_write_done(struct writer_job *job);
+
+/*
+ * The query kinds `plans` and `retained`, for query.c's kind table: run on
+ * a query thread with the read-only store s, using f's plan, graph,
+ * source, since, until and limit, and pack {"rows": [...], "truncated"}
+ * into pk. Return 0 or a PROTO_E* code with err set.
+ */
+int dispatch_plan_query_plans(struct store *s, const struct store_filter *f,
+                              uint64_t deadline_ms, msgpack_packer *pk,
+                              struct proto_err *err);
+int dispatch_plan_query_retained(struct store *s, const struct store_filter *f,
+                                 uint64_t deadline_ms, msgpack_packer *pk,
+                                 struct proto_err *err);
+
+#endif
