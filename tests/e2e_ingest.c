@@ -1220,7 +1220,7 @@ START_TEST(test_e2e_tcp_listener_needs_a_token)
     f = fdopen(cfd, "w");
     fprintf(f,
             "access: { tokens = ( { name = \"e2e\"; sha256 = \"%s\"; } ); "
-            "};\n",
+            "};\nlimits: { hello_timeout = \"500ms\"; };\n",
             E2E_TOKEN_HASH);
     fclose(f);
     snprintf(conf, sizeof(conf), "%s", tmp);
@@ -1257,6 +1257,11 @@ START_TEST(test_e2e_tcp_listener_needs_a_token)
     e2e_reply_free(&rep);
     send_receipt(fd, 2, 1, 1, &r, &rep);
     e2e_reply_free(&rep);
+    close(fd);
+    /* a peer that never authenticates does not keep its slot */
+    fd = e2e_connect_tcp(port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_wait_closed(fd, 3000), 1);
     close(fd);
 }
 END_TEST
