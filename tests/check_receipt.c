@@ -1869,6 +1869,33 @@ START_TEST(test_receipt_decode_survives_allocation_failure)
 }
 END_TEST
 
+/* Without unknown keys, decoding allocates nothing at all. */
+START_TEST(test_receipt_decode_allocates_nothing)
+{
+    struct receipt r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    struct build b;
+    int rc, form;
+
+    for (form = 0; form < 4; form++) {
+        msgpack_unpacked_init(&up);
+        build(&b, 1 + (unsigned)form % 3, form & 1, form < 2, NULL);
+        ck_assert_int_eq(msgpack_unpack_next(&up, b.sb.data, b.sb.size, NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        alloc_failed = 0;
+        alloc_budget = 0;
+        rc = receipt_decode(&up.data, &r, &err);
+        alloc_budget = -1;
+        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(alloc_failed, 0);
+        ck_assert_ptr_null(r.extra);
+        msgpack_unpacked_destroy(&up);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+}
+END_TEST
+
 START_TEST(test_receipt_json_parse_survives_allocation_failure)
 {
     static const char text[] = "{\"a\":[1,{\"b\":2,\"c\":3}],\"d\":4}";
@@ -1954,6 +1981,7 @@ receipt_suite(void)
     tc = tcase_create("allocation_failure");
     tcase_add_test(tc, test_receipt_decode_survives_allocation_failure);
     tcase_add_test(tc, test_receipt_json_parse_survives_allocation_failure);
+    tcase_add_test(tc, test_receipt_decode_allocates_nothing);
     suite_add_tcase(s, tc);
     tc = tcase_create("encode_bytes");
     tcase_add_loop_test(tc, test_receipt_encode_matches_rmp_serde_named_bytes,
