@@ -424,10 +424,10 @@ cmd_quarantine(struct cli_opts *o)
 {
     if (o->nargs == 0)
         return run_query(o, "quarantine");
-    if (strcmp(o->args[0], "replay") != 0) {
+    if (strcmp(o->args[0], "replay") != 0 && strcmp(o->args[0], "show") != 0) {
         cli_usage_err(o->prog,
                       "unexpected argument \"%s\"; did you mean "
-                      "'quarantine replay ID...'?",
+                      "'quarantine show ID...' or 'quarantine replay ID...'?",
                       o->args[0]);
         return CLI_EXIT_USAGE;
     }
@@ -473,8 +473,9 @@ static const struct cmd cmds[] = {
       "seq ranges in between (receipts lost before they reached the\n"
       "daemon)." },
     { "quarantine", cmd_quarantine, G_CONN | G_FORMAT | G_FILTER,
-      "[replay ID...]", "rejected payloads; replay them",
+      "[show|replay ID...]", "rejected payloads; show, replay them",
       "Lists quarantined payloads (rejected writes kept with their bytes).\n"
+      "'quarantine show ID...' prints a payload with its bytes decoded.\n"
       "'quarantine replay ID...' fetches each payload's raw bytes and\n"
       "submits it again, as its original source, e.g. after an upgrade\n"
       "that accepts it; a payload rejected again stays quarantined." },

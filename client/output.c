@@ -599,6 +599,10 @@ known_cols(const char *kind, int receipt_rows, int table)
 
 enum cell_kind { CELL_ABSENT, CELL_NIL, CELL_NUM, CELL_TEXT };
 
+/* render()'s format for output_record(): a table cell, except that strings
+ * of digits keep their quotes. */
+#define FORMAT_RECORD 100
+
 struct cell {
     char *text; /* owned; NULL for CELL_ABSENT and CELL_NIL */
     int kind;
@@ -698,7 +702,7 @@ render(struct cell *c, const char *col, const msgpack_object *v, int format)
 {
     struct buf b = { 0 };
     char tmp[64];
-    int table = format == OUTPUT_TABLE;
+    int table = format == OUTPUT_TABLE || format == FORMAT_RECORD;
 
     c->kind = CELL_TEXT;
     c->text = NULL;
@@ -738,6 +742,15 @@ render(struct cell *c, const char *col, const msgpack_object *v, int format)
         }
         break;
     case MSGPACK_OBJECT_STR:
+        /* A record shows what a payload holds, so a number sent as a
+         * string (the usual mistake) keeps its quotes there. */
+        if (format == FORMAT_RECORD &&
+            all_digits(v->via.str.ptr, v->via.str.size)) {
+            buf_add(&b, "\"", 1);
+            buf_add(&b, v->via.str.ptr, v->via.str.size);
+            buf_add(&b, "\"", 1);
+            break;
+        }
         if (all_digits(v->via.str.ptr, v->via.str.size))
             c->kind = CELL_NUM;
         if (table)
@@ -892,7 +905,8 @@ print_csv(FILE *out, const struct cols *cols, const struct cell *cells,
 }
 
 /* `stats` is one row of many fields: a two-column name/value table reads
- * better than one very wide line. */
+ * better than one very wide line. Numbers line up on the widest number,
+ * whatever the length of the text values. */
 static void
 print_vertical(FILE *out, const struct cols *cols, const struct cell *cells)
 {
@@ -901,7 +915,7 @@ print_vertical(FILE *out, const struct cols *cols, const struct cell *cells)
     for (j = 0; j < cols->n; j++) {
         if (width(cols->names[j]) > wn)
             wn = width(cols->names[j]);
-        if (width(cell_str(&cells[j])) > wv)
+        if (cells[j].kind == CELL_NUM && width(cell_str(&cells[j])) > wv)
             wv = width(cell_str(&cells[j]));
     }
     for (j = 0; j < cols->n; j++) {
@@ -1191,4 +1205,37 @@ output_prometheus(FILE *out, const msgpack_object *result, char *err,
         fputs("} 1\n", out);
     row_free(&flat);
     return 0;
+}
+
+int
+output_record(FILE *out, const msgpack_object *map, char *err, size_t err_len)
+{
+    struct row flat = { 0 };
+    struct cols cols = { 0 };
+    struct cell *cells = NULL;
+    size_t j;
+    int rc = -1;
+
+    if (map == NULL || map->type != MSGPACK_OBJECT_MAP)
+        return seterr(err, err_len, "the record is not a map");
+    if (flatten(&flat, NULL, map) != 0 ||
+        choose_cols(&cols, &flat, 1, NULL, 0) != 0 ||
+        (cols.n > 0 && (cells = calloc(cols.n, sizeof(*cells))) == NULL))
+        goto oom;
+    for (j = 0; j < cols.n; j++)
+        if (render(&cells[j], cols.names[j], row_get(&flat, cols.names[j]),
+                   FORMAT_RECORD) != 0)
+            goto oom;
+    print_vertical(out, &cols, cells);
+    rc = 0;
+    goto done;
+oom:
+    seterr(err, err_len, "out of memory while formatting the record");
+done:
+    for (j = 0; cells != NULL && j < cols.n; j++)
+        free(cells[j].text);
+    free(cells);
+    row_free(&flat);
+    cols_free(&cols);
+    return rc;
 }

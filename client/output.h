@@ -63,6 +63,14 @@ int output_prometheus(FILE *out, const msgpack_object *result, char *err,
                       size_t err_len);
 
 /*
+ * Prints one map (borrowed) as a two-column name/value listing for people:
+ * nested maps flattened to dotted names, values rendered as in tables.
+ * Returns 0 or -1 with err set.
+ */
+int output_record(FILE *out, const msgpack_object *map, char *err,
+                  size_t err_len);
+
+/*
  * Converts a msgpack object to a new json-c object (the caller owns it and
  * releases it with json_object_put). Unsigned integers stay exact u64, maps
  * with non-string keys use the key's JSON text, bin and ext become base64

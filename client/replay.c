@@ -22,6 +22,7 @@
 #include "mpcheck.h"
 #include "mpobj.h"
 #include "net.h"
+#include "output.h"
 
 struct replay_query {
     uint64_t id;
@@ -224,6 +225,78 @@ out:
     return rc;
 }
 
+/*
+ * Prints quarantined payload qid: its row without the raw bytes, plus
+ * "payload", the bytes decoded when they are one msgpack object (else the
+ * bytes themselves, base64 in JSON and CSV).
+ */
+static int
+show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
+{
+    const msgpack_object *row, *raw;
+    char what[64], err[OUTPUT_ERR_MAX];
+    struct net_reply rep;
+    struct proto_err perr;
+    msgpack_unpacked up, shown;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t off = 0;
+    uint32_t i;
+    int rc, decoded = 0;
+
+    snprintf(what, sizeof(what), "quarantine %" PRIu64, qid);
+    msgpack_unpacked_init(&up);
+    msgpack_unpacked_init(&shown);
+    msgpack_sbuffer_init(&sb);
+    if ((rc = fetch(qc, qid, what, &rep, &row, &raw)) != 0)
+        goto out;
+    if (raw->via.bin.size > 0 &&
+        mpcheck(raw->via.bin.ptr, raw->via.bin.size, &perr) == 0 &&
+        msgpack_unpack_next(&up, raw->via.bin.ptr, raw->via.bin.size, &off) ==
+            MSGPACK_UNPACK_SUCCESS)
+        decoded = 1;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_map(&pk, 2) != 0 || envelope_pack_cstr(&pk, "rows") ||
+        msgpack_pack_array(&pk, 1) != 0 ||
+        msgpack_pack_map(&pk, row->via.map.size) != 0)
+        cli_oom();
+    for (i = 0; i < row->via.map.size; i++) {
+        const msgpack_object_kv *kv = &row->via.map.ptr[i];
+
+        if (&kv->val == raw) {
+            if (envelope_pack_cstr(&pk, "payload") != 0 ||
+                msgpack_pack_object(&pk, decoded ? up.data : *raw) != 0)
+                cli_oom();
+        } else if (msgpack_pack_object(&pk, kv->key) != 0 ||
+                   msgpack_pack_object(&pk, kv->val) != 0) {
+            cli_oom();
+        }
+    }
+    if (envelope_pack_cstr(&pk, "truncated") || msgpack_pack_false(&pk))
+        cli_oom();
+    off = 0;
+    if (msgpack_unpack_next(&shown, sb.data, sb.size, &off) !=
+        MSGPACK_UNPACK_SUCCESS)
+        cli_oom();
+    if (o->format != OUTPUT_TABLE) {
+        rc = cli_print_result(o, "quarantine", &shown.data);
+        goto out;
+    }
+    if (!first)
+        putchar('\n');
+    if (output_record(stdout, &shown.data.via.map.ptr[0].val.via.array.ptr[0],
+                      err, sizeof(err)) != 0) {
+        fprintf(stderr, "receiptctl: %s: %s\n", what, err);
+        rc = CLI_EXIT_CONNECT;
+    }
+out:
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_unpacked_destroy(&shown);
+    msgpack_unpacked_destroy(&up);
+    net_reply_free(&rep);
+    return rc;
+}
+
 int
 replay_run(struct cli_opts *o)
 {
@@ -231,8 +304,17 @@ replay_run(struct cli_opts *o)
     uint64_t *ids;
     int i, rc, worst = 0;
 
+    int show = strcmp(o->args[0], "show") == 0;
+
     if (o->nargs < 2) {
-        cli_usage_err(o->prog, "replay needs at least one quarantine id");
+        cli_usage_err(o->prog, "%s needs at least one quarantine id",
+                      o->args[0]);
+        return CLI_EXIT_USAGE;
+    }
+    /* JSON is one document: several payloads would be several. */
+    if (show && o->format != OUTPUT_TABLE && o->nargs > 2) {
+        cli_usage_err(o->prog, "show prints one payload as %s; give one id",
+                      o->format == OUTPUT_JSON ? "JSON" : "CSV");
         return CLI_EXIT_USAGE;
     }
     ids = calloc((size_t)o->nargs, sizeof(*ids));
@@ -240,8 +322,8 @@ replay_run(struct cli_opts *o)
         cli_oom();
     for (i = 1; i < o->nargs; i++)
         if (cli_parse_u64(o->args[i], 0, UINT64_MAX, &ids[i]) != 0) {
-            cli_usage_err(o->prog, "replay: \"%s\" is not a quarantine id",
-                          o->args[i]);
+            cli_usage_err(o->prog, "%s: \"%s\" is not a quarantine id",
+                          o->args[0], o->args[i]);
             free(ids);
             return CLI_EXIT_USAGE;
         }
@@ -250,7 +332,7 @@ replay_run(struct cli_opts *o)
         return rc;
     }
     for (i = 1; i < o->nargs; i++) {
-        rc = replay_one(o, &c, ids[i]);
+        rc = show ? show_one(o, &c, ids[i], i == 1) : replay_one(o, &c, ids[i]);
         /* Keep going after a rejected payload; stop when the daemon is
          * gone. */
         if (rc == CLI_EXIT_CONNECT) {

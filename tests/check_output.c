@@ -397,6 +397,33 @@ START_TEST(test_output_bin_fields)
 }
 END_TEST
 
+/* One map as a name/value listing (quarantine show): nested maps become
+ * dotted names, numbers line up, times are RFC 3339. */
+START_TEST(test_output_record_matches_golden)
+{
+    struct result r;
+    char *buf = NULL, err[OUTPUT_ERR_MAX] = "";
+    size_t len = 0;
+    FILE *f;
+
+    result_from_json(&r,
+                     "{\"id\": 5, \"time\": 1796011200123, \"source\":"
+                     " \"node-9/rt-1\", \"op\": \"receipts\", \"code\":"
+                     " \"invalid\", \"path\": \"[3].counters.decode_steps\","
+                     " \"message\": \"expected an unsigned integer, got a"
+                     " string\", \"size\": 1234, \"payload\": {"
+                     "\"schema_version\": 2, \"model_instance_id\": \"m\","
+                     " \"counters\": {\"decode_steps\": \"12\","
+                     " \"fallback_count\": 18446744073709551615}}}");
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(output_record(f, &r.up.data, err, sizeof(err)), 0);
+    fclose(f);
+    check_golden("record.table", buf);
+    free(buf);
+    result_free(&r);
+}
+END_TEST
+
 /* ---- CSV quoting ---- */
 
 struct csv_case {
@@ -539,6 +566,7 @@ output_suite(void)
     tcase_add_test(tc, test_output_json_keeps_u64_max_exact);
     tcase_add_loop_test(tc, test_output_csv_and_table_keep_u64_max_exact, 0, 2);
     tcase_add_test(tc, test_output_bin_fields);
+    tcase_add_test(tc, test_output_record_matches_golden);
     suite_add_tcase(s, tc);
     tc = tcase_create("csv");
     tcase_add_loop_test(tc, test_output_csv_field_quotes_rfc4180, 0,

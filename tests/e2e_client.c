@@ -218,6 +218,7 @@ static const struct usage_case usage_cases[] = {
     { { "quarantine", "replay", "abc", NULL },
       "\"abc\" is not a quarantine id" },
     { { "quarantine", "purge", NULL }, "unexpected argument \"purge\"" },
+    { { "quarantine", "show", NULL }, "show needs at least one" },
     { { "stats", "--socket", "a", "--tcp", "b:1", NULL },
       "--socket and --tcp exclude each other" },
     { { "help", "frob", NULL }, "unknown command \"frob\"" },
@@ -1200,6 +1201,60 @@ START_TEST(test_ctl_quarantine_replay)
 }
 END_TEST
 
+/* show: the row without its raw bytes, plus the payload decoded; bytes
+ * that are not msgpack stay bytes (base64 in JSON). */
+START_TEST(test_ctl_quarantine_show)
+{
+    const char *table[] = { "quarantine", "show", "5", "6", NULL };
+    const char *json[] = {
+        "quarantine", "show", "5", "--format", "json", NULL
+    };
+    const char *json_bad[] = { "quarantine", "show", "6",
+                               "--format",   "json", NULL };
+    const char *two_json[] = { "quarantine", "show", "5", "6",
+                               "--format",   "json", NULL };
+    struct json_object *j, *row, *payload;
+    struct run r;
+
+    run_ctl(&r, fake.path, table);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\nsource "));
+    ck_assert_ptr_nonnull(strstr(r.out, "node-9/rt-1\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "payload.model_instance_id"));
+    ck_assert_ptr_nonnull(strstr(r.out, "model-cpu\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "payload.counters.decode_steps"));
+    ck_assert_ptr_nonnull(strstr(r.out, "<2 bytes>\n"));
+    ck_assert_ptr_null(strstr(r.out, "raw"));
+    /* Two records, one blank line between them. */
+    ck_assert_ptr_nonnull(strstr(r.out, "\n\nid "));
+    run_free(&r);
+
+    run_ctl(&r, fake.path, json);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+    ck_assert_ptr_null(json_object_object_get(row, "raw"));
+    payload = json_object_object_get(row, "payload");
+    ck_assert(json_object_is_type(payload, json_type_object));
+    ck_assert_str_eq(json_object_get_string(
+                         json_object_object_get(payload, "model_instance_id")),
+                     "model-cpu");
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, fake.path, json_bad);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"payload\": \"wQE=\""));
+    run_free(&r);
+
+    run_ctl(&r, fake.path, two_json);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "give one id"));
+    run_free(&r);
+}
+END_TEST
+
 /* ---- the real daemon ---- */
 
 #ifdef E2E_HAVE_DAEMON
@@ -2114,6 +2169,7 @@ e2e_client_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
     tcase_add_test(tc, test_ctl_quarantine_replay);
+    tcase_add_test(tc, test_ctl_quarantine_show);
     suite_add_tcase(s, tc);
 
 #ifdef E2E_HAVE_DAEMON
