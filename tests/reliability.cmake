@@ -78,3 +78,17 @@ if(TARGET receiptd)
     LIBS receiptproto)
   add_dependencies(e2e_writer_only receiptd sqlite_open_spy)
 endif()
+if(TARGET receiptd)
+  # The daemon itself loses its power: vfs_fault.c preloaded into it.
+  add_library(vfs_fault_preload MODULE vfs_fault_preload.c vfs_fault.c)
+  target_link_libraries(vfs_fault_preload PRIVATE PkgConfig::SQLITE
+                        Threads::Threads ${CMAKE_DL_LIBS})
+  if(RECEIPTD_SANITIZE)
+    target_compile_options(vfs_fault_preload PRIVATE -fno-sanitize=all)
+    target_link_options(vfs_fault_preload PRIVATE -fno-sanitize=all)
+  endif()
+  receiptd_check_test(e2e_powerloss
+    SOURCES e2e_powerloss.c e2e_util.c relpack.c
+    LIBS receiptproto PkgConfig::SQLITE)
+  add_dependencies(e2e_powerloss receiptd vfs_fault_preload)
+endif()

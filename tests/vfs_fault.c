@@ -66,6 +66,7 @@ static unsigned long inj_nth;
 static int inj_code;
 static int inj_fired;
 static int sticky_mode;
+static void (*on_cut)(void);
 static struct vfs_fault_stats stats;
 
 /* A small generator of its own, so garbling does not depend on libc's
@@ -312,9 +313,13 @@ f_sync(sqlite3_file *file, int flags)
         return f->real->pMethods->xSync(f->real, flags);
     pthread_mutex_lock(&mu);
     if (!dead && cut_at != 0 && stats.ops[VFS_FAULT_SYNC] + 1 == cut_at) {
+        void (*cb)(void) = on_cut;
+
         stats.ops[VFS_FAULT_SYNC]++;
         dead = 1;
         pthread_mutex_unlock(&mu);
+        if (cb != NULL)
+            cb();
         return SQLITE_IOERR_FSYNC;
     }
     rc = gate(VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC);
@@ -621,6 +626,7 @@ vfs_fault_reset(void)
     inj_code = 0;
     inj_fired = 0;
     sticky_mode = 0;
+    on_cut = NULL;
     memset(&stats, 0, sizeof(stats));
     pthread_mutex_unlock(&mu);
 }
@@ -630,6 +636,14 @@ vfs_fault_cut_at_sync(unsigned long k)
 {
     pthread_mutex_lock(&mu);
     cut_at = k;
+    pthread_mutex_unlock(&mu);
+}
+
+void
+vfs_fault_on_cut(void (*cb)(void))
+{
+    pthread_mutex_lock(&mu);
+    on_cut = cb;
     pthread_mutex_unlock(&mu);
 }
 

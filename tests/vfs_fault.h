@@ -69,6 +69,14 @@ void vfs_fault_reset(void);
  * does not happen and returns SQLITE_IOERR_FSYNC. k == 0 disarms. */
 void vfs_fault_cut_at_sync(unsigned long k);
 
+/*
+ * Sets a function called right after an armed cut happens (the k-th
+ * xSync), on the thread that hit it, with no lock held; NULL for none. The
+ * preloaded variant (vfs_fault_preload.c) restores the files and exits the
+ * process there, so a whole daemon loses its power.
+ */
+void vfs_fault_on_cut(void (*cb)(void));
+
 /* Cuts the power now. */
 void vfs_fault_cut_now(void);
 
