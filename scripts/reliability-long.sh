@@ -21,9 +21,11 @@ kills=${1:-1000}
 # shellcheck disable=SC2086
 cmake -S . -B "$build" $opts >/dev/null
 cmake --build "$build" -j "$(nproc)" --target receiptd e2e_killloop \
-	e2e_hostile check_powerloss check_fault check_oom check_hostile
+	e2e_hostile e2e_powerloss e2e_writer_only check_powerloss check_fault \
+	check_oom check_hostile
 
-for t in check_powerloss check_fault check_oom check_hostile e2e_hostile; do
+for t in check_powerloss check_fault check_oom check_hostile e2e_hostile \
+	e2e_powerloss e2e_writer_only; do
 	echo "== $t"
 	"$build/tests/$t"
 done
