@@ -21,9 +21,11 @@
 #include "envelope.h"
 #include "frame.h"
 #include "log.h"
+#include "query_agg.h"
 #include "receipt.h"
 #include "server.h"
 #include "store.h"
+#include "store_agg.h"
 #include "writer.h"
 
 #define POOL_MAX       64
@@ -66,6 +68,10 @@ struct qreq {
     struct store_filter f;
     char *strs[4]; /* owned copies of plan, graph, model, source */
     struct snapshot snap;
+    int group_by; /* fallbacks, coverage: enum store_group */
+    int has_qid;  /* quarantine: one row by its id */
+    uint64_t qid;
+    int raw; /* quarantine: with the payload bytes */
     uint64_t deadline_ms;
     char *reply;
     size_t len;
@@ -446,12 +452,106 @@ run_retained(struct qreq *q, struct store *s, msgpack_packer *pk,
     return dispatch_plan_query_retained(s, &q->f, q->deadline_ms, pk, err);
 }
 
+/* Fallbacks, coverage, gaps and quarantine (query_agg.c). */
+static int
+parse_grouped(struct qreq *q, const msgpack_object *body, int dflt,
+              struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = parse_common(q, body, err)) ||
+        (rc = opt_enum(body, "group_by", query_agg_group_from_name,
+                       "plan, graph, model, backends, source or none",
+                       &q->group_by, err)))
+        return rc;
+    if (q->group_by < 0)
+        q->group_by = dflt;
+    return 0;
+}
+
+static int
+parse_fallbacks(struct qreq *q, const msgpack_object *body,
+                struct proto_err *err)
+{
+    return parse_grouped(q, body, STORE_GROUP_PLAN, err);
+}
+
+static int
+parse_coverage(struct qreq *q, const msgpack_object *body,
+               struct proto_err *err)
+{
+    return parse_grouped(q, body, STORE_GROUP_NONE, err);
+}
+
+static int
+parse_quarantine(struct qreq *q, const msgpack_object *body,
+                 struct proto_err *err)
+{
+    const msgpack_object *o;
+    int rc;
+
+    if ((rc = parse_common(q, body, err)) ||
+        (rc = opt_uint(body, "id", &q->has_qid, &q->qid, err)))
+        return rc;
+    o = mpobj_map_get(body, "raw", NULL);
+    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
+        if (o->type != MSGPACK_OBJECT_BOOLEAN)
+            return proto_err_set(err, PROTO_EINVALID, "raw",
+                                 "expected raw as a boolean");
+        q->raw = o->via.boolean;
+    }
+    return 0;
+}
+
+static int
+run_fallbacks(struct qreq *q, struct store *s, msgpack_packer *pk,
+              struct proto_err *err)
+{
+    /* Without groups the answer is the fallback receipts themselves, as
+     * rows of the `receipts` kind. */
+    if (q->group_by == STORE_GROUP_NONE) {
+        q->f.status = RECEIPT_STATUS_FALLBACK;
+        return run_receipts(q, s, pk, err);
+    }
+    return query_agg_fallbacks(s, &q->f, q->group_by, q->deadline_ms, pk, err);
+}
+
+static int
+run_coverage(struct qreq *q, struct store *s, msgpack_packer *pk,
+             struct proto_err *err)
+{
+    return query_agg_coverage(s, &q->f, q->group_by, q->deadline_ms, pk, err);
+}
+
+static int
+run_gaps(struct qreq *q, struct store *s, msgpack_packer *pk,
+         struct proto_err *err)
+{
+    return query_agg_gaps(s, &q->f, q->deadline_ms, pk, err);
+}
+
+static int
+run_quarantine(struct qreq *q, struct store *s, msgpack_packer *pk,
+               struct proto_err *err)
+{
+    return query_agg_quarantine(s, &q->f, q->has_qid, q->qid, q->raw,
+                                q->deadline_ms, pk, err);
+}
+
 static const struct query_kind kinds[] = {
     { "receipts", parse_receipts, run_receipts },
     { "stats", parse_stats, run_stats },
     { "plans", parse_common, run_plans },
     { "retained", parse_retained, run_retained },
+    { "fallbacks", parse_fallbacks, run_fallbacks },
+    { "coverage", parse_coverage, run_coverage },
+    { "gaps", parse_common, run_gaps },
+    { "quarantine", parse_quarantine, run_quarantine },
 };
+
+#define KIND_NAMES                                                             \
+    "receipts, fallbacks, coverage, gaps, quarantine, stats, plans or "        \
+    "retained"
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -537,7 +637,7 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     o = mpobj_map_get(body, "kind", NULL);
     if (o == NULL)
         return proto_err_set(err, PROTO_EINVALID, "kind",
-                             "missing kind; expected receipts or stats");
+                             "missing kind; expected " KIND_NAMES);
     if (mpobj_str(o, 64, &kind, err) != 0) {
         proto_err_prefix_field(err, "kind");
         return PROTO_EINVALID;
@@ -547,10 +647,10 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
             memcmp(kinds[i].name, kind.ptr, kind.len) == 0)
             break;
     if (i == NKINDS)
-        return proto_err_set(err, PROTO_EINVALID, "kind",
-                             "unknown query kind \"%.*s\"; expected receipts "
-                             "or stats",
-                             (int)kind.len, kind.ptr);
+        return proto_err_set(
+            err, PROTO_EINVALID, "kind",
+            "unknown query kind \"%.*s\"; expected " KIND_NAMES, (int)kind.len,
+            kind.ptr);
     q = calloc(1, sizeof(*q));
     if (q == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");

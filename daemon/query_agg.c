@@ -1,0 +1,402 @@
+/*
+ * query_agg.c: runs and encodes the `fallbacks` (grouped), `coverage`,
+ * `gaps` and `quarantine` query kinds (query_agg.h).
+ *
+ * Runs on a libuv threadpool thread with a borrowed read-only store, like
+ * the rest of a query's execution in query.c. Groups come unordered from
+ * the store and are sorted here, so an answer is the same however the
+ * rollups were laid out: fallbacks by most fallbacks first, coverage by
+ * group name. Rows are counted against the limit as they are packed; the
+ * rows array is packed into a side buffer because its length is known only
+ * at the end.
+ */
+#include "query_agg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "envelope.h"
+#include "receipt.h"
+#include "store_agg.h"
+
+static const char *const group_names[STORE_GROUP_COUNT] = {
+    [STORE_GROUP_NONE] = "none",         [STORE_GROUP_PLAN] = "plan",
+    [STORE_GROUP_GRAPH] = "graph",       [STORE_GROUP_MODEL] = "model",
+    [STORE_GROUP_BACKENDS] = "backends", [STORE_GROUP_SOURCE] = "source",
+};
+
+/* The receipt field that names a group's key, as section 9 asks. */
+static const char *const group_fields[STORE_GROUP_COUNT] = {
+    [STORE_GROUP_PLAN] = "prepared_plan_id",
+    [STORE_GROUP_GRAPH] = "graph_hash",
+    [STORE_GROUP_MODEL] = "model_instance_id",
+    [STORE_GROUP_SOURCE] = "source",
+};
+
+int
+query_agg_group_from_name(const char *name, size_t len)
+{
+    int i;
+
+    for (i = 0; i < STORE_GROUP_COUNT; i++)
+        if (strlen(group_names[i]) == len &&
+            memcmp(group_names[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+static int
+pack_key(msgpack_packer *pk, const char *k)
+{
+    return envelope_pack_cstr(pk, k) != 0;
+}
+
+static int
+pack_str(msgpack_packer *pk, const char *p, size_t n)
+{
+    return msgpack_pack_str(pk, n) != 0 || msgpack_pack_str_body(pk, p, n) != 0;
+}
+
+static int
+kv_str(msgpack_packer *pk, const char *k, const char *p, size_t n)
+{
+    return pack_key(pk, k) || pack_str(pk, p, n);
+}
+
+static int
+kv_uint(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    return pack_key(pk, k) || msgpack_pack_uint64(pk, v) != 0;
+}
+
+static int
+kv_double(msgpack_packer *pk, const char *k, double v)
+{
+    return pack_key(pk, k) || msgpack_pack_double(pk, v) != 0;
+}
+
+static const char *
+backend(int64_t b)
+{
+    const char *n = receipt_backend_name((int)b);
+
+    return n ? n : "unknown";
+}
+
+/* Packs the key fields of g: none, one or two map entries (see nkeys). */
+static int
+nkeys(int group_by)
+{
+    return group_by == STORE_GROUP_NONE       ? 0
+           : group_by == STORE_GROUP_BACKENDS ? 2
+                                              : 1;
+}
+
+static int
+pack_group_keys(msgpack_packer *pk, int group_by,
+                const struct store_agg_group *g)
+{
+    if (group_by == STORE_GROUP_NONE)
+        return 0;
+    if (group_by == STORE_GROUP_BACKENDS) {
+        const char *r = backend(g->k1), *e = backend(g->k2);
+        return kv_str(pk, "requested_backend", r, strlen(r)) ||
+               kv_str(pk, "executed_backend", e, strlen(e));
+    }
+    return kv_str(pk, group_fields[group_by], g->name ? g->name : "",
+                  g->name_len);
+}
+
+/* Byte order of the group's name; for backends, of both names. */
+static int
+cmp_names(const struct store_agg_group *a, const struct store_agg_group *b)
+{
+    size_t n;
+    int c;
+
+    if (a->name == NULL || b->name == NULL) {
+        c = strcmp(backend(a->k1), backend(b->k1));
+        if (c == 0)
+            c = strcmp(backend(a->k2), backend(b->k2));
+        return c;
+    }
+    n = a->name_len < b->name_len ? a->name_len : b->name_len;
+    c = memcmp(a->name, b->name, n);
+    if (c == 0)
+        c = (a->name_len > b->name_len) - (a->name_len < b->name_len);
+    return c;
+}
+
+static int
+by_name_cb(const void *pa, const void *pb)
+{
+    return cmp_names(pa, pb);
+}
+
+static int
+by_fallbacks_cb(const void *pa, const void *pb)
+{
+    const struct store_agg_group *a = pa, *b = pb;
+
+    if (a->fallback != b->fallback)
+        return a->fallback > b->fallback ? -1 : 1;
+    if (a->receipts != b->receipts)
+        return a->receipts > b->receipts ? -1 : 1;
+    return cmp_names(a, b);
+}
+
+/* The result map around rows packed into rb. */
+static int
+pack_result(msgpack_packer *pk, const msgpack_sbuffer *rb, uint32_t nrows,
+            int truncated, struct proto_err *err)
+{
+    if (msgpack_pack_map(pk, 2) != 0 || pack_key(pk, "rows") ||
+        msgpack_pack_array(pk, nrows) != 0 ||
+        (rb->size > 0 && msgpack_sbuffer_write(pk->data, rb->data, rb->size)) ||
+        pack_key(pk, "truncated") ||
+        (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+int
+query_agg_fallbacks(struct store *s, const struct store_filter *f, int group_by,
+                    uint64_t deadline_ms, msgpack_packer *pk,
+                    struct proto_err *err)
+{
+    struct store_agg a = { 0 };
+    msgpack_sbuffer rb;
+    msgpack_packer rpk;
+    uint32_t nrows = 0;
+    size_t i;
+    int rc, failed = 0;
+
+    rc = store_query_agg(s, f, group_by, 0, deadline_ms, &a, err);
+    if (rc != 0) {
+        store_agg_free(&a);
+        return rc;
+    }
+    qsort(a.groups, a.n, sizeof(*a.groups), by_fallbacks_cb);
+    msgpack_sbuffer_init(&rb);
+    msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
+    for (i = 0; i < a.n && nrows < f->limit && !failed; i++) {
+        const struct store_agg_group *g = &a.groups[i];
+
+        failed =
+            msgpack_pack_map(&rpk, 5 + nkeys(group_by)) != 0 ||
+            pack_group_keys(&rpk, group_by, g) ||
+            kv_uint(&rpk, "receipts", g->receipts) ||
+            kv_uint(&rpk, "fallback", g->fallback) ||
+            kv_uint(&rpk, "unproven", g->unproven) ||
+            kv_uint(&rpk, "clean", g->clean) ||
+            kv_double(&rpk, "fallback_rate",
+                      g->receipts ? (double)g->fallback / (double)g->receipts
+                                  : 0.0);
+        nrows++;
+    }
+    if (failed)
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    else
+        rc = pack_result(pk, &rb, nrows, i < a.n, err);
+    msgpack_sbuffer_destroy(&rb);
+    store_agg_free(&a);
+    return rc;
+}
+
+/* A 128-bit sum in decimal; buf holds at least 40 bytes. */
+static size_t
+u128_decimal(unsigned __int128 v, char *buf)
+{
+    char tmp[40];
+    size_t n = 0, i;
+
+    do {
+        tmp[n++] = (char)('0' + (int)(v % 10));
+        v /= 10;
+    } while (v != 0);
+    for (i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}
+
+static int
+pack_coverage_row(msgpack_packer *pk, int group_by,
+                  const struct store_agg_group *g, int bit)
+{
+    const struct store_agg_counter *c = &g->c[bit];
+    unsigned __int128 sum =
+        (unsigned __int128)c->sum_hi << 64 | (unsigned __int128)c->sum_lo;
+    const char *name = receipt_counters[bit].path;
+    char dec[48];
+    size_t n;
+
+    if (msgpack_pack_map(pk, 10 + nkeys(group_by)) != 0 ||
+        pack_group_keys(pk, group_by, g) ||
+        kv_str(pk, "counter", name, strlen(name)) ||
+        kv_uint(pk, "bit", (uint64_t)bit) ||
+        kv_uint(pk, "receipts", g->receipts) ||
+        kv_uint(pk, "measured", c->measured) ||
+        kv_uint(pk, "unknown", g->receipts - c->measured) ||
+        kv_double(pk, "coverage",
+                  g->receipts ? (double)c->measured / (double)g->receipts
+                              : 0.0) ||
+        pack_key(pk, "sum"))
+        return -1;
+    /* A sum past 2^64 - 1 is exact as a decimal string; msgpack has no
+     * larger integer. */
+    if (c->sum_hi == 0) {
+        if (msgpack_pack_uint64(pk, c->sum_lo) != 0)
+            return -1;
+    } else {
+        n = u128_decimal(sum, dec);
+        if (pack_str(pk, dec, n))
+            return -1;
+    }
+    /* An unknown counter is not a zero: with nothing measured there is no
+     * minimum, maximum or mean at all. */
+    if (c->measured == 0)
+        return pack_key(pk, "min") || msgpack_pack_nil(pk) != 0 ||
+               pack_key(pk, "max") || msgpack_pack_nil(pk) != 0 ||
+               pack_key(pk, "mean") || msgpack_pack_nil(pk) != 0;
+    return kv_uint(pk, "min", c->min) || kv_uint(pk, "max", c->max) ||
+           kv_double(pk, "mean", (double)sum / (double)c->measured);
+}
+
+int
+query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
+                   uint64_t deadline_ms, msgpack_packer *pk,
+                   struct proto_err *err)
+{
+    struct store_agg a = { 0 };
+    msgpack_sbuffer rb;
+    msgpack_packer rpk;
+    uint32_t nrows = 0;
+    int rc, failed = 0, truncated = 0, bit;
+    size_t i;
+
+    rc = store_query_agg(s, f, group_by, STORE_AGG_COUNTERS, deadline_ms, &a,
+                         err);
+    if (rc != 0) {
+        store_agg_free(&a);
+        return rc;
+    }
+    qsort(a.groups, a.n, sizeof(*a.groups), by_name_cb);
+    msgpack_sbuffer_init(&rb);
+    msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
+    for (i = 0; i < a.n && !truncated && !failed; i++)
+        for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++) {
+            if (nrows == f->limit) {
+                truncated = 1;
+                break;
+            }
+            failed = pack_coverage_row(&rpk, group_by, &a.groups[i], bit);
+            nrows++;
+        }
+    if (failed)
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    else
+        rc = pack_result(pk, &rb, nrows, truncated, err);
+    msgpack_sbuffer_destroy(&rb);
+    store_agg_free(&a);
+    return rc;
+}
+
+struct rows {
+    msgpack_packer pk;
+    uint32_t n;
+};
+
+static int
+gap_cb(void *arg, const struct store_gap *g)
+{
+    struct rows *rs = arg;
+    msgpack_packer *pk = &rs->pk;
+    size_t i;
+
+    if (msgpack_pack_map(pk, 7) != 0 ||
+        kv_str(pk, "source", g->source.ptr, g->source.len) ||
+        kv_uint(pk, "first_seq", g->first_seq) ||
+        kv_uint(pk, "last_seq", g->last_seq) ||
+        kv_uint(pk, "received", g->received) || pack_key(pk, "missing") ||
+        msgpack_pack_array(pk, (uint32_t)g->n_ranges) != 0)
+        return PROTO_ENOMEM;
+    for (i = 0; i < g->n_ranges; i++)
+        if (msgpack_pack_array(pk, 2) != 0 ||
+            msgpack_pack_uint64(pk, g->ranges[i][0]) != 0 ||
+            msgpack_pack_uint64(pk, g->ranges[i][1]) != 0)
+            return PROTO_ENOMEM;
+    if (kv_uint(pk, "missing_seqs", g->missing) ||
+        pack_key(pk, "missing_truncated") ||
+        (g->ranges_truncated ? msgpack_pack_true(pk)
+                             : msgpack_pack_false(pk)) != 0)
+        return PROTO_ENOMEM;
+    rs->n++;
+    return 0;
+}
+
+int
+query_agg_gaps(struct store *s, const struct store_filter *f,
+               uint64_t deadline_ms, msgpack_packer *pk, struct proto_err *err)
+{
+    msgpack_sbuffer rb;
+    struct rows rs = { 0 };
+    int truncated = 0, rc;
+
+    msgpack_sbuffer_init(&rb);
+    msgpack_packer_init(&rs.pk, &rb, msgpack_sbuffer_write);
+    rc = store_query_gaps(s, f, deadline_ms, gap_cb, &rs, &truncated, err);
+    if (rc == PROTO_ENOMEM)
+        proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc == 0)
+        rc = pack_result(pk, &rb, rs.n, truncated, err);
+    msgpack_sbuffer_destroy(&rb);
+    return rc;
+}
+
+static int
+qrow_cb(void *arg, const struct store_qrow *q)
+{
+    struct rows *rs = arg;
+    msgpack_packer *pk = &rs->pk;
+
+    if (msgpack_pack_map(pk, q->raw ? 9 : 8) != 0 ||
+        kv_uint(pk, "id", (uint64_t)q->id) ||
+        kv_uint(pk, "time", (uint64_t)q->received_at) ||
+        kv_str(pk, "source", q->source.ptr, q->source.len) ||
+        kv_str(pk, "op", q->op.ptr, q->op.len) ||
+        kv_str(pk, "code", q->code.ptr, q->code.len) ||
+        kv_str(pk, "path", q->path.ptr, q->path.len) ||
+        kv_str(pk, "message", q->message.ptr, q->message.len) ||
+        kv_uint(pk, "size", q->size))
+        return PROTO_ENOMEM;
+    /* The payload as sent, so `receiptctl quarantine replay` can resend it
+     * byte for byte. */
+    if (q->raw != NULL &&
+        (pack_key(pk, "raw") || msgpack_pack_bin(pk, q->raw_len) != 0 ||
+         msgpack_pack_bin_body(pk, q->raw, q->raw_len) != 0))
+        return PROTO_ENOMEM;
+    rs->n++;
+    return 0;
+}
+
+int
+query_agg_quarantine(struct store *s, const struct store_filter *f, int has_id,
+                     uint64_t id, int with_raw, uint64_t deadline_ms,
+                     msgpack_packer *pk, struct proto_err *err)
+{
+    msgpack_sbuffer rb;
+    struct rows rs = { 0 };
+    int truncated = 0, rc;
+
+    msgpack_sbuffer_init(&rb);
+    msgpack_packer_init(&rs.pk, &rb, msgpack_sbuffer_write);
+    rc = store_query_quarantine(s, f, has_id, id, with_raw, deadline_ms,
+                                qrow_cb, &rs, &truncated, err);
+    if (rc == PROTO_ENOMEM)
+        proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc == 0)
+        rc = pack_result(pk, &rb, rs.n, truncated, err);
+    msgpack_sbuffer_destroy(&rb);
+    return rc;
+}

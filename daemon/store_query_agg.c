@@ -1,0 +1,693 @@
+/*
+ * store_query_agg.c: the `fallbacks` and `coverage` aggregates, the `gaps`
+ * walk and the `quarantine` rows (store_agg.h).
+ *
+ * Runs on a query thread with a read-only store. Each function holds one
+ * read transaction, so the rollups and the receipts it reads agree (the
+ * writer updates both in one transaction), and arms a progress handler that
+ * interrupts SQLite at the deadline. Sums are exact: SQLite adds 64-bit
+ * signed integers and fails on overflow, so every sum of counter values is
+ * carried here in 128 bits, and u64 extremes (stored as bit patterns) are
+ * compared here as unsigned.
+ *
+ * Time ranges: a rollup covers one hour of received_at. Hours wholly inside
+ * [since, until) are read from the rollups; the partial hours at either end
+ * are read from the receipts through the received_at index, so an answer
+ * never depends on where the range cuts an hour.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_agg.h"
+#include "store_internal.h"
+
+static int
+progress_cb(void *arg)
+{
+    const uint64_t *deadline = arg;
+
+    return *deadline != 0 && store_now_ms() > *deadline;
+}
+
+static void
+arm(struct store *s, uint64_t deadline_ms)
+{
+    *store_deadline(s) = deadline_ms;
+    sqlite3_progress_handler(store_db(s), 1000, progress_cb, store_deadline(s));
+}
+
+static void
+disarm(struct store *s)
+{
+    sqlite3_progress_handler(store_db(s), 0, NULL, NULL);
+}
+
+/* Times beyond INT64_MAX cannot be stored; clamp so comparisons stay
+ * meaningful instead of wrapping negative. */
+static int64_t
+clamp_i64(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static void
+bind_blob(sqlite3_stmt *st, const char *name, const char *p, size_t n)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+
+    if (i > 0)
+        sqlite3_bind_blob(st, i, n ? p : "", (int)n, SQLITE_STATIC);
+}
+
+static void
+bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+
+    if (i > 0)
+        sqlite3_bind_int64(st, i, v);
+}
+
+#define ADD(...)                                                               \
+    n += (size_t)snprintf(sql + n, n < cap ? cap - n : 0, __VA_ARGS__)
+
+/* The key filters, which rollups and receipts name alike. */
+static size_t
+add_filters(char *sql, size_t cap, size_t n, const struct store_filter *f)
+{
+    if (f->plan)
+        ADD(" AND plan_id = (SELECT id FROM strings WHERE value = :plan)");
+    if (f->graph)
+        ADD(" AND graph_id = (SELECT id FROM strings WHERE value = :graph)");
+    if (f->model)
+        ADD(" AND model_id = (SELECT id FROM strings WHERE value = :model)");
+    if (f->source)
+        ADD(" AND source_id = (SELECT id FROM strings WHERE value = "
+            ":source)");
+    if (f->requested >= 0)
+        ADD(" AND requested_backend = :requested");
+    if (f->executed >= 0)
+        ADD(" AND executed_backend = :executed");
+    return n;
+}
+
+static void
+bind_filters(sqlite3_stmt *st, const struct store_filter *f)
+{
+    if (f->plan)
+        bind_blob(st, ":plan", f->plan, f->plan_len);
+    if (f->graph)
+        bind_blob(st, ":graph", f->graph, f->graph_len);
+    if (f->model)
+        bind_blob(st, ":model", f->model, f->model_len);
+    if (f->source)
+        bind_blob(st, ":source", f->source, f->source_len);
+    bind_i64(st, ":requested", f->requested);
+    bind_i64(st, ":executed", f->executed);
+}
+
+/* The two key columns of a group. */
+static const char *const group_keys[STORE_GROUP_COUNT] = {
+    [STORE_GROUP_NONE] = "0, 0",
+    [STORE_GROUP_PLAN] = "plan_id, 0",
+    [STORE_GROUP_GRAPH] = "graph_id, 0",
+    [STORE_GROUP_MODEL] = "model_id, 0",
+    [STORE_GROUP_BACKENDS] = "requested_backend, executed_backend",
+    [STORE_GROUP_SOURCE] = "source_id, 0",
+};
+
+static uint64_t
+key_hash(int64_t k1, int64_t k2)
+{
+    uint64_t h = (uint64_t)k1 * 0x9e3779b97f4a7c15ull;
+
+    h ^= (uint64_t)k2 + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
+    return h ^ (h >> 29);
+}
+
+/* Rebuilds the index with room for twice the groups. */
+static int
+grow(struct store_agg *a)
+{
+    size_t cap = a->cap ? a->cap * 2 : 16, nslots = cap * 2, i;
+    struct store_agg_group *g;
+    size_t *slots;
+
+    g = realloc(a->groups, cap * sizeof(*g));
+    if (g == NULL)
+        return -1;
+    a->groups = g;
+    slots = malloc(nslots * sizeof(*slots));
+    if (slots == NULL)
+        return -1;
+    for (i = 0; i < nslots; i++)
+        slots[i] = SIZE_MAX;
+    for (i = 0; i < a->n; i++) {
+        size_t j = key_hash(g[i].k1, g[i].k2) & (nslots - 1);
+        while (slots[j] != SIZE_MAX)
+            j = (j + 1) & (nslots - 1);
+        slots[j] = i;
+    }
+    free(a->slots);
+    a->slots = slots;
+    a->nslots = nslots;
+    a->cap = cap;
+    return 0;
+}
+
+/* The group of (k1, k2), made when new; NULL with err set on failure. */
+static struct store_agg_group *
+group(struct store_agg *a, int64_t k1, int64_t k2, struct proto_err *err)
+{
+    struct store_agg_group *g;
+    size_t j;
+
+    if (a->n == a->cap) {
+        if (a->n >= STORE_AGG_GROUPS_MAX) {
+            proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                          "more than %d groups; narrow the filters or group "
+                          "by something coarser",
+                          STORE_AGG_GROUPS_MAX);
+            return NULL;
+        }
+        if (grow(a) != 0) {
+            proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            return NULL;
+        }
+    }
+    j = key_hash(k1, k2) & (a->nslots - 1);
+    while (a->slots[j] != SIZE_MAX) {
+        g = &a->groups[a->slots[j]];
+        if (g->k1 == k1 && g->k2 == k2)
+            return g;
+        j = (j + 1) & (a->nslots - 1);
+    }
+    g = &a->groups[a->n];
+    memset(g, 0, sizeof(*g));
+    g->k1 = k1;
+    g->k2 = k2;
+    a->slots[j] = a->n++;
+    return g;
+}
+
+void
+store_agg_free(struct store_agg *a)
+{
+    size_t i;
+
+    if (a == NULL)
+        return;
+    for (i = 0; i < a->n; i++)
+        free(a->groups[i].name);
+    free(a->groups);
+    free(a->slots);
+    memset(a, 0, sizeof(*a));
+}
+
+/* Runs a prepared statement, handing each row to one of the readers. */
+enum reader { READ_COUNTS, READ_ROLLUP, READ_RECEIPT };
+
+static int
+read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
+          struct store_agg *a, struct proto_err *err)
+{
+    struct store_agg_group *g;
+    int rc, i;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        g = group(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                  err);
+        if (g == NULL)
+            return err ? err->code : PROTO_ENOMEM;
+        if (how == READ_COUNTS) {
+            g->receipts += (uint64_t)sqlite3_column_int64(st, 2);
+            g->fallback += (uint64_t)sqlite3_column_int64(st, 3);
+            g->clean += (uint64_t)sqlite3_column_int64(st, 4);
+            g->unproven += (uint64_t)sqlite3_column_int64(st, 5);
+        } else if (how == READ_ROLLUP) {
+            store_rollup_read(st, 2, g);
+        } else {
+            int status = sqlite3_column_int(st, 2);
+            unsigned schema = (unsigned)sqlite3_column_int(st, 3);
+            uint64_t bits = (uint64_t)sqlite3_column_int64(st, 4) &
+                            receipt_meaningful_bits(schema);
+
+            g->receipts++;
+            g->fallback += status == RECEIPT_STATUS_FALLBACK;
+            g->clean += status == RECEIPT_STATUS_CLEAN;
+            g->unproven += status == RECEIPT_STATUS_UNPROVEN;
+            for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+                if (bits >> i & 1)
+                    store_agg_counter_add(
+                        &g->c[i], (uint64_t)sqlite3_column_int64(st, 5 + i));
+        }
+    }
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "run a query");
+    return 0;
+}
+
+static int
+run_sql(struct store *s, const char *sql, const struct store_filter *f,
+        int64_t lo, int64_t hi, enum reader how, struct store_agg *a,
+        struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    bind_filters(st, f);
+    bind_i64(st, ":lo", lo);
+    bind_i64(st, ":hi", hi);
+    rc = read_rows(s, st, how, a, err);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Receipts with lo <= received_at < hi (no bounds when !bounded). */
+static int
+from_receipts(struct store *s, const struct store_filter *f, int group_by,
+              unsigned flags, int bounded, int64_t lo, int64_t hi,
+              struct store_agg *a, struct proto_err *err)
+{
+    char sql[4096];
+    size_t n = 0, cap = sizeof(sql);
+    int i;
+
+    ADD("SELECT %s", group_keys[group_by]);
+    if (flags & STORE_AGG_COUNTERS) {
+        ADD(", status, schema_version, counter_coverage");
+        for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+            ADD(", %s", receipt_counters[i].field);
+    } else {
+        ADD(", count(*), sum(status = %d), sum(status = %d), "
+            "sum(status = %d)",
+            RECEIPT_STATUS_FALLBACK, RECEIPT_STATUS_CLEAN,
+            RECEIPT_STATUS_UNPROVEN);
+    }
+    /* An edge is at most an hour of receipts: its time range is always the
+     * narrowest index, whatever the other filters. */
+    ADD(" FROM receipts%s WHERE 1", bounded && !(flags & STORE_AGG_SCAN)
+                                        ? " INDEXED BY receipts_received_at"
+                                        : "");
+    n = add_filters(sql, cap, n, f);
+    if (bounded)
+        ADD(" AND received_at >= :lo AND received_at < :hi");
+    if (!(flags & STORE_AGG_COUNTERS))
+        ADD(" GROUP BY 1, 2");
+    if (n >= cap)
+        return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
+    return run_sql(s, sql, f, lo, hi,
+                   flags & STORE_AGG_COUNTERS ? READ_RECEIPT : READ_COUNTS, a,
+                   err);
+}
+
+/* Rollups of buckets lo <= bucket < hi. */
+static int
+from_rollups(struct store *s, const struct store_filter *f, int group_by,
+             unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
+             struct proto_err *err)
+{
+    char sql[16384];
+    size_t n = 0, cap = sizeof(sql);
+
+    ADD("SELECT %s, ", group_keys[group_by]);
+    if (flags & STORE_AGG_COUNTERS) {
+        if (n < cap)
+            n += store_rollup_columns(sql + n, cap - n, "");
+        ADD(" FROM rollups WHERE bucket >= :lo AND bucket < :hi");
+    } else {
+        /* Counts cannot overflow: SQLite may add them up itself. */
+        ADD("sum(receipts), sum(fallback), sum(clean), sum(unproven) FROM "
+            "rollups WHERE bucket >= :lo AND bucket < :hi");
+    }
+    n = add_filters(sql, cap, n, f);
+    if (!(flags & STORE_AGG_COUNTERS))
+        ADD(" GROUP BY 1, 2");
+    if (n >= cap)
+        return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
+    return run_sql(s, sql, f, lo, hi,
+                   flags & STORE_AGG_COUNTERS ? READ_ROLLUP : READ_COUNTS, a,
+                   err);
+}
+
+/* Looks up the string of every group's key. */
+static int
+names(struct store *s, int group_by, struct store_agg *a, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    size_t i;
+    int rc;
+
+    if (group_by == STORE_GROUP_NONE || group_by == STORE_GROUP_BACKENDS)
+        return 0;
+    rc = sqlite3_prepare_v2(
+        store_db(s), "SELECT value FROM strings WHERE id = ?1", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    for (i = 0; i < a->n; i++) {
+        struct store_agg_group *g = &a->groups[i];
+        const void *p = "";
+        size_t len = 0;
+
+        sqlite3_bind_int64(st, 1, g->k1);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            len = (size_t)sqlite3_column_bytes(st, 0);
+            p = sqlite3_column_blob(st, 0);
+            rc = SQLITE_DONE;
+        }
+        if (rc == SQLITE_DONE) {
+            g->name = malloc(len + 1);
+            if (g->name == NULL) {
+                sqlite3_finalize(st);
+                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            }
+            memcpy(g->name, p ? p : "", len);
+            g->name[len] = '\0';
+            g->name_len = len;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE) {
+            rc = store_fail(s, rc, err, "run a query");
+            sqlite3_finalize(st);
+            return rc;
+        }
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int
+agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
+    struct store_agg *a, struct proto_err *err)
+{
+    const int64_t H = STORE_BUCKET_MS;
+    int64_t lo = f->has_since ? clamp_i64(f->since) : 0;
+    int64_t hi = f->has_until ? clamp_i64(f->until) : INT64_MAX;
+    int64_t fb, eb;
+    int rc;
+
+    if (lo >= hi)
+        return 0;
+    if (flags & STORE_AGG_SCAN)
+        return from_receipts(s, f, group_by, flags,
+                             f->has_since || f->has_until, lo, hi, a, err);
+    /* Whole buckets [fb, eb); fb rounds up, eb down. */
+    fb = lo / H + (lo % H != 0);
+    eb = hi / H;
+    if (fb >= eb)
+        return from_receipts(s, f, group_by, flags, 1, lo, hi, a, err);
+    if ((rc = from_rollups(s, f, group_by, flags, fb, eb, a, err)))
+        return rc;
+    if (lo < fb * H &&
+        (rc = from_receipts(s, f, group_by, flags, 1, lo, fb * H, a, err)))
+        return rc;
+    if (eb * H < hi &&
+        (rc = from_receipts(s, f, group_by, flags, 1, eb * H, hi, a, err)))
+        return rc;
+    return 0;
+}
+
+int
+store_query_agg(struct store *s, const struct store_filter *f, int group_by,
+                unsigned flags, uint64_t deadline_ms, struct store_agg *out,
+                struct proto_err *err)
+{
+    int rc;
+
+    if (group_by < 0 || group_by >= STORE_GROUP_COUNT)
+        return proto_err_set(err, PROTO_EINVALID, "group_by", "unknown group");
+    arm(s, deadline_ms);
+    if ((rc = store_exec(s, "BEGIN", err, "begin a read")) == 0) {
+        rc = agg(s, f, group_by, flags, out, err);
+        if (rc == 0)
+            rc = names(s, group_by, out, err);
+        sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
+    }
+    disarm(s);
+    return rc;
+}
+
+/* ---- gaps ---- */
+
+struct walk {
+    struct store_gap g;
+    uint64_t (*ranges)[2];
+    size_t cap;
+    int any;
+    uint64_t prev;
+};
+
+static void
+walk_seq(struct walk *w, uint64_t v)
+{
+    if (!w->any) {
+        w->any = 1;
+        w->g.first_seq = v;
+    } else if (v > w->prev + 1) {
+        w->g.missing += v - w->prev - 1;
+        if (w->g.n_ranges < w->cap) {
+            w->ranges[w->g.n_ranges][0] = w->prev + 1;
+            w->ranges[w->g.n_ranges][1] = v - 1;
+            w->g.n_ranges++;
+        } else {
+            w->g.ranges_truncated = 1;
+        }
+    }
+    w->prev = v;
+    w->g.last_seq = v;
+    w->g.received++;
+}
+
+/* One source: the seqs below 2^63 first, then those above (stored
+ * negative), so that the walk is in unsigned order off the primary key. */
+static int
+walk_source(struct store *s, sqlite3_stmt *const walkst[2], int64_t source_id,
+            struct walk *w, struct proto_err *err)
+{
+    int k, rc;
+
+    for (k = 0; k < 2; k++) {
+        sqlite3_stmt *st = walkst[k];
+
+        sqlite3_bind_int64(st, 1, source_id);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            walk_seq(w, (uint64_t)sqlite3_column_int64(st, 0));
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            return store_fail(s, rc, err, "walk the seqs of a source");
+    }
+    return 0;
+}
+
+enum {
+    GS_NEXT,   /* the next source with seqs */
+    GS_BYNAME, /* the one source of the filter */
+    GS_NAME,
+    GS_WALK_LOW,
+    GS_WALK_HIGH,
+    GS_COUNT
+};
+
+static const char *const gaps_sql[GS_COUNT] = {
+    [GS_NEXT] = "SELECT min(source_id) FROM dedupe WHERE source_id > ?1",
+    [GS_BYNAME] = "SELECT d.source_id FROM strings s JOIN dedupe d ON "
+                  "d.source_id = s.id WHERE s.value = ?1 LIMIT 1",
+    [GS_NAME] = "SELECT value FROM strings WHERE id = ?1",
+    [GS_WALK_LOW] = "SELECT seq FROM dedupe WHERE source_id = ?1 AND seq >= 0 "
+                    "ORDER BY seq",
+    [GS_WALK_HIGH] = "SELECT seq FROM dedupe WHERE source_id = ?1 AND seq < 0 "
+                     "ORDER BY seq",
+};
+
+/* The next source id after prev (the filter's only source when f->source);
+ * 0 when there is none. */
+static int
+next_source(struct store *s, sqlite3_stmt *const *st,
+            const struct store_filter *f, int64_t prev, int64_t *id,
+            struct proto_err *err)
+{
+    sqlite3_stmt *q = f->source ? st[GS_BYNAME] : st[GS_NEXT];
+    int rc;
+
+    *id = 0;
+    if (f->source && prev != 0)
+        return 0;
+    if (f->source)
+        sqlite3_bind_blob(q, 1, f->source_len ? f->source : "",
+                          (int)f->source_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(q, 1, prev);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(q, 0);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_reset(q);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "find a source");
+    return 0;
+}
+
+int
+store_query_gaps(struct store *s, const struct store_filter *f,
+                 uint64_t deadline_ms, store_gap_cb cb, void *arg,
+                 int *truncated, struct proto_err *err)
+{
+    sqlite3_stmt *st[GS_COUNT] = { 0 };
+    struct walk w;
+    int64_t id = 0;
+    uint32_t got = 0;
+    int rc = 0, i;
+
+    *truncated = 0;
+    memset(&w, 0, sizeof(w));
+    w.cap = f->limit;
+    w.ranges = malloc(w.cap * sizeof(*w.ranges));
+    if (w.ranges == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    arm(s, deadline_ms);
+    if ((rc = store_exec(s, "BEGIN", err, "begin a read")) != 0)
+        goto out;
+    for (i = 0; i < GS_COUNT; i++) {
+        int prc =
+            sqlite3_prepare_v2(store_db(s), gaps_sql[i], -1, &st[i], NULL);
+        if (prc != SQLITE_OK) {
+            rc = store_fail(s, prc, err, "prepare a query");
+            goto end;
+        }
+    }
+    for (;;) {
+        if ((rc = next_source(s, st, f, id, &id, err)) != 0 || id == 0)
+            break;
+        if (got == f->limit) {
+            *truncated = 1;
+            break;
+        }
+        memset(&w.g, 0, sizeof(w.g));
+        w.any = 0;
+        w.g.ranges = (const uint64_t(*)[2])w.ranges;
+        if ((rc = walk_source(s, &st[GS_WALK_LOW], id, &w, err)) != 0)
+            break;
+        sqlite3_bind_int64(st[GS_NAME], 1, id);
+        rc = sqlite3_step(st[GS_NAME]);
+        if (rc != SQLITE_ROW) {
+            sqlite3_reset(st[GS_NAME]);
+            rc = store_fail(s, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, err,
+                            "name a source");
+            break;
+        }
+        w.g.source.ptr = sqlite3_column_blob(st[GS_NAME], 0);
+        w.g.source.len = (size_t)sqlite3_column_bytes(st[GS_NAME], 0);
+        if (w.g.source.ptr == NULL)
+            w.g.source.ptr = "";
+        if (w.g.ranges_truncated)
+            *truncated = 1;
+        got++;
+        rc = cb(arg, &w.g);
+        sqlite3_reset(st[GS_NAME]);
+        if (rc != 0)
+            break;
+    }
+end:
+    for (i = 0; i < GS_COUNT; i++)
+        sqlite3_finalize(st[i]);
+    sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
+out:
+    disarm(s);
+    free(w.ranges);
+    return rc;
+}
+
+/* ---- quarantine ---- */
+
+static void
+column_text(sqlite3_stmt *st, int col, struct proto_str *out)
+{
+    out->ptr = (const char *)sqlite3_column_blob(st, col);
+    out->len = (size_t)sqlite3_column_bytes(st, col);
+    if (out->ptr == NULL)
+        out->ptr = "";
+}
+
+int
+store_query_quarantine(struct store *s, const struct store_filter *f,
+                       int has_id, uint64_t id, int with_raw,
+                       uint64_t deadline_ms, store_qrow_cb cb, void *arg,
+                       int *truncated, struct proto_err *err)
+{
+    char sql[1024];
+    size_t n = 0, cap = sizeof(sql);
+    struct store_qrow q;
+    sqlite3_stmt *st;
+    uint32_t got = 0;
+    int rc;
+
+    *truncated = 0;
+    ADD("SELECT q.id, q.received_at, src.value, q.op, q.code, q.path, "
+        "q.message, q.size%s FROM quarantine q JOIN strings src ON src.id = "
+        "q.source_id WHERE 1",
+        with_raw ? ", q.raw" : "");
+    if (has_id)
+        ADD(" AND q.id = :id");
+    if (f->source)
+        ADD(" AND q.source_id = (SELECT id FROM strings WHERE value = "
+            ":source)");
+    if (f->has_since)
+        ADD(" AND q.received_at >= :since");
+    if (f->has_until)
+        ADD(" AND q.received_at < :until");
+    ADD(" ORDER BY q.id DESC LIMIT :limit");
+    if (n >= cap)
+        return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
+    rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    bind_i64(st, ":id", clamp_i64(id));
+    if (f->source)
+        bind_blob(st, ":source", f->source, f->source_len);
+    bind_i64(st, ":since", clamp_i64(f->since));
+    bind_i64(st, ":until", clamp_i64(f->until));
+    bind_i64(st, ":limit", (int64_t)f->limit + 1);
+    arm(s, deadline_ms);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (got == f->limit) {
+            *truncated = 1;
+            rc = SQLITE_DONE;
+            break;
+        }
+        memset(&q, 0, sizeof(q));
+        q.id = sqlite3_column_int64(st, 0);
+        q.received_at = sqlite3_column_int64(st, 1);
+        column_text(st, 2, &q.source);
+        column_text(st, 3, &q.op);
+        column_text(st, 4, &q.code);
+        column_text(st, 5, &q.path);
+        column_text(st, 6, &q.message);
+        q.size = (uint64_t)sqlite3_column_int64(st, 7);
+        if (with_raw) {
+            q.raw = sqlite3_column_blob(st, 8);
+            q.raw_len = (size_t)sqlite3_column_bytes(st, 8);
+            if (q.raw == NULL)
+                q.raw = "";
+        }
+        got++;
+        if ((rc = cb(arg, &q)) != 0) {
+            disarm(s);
+            sqlite3_finalize(st);
+            return rc;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        rc = store_fail(s, rc, err, "run a query");
+    else
+        rc = 0;
+    disarm(s);
+    sqlite3_finalize(st);
+    return rc;
+}
+#undef ADD
