@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -496,6 +497,93 @@ START_TEST(test_e2e_write_keeps_source_of_its_time)
     }
     msgpack_sbuffer_destroy(&sb);
     free(body);
+    close(fd);
+}
+END_TEST
+
+/* Sends a receipts query with one unsigned filter and one string filter
+ * (either may be NULL) and returns the number of rows. */
+static uint32_t
+count_rows(int fd, uint64_t id, const char *ukey, uint64_t uval,
+           const char *skey, const char *sval)
+{
+    struct e2e_reply rep;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint32_t n;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1 + (ukey != NULL) + (skey != NULL));
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "receipts");
+    if (ukey != NULL) {
+        envelope_pack_cstr(&pk, ukey);
+        msgpack_pack_uint64(&pk, uval);
+    }
+    if (skey != NULL) {
+        envelope_pack_cstr(&pk, skey);
+        envelope_pack_cstr(&pk, sval);
+    }
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    expect_ok(fd, id, &rep);
+    n = rows_of(&rep)->via.array.size;
+    e2e_reply_free(&rep);
+    return n;
+}
+
+START_TEST(test_e2e_query_filters_select_rows)
+{
+    struct e2e_receipt a = { .schema = 3,
+                             .requested = "cuda",
+                             .executed = "cpu",
+                             .model = "m-1",
+                             .graph = "g-1" };
+    struct e2e_receipt b = { .schema = 2,
+                             .requested = "metal",
+                             .executed = "metal",
+                             .model = "m-2",
+                             .graph = "g-2",
+                             .coverage = 0x40 };
+    struct e2e_reply rep;
+    uint64_t now;
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    send_receipt(fd, 1, 0, 0, &a, &rep);
+    now = e2e_get_uint(rep.r.result, "receipt_id");
+    ck_assert_uint_ne(now, UINT64_MAX);
+    e2e_reply_free(&rep);
+    send_receipt(fd, 2, 0, 0, &b, &rep);
+    e2e_reply_free(&rep);
+    now = (uint64_t)time(NULL) * 1000u;
+
+    ck_assert_uint_eq(count_rows(fd, 3, NULL, 0, NULL, NULL), 2);
+    ck_assert_uint_eq(count_rows(fd, 4, NULL, 0, "requested", "cuda"), 1);
+    ck_assert_uint_eq(count_rows(fd, 5, NULL, 0, "executed", "metal"), 1);
+    ck_assert_uint_eq(count_rows(fd, 6, NULL, 0, "model", "m-2"), 1);
+    ck_assert_uint_eq(count_rows(fd, 7, NULL, 0, "graph", "g-1"), 1);
+    ck_assert_uint_eq(count_rows(fd, 8, NULL, 0, "status", "fallback"), 1);
+    ck_assert_uint_eq(count_rows(fd, 9, NULL, 0, "status", "unproven"), 0);
+    ck_assert_uint_eq(count_rows(fd, 10, "since", now - 60000, NULL, NULL), 2);
+    ck_assert_uint_eq(count_rows(fd, 11, "since", now + 3600000, NULL, NULL),
+                      0);
+    ck_assert_uint_eq(count_rows(fd, 12, "until", now - 60000, NULL, NULL), 0);
+    ck_assert_uint_eq(count_rows(fd, 13, "until", now + 3600000, NULL, NULL),
+                      2);
+    ck_assert_uint_eq(count_rows(fd, 14, NULL, 0, "source", ""), 2);
+    /* a backend that does not exist is the caller's mistake */
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 15, 0, 0,
+                                 "\x82\xa4kind\xa8receipts\xa9requested"
+                                 "\xa3tpu",
+                                 29),
+                     0);
+    expect_err(fd, PROTO_EINVALID, "requested", &rep);
+    e2e_reply_free(&rep);
     close(fd);
 }
 END_TEST
@@ -1484,6 +1572,7 @@ suite(void)
         { "receipt_read_back", test_e2e_receipt_stored_and_read_back, 0 },
         { "unknown_keys", test_e2e_unknown_keys_kept_and_read_back, 0 },
         { "query_timeout", test_e2e_slow_query_is_interrupted, 0 },
+        { "filters", test_e2e_query_filters_select_rows, 0 },
         { "pipelining", test_e2e_pipelined_replies_in_order, 0 },
         { "source_of_its_time", test_e2e_write_keeps_source_of_its_time, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
