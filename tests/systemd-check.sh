@@ -30,16 +30,16 @@ trap 'rm -rf "$stage"' EXIT INT TERM
 host_units=/usr/lib/systemd/system
 [ -d "$host_units" ] || host_units=/lib/systemd/system
 mkdir -p "$stage/usr/lib/systemd" "$stage/etc/systemd/system" \
-	"$stage/usr/bin" "$stage/bin" "$stage/usr/share/man/man8" \
+	"$stage/usr/bin" "$stage/usr/sbin" "$stage/bin" "$stage/usr/share/man/man8" \
 	"$stage/usr/share/man/man5"
 cp -a "$host_units" "$stage/usr/lib/systemd/"
 cp "$units/receiptd.service" "$units/receiptd.socket" \
 	"$stage/etc/systemd/system/"
 if [ -n "$binary" ] && [ -x "$binary" ]; then
-	cp "$binary" "$stage/usr/bin/receiptd"
+	cp "$binary" "$stage/usr/sbin/receiptd"
 else
-	printf '#!/bin/sh\nexit 0\n' >"$stage/usr/bin/receiptd"
-	chmod 755 "$stage/usr/bin/receiptd"
+	printf '#!/bin/sh\nexit 0\n' >"$stage/usr/sbin/receiptd"
+	chmod 755 "$stage/usr/sbin/receiptd"
 fi
 # ExecReload= runs /bin/kill (procps); `command -v kill` names the builtin.
 for k in /bin/kill /usr/bin/kill; do
