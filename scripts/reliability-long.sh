@@ -1,6 +1,7 @@
 #!/bin/sh
 # The long reliability runs, outside CI (CI runs the short variants through
-# ctest): 1,000 kills of the daemon under load, the hostile corpus, and the
+# ctest): 1,000 kills of the daemon under load, every I/O fault injected into
+# the real daemon (CI takes every fifth), the hostile corpus, and the
 # power-loss, I/O-fault and allocation-failure sweeps, in the normal build
 # and, with --sanitize, under AddressSanitizer and UBSan.
 #   scripts/reliability-long.sh [--sanitize] [KILLS]
@@ -24,6 +25,8 @@ cmake --build "$build" -j "$(nproc)" --target receiptd e2e_killloop \
 	e2e_hostile e2e_powerloss e2e_writer_only check_powerloss check_fault \
 	check_oom check_hostile
 
+# Every I/O fault injected into the real daemon, not every fifth.
+export RELIABILITY_FAULT_STRIDE=1
 for t in check_powerloss check_fault check_oom check_hostile e2e_hostile \
 	e2e_powerloss e2e_writer_only; do
 	echo "== $t"
