@@ -722,6 +722,7 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
     w->receipt_id = 0;
     w->evicted = 0;
     w->refused = 0;
+    store_rollup_discard(s->rollup);
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      &source_id, err)))
         return rc;
@@ -740,6 +741,8 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
             w->status = receipt_status(&w->receipts[i]);
         }
     }
+    if ((rc = store_rollup_flush(s, s->rollup, err)))
+        return rc;
     if (w->apply_cb != NULL && (rc = w->apply_cb(w->apply_arg, s, w, err)))
         return rc;
     for (i = 0; i < w->n_quarantine; i++)

@@ -38,11 +38,18 @@ struct store_rollup_key {
     int64_t received_at;
 };
 
-/* Adds r to its rollup row inside the writer's transaction; *rup holds the
- * prepared statements, made on first use (free with store_rollup_free). */
+/* Adds r to the pending sums of its rollup row; *rup holds the prepared
+ * statements and the sums, made on first use (free with
+ * store_rollup_free). store_rollup_flush writes the pending sums into the
+ * rollups table inside the writer's transaction, before the write ends;
+ * store_rollup_discard drops them (a failed write). NULL is a no-op for
+ * both. */
 int store_rollup_add(struct store *s, struct store_rollup **rup,
                      const struct store_rollup_key *k, const struct receipt *r,
                      struct proto_err *err);
+int store_rollup_flush(struct store *s, struct store_rollup *ru,
+                       struct proto_err *err);
+void store_rollup_discard(struct store_rollup *ru);
 void store_rollup_free(struct store_rollup *ru);
 
 /* The rollup figure columns, each name after prefix ("r."), in the order

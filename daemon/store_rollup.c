@@ -7,8 +7,10 @@
  * extremes compared as unsigned: SQLite has neither), and the row is
  * written back; because all of it happens in the transaction (and the
  * savepoint) of the receipt insert, a rollback undoes both and the rollups
- * stay exactly the sum of the stored receipts. Nothing is cached between
- * receipts, so a rollback needs no cleanup here.
+ * stay exactly the sum of the stored receipts. The receipts of one write
+ * are first summed per key in memory and written when the write ends
+ * (store_apply calls store_rollup_flush before it returns), so a batch
+ * costs a few row updates; nothing is kept from one write to the next.
  *
  * Pruning old receipts (later work) subtracts counts and sums from the
  * rollup of each receipt's bucket; min and max cannot be subtracted, so
@@ -25,8 +27,18 @@
 /* Columns per counter in the rollups table: _n, _lo, _hi, _min, _max. */
 #define PER_COUNTER 5
 
+/* Distinct keys one write may hold before they are written out early. */
+#define PENDING_MAX 64
+
+struct pending {
+    struct store_rollup_key k; /* received_at holds the bucket start */
+    struct store_agg_group g;
+};
+
 struct store_rollup {
     sqlite3_stmt *get, *put, *upd;
+    struct pending pend[PENDING_MAX];
+    int n_pend;
 };
 
 void
@@ -210,16 +222,92 @@ bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
     sqlite3_bind_int64(st, 7, k->received_at / STORE_BUCKET_MS);
 }
 
+static int
+key_eq(const struct store_rollup_key *a, const struct store_rollup_key *b)
+{
+    return a->plan_id == b->plan_id && a->graph_id == b->graph_id &&
+           a->model_id == b->model_id && a->source_id == b->source_id &&
+           a->requested == b->requested && a->executed == b->executed &&
+           a->received_at == b->received_at;
+}
+
+/* Merges one pending key into its row: read, add, write back. */
+static int
+write_pending(struct store *s, struct store_rollup *ru, const struct pending *p,
+              struct proto_err *err)
+{
+    struct store_agg_group g;
+    int64_t id = 0;
+    sqlite3_stmt *st;
+    int rc, i;
+
+    memset(&g, 0, sizeof(g));
+    st = ru->get;
+    bind_key(st, &p->k);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        id = sqlite3_column_int64(st, 0);
+        store_rollup_read(st, 1, &g);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "read a rollup");
+    g.receipts += p->g.receipts;
+    g.fallback += p->g.fallback;
+    g.clean += p->g.clean;
+    g.unproven += p->g.unproven;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        store_agg_counter_merge(&g.c[i], &p->g.c[i]);
+    if (id != 0) {
+        st = ru->upd;
+        sqlite3_bind_int64(st, 1, id);
+        bind_figures(st, 2, &g);
+    } else {
+        st = ru->put;
+        bind_key(st, &p->k);
+        bind_figures(st, 8, &g);
+    }
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "update a rollup");
+    return 0;
+}
+
+int
+store_rollup_flush(struct store *s, struct store_rollup *ru,
+                   struct proto_err *err)
+{
+    int i, rc = 0;
+
+    if (ru == NULL)
+        return 0;
+    for (i = 0; i < ru->n_pend && rc == 0; i++)
+        rc = write_pending(s, ru, &ru->pend[i], err);
+    /* On failure the caller rolls the write back, rows and rollups alike,
+     * so what was pending is dropped either way. */
+    ru->n_pend = 0;
+    return rc;
+}
+
+void
+store_rollup_discard(struct store_rollup *ru)
+{
+    if (ru != NULL)
+        ru->n_pend = 0;
+}
+
 int
 store_rollup_add(struct store *s, struct store_rollup **rup,
                  const struct store_rollup_key *k, const struct receipt *r,
                  struct proto_err *err)
 {
     struct store_rollup *ru = *rup;
-    struct store_agg_group g;
+    struct store_rollup_key bk = *k;
+    struct pending *p = NULL;
     uint64_t bits;
-    int64_t id = 0;
-    sqlite3_stmt *st;
     int rc, i, status;
 
     if (ru == NULL) {
@@ -232,44 +320,31 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
         }
         *rup = ru;
     }
-    memset(&g, 0, sizeof(g));
-    st = ru->get;
-    bind_key(st, k);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        id = sqlite3_column_int64(st, 0);
-        store_rollup_read(st, 1, &g);
-        rc = SQLITE_DONE;
+    /* Receipts of one write share their time and source and mostly their
+     * model, plan and backends: summing them here first turns a batch into
+     * a few row updates instead of one per receipt. */
+    bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
+    for (i = 0; i < ru->n_pend && p == NULL; i++)
+        if (key_eq(&ru->pend[i].k, &bk))
+            p = &ru->pend[i];
+    if (p == NULL) {
+        if (ru->n_pend == PENDING_MAX &&
+            (rc = store_rollup_flush(s, ru, err)) != 0)
+            return rc;
+        p = &ru->pend[ru->n_pend++];
+        memset(p, 0, sizeof(*p));
+        p->k = bk;
     }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return store_fail(s, rc, err, "read a rollup");
-
     status = receipt_status(r);
-    g.receipts++;
-    g.fallback += status == RECEIPT_STATUS_FALLBACK;
-    g.clean += status == RECEIPT_STATUS_CLEAN;
-    g.unproven += status == RECEIPT_STATUS_UNPROVEN;
+    p->g.receipts++;
+    p->g.fallback += status == RECEIPT_STATUS_FALLBACK;
+    p->g.clean += status == RECEIPT_STATUS_CLEAN;
+    p->g.unproven += status == RECEIPT_STATUS_UNPROVEN;
     /* Bits beyond the receipt's schema are kept in the receipt but mean
      * nothing, so they count as neither measured nor a value. */
     bits = r->counter_coverage & receipt_meaningful_bits(r->schema_version);
     for (i = 0; i < RECEIPT_NCOUNTERS; i++)
         if (bits >> i & 1)
-            store_agg_counter_add(&g.c[i], r->counters[i]);
-
-    if (id != 0) {
-        st = ru->upd;
-        sqlite3_bind_int64(st, 1, id);
-        bind_figures(st, 2, &g);
-    } else {
-        st = ru->put;
-        bind_key(st, k);
-        bind_figures(st, 8, &g);
-    }
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc != SQLITE_DONE)
-        return store_fail(s, rc, err, "update a rollup");
+            store_agg_counter_add(&p->g.c[i], r->counters[i]);
     return 0;
 }
