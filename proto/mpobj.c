@@ -80,8 +80,9 @@ mpobj_uint(const msgpack_object *o, uint64_t max, uint64_t *out,
     return 0;
 }
 
-int
-mpobj_utf8_valid(const char *buf, size_t len)
+/* The offset of the first byte that is not valid UTF-8, or len. */
+static size_t
+utf8_bad(const char *buf, size_t len)
 {
     const unsigned char *s = (const unsigned char *)buf;
     size_t i = 0, n, k;
@@ -115,20 +116,26 @@ mpobj_utf8_valid(const char *buf, size_t len)
             cp = s[i] & 0x07;
             min = 0x10000;
         } else {
-            return 0;
+            return i;
         }
         if (len - i - 1 < n)
-            return 0;
+            return i;
         for (k = 1; k <= n; k++) {
             if ((s[i + k] & 0xc0) != 0x80)
-                return 0;
+                return i;
             cp = (cp << 6) | (s[i + k] & 0x3f);
         }
         if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
+            return i;
         i += n + 1;
     }
-    return 1;
+    return len;
+}
+
+int
+mpobj_utf8_valid(const char *buf, size_t len)
+{
+    return utf8_bad(buf, len) == len;
 }
 
 int
@@ -136,7 +143,7 @@ mpobj_str(const msgpack_object *o, size_t max_len, struct proto_str *out,
           struct proto_err *err)
 {
     const char *p;
-    size_t n;
+    size_t n, bad;
 
     if (o->type == MSGPACK_OBJECT_STR) {
         p = o->via.str.ptr;
@@ -153,9 +160,11 @@ mpobj_str(const msgpack_object *o, size_t max_len, struct proto_str *out,
                              "expected a string of at most %zu bytes, got "
                              "%zu bytes",
                              max_len, n);
-    if (!mpobj_utf8_valid(p, n))
+    if ((bad = utf8_bad(p, n)) != n)
         return proto_err_set(err, PROTO_EINVALID, NULL,
-                             "expected a valid UTF-8 string");
+                             "expected a valid UTF-8 string, got a byte "
+                             "sequence that is not UTF-8 at byte %zu",
+                             bad);
     /* An empty string may come with a NULL pointer; callers get a real
      * one, so that memcpy and printf("%.*s") need no special case. */
     out->ptr = n > 0 ? p : "";

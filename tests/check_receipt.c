@@ -879,7 +879,8 @@ gen_field(const struct tfield *f, unsigned s, int tm, int nm, int full)
         c->want_str = "abc";
         c = add_case(s, tm, nm, M_RAW, f->path, RAW("\xa2\xc3\x28"),
                      PROTO_EINVALID, f->path);
-        c->want_msg = "UTF-8";
+        c->want_msg = "expected a valid UTF-8 string, got a byte sequence "
+                      "that is not UTF-8 at byte 0";
         add_case(s, tm, nm, M_RAW, f->path, RAW("\xa2\xc0\xaf"), PROTO_EINVALID,
                  f->path);
         add_case(s, tm, nm, M_RAW, f->path, RAW("\xa3\xed\xa0\x80"),
@@ -890,10 +891,11 @@ gen_field(const struct tfield *f, unsigned s, int tm, int nm, int full)
                  f->path);
         /* Invalid bytes after and inside runs of ASCII (the validator
          * skips ASCII in words). */
-        add_case(s, tm, nm, M_RAW, f->path,
-                 RAW("\xaa"
-                     "abcdefgh\xc3\x28"),
-                 PROTO_EINVALID, f->path);
+        c = add_case(s, tm, nm, M_RAW, f->path,
+                     RAW("\xaa"
+                         "abcdefgh\xc3\x28"),
+                     PROTO_EINVALID, f->path);
+        c->want_msg = "not UTF-8 at byte 8";
         add_case(s, tm, nm, M_RAW, f->path,
                  RAW("\xb1"
                      "abcdefghijklmno\x80"
