@@ -176,7 +176,9 @@ query_agg_fallbacks(struct store *s, const struct store_filter *f, int group_by,
         store_agg_free(&a);
         return rc;
     }
-    qsort(a.groups, a.n, sizeof(*a.groups), by_fallbacks_cb);
+    /* No groups means no array: qsort must not be handed NULL. */
+    if (a.n > 0)
+        qsort(a.groups, a.n, sizeof(*a.groups), by_fallbacks_cb);
     msgpack_sbuffer_init(&rb);
     msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
     for (i = 0; i < a.n && nrows < f->limit && !failed; i++) {
@@ -281,7 +283,8 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
         store_agg_free(&a);
         return rc;
     }
-    qsort(a.groups, a.n, sizeof(*a.groups), by_name_cb);
+    if (a.n > 0)
+        qsort(a.groups, a.n, sizeof(*a.groups), by_name_cb);
     msgpack_sbuffer_init(&rb);
     msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
     for (i = 0; i < a.n && !truncated && !failed; i++)
