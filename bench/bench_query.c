@@ -1,0 +1,453 @@
+/*
+ * bench_query.c: latency of the `fallbacks` and `coverage` queries on a
+ * large store, next to a plain full-scan SQL query that computes the same
+ * figures from the receipts table, on the same file in the same run.
+ *
+ *   bench_query [--receipts 10000000] [--hours 168] [--sources 64]
+ *               [--runs 30] [--scan-runs 3] [--db PATH] [--verify]
+ *
+ * 1. Build: unless --db names a file that already holds the receipts, a
+ *    fresh store is filled through the store module (store_apply, the
+ *    writer's own path, rollups included) in large transactions: receipts
+ *    spread evenly over `hours` hours of received_at, each source running
+ *    one model, plan and graph, with three backend pairs (matched, a
+ *    fallback to cpu, wgpu-vulkan) and mixed schemas and coverage.
+ * 2. Queries: with a read-only store, each case runs `runs` times through
+ *    query_agg (the daemon's code: rollups, edge scans, sorting, msgpack
+ *    encoding); p50 and p99 in milliseconds.
+ * 3. Baseline: the same case as one plain SQL statement over the receipts
+ *    (GROUP BY, with total() for sums since SQLite's sum() fails past
+ *    2^63), `scan-runs` times; p50, p99 and the ratio of the p50s.
+ * 4. --verify: compares the rollup answer of every case with the store's
+ *    forced full scan (STORE_AGG_SCAN) and prints whether they are equal.
+ *
+ * A benchmark asserts nothing; it prints figures. Single-threaded.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+#include <sqlite3.h>
+
+#include "envelope.h"
+#include "query_agg.h"
+#include "receipt.h"
+#include "store.h"
+#include "store_agg.h"
+
+#define HOUR_MS 3600000LL
+#define PER_TXN 50000
+#define PER_JOB 100
+
+static long opt_receipts = 10000000, opt_hours = 168, opt_sources = 64;
+static int opt_runs = 30, opt_scan_runs = 3, opt_verify;
+static const char *opt_db;
+
+static double
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void
+fail(const char *what, const struct proto_err *err)
+{
+    fprintf(stderr, "bench_query: %s: %s\n", what, err->message);
+    exit(1);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t
+next(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static const char *const plans[] = { "plan-a", "plan-b", "plan-c", "plan-d",
+                                     "plan-e", "plan-f", "plan-g", "plan-h" };
+static const char *const graphs[] = { "g-1", "g-2", "g-3", "" };
+static const char *const models[] = { "llama-8b", "llama-70b", "mistral-7b",
+                                      "qwen-14b", "phi-3",     "gemma-9b" };
+
+static void
+set_str(struct proto_str *s, const char *p)
+{
+    s->ptr = p;
+    s->len = strlen(p);
+}
+
+static void
+make_receipt(struct receipt *r, long src)
+{
+    static const uint8_t pairs[3][2] = {
+        { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CUDA },
+        { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CPU },
+        { RECEIPT_BACKEND_WGPU_VULKAN, RECEIPT_BACKEND_WGPU_VULKAN },
+    };
+    uint64_t x = next();
+    int i, p = x % 100 < 80 ? 0 : x % 100 < 90 ? 1 : 2;
+
+    memset(r, 0, sizeof(*r));
+    r->schema_version = (x >> 8) % 4 == 0 ? 2 : 3;
+    r->requested_backend = pairs[p][0];
+    r->executed_backend = pairs[p][1];
+    set_str(&r->model_instance_id, models[src % 6]);
+    set_str(&r->prepared_plan_id, plans[src % 8]);
+    set_str(&r->graph_hash, graphs[(src / 8) % 4]);
+    set_str(&r->tuning_profile, "default");
+    set_str(&r->stop_reason, "eos");
+    r->counter_coverage = next() & receipt_meaningful_bits(r->schema_version);
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        r->counters[i] = i == 6 ? (p == 1) : next() >> (i % 40 + 20);
+}
+
+static void
+build(const char *path)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct receipt rs[PER_JOB];
+    struct store_write w;
+    struct proto_err err;
+    struct store *s;
+    char source[32];
+    long done = 0, src;
+    int64_t t0 = (int64_t)time(NULL) * 1000 - opt_hours * HOUR_MS;
+    double start = now_ms();
+    int i;
+
+    if (store_open(path, &o, &s, &err) != 0)
+        fail("open", &err);
+    while (done < opt_receipts) {
+        if (store_begin(s, &err) != 0)
+            fail("begin", &err);
+        for (i = 0; i < PER_TXN / PER_JOB && done < opt_receipts; i++) {
+            int j, n = opt_receipts - done < PER_JOB
+                           ? (int)(opt_receipts - done)
+                           : PER_JOB;
+
+            src = (long)(next() % (uint64_t)opt_sources);
+            snprintf(source, sizeof(source), "node-%ld/rt-1", src);
+            for (j = 0; j < n; j++)
+                make_receipt(&rs[j], src);
+            memset(&w, 0, sizeof(w));
+            w.op = PROTO_OP_RECEIPTS;
+            w.source = source;
+            w.source_len = strlen(source);
+            w.received_at = t0 + (int64_t)((double)done / (double)opt_receipts *
+                                           (double)(opt_hours * HOUR_MS));
+            w.receipts = rs;
+            w.n_receipts = (size_t)n;
+            if (store_apply(s, &w, &err) != 0)
+                fail("apply", &err);
+            done += n;
+        }
+        if (store_commit(s, &err) != 0)
+            fail("commit", &err);
+        if (done % 1000000 < PER_TXN)
+            fprintf(stderr, "  built %ld receipts, %.0f/s\n", done,
+                    (double)done / (now_ms() - start) * 1e3);
+    }
+    printf("build: %ld receipts in %.1f s (%.0f receipts/s, rollups "
+           "included)\n",
+           opt_receipts, (now_ms() - start) / 1e3,
+           (double)opt_receipts / (now_ms() - start) * 1e3);
+    store_free(s);
+}
+
+struct bcase {
+    const char *name;
+    int coverage; /* else fallbacks */
+    int group_by;
+    const char *plan, *model;
+    int ranged; /* the last day, cut off the hour on both sides */
+    const char *sql_group, *sql_where;
+};
+
+static struct bcase cases[] = {
+    { "fallbacks by plan, all", 0, STORE_GROUP_PLAN, NULL, NULL, 0, "plan_id",
+      "" },
+    { "fallbacks by backends, plan + 24h", 0, STORE_GROUP_BACKENDS, "plan-c",
+      NULL, 1, "requested_backend, executed_backend", "" },
+    { "coverage, all", 1, STORE_GROUP_NONE, NULL, NULL, 0, NULL, "" },
+    { "coverage by model, all", 1, STORE_GROUP_MODEL, NULL, NULL, 0, "model_id",
+      "" },
+    { "coverage, model + 24h", 1, STORE_GROUP_NONE, NULL, "mistral-7b", 1, NULL,
+      "" },
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static int64_t range_since, range_until;
+
+static void
+filter_of(const struct bcase *c, struct store_filter *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->requested = f->executed = f->status = -1;
+    f->limit = 10000;
+    if (c->plan) {
+        f->plan = c->plan;
+        f->plan_len = strlen(c->plan);
+    }
+    if (c->model) {
+        f->model = c->model;
+        f->model_len = strlen(c->model);
+    }
+    if (c->ranged) {
+        f->has_since = f->has_until = 1;
+        f->since = (uint64_t)range_since;
+        f->until = (uint64_t)range_until;
+    }
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static double
+pct(double *v, int n, double p)
+{
+    int i = (int)(p * (n - 1) + 0.5);
+
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return v[i < n ? i : n - 1];
+}
+
+/* The plain SQL of a case: one GROUP BY over the receipts table. */
+static void
+plain_sql(const struct bcase *c, char *sql, size_t cap)
+{
+    size_t n = 0;
+    int i;
+
+#define ADD(...)                                                               \
+    n += (size_t)snprintf(sql + n, n < cap ? cap - n : 0, __VA_ARGS__)
+    ADD("SELECT %s%scount(*), sum(status = 0), sum(status = 1), "
+        "sum(status = 2)",
+        c->sql_group ? c->sql_group : "", c->sql_group ? ", " : "");
+    if (c->coverage)
+        for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+            const char *f = receipt_counters[i].field;
+            char cond[96];
+
+            if (i < 10)
+                snprintf(cond, sizeof(cond), "(counter_coverage >> %d & 1)", i);
+            else
+                snprintf(cond, sizeof(cond),
+                         "(counter_coverage >> %d & 1 AND schema_version >= "
+                         "3)",
+                         i);
+            ADD(", sum(%s), total(CASE WHEN %s THEN %s END), min(CASE WHEN "
+                "%s THEN %s END), max(CASE WHEN %s THEN %s END)",
+                cond, cond, f, cond, f, cond, f);
+        }
+    ADD(" FROM receipts WHERE 1");
+    if (c->plan)
+        ADD(" AND plan_id = (SELECT id FROM strings WHERE value = "
+            "CAST('%s' AS BLOB))",
+            c->plan);
+    if (c->model)
+        ADD(" AND model_id = (SELECT id FROM strings WHERE value = "
+            "CAST('%s' AS BLOB))",
+            c->model);
+    if (c->ranged)
+        ADD(" AND received_at >= %lld AND received_at < %lld",
+            (long long)range_since, (long long)range_until);
+    if (c->sql_group)
+        ADD(" GROUP BY %s", c->sql_group);
+#undef ADD
+}
+
+static double
+run_plain(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    double t = now_ms();
+    int rc, rows = 0;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(db));
+        exit(1);
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        rows++;
+    if (rc != SQLITE_DONE) {
+        fprintf(stderr, "bench_query: %s\n", sqlite3_errmsg(db));
+        exit(1);
+    }
+    sqlite3_finalize(st);
+    return now_ms() - t;
+}
+
+static int
+same(struct store *s, const struct bcase *c)
+{
+    struct store_agg a = { 0 }, b = { 0 };
+    struct store_filter f;
+    struct proto_err err;
+    size_t i, j;
+    int ok = 1;
+    unsigned fl = c->coverage ? STORE_AGG_COUNTERS : 0;
+
+    filter_of(c, &f);
+    if (store_query_agg(s, &f, c->group_by, fl, 0, &a, &err) != 0 ||
+        store_query_agg(s, &f, c->group_by, fl | STORE_AGG_SCAN, 0, &b, &err) !=
+            0)
+        fail("verify", &err);
+    ok = a.n == b.n;
+    for (i = 0; i < a.n && ok; i++) {
+        for (j = 0; j < b.n; j++)
+            if (a.groups[i].k1 == b.groups[j].k1 &&
+                a.groups[i].k2 == b.groups[j].k2)
+                break;
+        ok = j < b.n && a.groups[i].receipts == b.groups[j].receipts &&
+             a.groups[i].fallback == b.groups[j].fallback &&
+             a.groups[i].clean == b.groups[j].clean &&
+             a.groups[i].unproven == b.groups[j].unproven &&
+             memcmp(a.groups[i].c, b.groups[j].c, sizeof(a.groups[i].c)) == 0;
+    }
+    store_agg_free(&a);
+    store_agg_free(&b);
+    return ok;
+}
+
+static void
+usage(void)
+{
+    fprintf(stderr, "usage: bench_query [--receipts N] [--hours H] "
+                    "[--sources N] [--runs N] [--scan-runs N] [--db PATH] "
+                    "[--verify]\n");
+    exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+    struct store_opts ro = { .readonly = 1 };
+    char path[512], sql[16384];
+    struct proto_err err;
+    struct store *s;
+    struct stat sb;
+    sqlite3 *db;
+    double *lat;
+    size_t k;
+    int i, built = 0;
+
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc && strcmp(a, "--verify") != 0)
+            usage();
+        if (strcmp(a, "--receipts") == 0)
+            opt_receipts = atol(argv[++i]);
+        else if (strcmp(a, "--hours") == 0)
+            opt_hours = atol(argv[++i]);
+        else if (strcmp(a, "--sources") == 0)
+            opt_sources = atol(argv[++i]);
+        else if (strcmp(a, "--runs") == 0)
+            opt_runs = atoi(argv[++i]);
+        else if (strcmp(a, "--scan-runs") == 0)
+            opt_scan_runs = atoi(argv[++i]);
+        else if (strcmp(a, "--db") == 0)
+            opt_db = argv[++i];
+        else if (strcmp(a, "--verify") == 0)
+            opt_verify = 1;
+        else
+            usage();
+    }
+    if (opt_receipts < 1 || opt_hours < 2 || opt_sources < 1 || opt_runs < 1 ||
+        opt_scan_runs < 1)
+        usage();
+    if (opt_db != NULL) {
+        snprintf(path, sizeof(path), "%s", opt_db);
+    } else {
+        snprintf(path, sizeof(path), "%s/bench_query-%ld.db",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
+    }
+    if (stat(path, &sb) != 0) {
+        build(path);
+        built = 1;
+    }
+    if (stat(path, &sb) == 0)
+        printf("store: %s, %.0f MiB\n", path, (double)sb.st_size / 1048576.0);
+
+    /* The last day, cut 17 minutes into an hour at both ends. */
+    range_until =
+        ((int64_t)time(NULL) * 1000 / HOUR_MS - 1) * HOUR_MS + 17 * 60000;
+    range_since = range_until - 24 * HOUR_MS;
+
+    if (store_open(path, &ro, &s, &err) != 0)
+        fail("open read-only", &err);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return 1;
+    lat = calloc((size_t)(opt_runs > opt_scan_runs ? opt_runs : opt_scan_runs),
+                 sizeof(*lat));
+    if (lat == NULL)
+        return 1;
+    printf("%-36s %10s %10s %12s %12s %9s\n", "case", "p50 ms", "p99 ms",
+           "scan p50 ms", "scan p99 ms", "speedup");
+    for (k = 0; k < NCASES; k++) {
+        const struct bcase *c = &cases[k];
+        struct store_filter f;
+        double p50, p99, s50, s99;
+
+        filter_of(c, &f);
+        for (i = 0; i < opt_runs; i++) {
+            msgpack_sbuffer out;
+            msgpack_packer pk;
+            double t;
+            int rc;
+
+            msgpack_sbuffer_init(&out);
+            msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
+            t = now_ms();
+            rc = c->coverage
+                     ? query_agg_coverage(s, &f, c->group_by, 0, &pk, &err)
+                     : query_agg_fallbacks(s, &f, c->group_by, 0, &pk, &err);
+            lat[i] = now_ms() - t;
+            msgpack_sbuffer_destroy(&out);
+            if (rc != 0)
+                fail(c->name, &err);
+        }
+        p50 = pct(lat, opt_runs, 0.5);
+        p99 = pct(lat, opt_runs, 0.99);
+        plain_sql(c, sql, sizeof(sql));
+        for (i = 0; i < opt_scan_runs; i++)
+            lat[i] = run_plain(db, sql);
+        s50 = pct(lat, opt_scan_runs, 0.5);
+        s99 = pct(lat, opt_scan_runs, 0.99);
+        printf("%-36s %10.2f %10.2f %12.1f %12.1f %8.0fx\n", c->name, p50, p99,
+               s50, s99, s50 / p50);
+        fflush(stdout);
+    }
+    if (opt_verify)
+        for (k = 0; k < NCASES; k++)
+            printf("verify %-36s rollups %s full scan\n", cases[k].name,
+                   same(s, &cases[k]) ? "==" : "!=");
+    free(lat);
+    sqlite3_close(db);
+    store_free(s);
+    if (built && opt_db == NULL) {
+        unlink(path);
+        snprintf(sql, sizeof(sql), "%s-wal", path);
+        unlink(sql);
+        snprintf(sql, sizeof(sql), "%s-shm", path);
+        unlink(sql);
+    }
+    return 0;
+}
