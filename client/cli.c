@@ -116,14 +116,18 @@ cli_pack_u64(msgpack_packer *pk, const char *k, uint64_t v)
     return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_uint64(pk, v) != 0;
 }
 
-/*
- * Sends one request whose body pack_body packs, and waits for its reply.
- * Returns 0 with rep holding an ok reply, or an exit code (printed).
- */
 int
 cli_request(struct net_conn *c, int op, const char *what,
             int (*pack_body)(msgpack_packer *, const void *), const void *arg,
             struct net_reply *rep)
+{
+    return cli_request_named(c, op, what, 0, pack_body, arg, rep);
+}
+
+int
+cli_request_named(struct net_conn *c, int op, const char *what, int name_errors,
+                  int (*pack_body)(msgpack_packer *, const void *),
+                  const void *arg, struct net_reply *rep)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -154,7 +158,7 @@ cli_request(struct net_conn *c, int op, const char *what,
         return CLI_EXIT_CONNECT;
     }
     if (!rep->r.ok) {
-        cli_daemon_err(NULL, &rep->r);
+        cli_daemon_err(name_errors ? what : NULL, &rep->r);
         return CLI_EXIT_DAEMON;
     }
     return 0;

@@ -79,6 +79,14 @@ int cli_request(struct net_conn *c, int op, const char *what,
                 int (*pack_body)(msgpack_packer *, const void *),
                 const void *arg, struct net_reply *rep);
 
+/* The same; when name_errors, a daemon's error line starts with what
+ * ("receiptctl: quarantine 7: invalid: ...") for commands that send
+ * several requests. */
+int cli_request_named(struct net_conn *c, int op, const char *what,
+                      int name_errors,
+                      int (*pack_body)(msgpack_packer *, const void *),
+                      const void *arg, struct net_reply *rep);
+
 /* Prints a query result in o->format to stdout. Returns 0 or an exit
  * code (printed). result is borrowed. */
 int cli_print_result(const struct cli_opts *o, const char *kind,

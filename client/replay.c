@@ -138,7 +138,8 @@ fetch(struct net_conn *qc, uint64_t qid, const char *what,
     uint64_t got;
     int rc;
 
-    rc = cli_request(qc, PROTO_OP_QUERY, what, pack_replay_query_cb, &q, rep);
+    rc = cli_request_named(qc, PROTO_OP_QUERY, what, 1, pack_replay_query_cb,
+                           &q, rep);
     if (rc != 0)
         return rc;
     rows = rep->r.result && rep->r.result->type == MSGPACK_OBJECT_MAP
@@ -215,7 +216,7 @@ replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
     rc = cli_open_conn(o, &c, source[0] ? source : NULL, 0);
     if (rc != 0)
         goto out;
-    rc = cli_request(&c, k, what, pack_raw_cb, &body, &rep2);
+    rc = cli_request_named(&c, k, what, 1, pack_raw_cb, &body, &rep2);
     if (rc == 0)
         rc = print_replayed(qid, k, rep2.r.result);
     net_reply_free(&rep2);

@@ -2027,6 +2027,118 @@ START_TEST(test_ctl_real_fallbacks_and_coverage_match_the_fleet)
 }
 END_TEST
 
+/* Sends op with body[0..len) on fd and reads its reply (which the caller
+ * releases). */
+static void
+raw_request(int fd, int op, uint64_t id, const char *body, size_t len,
+            struct e2e_reply *rep)
+{
+    ck_assert_int_eq(e2e_request(fd, op, id, 0, 0, body, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
+    ck_assert_uint_eq(rep->r.id, id);
+}
+
+/*
+ * Payloads the daemon refused (sent around receiptctl, which would have
+ * refused them itself) are listed by `quarantine`, shown decoded by
+ * `quarantine show`, and `quarantine replay` sends them again as their own
+ * source and reports the new refusal with its code and path (exit 1).
+ */
+START_TEST(test_ctl_real_quarantine_show_and_replay)
+{
+    static const struct e2e_receipt good = { 3,          "plan-q", "g",
+                                             "m",        "cuda",   "cuda",
+                                             0x3ffffffu, 5,        0 };
+    const char *list[] = { "quarantine", "--format", "json", NULL };
+    char id1[32], id2[32];
+    const char *show[] = { "quarantine", "show", id1, NULL };
+    const char *replay1[] = { "quarantine", "replay", id1, NULL };
+    const char *replay2[] = { "quarantine", "replay", id2, NULL };
+    struct json_object *j, *rows, *row;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    char *gb;
+    size_t glen, i, n;
+    struct run r;
+    int fd;
+
+    /* One refused `receipt` (schema 9), one refused item of a batch. */
+    fd = e2e_connect(&daemon_d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "prod/7"), 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    envelope_pack_cstr(&pk, "schema_version");
+    msgpack_pack_uint64(&pk, 9);
+    raw_request(fd, PROTO_OP_RECEIPT, 10, sb.data, sb.size, &rep);
+    ck_assert(!rep.r.ok);
+    e2e_reply_free(&rep);
+
+    gb = e2e_receipt_bytes(&good, &glen);
+    ck_assert_ptr_nonnull(gb);
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_array(&pk, 2);
+    msgpack_sbuffer_write(&sb, gb, glen);
+    msgpack_pack_map(&pk, 1);
+    envelope_pack_cstr(&pk, "schema_version");
+    msgpack_pack_str_with_body(&pk, "two", 3);
+    raw_request(fd, PROTO_OP_RECEIPTS, 11, sb.data, sb.size, &rep);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "accepted"), 1);
+    e2e_reply_free(&rep);
+    free(gb);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+
+    run_ctl(&r, daemon_sock, list);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    rows = json_object_object_get(j, "rows");
+    n = json_object_array_length(rows);
+    ck_assert_uint_eq(n, 2);
+    id1[0] = id2[0] = '\0';
+    for (i = 0; i < n; i++) {
+        const char *code;
+
+        row = json_object_array_get_idx(rows, i);
+        ck_assert_str_eq(
+            json_object_get_string(json_object_object_get(row, "source")),
+            "prod/7");
+        /* The listing does not carry the bytes. */
+        ck_assert_ptr_null(json_object_object_get(row, "raw"));
+        code = json_object_get_string(json_object_object_get(row, "code"));
+        snprintf(strcmp(code, "unsupported_schema") == 0 ? id1 : id2, 32,
+                 "%llu",
+                 (unsigned long long)json_object_get_uint64(
+                     json_object_object_get(row, "id")));
+    }
+    ck_assert_msg(id1[0] != '\0' && id2[0] != '\0', "%s", r.out);
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, show);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "payload.schema_version"));
+    ck_assert_ptr_nonnull(strstr(r.out, "unsupported_schema"));
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, replay1);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "unsupported_schema") != NULL, "%s", r.err);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, replay2);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "schema_version") != NULL, "%s%s", r.out,
+                  r.err);
+    run_free(&r);
+}
+END_TEST
+
 /* A loopback port that was free a moment ago. */
 static int
 free_port(void)
@@ -2179,6 +2291,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_ping);
     tcase_add_test(tc, test_ctl_real_stats_in_every_format);
     tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
+    tcase_add_test(tc, test_ctl_real_quarantine_show_and_replay);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("daemon_tcp");
