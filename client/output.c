@@ -467,8 +467,10 @@ static const char *const coverage_cols[] = {
     "coverage", "sum",     "min", "max",      "mean",     NULL,
 };
 
+/* The ranges last: they are the one column that can be long. */
 static const char *const gaps_cols[] = {
-    "source", "first_seq", "last_seq", "received", "missing", NULL,
+    "source",       "first_seq",         "last_seq", "received",
+    "missing_seqs", "missing_truncated", "missing",  NULL,
 };
 
 static const char *const quarantine_cols[] = {

@@ -2139,6 +2139,63 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
 }
 END_TEST
 
+/* A producer that lost seq 4, 7 and 8 shows up in `gaps`, as exact
+ * ranges in JSON and as "4,7-8" in the table. */
+START_TEST(test_ctl_real_gaps)
+{
+    static const struct e2e_receipt good = { 2,     "plan-g", "g", "m", "cpu",
+                                             "cpu", 0x3ffu,   1,   0 };
+    static const uint64_t seqs[] = { 1, 2, 3, 5, 6, 9 };
+    const char *json[] = { "gaps",     "--source", "gappy/1",
+                           "--format", "json",     NULL };
+    const char *table[] = { "gaps", "--source", "gappy/1", NULL };
+    struct json_object *j, *row;
+    struct e2e_reply rep;
+    struct run r;
+    size_t i, len;
+    char *body;
+    int fd;
+
+    body = e2e_receipt_bytes(&good, &len);
+    ck_assert_ptr_nonnull(body);
+    fd = e2e_connect(&daemon_d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "gappy/1"), 0);
+    for (i = 0; i < sizeof(seqs) / sizeof(seqs[0]); i++) {
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPT, 100 + i, 1, seqs[i], body, len),
+            0);
+        ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+        ck_assert(rep.r.ok);
+        e2e_reply_free(&rep);
+    }
+    close(fd);
+    free(body);
+
+    run_ctl(&r, daemon_sock, json);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(
+        json_object_array_length(json_object_object_get(j, "rows")), 1);
+    row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+    ck_assert_uint_eq(row_u64(row, "first_seq"), 1);
+    ck_assert_uint_eq(row_u64(row, "last_seq"), 9);
+    ck_assert_uint_eq(row_u64(row, "received"), 6);
+    ck_assert_str_eq(
+        json_object_to_json_string_ext(json_object_object_get(row, "missing"),
+                                       JSON_C_TO_STRING_PLAIN),
+        "[[4,4],[7,8]]");
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, table);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "  4,7-8\n") != NULL, "%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 /* A loopback port that was free a moment ago. */
 static int
 free_port(void)
@@ -2292,6 +2349,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_stats_in_every_format);
     tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
     tcase_add_test(tc, test_ctl_real_quarantine_show_and_replay);
+    tcase_add_test(tc, test_ctl_real_gaps);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("daemon_tcp");
