@@ -478,12 +478,14 @@ static const char *const quarantine_cols[] = {
 };
 
 static const char *const plans_cols[] = {
-    "prepared_plan_id", "graph_hash", "nodes", "values", "retained", NULL,
+    "prepared_plan_id", "graph_hash", "source", "registered_at", "nodes",
+    "values",           "retained",   NULL,
 };
 
 static const char *const retained_cols[] = {
     "value_id",    "producer_node_id",     "output_ordinal",
-    "resource_id", "logical_offset_bytes", NULL,
+    "resource_id", "logical_offset_bytes", "retained_at",
+    NULL,
 };
 
 static const char *const readback_cols[] = {
