@@ -30,6 +30,7 @@
 #include "mpobj.h"
 #include "net.h"
 #include "output.h"
+#include "plan_cmds.h"
 #include "receipt.h"
 
 /* Requests in flight during an import: enough to keep the daemon's group
@@ -768,7 +769,7 @@ import_run(struct cli_opts *o)
     struct sender snd;
     char host[200], source[256];
     size_t i;
-    int rc = 0;
+    int rc = 0, prc;
 
     if (o->nargs == 0) {
         cli_usage_err(o->prog, "no files to import");
@@ -777,6 +778,10 @@ import_run(struct cli_opts *o)
     for (i = 0; i < (size_t)o->nargs; i++)
         if (check_readable(o->args[i]) != 0)
             return CLI_EXIT_USAGE;
+    /* Plan files are registered first and taken out of the list. */
+    prc = plan_cmds_import(o);
+    if (o->nargs == 0)
+        return prc;
     memset(&im, 0, sizeof(im));
     memset(&snd, 0, sizeof(snd));
     im.files = o->args;
@@ -819,5 +824,5 @@ import_run(struct cli_opts *o)
         free(im.items[i].data);
     free(im.items);
     free(im.rej);
-    return rc;
+    return rc != 0 ? rc : prc;
 }
