@@ -1,0 +1,9 @@
+# Issue 5, the daemon and client part: plan, retention and readback end to
+# end against the real receiptd and receiptctl.
+receiptd_check_test(e2e_plan
+  SOURCES e2e_plan.c e2e_util.c plan_fixture.c
+  LIBS receiptproto PkgConfig::SQLITE)
+add_dependencies(e2e_plan receiptd)
+if(TARGET receiptctl)
+  add_dependencies(e2e_plan receiptctl)
+endif()
