@@ -25,6 +25,7 @@
 #include "receipt.h"
 #include "server.h"
 #include "store.h"
+#include "store_plan.h"
 #include "store_agg.h"
 #include "writer.h"
 
@@ -385,14 +386,15 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
 {
     const struct snapshot *sn = &q->snap;
     struct store_stats st;
-    uint64_t groups = sn->w.groups;
+    uint64_t groups = sn->w.groups, plans, retained;
     int rc, failed;
 
-    if ((rc = store_query_stats(s, q->deadline_ms, &st, err)))
+    if ((rc = store_query_stats(s, q->deadline_ms, &st, err)) ||
+        (rc = store_plan_counts(s, &plans, &retained, err)))
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 24) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 26) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -419,6 +421,8 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "pending_writes", sn->w.queued) != 0 ||
         kv_uint(pk, "pending_bytes", sn->pending_bytes) != 0 ||
         kv_uint(pk, "store_size_bytes", st.size_bytes) != 0 ||
+        kv_uint(pk, "plans", plans) != 0 ||
+        kv_uint(pk, "retained_values", retained) != 0 ||
         envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
     if (failed)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");

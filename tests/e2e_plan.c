@@ -582,6 +582,14 @@ START_TEST(test_e2e_plans_and_retained_queries)
     call(fd, PROTO_OP_QUERY, 9, 0, 0, "\x81\xa4kind\xa8retained", 15, &rep);
     expect_err(&rep, PROTO_EINVALID, "plan");
     e2e_reply_free(&rep);
+
+    /* stats counts what the store holds. */
+    rows = query(fd, 10, "stats", NULL, NULL, &rep);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "plans"), 2);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "retained_values"),
+                      3);
+    e2e_reply_free(&rep);
     close(fd);
 }
 END_TEST
