@@ -497,7 +497,8 @@ static const struct cmd cmds[] = {
       "lines). Each is checked locally first, then sent in 'receipts'\n"
       "batches (--batch, default 1000), pipelined. Prints each rejected\n"
       "item as FILE:INDEX: code: path: message, then the counts. Exits 1\n"
-      "when any item was rejected." },
+      "when any item was rejected. A file holding a map with a \"nodes\"\n"
+      "key is a plan: it is registered with one 'plan' request." },
     { "help", cmd_help, 0, "[COMMAND]", "show help",
       "Shows the list of commands, or one command's help." },
 };
