@@ -1854,13 +1854,12 @@ u128_dec(unsigned __int128 v, char *out, size_t len)
     out[n < len ? n : len - 1] = '\0';
 }
 
-/* Runs `receiptctl KIND --format json ...`; returns the parsed document, or
- * NULL after checking that this daemon does not know the kind yet. */
+/* Runs `receiptctl KIND --format json --limit 10000 FLAGS...` and returns
+ * the parsed document (the caller puts it). */
 static struct json_object *
 query_json(const char *kind, const char *const *flags)
 {
     const char *args[16];
-    char want[128];
     struct json_object *j;
     struct run r;
     size_t n = 0, i;
@@ -1874,16 +1873,7 @@ query_json(const char *kind, const char *const *flags)
         args[n++] = flags[i];
     args[n] = NULL;
     run_ctl(&r, daemon_sock, args);
-    if (r.status == 1) {
-        /* The kinds beyond receipts and stats arrive with issue 4's daemon
-         * work; until then the only acceptable answer is this one. */
-        snprintf(want, sizeof(want),
-                 "receiptctl: invalid: kind: unknown query kind \"%s\"", kind);
-        ck_assert_msg(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
-        run_free(&r);
-        return NULL;
-    }
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(r.status == 0, "%s: %s", kind, r.err);
     j = json_tokener_parse(r.out);
     ck_assert_msg(j != NULL, "%s", r.out);
     ck_assert(!json_object_get_boolean(json_object_object_get(j, "truncated")));
@@ -1910,23 +1900,196 @@ check_ratio(struct json_object *row, const char *key, double want)
                   got, want);
 }
 
+/* The group of a fleet receipt under --group-by by, as a row names it. */
+static void
+fleet_group(const struct fleet_item *it, const char *by, char *out, size_t len)
+{
+    if (strcmp(by, "plan") == 0)
+        snprintf(out, len, "plan-%d", it->plan);
+    else if (strcmp(by, "graph") == 0)
+        snprintf(out, len, "graph-%d", it->graph);
+    else if (strcmp(by, "model") == 0)
+        snprintf(out, len, "model-%d", it->model);
+    else if (strcmp(by, "backends") == 0)
+        snprintf(out, len, "%s>%s", fleet_pairs[it->pair][0],
+                 fleet_pairs[it->pair][1]);
+    else if (strcmp(by, "source") == 0)
+        snprintf(out, len, "fleet/all");
+    else
+        out[0] = '\0';
+}
+
+static const char *
+row_str(struct json_object *row, const char *key)
+{
+    struct json_object *v = json_object_object_get(row, key);
+
+    ck_assert_msg(v != NULL && json_object_is_type(v, json_type_string),
+                  "row has no string %s", key);
+    return json_object_get_string(v);
+}
+
+static void
+row_group(struct json_object *row, const char *by, char *out, size_t len)
+{
+    if (strcmp(by, "plan") == 0)
+        snprintf(out, len, "%s", row_str(row, "prepared_plan_id"));
+    else if (strcmp(by, "graph") == 0)
+        snprintf(out, len, "%s", row_str(row, "graph_hash"));
+    else if (strcmp(by, "model") == 0)
+        snprintf(out, len, "%s", row_str(row, "model_instance_id"));
+    else if (strcmp(by, "backends") == 0)
+        snprintf(out, len, "%s>%s", row_str(row, "requested_backend"),
+                 row_str(row, "executed_backend"));
+    else if (strcmp(by, "source") == 0)
+        snprintf(out, len, "%s", row_str(row, "source"));
+    else
+        out[0] = '\0';
+}
+
+/* The number of distinct groups among the fleet's receipts. */
+static size_t
+fleet_groups(const struct fleet_item *items, const char *by)
+{
+    char seen[32][64], key[64];
+    size_t n = 0, i, k;
+
+    for (i = 0; i < FLEET_N; i++) {
+        fleet_group(&items[i], by, key, sizeof(key));
+        for (k = 0; k < n && strcmp(seen[k], key) != 0; k++)
+            ;
+        if (k == n) {
+            ck_assert_uint_lt(n, 32);
+            snprintf(seen[n++], sizeof(seen[0]), "%s", key);
+        }
+    }
+    return n;
+}
+
+static void
+check_fallbacks(const struct fleet_item *items, const char *by)
+{
+    const char *flags[] = { "--group-by", by, NULL };
+    struct json_object *j, *rows, *row;
+    char key[64], ik[64];
+    size_t i, k, n;
+
+    j = query_json("fallbacks", flags);
+    rows = json_object_object_get(j, "rows");
+    n = json_object_array_length(rows);
+    ck_assert_msg(n == fleet_groups(items, by), "%s: %zu rows", by, n);
+    for (k = 0; k < n; k++) {
+        size_t want[3] = { 0, 0, 0 }, tot = 0; /* fallback clean unproven */
+
+        row = json_object_array_get_idx(rows, k);
+        row_group(row, by, key, sizeof(key));
+        for (i = 0; i < FLEET_N; i++) {
+            const char *st = fleet_status(&items[i]);
+
+            fleet_group(&items[i], by, ik, sizeof(ik));
+            if (strcmp(ik, key) != 0)
+                continue;
+            tot++;
+            want[strcmp(st, "fallback") == 0 ? 0
+                 : strcmp(st, "clean") == 0  ? 1
+                                             : 2]++;
+        }
+        ck_assert_msg(tot > 0, "%s: unknown group %s", by, key);
+        ck_assert_uint_eq(row_u64(row, "receipts"), tot);
+        ck_assert_uint_eq(row_u64(row, "fallback"), want[0]);
+        ck_assert_uint_eq(row_u64(row, "clean"), want[1]);
+        ck_assert_uint_eq(row_u64(row, "unproven"), want[2]);
+        check_ratio(row, "fallback_rate", (double)want[0] / (double)tot);
+    }
+    json_object_put(j);
+}
+
+static void
+check_coverage(const struct fleet_item *items, struct json_object *tmpl,
+               const char *by)
+{
+    const char *flags[] = { "--group-by", by, NULL };
+    struct json_object *j, *rows, *row, *js;
+    char key[64], ik[64], dec[48];
+    size_t i, k, n, tot;
+    unsigned b;
+
+    j = query_json("coverage", flags);
+    rows = json_object_object_get(j, "rows");
+    n = json_object_array_length(rows);
+    ck_assert_msg(n == fleet_groups(items, by) * RECEIPT_NCOUNTERS,
+                  "%s: %zu rows", by, n);
+    for (k = 0; k < n; k++) {
+        unsigned __int128 sum = 0;
+        uint64_t min = UINT64_MAX, max = 0, measured = 0, v;
+        double mean, want;
+
+        row = json_object_array_get_idx(rows, k);
+        row_group(row, by, key, sizeof(key));
+        b = (unsigned)row_u64(row, "bit");
+        ck_assert_uint_lt(b, RECEIPT_NCOUNTERS);
+        ck_assert_str_eq(row_str(row, "counter"), receipt_counters[b].path);
+        for (tot = 0, i = 0; i < FLEET_N; i++) {
+            fleet_group(&items[i], by, ik, sizeof(ik));
+            if (strcmp(ik, key) != 0)
+                continue;
+            tot++;
+            if (!(items[i].coverage >> b & 1))
+                continue;
+            v = fleet_value(&items[i], tmpl, b);
+            measured++;
+            sum += v;
+            min = v < min ? v : min;
+            max = v > max ? v : max;
+        }
+        ck_assert_msg(tot > 0, "%s: unknown group %s", by, key);
+        ck_assert_uint_eq(row_u64(row, "receipts"), tot);
+        ck_assert_uint_eq(row_u64(row, "measured"), measured);
+        ck_assert_uint_eq(row_u64(row, "unknown"), tot - measured);
+        check_ratio(row, "coverage", (double)measured / (double)tot);
+        js = json_object_object_get(row, "sum");
+        if (sum > UINT64_MAX) {
+            u128_dec(sum, dec, sizeof(dec));
+            ck_assert(json_object_is_type(js, json_type_string));
+            ck_assert_str_eq(json_object_get_string(js), dec);
+        } else {
+            ck_assert_uint_eq(row_u64(row, "sum"), (uint64_t)sum);
+        }
+        if (measured == 0) {
+            ck_assert(json_object_object_get(row, "min") == NULL);
+            ck_assert(json_object_object_get(row, "mean") == NULL);
+            continue;
+        }
+        ck_assert_uint_eq(row_u64(row, "min"), min);
+        ck_assert_uint_eq(row_u64(row, "max"), max);
+        mean = json_object_get_double(json_object_object_get(row, "mean"));
+        want = (double)sum / (double)measured;
+        ck_assert_msg(mean > want * (1 - 1e-12) && mean < want * (1 + 1e-12),
+                      "%s %s bit %u: mean %f != %f", by, key, b, mean, want);
+    }
+    json_object_put(j);
+}
+
 /*
- * `fallbacks` (per plan) and `coverage` (per counter) over the generated
- * fleet equal what this test computes from the receipts it wrote: counts by
- * status, rates, and per counter the measured and unknown receipts and the
- * exact sum (a decimal string past 2^64), min, max and mean over measured
- * receipts only.
+ * `fallbacks` and `coverage` over the generated fleet, under every
+ * --group-by, equal what this test computes from the receipts it wrote:
+ * counts by status and rates per group; per group and counter the measured
+ * and unknown receipts and the exact sum (a decimal string past 2^64), min,
+ * max and mean over measured receipts only. `fallbacks --group-by none` is
+ * the fallback receipts themselves.
  */
 START_TEST(test_ctl_real_fallbacks_and_coverage_match_the_fleet)
 {
     static struct fleet_item items[FLEET_N];
-    static const char *const none[] = { NULL };
+    static const char *const fb_by[] = { "plan", "graph", "model", "backends",
+                                         "source" };
+    static const char *const cov_by[] = { "none", "model", "backends" };
     const char *imp[] = { "import", "--source", "fleet/all", NULL, NULL };
-    char path[300], dec[48];
-    struct json_object *j, *rows, *row, *tmpl;
-    size_t i, k, n;
+    const char *none_flags[] = { "--group-by", "none", NULL };
+    struct json_object *j, *tmpl;
+    size_t i, want = 0;
+    char path[300];
     struct run r;
-    unsigned b;
 
     for (i = 0; i < FLEET_N; i++)
         fleet_item_make(&items[i], (int)i);
@@ -1937,92 +2100,19 @@ START_TEST(test_ctl_real_fallbacks_and_coverage_match_the_fleet)
     ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
     run_free(&r);
 
-    j = query_json("fallbacks", none);
-    if (j != NULL) {
-        rows = json_object_object_get(j, "rows");
-        n = json_object_array_length(rows);
-        ck_assert_uint_eq(n, 5);
-        for (k = 0; k < n; k++) {
-            size_t want[3] = { 0, 0, 0 }, tot = 0; /* fallback clean unproven */
-            int plan;
-
-            row = json_object_array_get_idx(rows, k);
-            ck_assert_int_eq(
-                sscanf(json_object_get_string(
-                           json_object_object_get(row, "prepared_plan_id")),
-                       "plan-%d", &plan),
-                1);
-            for (i = 0; i < FLEET_N; i++) {
-                const char *st = fleet_status(&items[i]);
-
-                if (items[i].plan != plan)
-                    continue;
-                tot++;
-                want[strcmp(st, "fallback") == 0 ? 0
-                     : strcmp(st, "clean") == 0  ? 1
-                                                 : 2]++;
-            }
-            ck_assert_uint_eq(row_u64(row, "receipts"), tot);
-            ck_assert_uint_eq(row_u64(row, "fallback"), want[0]);
-            ck_assert_uint_eq(row_u64(row, "clean"), want[1]);
-            ck_assert_uint_eq(row_u64(row, "unproven"), want[2]);
-            check_ratio(row, "fallback_rate", (double)want[0] / (double)tot);
-        }
-        json_object_put(j);
-    }
+    for (i = 0; i < sizeof(fb_by) / sizeof(fb_by[0]); i++)
+        check_fallbacks(items, fb_by[i]);
+    j = query_json("fallbacks", none_flags);
+    for (i = 0; i < FLEET_N; i++)
+        want += strcmp(fleet_status(&items[i]), "fallback") == 0;
+    ck_assert_uint_eq(
+        json_object_array_length(json_object_object_get(j, "rows")), want);
+    json_object_put(j);
 
     tmpl = json_object_from_file(VECTORS "s3_full_coverage_latency.json");
     ck_assert_ptr_nonnull(tmpl);
-    j = query_json("coverage", none);
-    if (j != NULL) {
-        rows = json_object_object_get(j, "rows");
-        ck_assert_uint_eq(json_object_array_length(rows), RECEIPT_NCOUNTERS);
-        for (k = 0; k < RECEIPT_NCOUNTERS; k++) {
-            unsigned __int128 sum = 0;
-            uint64_t min = UINT64_MAX, max = 0, measured = 0, v;
-            struct json_object *js;
-
-            row = json_object_array_get_idx(rows, k);
-            b = (unsigned)row_u64(row, "bit");
-            ck_assert_uint_lt(b, RECEIPT_NCOUNTERS);
-            ck_assert_str_eq(
-                json_object_get_string(json_object_object_get(row, "counter")),
-                receipt_counters[b].path);
-            for (i = 0; i < FLEET_N; i++) {
-                if (!(items[i].coverage >> b & 1))
-                    continue;
-                v = fleet_value(&items[i], tmpl, b);
-                measured++;
-                sum += v;
-                min = v < min ? v : min;
-                max = v > max ? v : max;
-            }
-            ck_assert_uint_eq(row_u64(row, "receipts"), FLEET_N);
-            ck_assert_uint_eq(row_u64(row, "measured"), measured);
-            ck_assert_uint_eq(row_u64(row, "unknown"), FLEET_N - measured);
-            check_ratio(row, "coverage", (double)measured / FLEET_N);
-            js = json_object_object_get(row, "sum");
-            if (sum > UINT64_MAX) {
-                u128_dec(sum, dec, sizeof(dec));
-                ck_assert(json_object_is_type(js, json_type_string));
-                ck_assert_str_eq(json_object_get_string(js), dec);
-            } else {
-                ck_assert_uint_eq(row_u64(row, "sum"), (uint64_t)sum);
-            }
-            ck_assert_uint_eq(row_u64(row, "min"), min);
-            ck_assert_uint_eq(row_u64(row, "max"), max);
-            {
-                double mean =
-                    json_object_get_double(json_object_object_get(row, "mean"));
-                double want = (double)sum / (double)measured;
-
-                ck_assert_msg(mean > want * (1 - 1e-12) &&
-                                  mean < want * (1 + 1e-12),
-                              "bit %u: mean %f != %f", b, mean, want);
-            }
-        }
-        json_object_put(j);
-    }
+    for (i = 0; i < sizeof(cov_by) / sizeof(cov_by[0]); i++)
+        check_coverage(items, tmpl, cov_by[i]);
     json_object_put(tmpl);
 }
 END_TEST
