@@ -30,8 +30,9 @@ enum store_group {
 };
 
 /* The most groups one query may build: a group holds every counter's
- * figures (about 1 KiB), so this bounds a query's memory near 64 MiB. */
-#define STORE_AGG_GROUPS_MAX 65536
+ * figures (about 1 KiB), so this bounds a query's memory near 18 MiB, well
+ * inside the daemon's memory goal even with a few queries at once. */
+#define STORE_AGG_GROUPS_MAX 16384
 
 /* One counter over a set of receipts; min and max mean something only when
  * measured > 0. The sum is exact: 128 bits in two words. */
