@@ -119,7 +119,7 @@ usage(FILE *f)
            "  --query-threads N         read-only store connections (2)\n"
            "  --max-db-pages N          cap the database at N pages (PRAGMA\n"
            "                            max_page_count; 0 = no cap)\n"
-           "  --log-level LEVEL         error, warning, info or debug (info)\n"
+           "  --log-level LEVEL         error, warning, notice, info or debug\n"
            "  --check-config            validate the configuration and exit\n"
            "  --hash-token              read a TCP token on stdin, print its\n"
            "                            SHA-256 for access.tokens, and exit\n"
@@ -158,11 +158,14 @@ level_from_name(const char *s)
         return LOG_ERR;
     if (strcmp(s, "warning") == 0)
         return LOG_WARNING;
+    if (strcmp(s, "notice") == 0)
+        return LOG_NOTICE;
     if (strcmp(s, "info") == 0)
         return LOG_INFO;
     if (strcmp(s, "debug") == 0)
         return LOG_DEBUG;
-    fatalx("--log-level: \"%s\" is not error, warning, info or debug", s);
+    fatalx("--log-level: \"%s\" is not error, warning, notice, info or debug",
+           s);
 }
 
 /* What the command line says beyond struct config. */
