@@ -1,9 +1,9 @@
 /*
  * store_agg.h: the aggregate read side of the store: the `fallbacks` and
- * `coverage` groups (from the per-hour rollups kept by store_rollup.c, with
- * the partial hours at the edges of a time range read from the receipts
- * themselves), the `gaps` walk over recorded seqs, and the `quarantine`
- * rows. Like store.h it never sees msgpack: query_agg.c encodes.
+ * `coverage` groups (from the per-day and per-hour rollups kept by
+ * store_rollup.c, with the partial hours at the edges of a time range read
+ * from the receipts themselves), the `gaps` walk over recorded seqs, and the
+ * `quarantine` rows. Like store.h it never sees msgpack: query_agg.c encodes.
  *
  * Every function runs on a query thread with a read-only store, inside one
  * read transaction so that rollups and receipts agree, and is bounded in
@@ -67,11 +67,12 @@ struct store_agg {
 /*
  * Aggregates the receipts that match f (plan, graph, model, source,
  * requested, executed, since, until; status, before_id and limit are
- * ignored) into groups of group_by, adding to out. Whole hours inside
- * [since, until) come from the rollups, the partial hours at either edge
- * from the receipts (an index range scan of only those), so the figures are
- * exact for any range; STORE_AGG_SCAN computes the same from the receipts
- * alone (tests and the benchmark compare the two). Group names are looked
+ * ignored) into groups of group_by, adding to out. Whole days inside
+ * [since, until) come from the day rollups, whole hours around them from
+ * the hour rollups, the partial hours at either edge from the receipts (an
+ * index range scan of only those), so the figures are exact for any range;
+ * STORE_AGG_SCAN computes the same from the receipts alone (tests and the
+ * benchmark compare the two). Group names are looked
  * up at the end. Returns 0, PROTO_EOVERLOADED (deadline, or more than
  * STORE_AGG_GROUPS_MAX groups), PROTO_ENOMEM or PROTO_EUNAVAILABLE; on
  * failure out may hold partial groups and must still be freed.

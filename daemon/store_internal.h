@@ -28,6 +28,9 @@ uint64_t *store_deadline(struct store *s);
 
 /* Rollups (store_rollup.c): one row per key and hour of received_at. */
 #define STORE_BUCKET_MS 3600000
+/* And in rollups_day, one row per key and day. */
+#define STORE_DAY_MS 86400000
+#define STORE_LEVELS 2
 
 struct store_rollup;
 struct store_agg_group;

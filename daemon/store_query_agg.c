@@ -10,10 +10,12 @@
  * carried here in 128 bits, and u64 extremes (stored as bit patterns) are
  * compared here as unsigned.
  *
- * Time ranges: a rollup covers one hour of received_at. Hours wholly inside
- * [since, until) are read from the rollups; the partial hours at either end
- * are read from the receipts through the received_at index, so an answer
- * never depends on where the range cuts an hour.
+ * Time ranges: a rollup covers one day (rollups_day) or one hour (rollups)
+ * of received_at. Days wholly inside [since, until) are read from the day
+ * rollups, the whole hours around them from the hour rollups, and the
+ * partial hours at either end from the receipts through the received_at
+ * index, so an answer never depends on where the range cuts a day or an
+ * hour, and an unbounded query reads one row per key and day.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,11 +307,11 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
                    err);
 }
 
-/* Rollups of buckets lo <= bucket < hi. */
+/* Rollups of table (rollups, rollups_day) with lo <= bucket < hi. */
 static int
-from_rollups(struct store *s, const struct store_filter *f, int group_by,
-             unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
-             struct proto_err *err)
+from_rollups(struct store *s, const char *table, const struct store_filter *f,
+             int group_by, unsigned flags, int64_t lo, int64_t hi,
+             struct store_agg *a, struct proto_err *err)
 {
     char sql[16384];
     size_t n = 0, cap = sizeof(sql);
@@ -318,11 +320,12 @@ from_rollups(struct store *s, const struct store_filter *f, int group_by,
     if (flags & STORE_AGG_COUNTERS) {
         if (n < cap)
             n += store_rollup_columns(sql + n, cap - n, "");
-        ADD(" FROM rollups WHERE bucket >= :lo AND bucket < :hi");
+        ADD(" FROM %s WHERE bucket >= :lo AND bucket < :hi", table);
     } else {
         /* Counts cannot overflow: SQLite may add them up itself. */
         ADD("sum(receipts), sum(fallback), sum(clean), sum(unproven) FROM "
-            "rollups WHERE bucket >= :lo AND bucket < :hi");
+            "%s WHERE bucket >= :lo AND bucket < :hi",
+            table);
     }
     n = add_filters(sql, cap, n, f);
     if (!(flags & STORE_AGG_COUNTERS))
@@ -381,14 +384,42 @@ names(struct store *s, int group_by, struct store_agg *a, struct proto_err *err)
     return 0;
 }
 
+/* [lo, hi) from hour rollups, and receipts for the partial hours. */
+static int
+hours(struct store *s, const struct store_filter *f, int group_by,
+      unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
+      struct proto_err *err)
+{
+    const int64_t H = STORE_BUCKET_MS;
+    int64_t fb, eb;
+    int rc;
+
+    if (lo >= hi)
+        return 0;
+    /* Whole hours [fb, eb); fb rounds up, eb down. */
+    fb = lo / H + (lo % H != 0);
+    eb = hi / H;
+    if (fb >= eb)
+        return from_receipts(s, f, group_by, flags, 1, lo, hi, a, err);
+    if ((rc = from_rollups(s, "rollups", f, group_by, flags, fb, eb, a, err)))
+        return rc;
+    if (lo < fb * H &&
+        (rc = from_receipts(s, f, group_by, flags, 1, lo, fb * H, a, err)))
+        return rc;
+    if (eb * H < hi &&
+        (rc = from_receipts(s, f, group_by, flags, 1, eb * H, hi, a, err)))
+        return rc;
+    return 0;
+}
+
 static int
 agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     struct store_agg *a, struct proto_err *err)
 {
-    const int64_t H = STORE_BUCKET_MS;
+    const int64_t D = STORE_DAY_MS;
     int64_t lo = f->has_since ? clamp_i64(f->since) : 0;
     int64_t hi = f->has_until ? clamp_i64(f->until) : INT64_MAX;
-    int64_t fb, eb;
+    int64_t fd, ed;
     int rc;
 
     if (lo >= hi)
@@ -396,18 +427,16 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     if (flags & STORE_AGG_SCAN)
         return from_receipts(s, f, group_by, flags,
                              f->has_since || f->has_until, lo, hi, a, err);
-    /* Whole buckets [fb, eb); fb rounds up, eb down. */
-    fb = lo / H + (lo % H != 0);
-    eb = hi / H;
-    if (fb >= eb)
-        return from_receipts(s, f, group_by, flags, 1, lo, hi, a, err);
-    if ((rc = from_rollups(s, f, group_by, flags, fb, eb, a, err)))
-        return rc;
-    if (lo < fb * H &&
-        (rc = from_receipts(s, f, group_by, flags, 1, lo, fb * H, a, err)))
-        return rc;
-    if (eb * H < hi &&
-        (rc = from_receipts(s, f, group_by, flags, 1, eb * H, hi, a, err)))
+    /* Whole days [fd, ed) from the day rollups, the hours around them from
+     * the hour rollups, the rest from the receipts. */
+    fd = lo / D + (lo % D != 0);
+    ed = hi / D;
+    if (fd >= ed)
+        return hours(s, f, group_by, flags, lo, hi, a, err);
+    if ((rc = from_rollups(s, "rollups_day", f, group_by, flags, fd, ed, a,
+                           err)) ||
+        (rc = hours(s, f, group_by, flags, lo, fd * D, a, err)) ||
+        (rc = hours(s, f, group_by, flags, ed * D, hi, a, err)))
         return rc;
     return 0;
 }

@@ -1,6 +1,6 @@
 /*
- * store_rollup.c: keeps the per-hour rollups of migrations/0004 up to date,
- * one receipt at a time, inside the writer's transaction.
+ * store_rollup.c: keeps the per-hour and per-day rollups of
+ * migrations/0004 up to date, inside the writer's transaction.
  *
  * Runs on the writer thread only, with the read-write store. A rollup row
  * is read, the receipt is added in C (128-bit sums carried by hand, u64
@@ -13,9 +13,10 @@
  * costs a few row updates; nothing is kept from one write to the next.
  *
  * Pruning old receipts (later work) subtracts counts and sums from the
- * rollup of each receipt's bucket; min and max cannot be subtracted, so
- * the pruner recomputes them for the buckets it touched from the receipts
- * left in `received_at` range [bucket * 3600000, (bucket + 1) * 3600000).
+ * rollups of each receipt's hour and day; min and max cannot be
+ * subtracted, so the pruner recomputes them for the buckets it touched from
+ * the receipts left in the `received_at` range [bucket * size, (bucket + 1)
+ * * size), one range of the receipts_received_at index.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +36,23 @@ struct pending {
     struct store_agg_group g;
 };
 
-struct store_rollup {
+/* The statements of one rollups table. */
+struct level {
     sqlite3_stmt *get, *put, *upd;
+};
+
+/* Hours and days (migrations/0004): every receipt counts in one row of
+ * each. */
+static const struct {
+    const char *table;
+    int64_t ms;
+} levels[STORE_LEVELS] = {
+    { "rollups", STORE_BUCKET_MS },
+    { "rollups_day", STORE_DAY_MS },
+};
+
+struct store_rollup {
+    struct level lv[STORE_LEVELS];
     struct pending pend[PENDING_MAX];
     int n_pend;
 };
@@ -148,7 +164,8 @@ bind_figures(sqlite3_stmt *st, int col, const struct store_agg_group *g)
     "AND bucket = ?7"
 
 static int
-prepare(struct store *s, struct store_rollup *ru, struct proto_err *err)
+prepare(struct store *s, struct level *ru, const char *table,
+        struct proto_err *err)
 {
     char cols[8192], sql[20000];
     size_t n;
@@ -156,8 +173,8 @@ prepare(struct store *s, struct store_rollup *ru, struct proto_err *err)
 
     if (store_rollup_columns(cols, sizeof(cols), "") >= sizeof(cols))
         return proto_err_set(err, PROTO_ENOMEM, NULL, "rollup SQL too long");
-    snprintf(sql, sizeof(sql), "SELECT id, %s FROM rollups WHERE " KEY_WHERE,
-             cols);
+    snprintf(sql, sizeof(sql), "SELECT id, %s FROM %s WHERE " KEY_WHERE, cols,
+             table);
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
                             &ru->get, NULL);
     if (rc != SQLITE_OK)
@@ -165,10 +182,10 @@ prepare(struct store *s, struct store_rollup *ru, struct proto_err *err)
 
     nparams = 4 + RECEIPT_NCOUNTERS * PER_COUNTER;
     n = (size_t)snprintf(sql, sizeof(sql),
-                         "INSERT INTO rollups (plan_id, graph_id, model_id, "
+                         "INSERT INTO %s (plan_id, graph_id, model_id, "
                          "requested_backend, executed_backend, source_id, "
                          "bucket, %s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7",
-                         cols);
+                         table, cols);
     for (i = 0; i < nparams; i++)
         n += (size_t)snprintf(sql + n, sizeof(sql) - n, ", ?%d", 8 + i);
     snprintf(sql + n, sizeof(sql) - n, ")");
@@ -180,9 +197,10 @@ prepare(struct store *s, struct store_rollup *ru, struct proto_err *err)
     /* The update binds the row id as ?1 and the figures from ?2 on, in the
      * column order of store_rollup_columns(). */
     n = (size_t)snprintf(sql, sizeof(sql),
-                         "UPDATE rollups SET receipts = ?2, "
+                         "UPDATE %s SET receipts = ?2, "
                          "fallback = ?3, clean = ?4, "
-                         "unproven = ?5");
+                         "unproven = ?5",
+                         table);
     for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
         const char *f = receipt_counters[i].field;
         int p = 6 + i * PER_COUNTER;
@@ -202,16 +220,20 @@ prepare(struct store *s, struct store_rollup *ru, struct proto_err *err)
 void
 store_rollup_free(struct store_rollup *ru)
 {
+    int i;
+
     if (ru == NULL)
         return;
-    sqlite3_finalize(ru->get);
-    sqlite3_finalize(ru->put);
-    sqlite3_finalize(ru->upd);
+    for (i = 0; i < STORE_LEVELS; i++) {
+        sqlite3_finalize(ru->lv[i].get);
+        sqlite3_finalize(ru->lv[i].put);
+        sqlite3_finalize(ru->lv[i].upd);
+    }
     free(ru);
 }
 
 static void
-bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
+bind_key(sqlite3_stmt *st, const struct store_rollup_key *k, int64_t ms)
 {
     sqlite3_bind_int64(st, 1, k->plan_id);
     sqlite3_bind_int64(st, 2, k->graph_id);
@@ -219,7 +241,7 @@ bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
     sqlite3_bind_int(st, 4, k->requested);
     sqlite3_bind_int(st, 5, k->executed);
     sqlite3_bind_int64(st, 6, k->source_id);
-    sqlite3_bind_int64(st, 7, k->received_at / STORE_BUCKET_MS);
+    sqlite3_bind_int64(st, 7, k->received_at / ms);
 }
 
 static int
@@ -233,8 +255,8 @@ key_eq(const struct store_rollup_key *a, const struct store_rollup_key *b)
 
 /* Merges one pending key into its row: read, add, write back. */
 static int
-write_pending(struct store *s, struct store_rollup *ru, const struct pending *p,
-              struct proto_err *err)
+write_pending(struct store *s, const struct level *ru, int64_t ms,
+              const struct pending *p, struct proto_err *err)
 {
     struct store_agg_group g;
     int64_t id = 0;
@@ -243,7 +265,7 @@ write_pending(struct store *s, struct store_rollup *ru, const struct pending *p,
 
     memset(&g, 0, sizeof(g));
     st = ru->get;
-    bind_key(st, &p->k);
+    bind_key(st, &p->k, ms);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         id = sqlite3_column_int64(st, 0);
@@ -265,7 +287,7 @@ write_pending(struct store *s, struct store_rollup *ru, const struct pending *p,
         bind_figures(st, 2, &g);
     } else {
         st = ru->put;
-        bind_key(st, &p->k);
+        bind_key(st, &p->k, ms);
         bind_figures(st, 8, &g);
     }
     rc = sqlite3_step(st);
@@ -280,12 +302,13 @@ int
 store_rollup_flush(struct store *s, struct store_rollup *ru,
                    struct proto_err *err)
 {
-    int i, rc = 0;
+    int i, l, rc = 0;
 
     if (ru == NULL)
         return 0;
     for (i = 0; i < ru->n_pend && rc == 0; i++)
-        rc = write_pending(s, ru, &ru->pend[i], err);
+        for (l = 0; l < STORE_LEVELS && rc == 0; l++)
+            rc = write_pending(s, &ru->lv[l], levels[l].ms, &ru->pend[i], err);
     /* On failure the caller rolls the write back, rows and rollups alike,
      * so what was pending is dropped either way. */
     ru->n_pend = 0;
@@ -314,10 +337,11 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
         ru = calloc(1, sizeof(*ru));
         if (ru == NULL)
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        if ((rc = prepare(s, ru, err)) != 0) {
-            store_rollup_free(ru);
-            return rc;
-        }
+        for (i = 0; i < STORE_LEVELS; i++)
+            if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
+                store_rollup_free(ru);
+                return rc;
+            }
         *rup = ru;
     }
     /* Receipts of one write share their time and source and mostly their

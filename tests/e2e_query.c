@@ -36,6 +36,7 @@
 
 #define T      10000 /* reply timeout, ms */
 #define HOUR   3600000LL
+#define DAY    (24 * HOUR)
 #define N_HIST 3000
 #define N_LIVE 2000
 #define BATCH  100
@@ -459,8 +460,9 @@ build_fleet(void)
     snprintf(d.db, sizeof(d.db), "%s/receipts.db", d.dir);
     snprintf(d.log, sizeof(d.log), "%s/receiptd.log", d.dir);
 
-    /* 72 hours ago, off any hour boundary, spread over 48 hours. */
-    base_ms = (now_ms() / HOUR - 72) * HOUR + 1234567;
+    /* 96 hours ago, off any hour boundary, spread over 48 hours: the
+     * history ends a day or more before the live receipts arrive. */
+    base_ms = (now_ms() / HOUR - 96) * HOUR + 1234567;
     for (i = 0; i < N_ALL; i++) {
         gen(&fleet[i]);
         if (i < N_HIST) {
@@ -966,6 +968,7 @@ START_TEST(test_query_filters_match_the_fleet)
 END_TEST
 
 /* Time ranges relative to the history: most cut hours at both ends. */
+#define NRANGES 11
 static void
 range_case(int i, struct q *q)
 {
@@ -1013,6 +1016,16 @@ range_case(int i, struct q *q)
     case 8: /* since after every receipt */
         q->has_since = 1;
         q->since = live_until + HOUR;
+        break;
+    case 9: /* a whole day, whole hours and partial hours on both sides */
+        q->has_since = q->has_until = 1;
+        q->since = (base_ms / DAY + 1) * DAY - 3 * HOUR - 5 * 60000;
+        q->until = (base_ms / DAY + 2) * DAY + 2 * HOUR + 60000;
+        break;
+    case 10: /* exactly one day */
+        q->has_since = q->has_until = 1;
+        q->since = (base_ms / DAY + 1) * DAY;
+        q->until = (base_ms / DAY + 2) * DAY;
         break;
     }
 }
@@ -1319,27 +1332,30 @@ END_TEST
 
 START_TEST(test_query_backfill_holds_the_history)
 {
+    static const char *const sql[] = {
+        "SELECT sum(receipts), count(*) FROM rollups WHERE bucket < ?1",
+        "SELECT sum(receipts), count(*) FROM rollups_day WHERE bucket < ?1",
+    };
+    const int64_t size[] = { HOUR, DAY };
     sqlite3 *db;
     sqlite3_stmt *st;
-    int64_t n = -1;
-    int64_t rows = -1;
+    int64_t n, rows;
 
-    /* The history reached the rollups only through migration 0004. */
+    /* The history reached the rollups only through migration 0004: every
+     * bucket before the live receipts' holds exactly the history. */
     ck_assert_int_eq(sqlite3_open_v2(d.db, &db, SQLITE_OPEN_READONLY, NULL),
                      SQLITE_OK);
-    ck_assert_int_eq(sqlite3_prepare_v2(db,
-                                        "SELECT sum(receipts), count(*) FROM "
-                                        "rollups WHERE bucket < ?1",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
-    sqlite3_bind_int64(st, 1, live_from / HOUR);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql[_i], -1, &st, NULL), SQLITE_OK);
+    /* History ends at least 47 hours before the live receipts, so every
+     * historic hour and day is earlier than the live ones. */
+    sqlite3_bind_int64(st, 1, live_from / size[_i]);
     ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
     n = sqlite3_column_int64(st, 0);
     rows = sqlite3_column_int64(st, 1);
     sqlite3_finalize(st);
     sqlite3_close(db);
     ck_assert_int_eq(n, N_HIST);
-    ck_assert_int_gt(rows, 48); /* many hours, many keys */
+    ck_assert_int_gt(rows, _i == 0 ? 48 : 2); /* many buckets and keys */
 }
 END_TEST
 
@@ -1367,15 +1383,15 @@ suite(void)
     ADD_LOOP("fallbacks", test_query_fallbacks_groups_match_the_fleet, 7);
     ADD_LOOP("coverage", test_query_coverage_groups_match_the_fleet, 7);
     ADD_LOOP("filters", test_query_filters_match_the_fleet, 7);
-    ADD_LOOP("ranges", test_query_time_ranges_cutting_hours_are_exact, 9);
+    ADD_LOOP("ranges", test_query_time_ranges_cutting_hours_are_exact, NRANGES);
     ADD("limit", test_query_limit_truncates_rows);
     ADD("fallbacks_none", test_query_fallbacks_none_lists_fallback_receipts);
     ADD_LOOP("gaps", test_query_gaps_match_the_seqs_sent, 2);
     ADD("quarantine", test_query_quarantine_rows_and_raw_bytes);
     ADD("group_by", test_query_rejects_unknown_group_by);
     ADD_LOOP("rollups_scan", test_query_rollups_equal_a_full_scan,
-             STORE_GROUP_COUNT * 10);
-    ADD("backfill", test_query_backfill_holds_the_history);
+             STORE_GROUP_COUNT * (NRANGES + 1));
+    ADD_LOOP("backfill", test_query_backfill_holds_the_history, 2);
 #undef ADD
 #undef ADD_LOOP
     return s;
