@@ -183,6 +183,7 @@ struct main_state {
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t watchdog;
     int watchdog_on;
+    uv_timer_t status; /* STATUS= for `systemctl status`, every 10 s */
     struct notify_watchdog wd;
     struct store *store;
     struct access_policy access;
@@ -207,6 +208,7 @@ drained_cb(struct server *srv)
     srv->writer = NULL;
     if (ms.watchdog_on)
         uv_close((uv_handle_t *)&ms.watchdog, signal_close_cb);
+    uv_close((uv_handle_t *)&ms.status, signal_close_cb);
     uv_close((uv_handle_t *)&ms.sigterm, signal_close_cb);
     uv_close((uv_handle_t *)&ms.sigint, signal_close_cb);
     uv_close((uv_handle_t *)&ms.sighup, signal_close_cb);
@@ -237,6 +239,20 @@ watchdog_cb(uv_timer_t *t)
     if (notify_watchdog_due(&ms.wd, st.groups + st.failures,
                             st.queued > 0 || ms.srv.pending_bytes > 0))
         notify_watchdog_ping();
+}
+
+static void
+status_cb(uv_timer_t *t)
+{
+    const struct server_counters *n = &ms.srv.n;
+
+    (void)t;
+    notify_status("%zu connections; %llu receipts stored, %llu rejected, "
+                  "%llu duplicates, %llu unavailable since start",
+                  ms.srv.n_conns, (unsigned long long)n->accepted,
+                  (unsigned long long)n->rejected,
+                  (unsigned long long)n->duplicates,
+                  (unsigned long long)n->unavailable);
 }
 
 /* Listens on the sockets systemd passed, if any. Returns how many. */
@@ -569,6 +585,8 @@ listening:
      * only now may a supervisor send traffic. */
     notify_ready();
     notify_status("accepting receipts (schema %d)", store_schema_version());
+    uv_timer_init(loop, &ms.status);
+    uv_timer_start(&ms.status, status_cb, 10000, 10000);
     wd_usec = notify_watchdog_usec();
     if (wd_usec > 0) {
         notify_watchdog_init(&ms.wd);
