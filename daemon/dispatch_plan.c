@@ -21,6 +21,7 @@
  */
 #include "dispatch_plan.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,6 +320,67 @@ keep_outcome(struct pctx *x, struct store_write *w, msgpack_sbuffer *sb,
     return 0;
 }
 
+/*
+ * Names the first difference between two canonical plans for a conflict's
+ * path: "nodes" when the node count differs, "nodes[i].id",
+ * "nodes[i].values" when a node has another number of values, else
+ * "nodes[i].values[j]". Both encodings come from plan_encode_canonical(),
+ * so equal objects mean equal bytes.
+ */
+static void
+conflict_path(const void *a, size_t alen, const void *b, size_t blen,
+              char *path, size_t cap)
+{
+    const msgpack_object *na, *nb, *va, *vb;
+    msgpack_unpacked ua, ub;
+    size_t oa = 0, ob = 0;
+    uint32_t i, j;
+
+    snprintf(path, cap, "nodes");
+    msgpack_unpacked_init(&ua);
+    msgpack_unpacked_init(&ub);
+    if (msgpack_unpack_next(&ua, a, alen, &oa) != MSGPACK_UNPACK_SUCCESS ||
+        msgpack_unpack_next(&ub, b, blen, &ob) != MSGPACK_UNPACK_SUCCESS)
+        goto out;
+    na = mpobj_map_get(&ua.data, "nodes", NULL);
+    nb = mpobj_map_get(&ub.data, "nodes", NULL);
+    if (na == NULL || nb == NULL || na->type != MSGPACK_OBJECT_ARRAY ||
+        nb->type != MSGPACK_OBJECT_ARRAY ||
+        na->via.array.size != nb->via.array.size)
+        goto out;
+    for (i = 0; i < na->via.array.size; i++) {
+        const msgpack_object *x = &na->via.array.ptr[i];
+        const msgpack_object *y = &nb->via.array.ptr[i];
+
+        if (msgpack_object_equal(*x, *y))
+            continue;
+        va = mpobj_map_get(x, "id", NULL);
+        vb = mpobj_map_get(y, "id", NULL);
+        if (va == NULL || vb == NULL || !msgpack_object_equal(*va, *vb)) {
+            snprintf(path, cap, "nodes[%u].id", (unsigned)i);
+            goto out;
+        }
+        snprintf(path, cap, "nodes[%u].values", (unsigned)i);
+        va = mpobj_map_get(x, "values", NULL);
+        vb = mpobj_map_get(y, "values", NULL);
+        if (va == NULL || vb == NULL || va->type != MSGPACK_OBJECT_ARRAY ||
+            vb->type != MSGPACK_OBJECT_ARRAY ||
+            va->via.array.size != vb->via.array.size)
+            goto out;
+        for (j = 0; j < va->via.array.size; j++)
+            if (!msgpack_object_equal(va->via.array.ptr[j],
+                                      vb->via.array.ptr[j])) {
+                snprintf(path, cap, "nodes[%u].values[%u]", (unsigned)i,
+                         (unsigned)j);
+                goto out;
+            }
+        goto out;
+    }
+out:
+    msgpack_unpacked_destroy(&ua);
+    msgpack_unpacked_destroy(&ub);
+}
+
 static int
 plan_apply_cb(void *arg, struct store *s, struct store_write *w,
               struct proto_err *err)
@@ -342,8 +404,12 @@ plan_apply_cb(void *arg, struct store *s, struct store_write *w,
         created = 0;
         if (stored_len != x->canon_len ||
             memcmp(stored, x->canon, stored_len) != 0) {
+            char path[PROTO_ERR_PATH_MAX];
+
+            conflict_path(stored, stored_len, x->canon, x->canon_len, path,
+                          sizeof(path));
             free(stored);
-            proto_err_set(&e, PROTO_ECONFLICT, "nodes",
+            proto_err_set(&e, PROTO_ECONFLICT, path,
                           "plan \"%.*s\" with graph_hash \"%.*s\" is already "
                           "registered with other nodes; a changed plan needs "
                           "a new prepared_plan_id or graph_hash",

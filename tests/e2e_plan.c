@@ -249,8 +249,8 @@ START_TEST(test_e2e_plan_register_again_conflict_invalid)
     struct e2e_reply rep;
     struct qrow q[4];
     msgpack_object *o;
-    const char *body, *bad;
-    size_t len, blen;
+    const char *body, *body2, *bad;
+    size_t len, len2, blen;
     int fd, n;
 
     start();
@@ -263,7 +263,16 @@ START_TEST(test_e2e_plan_register_again_conflict_invalid)
     fx_set(o, "nodes[2].values[2].storage.components[0].offset_bytes", "136");
     body = fx_pack(o, &len);
     call(fd, PROTO_OP_PLAN, 3, 0, 0, body, len, &rep);
-    expect_err(&rep, PROTO_ECONFLICT, NULL);
+    expect_err(&rep, PROTO_ECONFLICT, "nodes[2].values[2]");
+    e2e_reply_free(&rep);
+
+    /* A node dropped: the node list itself differs. */
+    o = fx_fixture();
+    o->via.map.ptr[2].val.via.array.size = 2;
+    ck_assert_ptr_eq(fx_at(o, "nodes"), &o->via.map.ptr[2].val);
+    body2 = fx_pack(o, &len2);
+    call(fd, PROTO_OP_PLAN, 6, 0, 0, body2, len2, &rep);
+    expect_err(&rep, PROTO_ECONFLICT, "nodes");
     e2e_reply_free(&rep);
 
     /* A component of zero length breaks a storage rule: its exact path. */
@@ -279,18 +288,22 @@ START_TEST(test_e2e_plan_register_again_conflict_invalid)
     register_fixture(fd, 5, 0);
 
     n = quarantine(q, 4);
-    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(n, 3);
     ck_assert_str_eq(q[0].op, "plan");
     ck_assert_str_eq(q[0].code, "conflict");
+    ck_assert_str_eq(q[0].path, "nodes[2].values[2]");
     ck_assert(q[0].has_message);
     ck_assert_uint_eq(q[0].len, len);
     ck_assert_mem_eq(q[0].raw, body, len);
-    ck_assert_str_eq(q[1].op, "plan");
-    ck_assert_str_eq(q[1].code, "invalid");
-    ck_assert_str_eq(q[1].path,
+    ck_assert_str_eq(q[1].code, "conflict");
+    ck_assert_uint_eq(q[1].len, len2);
+    ck_assert_mem_eq(q[1].raw, body2, len2);
+    ck_assert_str_eq(q[2].op, "plan");
+    ck_assert_str_eq(q[2].code, "invalid");
+    ck_assert_str_eq(q[2].path,
                      "nodes[2].values[0].storage.components[0].length_bytes");
-    ck_assert_uint_eq(q[1].len, blen);
-    ck_assert_mem_eq(q[1].raw, bad, blen);
+    ck_assert_uint_eq(q[2].len, blen);
+    ck_assert_mem_eq(q[2].raw, bad, blen);
     qrows_free(q, n);
     close(fd);
 }
