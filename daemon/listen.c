@@ -12,6 +12,7 @@
 #include "listen.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,7 +146,7 @@ socket_live(const char *path)
 
 struct listener *
 listen_unix(struct server *srv, const char *path, unsigned mode,
-            char err[LISTEN_ERR_MAX])
+            const char *group, char err[LISTEN_ERR_MAX])
 {
     struct listener *l;
     struct sockaddr_un sa;
@@ -192,6 +193,22 @@ listen_unix(struct server *srv, const char *path, unsigned mode,
     umask(old);
     if (rc == 0 && chmod(path, mode) != 0)
         rc = uv_translate_sys_error(errno);
+    if (rc == 0 && group != NULL && group[0] != '\0') {
+        struct group *gr = getgrnam(group);
+        /* Writers and readers reach the socket through its group, so a
+         * group that does not exist is a configuration error, not a
+         * socket that silently keeps our own group. */
+        if (gr == NULL) {
+            snprintf(err, LISTEN_ERR_MAX, "socket group %s does not exist",
+                     group);
+            free(l->path);
+            l->path = NULL;
+            uv_close(&l->u.handle, close_cb);
+            return NULL;
+        }
+        if (chown(path, (uid_t)-1, gr->gr_gid) != 0)
+            rc = uv_translate_sys_error(errno);
+    }
     if (rc == 0)
         rc = uv_listen(&l->u.stream, 511, connection_cb);
     if (rc != 0) {

@@ -18,10 +18,12 @@ struct listener;
 
 /*
  * Binds and listens on the Unix socket at path (borrowed; copied) with
- * permissions mode. Returns a listener, or NULL with a reason in err.
+ * permissions mode, owned by group when group is neither NULL nor ""
+ * (borrowed). Returns a listener, or NULL with a reason in err.
  */
 struct listener *listen_unix(struct server *srv, const char *path,
-                             unsigned mode, char err[LISTEN_ERR_MAX]);
+                             unsigned mode, const char *group,
+                             char err[LISTEN_ERR_MAX]);
 
 /* Binds and listens on "HOST:PORT" ("[::1]:7000" for IPv6). */
 struct listener *listen_tcp(struct server *srv, const char *hostport,

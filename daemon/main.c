@@ -255,14 +255,20 @@ status_cb(uv_timer_t *t)
                   (unsigned long long)n->unavailable);
 }
 
-/* Listens on the sockets systemd passed, if any. Returns how many. */
+/*
+ * Listens on the sockets systemd passed, if any. Returns how many, and sets
+ * *kinds to a mask of (1 << CONN_UNIX) and (1 << CONN_TCP) for the kinds it
+ * passed, so the configured listeners of the other kinds are still bound.
+ */
 static size_t
-adopt_listeners(void)
+adopt_listeners(unsigned *kinds)
 {
     struct notify_fd fds[NOTIFY_FDS_MAX];
     char err[NOTIFY_ERR_MAX], lerr[LISTEN_ERR_MAX];
     size_t n = 0, i;
+    int kind;
 
+    *kinds = 0;
     if (notify_listen_fds(fds, NOTIFY_FDS_MAX, &n, err) != 0)
         fatalx("socket activation: %s", err);
     for (i = 0; i < n; i++) {
@@ -270,12 +276,12 @@ adopt_listeners(void)
         if (ms.srv.n_listeners ==
             sizeof(ms.srv.listeners) / sizeof(ms.srv.listeners[0]))
             fatalx("socket activation: more sockets than receiptd uses");
-        l = listen_adopt(&ms.srv, fds[i].fd,
-                         fds[i].kind == NOTIFY_FD_TCP ? CONN_TCP : CONN_UNIX,
-                         lerr);
+        kind = fds[i].kind == NOTIFY_FD_TCP ? CONN_TCP : CONN_UNIX;
+        l = listen_adopt(&ms.srv, fds[i].fd, kind, lerr);
         if (l == NULL)
             fatalx("%s", lerr);
         ms.srv.listeners[ms.srv.n_listeners++] = l;
+        *kinds |= 1u << kind;
     }
     return n;
 }
@@ -476,6 +482,7 @@ main(int argc, char **argv)
     char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
     struct config *cfg;
     uint64_t wd_usec;
+    unsigned adopted;
     int ch, rc;
     uv_loop_t *loop;
 
@@ -553,27 +560,29 @@ main(int argc, char **argv)
                        &ms.srv.queries, &err) != 0)
         fatalx("queries: %s", err.message);
 
-    /* Sockets passed by systemd replace the configured ones. */
-    if (adopt_listeners() > 0) {
+    /* Sockets passed by systemd replace the configured ones of their kind;
+     * a configured listener of a kind systemd did not pass is bound here,
+     * so enabling TCP in the file works under socket activation too. */
+    if (adopt_listeners(&adopted) > 0)
         log_info("using %zu listening sockets from systemd",
                  ms.srv.n_listeners);
-        goto listening;
-    }
-    if (cfg->socket_path != NULL && cfg->socket_path[0] != '\0') {
+    if (!(adopted & (1u << CONN_UNIX)) && cfg->socket_path != NULL &&
+        cfg->socket_path[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =
-            listen_unix(&ms.srv, cfg->socket_path, cfg->socket_mode, lerr);
+            listen_unix(&ms.srv, cfg->socket_path, cfg->socket_mode,
+                        cfg->socket_group, lerr);
         if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
             fatalx("%s", lerr);
         ms.srv.n_listeners++;
     }
-    if (cfg->tcp_listen != NULL && cfg->tcp_listen[0] != '\0') {
+    if (!(adopted & (1u << CONN_TCP)) && cfg->tcp_listen != NULL &&
+        cfg->tcp_listen[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =
             listen_tcp(&ms.srv, cfg->tcp_listen, lerr);
         if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
             fatalx("%s", lerr);
         ms.srv.n_listeners++;
     }
-listening:
     uv_signal_init(loop, &ms.sigterm);
     uv_signal_init(loop, &ms.sigint);
     uv_signal_init(loop, &ms.sighup);

@@ -400,10 +400,15 @@ START_TEST(test_e2e_socket_activation_and_notify)
     snprintf(bin, sizeof(bin), "%s/daemon/receiptd", TEST_BINARY_DIR);
     port = free_port();
     snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", port);
+    /* Loop 0: systemd passes both sockets. Loop 1: it passes only the Unix
+     * socket, and the daemon binds the TCP listener of its configuration
+     * itself. */
     snprintf(text, sizeof(text),
-             "listen: { socket = \"%s\"; };\nstore: { path = \"%s\"; };\n"
+             "listen: { socket = \"%s\"; %s%s%s };\n"
+             "store: { path = \"%s\"; };\n"
              "access: { tokens = ( { name = \"n\"; sha256 = \"%s\"; } ); };\n",
-             sock, db, token_hash);
+             sock, _i == 1 ? "tcp = \"" : "", _i == 1 ? tcp : "",
+             _i == 1 ? "\";" : "", db, token_hash);
     write_file(conf, text);
 
     /* Our own NOTIFY_SOCKET. */
@@ -429,9 +434,14 @@ START_TEST(test_e2e_socket_activation_and_notify)
         snprintf(env_wd, sizeof(env_wd), "WATCHDOG_USEC=400000");
         snprintf(env_wdpid, sizeof(env_wdpid), "WATCHDOG_PID=%ld",
                  (long)getpid());
-        execl(tool, tool, "-l", sock, "-l", tcp, "--fdname=unix:tcp", "-E",
-              env_notify, "-E", env_wd, "-E", env_wdpid, bin, "--config", conf,
-              (char *)NULL);
+        if (_i == 1)
+            execl(tool, tool, "-l", sock, "--fdname=unix", "-E", env_notify,
+                  "-E", env_wd, "-E", env_wdpid, bin, "--config", conf,
+                  (char *)NULL);
+        else
+            execl(tool, tool, "-l", sock, "-l", tcp, "--fdname=unix:tcp", "-E",
+                  env_notify, "-E", env_wd, "-E", env_wdpid, bin, "--config",
+                  conf, (char *)NULL);
         _exit(127);
     }
     memset(&d, 0, sizeof(d));
@@ -452,7 +462,8 @@ START_TEST(test_e2e_socket_activation_and_notify)
     ck_assert_int_eq(await_datagram(nfd, "WATCHDOG=1", 2000, got, sizeof(got)),
                      0);
 
-    /* The TCP socket came from the tool too, and needs the token. */
+    /* The TCP socket came from the tool (loop 0) or the configuration
+     * (loop 1); either way it needs the token. */
     fd = e2e_connect_tcp(port);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(hello(fd, TOKEN, &rep), 0);
@@ -637,7 +648,7 @@ e2e_access_suite(void)
 
     tc = tcase_create("socket_activation");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_e2e_socket_activation_and_notify);
+    tcase_add_loop_test(tc, test_e2e_socket_activation_and_notify, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
