@@ -1089,6 +1089,8 @@ static const struct metric_info metrics[] = {
     { "pending_writes", "gauge", "Writes waiting for the writer thread." },
     { "pending_bytes", "gauge", "Bytes of writes waiting for the writer." },
     { "store_size_bytes", "gauge", "Size of the store in bytes." },
+    { "plans", "gauge", "Prepared plans registered." },
+    { "retained_values", "gauge", "Completion values retained." },
 };
 
 static void
