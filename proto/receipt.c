@@ -236,22 +236,26 @@ receipt_clear(struct receipt *r)
     memset(r, 0, sizeof(*r));
 }
 
-/* The bytes of a str or bin key; 0 when the key is neither. */
+/* The bytes of a str or bin key; 0 when the key is neither. An empty key
+ * gets a real pointer: msgpack-c leaves it NULL, and even NULL + 0 is
+ * undefined. */
 static int
 key_bytes(const msgpack_object *k, const char **p, size_t *n)
 {
+    *p = "";
+    *n = 0;
     if (k->type == MSGPACK_OBJECT_STR) {
-        *p = k->via.str.ptr;
         *n = k->via.str.size;
+        if (*n > 0)
+            *p = k->via.str.ptr;
         return 1;
     }
     if (k->type == MSGPACK_OBJECT_BIN) {
-        *p = k->via.bin.ptr;
         *n = k->via.bin.size;
+        if (*n > 0)
+            *p = k->via.bin.ptr;
         return 1;
     }
-    *p = "";
-    *n = 0;
     return 0;
 }
 
