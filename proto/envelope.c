@@ -48,6 +48,20 @@ envelope_pack_cstr(msgpack_packer *pk, const char *s)
     return msgpack_pack_str_body(pk, s, n);
 }
 
+/* True when p[0..n) is at most 64 bytes of printable ASCII, no quote. */
+static int
+printable(const char *p, size_t n)
+{
+    size_t i;
+
+    if (n > 64)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] > 0x7e || p[i] == '"')
+            return 0;
+    return 1;
+}
+
 int
 envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
                struct envelope *env, struct proto_err *err)
@@ -94,13 +108,21 @@ envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
                              "expected op as a string, got %s",
                              mpobj_type_name(o));
     env->op = envelope_op_from_name(o->via.str.ptr, o->via.str.size);
-    if (env->op < 0)
+    /* The message goes back in a str, which must be UTF-8: the op is
+     * quoted only when it is short printable ASCII. */
+    if (env->op < 0 && printable(o->via.str.ptr, o->via.str.size))
         return proto_err_set(err, PROTO_EUNKNOWN_OP, "op",
                              "unknown op \"%.*s\"; expected hello, ping, "
                              "receipt, receipts, plan, retention, readback "
                              "or query",
-                             (int)(o->via.str.size > 64 ? 64 : o->via.str.size),
-                             o->via.str.ptr);
+                             (int)o->via.str.size,
+                             o->via.str.size > 0 ? o->via.str.ptr : "");
+    if (env->op < 0)
+        return proto_err_set(err, PROTO_EUNKNOWN_OP, "op",
+                             "unknown op of %lu bytes; expected hello, "
+                             "ping, receipt, receipts, plan, retention, "
+                             "readback or query",
+                             (unsigned long)o->via.str.size);
 
     o = mpobj_map_get(root, "seq", &dup);
     if (dup)
@@ -184,7 +206,10 @@ copy_str(char *dst, size_t cap, const msgpack_object *o)
 
     if (o != NULL && o->type == MSGPACK_OBJECT_STR) {
         n = o->via.str.size < cap - 1 ? o->via.str.size : cap - 1;
-        memcpy(dst, o->via.str.ptr, n);
+        /* An empty str may carry a NULL pointer, which memcpy must not
+         * see even for zero bytes. */
+        if (n > 0)
+            memcpy(dst, o->via.str.ptr, n);
     }
     dst[n] = '\0';
 }
@@ -220,7 +245,7 @@ envelope_reply_decode(const msgpack_object *o, struct envelope_reply *r,
                              "expected \"error\" as a map");
     c = mpobj_map_get(e, "code", NULL);
     if (c != NULL && c->type == MSGPACK_OBJECT_STR) {
-        r->code_name.ptr = c->via.str.ptr;
+        r->code_name.ptr = c->via.str.size > 0 ? c->via.str.ptr : "";
         r->code_name.len = c->via.str.size;
         r->err.code = proto_code_from_name(c->via.str.ptr, c->via.str.size);
     }

@@ -140,6 +140,32 @@ START_TEST(test_envelope_parse_memory_is_bounded)
 }
 END_TEST
 
+/* An unknown op is quoted back only when that is safe in a str. */
+START_TEST(test_envelope_unknown_op_message_is_utf8)
+{
+    struct envelope env;
+    struct proto_err err;
+    msgpack_unpacked up;
+
+    ck_assert_int_eq(parse_raw(RAW("\x82\xa2op\xa3"
+                                   "fly\xa2id\x07"),
+                               &env, &err, &up),
+                     PROTO_EUNKNOWN_OP);
+    ck_assert_str_eq(err.message, "unknown op \"fly\"; expected hello, ping, "
+                                  "receipt, receipts, plan, retention, "
+                                  "readback or query");
+    msgpack_unpacked_destroy(&up);
+    ck_assert_int_eq(
+        parse_raw(RAW("\x82\xa2op\xa2\xc3\x28\xa2id\x07"), &env, &err, &up),
+        PROTO_EUNKNOWN_OP);
+    ck_assert_str_eq(err.message, "unknown op of 2 bytes; expected hello, "
+                                  "ping, receipt, receipts, plan, "
+                                  "retention, readback or query");
+    ck_assert(mpobj_utf8_valid(err.message, strlen(err.message)));
+    msgpack_unpacked_destroy(&up);
+}
+END_TEST
+
 /* Packs a request with envelope_request and a small body. */
 static void
 pack_request(msgpack_sbuffer *sb, int op, uint64_t id, int has_seq,
@@ -395,6 +421,7 @@ envelope_suite(void)
     tcase_add_loop_test(tc, test_envelope_request_roundtrip, 0,
                         4 * PROTO_OP_COUNT);
     tcase_add_test(tc, test_envelope_parse_accepts_variants);
+    tcase_add_test(tc, test_envelope_unknown_op_message_is_utf8);
     tcase_add_loop_test(tc, test_envelope_parse_memory_is_bounded, 0, 4);
     tcase_add_test(tc, test_envelope_op_tables);
     suite_add_tcase(s, tc);
