@@ -458,6 +458,7 @@ run_store(struct relwork *w)
                      "store_open: %.200s", err.message);
     if (st == NULL)
         return 1;
+    rc = 0;
     for (tx = 0; tx < w->ntx; tx++) {
         if (w->reopen_every > 0 && tx > 0 && tx % w->reopen_every == 0) {
             store_free(st);
