@@ -47,6 +47,30 @@ proto_err_clear(struct proto_err *err)
     err->message[0] = '\0';
 }
 
+/*
+ * Cuts a UTF-8 sequence that truncation left incomplete at the end of s.
+ * Paths and messages go back to the peer in msgpack strs, which must be
+ * UTF-8, and they may quote keys that arrived; a cut inside a character
+ * would make the reply itself invalid.
+ */
+static void
+trim_utf8(char *s)
+{
+    size_t n = strlen(s), i = n, need;
+    unsigned char lead;
+
+    while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+        i--;
+    if (i == 0)
+        return;
+    lead = (unsigned char)s[i - 1];
+    if (lead < 0xc0)
+        return;
+    need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    if (n - (i - 1) < need)
+        s[i - 1] = '\0';
+}
+
 int
 proto_err_set(struct proto_err *err, int code, const char *path,
               const char *fmt, ...)
@@ -56,9 +80,13 @@ proto_err_set(struct proto_err *err, int code, const char *path,
     if (err == NULL)
         return code;
     err->code = code;
-    snprintf(err->path, sizeof(err->path), "%s", path ? path : "");
+    if ((size_t)snprintf(err->path, sizeof(err->path), "%s",
+                         path ? path : "") >= sizeof(err->path))
+        trim_utf8(err->path);
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    if (vsnprintf(err->message, sizeof(err->message), fmt, ap) >=
+        (int)sizeof(err->message))
+        trim_utf8(err->message);
     va_end(ap);
     return code;
 }
@@ -92,6 +120,8 @@ prepend(struct proto_err *err, const char *head)
     if (old[0] != '\0' && old[0] != '[')
         append(err->path, sizeof(err->path), &at, ".");
     append(err->path, sizeof(err->path), &at, old);
+    if (at == sizeof(err->path) - 1)
+        trim_utf8(err->path);
 }
 
 void

@@ -689,17 +689,18 @@ build_extra(const struct unknowns *unk, struct receipt *r,
     qsort(refs, nref, sizeof(*refs), keyref_cmp);
     for (i = 1; i < nref; i++) {
         if (keyref_cmp(&refs[i - 1], &refs[i]) == 0) {
-            proto_err_set(err, PROTO_EINVALID, NULL, "duplicate key");
-            if (err != NULL) {
-                n = refs[i].npre + refs[i].nkey;
-                if (n > PROTO_ERR_PATH_MAX - 1)
-                    n = PROTO_ERR_PATH_MAX - 1;
-                for (k = 0; k < n; k++)
-                    err->path[k] = (char)keyref_at(&refs[i], k);
-                err->path[n] = '\0';
-            }
+            char path[PROTO_ERR_PATH_MAX + 1];
+
+            /* One byte more than fits, so that proto_err_set sees the
+             * truncation and does not cut a character in two. */
+            n = refs[i].npre + refs[i].nkey;
+            if (n > PROTO_ERR_PATH_MAX)
+                n = PROTO_ERR_PATH_MAX;
+            for (k = 0; k < n; k++)
+                path[k] = (char)keyref_at(&refs[i], k);
+            path[n] = '\0';
             free(refs);
-            return PROTO_EINVALID;
+            return proto_err_set(err, PROTO_EINVALID, path, "duplicate key");
         }
     }
     msgpack_sbuffer_init(&sb);

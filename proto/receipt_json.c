@@ -168,43 +168,34 @@ struct scan {
     size_t nkeys, capkeys;
 };
 
-/* Writes the path of the current position, plus last when not NULL. */
+/*
+ * Writes the path of the current position into out[0..cap), keys as
+ * written. The caller's buffer is one byte larger than a path may be, so
+ * that proto_err_set sees a truncation and trims a cut character.
+ */
 static void
-scan_path(const struct scan *sc, const char *last, size_t lastlen,
-          struct proto_err *err)
+scan_path(const struct scan *sc, char *out, size_t cap)
 {
-    char *out;
-    size_t at = 0, cap = sizeof(err->path), n;
+    size_t at = 0, n;
     int i, put;
 
-    if (err == NULL)
-        return;
-    out = err->path;
     out[0] = '\0';
-    for (i = 0; i <= sc->depth; i++) {
-        const char *k;
-
-        if (i < sc->depth && !sc->st[i].is_obj) {
+    for (i = 0; i < sc->depth; i++) {
+        if (!sc->st[i].is_obj) {
             put = snprintf(out + at, cap - at, "[%zu]", sc->st[i].index);
             if (put < 0 || (size_t)put >= cap - at)
                 return;
             at += (size_t)put;
             continue;
         }
-        if (i < sc->depth) {
-            k = sc->st[i].key;
-            n = sc->st[i].keylen;
-        } else {
-            k = last;
-            n = lastlen;
-        }
-        if (k == NULL)
+        if (sc->st[i].key == NULL)
             continue;
         if (at > 0 && at < cap - 1)
             out[at++] = '.';
+        n = sc->st[i].keylen;
         if (n > cap - 1 - at)
             n = cap - 1 - at;
-        memcpy(out + at, k, n);
+        memcpy(out + at, sc->st[i].key, n);
         at += n;
         out[at] = '\0';
     }
@@ -227,6 +218,7 @@ static int
 scan_close_obj(struct scan *sc, struct proto_err *err)
 {
     struct scan_frame *f = &sc->st[sc->depth - 1];
+    char path[PROTO_ERR_PATH_MAX + 1];
     struct scan_key *k;
     size_t n = sc->nkeys - f->keys_start, i;
 
@@ -242,9 +234,8 @@ scan_close_obj(struct scan *sc, struct proto_err *err)
         if (key_cmp(&k[i - 1], &k[i]) == 0) {
             f->key = k[i].p;
             f->keylen = k[i].n;
-            proto_err_set(err, PROTO_EINVALID, NULL, "duplicate key");
-            scan_path(sc, NULL, 0, err);
-            return PROTO_EINVALID;
+            scan_path(sc, path, sizeof(path));
+            return proto_err_set(err, PROTO_EINVALID, path, "duplicate key");
         }
     }
     sc->nkeys = f->keys_start;
@@ -257,6 +248,7 @@ scan_number(struct scan *sc, const char *p, size_t n, struct proto_err *err)
 {
     static const char umax[] = "18446744073709551615";
     static const char imin[] = "9223372036854775808";
+    char path[PROTO_ERR_PATH_MAX + 1];
     const char *d = p;
     size_t i, nd;
     int over;
@@ -276,11 +268,10 @@ scan_number(struct scan *sc, const char *p, size_t n, struct proto_err *err)
     }
     if (!over)
         return 0;
-    proto_err_set(err, PROTO_EINVALID, NULL,
-                  "expected an unsigned integer at most %s, got %.*s", umax,
-                  (int)(n > 40 ? 40 : n), p);
-    scan_path(sc, NULL, 0, err);
-    return PROTO_EINVALID;
+    scan_path(sc, path, sizeof(path));
+    return proto_err_set(err, PROTO_EINVALID, path,
+                         "expected an unsigned integer at most %s, got %.*s",
+                         umax, (int)(n > 40 ? 40 : n), p);
 }
 
 static int

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "mpobj.h"
 
 static const struct {
     int code;
@@ -125,6 +126,42 @@ START_TEST(test_error_prefix_truncates_inner_end)
 }
 END_TEST
 
+/* Truncation never cuts a character in two: the path and the message go
+ * back to the peer in msgpack strs, which must be UTF-8. */
+START_TEST(test_error_truncation_keeps_utf8)
+{
+    static const char *const tails[] = { "\xc3\xa9", "\xe2\x82\xac",
+                                         "\xf0\x9f\x98\x80" };
+    struct proto_err err;
+    char path[PROTO_ERR_PATH_MAX + 8];
+    size_t fill, len;
+    int t;
+
+    for (t = 0; t < 3; t++)
+        for (fill = PROTO_ERR_PATH_MAX - 5; fill < PROTO_ERR_PATH_MAX; fill++) {
+            memset(path, 'x', fill);
+            strcpy(path + fill, tails[t]);
+            proto_err_set(&err, PROTO_EINVALID, path, "%s", path);
+            len = strlen(err.path);
+            ck_assert_uint_le(len, PROTO_ERR_PATH_MAX - 1);
+            ck_assert_msg(len == fill || len == fill + strlen(tails[t]),
+                          "fill %zu: path cut to %zu", fill, len);
+            ck_assert_msg(strlen(err.message) == fill ||
+                              strlen(err.message) == fill + strlen(tails[t]),
+                          "fill %zu: message cut to %zu", fill,
+                          strlen(err.message));
+            /* Prefixing pushes the tail out; what is left is UTF-8, and
+             * no more than a character shorter than the limit. */
+            proto_err_set(&err, PROTO_EINVALID, path, "m");
+            proto_err_prefix_field(&err, "abc");
+            len = strlen(err.path);
+            ck_assert(mpobj_utf8_valid(err.path, len));
+            ck_assert_uint_ge(len, PROTO_ERR_PATH_MAX - 4);
+            ck_assert_int_eq(strncmp(err.path, "abc.xxx", 7), 0);
+        }
+}
+END_TEST
+
 static Suite *
 error_suite(void)
 {
@@ -143,6 +180,7 @@ error_suite(void)
     tcase_add_loop_test(tc, test_error_prefix_builds_paths, 0,
                         (int)(sizeof(prefixes) / sizeof(prefixes[0])));
     tcase_add_test(tc, test_error_prefix_truncates_inner_end);
+    tcase_add_test(tc, test_error_truncation_keeps_utf8);
     suite_add_tcase(s, tc);
     return s;
 }
