@@ -1,8 +1,10 @@
 #!/bin/sh
-# Regenerates the seed corpus of fuzz_frame (tests/fuzz/corpus/frame/seed-*)
-# from the shared receipt vectors, plus a few hostile frames. The corpus is
-# checked in; run this only when the vectors change. Crashers found by
-# scripts/fuzz.sh are added beside the seeds as crash-* and never removed.
+# Regenerates the seed corpora of fuzz_frame, fuzz_receipt and fuzz_json
+# (tests/fuzz/corpus/{frame,receipt,json}/seed-*) from the shared receipt
+# vectors, plus a few hostile inputs. The corpora are checked in; run this
+# only when the vectors change. Crashers found by scripts/fuzz.sh are added
+# beside the seeds as crash-* and never removed; hand-made seeds of
+# fuzz_json (seed-dup.json and the like) are kept too.
 #   tests/fuzz/make-corpus.sh
 set -eu
 cd "$(dirname "$0")"
@@ -99,4 +101,24 @@ frame "$tmp/env" >"$out/seed-nesting-32"
 	printf '\001'
 } >"$tmp/env"
 frame "$tmp/env" >"$out/seed-nesting-33"
-find "$out" -type f | wc -l
+# fuzz_receipt: the bodies alone, in both forms, and with unknown keys.
+rout=corpus/receipt
+mkdir -p "$rout"
+rm -f "$rout"/seed-*
+for f in "$vec"/*.msgpack; do
+	cp "$f" "$rout/seed-$(basename "$f" .msgpack)"
+done
+for f in "$out"/seed-unknown-key-*; do
+	# Drops the frame header and the 21-byte envelope before the body.
+	tail -c +26 "$f" >"$rout/$(basename "$f")"
+done
+
+# fuzz_json: the serde_json files.
+jout=corpus/json
+mkdir -p "$jout"
+for f in "$vec"/*.json; do
+	[ "$(basename "$f")" = index.json ] && continue
+	cp "$f" "$jout/seed-$(basename "$f")"
+done
+
+find "$out" "$rout" "$jout" -type f | wc -l
