@@ -121,9 +121,8 @@ unpack_body(const char *frame, size_t len, msgpack_unpacked *up, size_t *off,
         if (msgpack_unpack_next(&tmp, frame, len, &at) !=
             MSGPACK_UNPACK_SUCCESS)
             break;
-        found = tmp.data.type == MSGPACK_OBJECT_STR &&
-                tmp.data.via.str.size == 4 &&
-                memcmp(tmp.data.via.str.ptr, "body", 4) == 0;
+        /* The same key rule as envelope_parse: a str, or a bin. */
+        found = mpobj_str_eq(&tmp.data, "body");
         vat = at;
         if (msgpack_unpack_next(found ? up : &tmp, frame, len, &at) !=
             MSGPACK_UNPACK_SUCCESS) {
