@@ -33,6 +33,7 @@
 
 static char dir[1024];
 static char db_path[1100];
+static char template_path[1200]; /* a migrated file; "" = start empty */
 
 static void
 setup(void)
@@ -59,6 +60,9 @@ remove_db(void)
 static void
 teardown(void)
 {
+    if (template_path[0] != '\0')
+        unlink(template_path);
+    template_path[0] = '\0';
     remove_db();
     rmdir(dir);
     vfs_fault_unregister();
@@ -71,7 +75,7 @@ init_work(struct relwork *w)
     w->path = db_path;
     w->synchronous = 2;
     w->autocheckpoint = 4;
-    w->ntx = 16;
+    w->ntx = 10;
     w->per_tx = 4;
     w->attempts = 3;
 }
@@ -86,6 +90,35 @@ struct tally {
     char first_bad[900];
 };
 
+static void
+copy_file(const char *from, const char *to)
+{
+    char buf[65536];
+    size_t n;
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    ck_assert_int_eq(fclose(out), 0);
+}
+
+/* Makes template_path: the schema applied by w's driver, no receipts. A
+ * clean close checkpoints and deletes the WAL, so it is one file. */
+static void
+make_template(const struct relwork *like)
+{
+    struct relwork w = *like;
+
+    snprintf(template_path, sizeof(template_path), "%s.migrated", db_path);
+    w.path = template_path;
+    w.ntx = 0;
+    vfs_fault_reset();
+    ck_assert_int_eq(relwork_run(&w), 0);
+}
+
 /* One run with the nth op failing; returns 1 when the fault fired. */
 static int
 run_one(struct relwork *w, int op, unsigned long nth, int code, int sticky,
@@ -95,6 +128,10 @@ run_one(struct relwork *w, int op, unsigned long nth, int code, int sticky,
     int fired, i;
 
     remove_db();
+    /* A copy of the template counts as durable: the VFS takes a file's
+     * state on disk when it first sees it after a reset. */
+    if (template_path[0] != '\0')
+        copy_file(template_path, db_path);
     vfs_fault_reset();
     vfs_fault_sticky_sync_loss(sticky);
     vfs_fault_inject(op, nth, code);
@@ -121,13 +158,23 @@ run_one(struct relwork *w, int op, unsigned long nth, int code, int sticky,
     return fired;
 }
 
+static int
+env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && *v != '\0' ? atoi(v) : dflt;
+}
+
+/* N = 1, 1 + stride, ... until a run completes without the fault. */
 static void
-sweep(struct relwork *w, int op, int code, int sticky, struct tally *t)
+sweep(struct relwork *w, int op, int code, int sticky, unsigned long stride,
+      struct tally *t)
 {
     unsigned long n;
 
     memset(t, 0, sizeof(*t));
-    for (n = 1; n <= MAX_N; n++)
+    for (n = 1; n <= MAX_N; n += stride)
         if (!run_one(w, op, n, code, sticky, t))
             break;
     ck_assert_msg(n <= MAX_N, "the workload never completed");
@@ -136,25 +183,39 @@ sweep(struct relwork *w, int op, int code, int sticky, struct tally *t)
 static const char *const op_names[VFS_FAULT_NOPS] = { "read", "write", "sync",
                                                       "truncate" };
 
-/* "sql" drives SQLite directly with the daemon's settings; "store" drives
+/*
+ * "sql" drives SQLite directly with the daemon's settings; "store" drives
  * daemon/store.h, reopening every 6 transactions so that the checkpoint
- * and the WAL's deletion at close are in the sweep too. */
+ * and the WAL's deletion at close are in the sweep too. Most cases start
+ * from a migrated copy and try every N; the cases that start from an
+ * empty file put the migrations (large, with the rollup triggers) in the
+ * sweep and, in CI, try every stride-th N. RELIABILITY_FAULT_STRIDE=1
+ * (scripts/reliability-long.sh) tries every N everywhere.
+ */
 static const struct {
     int store;
+    int empty; /* start from an empty file: migrations included */
+    unsigned long stride;
     int op;
     int code;
     const char *code_name;
 } cases[] = {
-    { 0, VFS_FAULT_READ, SQLITE_IOERR_READ, "SQLITE_IOERR_READ" },
-    { 0, VFS_FAULT_WRITE, SQLITE_IOERR_WRITE, "SQLITE_IOERR_WRITE" },
-    { 0, VFS_FAULT_WRITE, SQLITE_FULL, "SQLITE_FULL" },
-    { 0, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, "SQLITE_IOERR_FSYNC" },
-    { 0, VFS_FAULT_TRUNCATE, SQLITE_IOERR_TRUNCATE, "SQLITE_IOERR_TRUNCATE" },
-    { 1, VFS_FAULT_READ, SQLITE_IOERR_READ, "SQLITE_IOERR_READ" },
-    { 1, VFS_FAULT_WRITE, SQLITE_IOERR_WRITE, "SQLITE_IOERR_WRITE" },
-    { 1, VFS_FAULT_WRITE, SQLITE_FULL, "SQLITE_FULL" },
-    { 1, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, "SQLITE_IOERR_FSYNC" },
-    { 1, VFS_FAULT_TRUNCATE, SQLITE_IOERR_TRUNCATE, "SQLITE_IOERR_TRUNCATE" },
+    { 0, 0, 1, VFS_FAULT_READ, SQLITE_IOERR_READ, "SQLITE_IOERR_READ" },
+    { 0, 0, 1, VFS_FAULT_WRITE, SQLITE_IOERR_WRITE, "SQLITE_IOERR_WRITE" },
+    { 0, 0, 2, VFS_FAULT_WRITE, SQLITE_FULL, "SQLITE_FULL" },
+    { 0, 0, 1, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, "SQLITE_IOERR_FSYNC" },
+    { 0, 0, 1, VFS_FAULT_TRUNCATE, SQLITE_IOERR_TRUNCATE,
+      "SQLITE_IOERR_TRUNCATE" },
+    { 1, 0, 1, VFS_FAULT_READ, SQLITE_IOERR_READ, "SQLITE_IOERR_READ" },
+    { 1, 0, 1, VFS_FAULT_WRITE, SQLITE_IOERR_WRITE, "SQLITE_IOERR_WRITE" },
+    { 1, 0, 2, VFS_FAULT_WRITE, SQLITE_FULL, "SQLITE_FULL" },
+    { 1, 0, 1, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, "SQLITE_IOERR_FSYNC" },
+    { 1, 0, 1, VFS_FAULT_TRUNCATE, SQLITE_IOERR_TRUNCATE,
+      "SQLITE_IOERR_TRUNCATE" },
+    { 0, 1, 4, VFS_FAULT_READ, SQLITE_IOERR_READ, "SQLITE_IOERR_READ" },
+    { 0, 1, 8, VFS_FAULT_WRITE, SQLITE_FULL, "SQLITE_FULL" },
+    { 1, 1, 8, VFS_FAULT_WRITE, SQLITE_IOERR_WRITE, "SQLITE_IOERR_WRITE" },
+    { 1, 1, 1, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, "SQLITE_IOERR_FSYNC" },
 };
 
 START_TEST(test_fault_nth_io_error_loses_nothing_acknowledged)
@@ -162,6 +223,10 @@ START_TEST(test_fault_nth_io_error_loses_nothing_acknowledged)
     struct relwork w;
     struct tally t;
 
+    unsigned long stride = cases[_i].stride;
+
+    if (env_int("RELIABILITY_FAULT_STRIDE", 0) > 0)
+        stride = (unsigned long)env_int("RELIABILITY_FAULT_STRIDE", 0);
     init_work(&w);
     if (cases[_i].store) {
         ck_assert_msg(relwork_have_store(),
@@ -169,13 +234,16 @@ START_TEST(test_fault_nth_io_error_loses_nothing_acknowledged)
         w.use_store = 1;
         w.reopen_every = 6;
     }
-    sweep(&w, cases[_i].op, cases[_i].code, 1, &t);
-    printf("fault[%s, %s -> %s]: %lu runs, %lu faults injected, %lu "
-           "transactions failed and resent, %lu acknowledged receipts "
-           "checked, %lu bad runs\n",
-           cases[_i].store ? "store" : "sql", op_names[cases[_i].op],
-           cases[_i].code_name, t.runs, t.injected, t.failed_tx, t.acked,
-           t.bad);
+    if (!cases[_i].empty)
+        make_template(&w);
+    sweep(&w, cases[_i].op, cases[_i].code, 1, stride, &t);
+    printf("fault[%s, %s, %s -> %s, every %lu]: %lu runs, %lu faults "
+           "injected, %lu transactions failed and resent, %lu acknowledged "
+           "receipts checked, %lu bad runs\n",
+           cases[_i].store ? "store" : "sql",
+           cases[_i].empty ? "from empty" : "migrated file",
+           op_names[cases[_i].op], cases[_i].code_name, stride, t.runs,
+           t.injected, t.failed_tx, t.acked, t.bad);
     ck_assert_msg(t.bad == 0, "%s on %s: %lu of %lu runs failed; first: %s",
                   cases[_i].code_name, op_names[cases[_i].op], t.bad, t.runs,
                   t.first_bad);
@@ -230,7 +298,8 @@ START_TEST(test_fault_control_retry_commit_after_fsync_loses_acked)
 
     init_work(&w);
     w.retry_commit = 1;
-    sweep(&w, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, 1, &t);
+    make_template(&w);
+    sweep(&w, VFS_FAULT_SYNC, SQLITE_IOERR_FSYNC, 1, 1, &t);
     printf("fault[control retry COMMIT after fsync error]: %lu runs, %lu "
            "bad runs, %lu acknowledged receipts lost\n",
            t.runs, t.bad, t.lost);
