@@ -7,3 +7,8 @@ add_dependencies(e2e_plan receiptd)
 if(TARGET receiptctl)
   add_dependencies(e2e_plan receiptctl)
 endif()
+
+# The store's plan functions on a real SQLite file.
+receiptd_check_test(check_store_plan
+  SOURCES check_store_plan.c
+  LIBS receiptd_core PkgConfig::SQLITE)
