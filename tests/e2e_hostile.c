@@ -282,6 +282,58 @@ START_TEST(test_e2e_hostile_corpus_bounded_memory_then_valid_receipt)
 }
 END_TEST
 
+/* A valid request cut at every byte, each cut a whole frame (its length
+ * patched), all pipelined on one connection: each is answered `malformed`
+ * in order, the connection stays open, and a valid receipt follows. */
+START_TEST(test_e2e_hostile_truncation_at_every_byte_is_answered)
+{
+    msgpack_sbuffer valid, all;
+    struct e2e_reply rep;
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    size_t body, cut;
+    int fd;
+
+    start();
+    msgpack_sbuffer_init(&valid);
+    msgpack_sbuffer_init(&all);
+    ck_assert_int_eq(relpack_receipt_frame(&valid, 1, 1, 1, 1, 1), 0);
+    body = valid.size - FRAME_HEADER_SIZE;
+    for (cut = 1; cut < body; cut++) {
+        frame_put_header(hdr, (uint32_t)cut);
+        ck_assert_int_eq(
+            msgpack_sbuffer_write(&all, (const char *)hdr, sizeof(hdr)), 0);
+        ck_assert_int_eq(
+            msgpack_sbuffer_write(&all, valid.data + FRAME_HEADER_SIZE, cut),
+            0);
+    }
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    /* The replies are small and the daemon keeps reading while they
+     * queue, so one send of everything cannot deadlock. */
+    ck_assert_int_eq(e2e_send_all(fd, all.data, all.size), 0);
+    for (cut = 1; cut < body; cut++) {
+        ck_assert_msg(e2e_recv(fd, T_REPLY, &rep) == 0,
+                      "no reply to the cut at %zu of %zu bytes", cut, body);
+        ck_assert_msg(!rep.r.ok && rep.r.err.code == PROTO_EMALFORMED,
+                      "cut at %zu: %s", cut,
+                      rep.r.ok ? "ok" : proto_code_name(rep.r.err.code));
+        e2e_reply_free(&rep);
+    }
+    ck_assert_int_eq(e2e_send_all(fd, valid.data, valid.size), 0);
+    ck_assert_int_eq(e2e_recv(fd, T_REPLY, &rep), 0);
+    ck_assert_msg(rep.r.ok, "the valid receipt after the cuts: %s",
+                  rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+    printf("e2e_hostile: %zu truncations of a %zu-byte request answered "
+           "malformed on one connection, then a receipt stored\n",
+           body - 1, body);
+    fflush(stdout);
+    msgpack_sbuffer_destroy(&valid);
+    msgpack_sbuffer_destroy(&all);
+}
+END_TEST
+
 static Suite *
 e2e_hostile_suite(void)
 {
@@ -293,6 +345,12 @@ e2e_hostile_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, test_e2e_hostile_frame_gets_expected_outcome, 0,
                         ncases);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("truncation");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_e2e_hostile_truncation_at_every_byte_is_answered);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("corpus_memory");
