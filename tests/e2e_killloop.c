@@ -77,23 +77,42 @@ now_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+/*
+ * A free port below the ephemeral range. The daemon is restarted on the
+ * same port hundreds of times, and while it is down the clients keep
+ * connecting; a port inside the ephemeral range could meanwhile be taken as
+ * some socket's local port (even by a TCP self-connect of our own client),
+ * and the restart would fail to bind.
+ */
 static int
 free_tcp_port(void)
 {
     struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    int lo = 32768, hi = 60999, tries, port, fd, ok;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
-    if (fd < 0)
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    (void)hi;
+    if (lo <= 11000)
         return -1;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    close(fd);
-    return port;
+    for (tries = 0; tries < 200; tries++) {
+        port = 10000 + (int)((unsigned)rand() % (unsigned)(lo - 10000));
+        if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+            return -1;
+        memset(&sa, 0, sizeof(sa));
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sa.sin_port = htons((uint16_t)port);
+        ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        close(fd);
+        if (ok)
+            return port;
+    }
+    return -1;
 }
 
 static int
@@ -512,6 +531,7 @@ START_TEST(test_e2e_killloop_graceful_stop_under_load)
     long t0;
     int i, status = 0;
 
+    srand((unsigned)getpid() ^ (unsigned)time(NULL));
     start_all();
     usleep(1500000);
     t0 = now_ms();
