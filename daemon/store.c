@@ -392,7 +392,11 @@ store_begin(struct store *s, struct proto_err *err)
 int
 store_commit(struct store *s, struct proto_err *err)
 {
-    int rc = store_exec(s, "COMMIT", err, "commit");
+    /* The rollups summed in memory go in just before the commit. */
+    int rc = store_rollup_flush(s, s->rollup, err);
+
+    if (rc == 0)
+        rc = store_exec(s, "COMMIT", err, "commit");
 
     /* A failed COMMIT is never retried: the group is rolled back and its
      * producers resend, because after an fsync error the state of the file
@@ -406,6 +410,7 @@ void
 store_rollback(struct store *s)
 {
     cache_clear(s);
+    store_rollup_discard_all(s->rollup);
     if (!sqlite3_get_autocommit(s->db))
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
@@ -419,13 +424,19 @@ store_savepoint(struct store *s, struct proto_err *err)
 int
 store_savepoint_release(struct store *s, struct proto_err *err)
 {
-    return store_exec(s, "RELEASE job", err, "release a savepoint");
+    int rc = store_exec(s, "RELEASE job", err, "release a savepoint");
+
+    /* The job is kept: its rollup sums join the transaction's. */
+    if (rc == 0)
+        rc = store_rollup_end_job(s, s->rollup, err);
+    return rc;
 }
 
 void
 store_savepoint_rollback(struct store *s)
 {
     cache_clear(s);
+    store_rollup_discard(s->rollup);
     if (!sqlite3_get_autocommit(s->db)) {
         sqlite3_exec(s->db, "ROLLBACK TO job", NULL, NULL, NULL);
         sqlite3_exec(s->db, "RELEASE job", NULL, NULL, NULL);
@@ -722,7 +733,6 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
     w->receipt_id = 0;
     w->evicted = 0;
     w->refused = 0;
-    store_rollup_discard(s->rollup);
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      &source_id, err)))
         return rc;
@@ -741,8 +751,6 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
             w->status = receipt_status(&w->receipts[i]);
         }
     }
-    if ((rc = store_rollup_flush(s, s->rollup, err)))
-        return rc;
     if (w->apply_cb != NULL && (rc = w->apply_cb(w->apply_arg, s, w, err)))
         return rc;
     for (i = 0; i < w->n_quarantine; i++)

@@ -41,18 +41,23 @@ struct store_rollup_key {
     int64_t received_at;
 };
 
-/* Adds r to the pending sums of its rollup row; *rup holds the prepared
+/* Adds r to the current job's pending sums; *rup holds the prepared
  * statements and the sums, made on first use (free with
- * store_rollup_free). store_rollup_flush writes the pending sums into the
- * rollups table inside the writer's transaction, before the write ends;
- * store_rollup_discard drops them (a failed write). NULL is a no-op for
- * both. */
+ * store_rollup_free). store_rollup_end_job adds the job's sums to the
+ * transaction's (savepoint released); store_rollup_discard drops the job's
+ * (savepoint rolled back); store_rollup_flush ends the job and writes the
+ * transaction's sums into the rollup tables (just before COMMIT);
+ * store_rollup_discard_all drops everything (ROLLBACK). NULL is a no-op
+ * for all but store_rollup_add. */
 int store_rollup_add(struct store *s, struct store_rollup **rup,
                      const struct store_rollup_key *k, const struct receipt *r,
                      struct proto_err *err);
+int store_rollup_end_job(struct store *s, struct store_rollup *ru,
+                         struct proto_err *err);
 int store_rollup_flush(struct store *s, struct store_rollup *ru,
                        struct proto_err *err);
 void store_rollup_discard(struct store_rollup *ru);
+void store_rollup_discard_all(struct store_rollup *ru);
 void store_rollup_free(struct store_rollup *ru);
 
 /* The rollup figure columns, each name after prefix ("r."), in the order

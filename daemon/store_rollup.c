@@ -7,10 +7,13 @@
  * extremes compared as unsigned: SQLite has neither), and the row is
  * written back; because all of it happens in the transaction (and the
  * savepoint) of the receipt insert, a rollback undoes both and the rollups
- * stay exactly the sum of the stored receipts. The receipts of one write
- * are first summed per key in memory and written when the write ends
- * (store_apply calls store_rollup_flush before it returns), so a batch
- * costs a few row updates; nothing is kept from one write to the next.
+ * stay exactly the sum of the stored receipts. Receipts are first summed
+ * per key in memory: a job's sums (one write, inside its savepoint) join
+ * the transaction's when the savepoint is released, are dropped when it is
+ * rolled back, and the transaction's are written just before COMMIT, so a
+ * group commit costs one row update per key and level, however many
+ * receipts share the key. Nothing is kept from one transaction to the
+ * next.
  *
  * Pruning old receipts (later work) subtracts counts and sums from the
  * rollups of each receipt's hour and day; min and max cannot be
@@ -28,8 +31,11 @@
 /* Columns per counter in the rollups table: _n, _lo, _hi, _min, _max. */
 #define PER_COUNTER 5
 
-/* Distinct keys one write may hold before they are written out early. */
+/* Distinct keys one job may hold before they are written out early. */
 #define PENDING_MAX 64
+/* Distinct keys one transaction may hold in memory (about 1 KiB each). */
+#define TXN_MAX   4096
+#define TXN_SLOTS 8192 /* a power of two, twice TXN_MAX */
 
 struct pending {
     struct store_rollup_key k; /* received_at holds the bucket start */
@@ -53,8 +59,11 @@ static const struct {
 
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct pending pend[PENDING_MAX];
+    struct pending pend[PENDING_MAX]; /* the current job's sums */
     int n_pend;
+    struct pending *txn; /* TXN_MAX: sums of the jobs done in the txn */
+    int *slots;          /* TXN_SLOTS: index of txn by key, -1 = free */
+    int n_txn;
 };
 
 void
@@ -229,6 +238,8 @@ store_rollup_free(struct store_rollup *ru)
         sqlite3_finalize(ru->lv[i].put);
         sqlite3_finalize(ru->lv[i].upd);
     }
+    free(ru->txn);
+    free(ru->slots);
     free(ru);
 }
 
@@ -298,20 +309,105 @@ write_pending(struct store *s, const struct level *ru, int64_t ms,
     return 0;
 }
 
+/* Writes n pending sums into both tables. */
+static int
+write_all(struct store *s, struct store_rollup *ru, const struct pending *p,
+          int n, struct proto_err *err)
+{
+    int i, l, rc = 0;
+
+    for (i = 0; i < n && rc == 0; i++)
+        for (l = 0; l < STORE_LEVELS && rc == 0; l++)
+            rc = write_pending(s, &ru->lv[l], levels[l].ms, &p[i], err);
+    return rc;
+}
+
+static void
+clear_txn(struct store_rollup *ru)
+{
+    int i;
+
+    for (i = 0; i < TXN_SLOTS; i++)
+        ru->slots[i] = -1;
+    ru->n_txn = 0;
+}
+
+static size_t
+key_slot(const struct store_rollup_key *k)
+{
+    uint64_t h = (uint64_t)k->plan_id * 0x9e3779b97f4a7c15ull;
+
+    h = (h ^ (uint64_t)k->graph_id) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (uint64_t)k->model_id) * 0x94d049bb133111ebull;
+    h = (h ^ (uint64_t)k->source_id) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ (uint64_t)(k->requested * 16 + k->executed)) *
+        0xbf58476d1ce4e5b9ull;
+    h = (h ^ (uint64_t)k->received_at) * 0x94d049bb133111ebull;
+    return (size_t)(h >> 32) & (TXN_SLOTS - 1);
+}
+
+static void
+merge_group(struct store_agg_group *g, const struct store_agg_group *o)
+{
+    int i;
+
+    g->receipts += o->receipts;
+    g->fallback += o->fallback;
+    g->clean += o->clean;
+    g->unproven += o->unproven;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        store_agg_counter_merge(&g->c[i], &o->c[i]);
+}
+
+int
+store_rollup_end_job(struct store *s, struct store_rollup *ru,
+                     struct proto_err *err)
+{
+    int i, rc;
+
+    if (ru == NULL)
+        return 0;
+    for (i = 0; i < ru->n_pend; i++) {
+        const struct pending *p = &ru->pend[i];
+        size_t j = key_slot(&p->k);
+
+        while (ru->slots[j] >= 0 && !key_eq(&ru->txn[ru->slots[j]].k, &p->k))
+            j = (j + 1) & (TXN_SLOTS - 1);
+        if (ru->slots[j] >= 0) {
+            merge_group(&ru->txn[ru->slots[j]].g, &p->g);
+            continue;
+        }
+        if (ru->n_txn == TXN_MAX) {
+            /* Too many keys to hold: what the transaction has so far goes
+             * to the tables now, still inside the transaction. */
+            rc = write_all(s, ru, ru->txn, ru->n_txn, err);
+            clear_txn(ru);
+            if (rc != 0) {
+                ru->n_pend = 0;
+                return rc;
+            }
+            j = key_slot(&p->k);
+        }
+        ru->txn[ru->n_txn] = *p;
+        ru->slots[j] = ru->n_txn++;
+    }
+    ru->n_pend = 0;
+    return 0;
+}
+
 int
 store_rollup_flush(struct store *s, struct store_rollup *ru,
                    struct proto_err *err)
 {
-    int i, l, rc = 0;
+    int rc;
 
     if (ru == NULL)
         return 0;
-    for (i = 0; i < ru->n_pend && rc == 0; i++)
-        for (l = 0; l < STORE_LEVELS && rc == 0; l++)
-            rc = write_pending(s, &ru->lv[l], levels[l].ms, &ru->pend[i], err);
-    /* On failure the caller rolls the write back, rows and rollups alike,
-     * so what was pending is dropped either way. */
-    ru->n_pend = 0;
+    if ((rc = store_rollup_end_job(s, ru, err)) == 0)
+        rc = write_all(s, ru, ru->txn, ru->n_txn, err);
+    /* On failure the caller rolls the transaction back, rows and rollups
+     * alike, so what was pending is dropped either way. */
+    clear_txn(ru);
     return rc;
 }
 
@@ -320,6 +416,15 @@ store_rollup_discard(struct store_rollup *ru)
 {
     if (ru != NULL)
         ru->n_pend = 0;
+}
+
+void
+store_rollup_discard_all(struct store_rollup *ru)
+{
+    if (ru != NULL) {
+        ru->n_pend = 0;
+        clear_txn(ru);
+    }
 }
 
 int
@@ -337,6 +442,13 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
         ru = calloc(1, sizeof(*ru));
         if (ru == NULL)
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        ru->txn = malloc(TXN_MAX * sizeof(*ru->txn));
+        ru->slots = malloc(TXN_SLOTS * sizeof(*ru->slots));
+        if (ru->txn == NULL || ru->slots == NULL) {
+            store_rollup_free(ru);
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        }
+        clear_txn(ru);
         for (i = 0; i < STORE_LEVELS; i++)
             if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
                 store_rollup_free(ru);
@@ -352,9 +464,14 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
         if (key_eq(&ru->pend[i].k, &bk))
             p = &ru->pend[i];
     if (p == NULL) {
-        if (ru->n_pend == PENDING_MAX &&
-            (rc = store_rollup_flush(s, ru, err)) != 0)
-            return rc;
+        if (ru->n_pend == PENDING_MAX) {
+            /* Written now, inside the job's savepoint, which undoes them
+             * if the job fails. */
+            rc = write_all(s, ru, ru->pend, ru->n_pend, err);
+            ru->n_pend = 0;
+            if (rc != 0)
+                return rc;
+        }
         p = &ru->pend[ru->n_pend++];
         memset(p, 0, sizeof(*p));
         p->k = bk;

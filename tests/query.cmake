@@ -6,3 +6,9 @@ receiptd_check_test(e2e_query
   SOURCES e2e_query.c e2e_util.c
   LIBS receiptd_core PkgConfig::SQLITE)
 add_dependencies(e2e_query receiptd)
+
+# The rollups against a full scan after savepoints, rollbacks and
+# transactions with more keys than are summed in memory.
+receiptd_check_test(check_rollup
+  SOURCES check_rollup.c
+  LIBS receiptd_core PkgConfig::SQLITE)

@@ -1,0 +1,227 @@
+/*
+ * check_rollup.c: unit tests of the rollups (daemon/store_rollup.c) through
+ * the store API: after any sequence of writes, savepoints released or
+ * rolled back, commits and rollbacks, the rollup-based aggregates equal a
+ * full scan of the receipts (store_query_agg with and without
+ * STORE_AGG_SCAN), including jobs with more keys than are summed in memory
+ * and transactions with more keys than are held until COMMIT.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "envelope.h"
+#include "store.h"
+#include "store_agg.h"
+
+static char path[256];
+
+static void
+setup(void)
+{
+    snprintf(path, sizeof(path), "%s/check_rollup-%ld.db", TEST_BINARY_DIR,
+             (long)getpid());
+    unlink(path);
+}
+
+static void
+teardown(void)
+{
+    char p[300];
+
+    unlink(path);
+    snprintf(p, sizeof(p), "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", path);
+    unlink(p);
+}
+
+static char names[6000][16];
+
+/* A job of n receipts whose keys start at key0; each receipt has its own
+ * key when spread, else they share a few. Times cover two days. */
+static void
+job(struct store *s, int key0, int n, int spread, int64_t at)
+{
+    struct receipt *rs = calloc((size_t)n, sizeof(*rs));
+    struct store_write w;
+    struct proto_err err;
+    int i, b;
+
+    ck_assert_ptr_nonnull(rs);
+    for (i = 0; i < n; i++) {
+        struct receipt *r = &rs[i];
+        int k = key0 + (spread ? i : i % 3);
+
+        r->schema_version = (uint16_t)(i % 2 ? 3 : 2);
+        r->requested_backend = RECEIPT_BACKEND_CUDA;
+        r->executed_backend =
+            (uint8_t)(i % 5 ? RECEIPT_BACKEND_CUDA : RECEIPT_BACKEND_CPU);
+        r->model_instance_id.ptr = names[k % 6000];
+        r->model_instance_id.len = strlen(names[k % 6000]);
+        r->prepared_plan_id = r->model_instance_id;
+        r->graph_hash.ptr = "g";
+        r->graph_hash.len = 1;
+        r->tuning_profile.ptr = r->stop_reason.ptr = "";
+        r->counter_coverage = 0x3ffffffu ^ ((uint64_t)i * 2654435761u);
+        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+            r->counters[b] =
+                b % 3 == 0 ? UINT64_MAX - (uint64_t)i : (uint64_t)(i * b);
+    }
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.source = "src";
+    w.source_len = 3;
+    w.received_at = at;
+    w.receipts = rs;
+    w.n_receipts = (size_t)n;
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    free(rs);
+}
+
+static void
+assert_rollups_equal_scan(void)
+{
+    struct store_opts o = { .readonly = 1 };
+    struct store_agg a = { 0 }, b = { 0 };
+    struct store_filter f;
+    struct proto_err err;
+    struct store *s;
+    size_t i, j;
+
+    memset(&f, 0, sizeof(f));
+    f.requested = f.executed = f.status = -1;
+    f.limit = 100;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
+                                     STORE_AGG_COUNTERS, 0, &a, &err),
+                     0);
+    ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
+                                     STORE_AGG_COUNTERS | STORE_AGG_SCAN, 0, &b,
+                                     &err),
+                     0);
+    store_free(s);
+    ck_assert_uint_eq(a.n, b.n);
+    for (i = 0; i < a.n; i++) {
+        for (j = 0; j < b.n && b.groups[j].k1 != a.groups[i].k1; j++)
+            ;
+        ck_assert_uint_lt(j, b.n);
+        ck_assert_uint_eq(a.groups[i].receipts, b.groups[j].receipts);
+        ck_assert_uint_eq(a.groups[i].fallback, b.groups[j].fallback);
+        ck_assert(memcmp(a.groups[i].c, b.groups[j].c, sizeof(a.groups[i].c)) ==
+                  0);
+    }
+    store_agg_free(&a);
+    store_agg_free(&b);
+}
+
+static struct store *
+open_rw(void)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct store *s;
+    int i;
+
+    for (i = 0; i < 6000; i++)
+        snprintf(names[i], sizeof(names[i]), "k-%d", i);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    return s;
+}
+
+/* Jobs released, one rolled back, in one transaction; then a rolled-back
+ * transaction; then a plain one without savepoints. */
+START_TEST(test_rollup_follows_savepoints_and_rollbacks)
+{
+    const int64_t day = 86400000;
+    struct proto_err err;
+    struct store *s = open_rw();
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_savepoint(s, &err), 0);
+    job(s, 0, 50, 0, day + 5);
+    ck_assert_int_eq(store_savepoint_release(s, &err), 0);
+    ck_assert_int_eq(store_savepoint(s, &err), 0);
+    job(s, 1, 50, 0, day + 7); /* shares keys with the first */
+    store_savepoint_rollback(s);
+    ck_assert_int_eq(store_savepoint(s, &err), 0);
+    job(s, 2, 80, 1, 2 * day + 3600000 * 5); /* more keys than a job holds */
+    ck_assert_int_eq(store_savepoint_release(s, &err), 0);
+    ck_assert_int_eq(store_savepoint(s, &err), 0);
+    job(s, 3, 90, 1, 2 * day); /* early write, then rolled back */
+    store_savepoint_rollback(s);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 30, 0, day + 9);
+    store_rollback(s);
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 30, 0, day + 11);
+    job(s, 5, 30, 1, day + 12);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    store_free(s);
+    assert_rollups_equal_scan();
+}
+END_TEST
+
+/* More keys in one transaction than are held until COMMIT. */
+START_TEST(test_rollup_survives_a_transaction_with_many_keys)
+{
+    struct proto_err err;
+    struct store *s = open_rw();
+    int i;
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = 0; i < 100; i++) {
+        ck_assert_int_eq(store_savepoint(s, &err), 0);
+        job(s, i * 50, 50, 1, 1000 + i);
+        ck_assert_int_eq(store_savepoint_release(s, &err), 0);
+    }
+    /* Again over the same keys, so that flushed rows are read back. */
+    for (i = 0; i < 100; i++) {
+        ck_assert_int_eq(store_savepoint(s, &err), 0);
+        job(s, i * 50, 50, 1, 2000 + i);
+        if (i % 7 == 0)
+            store_savepoint_rollback(s);
+        else
+            ck_assert_int_eq(store_savepoint_release(s, &err), 0);
+    }
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    store_free(s);
+    assert_rollups_equal_scan();
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("rollup");
+    TCase *tc;
+
+    tc = tcase_create("savepoints");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_rollup_follows_savepoints_and_rollbacks);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("many_keys");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_rollup_survives_a_transaction_with_many_keys);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
