@@ -32,7 +32,8 @@
 #define PER_COUNTER 5
 
 /* Distinct keys one job may hold before they are written out early. */
-#define PENDING_MAX 64
+#define PENDING_MAX 256
+#define JOB_SLOTS   512 /* a power of two, twice PENDING_MAX */
 /* Distinct keys one transaction may hold in memory (about 1 KiB each). */
 #define TXN_MAX   4096
 #define TXN_SLOTS 8192 /* a power of two, twice TXN_MAX */
@@ -60,6 +61,7 @@ static const struct {
 struct store_rollup {
     struct level lv[STORE_LEVELS];
     struct pending pend[PENDING_MAX]; /* the current job's sums */
+    int jslots[JOB_SLOTS];            /* index of pend by key, -1 = free */
     int n_pend;
     struct pending *txn; /* TXN_MAX: sums of the jobs done in the txn */
     int *slots;          /* TXN_SLOTS: index of txn by key, -1 = free */
@@ -323,6 +325,14 @@ write_all(struct store *s, struct store_rollup *ru, const struct pending *p,
 }
 
 static void
+job_clear(struct store_rollup *ru)
+{
+    /* Every byte 0xff makes every slot -1. */
+    memset(ru->jslots, 0xff, sizeof(ru->jslots));
+    ru->n_pend = 0;
+}
+
+static void
 clear_txn(struct store_rollup *ru)
 {
     int i;
@@ -383,7 +393,7 @@ store_rollup_end_job(struct store *s, struct store_rollup *ru,
             rc = write_all(s, ru, ru->txn, ru->n_txn, err);
             clear_txn(ru);
             if (rc != 0) {
-                ru->n_pend = 0;
+                job_clear(ru);
                 return rc;
             }
             j = key_slot(&p->k);
@@ -391,7 +401,7 @@ store_rollup_end_job(struct store *s, struct store_rollup *ru,
         ru->txn[ru->n_txn] = *p;
         ru->slots[j] = ru->n_txn++;
     }
-    ru->n_pend = 0;
+    job_clear(ru);
     return 0;
 }
 
@@ -415,14 +425,14 @@ void
 store_rollup_discard(struct store_rollup *ru)
 {
     if (ru != NULL)
-        ru->n_pend = 0;
+        job_clear(ru);
 }
 
 void
 store_rollup_discard_all(struct store_rollup *ru)
 {
     if (ru != NULL) {
-        ru->n_pend = 0;
+        job_clear(ru);
         clear_txn(ru);
     }
 }
@@ -437,6 +447,7 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
     struct pending *p = NULL;
     uint64_t bits;
     int rc, i, status;
+    size_t j;
 
     if (ru == NULL) {
         ru = calloc(1, sizeof(*ru));
@@ -449,6 +460,7 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
         }
         clear_txn(ru);
+        job_clear(ru);
         for (i = 0; i < STORE_LEVELS; i++)
             if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
                 store_rollup_free(ru);
@@ -460,18 +472,25 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
      * model, plan and backends: summing them here first turns a batch into
      * a few row updates instead of one per receipt. */
     bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
-    for (i = 0; i < ru->n_pend && p == NULL; i++)
-        if (key_eq(&ru->pend[i].k, &bk))
-            p = &ru->pend[i];
+    j = key_slot(&bk) & (JOB_SLOTS - 1);
+    while (ru->jslots[j] >= 0 && !key_eq(&ru->pend[ru->jslots[j]].k, &bk))
+        j = (j + 1) & (JOB_SLOTS - 1);
+    if (ru->jslots[j] >= 0)
+        p = &ru->pend[ru->jslots[j]];
     if (p == NULL) {
         if (ru->n_pend == PENDING_MAX) {
             /* Written now, inside the job's savepoint, which undoes them
              * if the job fails. */
             rc = write_all(s, ru, ru->pend, ru->n_pend, err);
-            ru->n_pend = 0;
+            job_clear(ru);
             if (rc != 0)
                 return rc;
         }
+        if (ru->n_pend == 0) {
+            /* The table was just cleared: probe again. */
+            j = key_slot(&bk) & (JOB_SLOTS - 1);
+        }
+        ru->jslots[j] = ru->n_pend;
         p = &ru->pend[ru->n_pend++];
         memset(p, 0, sizeof(*p));
         p->k = bk;

@@ -147,10 +147,10 @@ START_TEST(test_rollup_follows_savepoints_and_rollbacks)
     job(s, 1, 50, 0, day + 7); /* shares keys with the first */
     store_savepoint_rollback(s);
     ck_assert_int_eq(store_savepoint(s, &err), 0);
-    job(s, 2, 80, 1, 2 * day + 3600000 * 5); /* more keys than a job holds */
+    job(s, 2, 300, 1, 2 * day + 3600000 * 5); /* more keys than a job holds */
     ck_assert_int_eq(store_savepoint_release(s, &err), 0);
     ck_assert_int_eq(store_savepoint(s, &err), 0);
-    job(s, 3, 90, 1, 2 * day); /* early write, then rolled back */
+    job(s, 3, 300, 1, 2 * day); /* early write, then rolled back */
     store_savepoint_rollback(s);
     ck_assert_int_eq(store_commit(s, &err), 0);
 
