@@ -22,6 +22,14 @@ CREATE TABLE plans (
     canonical BLOB NOT NULL,               -- msgpack, plan_encode_canonical
     UNIQUE (prepared_plan_id, graph_hash)
 );
+CREATE TABLE prunes (
+    id INTEGER PRIMARY KEY,
+    pruned_at INTEGER NOT NULL,            -- unix milliseconds
+    cutoff INTEGER NOT NULL,               -- received_at < cutoff were due
+    rows INTEGER NOT NULL,                 -- receipts removed
+    oldest INTEGER NOT NULL,               -- received_at of the oldest removed
+    newest INTEGER NOT NULL                -- received_at of the newest removed
+);
 CREATE TABLE quarantine (
     id INTEGER PRIMARY KEY,
     received_at INTEGER NOT NULL,          -- unix milliseconds

@@ -1,0 +1,367 @@
+/*
+ * store_prune.c: retention pruning, one bounded batch per call.
+ *
+ * Runs on the writer thread only, with the read-write store and no
+ * transaction open (the writer calls it in its quiet moments, between
+ * group commits). A batch selects the oldest due receipts through the
+ * receipts_received_at index, deletes them, and then rewrites each hour
+ * and day rollup row they counted in from the receipts left in that row's
+ * bucket (one range of the same index, filtered by the row's key). Min and
+ * max cannot be subtracted, and recomputing the whole row from what remains
+ * costs the same scan while keeping counts and 128-bit sums exact by
+ * construction, so nothing is subtracted. All of it, and the `prunes`
+ * record, happens in one transaction: a failure rolls everything back and
+ * the rollups remain exactly the sum of the stored receipts.
+ *
+ * Dedupe records are never pruned: a producer that resends a pruned
+ * (source, seq) must still be told it is a duplicate, not store it again.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_agg.h"
+#include "store_internal.h"
+#include "store_prune.h"
+
+/* One removed receipt, reduced to what locates its rollup rows. */
+struct victim {
+    int64_t id;
+    struct store_rollup_key k; /* received_at: the receipt's own */
+};
+
+static const struct {
+    const char *table;
+    int64_t ms;
+} prune_levels[STORE_LEVELS] = {
+    { "rollups", STORE_BUCKET_MS },
+    { "rollups_day", STORE_DAY_MS },
+};
+
+static int
+key_cmp_cb(const void *pa, const void *pb)
+{
+    const struct store_rollup_key *a = pa, *b = pb;
+
+#define CMP(f)                                                                 \
+    if (a->f != b->f)                                                          \
+        return a->f < b->f ? -1 : 1;
+    CMP(received_at)
+    CMP(plan_id)
+    CMP(graph_id)
+    CMP(model_id)
+    CMP(source_id)
+    CMP(requested)
+    CMP(executed)
+#undef CMP
+    return 0;
+}
+
+static void
+bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
+{
+    sqlite3_bind_int64(st, 1, k->plan_id);
+    sqlite3_bind_int64(st, 2, k->graph_id);
+    sqlite3_bind_int64(st, 3, k->model_id);
+    sqlite3_bind_int(st, 4, k->requested);
+    sqlite3_bind_int(st, 5, k->executed);
+    sqlite3_bind_int64(st, 6, k->source_id);
+}
+
+#define KEY_WHERE                                                              \
+    "plan_id = ?1 AND graph_id = ?2 AND model_id = ?3 AND "                    \
+    "requested_backend = ?4 AND executed_backend = ?5 AND source_id = ?6"
+
+/* Sums the receipts of key k in [lo, hi) into g. */
+static int
+recompute(struct store *s, sqlite3_stmt *scan, const struct store_rollup_key *k,
+          int64_t lo, int64_t hi, struct store_agg_group *g,
+          struct proto_err *err)
+{
+    int rc, i;
+
+    memset(g, 0, sizeof(*g));
+    bind_key(scan, k);
+    sqlite3_bind_int64(scan, 7, lo);
+    sqlite3_bind_int64(scan, 8, hi);
+    while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
+        int status = sqlite3_column_int(scan, 0);
+        unsigned schema = (unsigned)sqlite3_column_int(scan, 1);
+        uint64_t bits = (uint64_t)sqlite3_column_int64(scan, 2);
+
+        g->receipts++;
+        g->fallback += status == RECEIPT_STATUS_FALLBACK;
+        g->clean += status == RECEIPT_STATUS_CLEAN;
+        g->unproven += status == RECEIPT_STATUS_UNPROVEN;
+        /* The same rule as store_rollup_add: bits beyond the receipt's
+         * schema count as neither measured nor a value. */
+        bits &= receipt_meaningful_bits(schema);
+        for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+            if (bits >> i & 1)
+                store_agg_counter_add(
+                    &g->c[i], (uint64_t)sqlite3_column_int64(scan, 3 + i));
+    }
+    sqlite3_reset(scan);
+    sqlite3_clear_bindings(scan);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "recompute a rollup");
+    return 0;
+}
+
+/* Writes g over the rollup row of k and bucket b, or deletes the row when
+ * no receipt is left in it. */
+static int
+rewrite(struct store *s, sqlite3_stmt *upd, sqlite3_stmt *del,
+        const struct store_rollup_key *k, int64_t b,
+        const struct store_agg_group *g, struct proto_err *err)
+{
+    sqlite3_stmt *st = g->receipts == 0 ? del : upd;
+    int rc, i, col = 8;
+
+    bind_key(st, k);
+    sqlite3_bind_int64(st, 7, b);
+    if (st == upd) {
+        sqlite3_bind_int64(st, col++, (int64_t)g->receipts);
+        sqlite3_bind_int64(st, col++, (int64_t)g->fallback);
+        sqlite3_bind_int64(st, col++, (int64_t)g->clean);
+        sqlite3_bind_int64(st, col++, (int64_t)g->unproven);
+        for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+            const struct store_agg_counter *c = &g->c[i];
+
+            /* Bit patterns of u64 values, as store_rollup.c writes them. */
+            sqlite3_bind_int64(st, col++, (int64_t)c->measured);
+            sqlite3_bind_int64(st, col++, (int64_t)c->sum_lo);
+            sqlite3_bind_int64(st, col++, (int64_t)c->sum_hi);
+            if (c->measured > 0) {
+                sqlite3_bind_int64(st, col++, (int64_t)c->min);
+                sqlite3_bind_int64(st, col++, (int64_t)c->max);
+            } else {
+                sqlite3_bind_null(st, col++);
+                sqlite3_bind_null(st, col++);
+            }
+        }
+    }
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "rewrite a rollup");
+    return 0;
+}
+
+static int
+prepare(struct store *s, const char *sql, sqlite3_stmt **st,
+        struct proto_err *err)
+{
+    int rc = sqlite3_prepare_v2(store_db(s), sql, -1, st, NULL);
+
+    return rc == SQLITE_OK ? 0 : store_fail(s, rc, err, "prepare a prune");
+}
+
+/* Rewrites the rollup rows of one level for the n removed receipts in v
+ * (their keys are sorted and deduplicated in keys, n entries of room). */
+static int
+adjust_level(struct store *s, int l, const struct victim *v, size_t n,
+             struct store_rollup_key *keys, struct proto_err *err)
+{
+    sqlite3_stmt *scan = NULL, *upd = NULL, *del = NULL;
+    struct store_agg_group *g = NULL;
+    char sql[20000];
+    size_t i, m = 0, len;
+    int64_t ms = prune_levels[l].ms;
+    int rc, c;
+
+    for (i = 0; i < n; i++) {
+        keys[i] = v[i].k;
+        keys[i].received_at = v[i].k.received_at / ms;
+    }
+    qsort(keys, n, sizeof(*keys), key_cmp_cb);
+    for (i = 0; i < n; i++)
+        if (m == 0 || key_cmp_cb(&keys[m - 1], &keys[i]) != 0)
+            keys[m++] = keys[i];
+
+    len = (size_t)snprintf(sql, sizeof(sql),
+                           "SELECT status, schema_version, counter_coverage");
+    for (c = 0; c < RECEIPT_NCOUNTERS; c++)
+        len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
+                                receipt_counters[c].field);
+    snprintf(sql + len, sizeof(sql) - len,
+             " FROM receipts WHERE received_at >= ?7 AND received_at < ?8 "
+             "AND " KEY_WHERE);
+    if ((rc = prepare(s, sql, &scan, err)) != 0)
+        goto out;
+
+    len = (size_t)snprintf(sql, sizeof(sql),
+                           "UPDATE %s SET receipts = ?8, fallback = ?9, "
+                           "clean = ?10, unproven = ?11",
+                           prune_levels[l].table);
+    for (c = 0; c < RECEIPT_NCOUNTERS; c++) {
+        const char *f = receipt_counters[c].field;
+        int p = 12 + c * 5;
+
+        len += (size_t)snprintf(sql + len, sizeof(sql) - len,
+                                ", %s_n = ?%d, %s_lo = ?%d, %s_hi = ?%d, "
+                                "%s_min = ?%d, %s_max = ?%d",
+                                f, p, f, p + 1, f, p + 2, f, p + 3, f, p + 4);
+    }
+    snprintf(sql + len, sizeof(sql) - len,
+             " WHERE " KEY_WHERE " AND bucket = ?7");
+    if ((rc = prepare(s, sql, &upd, err)) != 0)
+        goto out;
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM %s WHERE " KEY_WHERE " AND bucket = ?7",
+             prune_levels[l].table);
+    if ((rc = prepare(s, sql, &del, err)) != 0)
+        goto out;
+
+    g = malloc(sizeof(*g));
+    if (g == NULL) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < m && rc == 0; i++) {
+        int64_t b = keys[i].received_at;
+
+        rc = recompute(s, scan, &keys[i], b * ms, (b + 1) * ms, g, err);
+        if (rc == 0)
+            rc = rewrite(s, upd, del, &keys[i], b, g, err);
+    }
+out:
+    free(g);
+    sqlite3_finalize(scan);
+    sqlite3_finalize(upd);
+    sqlite3_finalize(del);
+    return rc;
+}
+
+/* Selects the batch into v (room for max_rows) and deletes it. */
+static int
+take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
+           struct victim *v, size_t *n, struct proto_err *err)
+{
+    sqlite3_stmt *sel = NULL, *del = NULL;
+    size_t i;
+    int rc;
+
+    *n = 0;
+    /* received_at, id: the index receipts_received_at holds the rowid, so
+     * this is one range scan of it, oldest first. */
+    rc = prepare(s,
+                 "SELECT id, received_at, plan_id, graph_id, model_id, "
+                 "requested_backend, executed_backend, source_id FROM receipts "
+                 "WHERE received_at < ?1 ORDER BY received_at, id LIMIT ?2",
+                 &sel, err);
+    if (rc == 0)
+        rc = prepare(s, "DELETE FROM receipts WHERE id = ?1", &del, err);
+    if (rc != 0)
+        goto out;
+    sqlite3_bind_int64(sel, 1, cutoff_ms);
+    sqlite3_bind_int64(sel, 2, max_rows);
+    while ((rc = sqlite3_step(sel)) == SQLITE_ROW && *n < max_rows) {
+        struct store_rollup_key *k = &v[*n].k;
+
+        k->received_at = sqlite3_column_int64(sel, 1);
+        k->plan_id = sqlite3_column_int64(sel, 2);
+        k->graph_id = sqlite3_column_int64(sel, 3);
+        k->model_id = sqlite3_column_int64(sel, 4);
+        k->requested = sqlite3_column_int(sel, 5);
+        k->executed = sqlite3_column_int(sel, 6);
+        k->source_id = sqlite3_column_int64(sel, 7);
+        v[*n].id = sqlite3_column_int64(sel, 0);
+        (*n)++;
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        rc = store_fail(s, rc, err, "select receipts to prune");
+        goto out;
+    }
+    sqlite3_reset(sel);
+    /* Deleted after the scan: a table is not changed under its own
+     * running SELECT. */
+    for (i = 0; i < *n; i++) {
+        sqlite3_bind_int64(del, 1, v[i].id);
+        rc = sqlite3_step(del);
+        sqlite3_reset(del);
+        if (rc != SQLITE_DONE) {
+            rc = store_fail(s, rc, err, "prune receipts");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    sqlite3_finalize(sel);
+    sqlite3_finalize(del);
+    return rc;
+}
+
+static int
+record(struct store *s, int64_t cutoff_ms, const struct store_prune_result *r,
+       struct proto_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = prepare(s,
+                     "INSERT INTO prunes (pruned_at, cutoff, rows, oldest, "
+                     "newest) VALUES (?1, ?2, ?3, ?4, ?5)",
+                     &st, err);
+
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, (int64_t)store_now_ms());
+    sqlite3_bind_int64(st, 2, cutoff_ms);
+    sqlite3_bind_int64(st, 3, (int64_t)r->rows);
+    sqlite3_bind_int64(st, 4, r->oldest);
+    sqlite3_bind_int64(st, 5, r->newest);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "record a prune");
+}
+
+int
+store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
+            struct store_prune_result *out, struct proto_err *err)
+{
+    struct victim *v = NULL;
+    struct store_rollup_key *keys = NULL;
+    size_t n = 0;
+    int rc, l;
+
+    memset(out, 0, sizeof(*out));
+    if (max_rows == 0 || max_rows > STORE_PRUNE_MAX_ROWS)
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "prune batch must be 1..%d rows",
+                             STORE_PRUNE_MAX_ROWS);
+    /* max_rows is bounded above, so these are at most a few MiB. */
+    v = malloc((size_t)max_rows * sizeof(*v));
+    keys = malloc((size_t)max_rows * sizeof(*keys));
+    if (v == NULL || keys == NULL) {
+        free(v);
+        free(keys);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    if ((rc = store_begin(s, err)) != 0)
+        goto out;
+    rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
+    if (rc == 0 && n == 0) {
+        /* Nothing due: an empty transaction, and no record. */
+        rc = store_commit(s, err);
+        goto out;
+    }
+    for (l = 0; l < STORE_LEVELS && rc == 0; l++)
+        rc = adjust_level(s, l, v, n, keys, err);
+    if (rc == 0) {
+        out->rows = n;
+        out->oldest = v[0].k.received_at;
+        out->newest = v[n - 1].k.received_at;
+        out->more = n == max_rows;
+        rc = record(s, cutoff_ms, out, err);
+    }
+    if (rc == 0)
+        rc = store_commit(s, err);
+out:
+    if (rc != 0) {
+        store_rollback(s);
+        memset(out, 0, sizeof(*out));
+    }
+    free(v);
+    free(keys);
+    return rc;
+}

@@ -1,0 +1,368 @@
+/*
+ * check_prune.c: unit tests of retention pruning (daemon/store_prune.c)
+ * through the store API: receipts written across hours and days at known
+ * times, pruned with a cutoff inside a bucket, leave rollups whose
+ * fallbacks and coverage answers equal a full scan of the remaining
+ * receipts; the batch bound holds; each batch is recorded; dedupe records
+ * of pruned receipts survive.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "envelope.h"
+#include "store.h"
+#include "store_agg.h"
+#include "store_internal.h"
+#include "store_prune.h"
+
+#define HOUR 3600000LL
+#define DAY  86400000LL
+
+static char path[256];
+
+static void
+setup(void)
+{
+    snprintf(path, sizeof(path), "%s/check_prune-%ld.db", TEST_BINARY_DIR,
+             (long)getpid());
+    unlink(path);
+}
+
+static void
+teardown(void)
+{
+    char p[300];
+
+    unlink(path);
+    snprintf(p, sizeof(p), "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", path);
+    unlink(p);
+}
+
+static struct store *
+open_rw(void)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct store *s;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    return s;
+}
+
+/* One write of n receipts at time at, with seq, over three plans. */
+static void
+put(struct store *s, int64_t at, uint64_t seq, int n)
+{
+    static const char *plans[] = { "p-a", "p-b", "p-c" };
+    struct receipt rs[16];
+    struct store_write w;
+    struct proto_err err;
+    int i, b;
+
+    ck_assert_int_le(n, 16);
+    memset(rs, 0, sizeof(rs));
+    for (i = 0; i < n; i++) {
+        struct receipt *r = &rs[i];
+        uint64_t x = (uint64_t)at / 1000 + (uint64_t)i * 7919u;
+
+        r->schema_version = (uint16_t)(i % 2 ? 3 : 2);
+        r->requested_backend = RECEIPT_BACKEND_CUDA;
+        r->executed_backend =
+            (uint8_t)(x % 5 ? RECEIPT_BACKEND_CUDA : RECEIPT_BACKEND_CPU);
+        r->prepared_plan_id.ptr = plans[x % 3];
+        r->prepared_plan_id.len = 3;
+        r->model_instance_id.ptr = "m";
+        r->model_instance_id.len = 1;
+        r->graph_hash.ptr = "g";
+        r->graph_hash.len = 1;
+        r->tuning_profile.ptr = r->stop_reason.ptr = "";
+        r->counter_coverage = 0x3ffffffu ^ (x * 2654435761u);
+        /* Values near UINT64_MAX make the 128-bit sums carry, and values
+         * that fall with time put each bucket's extremes at its edges. */
+        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+            r->counters[b] = b % 3 == 0 ? UINT64_MAX - x : x * (uint64_t)b;
+    }
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.source = "src";
+    w.source_len = 3;
+    w.has_seq = 1;
+    w.seq = seq;
+    w.outcome = "\x80";
+    w.outcome_len = 1;
+    w.received_at = at;
+    w.receipts = rs;
+    w.n_receipts = (size_t)n;
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, 0);
+}
+
+/* Every 20 minutes over three days from day 10, 4 receipts a write. */
+static int
+fill(struct store *s)
+{
+    struct proto_err err;
+    int64_t at;
+    int n = 0;
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (at = 10 * DAY + 1234; at < 13 * DAY; at += HOUR / 3) {
+        put(s, at, (uint64_t)n + 1, 4);
+        n++;
+    }
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    return n * 4;
+}
+
+static int64_t
+scalar(struct store *s, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v;
+
+    ck_assert_int_eq(sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The rollup-based answers (fallbacks and coverage: counts, sums, min,
+ * max) equal a full scan, for the whole store and for ranges that start
+ * and end inside hours and days. */
+static void
+assert_rollups_equal_scan(struct store *s)
+{
+    static const struct {
+        int has_since, has_until;
+        uint64_t since, until;
+    } ranges[] = {
+        { 0, 0, 0, 0 },
+        { 1, 0, 10 * DAY, 0 },
+        { 1, 1, 10 * DAY + 5 * HOUR + 17, 12 * DAY + 3 * HOUR + 5 },
+        { 1, 1, 11 * DAY, 13 * DAY },
+        { 0, 1, 0, 11 * DAY + HOUR / 2 },
+    };
+    size_t r, i, j;
+
+    for (r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+        struct store_agg a = { 0 }, b = { 0 };
+        struct store_filter f;
+        struct proto_err err;
+
+        memset(&f, 0, sizeof(f));
+        f.requested = f.executed = f.status = -1;
+        f.limit = 100;
+        f.has_since = ranges[r].has_since;
+        f.has_until = ranges[r].has_until;
+        f.since = ranges[r].since;
+        f.until = ranges[r].until;
+        ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
+                                         STORE_AGG_COUNTERS, 0, &a, &err),
+                         0);
+        ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
+                                         STORE_AGG_COUNTERS | STORE_AGG_SCAN, 0,
+                                         &b, &err),
+                         0);
+        ck_assert_uint_eq(a.n, b.n);
+        for (i = 0; i < a.n; i++) {
+            for (j = 0; j < b.n && b.groups[j].k1 != a.groups[i].k1; j++)
+                ;
+            ck_assert_uint_lt(j, b.n);
+            ck_assert_uint_eq(a.groups[i].receipts, b.groups[j].receipts);
+            ck_assert_uint_eq(a.groups[i].fallback, b.groups[j].fallback);
+            ck_assert_uint_eq(a.groups[i].clean, b.groups[j].clean);
+            ck_assert_msg(memcmp(a.groups[i].c, b.groups[j].c,
+                                 sizeof(a.groups[i].c)) == 0,
+                          "range %zu: counters differ from the scan", r);
+        }
+        store_agg_free(&a);
+        store_agg_free(&b);
+    }
+    /* No rollup row outlives its receipts, and both levels add up. */
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM rollups "
+                               "WHERE receipts = 0"),
+                     0);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM rollups_day "
+                               "WHERE receipts = 0"),
+                     0);
+    ck_assert_int_eq(scalar(s, "SELECT coalesce(sum(receipts), 0) FROM "
+                               "rollups"),
+                     scalar(s, "SELECT count(*) FROM receipts"));
+    ck_assert_int_eq(scalar(s, "SELECT coalesce(sum(receipts), 0) FROM "
+                               "rollups_day"),
+                     scalar(s, "SELECT count(*) FROM receipts"));
+}
+
+/* A cutoff in the middle of an hour (and of a day): the remaining half of
+ * both buckets still answers exactly; the records say what went. */
+START_TEST(test_prune_cuts_a_bucket_in_half_and_keeps_rollups_exact)
+{
+    const int64_t cutoff = 11 * DAY + 7 * HOUR + HOUR / 2;
+    struct store_prune_result r;
+    struct proto_err err;
+    struct store *s = open_rw();
+    int64_t due, total = fill(s), left;
+
+    assert_rollups_equal_scan(s);
+    due = scalar(s, "SELECT count(*) FROM receipts WHERE received_at < "
+                    "11 * 86400000 + 7 * 3600000 + 1800000");
+    ck_assert_int_gt(due, 0);
+    ck_assert_int_eq(store_prune(s, cutoff, 100000, &r, &err), 0);
+    ck_assert_uint_eq(r.rows, (uint64_t)due);
+    ck_assert_int_eq(r.more, 0);
+    ck_assert_int_eq(r.oldest, 10 * DAY + 1234);
+    ck_assert_int_lt(r.newest, cutoff);
+    ck_assert_int_ge(r.newest, cutoff - HOUR / 3);
+    left = scalar(s, "SELECT count(*) FROM receipts");
+    ck_assert_int_eq(left, total - due);
+    ck_assert_int_eq(
+        scalar(s, "SELECT min(received_at) FROM receipts") >= cutoff, 1);
+    /* The hour of the cutoff has receipts on both sides of it. */
+    ck_assert_int_gt(scalar(s, "SELECT receipts FROM rollups WHERE bucket = "
+                               "(11 * 24 + 7) LIMIT 1"),
+                     0);
+    assert_rollups_equal_scan(s);
+
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM prunes"), 1);
+    ck_assert_int_eq(scalar(s, "SELECT rows FROM prunes"), due);
+    ck_assert_int_eq(scalar(s, "SELECT cutoff FROM prunes"), cutoff);
+    ck_assert_int_eq(scalar(s, "SELECT oldest FROM prunes"), r.oldest);
+    ck_assert_int_eq(scalar(s, "SELECT newest FROM prunes"), r.newest);
+    ck_assert_int_gt(scalar(s, "SELECT pruned_at FROM prunes"), 0);
+
+    /* Nothing more is due: no change, no record. */
+    ck_assert_int_eq(store_prune(s, cutoff, 1000, &r, &err), 0);
+    ck_assert_uint_eq(r.rows, 0);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM prunes"), 1);
+    store_free(s);
+}
+END_TEST
+
+/* At most max_rows a batch, oldest first; batches until none is due. */
+START_TEST(test_prune_respects_max_rows)
+{
+    const int64_t cutoff = 12 * DAY + 2 * HOUR;
+    struct store_prune_result r;
+    struct proto_err err;
+    struct store *s = open_rw();
+    int64_t due, prev_newest = 0, removed = 0;
+    int batches = 0;
+
+    fill(s);
+    due = scalar(s, "SELECT count(*) FROM receipts WHERE received_at < "
+                    "12 * 86400000 + 2 * 3600000");
+    do {
+        int64_t before = scalar(s, "SELECT count(*) FROM receipts");
+
+        ck_assert_int_eq(store_prune(s, cutoff, 37, &r, &err), 0);
+        ck_assert_uint_le(r.rows, 37);
+        ck_assert_int_eq(before - scalar(s, "SELECT count(*) FROM receipts"),
+                         (int64_t)r.rows);
+        if (r.rows > 0) {
+            ck_assert_int_ge(r.oldest, prev_newest);
+            prev_newest = r.newest;
+            batches++;
+        }
+        removed += (int64_t)r.rows;
+        ck_assert_int_eq(r.more, r.rows == 37);
+        if (batches % 5 == 0)
+            assert_rollups_equal_scan(s);
+    } while (r.rows > 0);
+    ck_assert_int_eq(removed, due);
+    ck_assert_int_eq(batches, (int)((due + 36) / 37));
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM prunes"), batches);
+    ck_assert_int_eq(scalar(s, "SELECT sum(rows) FROM prunes"), due);
+    assert_rollups_equal_scan(s);
+
+    ck_assert_int_eq(store_prune(s, cutoff, 0, &r, &err), PROTO_EINVALID);
+    ck_assert_int_eq(store_prune(s, cutoff, STORE_PRUNE_MAX_ROWS + 1, &r, &err),
+                     PROTO_EINVALID);
+    store_free(s);
+}
+END_TEST
+
+/* A resend of a pruned (source, seq) is still a duplicate. */
+START_TEST(test_prune_keeps_dedupe_records)
+{
+    struct store_prune_result r;
+    struct store_write w;
+    struct receipt rc;
+    struct proto_err err;
+    struct store *s = open_rw();
+
+    fill(s);
+    ck_assert_int_eq(store_prune(s, 14 * DAY, 100000, &r, &err), 0);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM receipts"), 0);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM rollups"), 0);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM rollups_day"), 0);
+    ck_assert_int_gt(scalar(s, "SELECT count(*) FROM dedupe"), 0);
+
+    memset(&rc, 0, sizeof(rc));
+    rc.schema_version = 3;
+    rc.prepared_plan_id.ptr = rc.model_instance_id.ptr = "x";
+    rc.prepared_plan_id.len = rc.model_instance_id.len = 1;
+    rc.graph_hash.ptr = rc.tuning_profile.ptr = rc.stop_reason.ptr = "";
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.source = "src";
+    w.source_len = 3;
+    w.has_seq = 1;
+    w.seq = 1;
+    w.outcome = "\x80";
+    w.outcome_len = 1;
+    w.received_at = 20 * DAY;
+    w.receipts = &rc;
+    w.n_receipts = 1;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(w.duplicate, 1);
+    free(w.dup_outcome);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM receipts"), 0);
+    store_free(s);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("prune");
+    TCase *tc;
+
+    tc = tcase_create("half_bucket");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc,
+                   test_prune_cuts_a_bucket_in_half_and_keeps_rollups_exact);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("max_rows");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_prune_respects_max_rows);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dedupe");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_prune_keeps_dedupe_records);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
