@@ -1,0 +1,862 @@
+/*
+ * e2e_overload.c: the real receiptd binary under a full disk, hostile
+ * connection patterns and readers that never pause.
+ *
+ * Each test starts its own daemon (e2e_util.c) in Check's fork mode. The
+ * promises checked: a full filesystem answers writes `unavailable`, never
+ * acknowledges them, keeps queries working, says so in STATUS and `stats`,
+ * and resumes without a restart once space is freed; a connection flood, a
+ * descriptor shortage (EMFILE), slowloris peers and peers that never read
+ * are refused or closed on time while an honest client keeps its latency and
+ * the daemon's memory stays bounded; and a write load under a query loop
+ * does not grow the WAL without bound.
+ *
+ * Thread: the tests are single-threaded except the WAL test, whose readers
+ * run in their own threads so that some query is always in flight.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "e2e_util.h"
+#include "frame.h"
+
+#define T 5000 /* reply timeout, ms */
+
+/* An honest client's round trips during an attack: a correctness bound on
+ * a loaded 2-core machine, not a benchmark. */
+#define P99_LIMIT_MS 1000
+
+/* Resident memory the daemon may reach during an attack. AddressSanitizer
+ * inflates every process with shadow memory and its quarantine. */
+#ifdef __SANITIZE_ADDRESS__
+#define RSS_LIMIT_KB (384 * 1024)
+#else
+#define RSS_LIMIT_KB (96 * 1024)
+#endif
+
+static struct e2e_daemon d;
+
+static long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void
+start(const char *const *extra)
+{
+    ck_assert_msg(e2e_start(&d, extra) == 0, "receiptd did not start");
+}
+
+/* Every test ends with a clean SIGTERM, so a hang or a leak at exit fails
+ * the test that caused it. */
+static void
+teardown(void)
+{
+    int status = 0, rc = 0;
+
+    if (e2e_alive(&d))
+        rc = e2e_stop(&d, SIGTERM, 10000, &status);
+    e2e_cleanup(&d);
+    ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "receiptd did not exit cleanly (status %d)", status);
+}
+
+static long
+rss_kb(void)
+{
+    long kb = e2e_proc_kb(d.pid, "VmRSS:");
+
+    ck_assert_int_gt(kb, 0);
+    return kb;
+}
+
+/* One ping round trip in ms, asserting that it was answered. */
+static long
+ping_ms(int fd, uint64_t id)
+{
+    struct e2e_reply rep;
+    long t0 = now_ms();
+
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, id, 0, 0, NULL, 0), 0);
+    ck_assert_msg(e2e_recv(fd, T, &rep) == 0, "ping %llu unanswered",
+                  (unsigned long long)id);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    return now_ms() - t0;
+}
+
+/* Round trips recorded during an attack; the p99 is asserted at the end. */
+struct lat {
+    long ms[4096];
+    int n;
+};
+
+static void
+lat_add(struct lat *l, long ms)
+{
+    if (l->n < (int)(sizeof(l->ms) / sizeof(l->ms[0])))
+        l->ms[l->n++] = ms;
+}
+
+static int
+cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+
+    return (x > y) - (x < y);
+}
+
+static long
+lat_p99(struct lat *l)
+{
+    ck_assert_int_gt(l->n, 0);
+    qsort(l->ms, (size_t)l->n, sizeof(long), cmp_long);
+    return l->ms[(l->n * 99) / 100 >= l->n ? l->n - 1 : (l->n * 99) / 100];
+}
+
+/* Packs a batch of n receipts into sb (reset first). */
+static void
+pack_batch(msgpack_sbuffer *sb, int n)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    msgpack_packer pk;
+    int i;
+
+    sb->size = 0;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, (uint32_t)n);
+    for (i = 0; i < n; i++)
+        ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+}
+
+/* Sends one receipt and asserts that it was acknowledged. */
+static void
+receipt_lands(int fd, uint64_t id)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    size_t len;
+    char *body = e2e_receipt_bytes(&r, &len);
+
+    ck_assert_ptr_nonnull(body);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, id, 0, 0, body, len), 0);
+    free(body);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert_msg(rep.r.ok, "receipt refused: %s: %s",
+                  proto_code_name(rep.r.err.code), rep.r.err.message);
+    e2e_reply_free(&rep);
+}
+
+/* Sends a query {kind, limit}; the reply stays in rep for the caller. */
+static void
+query(int fd, uint64_t id, const char *kind, uint64_t limit,
+      struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, limit > 0 ? 2 : 1);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, kind);
+    if (limit > 0) {
+        envelope_pack_cstr(&pk, "limit");
+        msgpack_pack_uint64(&pk, limit);
+    }
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, rep), 0);
+    ck_assert_msg(rep->r.ok, "query %s: %s: %s", kind,
+                  proto_code_name(rep->r.err.code), rep->r.err.message);
+}
+
+/* A counter of the `stats` query's single row. */
+static uint64_t
+stat_of(int fd, uint64_t id, const char *key)
+{
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    uint64_t v;
+
+    query(fd, id, "stats", 0, &rep);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_int_eq(rows->type, MSGPACK_OBJECT_ARRAY);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    v = e2e_get_uint(&rows->via.array.ptr[0], key);
+    ck_assert_msg(v != UINT64_MAX, "stats has no %s", key);
+    e2e_reply_free(&rep);
+    return v;
+}
+
+/* How many rows a `receipts` query returns with limit n. */
+static uint32_t
+rows_returned(int fd, uint64_t id, uint64_t n)
+{
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    uint32_t k;
+
+    query(fd, id, "receipts", n, &rep);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_int_eq(rows->type, MSGPACK_OBJECT_ARRAY);
+    k = rows->via.array.size;
+    e2e_reply_free(&rep);
+    return k;
+}
+
+/* ---- full disk ---- */
+
+static int
+bind_notify(const char *path)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path));
+    unlink(path);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* Waits up to timeout_ms for a STATUS= datagram that reports a nonzero
+ * `unavailable` count; the daemon sends its status every 10 s. */
+static int
+status_reports_unavailable(int nfd, int timeout_ms, char *got, size_t cap)
+{
+    long deadline = now_ms() + timeout_ms;
+    char buf[1024];
+    const char *s;
+    ssize_t n;
+
+    while (now_ms() < deadline) {
+        n = recv(nfd, buf, sizeof(buf) - 1, 0);
+        if (n <= 0) {
+            usleep(50000);
+            continue;
+        }
+        buf[n] = '\0';
+        s = strstr(buf, "STATUS=");
+        if (s == NULL)
+            continue;
+        snprintf(got, cap, "%s", s);
+        s = strstr(s, " unavailable since start");
+        if (s == NULL)
+            continue;
+        while (s > buf && s[-1] >= '0' && s[-1] <= '9')
+            s--;
+        if (strtoull(s, NULL, 10) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
+{
+    char base[200], mnt[256], db[300], filler[300], notify[300], got[512];
+    const char *extra[6];
+    const char *b = TEST_BINARY_DIR;
+    msgpack_sbuffer sb;
+    struct e2e_reply rep;
+    uint64_t id = 1, acked = 0, unavail = 0;
+    int fd, qfd, nfd, full = 0, mounted = 0, n = 0, resumed = 0;
+    long t_free, t_resume = -1;
+    FILE *f;
+    char chunk[4096];
+    int i;
+
+    if (strlen(b) > 70)
+        b = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(base, sizeof(base), "%s/ovl-XXXXXX", b);
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(mnt, sizeof(mnt), "%s/fs", base);
+    ck_assert_int_eq(mkdir(mnt, 0700), 0);
+    snprintf(notify, sizeof(notify), "%s/notify", base);
+    nfd = bind_notify(notify);
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
+
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=4m") == 0) {
+        mounted = 1;
+        /* A filler file the operator deletes later to free space. */
+        snprintf(filler, sizeof(filler), "%s/filler", mnt);
+        f = fopen(filler, "w");
+        ck_assert_ptr_nonnull(f);
+        memset(chunk, 'f', sizeof(chunk));
+        for (i = 0; i < 256; i++)
+            ck_assert_uint_eq(fwrite(chunk, 1, sizeof(chunk), f),
+                              sizeof(chunk));
+        ck_assert_int_eq(fclose(f), 0);
+        snprintf(db, sizeof(db), "%s/receipts.db", mnt);
+        extra[n++] = "--db";
+        extra[n++] = db;
+        fprintf(stderr, "e2e_overload: full disk on a 4 MiB tmpfs\n");
+    } else {
+        fprintf(stderr,
+                "e2e_overload: mount -t tmpfs not permitted (%s): the full "
+                "disk test falls back to --max-db-pages 80, which does "
+                "not exercise ENOSPC\n",
+                strerror(errno));
+        extra[n++] = "--max-db-pages";
+        extra[n++] = "80";
+    }
+    extra[n] = NULL;
+    start(extra);
+    unsetenv("NOTIFY_SOCKET");
+    fd = e2e_connect(&d);
+    qfd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(qfd, 0);
+
+    msgpack_sbuffer_init(&sb);
+    pack_batch(&sb, 50);
+    while (!full && id < 5000) {
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, id, 0, 0, sb.data, sb.size), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        if (rep.r.ok) {
+            acked += e2e_get_uint(rep.r.result, "accepted");
+        } else {
+            ck_assert_str_eq(proto_code_name(rep.r.err.code), "unavailable");
+            full = 1;
+            unavail++;
+        }
+        e2e_reply_free(&rep);
+        id++;
+        /* Queries keep working while the store fills. */
+        if (id % 16 == 0)
+            ck_assert_uint_gt(rows_returned(qfd, id++, 5), 0);
+    }
+    ck_assert_msg(full, "the store never filled up");
+    fprintf(stderr, "e2e_overload: full after %llu acknowledged receipts\n",
+            (unsigned long long)acked);
+
+    /* Still up, still refusing writes, still answering queries; nothing
+     * refused was acknowledged: the stored count is the acknowledged one. */
+    for (i = 0; i < 3; i++) {
+        ck_assert(e2e_alive(&d));
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, id, 0, 0, sb.data, sb.size), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(!rep.r.ok, "a write was acknowledged on a full disk");
+        ck_assert_str_eq(proto_code_name(rep.r.err.code), "unavailable");
+        e2e_reply_free(&rep);
+        unavail++;
+        id++;
+        ck_assert_uint_eq(rows_returned(qfd, id++, 5), 5);
+    }
+    ck_assert_uint_eq(stat_of(qfd, id++, "accepted"), acked);
+    ck_assert_uint_eq(stat_of(qfd, id++, "unavailable"), unavail);
+    ck_assert_msg(status_reports_unavailable(nfd, 12000, got, sizeof(got)),
+                  "no STATUS= with a nonzero unavailable count; last: %s", got);
+    fprintf(stderr, "e2e_overload: %s\n", got);
+
+    /* Free the space without restarting the daemon. */
+    t_free = now_ms();
+    if (mounted)
+        ck_assert_int_eq(unlink(filler), 0);
+    else
+        ck_assert_int_eq(rows_returned(qfd, id++, 1), 1); /* no space to free */
+    while (mounted && !resumed && now_ms() - t_free < 5000) {
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, id, 0, 0, sb.data, sb.size), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        if (rep.r.ok) {
+            ck_assert_uint_eq(e2e_get_uint(rep.r.result, "accepted"), 50);
+            acked += 50;
+            resumed = 1;
+            t_resume = now_ms() - t_free;
+        } else {
+            ck_assert_str_eq(proto_code_name(rep.r.err.code), "unavailable");
+            usleep(100000);
+        }
+        e2e_reply_free(&rep);
+        id++;
+    }
+    if (mounted) {
+        ck_assert_msg(resumed, "ingest did not resume within 5 s");
+        fprintf(stderr,
+                "e2e_overload: ingest resumed %ld ms after the "
+                "filler was deleted\n",
+                t_resume);
+        ck_assert_uint_eq(stat_of(qfd, id++, "accepted"), acked);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+    close(qfd);
+    close(nfd);
+    teardown();
+    unlink(notify);
+    if (mounted)
+        ck_assert_int_eq(umount2(mnt, MNT_DETACH), 0);
+    rmdir(mnt);
+    rmdir(base);
+}
+END_TEST
+
+/* ---- connection flood, EMFILE, slowloris, peers that never read ---- */
+
+#define NATTACK 300
+
+static int attackers[NATTACK];
+
+static void
+close_all(int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        if (attackers[i] >= 0)
+            close(attackers[i]);
+}
+
+/* How many of the first n attackers the daemon has closed within
+ * timeout_ms in all. */
+static int
+count_closed(int n, int timeout_ms)
+{
+    long deadline = now_ms() + timeout_ms;
+    int i, closed = 0, left;
+
+    for (i = 0; i < n; i++) {
+        if (attackers[i] < 0) {
+            closed++;
+            continue;
+        }
+        left = (int)(deadline - now_ms());
+        if (e2e_wait_closed(attackers[i], left > 0 ? left : 1))
+            closed++;
+    }
+    return closed;
+}
+
+/* After an attack: a new connection is accepted and a receipt lands. */
+static void
+recovers(uint64_t id)
+{
+    long deadline = now_ms() + 5000;
+    int fd = -1;
+
+    while (fd < 0 && now_ms() < deadline) {
+        fd = e2e_connect(&d);
+        if (fd >= 0 && e2e_hello(fd, "overload/recovery") != 0) {
+            close(fd);
+            fd = -1;
+            usleep(50000);
+        }
+    }
+    ck_assert_msg(fd >= 0, "no new connection accepted after the attack");
+    receipt_lands(fd, id);
+    close(fd);
+}
+
+START_TEST(test_e2e_overload_flood_past_max_connections)
+{
+    static const char *const extra[] = { "--max-connections", "50", NULL };
+    struct lat lat = { .n = 0 };
+    int honest, i, closed;
+    uint64_t id = 1, refused;
+    long rss0, rss_max = 0, p99;
+
+    start(extra);
+    honest = e2e_connect(&d);
+    ck_assert_int_ge(honest, 0);
+    lat_add(&lat, ping_ms(honest, id++));
+    rss0 = rss_kb();
+    for (i = 0; i < NATTACK; i++) {
+        attackers[i] = e2e_connect(&d);
+        if (i % 10 == 0)
+            lat_add(&lat, ping_ms(honest, id++));
+    }
+    /* 49 fit beside the honest client; the daemon refuses the rest by
+     * closing them at once. */
+    closed = count_closed(NATTACK, 3000);
+    ck_assert_int_ge(closed, NATTACK - 49);
+    for (i = 0; i < 20; i++)
+        lat_add(&lat, ping_ms(honest, id++));
+    rss_max = rss_kb();
+    refused = stat_of(honest, id++, "connections_refused");
+    ck_assert_uint_ge(refused, (uint64_t)(NATTACK - 49));
+    p99 = lat_p99(&lat);
+    fprintf(stderr,
+            "e2e_overload: flood: %d connections, %d closed, %llu refused, "
+            "honest p99 %ld ms over %d pings, RSS %ld -> %ld kB\n",
+            NATTACK, closed, (unsigned long long)refused, p99, lat.n, rss0,
+            rss_max);
+    ck_assert_int_lt(p99, P99_LIMIT_MS);
+    ck_assert_int_lt(rss_max, RSS_LIMIT_KB);
+    close_all(NATTACK);
+    close(honest);
+    recovers(id);
+    teardown();
+}
+END_TEST
+
+START_TEST(test_e2e_overload_emfile_low_descriptor_limit)
+{
+    struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+    struct lat lat = { .n = 0 };
+    int honest, i, closed;
+    uint64_t id = 1;
+    long p99;
+
+    start(NULL);
+    honest = e2e_connect(&d);
+    ck_assert_int_ge(honest, 0);
+    lat_add(&lat, ping_ms(honest, id++));
+    /* The running daemon gets a limit of 64 descriptors: accept() fails
+     * with EMFILE long before max_connections (1024) is reached. */
+    ck_assert_int_eq(prlimit(d.pid, RLIMIT_NOFILE, &rl, NULL), 0);
+    for (i = 0; i < NATTACK; i++) {
+        attackers[i] = e2e_connect(&d);
+        if (i % 10 == 0)
+            lat_add(&lat, ping_ms(honest, id++));
+    }
+    /* The peers beyond the limit are closed, not left waiting in the
+     * backlog while the loop spins. */
+    closed = count_closed(NATTACK, 3000);
+    for (i = 0; i < 20; i++)
+        lat_add(&lat, ping_ms(honest, id++));
+    p99 = lat_p99(&lat);
+    fprintf(stderr,
+            "e2e_overload: EMFILE: %d connections at a limit of 64 fds, %d "
+            "closed, honest p99 %ld ms over %d pings\n",
+            NATTACK, closed, p99, lat.n);
+    ck_assert_int_ge(closed, NATTACK - 64);
+    ck_assert_int_lt(p99, P99_LIMIT_MS);
+    ck_assert(e2e_alive(&d));
+    close_all(NATTACK);
+    close(honest);
+    recovers(id);
+    teardown();
+}
+END_TEST
+
+START_TEST(test_e2e_overload_slowloris_cut_off_by_frame_timeout)
+{
+    static const char *const extra[] = { "--frame-timeout-ms", "1000", NULL };
+    unsigned char hdr[4];
+    struct lat lat = { .n = 0 };
+    int honest, i, round, closed = 0, alive;
+    uint64_t id = 1;
+    long t0, rss0, rss_max = 0, p99, k;
+
+    start(extra);
+    honest = e2e_connect(&d);
+    ck_assert_int_ge(honest, 0);
+    rss0 = rss_kb();
+    frame_put_header(hdr, 1000);
+    for (i = 0; i < NATTACK; i++) {
+        attackers[i] = e2e_connect(&d);
+        ck_assert_int_ge(attackers[i], 0);
+        ck_assert_int_eq(e2e_send_all(attackers[i], hdr, 4), 0);
+    }
+    /* One byte per connection every 100 ms: never a whole frame within the
+     * 1 s frame timeout. */
+    t0 = now_ms();
+    for (round = 0; round < 40; round++) {
+        alive = 0;
+        for (i = 0; i < NATTACK; i++) {
+            if (attackers[i] < 0)
+                continue;
+            if (send(attackers[i], "\x90", 1, MSG_NOSIGNAL) != 1 ||
+                e2e_wait_closed(attackers[i], 0)) {
+                close(attackers[i]);
+                attackers[i] = -1;
+                closed++;
+                continue;
+            }
+            alive++;
+        }
+        lat_add(&lat, ping_ms(honest, id++));
+        k = rss_kb();
+        if (k > rss_max)
+            rss_max = k;
+        if (alive == 0)
+            break;
+        usleep(100000);
+    }
+    closed = count_closed(NATTACK, 2000);
+    p99 = lat_p99(&lat);
+    fprintf(stderr,
+            "e2e_overload: slowloris: %d connections, %d cut off within "
+            "%ld ms, honest p99 %ld ms over %d pings, RSS %ld -> %ld kB\n",
+            NATTACK, closed, now_ms() - t0, p99, lat.n, rss0, rss_max);
+    ck_assert_int_eq(closed, NATTACK);
+    ck_assert_int_lt(now_ms() - t0, 6000);
+    ck_assert_int_lt(p99, P99_LIMIT_MS);
+    ck_assert_int_lt(rss_max, RSS_LIMIT_KB);
+    close_all(NATTACK);
+    close(honest);
+    recovers(id);
+    teardown();
+}
+END_TEST
+
+#define NREADLESS 20
+
+START_TEST(test_e2e_overload_peers_that_never_read)
+{
+    static const char *const extra[] = { "--max-unsent-bytes", "65536",
+                                         "--idle-timeout-ms", "2000", NULL };
+    struct lat lat = { .n = 0 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int honest, i, j, stalled[NREADLESS], nstalled = 0;
+    uint64_t id = 1;
+    long rss0, rss_max = 0, p99, k, sent = 0;
+
+    start(extra);
+    honest = e2e_connect(&d);
+    ck_assert_int_ge(honest, 0);
+    receipt_lands(honest, id++);
+    rss0 = rss_kb();
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "receipts");
+    envelope_pack_cstr(&pk, "limit");
+    msgpack_pack_uint64(&pk, 100);
+    /* Each peer pipelines queries whose replies it never reads. Its
+     * socket is non-blocking: once the daemon stops reading it (its unsent
+     * replies over the cap) a send fails, the frame may be left half
+     * written, and the peer sends nothing more. */
+    for (i = 0; i < NREADLESS; i++) {
+        attackers[i] = e2e_connect(&d);
+        ck_assert_int_ge(attackers[i], 0);
+        ck_assert_int_eq(e2e_hello(attackers[i], "overload/readless"), 0);
+        ck_assert_int_eq(fcntl(attackers[i], F_SETFL, O_NONBLOCK), 0);
+        stalled[i] = 0;
+    }
+    for (j = 0; j < 400; j++) {
+        for (i = 0; i < NREADLESS; i++) {
+            if (stalled[i])
+                continue;
+            if (e2e_request(attackers[i], PROTO_OP_QUERY, id++, 0, 0, sb.data,
+                            sb.size) != 0)
+                stalled[i] = 1;
+            else
+                sent++;
+        }
+        if (j % 10 == 0) {
+            lat_add(&lat, ping_ms(honest, id++));
+            k = rss_kb();
+            if (k > rss_max)
+                rss_max = k;
+        }
+    }
+    for (i = 0; i < NREADLESS; i++)
+        nstalled += stalled[i];
+    for (i = 0; i < 20; i++)
+        lat_add(&lat, ping_ms(honest, id++));
+    k = rss_kb();
+    if (k > rss_max)
+        rss_max = k;
+    p99 = lat_p99(&lat);
+    fprintf(stderr,
+            "e2e_overload: never-read: %d peers sent %ld queries, %d "
+            "stalled, honest p99 %ld ms over %d pings, RSS %ld -> %ld kB\n",
+            NREADLESS, sent, nstalled, p99, lat.n, rss0, rss_max);
+    /* Every peer was stopped by the unsent cap rather than buffered. */
+    ck_assert_int_eq(nstalled, NREADLESS);
+    fprintf(stderr,
+            "e2e_overload: never-read: %d of %d closed within 5 s "
+            "of an idle timeout of 2 s\n",
+            count_closed(NREADLESS, 5000), NREADLESS);
+    ck_assert_int_lt(p99, P99_LIMIT_MS);
+    ck_assert_int_lt(rss_max, RSS_LIMIT_KB);
+    msgpack_sbuffer_destroy(&sb);
+    close_all(NREADLESS);
+    close(honest);
+    recovers(id);
+    teardown();
+}
+END_TEST
+
+/* ---- WAL growth under readers that never pause ---- */
+
+#define NREADERS 3
+
+static atomic_int wal_stop;
+
+static void *
+reader_main(void *arg)
+{
+    struct e2e_reply rep;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint64_t id = 1;
+    long n = 0;
+    int fd = e2e_connect(&d);
+
+    (void)arg;
+    if (fd < 0)
+        return (void *)-1L;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "receipts");
+    envelope_pack_cstr(&pk, "limit");
+    msgpack_pack_uint64(&pk, 200);
+    /* Two queries in flight at all times, so some read transaction is
+     * open whenever the writer commits. */
+    if (e2e_request(fd, PROTO_OP_QUERY, id++, 0, 0, sb.data, sb.size) != 0)
+        n = -1;
+    while (n >= 0 && !atomic_load(&wal_stop)) {
+        if (e2e_request(fd, PROTO_OP_QUERY, id++, 0, 0, sb.data, sb.size) !=
+                0 ||
+            e2e_recv(fd, T, &rep) != 0) {
+            n = -1;
+            break;
+        }
+        if (!rep.r.ok)
+            n = -1;
+        else
+            n++;
+        e2e_reply_free(&rep);
+    }
+    if (n >= 0 && e2e_recv(fd, T, &rep) == 0)
+        e2e_reply_free(&rep);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+    return (void *)n;
+}
+
+static long
+file_size(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+START_TEST(test_e2e_overload_wal_bounded_under_query_loop)
+{
+    pthread_t th[NREADERS];
+    msgpack_sbuffer sb;
+    struct e2e_reply rep;
+    char wal[300];
+    const char *env = getenv("OVERLOAD_WAL_SECONDS");
+    long seconds = env != NULL ? atol(env) : 8, t_end, wal_max = 0, k;
+    long queries = 0;
+    void *ret;
+    uint64_t id = 1, acked = 0;
+    int fd, i;
+
+    start(NULL);
+    snprintf(wal, sizeof(wal), "%s-wal", d.db);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    pack_batch(&sb, 100);
+    /* Some rows for the readers to read. */
+    for (i = 0; i < 5; i++) {
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, id++, 0, 0, sb.data, sb.size),
+            0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(rep.r.ok);
+        e2e_reply_free(&rep);
+    }
+    atomic_store(&wal_stop, 0);
+    for (i = 0; i < NREADERS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, NULL), 0);
+    t_end = now_ms() + seconds * 1000;
+    while (now_ms() < t_end) {
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, id++, 0, 0, sb.data, sb.size),
+            0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(rep.r.ok, "write refused: %s", rep.r.err.message);
+        acked += e2e_get_uint(rep.r.result, "accepted");
+        e2e_reply_free(&rep);
+        k = file_size(wal);
+        if (k > wal_max)
+            wal_max = k;
+    }
+    atomic_store(&wal_stop, 1);
+    for (i = 0; i < NREADERS; i++) {
+        ck_assert_int_eq(pthread_join(th[i], &ret), 0);
+        ck_assert_msg((long)ret > 0, "reader %d failed", i);
+        queries += (long)ret;
+    }
+    fprintf(stderr,
+            "e2e_overload: WAL: %llu receipts written and %ld queries in "
+            "%ld s, WAL peak %ld kB, database %ld kB\n",
+            (unsigned long long)acked, queries, seconds, wal_max / 1024,
+            file_size(d.db) / 1024);
+    /* The autocheckpoint keeps the WAL near 1,000 pages (4 MiB) when it
+     * can restart it; a WAL that never restarts grows with every write. */
+    ck_assert_int_lt(wal_max, 16L << 20);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+    teardown();
+}
+END_TEST
+
+static Suite *
+overload_suite(void)
+{
+    Suite *s = suite_create("e2e_overload");
+    struct {
+        const char *name;
+        const TTest *fn;
+    } tests[] = {
+        { "full_disk", test_e2e_overload_full_disk_unavailable_then_resumes },
+        { "flood", test_e2e_overload_flood_past_max_connections },
+        { "emfile", test_e2e_overload_emfile_low_descriptor_limit },
+        { "slowloris", test_e2e_overload_slowloris_cut_off_by_frame_timeout },
+        { "never_read", test_e2e_overload_peers_that_never_read },
+        { "wal", test_e2e_overload_wal_bounded_under_query_loop },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        TCase *tc = tcase_create(tests[i].name);
+
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, tests[i].fn);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(overload_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
