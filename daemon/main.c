@@ -51,6 +51,9 @@ enum {
     OPT_QUERY_TIMEOUT,
     OPT_QUERY_THREADS,
     OPT_MAX_DB_PAGES,
+    OPT_RETENTION_AGE,
+    OPT_PRUNE_BATCH,
+    OPT_PRUNE_IDLE,
     OPT_LOG_LEVEL,
     OPT_CHECK_CONFIG,
     OPT_HASH_TOKEN,
@@ -77,6 +80,9 @@ static const struct option options[] = {
     { "query-timeout-ms", required_argument, NULL, OPT_QUERY_TIMEOUT },
     { "query-threads", required_argument, NULL, OPT_QUERY_THREADS },
     { "max-db-pages", required_argument, NULL, OPT_MAX_DB_PAGES },
+    { "retention-age-s", required_argument, NULL, OPT_RETENTION_AGE },
+    { "prune-batch", required_argument, NULL, OPT_PRUNE_BATCH },
+    { "prune-idle-ms", required_argument, NULL, OPT_PRUNE_IDLE },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
     { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
     { "hash-token", no_argument, NULL, OPT_HASH_TOKEN },
@@ -119,6 +125,11 @@ usage(FILE *f)
            "  --query-threads N         read-only store connections (2)\n"
            "  --max-db-pages N          cap the database at N pages (PRAGMA\n"
            "                            max_page_count; 0 = no cap)\n"
+           "  --retention-age-s N       prune receipts older than N seconds\n"
+           "                            (store.retention; 0 = keep forever)\n"
+           "  --prune-batch N           receipts per prune batch (1000)\n"
+           "  --prune-idle-ms N         writer idle time before a prune\n"
+           "                            batch (1000; small values for tests)\n"
            "  --log-level LEVEL         error, warning, notice, info or debug\n"
            "  --check-config            validate the configuration and exit\n"
            "  --hash-token              read a TCP token on stdin, print its\n"
@@ -174,6 +185,7 @@ struct flags {
     char **argv;
     const char *config_file;
     uint64_t max_pages;
+    uint32_t prune_idle_ms; /* idle time before a prune batch; 0 = 1000 */
     int check_only;
     int hash_token;
 };
@@ -363,6 +375,17 @@ parse_flags(struct config *c, struct flags *f)
         case OPT_MAX_DB_PAGES:
             f->max_pages = num("max-db-pages", optarg, UINT32_MAX, 10);
             break;
+        case OPT_RETENTION_AGE:
+            c->retention_max_age_s =
+                num("retention-age-s", optarg, UINT32_MAX, 10);
+            break;
+        case OPT_PRUNE_BATCH:
+            c->prune_batch = (uint32_t)num("prune-batch", optarg, 100000, 10);
+            break;
+        case OPT_PRUNE_IDLE:
+            f->prune_idle_ms =
+                (uint32_t)num("prune-idle-ms", optarg, 3600000, 10);
+            break;
         case OPT_LOG_LEVEL:
             c->log_level = level_from_name(optarg);
             break;
@@ -419,6 +442,16 @@ raise_fd_limit(const struct config *c)
                   (unsigned long long)rl.rlim_cur);
 }
 
+/* Hands the retention settings to the writer (at start and on reload). */
+static void
+apply_retention(const struct config *c)
+{
+    uint32_t idle = ms.flags.prune_idle_ms ? ms.flags.prune_idle_ms : 1000;
+
+    writer_set_retention(ms.srv.writer, c->retention_max_age_s * 1000u,
+                         c->prune_batch, idle);
+}
+
 /*
  * SIGHUP: re-reads the configuration file and applies, without a restart,
  * what can change at run time (limits, timeouts, access control, the log
@@ -470,6 +503,7 @@ hup_cb(uv_signal_t *h, int signum)
     free(ms.cfg);
     ms.cfg = next;
     log_set_level(next->log_level);
+    apply_retention(next);
     log_info("configuration reloaded from %s", ms.flags.config_file);
     notify_ready();
 }
@@ -556,6 +590,7 @@ main(int argc, char **argv)
     if (writer_new(loop, ms.store, cfg->commit_max_items, cfg->commit_max_bytes,
                    server_job_done_cb, &ms.srv, &ms.srv.writer, &err) != 0)
         fatalx("writer: %s", err.message);
+    apply_retention(cfg);
     if (query_pool_new(cfg->db_path, cfg->query_threads, cfg->query_timeout_ms,
                        &ms.srv.queries, &err) != 0)
         fatalx("queries: %s", err.message);

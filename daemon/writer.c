@@ -17,6 +17,7 @@
 
 #include "envelope.h"
 #include "log.h"
+#include "store_prune.h"
 
 struct writer {
     uv_loop_t *loop;
@@ -34,8 +35,12 @@ struct writer {
     struct writer_job *q_head, *q_tail; /* guarded by mu */
     struct writer_job *d_head, *d_tail; /* guarded by mu */
     int stop;                           /* guarded by mu */
+    /* Retention (writer_set_retention), guarded by mu: 0 = never prune. */
+    uint64_t prune_age_ms;
+    uint32_t prune_batch, prune_idle_ms;
 
     _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
+    _Atomic uint64_t pruned, prune_runs, prune_failures;
 };
 
 struct writer_job *
@@ -139,6 +144,64 @@ failed:
     fail_group(head, &err);
 }
 
+/* One prune batch, in its own transaction; called without mu, with an
+ * empty queue. Returns whether more receipts may be due. */
+static int
+prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
+{
+    struct store_prune_result r;
+    struct proto_err err;
+    int64_t cutoff = (int64_t)(store_now_ms() - age_ms);
+
+    proto_err_clear(&err);
+    if (store_prune(w->store, cutoff, batch, &r, &err) != 0) {
+        atomic_fetch_add(&w->prune_failures, 1);
+        log_warnx("writer: pruning old receipts failed: %s", err.message);
+        return 0;
+    }
+    if (r.rows > 0) {
+        atomic_fetch_add(&w->pruned, r.rows);
+        atomic_fetch_add(&w->prune_runs, 1);
+        log_debug("writer: pruned %llu receipts received before %lld",
+                  (unsigned long long)r.rows, (long long)cutoff);
+    }
+    return r.more;
+}
+
+/*
+ * Waits, with mu held, until a job is queued or stop is set. With
+ * retention on, a wait that times out (the writer was idle for
+ * prune_idle_ms) is a quiet moment: one prune batch runs, without mu, and
+ * the queue is checked again before the next. While more receipts are due
+ * the next quiet moment comes after a tenth of the idle time, so a backlog
+ * drains steadily, yet every batch starts only with an empty queue.
+ */
+static void
+wait_for_work(struct writer *w)
+{
+    int more = 0;
+
+    while (w->q_head == NULL && !w->stop) {
+        uint64_t idle_ns, age = w->prune_age_ms;
+        uint32_t batch = w->prune_batch;
+
+        if (age == 0 || batch == 0) {
+            uv_cond_wait(&w->cond, &w->mu);
+            continue;
+        }
+        idle_ns = (uint64_t)w->prune_idle_ms * 1000000u;
+        if (more)
+            idle_ns /= 10;
+        if (uv_cond_timedwait(&w->cond, &w->mu, idle_ns ? idle_ns : 1) !=
+                UV_ETIMEDOUT ||
+            w->q_head != NULL || w->stop)
+            continue;
+        uv_mutex_unlock(&w->mu);
+        more = prune_step(w, age, batch);
+        uv_mutex_lock(&w->mu);
+    }
+}
+
 static void
 run(void *arg)
 {
@@ -148,8 +211,7 @@ run(void *arg)
 
     for (;;) {
         uv_mutex_lock(&w->mu);
-        while (w->q_head == NULL && !w->stop)
-            uv_cond_wait(&w->cond, &w->mu);
+        wait_for_work(w);
         if (w->q_head == NULL && w->stop) {
             uv_mutex_unlock(&w->mu);
             break;
@@ -301,6 +363,21 @@ writer_stop(struct writer *w)
 }
 
 void
+writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
+                     uint32_t idle_ms)
+{
+    if (batch > STORE_PRUNE_MAX_ROWS)
+        batch = STORE_PRUNE_MAX_ROWS;
+    uv_mutex_lock(&w->mu);
+    w->prune_age_ms = max_age_ms;
+    w->prune_batch = batch;
+    w->prune_idle_ms = idle_ms;
+    /* A waiting writer picks the new settings up at once. */
+    uv_cond_signal(&w->cond);
+    uv_mutex_unlock(&w->mu);
+}
+
+void
 writer_get_stats(struct writer *w, struct writer_stats *st)
 {
     st->groups = atomic_load(&w->groups);
@@ -309,4 +386,7 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->total_us = atomic_load(&w->total_us);
     st->max_us = atomic_load(&w->max_us);
     st->queued = atomic_load(&w->queued);
+    st->pruned = atomic_load(&w->pruned);
+    st->prune_runs = atomic_load(&w->prune_runs);
+    st->prune_failures = atomic_load(&w->prune_failures);
 }

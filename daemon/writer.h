@@ -80,15 +80,29 @@ void writer_submit(struct writer *w, struct writer_job *job);
  */
 void writer_stop(struct writer *w);
 
+/*
+ * Retention: when max_age_ms > 0, the writer prunes receipts received more
+ * than max_age_ms ago, at most batch rows (capped at STORE_PRUNE_MAX_ROWS)
+ * per quiet moment, a quiet moment being idle_ms with an empty queue (about
+ * 1000 in production; tests pass a few ms). A queued write never waits for
+ * a batch to start; it may wait for one already running. max_age_ms 0
+ * turns pruning off. Any thread, any time (reload).
+ */
+void writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
+                          uint32_t idle_ms);
+
 /* Commit figures, readable from any thread. */
 struct writer_stats {
-    uint64_t groups;   /* groups committed (a progress counter for the
-                          watchdog: it moves while writes succeed) */
-    uint64_t failures; /* groups rolled back */
-    uint64_t last_us;  /* duration of the last commit group */
-    uint64_t total_us; /* sum over committed groups */
-    uint64_t max_us;   /* the longest */
-    uint64_t queued;   /* jobs waiting for the writer right now */
+    uint64_t groups;         /* groups committed (a progress counter for the
+                                watchdog: it moves while writes succeed) */
+    uint64_t failures;       /* groups rolled back */
+    uint64_t last_us;        /* duration of the last commit group */
+    uint64_t total_us;       /* sum over committed groups */
+    uint64_t max_us;         /* the longest */
+    uint64_t queued;         /* jobs waiting for the writer right now */
+    uint64_t pruned;         /* receipts removed by retention since start */
+    uint64_t prune_runs;     /* prune batches that removed something */
+    uint64_t prune_failures; /* prune batches rolled back */
 };
 
 void writer_get_stats(struct writer *w, struct writer_stats *st);
