@@ -336,6 +336,18 @@ timer_cb(uv_timer_t *t)
         conn_close(c);
         return;
     }
+    if (c->n_writes > 0 && c->srv->cfg->idle_timeout_ms > 0 &&
+        uv_now(c->srv->loop) - c->wrote_ms >= c->srv->cfg->idle_timeout_ms) {
+        /* A peer that takes none of its replies for a whole idle timeout
+         * would otherwise hold its connection slot and its unsent replies
+         * forever: owed replies keep a connection from being idle, and a
+         * full connection is not read, so no frame deadline runs either. */
+        log_info("closing a connection that read none of its replies "
+                 "within %lu ms",
+                 (unsigned long)c->srv->cfg->idle_timeout_ms);
+        conn_close(c);
+        return;
+    }
     if (frame_reader_in_frame(&c->fr) && c->frame_started_ms != 0) {
         if (!c->reading ||
             uv_now(c->srv->loop) <
@@ -383,6 +395,11 @@ arm_timer(struct conn *c)
     }
     if (hello != 0 && (due == 0 || hello < due))
         due = hello;
+    /* A peer that stopped taking its replies is closed an idle timeout
+     * after the last write progress (timer_cb), even inside a frame. */
+    if (c->n_writes > 0 && cfg->idle_timeout_ms > 0 &&
+        (due == 0 || c->wrote_ms + cfg->idle_timeout_ms < due))
+        due = c->wrote_ms + cfg->idle_timeout_ms;
     if (due == 0)
         uv_timer_stop(&c->timer);
     else
@@ -456,6 +473,7 @@ write_cb(uv_write_t *req, int status)
         free(wr->bufs[i].base);
     c->unsent -= wr->bytes;
     c->n_writes--;
+    c->wrote_ms = uv_now(c->srv->loop);
     free(wr);
     if (status < 0) {
         conn_close(c);
@@ -505,7 +523,10 @@ flush(struct conn *c)
                 conn_close(c);
                 return;
             }
-            c->n_writes++;
+            /* The peer's clock for taking its replies starts when the
+             * first of them is handed to the stream. */
+            if (c->n_writes++ == 0)
+                c->wrote_ms = uv_now(c->srv->loop);
             wr = NULL;
         }
     }

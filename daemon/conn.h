@@ -75,6 +75,7 @@ struct conn {
     int in_dispatch;   /* feeding frames: no re-entry from callbacks */
     uint64_t unsent;   /* reply bytes ready or being written */
     unsigned n_writes; /* uv_write requests in flight */
+    uint64_t wrote_ms; /* uv_now() when a write last completed or began */
 
     /* Set by hello. */
     int said_hello;
