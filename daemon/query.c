@@ -26,6 +26,7 @@
 #include "server.h"
 #include "store.h"
 #include "store_plan.h"
+#include "store_prune.h"
 #include "store_agg.h"
 #include "writer.h"
 
@@ -394,7 +395,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 26) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 29) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -423,6 +424,9 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "store_size_bytes", st.size_bytes) != 0 ||
         kv_uint(pk, "plans", plans) != 0 ||
         kv_uint(pk, "retained_values", retained) != 0 ||
+        kv_uint(pk, "pruned", sn->w.pruned) != 0 ||
+        kv_uint(pk, "prune_runs", sn->w.prune_runs) != 0 ||
+        kv_uint(pk, "prune_failures", sn->w.prune_failures) != 0 ||
         envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
     if (failed)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -542,6 +546,14 @@ run_quarantine(struct qreq *q, struct store *s, msgpack_packer *pk,
                                 q->deadline_ms, pk, err);
 }
 
+/* What retention removed, and when (store_query_prune.c). */
+static int
+run_prunes(struct qreq *q, struct store *s, msgpack_packer *pk,
+           struct proto_err *err)
+{
+    return store_query_prunes(s, &q->f, q->deadline_ms, pk, err);
+}
+
 static const struct query_kind kinds[] = {
     { "receipts", parse_receipts, run_receipts },
     { "stats", parse_stats, run_stats },
@@ -551,11 +563,12 @@ static const struct query_kind kinds[] = {
     { "coverage", parse_coverage, run_coverage },
     { "gaps", parse_common, run_gaps },
     { "quarantine", parse_quarantine, run_quarantine },
+    { "prunes", parse_common, run_prunes },
 };
 
 #define KIND_NAMES                                                             \
-    "receipts, fallbacks, coverage, gaps, quarantine, stats, plans or "        \
-    "retained"
+    "receipts, fallbacks, coverage, gaps, quarantine, stats, plans, "          \
+    "retained or prunes"
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include <msgpack.h>
+
 #include "error.h"
 #include "store.h"
 
@@ -33,5 +35,20 @@ struct store_prune_result {
  * changed. */
 int store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                 struct store_prune_result *out, struct proto_err *err);
+
+/*
+ * The `prunes` query (daemon/store_query_prune.c): packs {"rows": [...],
+ * "truncated": bool} into pk, the rows being the prune records with
+ * f->since <= pruned_at < f->until (when set), newest first, at most
+ * f->limit (1..10000), each {"id", "pruned_at", "cutoff", "rows",
+ * "oldest", "newest"} (unix milliseconds but id and rows). Any store
+ * connection (a query thread's read-only one); bounded by deadline_ms
+ * (CLOCK_MONOTONIC milliseconds, 0 = none). Returns 0, PROTO_ENOMEM,
+ * PROTO_EOVERLOADED past the deadline or the store's error code; on error
+ * nothing useful was packed and the caller discards the buffer.
+ */
+int store_query_prunes(struct store *s, const struct store_filter *f,
+                       uint64_t deadline_ms, msgpack_packer *pk,
+                       struct proto_err *err);
 
 #endif
