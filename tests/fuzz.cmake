@@ -10,7 +10,7 @@
 # proto library built with coverage instrumentation. scripts/fuzz.sh drives
 # them.
 
-set(RECEIPTD_FUZZ_TARGETS frame plan json receipt)
+set(RECEIPTD_FUZZ_TARGETS frame plan json receipt conn)
 set(RECEIPTD_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 
 # One replay binary per target, since each target defines the same
