@@ -151,7 +151,12 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
 {
     struct store_prune_result r;
     struct proto_err err;
-    int64_t cutoff = (int64_t)(store_now_ms() - age_ms);
+    struct timespec ts;
+    int64_t cutoff;
+
+    /* received_at is unix milliseconds, so the cutoff is too. */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cutoff = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)age_ms;
 
     proto_err_clear(&err);
     if (store_prune(w->store, cutoff, batch, &r, &err) != 0) {
