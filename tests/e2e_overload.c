@@ -689,7 +689,7 @@ START_TEST(test_e2e_overload_peers_that_never_read)
     /* A peer that takes none of its replies for the idle timeout (2 s)
      * is closed, so it cannot hold its connection slot forever. */
     t0 = now_ms();
-    closed = count_closed(NREADLESS, 5000);
+    closed = count_closed(NREADLESS, 8000);
     fprintf(stderr,
             "e2e_overload: never-read: %d of %d closed %ld ms after the "
             "last send, idle timeout 2000 ms\n",
@@ -818,9 +818,11 @@ START_TEST(test_e2e_overload_wal_bounded_under_query_loop)
             "%ld s, WAL peak %ld kB, database %ld kB\n",
             (unsigned long long)acked, queries, seconds, wal_max / 1024,
             file_size(d.db) / 1024);
-    /* The autocheckpoint keeps the WAL near 1,000 pages (4 MiB) when it
-     * can restart it; a WAL that never restarts grows with every write. */
-    ck_assert_int_lt(wal_max, 16L << 20);
+    /* The autocheckpoint keeps the WAL near 1,000 pages (4 MiB) plus one
+     * commit group when it can restart it (measured: 5.5 to 6 MiB); a WAL
+     * that never restarts grows with every commit, faster than the
+     * database, since each commit appends every page it touched. */
+    ck_assert_int_lt(wal_max, 10L << 20);
     msgpack_sbuffer_destroy(&sb);
     close(fd);
     teardown();
