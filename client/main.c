@@ -258,6 +258,12 @@ cmd_plans(struct cli_opts *o)
 }
 
 static int
+cmd_prunes(struct cli_opts *o)
+{
+    return run_query(o, "prunes");
+}
+
+static int
 cmd_retained(struct cli_opts *o)
 {
     if (o->plan == NULL) {
@@ -481,6 +487,11 @@ static const struct cmd cmds[] = {
       "that accepts it; a payload rejected again stays quarantined." },
     { "plans", cmd_plans, G_CONN | G_FORMAT | G_FILTER, "", "registered plans",
       "Lists registered plans with their node, value and retained counts." },
+    { "prunes", cmd_prunes, G_CONN | G_FORMAT | G_FILTER, "",
+      "what retention removed, and when",
+      "Lists the retention prunes, newest first: when each ran, its cutoff,\n"
+      "the receipts it removed and the oldest and newest received_at among\n"
+      "them. --since and --until select by the time of the prune." },
     { "retained", cmd_retained, G_CONN | G_FORMAT | G_PLAN, "",
       "retained values of one plan",
       "Lists the retained completion values of the plan given by --plan\n"

@@ -1091,6 +1091,9 @@ static const struct metric_info metrics[] = {
     { "store_size_bytes", "gauge", "Size of the store in bytes." },
     { "plans", "gauge", "Prepared plans registered." },
     { "retained_values", "gauge", "Completion values retained." },
+    { "pruned", "counter", "Receipts removed by retention since start." },
+    { "prune_runs", "counter", "Retention prune batches that removed rows." },
+    { "prune_failures", "counter", "Retention prune batches rolled back." },
 };
 
 static void

@@ -40,8 +40,9 @@ int store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
  * The `prunes` query (daemon/store_query_prune.c): packs {"rows": [...],
  * "truncated": bool} into pk, the rows being the prune records with
  * f->since <= pruned_at < f->until (when set), newest first, at most
- * f->limit (1..10000), each {"id", "pruned_at", "cutoff", "rows",
- * "oldest", "newest"} (unix milliseconds but id and rows). Any store
+ * f->limit (1..10000), each {"id", "pruned_at", "cutoff_at", "rows",
+ * "oldest_received_at", "newest_received_at"} (unix milliseconds but id
+ * and rows). Any store
  * connection (a query thread's read-only one); bounded by deadline_ms
  * (CLOCK_MONOTONIC milliseconds, 0 = none). Returns 0, PROTO_ENOMEM,
  * PROTO_EOVERLOADED past the deadline or the store's error code; on error

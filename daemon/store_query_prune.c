@@ -29,8 +29,10 @@ progress_cb(void *arg)
 static int
 pack_rec(msgpack_packer *pk, const struct prune_rec *r)
 {
-    static const char *const keys[6] = { "id",   "pruned_at", "cutoff",
-                                         "rows", "oldest",    "newest" };
+    static const char *const keys[6] = {
+        "id",   "pruned_at",          "cutoff_at",
+        "rows", "oldest_received_at", "newest_received_at"
+    };
     const int64_t v[6] = { r->id,   r->pruned_at, r->cutoff,
                            r->rows, r->oldest,    r->newest };
     int i;

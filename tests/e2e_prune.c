@@ -172,10 +172,12 @@ START_TEST(test_e2e_prune_removes_old_receipts_in_batches)
         prev_id = e2e_get_uint(r, "id");
         ck_assert_uint_ge(n, 1);
         ck_assert_uint_le(n, BATCH);
-        ck_assert_uint_le(e2e_get_uint(r, "oldest"), e2e_get_uint(r, "newest"));
-        ck_assert_uint_lt(e2e_get_uint(r, "newest"), e2e_get_uint(r, "cutoff"));
+        ck_assert_uint_le(e2e_get_uint(r, "oldest_received_at"),
+                          e2e_get_uint(r, "newest_received_at"));
+        ck_assert_uint_lt(e2e_get_uint(r, "newest_received_at"),
+                          e2e_get_uint(r, "cutoff_at"));
         ck_assert_uint_ge(e2e_get_uint(r, "pruned_at"),
-                          e2e_get_uint(r, "cutoff"));
+                          e2e_get_uint(r, "cutoff_at"));
         sum += n;
     }
     ck_assert_uint_ge(sum, N);
