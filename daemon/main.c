@@ -127,7 +127,8 @@ usage(FILE *f)
            "                            max_page_count; 0 = no cap)\n"
            "  --retention-age-s N       prune receipts older than N seconds\n"
            "                            (store.retention; 0 = keep forever)\n"
-           "  --prune-batch N           receipts per prune batch (1000)\n"
+           "  --prune-batch N           receipts per prune batch (1000, max "
+           "10000)\n"
            "  --prune-idle-ms N         writer idle time before a prune\n"
            "                            batch (1000; small values for tests)\n"
            "  --log-level LEVEL         error, warning, notice, info or debug\n"
@@ -380,7 +381,7 @@ parse_flags(struct config *c, struct flags *f)
                 num("retention-age-s", optarg, UINT32_MAX, 10);
             break;
         case OPT_PRUNE_BATCH:
-            c->prune_batch = (uint32_t)num("prune-batch", optarg, 100000, 10);
+            c->prune_batch = (uint32_t)num("prune-batch", optarg, 10000, 10);
             break;
         case OPT_PRUNE_IDLE:
             f->prune_idle_ms =

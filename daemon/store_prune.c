@@ -73,34 +73,51 @@ bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
     "plan_id = ?1 AND graph_id = ?2 AND model_id = ?3 AND "                    \
     "requested_backend = ?4 AND executed_backend = ?5 AND source_id = ?6"
 
-/* Sums the receipts of key k in [lo, hi) into g. */
+/* Sums the receipts in [lo, hi) whose keys are among keys[0..n) (sorted,
+ * all of bucket lo / ms) into g[0..n): one range scan of the
+ * receipts_received_at index per bucket, however many keys it touched. */
 static int
-recompute(struct store *s, sqlite3_stmt *scan, const struct store_rollup_key *k,
+recompute(struct store *s, sqlite3_stmt *scan,
+          const struct store_rollup_key *keys, size_t n, int64_t bucket,
           int64_t lo, int64_t hi, struct store_agg_group *g,
           struct proto_err *err)
 {
     int rc, i;
 
-    memset(g, 0, sizeof(*g));
-    bind_key(scan, k);
-    sqlite3_bind_int64(scan, 7, lo);
-    sqlite3_bind_int64(scan, 8, hi);
+    memset(g, 0, n * sizeof(*g));
+    sqlite3_bind_int64(scan, 1, lo);
+    sqlite3_bind_int64(scan, 2, hi);
     while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
-        int status = sqlite3_column_int(scan, 0);
-        unsigned schema = (unsigned)sqlite3_column_int(scan, 1);
-        uint64_t bits = (uint64_t)sqlite3_column_int64(scan, 2);
+        struct store_rollup_key k;
+        const struct store_rollup_key *hit;
+        struct store_agg_group *gp;
+        int status = sqlite3_column_int(scan, 6);
+        unsigned schema = (unsigned)sqlite3_column_int(scan, 7);
+        uint64_t bits = (uint64_t)sqlite3_column_int64(scan, 8);
 
-        g->receipts++;
-        g->fallback += status == RECEIPT_STATUS_FALLBACK;
-        g->clean += status == RECEIPT_STATUS_CLEAN;
-        g->unproven += status == RECEIPT_STATUS_UNPROVEN;
+        memset(&k, 0, sizeof(k));
+        k.plan_id = sqlite3_column_int64(scan, 0);
+        k.graph_id = sqlite3_column_int64(scan, 1);
+        k.model_id = sqlite3_column_int64(scan, 2);
+        k.requested = sqlite3_column_int(scan, 3);
+        k.executed = sqlite3_column_int(scan, 4);
+        k.source_id = sqlite3_column_int64(scan, 5);
+        k.received_at = bucket;
+        hit = bsearch(&k, keys, n, sizeof(*keys), key_cmp_cb);
+        if (hit == NULL)
+            continue; /* a key this batch did not touch */
+        gp = &g[hit - keys];
+        gp->receipts++;
+        gp->fallback += status == RECEIPT_STATUS_FALLBACK;
+        gp->clean += status == RECEIPT_STATUS_CLEAN;
+        gp->unproven += status == RECEIPT_STATUS_UNPROVEN;
         /* The same rule as store_rollup_add: bits beyond the receipt's
          * schema count as neither measured nor a value. */
         bits &= receipt_meaningful_bits(schema);
         for (i = 0; i < RECEIPT_NCOUNTERS; i++)
             if (bits >> i & 1)
                 store_agg_counter_add(
-                    &g->c[i], (uint64_t)sqlite3_column_int64(scan, 3 + i));
+                    &gp->c[i], (uint64_t)sqlite3_column_int64(scan, 9 + i));
     }
     sqlite3_reset(scan);
     sqlite3_clear_bindings(scan);
@@ -168,7 +185,7 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
     sqlite3_stmt *scan = NULL, *upd = NULL, *del = NULL;
     struct store_agg_group *g = NULL;
     char sql[20000];
-    size_t i, m = 0, len;
+    size_t i, e, m = 0, len;
     int64_t ms = prune_levels[l].ms;
     int rc, c;
 
@@ -182,13 +199,14 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
             keys[m++] = keys[i];
 
     len = (size_t)snprintf(sql, sizeof(sql),
-                           "SELECT status, schema_version, counter_coverage");
+                           "SELECT plan_id, graph_id, model_id, "
+                           "requested_backend, executed_backend, source_id, "
+                           "status, schema_version, counter_coverage");
     for (c = 0; c < RECEIPT_NCOUNTERS; c++)
         len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
                                 receipt_counters[c].field);
     snprintf(sql + len, sizeof(sql) - len,
-             " FROM receipts WHERE received_at >= ?7 AND received_at < ?8 "
-             "AND " KEY_WHERE);
+             " FROM receipts WHERE received_at >= ?1 AND received_at < ?2");
     if ((rc = prepare(s, sql, &scan, err)) != 0)
         goto out;
 
@@ -215,17 +233,24 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
     if ((rc = prepare(s, sql, &del, err)) != 0)
         goto out;
 
-    g = malloc(sizeof(*g));
+    /* At most m (<= STORE_PRUNE_MAX_ROWS) groups of about 1 KiB. */
+    g = malloc(m * sizeof(*g));
     if (g == NULL) {
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    for (i = 0; i < m && rc == 0; i++) {
+    /* keys is sorted by bucket first: each run of one bucket is summed in
+     * one scan, then each of its rows rewritten. */
+    for (i = 0; i < m && rc == 0; i = e) {
         int64_t b = keys[i].received_at;
+        size_t k;
 
-        rc = recompute(s, scan, &keys[i], b * ms, (b + 1) * ms, g, err);
-        if (rc == 0)
-            rc = rewrite(s, upd, del, &keys[i], b, g, err);
+        for (e = i; e < m && keys[e].received_at == b; e++)
+            ;
+        rc = recompute(s, scan, keys + i, e - i, b, b * ms, (b + 1) * ms, g,
+                       err);
+        for (k = i; k < e && rc == 0; k++)
+            rc = rewrite(s, upd, del, &keys[k], b, &g[k - i], err);
     }
 out:
     free(g);

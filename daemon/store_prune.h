@@ -12,8 +12,9 @@
 #include "store.h"
 
 /* The largest batch store_prune() accepts: it holds one small record per
- * row in memory for the length of the transaction. */
-#define STORE_PRUNE_MAX_ROWS 100000
+ * row, and up to one rollup sum (about 1 KiB) per row, in memory for the
+ * length of the transaction. */
+#define STORE_PRUNE_MAX_ROWS 10000
 
 struct store_prune_result {
     uint64_t rows;  /* receipts removed, 0 when none was due */

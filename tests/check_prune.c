@@ -215,7 +215,7 @@ START_TEST(test_prune_cuts_a_bucket_in_half_and_keeps_rollups_exact)
     due = scalar(s, "SELECT count(*) FROM receipts WHERE received_at < "
                     "11 * 86400000 + 7 * 3600000 + 1800000");
     ck_assert_int_gt(due, 0);
-    ck_assert_int_eq(store_prune(s, cutoff, 100000, &r, &err), 0);
+    ck_assert_int_eq(store_prune(s, cutoff, STORE_PRUNE_MAX_ROWS, &r, &err), 0);
     ck_assert_uint_eq(r.rows, (uint64_t)due);
     ck_assert_int_eq(r.more, 0);
     ck_assert_int_eq(r.oldest, 10 * DAY + 1234);
@@ -302,7 +302,8 @@ START_TEST(test_prune_keeps_dedupe_records)
     struct store *s = open_rw();
 
     fill(s);
-    ck_assert_int_eq(store_prune(s, 14 * DAY, 100000, &r, &err), 0);
+    ck_assert_int_eq(store_prune(s, 14 * DAY, STORE_PRUNE_MAX_ROWS, &r, &err),
+                     0);
     ck_assert_int_eq(scalar(s, "SELECT count(*) FROM receipts"), 0);
     ck_assert_int_eq(scalar(s, "SELECT count(*) FROM rollups"), 0);
     ck_assert_int_eq(scalar(s, "SELECT count(*) FROM rollups_day"), 0);
