@@ -194,3 +194,21 @@ mpobj_map_get(const msgpack_object *o, const char *key, int *dup)
     }
     return found;
 }
+
+int
+mpobj_field(const msgpack_object *o, const char *key, int required,
+            const msgpack_object **v, struct proto_err *err)
+{
+    int dup;
+
+    *v = mpobj_map_get(o, key, &dup);
+    if (dup)
+        return proto_err_set(err, PROTO_EINVALID, key, "duplicate key \"%s\"",
+                             key);
+    if (*v == NULL && required)
+        return proto_err_set(err, PROTO_EINVALID, key,
+                             "missing required field \"%s\"", key);
+    if (*v != NULL && !required && (*v)->type == MSGPACK_OBJECT_NIL)
+        *v = NULL;
+    return 0;
+}

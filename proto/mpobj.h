@@ -52,4 +52,12 @@ int mpobj_utf8_valid(const char *buf, size_t len);
 const msgpack_object *mpobj_map_get(const msgpack_object *o, const char *key,
                                     int *dup);
 
+/*
+ * Looks up key in map o for a struct decoder: a duplicate key, or a missing
+ * required one, is PROTO_EINVALID with path key. *v is NULL for a missing
+ * optional key, and for an optional key holding nil (serde's Option).
+ */
+int mpobj_field(const msgpack_object *o, const char *key, int required,
+                const msgpack_object **v, struct proto_err *err);
+
 #endif

@@ -178,29 +178,6 @@ plan_identity_decode(const msgpack_object *o, struct proto_str *out,
     return 0;
 }
 
-/*
- * Looks up key in map o. A missing required key or a duplicate key is an
- * error with path key. *v is NULL for a missing optional key; an optional
- * key holding nil also gives NULL (serde's Option).
- */
-static int
-field(const msgpack_object *o, const char *key, int required,
-      const msgpack_object **v, struct proto_err *err)
-{
-    int dup;
-
-    *v = mpobj_map_get(o, key, &dup);
-    if (dup)
-        return proto_err_set(err, PROTO_EINVALID, key, "duplicate key \"%s\"",
-                             key);
-    if (*v == NULL && required)
-        return proto_err_set(err, PROTO_EINVALID, key,
-                             "missing required field \"%s\"", key);
-    if (*v != NULL && !required && (*v)->type == MSGPACK_OBJECT_NIL)
-        *v = NULL;
-    return 0;
-}
-
 /* Prefixes the field name key to a path set by a typed read. */
 static int
 at(int rc, struct proto_err *err, const char *key)
@@ -350,13 +327,13 @@ blocked_decode(const msgpack_object *o, struct plan_tensor *t, uint64_t *w,
 
     if ((rc = expect_map(o, "the blocked layout", err)) != 0)
         return rc;
-    if ((rc = field(o, "block", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "block", 1, &v, err)) != 0)
         return rc;
     if ((rc = at(u64_array(v, rank, 1, block, "block", err), err, "block")))
         return rc;
     t->block = block;
 
-    if ((rc = field(o, "axis_order", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "axis_order", 1, &v, err)) != 0)
         return rc;
     if ((rc = expect_array(v, "axis_order", err)) != 0)
         return at(rc, err, "axis_order");
@@ -387,7 +364,7 @@ blocked_decode(const msgpack_object *o, struct plan_tensor *t, uint64_t *w,
     }
     t->axis_order = order;
 
-    if ((rc = field(o, "padding", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "padding", 1, &v, err)) != 0)
         return rc;
     if ((rc = variant(v, &name, &payload, err)) != 0)
         return at(rc, err, "padding");
@@ -410,7 +387,7 @@ blocked_decode(const msgpack_object *o, struct plan_tensor *t, uint64_t *w,
     t->padding = PLAN_PADDING_ZERO_FILL;
     if ((rc = expect_map(payload, "zero_fill", err)) != 0)
         return at(rc, err, "padding.zero_fill");
-    if ((rc = field(payload, "physical_dimensions", 1, &pd, err)) != 0)
+    if ((rc = mpobj_field(payload, "physical_dimensions", 1, &pd, err)) != 0)
         return at(rc, err, "padding.zero_fill");
     if ((rc = u64_array(pd, rank, 0, phys, "physical_dimensions", err)) != 0)
         return at(rc, err, "padding.zero_fill.physical_dimensions");
@@ -462,7 +439,7 @@ plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
     memset(t, 0, sizeof(*t));
     if ((rc = expect_map(o, "a tensor spec", err)) != 0)
         return rc;
-    if ((rc = field(o, "dimensions", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "dimensions", 1, &v, err)) != 0)
         return rc;
     if ((rc = expect_array(v, "dimensions", err)) != 0)
         return at(rc, err, "dimensions");
@@ -477,7 +454,7 @@ plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
         return at(rc, err, "dimensions");
     t->dimensions = words;
 
-    if ((rc = field(o, "element_type", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "element_type", 1, &v, err)) != 0)
         return rc;
     if ((rc = plan_etype_decode(v, &et, err)) != 0)
         return at(rc, err, "element_type");
@@ -490,7 +467,7 @@ plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
         return PROTO_EINVALID;
     }
 
-    if ((rc = field(o, "layout", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "layout", 1, &v, err)) != 0)
         return rc;
     if ((rc = variant(v, &name, &payload, err)) != 0)
         return at(rc, err, "layout");
@@ -503,7 +480,7 @@ plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
         t->layout = PLAN_LAYOUT_STRIDED;
         if ((rc = expect_map(payload, "the strided layout", err)) != 0)
             return at(rc, err, "layout.strided");
-        if ((rc = field(payload, "byte_strides", 1, &s, err)) != 0)
+        if ((rc = mpobj_field(payload, "byte_strides", 1, &s, err)) != 0)
             return at(rc, err, "layout.strided");
         if ((rc = u64_array(s, rank, 1, strides, "byte_strides", err)) != 0)
             return at(rc, err, "layout.strided.byte_strides");
@@ -748,26 +725,26 @@ component_decode(const msgpack_object *o, struct plan_component *c,
     memset(c, 0, sizeof(*c));
     if ((rc = expect_map(o, "a storage component", err)) != 0)
         return rc;
-    if ((rc = field(o, "component_id", 0, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "component_id", 0, &v, err)) != 0)
         return rc;
     if (v != NULL) {
         if ((rc = plan_identity_decode(v, &c->component_id, err)) != 0)
             return at(rc, err, "component_id");
         c->has_component_id = 1;
     }
-    if ((rc = field(o, "resource_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "resource_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &c->resource_id, err), err,
                  "resource_id")) != 0)
         return rc;
-    if ((rc = field(o, "offset_bytes", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "offset_bytes", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT64_MAX, &c->offset_bytes, err), err,
                  "offset_bytes")) != 0)
         return rc;
-    if ((rc = field(o, "length_bytes", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "length_bytes", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT64_MAX, &c->length_bytes, err), err,
                  "length_bytes")) != 0)
         return rc;
-    if ((rc = field(o, "element_type", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "element_type", 1, &v, err)) != 0 ||
         (rc = at(plan_etype_decode(v, &et, err), err, "element_type")) != 0)
         return rc;
     c->element_type = (uint8_t)et;
@@ -968,7 +945,7 @@ alias_decode(const msgpack_object *o, struct plan_value *val,
         return 0;
     if ((rc = expect_map(payload, alias_names[kind], err)) != 0)
         return at(rc, err, alias_names[kind]);
-    if ((rc = field(payload, "tensor_index", 1, &ti, err)) != 0 ||
+    if ((rc = mpobj_field(payload, "tensor_index", 1, &ti, err)) != 0 ||
         (rc = at(mpobj_uint(ti, UINT32_MAX, &idx, err), err, "tensor_index")) !=
             0)
         return at(rc, err, alias_names[kind]);
@@ -989,21 +966,21 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
     memset(val, 0, sizeof(*val));
     if ((rc = expect_map(o, "a value binding", err)) != 0)
         return rc;
-    if ((rc = field(o, "value_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &val->value_id, err), err,
                  "value_id")) != 0)
         return rc;
-    if ((rc = field(o, "role", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "role", 1, &v, err)) != 0 ||
         (rc = at(enum_decode(v, role_names, PLAN_ROLE_COUNT,
                              "role (input or output)", &e, err),
                  err, "role")) != 0)
         return rc;
     val->role = (uint8_t)e;
-    if ((rc = field(o, "ordinal", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "ordinal", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT32_MAX, &u, err), err, "ordinal")) != 0)
         return rc;
     val->ordinal = (uint32_t)u;
-    if ((rc = field(o, "tensor", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "tensor", 1, &v, err)) != 0)
         return rc;
     nw = plan_tensor_words(v);
     if ((rc = at(plan_tensor_decode(v, &val->tensor, d->words, d->nwords, err),
@@ -1011,16 +988,16 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
         return rc;
     d->words += nw;
     d->nwords -= nw;
-    if ((rc = field(o, "access", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "access", 1, &v, err)) != 0 ||
         (rc = at(enum_decode(v, access_names, PLAN_ACCESS_COUNT,
                              "access (read, write or read_write)", &e, err),
                  err, "access")) != 0)
         return rc;
     val->access = (uint8_t)e;
-    if ((rc = field(o, "alias", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "alias", 1, &v, err)) != 0 ||
         (rc = at(alias_decode(v, val, err), err, "alias")) != 0)
         return rc;
-    if ((rc = field(o, "usage", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "usage", 1, &v, err)) != 0 ||
         (rc = at(enum_decode(v, usage_names, PLAN_USAGE_COUNT,
                              "usage (weights, activations, state, "
                              "persistent, binding, scratch or transfer)",
@@ -1028,7 +1005,7 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
                  err, "usage")) != 0)
         return rc;
     val->usage = (uint8_t)e;
-    if ((rc = field(o, "weight", 0, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "weight", 0, &v, err)) != 0)
         return rc;
     if (v != NULL && v->type != MSGPACK_OBJECT_MAP)
         return proto_err_set(err, PROTO_EINVALID, "weight",
@@ -1036,11 +1013,11 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
                              mpobj_type_name(v));
     val->weight = v;
 
-    if ((rc = field(o, "storage", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "storage", 1, &v, err)) != 0)
         return rc;
     if ((rc = expect_map(v, "storage", err)) != 0)
         return at(rc, err, "storage");
-    if ((rc = field(v, "components", 1, &comps, err)) != 0)
+    if ((rc = mpobj_field(v, "components", 1, &comps, err)) != 0)
         return at(rc, err, "storage");
     if ((rc = expect_array(comps, "components", err)) != 0)
         return at(at(rc, err, "components"), err, "storage");
@@ -1070,10 +1047,10 @@ node_decode(const msgpack_object *o, struct plan_node *node, struct decoder *d,
     memset(node, 0, sizeof(*node));
     if ((rc = expect_map(o, "a plan node", err)) != 0)
         return rc;
-    if ((rc = field(o, "id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &node->id, err), err, "id")) != 0)
         return rc;
-    if ((rc = field(o, "values", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "values", 1, &v, err)) != 0)
         return rc;
     if ((rc = expect_array(v, "values", err)) != 0)
         return at(rc, err, "values");
@@ -1099,15 +1076,15 @@ plan_fill(const msgpack_object *o, struct plan *p, struct decoder *d,
 
     if ((rc = expect_map(o, "a plan body", err)) != 0)
         return rc;
-    if ((rc = field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &p->prepared_plan_id, err), err,
                  "prepared_plan_id")) != 0)
         return rc;
-    if ((rc = field(o, "graph_hash", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "graph_hash", 1, &v, err)) != 0 ||
         (rc = at(mpobj_str(v, PLAN_GRAPH_HASH_MAX, &p->graph_hash, err), err,
                  "graph_hash")) != 0)
         return rc;
-    if ((rc = field(o, "nodes", 1, &v, err)) != 0)
+    if ((rc = mpobj_field(o, "nodes", 1, &v, err)) != 0)
         return rc;
     if ((rc = expect_array(v, "nodes", err)) != 0)
         return at(rc, err, "nodes");

@@ -19,26 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Looks up key in map o: a duplicate, or a missing required key, is an
- * error with path key; an optional nil reads as absent. */
-static int
-field(const msgpack_object *o, const char *key, int required,
-      const msgpack_object **v, struct proto_err *err)
-{
-    int dup;
-
-    *v = mpobj_map_get(o, key, &dup);
-    if (dup)
-        return proto_err_set(err, PROTO_EINVALID, key, "duplicate key \"%s\"",
-                             key);
-    if (*v == NULL && required)
-        return proto_err_set(err, PROTO_EINVALID, key,
-                             "missing required field \"%s\"", key);
-    if (*v != NULL && !required && (*v)->type == MSGPACK_OBJECT_NIL)
-        *v = NULL;
-    return 0;
-}
-
 static int
 at(int rc, struct proto_err *err, const char *key)
 {
@@ -65,11 +45,11 @@ plan_key(const msgpack_object *o, struct proto_str *id, struct proto_str *gh,
     const msgpack_object *v;
     int rc;
 
-    if ((rc = field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, id, err), err, "prepared_plan_id")) !=
             0)
         return rc;
-    if ((rc = field(o, "graph_hash", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "graph_hash", 1, &v, err)) != 0 ||
         (rc = at(mpobj_str(v, PLAN_GRAPH_HASH_MAX, gh, err), err,
                  "graph_hash")) != 0)
         return rc;
@@ -87,28 +67,28 @@ value_fill(const msgpack_object *o, struct retained_value *rv, uint64_t *w,
     memset(rv, 0, sizeof(*rv));
     if ((rc = expect(o, MSGPACK_OBJECT_MAP, "a retained value map", err)))
         return rc;
-    if ((rc = field(o, "value_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &rv->value_id, err), err,
                  "value_id")) != 0)
         return rc;
-    if ((rc = field(o, "producer_node_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "producer_node_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &rv->producer_node_id, err), err,
                  "producer_node_id")) != 0)
         return rc;
-    if ((rc = field(o, "output_ordinal", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "output_ordinal", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT32_MAX, &u, err), err, "output_ordinal")) !=
             0)
         return rc;
     rv->output_ordinal = (uint32_t)u;
-    if ((rc = field(o, "resource_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "resource_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &rv->resource_id, err), err,
                  "resource_id")) != 0)
         return rc;
-    if ((rc = field(o, "logical_offset_bytes", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "logical_offset_bytes", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT64_MAX, &rv->logical_offset_bytes, err), err,
                  "logical_offset_bytes")) != 0)
         return rc;
-    if ((rc = field(o, "tensor", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "tensor", 1, &v, err)) != 0 ||
         (rc = at(plan_tensor_decode(v, &rv->tensor, w, nw, err), err,
                  "tensor")) != 0)
         return rc;
@@ -191,9 +171,9 @@ retention_spec_decode(const msgpack_object *o, struct retention_spec **out,
         return proto_err_set(err, PROTO_ENOMEM, NULL, "no memory");
     if ((rc = plan_key(o, &s->prepared_plan_id, &s->graph_hash, err)) != 0)
         goto fail;
-    if ((rc = field(o, "values", 0, &vals, err)) != 0 ||
-        (rc = field(o, "determinism_outputs", 0, &det, err)) != 0 ||
-        (rc = field(o, "retained", 0, &ret, err)) != 0)
+    if ((rc = mpobj_field(o, "values", 0, &vals, err)) != 0 ||
+        (rc = mpobj_field(o, "determinism_outputs", 0, &det, err)) != 0 ||
+        (rc = mpobj_field(o, "retained", 0, &ret, err)) != 0)
         goto fail;
     if (det != NULL) {
         if (det->type != MSGPACK_OBJECT_BOOLEAN) {
@@ -830,25 +810,25 @@ retention_readback_decode(const msgpack_object *o, struct readback *rb,
         return rc;
     if ((rc = plan_key(o, &rb->prepared_plan_id, &rb->graph_hash, err)) != 0)
         return rc;
-    if ((rc = field(o, "value_id", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
         (rc = at(plan_identity_decode(v, &rb->value_id, err), err,
                  "value_id")) != 0)
         return rc;
-    if ((rc = field(o, "participant_index", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(o, "participant_index", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT32_MAX, &u, err), err,
                  "participant_index")) != 0)
         return rc;
     rb->participant_index = (uint32_t)u;
-    if ((rc = field(o, "output_layout", 1, &ol, err)) != 0)
+    if ((rc = mpobj_field(o, "output_layout", 1, &ol, err)) != 0)
         return rc;
     if ((rc = at(expect(ol, MSGPACK_OBJECT_MAP, "output_layout as a map", err),
                  err, "output_layout")) != 0)
         return rc;
-    if ((rc = field(ol, "element_type", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(ol, "element_type", 1, &v, err)) != 0 ||
         (rc = at(plan_etype_decode(v, &et, err), err, "element_type")) != 0)
         return at(rc, err, "output_layout");
     rb->element_type = (uint8_t)et;
-    if ((rc = field(ol, "element_count", 1, &v, err)) != 0 ||
+    if ((rc = mpobj_field(ol, "element_count", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT64_MAX, &rb->element_count, err), err,
                  "element_count")) != 0)
         return at(rc, err, "output_layout");
