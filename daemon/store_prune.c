@@ -4,14 +4,17 @@
  * Runs on the writer thread only, with the read-write store and no
  * transaction open (the writer calls it in its quiet moments, between
  * group commits). A batch selects the oldest due receipts through the
- * receipts_received_at index, deletes them, and then rewrites each hour
- * and day rollup row they counted in from the receipts left in that row's
- * bucket (one range of the same index, filtered by the row's key). Min and
- * max cannot be subtracted, and recomputing the whole row from what remains
+ * receipts_received_at index and deletes them. Then each hour rollup row
+ * they counted in is rewritten from the receipts left in its hour: one
+ * range scan of the same index per hour touched, summing only the touched
+ * keys. Min and max cannot be subtracted, and recomputing the whole row
  * costs the same scan while keeping counts and 128-bit sums exact by
- * construction, so nothing is subtracted. All of it, and the `prunes`
- * record, happens in one transaction: a failure rolls everything back and
- * the rollups remain exactly the sum of the stored receipts.
+ * construction, so nothing is subtracted. Each day row touched is then the
+ * merge of its (already rewritten) hour rows, at most 24 index rows, so no
+ * day of receipts is ever rescanned. Rows left empty are deleted. All of
+ * it, and the `prunes` record, happens in one transaction: a failure rolls
+ * everything back and the rollups remain exactly the sum of the stored
+ * receipts.
  *
  * Dedupe records are never pruned: a producer that resends a pruned
  * (source, seq) must still be told it is a duplicate, not store it again.
@@ -167,6 +170,31 @@ rewrite(struct store *s, sqlite3_stmt *upd, sqlite3_stmt *del,
     return 0;
 }
 
+/* Sums the hour rows of key k within day d into g. A day row is exactly
+ * the merge of its 24 hour rows (counts and sums add, extremes take the
+ * extreme), and the hours were rewritten first, so this reads at most 24
+ * rows of the rollups_key index instead of a day of receipts. */
+static int
+day_from_hours(struct store *s, sqlite3_stmt *hours,
+               const struct store_rollup_key *k, int64_t d,
+               struct store_agg_group *g, struct proto_err *err)
+{
+    const int64_t per_day = STORE_DAY_MS / STORE_BUCKET_MS;
+    int rc;
+
+    memset(g, 0, sizeof(*g));
+    bind_key(hours, k);
+    sqlite3_bind_int64(hours, 7, d * per_day);
+    sqlite3_bind_int64(hours, 8, (d + 1) * per_day);
+    while ((rc = sqlite3_step(hours)) == SQLITE_ROW)
+        store_rollup_read(hours, 0, g);
+    sqlite3_reset(hours);
+    sqlite3_clear_bindings(hours);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "sum a day's hour rollups");
+    return 0;
+}
+
 static int
 prepare(struct store *s, const char *sql, sqlite3_stmt **st,
         struct proto_err *err)
@@ -182,7 +210,7 @@ static int
 adjust_level(struct store *s, int l, const struct victim *v, size_t n,
              struct store_rollup_key *keys, struct proto_err *err)
 {
-    sqlite3_stmt *scan = NULL, *upd = NULL, *del = NULL;
+    sqlite3_stmt *scan = NULL, *upd = NULL, *del = NULL, *hours = NULL;
     struct store_agg_group *g = NULL;
     char sql[20000];
     size_t i, e, m = 0, len;
@@ -209,6 +237,20 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
              " FROM receipts WHERE received_at >= ?1 AND received_at < ?2");
     if ((rc = prepare(s, sql, &scan, err)) != 0)
         goto out;
+    if (l == 1) {
+        char cols[8192];
+
+        if (store_rollup_columns(cols, sizeof(cols), "") >= sizeof(cols)) {
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
+            goto out;
+        }
+        snprintf(sql, sizeof(sql),
+                 "SELECT %s FROM rollups WHERE " KEY_WHERE
+                 " AND bucket >= ?7 AND bucket < ?8",
+                 cols);
+        if ((rc = prepare(s, sql, &hours, err)) != 0)
+            goto out;
+    }
 
     len = (size_t)snprintf(sql, sizeof(sql),
                            "UPDATE %s SET receipts = ?8, fallback = ?9, "
@@ -247,14 +289,20 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
 
         for (e = i; e < m && keys[e].received_at == b; e++)
             ;
-        rc = recompute(s, scan, keys + i, e - i, b, b * ms, (b + 1) * ms, g,
-                       err);
-        for (k = i; k < e && rc == 0; k++)
-            rc = rewrite(s, upd, del, &keys[k], b, &g[k - i], err);
+        if (hours == NULL)
+            rc = recompute(s, scan, keys + i, e - i, b, b * ms, (b + 1) * ms, g,
+                           err);
+        for (k = i; k < e && rc == 0; k++) {
+            if (hours != NULL)
+                rc = day_from_hours(s, hours, &keys[k], b, &g[k - i], err);
+            if (rc == 0)
+                rc = rewrite(s, upd, del, &keys[k], b, &g[k - i], err);
+        }
     }
 out:
     free(g);
     sqlite3_finalize(scan);
+    sqlite3_finalize(hours);
     sqlite3_finalize(upd);
     sqlite3_finalize(del);
     return rc;
