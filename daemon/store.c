@@ -778,3 +778,24 @@ store_deadline(struct store *s)
 {
     return &s->deadline_ms;
 }
+
+static int
+deadline_cb(void *arg)
+{
+    const uint64_t *deadline = arg;
+
+    return *deadline != 0 && store_now_ms() > *deadline;
+}
+
+void
+store_deadline_arm(struct store *s, uint64_t deadline_ms)
+{
+    s->deadline_ms = deadline_ms;
+    sqlite3_progress_handler(s->db, 1000, deadline_cb, &s->deadline_ms);
+}
+
+void
+store_deadline_disarm(struct store *s)
+{
+    sqlite3_progress_handler(s->db, 0, NULL, NULL);
+}

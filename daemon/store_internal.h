@@ -26,6 +26,15 @@ const char *store_path(struct store *s);
 /* Where the progress handler of a query finds its deadline. */
 uint64_t *store_deadline(struct store *s);
 
+/*
+ * Bounds the statements run on s until store_deadline_disarm(): past
+ * deadline_ms (store_now_ms() clock; 0 = none) SQLite interrupts the
+ * running statement, which then fails with SQLITE_INTERRUPT. Query
+ * connections only.
+ */
+void store_deadline_arm(struct store *s, uint64_t deadline_ms);
+void store_deadline_disarm(struct store *s);
+
 /* Rollups (store_rollup.c): one row per key and hour of received_at. */
 #define STORE_BUCKET_MS 3600000
 /* And in rollups_day, one row per key and day. */

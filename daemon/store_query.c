@@ -13,27 +13,6 @@
 
 #include "store_internal.h"
 
-static int
-progress_cb(void *arg)
-{
-    const uint64_t *deadline = arg;
-
-    return *deadline != 0 && store_now_ms() > *deadline;
-}
-
-static void
-arm(struct store *s, uint64_t deadline_ms)
-{
-    *store_deadline(s) = deadline_ms;
-    sqlite3_progress_handler(store_db(s), 1000, progress_cb, store_deadline(s));
-}
-
-static void
-disarm(struct store *s)
-{
-    sqlite3_progress_handler(store_db(s), 0, NULL, NULL);
-}
-
 static const char *const dict_cols[5] = { "model_id", "plan_id", "graph_id",
                                           "tuning_id", "stop_reason_id" };
 
@@ -154,7 +133,7 @@ store_query_receipts(struct store *s, const struct store_filter *f,
     bind_i64(st, ":before", clamp_i64(f->before_id));
     bind_i64(st, ":limit", (int64_t)f->limit + 1);
 
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (got == f->limit) {
             *truncated = 1;
@@ -192,18 +171,18 @@ store_query_receipts(struct store *s, const struct store_filter *f,
         }
         got++;
         if ((rc = cb(arg, &row)) != 0) {
-            disarm(s);
+            store_deadline_disarm(s);
             sqlite3_finalize(st);
             return rc;
         }
     }
     if (rc != SQLITE_DONE) {
         rc = store_fail(s, rc, err, "run a query");
-        disarm(s);
+        store_deadline_disarm(s);
         sqlite3_finalize(st);
         return rc;
     }
-    disarm(s);
+    store_deadline_disarm(s);
     sqlite3_finalize(st);
     return 0;
 }
@@ -253,7 +232,7 @@ store_query_stats(struct store *s, uint64_t deadline_ms, struct store_stats *st,
     int rc;
 
     memset(st, 0, sizeof(*st));
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     /* One read transaction, so the figures agree with each other. */
     if ((rc = store_exec(s, "BEGIN", err, "begin a read")))
         goto out;
@@ -280,6 +259,6 @@ store_query_stats(struct store *s, uint64_t deadline_ms, struct store_stats *st,
 end:
     sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
 out:
-    disarm(s);
+    store_deadline_disarm(s);
     return rc;
 }

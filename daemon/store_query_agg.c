@@ -24,27 +24,6 @@
 #include "store_agg.h"
 #include "store_internal.h"
 
-static int
-progress_cb(void *arg)
-{
-    const uint64_t *deadline = arg;
-
-    return *deadline != 0 && store_now_ms() > *deadline;
-}
-
-static void
-arm(struct store *s, uint64_t deadline_ms)
-{
-    *store_deadline(s) = deadline_ms;
-    sqlite3_progress_handler(store_db(s), 1000, progress_cb, store_deadline(s));
-}
-
-static void
-disarm(struct store *s)
-{
-    sqlite3_progress_handler(store_db(s), 0, NULL, NULL);
-}
-
 /* Times beyond INT64_MAX cannot be stored; clamp so comparisons stay
  * meaningful instead of wrapping negative. */
 static int64_t
@@ -450,14 +429,14 @@ store_query_agg(struct store *s, const struct store_filter *f, int group_by,
 
     if (group_by < 0 || group_by >= STORE_GROUP_COUNT)
         return proto_err_set(err, PROTO_EINVALID, "group_by", "unknown group");
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     if ((rc = store_exec(s, "BEGIN", err, "begin a read")) == 0) {
         rc = agg(s, f, group_by, flags, out, err);
         if (rc == 0)
             rc = names(s, group_by, out, err);
         sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
     }
-    disarm(s);
+    store_deadline_disarm(s);
     return rc;
 }
 
@@ -579,7 +558,7 @@ store_query_gaps(struct store *s, const struct store_filter *f,
     w.ranges = malloc(w.cap * sizeof(*w.ranges));
     if (w.ranges == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     if ((rc = store_exec(s, "BEGIN", err, "begin a read")) != 0)
         goto out;
     for (i = 0; i < GS_COUNT; i++) {
@@ -627,7 +606,7 @@ end:
         sqlite3_finalize(st[i]);
     sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
 out:
-    disarm(s);
+    store_deadline_disarm(s);
     free(w.ranges);
     return rc;
 }
@@ -682,7 +661,7 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
     bind_i64(st, ":since", clamp_i64(f->since));
     bind_i64(st, ":until", clamp_i64(f->until));
     bind_i64(st, ":limit", (int64_t)f->limit + 1);
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (got == f->limit) {
             *truncated = 1;
@@ -706,7 +685,7 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
         }
         got++;
         if ((rc = cb(arg, &q)) != 0) {
-            disarm(s);
+            store_deadline_disarm(s);
             sqlite3_finalize(st);
             return rc;
         }
@@ -715,7 +694,7 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
         rc = store_fail(s, rc, err, "run a query");
     else
         rc = 0;
-    disarm(s);
+    store_deadline_disarm(s);
     sqlite3_finalize(st);
     return rc;
 }

@@ -16,27 +16,6 @@
 #include "store_internal.h"
 #include "store_plan.h"
 
-static int
-progress_cb(void *arg)
-{
-    const uint64_t *deadline = arg;
-
-    return *deadline != 0 && store_now_ms() > *deadline;
-}
-
-static void
-arm(struct store *s, uint64_t deadline_ms)
-{
-    *store_deadline(s) = deadline_ms;
-    sqlite3_progress_handler(store_db(s), 1000, progress_cb, store_deadline(s));
-}
-
-static void
-disarm(struct store *s)
-{
-    sqlite3_progress_handler(store_db(s), 0, NULL, NULL);
-}
-
 static void
 bind_blob(sqlite3_stmt *st, const char *name, const char *p, size_t n)
 {
@@ -98,7 +77,7 @@ run_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
     int rc;
 
     *truncated = 0;
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (got == limit) {
             *truncated = 1;
@@ -107,7 +86,7 @@ run_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
         }
         got++;
         if ((rc = one_cb(st, cb, arg)) != 0) {
-            disarm(s);
+            store_deadline_disarm(s);
             sqlite3_finalize(st);
             return rc;
         }
@@ -116,7 +95,7 @@ run_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
         rc = store_fail(s, rc, err, "run a query");
     else
         rc = 0;
-    disarm(s);
+    store_deadline_disarm(s);
     sqlite3_finalize(st);
     return rc;
 }
@@ -244,7 +223,7 @@ store_plan_readback(struct store *s, const struct store_plan_key *k,
     bind_blob(st, ":plan", k->plan.ptr, k->plan.len);
     bind_blob(st, ":graph", k->graph.ptr, k->graph.len);
     bind_blob(st, ":value", value_id.ptr, value_id.len);
-    arm(s, deadline_ms);
+    store_deadline_arm(s, deadline_ms);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *plan_found = 1;
@@ -264,7 +243,7 @@ store_plan_readback(struct store *s, const struct store_plan_key *k,
     }
     rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "look up a value");
 out:
-    disarm(s);
+    store_deadline_disarm(s);
     sqlite3_finalize(st);
     return rc;
 }
