@@ -546,12 +546,50 @@ run_quarantine(struct qreq *q, struct store *s, msgpack_packer *pk,
                                 q->deadline_ms, pk, err);
 }
 
+static int
+pack_prune(msgpack_packer *pk, const struct store_prune_rec *r)
+{
+    static const char *const keys[6] = {
+        "id",   "pruned_at",          "cutoff_at",
+        "rows", "oldest_received_at", "newest_received_at"
+    };
+    const int64_t v[6] = { r->id,   r->pruned_at, r->cutoff,
+                           r->rows, r->oldest,    r->newest };
+    int i;
+
+    if (msgpack_pack_map(pk, 6) != 0)
+        return -1;
+    for (i = 0; i < 6; i++)
+        if (envelope_pack_cstr(pk, keys[i]) != 0 ||
+            msgpack_pack_int64(pk, v[i]) != 0)
+            return -1;
+    return 0;
+}
+
 /* What retention removed, and when (store_query_prune.c). */
 static int
 run_prunes(struct qreq *q, struct store *s, msgpack_packer *pk,
            struct proto_err *err)
 {
-    return store_query_prunes(s, &q->f, q->deadline_ms, pk, err);
+    struct store_prune_rec *recs;
+    size_t n, i;
+    int rc, truncated;
+
+    rc = store_query_prunes(s, &q->f, q->deadline_ms, &recs, &n, &truncated,
+                            err);
+    if (rc != 0)
+        return rc;
+    rc = msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
+         msgpack_pack_array(pk, (uint32_t)n) != 0;
+    for (i = 0; i < n && rc == 0; i++)
+        rc = pack_prune(pk, &recs[i]) != 0;
+    if (rc == 0)
+        rc = envelope_pack_cstr(pk, "truncated") != 0 ||
+             (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0;
+    free(recs);
+    if (rc != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    return 0;
 }
 
 static const struct query_kind kinds[] = {

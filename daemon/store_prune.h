@@ -37,20 +37,22 @@ struct store_prune_result {
 int store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                 struct store_prune_result *out, struct proto_err *err);
 
+/* One record of the `prunes` table (unix milliseconds but id and rows). */
+struct store_prune_rec {
+    int64_t id, pruned_at, cutoff, rows, oldest, newest;
+};
+
 /*
- * The `prunes` query (daemon/store_query_prune.c): packs {"rows": [...],
- * "truncated": bool} into pk, the rows being the prune records with
- * f->since <= pruned_at < f->until (when set), newest first, at most
- * f->limit (1..10000), each {"id", "pruned_at", "cutoff_at", "rows",
- * "oldest_received_at", "newest_received_at"} (unix milliseconds but id
- * and rows). Any store
- * connection (a query thread's read-only one); bounded by deadline_ms
- * (CLOCK_MONOTONIC milliseconds, 0 = none). Returns 0, PROTO_ENOMEM,
- * PROTO_EOVERLOADED past the deadline or the store's error code; on error
- * nothing useful was packed and the caller discards the buffer.
+ * The `prunes` query (daemon/store_query_prune.c): reads the prune records
+ * with f->since <= pruned_at < f->until (when set), newest first, at most
+ * f->limit (1..10000), into *out (allocated; the caller frees it, also when
+ * *n is 0) and sets *truncated when more matched. Any store connection (a
+ * query thread's read-only one); bounded by deadline_ms (store_now_ms()
+ * clock, 0 = none). Returns 0, PROTO_EINVALID for a bad limit, PROTO_ENOMEM,
+ * or the store's error code (*out is NULL then).
  */
 int store_query_prunes(struct store *s, const struct store_filter *f,
-                       uint64_t deadline_ms, msgpack_packer *pk,
-                       struct proto_err *err);
+                       uint64_t deadline_ms, struct store_prune_rec **out,
+                       size_t *n, int *truncated, struct proto_err *err);
 
 #endif
