@@ -799,3 +799,36 @@ store_deadline_disarm(struct store *s)
 {
     sqlite3_progress_handler(s->db, 0, NULL, NULL);
 }
+
+void
+store_bind_blob(sqlite3_stmt *st, const char *name, const char *p, size_t n)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+
+    if (i > 0)
+        sqlite3_bind_blob(st, i, n ? p : "", (int)n, SQLITE_STATIC);
+}
+
+void
+store_bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+
+    if (i > 0)
+        sqlite3_bind_int64(st, i, v);
+}
+
+int64_t
+store_clamp_i64(uint64_t v)
+{
+    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+void
+store_column_str(sqlite3_stmt *st, int col, struct proto_str *out)
+{
+    out->ptr = sqlite3_column_blob(st, col);
+    out->len = (size_t)sqlite3_column_bytes(st, col);
+    if (out->ptr == NULL)
+        out->ptr = "";
+}

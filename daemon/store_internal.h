@@ -35,6 +35,21 @@ uint64_t *store_deadline(struct store *s);
 void store_deadline_arm(struct store *s, uint64_t deadline_ms);
 void store_deadline_disarm(struct store *s);
 
+/* Binds a named parameter when the statement has it (queries build their
+ * SQL from the filters that are set). p is borrowed until the statement is
+ * reset. */
+void store_bind_blob(sqlite3_stmt *st, const char *name, const char *p,
+                     size_t n);
+void store_bind_i64(sqlite3_stmt *st, const char *name, int64_t v);
+
+/* Unix milliseconds beyond INT64_MAX cannot be stored: clamp, so a
+ * comparison stays meaningful instead of wrapping negative. */
+int64_t store_clamp_i64(uint64_t v);
+
+/* A text or blob column as a borrowed string ("" for NULL), valid until
+ * the next step or reset of st. */
+void store_column_str(sqlite3_stmt *st, int col, struct proto_str *out);
+
 /* Rollups (store_rollup.c): one row per key and hour of received_at. */
 #define STORE_BUCKET_MS 3600000
 /* And in rollups_day, one row per key and day. */

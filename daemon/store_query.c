@@ -64,41 +64,6 @@ build_sql(char *sql, size_t cap, const struct store_filter *f)
     return n;
 }
 
-static void
-bind_blob(sqlite3_stmt *st, const char *name, const char *p, size_t n)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-
-    if (i > 0)
-        sqlite3_bind_blob(st, i, n ? p : "", (int)n, SQLITE_STATIC);
-}
-
-static void
-bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-
-    if (i > 0)
-        sqlite3_bind_int64(st, i, v);
-}
-
-/* Times beyond INT64_MAX cannot be stored; clamp so comparisons stay
- * meaningful instead of wrapping negative. */
-static int64_t
-clamp_i64(uint64_t v)
-{
-    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-static void
-column_str(sqlite3_stmt *st, int col, struct proto_str *out)
-{
-    out->ptr = sqlite3_column_blob(st, col);
-    out->len = (size_t)sqlite3_column_bytes(st, col);
-    if (out->ptr == NULL)
-        out->ptr = "";
-}
-
 int
 store_query_receipts(struct store *s, const struct store_filter *f,
                      uint64_t deadline_ms, store_row_cb cb, void *arg,
@@ -118,20 +83,20 @@ store_query_receipts(struct store *s, const struct store_filter *f,
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
     if (f->plan)
-        bind_blob(st, ":plan", f->plan, f->plan_len);
+        store_bind_blob(st, ":plan", f->plan, f->plan_len);
     if (f->graph)
-        bind_blob(st, ":graph", f->graph, f->graph_len);
+        store_bind_blob(st, ":graph", f->graph, f->graph_len);
     if (f->model)
-        bind_blob(st, ":model", f->model, f->model_len);
+        store_bind_blob(st, ":model", f->model, f->model_len);
     if (f->source)
-        bind_blob(st, ":source", f->source, f->source_len);
-    bind_i64(st, ":requested", f->requested);
-    bind_i64(st, ":executed", f->executed);
-    bind_i64(st, ":status", f->status);
-    bind_i64(st, ":since", clamp_i64(f->since));
-    bind_i64(st, ":until", clamp_i64(f->until));
-    bind_i64(st, ":before", clamp_i64(f->before_id));
-    bind_i64(st, ":limit", (int64_t)f->limit + 1);
+        store_bind_blob(st, ":source", f->source, f->source_len);
+    store_bind_i64(st, ":requested", f->requested);
+    store_bind_i64(st, ":executed", f->executed);
+    store_bind_i64(st, ":status", f->status);
+    store_bind_i64(st, ":since", store_clamp_i64(f->since));
+    store_bind_i64(st, ":until", store_clamp_i64(f->until));
+    store_bind_i64(st, ":before", store_clamp_i64(f->before_id));
+    store_bind_i64(st, ":limit", (int64_t)f->limit + 1);
 
     store_deadline_arm(s, deadline_ms);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -143,7 +108,7 @@ store_query_receipts(struct store *s, const struct store_filter *f,
         memset(&row, 0, sizeof(row));
         row.receipt_id = sqlite3_column_int64(st, 0);
         row.received_at = sqlite3_column_int64(st, 1);
-        column_str(st, 2, &row.source);
+        store_column_str(st, 2, &row.source);
         row.has_seq = sqlite3_column_type(st, 3) != SQLITE_NULL;
         row.seq = (uint64_t)sqlite3_column_int64(st, 3);
         row.status = sqlite3_column_int(st, 4);
@@ -156,7 +121,7 @@ store_query_receipts(struct store *s, const struct store_filter *f,
         strs[3] = &row.r.tuning_profile;
         strs[4] = &row.r.stop_reason;
         for (i = 0; i < 5; i++)
-            column_str(st, 8 + i, strs[i]);
+            store_column_str(st, 8 + i, strs[i]);
         row.r.counter_coverage = (uint64_t)sqlite3_column_int64(st, 13);
         col = 14;
         for (i = 0; i < RECEIPT_NCOUNTERS; i++)

@@ -24,32 +24,6 @@
 #include "store_agg.h"
 #include "store_internal.h"
 
-/* Times beyond INT64_MAX cannot be stored; clamp so comparisons stay
- * meaningful instead of wrapping negative. */
-static int64_t
-clamp_i64(uint64_t v)
-{
-    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-static void
-bind_blob(sqlite3_stmt *st, const char *name, const char *p, size_t n)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-
-    if (i > 0)
-        sqlite3_bind_blob(st, i, n ? p : "", (int)n, SQLITE_STATIC);
-}
-
-static void
-bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-
-    if (i > 0)
-        sqlite3_bind_int64(st, i, v);
-}
-
 #define ADD(...)                                                               \
     n += (size_t)snprintf(sql + n, n < cap ? cap - n : 0, __VA_ARGS__)
 
@@ -77,15 +51,15 @@ static void
 bind_filters(sqlite3_stmt *st, const struct store_filter *f)
 {
     if (f->plan)
-        bind_blob(st, ":plan", f->plan, f->plan_len);
+        store_bind_blob(st, ":plan", f->plan, f->plan_len);
     if (f->graph)
-        bind_blob(st, ":graph", f->graph, f->graph_len);
+        store_bind_blob(st, ":graph", f->graph, f->graph_len);
     if (f->model)
-        bind_blob(st, ":model", f->model, f->model_len);
+        store_bind_blob(st, ":model", f->model, f->model_len);
     if (f->source)
-        bind_blob(st, ":source", f->source, f->source_len);
-    bind_i64(st, ":requested", f->requested);
-    bind_i64(st, ":executed", f->executed);
+        store_bind_blob(st, ":source", f->source, f->source_len);
+    store_bind_i64(st, ":requested", f->requested);
+    store_bind_i64(st, ":executed", f->executed);
 }
 
 /* The two key columns of a group. */
@@ -241,8 +215,8 @@ run_sql(struct store *s, const char *sql, const struct store_filter *f,
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
     bind_filters(st, f);
-    bind_i64(st, ":lo", lo);
-    bind_i64(st, ":hi", hi);
+    store_bind_i64(st, ":lo", lo);
+    store_bind_i64(st, ":hi", hi);
     rc = read_rows(s, st, how, a, err);
     sqlite3_finalize(st);
     return rc;
@@ -396,8 +370,8 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     struct store_agg *a, struct proto_err *err)
 {
     const int64_t D = STORE_DAY_MS;
-    int64_t lo = f->has_since ? clamp_i64(f->since) : 0;
-    int64_t hi = f->has_until ? clamp_i64(f->until) : INT64_MAX;
+    int64_t lo = f->has_since ? store_clamp_i64(f->since) : 0;
+    int64_t hi = f->has_until ? store_clamp_i64(f->until) : INT64_MAX;
     int64_t fd, ed;
     int rc;
 
@@ -655,12 +629,12 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
     rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
-    bind_i64(st, ":id", clamp_i64(id));
+    store_bind_i64(st, ":id", store_clamp_i64(id));
     if (f->source)
-        bind_blob(st, ":source", f->source, f->source_len);
-    bind_i64(st, ":since", clamp_i64(f->since));
-    bind_i64(st, ":until", clamp_i64(f->until));
-    bind_i64(st, ":limit", (int64_t)f->limit + 1);
+        store_bind_blob(st, ":source", f->source, f->source_len);
+    store_bind_i64(st, ":since", store_clamp_i64(f->since));
+    store_bind_i64(st, ":until", store_clamp_i64(f->until));
+    store_bind_i64(st, ":limit", (int64_t)f->limit + 1);
     store_deadline_arm(s, deadline_ms);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (got == f->limit) {

@@ -16,54 +16,19 @@
 #include "store_internal.h"
 #include "store_plan.h"
 
-static void
-bind_blob(sqlite3_stmt *st, const char *name, const char *p, size_t n)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-
-    if (i > 0)
-        sqlite3_bind_blob(st, i, n ? p : "", (int)n, SQLITE_STATIC);
-}
-
-static void
-bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-
-    if (i > 0)
-        sqlite3_bind_int64(st, i, v);
-}
-
-/* Times beyond INT64_MAX cannot be stored; clamp so comparisons stay
- * meaningful instead of wrapping negative. */
-static int64_t
-clamp_i64(uint64_t v)
-{
-    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-static void
-column_str(sqlite3_stmt *st, int col, struct proto_str *out)
-{
-    out->ptr = sqlite3_column_blob(st, col);
-    out->len = (size_t)sqlite3_column_bytes(st, col);
-    if (out->ptr == NULL)
-        out->ptr = "";
-}
-
 /* Binds the filters that the SQL names and the limit plus one. */
 static void
 bind_filter(sqlite3_stmt *st, const struct store_filter *f)
 {
     if (f->plan)
-        bind_blob(st, ":plan", f->plan, f->plan_len);
+        store_bind_blob(st, ":plan", f->plan, f->plan_len);
     if (f->graph)
-        bind_blob(st, ":graph", f->graph, f->graph_len);
+        store_bind_blob(st, ":graph", f->graph, f->graph_len);
     if (f->source)
-        bind_blob(st, ":source", f->source, f->source_len);
-    bind_i64(st, ":since", clamp_i64(f->since));
-    bind_i64(st, ":until", clamp_i64(f->until));
-    bind_i64(st, ":limit", (int64_t)f->limit + 1);
+        store_bind_blob(st, ":source", f->source, f->source_len);
+    store_bind_i64(st, ":since", store_clamp_i64(f->since));
+    store_bind_i64(st, ":until", store_clamp_i64(f->until));
+    store_bind_i64(st, ":limit", (int64_t)f->limit + 1);
 }
 
 /* Steps st, calling one_cb for each row up to limit; finalizes st. */
@@ -106,10 +71,10 @@ plan_row_cb(sqlite3_stmt *st, void *cb, void *arg)
     struct store_plan_row row;
 
     memset(&row, 0, sizeof(row));
-    column_str(st, 0, &row.plan);
-    column_str(st, 1, &row.graph);
+    store_column_str(st, 0, &row.plan);
+    store_column_str(st, 1, &row.graph);
     row.registered_at = sqlite3_column_int64(st, 2);
-    column_str(st, 3, &row.source);
+    store_column_str(st, 3, &row.source);
     row.nodes = (uint64_t)sqlite3_column_int64(st, 4);
     row.values = (uint64_t)sqlite3_column_int64(st, 5);
     row.retained = (uint64_t)sqlite3_column_int64(st, 6);
@@ -160,9 +125,9 @@ retained_row_cb(sqlite3_stmt *st, void *cb, void *arg)
     struct store_retained_row row;
 
     memset(&row, 0, sizeof(row));
-    column_str(st, 0, &row.plan);
-    column_str(st, 1, &row.graph);
-    column_str(st, 2, &row.value_id);
+    store_column_str(st, 0, &row.plan);
+    store_column_str(st, 1, &row.graph);
+    store_column_str(st, 2, &row.value_id);
     row.retained_at = sqlite3_column_int64(st, 3);
     row.value = sqlite3_column_blob(st, 4);
     row.len = (size_t)sqlite3_column_bytes(st, 4);
@@ -220,9 +185,9 @@ store_plan_readback(struct store *s, const struct store_plan_key *k,
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
-    bind_blob(st, ":plan", k->plan.ptr, k->plan.len);
-    bind_blob(st, ":graph", k->graph.ptr, k->graph.len);
-    bind_blob(st, ":value", value_id.ptr, value_id.len);
+    store_bind_blob(st, ":plan", k->plan.ptr, k->plan.len);
+    store_bind_blob(st, ":graph", k->graph.ptr, k->graph.len);
+    store_bind_blob(st, ":value", value_id.ptr, value_id.len);
     store_deadline_arm(s, deadline_ms);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
