@@ -255,18 +255,38 @@ watchdog_cb(uv_timer_t *t)
         notify_watchdog_ping();
 }
 
+/* Every 10 s: the ingest rate since the last line, the writer's queue, and
+ * the store's health, for `systemctl status`. */
 static void
 status_cb(uv_timer_t *t)
 {
+    static uint64_t last_accepted, last_failures, last_ms;
     const struct server_counters *n = &ms.srv.n;
+    struct writer_stats st;
+    uint64_t now = uv_now(t->loop);
+    double rate = 0;
 
-    (void)t;
-    notify_status("%zu connections; %llu receipts stored, %llu rejected, "
-                  "%llu duplicates, %llu unavailable since start",
-                  ms.srv.n_conns, (unsigned long long)n->accepted,
-                  (unsigned long long)n->rejected,
-                  (unsigned long long)n->duplicates,
-                  (unsigned long long)n->unavailable);
+    memset(&st, 0, sizeof(st));
+    if (ms.srv.writer != NULL)
+        writer_get_stats(ms.srv.writer, &st);
+    if (last_ms != 0 && now > last_ms)
+        rate = (double)(n->accepted - last_accepted) * 1000.0 /
+               (double)(now - last_ms);
+    notify_status(
+        "%.0f receipts/s, %llu writes queued (%llu KiB), %zu "
+        "connections; %s; %llu receipts stored, %llu rejected, "
+        "%llu duplicates, %llu unavailable since start",
+        rate, (unsigned long long)st.queued,
+        (unsigned long long)(ms.srv.pending_bytes / 1024), ms.srv.n_conns,
+        st.failures > last_failures ? "STORE FAILING (commits "
+                                      "rolled back, answering "
+                                      "unavailable)"
+                                    : "store ok",
+        (unsigned long long)n->accepted, (unsigned long long)n->rejected,
+        (unsigned long long)n->duplicates, (unsigned long long)n->unavailable);
+    last_accepted = n->accepted;
+    last_failures = st.failures;
+    last_ms = now;
 }
 
 /*
