@@ -95,9 +95,10 @@ value_fill(const msgpack_object *o, struct retained_value *rv, uint64_t *w,
     return 0;
 }
 
-int
-retention_values_decode(const msgpack_object *o, struct retained_value **out,
-                        size_t *n, struct proto_err *err)
+/* retention_values_decode(), also saying how many bytes *out holds. */
+static int
+values_decode(const msgpack_object *o, struct retained_value **out, size_t *n,
+              size_t *owned, struct proto_err *err)
 {
     struct retained_value *vals;
     size_t count, words = 0, i, used = 0, nw, bytes;
@@ -142,7 +143,17 @@ retention_values_decode(const msgpack_object *o, struct retained_value **out,
     }
     *out = vals;
     *n = count;
+    *owned = bytes;
     return 0;
+}
+
+int
+retention_values_decode(const msgpack_object *o, struct retained_value **out,
+                        size_t *n, struct proto_err *err)
+{
+    size_t owned;
+
+    return values_decode(o, out, n, &owned, err);
 }
 
 static int
@@ -161,7 +172,7 @@ retention_spec_decode(const msgpack_object *o, struct retention_spec **out,
 {
     const msgpack_object *vals, *det, *ret;
     struct retention_spec *s;
-    size_t count = 0, i;
+    size_t count = 0, owned = 0, i;
     int rc;
 
     *out = NULL;
@@ -233,12 +244,12 @@ retention_spec_decode(const msgpack_object *o, struct retention_spec **out,
         }
     }
     if (ret != NULL) {
-        if ((rc = at(
-                 retention_values_decode(ret, &s->claimed, &s->nclaimed, err),
-                 err, "retained")) != 0)
+        if ((rc = at(values_decode(ret, &s->claimed, &s->nclaimed, &owned, err),
+                     err, "retained")) != 0)
             goto fail;
         s->has_claimed = 1;
     }
+    s->bytes = sizeof(*s) + s->nrequests * sizeof(*s->requests) + owned;
     *out = s;
     return 0;
 fail:

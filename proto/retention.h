@@ -54,6 +54,7 @@ struct retention_spec {
     int has_claimed;
     struct retained_value *claimed;
     size_t nclaimed;
+    size_t bytes; /* heap bytes the spec owns, for memory accounting */
 };
 
 /*
