@@ -64,7 +64,10 @@ struct qreq {
     uv_work_t work;
     struct query_pool *qp;
     struct conn_slot *slot;
-    const struct query_kind *kind;
+    const struct query_kind *kind; /* NULL for a job of another op */
+    query_run_fn job_run;          /* ... which runs this */
+    void *job_arg;                 /* ... on this, */
+    void (*job_free)(void *);      /* ... freed by this at the end */
     int has_id;
     uint64_t id;
     struct store_filter f;
@@ -617,6 +620,8 @@ qreq_free(struct qreq *q)
 
     for (i = 0; i < 4; i++)
         free(q->strs[i]);
+    if (q->job_free != NULL)
+        q->job_free(q->job_arg);
     free(q->reply);
     free(q);
 }
@@ -641,8 +646,10 @@ work_cb(uv_work_t *w)
         if (start == (size_t)-1 ||
             envelope_reply_ok(&pk, q->has_id, q->id) != 0)
             rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
-        else
+        else if (q->kind != NULL)
             rc = q->kind->run(q, s, &pk, &err);
+        else
+            rc = q->job_run(q->job_arg, s, q->deadline_ms, &pk, &err);
         pool_put(q->qp, s);
         if (rc == 0) {
             frame_sbuffer_finish(&sb, start);
@@ -665,13 +672,30 @@ after_cb(uv_work_t *w, int status)
     if (status != 0) {
         free(reply);
         proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
-                      "the query was cancelled while the daemon stopped");
+                      "the %s was cancelled while the daemon stopped",
+                      q->kind != NULL ? "query" : "request");
         reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
     }
     q->reply = NULL;
     q->slot->c->n_queries--;
     conn_slot_complete(q->slot, reply, q->len);
     qreq_free(q);
+}
+
+/* Queues q on the threadpool with its deadline; q is freed on failure. */
+static int
+queue(struct qreq *q, struct server *srv, struct proto_err *err)
+{
+    const char *what = q->kind != NULL ? "query" : "request";
+
+    q->deadline_ms = q->qp->timeout_ms ? store_now_ms() + q->qp->timeout_ms : 0;
+    q->work.data = q;
+    if (uv_queue_work(srv->loop, &q->work, work_cb, after_cb) != 0) {
+        qreq_free(q);
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "cannot queue the %s; try later", what);
+    }
+    return 0;
 }
 
 int
@@ -725,25 +749,27 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     q->snap.pending_bytes = srv->pending_bytes;
     q->snap.n = srv->n;
     writer_get_stats(srv->writer, &q->snap.w);
-    q->deadline_ms = qp->timeout_ms ? store_now_ms() + qp->timeout_ms : 0;
-    q->work.data = q;
-    if (uv_queue_work(srv->loop, &q->work, work_cb, after_cb) != 0) {
-        qreq_free(q);
-        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
-                             "cannot queue the query; try later");
-    }
-    return 0;
+    return queue(q, srv, err);
 }
 
 int
-query_pool_borrow(struct query_pool *qp, struct store **out,
-                  struct proto_err *err)
+query_submit(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
+             int has_id, uint64_t id, query_run_fn run, void *arg,
+             void (*free_arg)(void *), struct proto_err *err)
 {
-    return pool_get(qp, out, err);
-}
+    struct qreq *q = calloc(1, sizeof(*q));
 
-void
-query_pool_return(struct query_pool *qp, struct store *s)
-{
-    pool_put(qp, s);
+    if (q == NULL) {
+        if (free_arg != NULL)
+            free_arg(arg);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    q->qp = qp;
+    q->slot = slot;
+    q->has_id = has_id;
+    q->id = id;
+    q->job_run = run;
+    q->job_arg = arg;
+    q->job_free = free_arg;
+    return queue(q, srv, err);
 }

@@ -33,15 +33,28 @@ int query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
  * no-op. */
 void query_pool_free(struct query_pool *qp);
 
-/*
- * Borrows a read-only store from the pool for a threadpool thread (the
- * readback op), waiting while every connection is busy, and gives it back.
- * Never on the loop thread. Returns 0 or PROTO_EUNAVAILABLE/PROTO_ENOMEM.
- */
 struct store;
-int query_pool_borrow(struct query_pool *qp, struct store **out,
-                      struct proto_err *err);
-void query_pool_return(struct query_pool *qp, struct store *s);
+
+/*
+ * A request of another op that runs like a query (readback): on the
+ * threadpool, with a read-only store borrowed from the pool, before
+ * deadline_ms (0: none). It packs the reply's result after the ok header
+ * and returns 0, or an error to be replied instead.
+ */
+typedef int (*query_run_fn)(void *arg, struct store *s, uint64_t deadline_ms,
+                            msgpack_packer *pk, struct proto_err *err);
+
+/*
+ * Queues run(arg) as above; the slot is completed with the reply on the
+ * loop thread later and arg is then freed with free_arg (when not NULL).
+ * The caller counts the request in its connection's n_queries when this
+ * returns 0, as for query_start(). On failure arg is freed at once and the
+ * error (PROTO_ENOMEM, PROTO_EOVERLOADED) is for the caller to reply.
+ */
+int query_submit(struct query_pool *qp, struct server *srv,
+                 struct conn_slot *slot, int has_id, uint64_t id,
+                 query_run_fn run, void *arg, void (*free_arg)(void *),
+                 struct proto_err *err);
 
 /*
  * Parses body (borrowed, only during the call) and queues the query; the
