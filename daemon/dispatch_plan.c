@@ -7,13 +7,18 @@
  * the job's savepoint and touches only the job (its struct pctx, the
  * frame and what was decoded from it) and the store; the loop does not
  * look at a job between submitting it and getting it back. A readback runs
- * on a libuv threadpool thread with a read-only store from the query pool,
- * so the loop never waits on the disk.
+ * like a query (query_submit): on a libuv threadpool thread with a
+ * read-only store from the query pool, so the loop never waits on the disk.
  *
- * Memory. The request frame goes with the job or the readback: the body is
- * unpacked again into an msgpack_unpacked the job owns (msgpack-c points
- * strings into the frame), because the dispatcher's unpacked copy dies when
- * dispatch_frame() returns. A decoded plan or retention spec borrows both.
+ * Memory. A write job keeps its request frame, and what it keeps is
+ * counted in its bytes against max_pending_bytes: the frame, the canonical
+ * plan, the decoded retention spec. The body is unpacked and decoded on
+ * the loop; the unpacked tree (a 24-byte msgpack_object per object, so up
+ * to ~24x the frame) and the decoded plan are freed before the job is
+ * queued, which works because msgpack-c points strings into the frame,
+ * not into its tree. A readback copies its three strings and keeps
+ * nothing of the frame.
+ *
  * Every rejected plan or retention payload (invalid, conflict, mismatch)
  * is quarantined with its exact body bytes, like a receipt; unknown_plan
  * is not a payload fault and is only answered. Only accepted writes are
@@ -50,13 +55,15 @@ struct pctx {
     uint64_t id;
     /* The source at the time of the request; the writer reads it. */
     char source[CONN_SOURCE_MAX + 1];
-    msgpack_unpacked up; /* the body, borrowing the job's frame */
-    const char *raw;     /* the body's bytes in the frame, for quarantine */
+    const char *raw; /* the body's bytes in the frame, for quarantine */
     size_t raw_len;
-    struct plan *plan;           /* op plan */
+    /* op plan: what the writer needs of the decoded plan */
+    struct store_plan_key key; /* borrows the frame */
+    uint32_t nnodes;
+    uint64_t nvalues;
     char *canon;                 /* its canonical bytes */
     size_t canon_len;            /* ... */
-    struct retention_spec *spec; /* op retention */
+    struct retention_spec *spec; /* op retention; borrows the frame */
     int refused;                 /* reply err instead of the outcome */
     struct proto_err err;        /* ... */
     struct store_quarantine_item q;
@@ -145,15 +152,12 @@ pctx_release(struct pctx *x)
 {
     if (x == NULL)
         return;
-    plan_free(x->plan);
-    x->plan = NULL;
     retention_spec_free(x->spec);
     x->spec = NULL;
     free(x->canon);
     x->canon = NULL;
     free(x->outcome);
     x->outcome = NULL;
-    msgpack_unpacked_destroy(&x->up);
 }
 
 /* Frees a job of ours, with what its pctx holds. */
@@ -198,7 +202,9 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 {
     struct writer_job *job = writer_job_new();
     struct pctx *x = calloc(1, sizeof(*x));
+    struct plan *plan = NULL;
     struct proto_err err;
+    msgpack_unpacked up;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     size_t boff = 0, blen = 0;
@@ -213,7 +219,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         reply_error(slot, env->has_id, env->id, &err);
         return;
     }
-    msgpack_unpacked_init(&x->up);
+    msgpack_unpacked_init(&up);
     x->slot = slot;
     x->srv = c->srv;
     x->op = env->op;
@@ -232,8 +238,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->w.seq = env->seq;
     job->w.received_at = (int64_t)server_now_unix_ms();
 
-    if (env->body == NULL ||
-        unpack_body(frame, len, &x->up, &boff, &blen) != 0) {
+    if (env->body == NULL || unpack_body(frame, len, &up, &boff, &blen) != 0) {
         /* No body: the whole frame is what the producer sent. */
         x->raw = frame;
         x->raw_len = len;
@@ -247,26 +252,39 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     x->raw = frame + boff;
     x->raw_len = blen;
     if (env->op == PROTO_OP_PLAN) {
-        rc = plan_decode(&x->up.data, &x->plan, &err);
+        rc = plan_decode(&up.data, &plan, &err);
         if (rc == 0) {
             /* The canonical form is what is stored and compared. */
             msgpack_sbuffer_init(&sb);
             msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-            if (plan_encode_canonical(x->plan, &pk) != 0) {
+            if (plan_encode_canonical(plan, &pk) != 0) {
                 msgpack_sbuffer_destroy(&sb);
                 rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
             } else {
                 x->canon_len = sb.size;
                 x->canon = msgpack_sbuffer_release(&sb);
                 job->bytes += x->canon_len;
+                x->key.plan = plan->prepared_plan_id;
+                x->key.graph = plan->graph_hash;
+                x->nnodes = plan->nnodes;
+                x->nvalues = plan->nvalues;
             }
         }
         job->w.apply_cb = plan_apply_cb;
     } else {
-        rc = retention_spec_decode(&x->up.data, &x->spec, &err);
+        rc = retention_spec_decode(&up.data, &x->spec, &err);
+        if (rc == 0)
+            job->bytes += x->spec->bytes;
         job->w.apply_cb = retention_apply_cb;
     }
     job->w.apply_arg = x;
+    /* What a job keeps is counted in job->bytes, so queued jobs stay
+     * within max_pending_bytes: the frame, the canonical plan, the spec.
+     * The unpacked tree and the decoded plan would cost up to ~24x the
+     * frame (a msgpack_object per byte), uncounted; strings borrow the
+     * frame, not the tree, so both go now. */
+    plan_free(plan);
+    msgpack_unpacked_destroy(&up);
     if (rc == PROTO_ENOMEM) {
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
         reply_error(slot, env->has_id, env->id, &err);
@@ -280,6 +298,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 refused:
     /* Refused before the store was asked: nothing to resolve and no seq to
      * record, but the payload is kept. */
+    msgpack_unpacked_destroy(&up);
     job->w.apply_cb = NULL;
     job->w.has_seq = 0;
     refuse(x, &job->w, &err, 1);
@@ -385,8 +404,7 @@ plan_apply_cb(void *arg, struct store *s, struct store_write *w,
               struct proto_err *err)
 {
     struct pctx *x = arg;
-    struct store_plan_key key = { x->plan->prepared_plan_id,
-                                  x->plan->graph_hash };
+    struct store_plan_key key = x->key;
     struct store_plan_new np;
     struct proto_err e;
     msgpack_sbuffer sb;
@@ -425,8 +443,8 @@ plan_apply_cb(void *arg, struct store *s, struct store_write *w,
         np.registered_at = w->received_at;
         np.source.ptr = w->source;
         np.source.len = w->source_len;
-        np.nodes = x->plan->nnodes;
-        np.values = x->plan->nvalues;
+        np.nodes = x->nnodes;
+        np.values = x->nvalues;
         np.canonical = x->canon;
         np.len = x->canon_len;
         if ((rc = store_plan_put(s, &np, &id, err)))
@@ -437,8 +455,8 @@ plan_apply_cb(void *arg, struct store *s, struct store_write *w,
     failed = msgpack_pack_map(&pk, 3) != 0 ||
              envelope_pack_cstr(&pk, "created") != 0 ||
              (created ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk)) ||
-             pack_kv_uint(&pk, "nodes", x->plan->nnodes) != 0 ||
-             pack_kv_uint(&pk, "values", x->plan->nvalues) != 0;
+             pack_kv_uint(&pk, "nodes", x->nnodes) != 0 ||
+             pack_kv_uint(&pk, "values", x->nvalues) != 0;
     if (failed) {
         msgpack_sbuffer_destroy(&sb);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -533,38 +551,6 @@ out:
 
 /* ---- plan and retention: the reply, on the loop ---- */
 
-/* Packs the first outcome of a write plus "duplicate": true. */
-static int
-pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
-{
-    msgpack_unpacked up;
-    const msgpack_object *o;
-    size_t off = 0;
-    uint32_t i;
-    int failed;
-
-    msgpack_unpacked_init(&up);
-    if (blob == NULL ||
-        msgpack_unpack_next(&up, blob, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        /* The seq was first used by a write without a recorded result. */
-        msgpack_unpacked_destroy(&up);
-        return msgpack_pack_map(pk, 1) != 0 ||
-               envelope_pack_cstr(pk, "duplicate") != 0 ||
-               msgpack_pack_true(pk) != 0;
-    }
-    o = &up.data;
-    failed = msgpack_pack_map(pk, o->via.map.size + 1) != 0;
-    for (i = 0; i < o->via.map.size && !failed; i++)
-        failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
-                 msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;
-    if (!failed)
-        failed = envelope_pack_cstr(pk, "duplicate") != 0 ||
-                 msgpack_pack_true(pk) != 0;
-    msgpack_unpacked_destroy(&up);
-    return failed ? -1 : 0;
-}
-
 void
 dispatch_plan_write_done(struct writer_job *job)
 {
@@ -597,8 +583,8 @@ dispatch_plan_write_done(struct writer_job *job)
     failed =
         start == (size_t)-1 || envelope_reply_ok(&pk, x->has_id, x->id) != 0;
     if (!failed && job->w.duplicate)
-        failed = pack_dup_outcome(&pk, job->w.dup_outcome,
-                                  job->w.dup_outcome_len) != 0;
+        failed = dispatch_pack_dup_outcome(&pk, job->w.dup_outcome,
+                                           job->w.dup_outcome_len) != 0;
     else if (!failed)
         failed = msgpack_sbuffer_write(&sb, x->outcome, x->outcome_len) != 0;
     if (failed) {
@@ -618,34 +604,30 @@ done:
 
 /* ---- readback ---- */
 
+/* A readback waiting for the query pool. Its strings are copied out of
+ * the body, so neither the frame nor its unpacked tree is held meanwhile:
+ * a queued readback costs about what its identities do. */
 struct rbreq {
-    uv_work_t work;
-    struct server *srv;
-    struct conn_slot *slot;
-    int has_id;
-    uint64_t id;
-    char *frame; /* owned; the body's strings point into it */
-    msgpack_unpacked up;
-    struct readback rb;
-    uint64_t deadline_ms;
-    char *reply;
-    size_t len;
+    struct readback rb; /* its strings point into text */
+    char text[];
 };
 
+/* Copies v into *at and points v there. */
 static void
-rbreq_free(struct rbreq *q)
+move_str(struct proto_str *v, char **at)
 {
-    msgpack_unpacked_destroy(&q->up);
-    free(q->frame);
-    free(q->reply);
-    free(q);
+    if (v->len > 0)
+        memcpy(*at, v->ptr, v->len);
+    v->ptr = *at;
+    *at += v->len;
 }
 
-/* Checks the readback against the store; fills out or err. */
+/* Checks the readback against the store (a query_run_fn). */
 static int
-readback_run(struct rbreq *q, struct store *s, msgpack_packer *pk,
-             struct proto_err *err)
+readback_run(void *arg, struct store *s, uint64_t deadline_ms,
+             msgpack_packer *pk, struct proto_err *err)
 {
+    struct rbreq *q = arg;
     struct store_plan_key key = { q->rb.prepared_plan_id, q->rb.graph_hash };
     struct retained_value *vals = NULL;
     struct readback_request out;
@@ -655,8 +637,8 @@ readback_run(struct rbreq *q, struct store *s, msgpack_packer *pk,
     size_t blen = 0, off = 0, n = 0;
     int found, rc;
 
-    if ((rc = store_plan_readback(s, &key, q->rb.value_id, q->deadline_ms,
-                                  &found, &blob, &blen, err)))
+    if ((rc = store_plan_readback(s, &key, q->rb.value_id, deadline_ms, &found,
+                                  &blob, &blen, err)))
         return rc;
     if (!found)
         return proto_err_set(err, PROTO_EUNKNOWN_PLAN, "prepared_plan_id",
@@ -697,83 +679,19 @@ out:
 }
 
 static void
-readback_work_cb(uv_work_t *w)
-{
-    struct rbreq *q = w->data;
-    struct proto_err err;
-    struct store *s = NULL;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    size_t start;
-    int rc;
-
-    proto_err_clear(&err);
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    rc = query_pool_borrow(q->srv->queries, &s, &err);
-    if (rc == 0) {
-        start = frame_sbuffer_begin(&sb);
-        if (start == (size_t)-1 ||
-            envelope_reply_ok(&pk, q->has_id, q->id) != 0)
-            rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
-        else
-            rc = readback_run(q, s, &pk, &err);
-        query_pool_return(q->srv->queries, s);
-        if (rc == 0) {
-            frame_sbuffer_finish(&sb, start);
-            q->len = sb.size;
-            q->reply = msgpack_sbuffer_release(&sb);
-            return;
-        }
-    }
-    msgpack_sbuffer_destroy(&sb);
-    q->reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
-}
-
-static void
-readback_after_cb(uv_work_t *w, int status)
-{
-    struct rbreq *q = w->data;
-    struct proto_err err;
-    char *reply = q->reply;
-
-    if (status != 0) {
-        free(reply);
-        proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
-                      "the readback was cancelled while the daemon stopped");
-        reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
-    }
-    q->reply = NULL;
-    q->slot->c->n_queries--;
-    conn_slot_complete(q->slot, reply, q->len);
-    rbreq_free(q);
-}
-
-static void
 do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             char *frame, uint32_t len)
 {
-    struct rbreq *q = calloc(1, sizeof(*q));
+    struct rbreq *q = NULL;
+    struct readback rb;
     struct proto_err err;
+    msgpack_unpacked up;
     size_t boff, blen;
-    uint32_t timeout = c->srv->cfg->query_timeout_ms;
-    int rc;
+    char *at;
 
     proto_err_clear(&err);
-    if (q == NULL) {
-        free(frame);
-        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
-        reply_error(slot, env->has_id, env->id, &err);
-        return;
-    }
-    msgpack_unpacked_init(&q->up);
-    q->frame = frame;
-    q->srv = c->srv;
-    q->slot = slot;
-    q->has_id = env->has_id;
-    q->id = env->id;
-    if (env->body == NULL ||
-        unpack_body(frame, len, &q->up, &boff, &blen) != 0) {
+    msgpack_unpacked_init(&up);
+    if (env->body == NULL || unpack_body(frame, len, &up, &boff, &blen) != 0) {
         proto_err_set(&err, PROTO_EINVALID, "body",
                       "missing body; expected a readback {prepared_plan_id, "
                       "graph_hash, value_id, participant_index, "
@@ -781,21 +699,33 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         goto fail;
     }
     /* Nothing is stored for a readback, so a bad body is only answered. */
-    if ((rc = retention_readback_decode(&q->up.data, &q->rb, &err)) != 0)
+    if (retention_readback_decode(&up.data, &rb, &err) != 0)
         goto fail;
-    q->deadline_ms = timeout ? store_now_ms() + timeout : 0;
-    q->work.data = q;
-    if (uv_queue_work(c->srv->loop, &q->work, readback_work_cb,
-                      readback_after_cb) != 0) {
-        proto_err_set(&err, PROTO_EOVERLOADED, NULL,
-                      "cannot queue the readback; try later");
+    /* The three lengths sum to at most the frame's. */
+    q = malloc(sizeof(*q) + rb.prepared_plan_id.len + rb.graph_hash.len +
+               rb.value_id.len);
+    if (q == NULL) {
+        proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
         goto fail;
+    }
+    q->rb = rb;
+    at = q->text;
+    move_str(&q->rb.prepared_plan_id, &at);
+    move_str(&q->rb.graph_hash, &at);
+    move_str(&q->rb.value_id, &at);
+    msgpack_unpacked_destroy(&up);
+    free(frame);
+    if (query_submit(c->srv->queries, c->srv, slot, env->has_id, env->id,
+                     readback_run, q, free, &err) != 0) {
+        reply_error(slot, env->has_id, env->id, &err);
+        return;
     }
     c->n_queries++;
     return;
 fail:
+    msgpack_unpacked_destroy(&up);
+    free(frame);
     reply_error(slot, env->has_id, env->id, &err);
-    rbreq_free(q);
 }
 
 /* ---- the query kinds ---- */
