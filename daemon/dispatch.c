@@ -755,9 +755,8 @@ out:
     msgpack_unpacked_destroy(&up);
 }
 
-/* Packs the first outcome of a `receipts` write plus "duplicate": true. */
-static int
-pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
+int
+dispatch_pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
 {
     msgpack_unpacked up;
     const msgpack_object *o;
@@ -766,10 +765,14 @@ pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
     int failed;
 
     msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, blob, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (blob == NULL ||
+        msgpack_unpack_next(&up, blob, len, &off) != MSGPACK_UNPACK_SUCCESS ||
         up.data.type != MSGPACK_OBJECT_MAP) {
+        /* The seq was first used by a write without a recorded result. */
         msgpack_unpacked_destroy(&up);
-        return -1;
+        return msgpack_pack_map(pk, 1) != 0 ||
+               envelope_pack_cstr(pk, "duplicate") != 0 ||
+               msgpack_pack_true(pk) != 0;
     }
     o = &up.data;
     failed = msgpack_pack_map(pk, o->via.map.size + 1) != 0;
@@ -823,8 +826,8 @@ dispatch_write_done(struct writer_job *job)
     failed = rbuf_begin(&rb) != 0 ||
              envelope_reply_ok(&rb.pk, x->has_id, x->id) != 0;
     if (!failed && job->w.duplicate && job->w.dup_outcome != NULL) {
-        failed = pack_dup_outcome(&rb.pk, job->w.dup_outcome,
-                                  job->w.dup_outcome_len);
+        failed = dispatch_pack_dup_outcome(&rb.pk, job->w.dup_outcome,
+                                           job->w.dup_outcome_len);
     } else if (!failed && (x->op == PROTO_OP_RECEIPT || job->w.duplicate)) {
         /* A duplicate without a recorded blob was first a `receipt`. */
         status = receipt_status_name(job->w.status);

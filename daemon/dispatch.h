@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <msgpack.h>
+
 #include "error.h"
 
 struct conn;
@@ -29,5 +31,13 @@ void dispatch_write_done(struct writer_job *job);
  * memory. */
 char *dispatch_error_reply(int has_id, uint64_t id, const struct proto_err *err,
                            size_t *len);
+
+/*
+ * Packs the first outcome of a write (blob: the stored result map, len
+ * bytes) with "duplicate": true added, as the reply to a resent seq. A
+ * write recorded without a result (blob NULL, or not a map) packs
+ * {"duplicate": true}. Returns 0, or -1 when out of memory.
+ */
+int dispatch_pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len);
 
 #endif
