@@ -238,10 +238,9 @@ finish_reading(struct conn *c)
         conn_close_after_replies(c);
 }
 
-static void
-read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+void
+conn_read(struct conn *c, const char *buf, ssize_t nread)
 {
-    struct conn *c = stream->data;
     size_t used;
 
     if (nread == UV_EOF) {
@@ -255,7 +254,7 @@ read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in_dispatch = 1;
-    used = feed(c, buf->base, (size_t)nread, 0);
+    used = feed(c, buf, (size_t)nread, 0);
     c->in_dispatch = 0;
     if (used < (size_t)nread && !c->want_close && !c->closing) {
         /* A limit was reached mid-buffer: keep the rest (at most one read
@@ -265,7 +264,7 @@ read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             conn_close(c);
             return;
         }
-        memcpy(c->stash, buf->base + used, (size_t)nread - used);
+        memcpy(c->stash, buf + used, (size_t)nread - used);
         c->stash_len = (size_t)nread - used;
         c->stash_off = 0;
     }
@@ -273,6 +272,12 @@ read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         arm_timer(c);
         conn_update_reading(c);
     }
+}
+
+static void
+read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_read(stream->data, buf->base, nread);
 }
 
 void

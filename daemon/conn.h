@@ -104,6 +104,21 @@ void conn_drain(struct conn *c);
 /* Starts or stops reading after the server's backpressure switch moved. */
 void conn_update_reading(struct conn *c);
 
+/*
+ * The read path over a buffer: what libuv's read callback does with nread
+ * bytes of buf (borrowed, only during the call; UV_EOF at the end of the
+ * stream, another negative code on a read error, when buf is not read).
+ * The read callback is this; the connection fuzzer calls it directly.
+ *
+ * Call it only while c->reading is set, the one condition under which
+ * libuv calls the read callback: when it is clear, bytes of an earlier
+ * read may wait in the stash, and bytes fed now would overtake them or
+ * pass a limit. The call may close c (a read error, no memory for the
+ * stash), but never frees it: that happens in a close callback, when the
+ * loop runs.
+ */
+void conn_read(struct conn *c, const char *buf, ssize_t nread);
+
 /* A new slot at the tail of the FIFO, or NULL when out of memory. */
 struct conn_slot *conn_slot_new(struct conn *c);
 
