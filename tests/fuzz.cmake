@@ -7,8 +7,8 @@
 #
 # With -DRECEIPTD_FUZZ=ON and clang, each target is also built as a libFuzzer
 # binary with -fsanitize=fuzzer,address,undefined, over its own copy of the
-# proto library built with coverage instrumentation. scripts/fuzz.sh drives
-# them.
+# proto library built with coverage instrumentation (and fuzz_conn over a
+# copy of the daemon core too). scripts/fuzz.sh drives them.
 
 set(RECEIPTD_FUZZ_TARGETS frame plan json receipt conn)
 set(RECEIPTD_FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
@@ -22,9 +22,15 @@ foreach(t ${RECEIPTD_FUZZ_TARGETS})
   else()
     set(replay check_fuzz_replay_${t})
   endif()
+  # fuzz_conn drives the daemon's connection code, the others proto/ only.
+  if(t STREQUAL "conn")
+    set(replay_libs receiptd_core)
+  else()
+    set(replay_libs receiptproto)
+  endif()
   receiptd_check_test(${replay}
     SOURCES fuzz/check_fuzz_replay.c fuzz/fuzz_${t}.c
-    LIBS receiptproto)
+    LIBS ${replay_libs})
   target_include_directories(${replay} PRIVATE ${RECEIPTD_FUZZ_DIR})
   target_compile_definitions(${replay} PRIVATE
     FUZZ_CORPUS_DIR="${RECEIPTD_FUZZ_DIR}/corpus" FUZZ_TARGET="${t}")
@@ -56,11 +62,44 @@ if(RECEIPTD_FUZZ)
   target_compile_options(receiptproto_fuzz PRIVATE
     -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
     -fno-omit-frame-pointer)
+  # The daemon core again, instrumented, for fuzz_conn. Its sources are
+  # relative to daemon/ except the embedded migrations, generated into the
+  # daemon's binary dir (already absolute). The command that makes them
+  # belongs to daemon/, so here the file is marked generated and this
+  # library waits for receiptd_core, whose build runs that command.
+  get_target_property(core_sources receiptd_core SOURCES)
+  get_target_property(core_dir receiptd_core SOURCE_DIR)
+  set(core_abs)
+  foreach(s ${core_sources})
+    if(IS_ABSOLUTE ${s})
+      list(APPEND core_abs ${s})
+    else()
+      list(APPEND core_abs ${core_dir}/${s})
+    endif()
+  endforeach()
+  foreach(s ${core_abs})
+    if(s MATCHES "^${CMAKE_BINARY_DIR}/")
+      set_source_files_properties(${s} PROPERTIES GENERATED TRUE)
+    endif()
+  endforeach()
+  add_library(receiptd_core_fuzz STATIC ${core_abs})
+  add_dependencies(receiptd_core_fuzz receiptd_core)
+  target_include_directories(receiptd_core_fuzz PUBLIC ${core_dir})
+  target_link_libraries(receiptd_core_fuzz PUBLIC receiptproto_fuzz
+                        PkgConfig::LIBUV PkgConfig::SQLITE PkgConfig::SYSTEMD
+                        PkgConfig::LIBCONFIG PkgConfig::NETTLE Threads::Threads)
+  target_compile_options(receiptd_core_fuzz PRIVATE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+    -fno-omit-frame-pointer)
   foreach(t ${RECEIPTD_FUZZ_TARGETS})
     add_executable(fuzz_${t} fuzz/fuzz_${t}.c)
     target_include_directories(fuzz_${t} PRIVATE ${RECEIPTD_FUZZ_DIR})
     target_compile_options(fuzz_${t} PRIVATE ${fuzz_flags})
     target_link_options(fuzz_${t} PRIVATE ${fuzz_flags})
-    target_link_libraries(fuzz_${t} PRIVATE receiptproto_fuzz)
+    if(t STREQUAL "conn")
+      target_link_libraries(fuzz_${t} PRIVATE receiptd_core_fuzz)
+    else()
+      target_link_libraries(fuzz_${t} PRIVATE receiptproto_fuzz)
+    endif()
   endforeach()
 endif()

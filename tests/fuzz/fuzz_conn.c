@@ -1,40 +1,113 @@
 /*
- * fuzz_conn.c: libFuzzer target for the receive side of the connection
- * state machine, the loop of daemon/conn.c (feed) without its sockets: the
- * input is the byte stream a peer sends, fed to the frame reader whole,
- * one byte at a time, and in chunks whose sizes the input picks, each
- * frame parsed as an envelope as dispatch_frame() does, a framing error
- * ending the stream as framing_error() does.
+ * fuzz_conn.c: libFuzzer target for the connection state machine
+ * (daemon/conn.c) and everything behind it: dispatch.c, dispatch_plan.c,
+ * the writer thread, the query pool and the store, on a real SQLite file
+ * in a temporary directory, assembled as daemon/main.c assembles them.
  *
- * A finding is a sanitizer report or an abort() below: the three feedings
- * must see the same events (every frame's length, bytes and envelope
- * outcome, and the framing error with the offset where it struck), the
- * reader may never report more bytes consumed than it was given, and the
- * memory it holds for a partial frame is bounded by max_frame.
+ * The input is one connection. Its first byte picks the peer (a Unix peer
+ * that may write, a read-only Unix peer, or a TCP peer that must send
+ * hello with the token "fuzz-token") and how the rest arrives (in one
+ * piece, one byte at a time, or in chunks whose sizes come from the
+ * input). The rest is the byte stream the peer sends. It is handed to
+ * conn_read(), the body of the read callback, only while the connection
+ * is reading, as libuv would; while it is not (a limit stashed the rest of
+ * a read), the loop runs until it reads again. The end of the stream is a
+ * real shutdown(SHUT_WR) of the client's end of a socketpair, so EOF comes
+ * through libuv's own read callback exactly when the daemon reads again.
+ * Replies are read from that client end in the same loop.
  *
- * What this does not reach: conn.c itself needs a libuv stream, a server
- * and, behind dispatch, the writer and a SQLite store; driving those from
- * a fuzzer needs a socket-free conn entry point (a refactor of conn.c's
- * read path into a function over a buffer). Until then this models that
- * loop over the same proto/ code. Built with -fsanitize=fuzzer by
- * tests/fuzz.cmake, and compiled into check_fuzz_replay_conn in every build.
+ * The limits are small so that short inputs reach them: max_frame 4096,
+ * max_batch 64, max_unsent_bytes 1024 and max_pending_bytes 4096 (below
+ * the configuration file's minimums, which exist for production sizing;
+ * config_validate() accepts them), quarantine capped at 64 KiB so that
+ * eviction happens in a long run. The timeouts are an hour, so no timer
+ * fires inside an input.
+ *
+ * A finding is a sanitizer report or an abort() below:
+ *  - the stream, fed whole, one byte at a time and in chunks to a bare
+ *    frame reader, must give the same frames and framing error (the model
+ *    this target started as; it is also the expected list of requests);
+ *  - replies must be whole frames, each a reply envelope, one for every
+ *    frame the connection dispatched and one more for a framing error
+ *    (every op replies; only a failed allocation leaves a slot empty);
+ *  - reply i carries request i's id (nil when the request had none), a
+ *    request that is not a valid envelope is never answered ok, a TCP peer
+ *    gets no ok before a hello that succeeded, a read-only peer never gets
+ *    ok to a write, and a framing error is answered with its code;
+ *  - the connection stops dispatching early only after a refused TCP
+ *    hello;
+ *  - afterwards the connection is freed, no write job's bytes are still
+ *    counted, and all of it happens within 100000 loop turns and 5 s.
+ *
+ * The store persists across the inputs of one process (dedupe, plans and
+ * quarantine evictions depend on earlier inputs), and is made afresh every
+ * FUZZ_RESET_EVERY inputs (the daemon's own shutdown, then a new setup);
+ * check_fuzz_replay_conn runs each corpus file in a fresh process, so a
+ * crasher replays from an empty store. Built with -fsanitize=fuzzer by
+ * tests/fuzz.cmake over an instrumented copy of the daemon core, and compiled
+ * into check_fuzz_replay_conn in every build.
  */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
 
 #include <msgpack.h>
+#include <uv.h>
 
+#include "access.h"
+#include "config.h"
+#include "conn.h"
 #include "envelope.h"
 #include "frame.h"
 #include "fuzz.h"
+#include "log.h"
+#include "query.h"
+#include "server.h"
+#include "store.h"
+#include "writer.h"
 
 /* Small, so that too_large frames are within reach of short inputs. */
 #define FUZZ_MAX_FRAME 4096
+#define FUZZ_TOKEN     "fuzz-token"
+#define FUZZ_HOUR_MS   3600000u
+#define FUZZ_MAX_TURNS 100000
+#define FUZZ_MAX_NS    5000000000ull
+/* Inputs between fresh stores: aggregate queries scan every receipt, so a
+ * store that grew without end would slow each input down. */
+#define FUZZ_RESET_EVERY 500
 
-/* A running FNV-1a hash of the events a feeding saw. */
+enum peer { PEER_WRITE, PEER_READ, PEER_TCP };
+enum feeding { FEED_WHOLE, FEED_BYTES, FEED_CHUNKS };
+
+#define FINDING(...)                                                           \
+    do {                                                                       \
+        fprintf(stderr, "fuzz_conn: " __VA_ARGS__);                            \
+        fputc('\n', stderr);                                                   \
+        abort();                                                               \
+    } while (0)
+
+/* ---- the model: the stream through a bare frame reader ---- */
+
+/* One request frame, as envelope_parse() and so dispatch_frame() sees it. */
+struct req {
+    int rc;
+    int op;
+    int has_id;
+    uint64_t id;
+};
+
+/* What a feeding saw: a running FNV-1a hash of its events, the requests
+ * and the framing error. */
 struct trace {
     uint64_t h;
-    unsigned frames;
+    size_t frames;
     int error;       /* the framing error's code, or 0 */
     size_t error_at; /* where the frame that failed began */
 };
@@ -51,39 +124,43 @@ trace_mix(struct trace *t, const void *p, size_t n)
     }
 }
 
-/* One whole frame: what dispatch_frame() sees. */
 static void
-on_frame(struct trace *t, const char *frame, uint32_t len)
+on_frame(struct trace *t, const char *frame, uint32_t len, struct req *out)
 {
     struct envelope env;
     struct proto_err err;
     msgpack_unpacked up;
-    int rc, fields[4];
+    struct req r;
 
     if (len == 0 || len > FUZZ_MAX_FRAME)
-        abort();
-    t->frames++;
-    trace_mix(t, &len, sizeof(len));
-    trace_mix(t, frame, len);
+        FINDING("the frame reader returned a frame of %lu bytes",
+                (unsigned long)len);
     msgpack_unpacked_init(&up);
     proto_err_clear(&err);
-    rc = envelope_parse(frame, len, &up, &env, &err);
-    if (rc != 0 && (err.code != rc || err.message[0] == '\0'))
-        abort();
-    fields[0] = rc;
-    fields[1] = rc == 0 ? env.op : 0;
-    fields[2] = rc == 0 ? env.has_id : 0;
-    fields[3] = rc == 0 ? (int)(env.id & 0x7fffffff) : 0;
-    trace_mix(t, fields, sizeof(fields));
+    memset(&r, 0, sizeof(r));
+    r.rc = envelope_parse(frame, len, &up, &env, &err);
+    if (r.rc != 0 && (err.code != r.rc || err.message[0] == '\0'))
+        FINDING("envelope_parse failed without its error");
+    r.op = env.op;
+    r.has_id = env.has_id;
+    r.id = env.has_id ? env.id : 0;
     msgpack_unpacked_destroy(&up);
+    trace_mix(t, &len, sizeof(len));
+    trace_mix(t, frame, len);
+    trace_mix(t, &r, sizeof(r));
+    if (out != NULL)
+        out[t->frames] = r;
+    t->frames++;
 }
 
-/* Feeds data[0..size) in pieces: whole (step 0), one byte at a time (step
- * 1), or chunks sized by the input (step 2). After each frame the loop
- * stops and resumes with what was not consumed, as conn.c does when a
- * limit stops dispatching mid-read and stashes the rest. */
+/* Feeds data[0..size) to a bare frame reader in pieces: whole (step 0), one
+ * byte at a time (step 1), or chunks sized by the input (step 2). After
+ * each frame the loop resumes with what was not consumed, as conn.c does
+ * when a limit stashes the rest of a read. Requests go to out when not
+ * NULL (room for size / 5 + 1 of them: a frame takes at least 5 bytes). */
 static void
-feed_all(const uint8_t *data, size_t size, int step, struct trace *t)
+model_feed(const uint8_t *data, size_t size, int step, struct trace *t,
+           struct req *out)
 {
     struct frame_reader fr;
     struct proto_err err;
@@ -110,11 +187,11 @@ feed_all(const uint8_t *data, size_t size, int step, struct trace *t)
             rc = frame_reader_feed(&fr, buf + from, end - from, &used, &frame,
                                    &flen, &err);
             if (used > end - from)
-                abort();
+                FINDING("the frame reader consumed more than it was given");
             from += used;
             if (rc != 0) {
                 if (err.code != rc || frame != NULL)
-                    abort();
+                    FINDING("a framing error without its code");
                 /* Where within a bad header the reader stops is not
                  * specified, so the frame's start is what must agree. */
                 t->error = rc;
@@ -123,31 +200,456 @@ feed_all(const uint8_t *data, size_t size, int step, struct trace *t)
             }
             if (frame == NULL) {
                 if (from != end)
-                    abort();
+                    FINDING("the frame reader stopped short of a frame");
                 break;
             }
-            on_frame(t, frame, flen);
+            on_frame(t, frame, flen, out);
             free(frame);
             start = from;
         }
         /* Memory held for a partial frame is bounded by max_frame,
          * whatever its header claims and however the bytes arrive. */
         if (frame_reader_buffered(&fr) > FUZZ_MAX_FRAME)
-            abort();
+            FINDING("a partial frame holds more than max_frame");
     }
     frame_reader_close(&fr);
+}
+
+/* ---- the daemon, set up once per process ---- */
+
+static struct {
+    int ready;
+    uv_loop_t loop;
+    struct config cfg;
+    struct access_policy access;
+    struct server srv;
+    uv_timer_t tick; /* wakes the loop, so a hang is seen */
+    char dir[PATH_MAX];
+    char db[PATH_MAX + 16];
+} fz;
+
+/* The client's end of the connection. */
+static struct {
+    uv_pipe_t pipe;
+    char *buf;
+    size_t len, cap;
+    int eof;
+    int closed;
+} cl;
+
+static void
+remove_store(void)
+{
+    static const char *const suffix[] = { "", "-wal", "-shm", "-journal" };
+    char path[PATH_MAX + 32];
+    size_t i;
+
+    for (i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+        snprintf(path, sizeof(path), "%s%s", fz.db, suffix[i]);
+        unlink(path);
+    }
+    rmdir(fz.dir);
+}
+
+static void
+noop_close_cb(uv_handle_t *h)
+{
+    (void)h;
+}
+
+/* At exit: the daemon's own shutdown order (main.c), then the files. */
+static void
+teardown(void)
+{
+    if (!fz.ready)
+        return;
+    fz.ready = 0;
+    writer_stop(fz.srv.writer);
+    uv_close((uv_handle_t *)&fz.tick, noop_close_cb);
+    uv_run(&fz.loop, UV_RUN_DEFAULT);
+    query_pool_free(fz.srv.queries);
+    access_policy_close(&fz.access);
+    if (uv_loop_close(&fz.loop) != 0)
+        FINDING("a handle outlived the writer and the connections");
+    config_free(&fz.cfg);
+    remove_store();
+}
+
+static const char *
+scratch_base(void)
+{
+    const char *t = getenv("TMPDIR");
+
+    /* tmpfs, when there is one, so that every commit's fsync is cheap. */
+    if (access("/dev/shm", W_OK) == 0)
+        return "/dev/shm";
+    return t != NULL && t[0] != '\0' ? t : "/tmp";
+}
+
+static void
+setup(void)
+{
+    static int registered;
+    struct store_opts sopts;
+    struct store *store = NULL;
+    struct proto_err err;
+    char cerr[CONFIG_ERR_MAX];
+
+    signal(SIGPIPE, SIG_IGN);
+    log_set_level(LOG_ERR);
+    snprintf(fz.dir, sizeof(fz.dir), "%s/receiptd-fuzz-conn-XXXXXX",
+             scratch_base());
+    if (mkdtemp(fz.dir) == NULL)
+        FINDING("mkdtemp %s: %s", fz.dir, strerror(errno));
+    snprintf(fz.db, sizeof(fz.db), "%s/receipts.db", fz.dir);
+
+    /* The struct directly, not a file: these limits are under the file's
+     * minimums on purpose (see the header comment). */
+    if (config_defaults(&fz.cfg) != 0)
+        FINDING("config_defaults: out of memory");
+    free(fz.cfg.db_path);
+    fz.cfg.db_path = strdup(fz.db);
+    free(fz.cfg.socket_path);
+    fz.cfg.socket_path = strdup("fuzz.sock"); /* never bound */
+    fz.cfg.max_frame = FUZZ_MAX_FRAME;
+    fz.cfg.max_batch = 64;
+    fz.cfg.max_unsent_bytes = 1024;
+    fz.cfg.max_pending_bytes = 4096;
+    fz.cfg.quarantine_max_bytes = 64 << 10;
+    fz.cfg.idle_timeout_ms = FUZZ_HOUR_MS;
+    fz.cfg.frame_timeout_ms = FUZZ_HOUR_MS;
+    fz.cfg.hello_timeout_ms = FUZZ_HOUR_MS;
+    fz.cfg.tokens = calloc(1, sizeof(*fz.cfg.tokens));
+    if (fz.cfg.db_path == NULL || fz.cfg.socket_path == NULL ||
+        fz.cfg.tokens == NULL)
+        FINDING("setup: out of memory");
+    fz.cfg.n_tokens = 1;
+    fz.cfg.tokens[0].name = strdup("fuzz");
+    access_token_hash(FUZZ_TOKEN, strlen(FUZZ_TOKEN), fz.cfg.tokens[0].sha256);
+    if (config_validate(&fz.cfg, cerr) != 0)
+        FINDING("config_validate: %s", cerr);
+    if (access_policy_init(&fz.access, &fz.cfg, cerr) != 0)
+        FINDING("access_policy_init: %s", cerr);
+
+    if (uv_loop_init(&fz.loop) != 0)
+        FINDING("uv_loop_init failed");
+    memset(&sopts, 0, sizeof(sopts));
+    sopts.quarantine_max_bytes = fz.cfg.quarantine_max_bytes;
+    proto_err_clear(&err);
+    if (store_open(fz.db, &sopts, &store, &err) != 0)
+        FINDING("store_open %s: %s", fz.db, err.message);
+    server_init(&fz.srv, &fz.loop, &fz.cfg);
+    fz.srv.access = &fz.access;
+    if (writer_new(&fz.loop, store, fz.cfg.commit_max_items,
+                   fz.cfg.commit_max_bytes, server_job_done_cb, &fz.srv,
+                   &fz.srv.writer, &err) != 0)
+        FINDING("writer_new: %s", err.message);
+    writer_set_retention(fz.srv.writer, fz.cfg.retention_max_age_s * 1000u,
+                         fz.cfg.prune_batch, 1000);
+    if (query_pool_new(fz.db, fz.cfg.query_threads, fz.cfg.query_timeout_ms,
+                       &fz.srv.queries, &err) != 0)
+        FINDING("query_pool_new: %s", err.message);
+    uv_timer_init(&fz.loop, &fz.tick);
+    fz.ready = 1;
+    if (!registered && atexit(teardown) == 0)
+        registered = 1;
+}
+
+/* ---- one connection ---- */
+
+static uint64_t turns, started_ns;
+
+static void
+tick_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* One turn of the loop; a hang is a finding. */
+static void
+turn(void)
+{
+    uv_run(&fz.loop, UV_RUN_ONCE);
+    if (++turns > FUZZ_MAX_TURNS)
+        FINDING("the connection did not finish within %d loop turns",
+                FUZZ_MAX_TURNS);
+    if (uv_hrtime() - started_ns > FUZZ_MAX_NS)
+        FINDING("the connection did not finish within 5 s");
+}
+
+static void
+client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    static char rbuf[64 << 10];
+
+    (void)h;
+    (void)suggested;
+    buf->base = rbuf;
+    buf->len = sizeof(rbuf);
+}
+
+static void
+client_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    if (nread < 0) {
+        /* The daemon closed its end: EOF, or a reset when it closed with
+         * bytes unread; either way nothing more comes. */
+        cl.eof = 1;
+        uv_read_stop(s);
+        return;
+    }
+    if (cl.len + (size_t)nread > cl.cap) {
+        size_t cap = cl.cap ? cl.cap : 4096;
+        while (cap < cl.len + (size_t)nread)
+            cap *= 2;
+        cl.buf = realloc(cl.buf, cap);
+        if (cl.buf == NULL)
+            FINDING("client: out of memory");
+        cl.cap = cap;
+    }
+    memcpy(cl.buf + cl.len, buf->base, (size_t)nread);
+    cl.len += (size_t)nread;
+}
+
+static void
+client_close_cb(uv_handle_t *h)
+{
+    (void)h;
+    cl.closed = 1;
+}
+
+/* The size of the next piece fed to conn_read. */
+static size_t
+piece_size(enum feeding how, const uint8_t *data, size_t size, size_t *k)
+{
+    uint8_t b;
+
+    if (how == FEED_WHOLE)
+        return size;
+    if (how == FEED_BYTES)
+        return 1;
+    /* Mostly small chunks, which split headers and frames anywhere, and
+     * now and then a large one, which fills a limit mid-read. */
+    b = data[(*k)++ % size];
+    return b < 192 ? (size_t)(1 + b % 23) : (size_t)(b - 191) * 512;
+}
+
+/* Runs the stream data[0..size) through a new connection of the given
+ * peer; the replies end up in cl.buf. */
+static void
+run_conn(enum peer peer, enum feeding how, const uint8_t *data, size_t size)
+{
+    struct conn *c;
+    size_t off = 0, k = 0, n;
+    char *piece;
+    int sv[2];
+
+    memset(&cl, 0, sizeof(cl));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        FINDING("socketpair: %s", strerror(errno));
+    /* A pipe even for the TCP peer: conn.c treats both streams alike, and
+     * what TCP changes (authentication by hello, its deadline) follows
+     * c->kind, set after creation. */
+    c = conn_new(&fz.srv, CONN_UNIX);
+    if (c == NULL || uv_pipe_open(&c->u.pipe, sv[0]) != 0)
+        FINDING("conn_new or uv_pipe_open failed");
+    if (peer == PEER_TCP) {
+        c->kind = CONN_TCP;
+        c->level = ACCESS_NONE;
+    } else {
+        /* What listen.c sets from the peer's credentials. */
+        c->level = peer == PEER_WRITE ? ACCESS_WRITE : ACCESS_READ;
+    }
+    fz.srv.n.connections_total++;
+    conn_start(c);
+    if (uv_pipe_init(&fz.loop, &cl.pipe, 0) != 0 ||
+        uv_pipe_open(&cl.pipe, sv[1]) != 0 ||
+        uv_read_start((uv_stream_t *)&cl.pipe, client_alloc_cb,
+                      client_read_cb) != 0)
+        FINDING("client pipe setup failed");
+
+    turns = 0;
+    started_ns = uv_hrtime();
+    uv_timer_start(&fz.tick, tick_cb, 50, 50);
+    /* c stays allocated while srv.n_alive says so: it is the only
+     * connection. */
+    while (off < size && fz.srv.n_alive > 0 && !c->closing && !c->want_close) {
+        if (!c->reading) {
+            turn();
+            continue;
+        }
+        n = piece_size(how, data + off, size - off, &k);
+        if (n > size - off)
+            n = size - off;
+        if (n > SERVER_READ_BUF)
+            n = SERVER_READ_BUF;
+        /* A buffer of exactly the piece, so a read past it is caught. */
+        piece = malloc(n);
+        if (piece == NULL)
+            FINDING("out of memory");
+        memcpy(piece, data + off, n);
+        conn_read(c, piece, (ssize_t)n);
+        free(piece);
+        off += n;
+    }
+    /* The end of the stream, through the socket: the daemon sees EOF when
+     * it reads again, not while a stash waits. */
+    shutdown(sv[1], SHUT_WR);
+    while (fz.srv.n_alive > 0 || !cl.eof)
+        turn();
+    uv_timer_stop(&fz.tick);
+    uv_close((uv_handle_t *)&cl.pipe, client_close_cb);
+    while (!cl.closed)
+        uv_run(&fz.loop, UV_RUN_NOWAIT);
+}
+
+/* ---- checking the replies ---- */
+
+/* Checks the replies in cl.buf; returns how many were ok. */
+static size_t
+check_replies(enum peer peer, const struct req *reqs, const struct trace *m,
+              uint64_t frames, uint64_t framing_errors)
+{
+    struct frame_reader fr;
+    struct envelope_reply r;
+    struct proto_err err;
+    msgpack_unpacked up;
+    size_t off = 0, used, nr = 0, nok = 0, moff;
+    uint32_t flen;
+    char *frame;
+    int authed = peer != PEER_TCP, early;
+
+    if (framing_errors > 1 || frames > m->frames)
+        FINDING("%llu frames and %llu framing errors dispatched, but the "
+                "stream holds %zu frames",
+                (unsigned long long)frames, (unsigned long long)framing_errors,
+                m->frames);
+    if (framing_errors == 1 && (frames != m->frames || m->error == 0))
+        FINDING("a framing error after frame %llu of %zu",
+                (unsigned long long)frames, m->frames);
+    /* The only early stop (fewer frames than sent, or a framing error
+     * never reached) is a refused TCP hello. */
+    early = frames < m->frames || (m->error != 0 && framing_errors == 0);
+    if (early && (peer != PEER_TCP || frames == 0 || reqs[frames - 1].rc != 0 ||
+                  reqs[frames - 1].op != PROTO_OP_HELLO))
+        FINDING("dispatch stopped after %llu of %zu frames without a "
+                "refused hello",
+                (unsigned long long)frames, m->frames);
+
+    frame_reader_init(&fr, FRAME_MAX_CEILING);
+    while (off < cl.len) {
+        proto_err_clear(&err);
+        if (frame_reader_feed(&fr, cl.buf + off, cl.len - off, &used, &frame,
+                              &flen, &err) != 0)
+            FINDING("reply %zu: bad framing: %s", nr, err.message);
+        off += used;
+        if (frame == NULL)
+            break;
+        msgpack_unpacked_init(&up);
+        moff = 0;
+        if (msgpack_unpack_next(&up, frame, flen, &moff) !=
+                MSGPACK_UNPACK_SUCCESS ||
+            moff != flen)
+            FINDING("reply %zu is not one msgpack object", nr);
+        proto_err_clear(&err);
+        if (envelope_reply_decode(&up.data, &r, &err) != 0)
+            FINDING("reply %zu is not a reply envelope: %s", nr, err.message);
+        if (nr < frames) {
+            const struct req *q = &reqs[nr];
+            if (r.has_id != q->has_id || (q->has_id && r.id != q->id))
+                FINDING("reply %zu has id %d/%llu, its request %d/%llu", nr,
+                        r.has_id, (unsigned long long)r.id, q->has_id,
+                        (unsigned long long)q->id);
+            if (r.ok && q->rc != 0)
+                FINDING("reply %zu is ok to a request that is not one", nr);
+            if (r.ok && !authed && q->op != PROTO_OP_HELLO)
+                FINDING("reply %zu is ok before the TCP peer said hello", nr);
+            if (r.ok && peer == PEER_READ && envelope_op_writes(q->op))
+                FINDING("reply %zu is ok to a write of a read-only peer", nr);
+            if (r.ok && q->op == PROTO_OP_HELLO)
+                authed = 1;
+            if (early && nr == frames - 1 && r.ok)
+                FINDING("dispatch stopped after an ok hello");
+        } else if (nr == frames && framing_errors == 1) {
+            if (r.ok || r.has_id || r.err.code != m->error)
+                FINDING("the framing error's reply is not error %d", m->error);
+        } else {
+            FINDING("reply %zu is more than %llu frames and %llu framing "
+                    "errors ask for",
+                    nr, (unsigned long long)frames,
+                    (unsigned long long)framing_errors);
+        }
+        msgpack_unpacked_destroy(&up);
+        free(frame);
+        nok += r.ok != 0;
+        nr++;
+    }
+    if (frame_reader_in_frame(&fr))
+        FINDING("the reply stream ends inside a frame");
+    frame_reader_close(&fr);
+    if (nr != frames + framing_errors)
+        FINDING("%zu replies for %llu frames and %llu framing errors", nr,
+                (unsigned long long)frames, (unsigned long long)framing_errors);
+    return nok;
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct trace whole, bytes, chunks;
+    struct req *reqs;
+    uint64_t frames, framing_errors;
+    enum peer peer;
+    enum feeding how;
+    static unsigned long inputs;
+    static int verbose = -1;
+    size_t nok;
 
-    feed_all(data, size, 0, &whole);
-    feed_all(data, size, 1, &bytes);
-    feed_all(data, size, 2, &chunks);
+    if (size == 0)
+        return 0;
+    if (fz.ready && ++inputs % FUZZ_RESET_EVERY == 0)
+        teardown();
+    if (!fz.ready)
+        setup();
+    if (verbose < 0)
+        verbose = getenv("FUZZ_CONN_VERBOSE") != NULL;
+    peer = (enum peer)(data[0] % 3);
+    how = (enum feeding)(data[0] / 3 % 3);
+    data++;
+    size--;
+
+    reqs = malloc((size / 5 + 1) * sizeof(*reqs));
+    if (reqs == NULL)
+        FINDING("out of memory");
+    model_feed(data, size, 0, &whole, reqs);
+    model_feed(data, size, 1, &bytes, NULL);
+    model_feed(data, size, 2, &chunks, NULL);
     if (memcmp(&whole, &bytes, sizeof(whole)) != 0 ||
         memcmp(&whole, &chunks, sizeof(whole)) != 0)
-        abort();
+        FINDING("the frame reader saw different streams by feeding");
+
+    frames = fz.srv.n.frames;
+    framing_errors = fz.srv.n.framing_errors;
+    run_conn(peer, how, data, size);
+    frames = fz.srv.n.frames - frames;
+    framing_errors = fz.srv.n.framing_errors - framing_errors;
+    if (fz.srv.n_alive != 0 || fz.srv.n_conns != 0 || fz.srv.conns != NULL)
+        FINDING("the connection outlived its stream");
+    if (fz.srv.pending_bytes != 0 || fz.srv.paused)
+        FINDING("%llu bytes of write jobs still counted after the "
+                "connection",
+                (unsigned long long)fz.srv.pending_bytes);
+    nok = check_replies(peer, reqs, &whole, frames, framing_errors);
+    /* FUZZ_CONN_VERBOSE=1 says what each input did, to check that a seed
+     * reaches what it was written for. */
+    if (verbose)
+        fprintf(stderr,
+                "fuzz_conn: peer %d feeding %d: %llu frames, %llu framing "
+                "errors, %zu ok, %zu bytes of replies\n",
+                (int)peer, (int)how, (unsigned long long)frames,
+                (unsigned long long)framing_errors, nok, cl.len);
+    free(reqs);
+    free(cl.buf);
+    cl.buf = NULL;
     return 0;
 }
