@@ -37,10 +37,12 @@
  * Measured: about 25 x, all of it from 106-wide-nil-array.bin: msgpack-c
  * unpacks each 1-byte nil into a 24-byte msgpack_object, so a frame of a
  * million nils costs 24 MiB while it is decoded (every other frame stays
- * under 0.3 MiB). A cap on objects per frame in mpcheck would bring this
- * down; until then the bound catches anything worse. AddressSanitizer keeps
- * freed memory in quarantine (256 MiB by default) and adds shadow memory,
- * so its bound is looser. */
+ * under 0.3 MiB). That tree lives only while its frame is decoded, one
+ * frame at a time on the loop; no queued job keeps one (e2e_overload's
+ * plan flood checks that). A cap on objects per frame would also refuse
+ * valid compact frames, which can hold an object per byte. AddressSanitizer
+ * keeps freed memory in quarantine (256 MiB by default) and adds shadow
+ * memory, so its bound is looser. */
 #ifdef __SANITIZE_ADDRESS__
 #define RSS_FRAMES 300
 #else
