@@ -8,11 +8,13 @@
  * and resumes without a restart once space is freed; a connection flood, a
  * descriptor shortage (EMFILE), slowloris peers and peers that never read
  * are refused or closed on time while an honest client keeps its latency and
- * the daemon's memory stays bounded; and a write load under a query loop
- * does not grow the WAL without bound.
+ * the daemon's memory stays bounded; a write load under a query loop
+ * does not grow the WAL without bound; and plan writes faster than a slow
+ * disk cost no more memory than the pending bound allows.
  *
  * Thread: the tests are single-threaded except the WAL test, whose readers
- * run in their own threads so that some query is always in flight.
+ * run in their own threads so that some query is always in flight, and the
+ * plan flood, whose connections send from their own threads.
  */
 #include <check.h>
 #include <errno.h>
