@@ -1083,6 +1083,8 @@ static const struct metric_info metrics[] = {
       "Writes answered unavailable because the store could not commit." },
     { "commit_groups", "counter", "Group commits (store transactions)." },
     { "commit_failures", "counter", "Group commits that failed." },
+    { "store_failing", "gauge",
+      "1 while the last group commit failed (writes answered unavailable)." },
     { "commit_last_ms", "gauge", "Duration of the last group commit in ms." },
     { "commit_mean_ms", "gauge", "Mean group commit duration in ms." },
     { "commit_max_ms", "gauge", "Longest group commit in ms." },

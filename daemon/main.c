@@ -272,18 +272,26 @@ status_cb(uv_timer_t *t)
     if (last_ms != 0 && now > last_ms)
         rate = (double)(n->accepted - last_accepted) * 1000.0 /
                (double)(now - last_ms);
-    notify_status(
-        "%.0f receipts/s, %llu writes queued (%llu KiB), %zu "
-        "connections; %s; %llu receipts stored, %llu rejected, "
-        "%llu duplicates, %llu unavailable since start",
-        rate, (unsigned long long)st.queued,
-        (unsigned long long)(ms.srv.pending_bytes / 1024), ms.srv.n_conns,
-        st.failures > last_failures ? "STORE FAILING (commits "
-                                      "rolled back, answering "
-                                      "unavailable)"
-                                    : "store ok",
-        (unsigned long long)n->accepted, (unsigned long long)n->rejected,
-        (unsigned long long)n->duplicates, (unsigned long long)n->unavailable);
+    /* Failing now, or a failure since the last line that a later commit
+     * hid: the operator sees why first, since systemd keeps one short
+     * line. */
+    if (st.failing || st.failures > last_failures)
+        notify_status("STORE FAILING: %s; writes answered unavailable, %llu "
+                      "unavailable since start; %llu writes queued, %zu "
+                      "connections",
+                      st.last_error, (unsigned long long)n->unavailable,
+                      (unsigned long long)st.queued, ms.srv.n_conns);
+    else
+        notify_status("%.0f receipts/s, %llu writes queued (%llu KiB), %zu "
+                      "connections; store ok; %llu receipts stored, %llu "
+                      "rejected, %llu duplicates, %llu unavailable since "
+                      "start",
+                      rate, (unsigned long long)st.queued,
+                      (unsigned long long)(ms.srv.pending_bytes / 1024),
+                      ms.srv.n_conns, (unsigned long long)n->accepted,
+                      (unsigned long long)n->rejected,
+                      (unsigned long long)n->duplicates,
+                      (unsigned long long)n->unavailable);
     last_accepted = n->accepted;
     last_failures = st.failures;
     last_ms = now;

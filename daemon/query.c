@@ -398,7 +398,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 29) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 31) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -417,6 +417,10 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "unavailable", sn->n.unavailable) != 0 ||
         kv_uint(pk, "commit_groups", groups) != 0 ||
         kv_uint(pk, "commit_failures", sn->w.failures) != 0 ||
+        envelope_pack_cstr(pk, "store_failing") != 0 ||
+        (sn->w.failing ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+        envelope_pack_cstr(pk, "store_last_error") != 0 ||
+        envelope_pack_cstr(pk, sn->w.last_error) != 0 ||
         kv_double(pk, "commit_last_ms", (double)sn->w.last_us / 1000.0) != 0 ||
         kv_double(pk, "commit_mean_ms",
                   groups ? (double)sn->w.total_us / 1000.0 / (double)groups

@@ -11,6 +11,7 @@
 #include "writer.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +42,8 @@ struct writer {
 
     _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
+    _Atomic int failing;
+    char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
 };
 
 struct writer_job *
@@ -134,9 +137,14 @@ commit_group(struct writer *w, struct writer_job *head)
     if (dt > max)
         atomic_store(&w->max_us, dt);
     atomic_fetch_add(&w->groups, 1);
+    atomic_store(&w->failing, 0);
     return;
 failed:
     store_rollback(w->store);
+    uv_mutex_lock(&w->mu);
+    snprintf(w->last_error, sizeof(w->last_error), "%s", err.message);
+    uv_mutex_unlock(&w->mu);
+    atomic_store(&w->failing, 1);
     atomic_fetch_add(&w->failures, 1);
     log_warnx("writer: a group of writes was rolled back and answered "
               "unavailable: %s",
@@ -394,4 +402,8 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->pruned = atomic_load(&w->pruned);
     st->prune_runs = atomic_load(&w->prune_runs);
     st->prune_failures = atomic_load(&w->prune_failures);
+    st->failing = atomic_load(&w->failing);
+    uv_mutex_lock(&w->mu);
+    memcpy(st->last_error, w->last_error, sizeof(st->last_error));
+    uv_mutex_unlock(&w->mu);
 }

@@ -103,6 +103,9 @@ struct writer_stats {
     uint64_t pruned;         /* receipts removed by retention since start */
     uint64_t prune_runs;     /* prune batches that removed something */
     uint64_t prune_failures; /* prune batches rolled back */
+    int failing;             /* the last commit group was rolled back */
+    char last_error[PROTO_ERR_MSG_MAX]; /* why the last failed group
+                                           failed; "" when none has */
 };
 
 void writer_get_stats(struct writer *w, struct writer_stats *st);

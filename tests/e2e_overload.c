@@ -215,6 +215,31 @@ stat_of(int fd, uint64_t id, const char *key)
     return v;
 }
 
+/* The store's health in `stats`: returns store_failing, and copies
+ * store_last_error into why. */
+static int
+store_failing(int fd, uint64_t id, char *why, size_t cap)
+{
+    struct e2e_reply rep;
+    const msgpack_object *rows, *f, *e;
+    int failing;
+
+    query(fd, id, "stats", 0, &rep);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    f = e2e_get(&rows->via.array.ptr[0], "store_failing");
+    e = e2e_get(&rows->via.array.ptr[0], "store_last_error");
+    ck_assert_msg(f != NULL && f->type == MSGPACK_OBJECT_BOOLEAN,
+                  "stats has no store_failing");
+    ck_assert_msg(e != NULL && e->type == MSGPACK_OBJECT_STR,
+                  "stats has no store_last_error");
+    failing = f->via.boolean;
+    snprintf(why, cap, "%.*s", (int)e->via.str.size, e->via.str.ptr);
+    e2e_reply_free(&rep);
+    return failing;
+}
+
 /* How many rows a `receipts` query returns with limit n. */
 static uint32_t
 rows_returned(int fd, uint64_t id, uint64_t n)
@@ -285,6 +310,7 @@ status_reports_unavailable(int nfd, int timeout_ms, char *got, size_t cap)
 START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
 {
     char base[200], mnt[256], db[300], filler[300], notify[300], got[512];
+    char why[256];
     const char *extra[6];
     const char *b = TEST_BINARY_DIR;
     msgpack_sbuffer sb;
@@ -380,6 +406,14 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
     ck_assert_msg(status_reports_unavailable(nfd, 12000, got, sizeof(got)),
                   "no STATUS= with a nonzero unavailable count; last: %s", got);
     fprintf(stderr, "e2e_overload: %s\n", got);
+    /* Both say why, in SQLite's words ("database or disk is full"). */
+    ck_assert_msg(strstr(got, "STORE FAILING") != NULL &&
+                      strstr(got, "full") != NULL,
+                  "STATUS= does not say the store is full: %s", got);
+    ck_assert_msg(store_failing(qfd, id++, why, sizeof(why)),
+                  "stats: store_failing is false on a full disk");
+    ck_assert_msg(strstr(why, "full") != NULL,
+                  "stats: store_last_error does not say full: %s", why);
 
     /* Free the space without restarting the daemon. */
     t_free = now_ms();
@@ -410,6 +444,8 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
                 "filler was deleted\n",
                 t_resume);
         ck_assert_uint_eq(stat_of(qfd, id++, "accepted"), acked);
+        ck_assert_msg(!store_failing(qfd, id++, why, sizeof(why)),
+                      "stats: store_failing stays true after ingest resumed");
     }
     msgpack_sbuffer_destroy(&sb);
     close(fd);
