@@ -525,7 +525,7 @@ hup_cb(uv_signal_t *h, int signum)
     if (restart[0] != '\0')
         log_warnx("reload: %s change only after a restart", restart);
     /* Connections read the limits through srv->cfg at each use; the
-     * writer's group bounds and the query pool keep their start values. */
+     * writer and the query pool are told. */
     access_policy_close(&ms.access);
     ms.access = access;
     ms.srv.cfg = next;
@@ -534,6 +534,9 @@ hup_cb(uv_signal_t *h, int signum)
     ms.cfg = next;
     log_set_level(next->log_level);
     apply_retention(next);
+    writer_set_limits(ms.srv.writer, next->commit_max_items,
+                      next->commit_max_bytes);
+    query_pool_set_timeout(ms.srv.queries, next->query_timeout_ms);
     log_info("configuration reloaded from %s", ms.flags.config_file);
     notify_ready();
 }

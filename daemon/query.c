@@ -102,6 +102,12 @@ query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
 }
 
 void
+query_pool_set_timeout(struct query_pool *qp, uint32_t timeout_ms)
+{
+    qp->timeout_ms = timeout_ms;
+}
+
+void
 query_pool_free(struct query_pool *qp)
 {
     unsigned i;

@@ -29,6 +29,10 @@ struct query_pool;
 int query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
                    struct query_pool **out, struct proto_err *err);
 
+/* Sets the deadline of queries started from now on (0: none). Loop
+ * thread (reload). */
+void query_pool_set_timeout(struct query_pool *qp, uint32_t timeout_ms);
+
 /* Closes every connection. Call when no query is in flight. NULL is a
  * no-op. */
 void query_pool_free(struct query_pool *qp);

@@ -391,6 +391,15 @@ writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
 }
 
 void
+writer_set_limits(struct writer *w, uint32_t max_items, uint64_t max_bytes)
+{
+    uv_mutex_lock(&w->mu);
+    w->max_items = max_items ? max_items : 1;
+    w->max_bytes = max_bytes ? max_bytes : 1;
+    uv_mutex_unlock(&w->mu);
+}
+
+void
 writer_get_stats(struct writer *w, struct writer_stats *st)
 {
     st->groups = atomic_load(&w->groups);

@@ -91,6 +91,11 @@ void writer_stop(struct writer *w);
 void writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
                           uint32_t idle_ms);
 
+/* Changes the bounds of a commit group (as writer_new takes them; 0 means
+ * 1). The next group taken obeys them. Any thread, any time (reload). */
+void writer_set_limits(struct writer *w, uint32_t max_items,
+                       uint64_t max_bytes);
+
 /* Commit figures, readable from any thread. */
 struct writer_stats {
     uint64_t groups;         /* groups committed (a progress counter for the

@@ -2,8 +2,9 @@
  * check_writer.c: the writer thread (daemon/writer.c) on a real store and
  * a real libuv loop: jobs come back in submission order after their
  * COMMIT, a failing store answers a whole group `unavailable` and the
- * writer resumes when the store accepts writes again, and stopping the
- * writer delivers everything queued and leaves the loop with no live
+ * writer resumes when the store accepts writes again (and its stats say
+ * why it failed), new group bounds apply to the next groups, and stopping
+ * the writer delivers everything queued and leaves the loop with no live
  * handles.
  */
 #include <check.h>
@@ -187,6 +188,7 @@ END_TEST
 START_TEST(test_writer_full_store_fails_group_then_resumes)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20, .max_pages = 30 };
+    struct writer_stats st;
     struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;
@@ -210,6 +212,11 @@ START_TEST(test_writer_full_store_fails_group_then_resumes)
     ck_assert_int_gt(s.failed, 0);
     ok_before = s.n - s.failed;
     ck_assert_int_gt(ok_before, 0);
+    /* The stats say it fails now, and why, in SQLite's words. */
+    writer_get_stats(w, &st);
+    ck_assert_int_eq(st.failing, 1);
+    ck_assert_msg(strstr(st.last_error, "full") != NULL, "last_error: %s",
+                  st.last_error);
     /* make room, as an operator would */
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
@@ -223,6 +230,82 @@ START_TEST(test_writer_full_store_fails_group_then_resumes)
     ck_assert_int_eq(s.n, n);
     ck_assert_int_eq(s.failed, 1);
     ck_assert(s.order_ok);
+    writer_get_stats(w, &st);
+    ck_assert_int_eq(st.failing, 0);
+    ck_assert_msg(strstr(st.last_error, "full") != NULL, "last_error: %s",
+                  st.last_error);
+    writer_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+/*
+ * Submits NJOBS jobs while another connection holds the write lock, so
+ * that (but for the first, which the writer may take before the rest
+ * arrive) they wait in the queue together, then releases it and returns
+ * how many groups the writer committed for them.
+ */
+static uint64_t
+groups_for_queued(uv_loop_t *loop, struct writer *w, struct seen *s)
+{
+    struct writer_stats before, after;
+    sqlite3 *db;
+    int i;
+
+    writer_get_stats(w, &before);
+    s->n = 0;
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    for (i = 0; i < NJOBS; i++) {
+        s->expect[i] = job((uint64_t)s->last_id + 1000 + (uint64_t)i);
+        writer_submit(w, s->expect[i]);
+    }
+    usleep(100000);
+    ck_assert_int_eq(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    run_until(loop, s, NJOBS);
+    ck_assert_int_eq(s->n, NJOBS);
+    ck_assert_int_eq(s->failed, 0);
+    ck_assert(s->order_ok);
+    writer_get_stats(w, &after);
+    return after.groups - before.groups;
+}
+
+/* writer_set_limits (a reload) bounds the next groups taken. */
+START_TEST(test_writer_set_limits_applies_to_next_groups)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct seen s = { .order_ok = 1 };
+    struct writer *w;
+    struct store *store;
+    uv_loop_t loop;
+    uint64_t g;
+
+    make_receipt();
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
+    ck_assert_int_eq(
+        writer_new(&loop, store, 1, 1 << 20, done_cb, &s, &w, &err), 0);
+    /* Started at one item per group; raised to 50: the queued jobs go in
+     * groups of 50 (and perhaps the first alone). */
+    writer_set_limits(w, 50, 1 << 20);
+    g = groups_for_queued(&loop, w, &s);
+    ck_assert_msg(g >= NJOBS / 50 && g <= NJOBS / 50 + 1,
+                  "%llu groups for %d jobs at 50 per group",
+                  (unsigned long long)g, NJOBS);
+    /* Lowered to one: a group per job. */
+    writer_set_limits(w, 1, 1 << 20);
+    g = groups_for_queued(&loop, w, &s);
+    ck_assert_uint_eq(g, NJOBS);
+    /* The byte bound too: 100-byte jobs, 250 bytes per group. */
+    writer_set_limits(w, 1000, 250);
+    g = groups_for_queued(&loop, w, &s);
+    ck_assert_msg(g >= NJOBS / 2 && g <= NJOBS / 2 + 1,
+                  "%llu groups for %d jobs at 2 per group",
+                  (unsigned long long)g, NJOBS);
     writer_stop(w);
     uv_run(&loop, UV_RUN_DEFAULT);
     ck_assert_int_eq(uv_loop_close(&loop), 0);
@@ -246,6 +329,7 @@ suite(void)
     ADD("order", test_writer_returns_jobs_in_order_after_commit);
     ADD("stop", test_writer_stop_delivers_everything_queued);
     ADD("full", test_writer_full_store_fails_group_then_resumes);
+    ADD("limits", test_writer_set_limits_applies_to_next_groups);
 #undef ADD
     return s;
 }
