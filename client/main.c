@@ -202,13 +202,14 @@ pack_query_cb(msgpack_packer *pk, const void *arg)
 }
 
 static int
-run_query(struct cli_opts *o, const char *kind)
+run_query_answered(struct cli_opts *o, const char *kind, int *answered)
 {
     struct net_conn c;
     struct net_reply rep;
     struct query_arg q = { o, kind };
     int rc;
 
+    *answered = 0;
     if (o->nargs > 0) {
         cli_usage_err(o->prog, "unexpected argument \"%s\"", o->args[0]);
         return CLI_EXIT_USAGE;
@@ -216,11 +217,21 @@ run_query(struct cli_opts *o, const char *kind)
     if ((rc = cli_open_conn(o, &c, NULL, 0)) != 0)
         return rc;
     rc = cli_request(&c, PROTO_OP_QUERY, kind, pack_query_cb, &q, &rep);
-    if (rc == 0)
+    if (rc == 0) {
+        *answered = 1;
         rc = cli_print_result(o, kind, rep.r.result);
+    }
     net_reply_free(&rep);
     net_close(&c);
     return rc;
+}
+
+static int
+run_query(struct cli_opts *o, const char *kind)
+{
+    int answered;
+
+    return run_query_answered(o, kind, &answered);
 }
 
 static const char *const group_plain[] = { "plan",     "graph",  "model",
@@ -276,7 +287,15 @@ cmd_retained(struct cli_opts *o)
 static int
 cmd_stats(struct cli_opts *o)
 {
-    return run_query(o, "stats");
+    int answered, rc = run_query_answered(o, "stats", &answered);
+
+    /* A scrape of a daemon that is down (or refuses the query) must say
+     * so rather than leave the last file in place: the file gets
+     * receiptd_up 0, and the exit status still says what failed. */
+    if (rc != 0 && rc != CLI_EXIT_USAGE && !answered &&
+        o->format == OUTPUT_PROMETHEUS)
+        output_prometheus_down(stdout);
+    return rc;
 }
 
 /* ---- ping ---- */
@@ -453,9 +472,11 @@ static const struct cmd cmds[] = {
       "rejected, duplicates, quarantined, commit latency, store size.\n"
       "--format prometheus prints them in the Prometheus text format for\n"
       "node_exporter's textfile collector, e.g. from cron:\n"
-      "  receiptctl stats --format prometheus > receiptd.prom.tmp &&\n"
+      "  receiptctl stats --format prometheus > receiptd.prom.tmp;\n"
       "    mv receiptd.prom.tmp "
-      "/var/lib/prometheus/node-exporter/receiptd.prom" },
+      "/var/lib/prometheus/node-exporter/receiptd.prom\n"
+      "When the daemon does not answer it prints receiptd_up 0 (and exits\n"
+      "non-zero), so the file says the daemon is down." },
     { "receipts", cmd_receipts,
       G_CONN | G_FORMAT | G_FILTER | G_BEFORE | G_STATUS, "",
       "stored receipts, newest first",

@@ -1128,6 +1128,25 @@ label_value(FILE *out, const char *p, size_t n)
     }
 }
 
+/* The exporter's usual first metric: whether the daemon answered. */
+static void
+up(FILE *out, int answered)
+{
+    fprintf(out,
+            "# HELP receiptd_up 1 when the daemon answered the stats "
+            "query, 0 when it did not.\n"
+            "# TYPE receiptd_up gauge\n"
+            "receiptd_up %d\n",
+            answered);
+}
+
+void
+output_prometheus_down(FILE *out)
+{
+    up(out, 0);
+    fflush(out);
+}
+
 int
 output_prometheus(FILE *out, const msgpack_object *result, char *err,
                   size_t err_len)
@@ -1146,6 +1165,7 @@ output_prometheus(FILE *out, const msgpack_object *result, char *err,
         row_free(&flat);
         return seterr(err, err_len, "out of memory");
     }
+    up(out, 1);
     for (i = 0; i < flat.n; i++) {
         const msgpack_object *v = flat.leaves[i].v;
         const struct metric_info *mi = NULL;
@@ -1195,7 +1215,8 @@ output_prometheus(FILE *out, const msgpack_object *result, char *err,
         const msgpack_object *v = flat.leaves[i].v;
         struct buf lname = { 0 };
 
-        if (v->type != MSGPACK_OBJECT_STR)
+        if (v->type != MSGPACK_OBJECT_STR ||
+            strcmp(flat.leaves[i].name, "store_last_error") == 0)
             continue;
         if (nlabels++ == 0)
             fputs("# HELP receiptd_info Facts about the daemon, as labels.\n"

@@ -54,13 +54,18 @@ int output_result(FILE *out, int format, const char *kind,
 
 /*
  * Prints a `stats` result in the Prometheus text exposition format (version
- * 0.0.4), for node_exporter's textfile collector: every numeric field of the
- * first row becomes a metric named receiptd_<field> (nested names joined
- * with '_'), with HELP and TYPE lines; string fields become labels of a
- * receiptd_info gauge of value 1. Returns 0 or -1 with err set.
+ * 0.0.4), for node_exporter's textfile collector: receiptd_up 1 first, then
+ * every numeric field of the first row as a metric named receiptd_<field>
+ * (nested names joined with '_'), with HELP and TYPE lines; string fields
+ * become labels of a receiptd_info gauge of value 1, except
+ * store_last_error (free text that would start a new series with every
+ * failure). Returns 0 or -1 with err set.
  */
 int output_prometheus(FILE *out, const msgpack_object *result, char *err,
                       size_t err_len);
+
+/* Prints receiptd_up 0, for when the daemon did not answer. */
+void output_prometheus_down(FILE *out);
 
 /*
  * Prints one map (borrowed) as a two-column name/value listing for people:

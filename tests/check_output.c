@@ -243,7 +243,9 @@ static const char stats_json[] =
     " \"accepted\": 90, \"rejected\": 10, \"duplicates\": 1,"
     " \"quarantined\": 10, \"commit_mean_ms\": 0.75,"
     " \"future_thing\": {\"p50\": 800, \"p99\": 4000},"
-    " \"store_size_bytes\": 18446744073709551615,"
+    " \"store_size_bytes\": 18446744073709551615, \"store_failing\": true,"
+    " \"store_last_error\": \"the store cannot commit: database or disk"
+    " is full\","
     " \"server\": \"receiptd/0.1.0\"}], \"truncated\": false}";
 
 static const char empty_json[] = "{\"rows\": [], \"truncated\": false}";
@@ -521,6 +523,12 @@ START_TEST(test_output_prometheus_lines_are_well_formed)
     result_from_json(&r, stats_json);
     got = render(OUTPUT_PROMETHEUS, "stats", &r.up.data, &rc);
     ck_assert_int_eq(rc, 0);
+    /* Whether the daemon answered comes first; the failure's free text is
+     * no label (a new series with every failure). */
+    ck_assert_int_eq(strncmp(got, "# HELP receiptd_up ", 19), 0);
+    ck_assert_ptr_nonnull(strstr(got, "\nreceiptd_up 1\n"));
+    ck_assert_ptr_null(strstr(got, "store_last_error"));
+    ck_assert_ptr_nonnull(strstr(got, "\nreceiptd_store_failing 1\n"));
     for (line = strtok_r(got, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {
         char name[128];
@@ -545,8 +553,9 @@ START_TEST(test_output_prometheus_lines_are_well_formed)
                       (name[i] >= '0' && name[i] <= '9'));
         metrics++;
     }
-    /* Thirteen numeric fields (two of them nested) and the info gauge. */
-    ck_assert_int_eq(metrics, 14);
+    /* receiptd_up, fourteen numeric fields (two of them nested, one a
+     * boolean) and the info gauge. */
+    ck_assert_int_eq(metrics, 16);
     free(got);
     result_free(&r);
 }

@@ -1337,7 +1337,23 @@ START_TEST(test_ctl_real_stats_in_every_format)
     ck_assert_ptr_nonnull(strstr(r.out, "# TYPE receiptd_accepted counter\n"
                                         "receiptd_accepted 0\n"));
     ck_assert_ptr_nonnull(strstr(r.out, "# HELP receiptd_uptime_ms "));
+    ck_assert_ptr_nonnull(strstr(r.out, "receiptd_up 1\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "receiptd_store_failing 0\n"));
     run_free(&r);
+
+    /* No daemon there: the scrape says so, and the exit status too. */
+    {
+        char gone[400];
+
+        snprintf(gone, sizeof(gone), "%s/no-daemon.sock", tmpdir);
+        run_ctl(&r, gone, prom);
+        ck_assert_int_ne(r.status, 0);
+        ck_assert_msg(strstr(r.out, "# TYPE receiptd_up gauge\n"
+                                    "receiptd_up 0\n") != NULL,
+                      "no receiptd_up 0 in: %s", r.out);
+        ck_assert_ptr_null(strstr(r.out, "receiptd_accepted"));
+        run_free(&r);
+    }
 }
 END_TEST
 
