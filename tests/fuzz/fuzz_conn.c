@@ -8,10 +8,11 @@
  * that may write, a read-only Unix peer, or a TCP peer that must send
  * hello with the token "fuzz-token") and how the rest arrives (in one
  * piece, one byte at a time, or in chunks whose sizes come from the
- * input). The rest is the byte stream the peer sends. It is handed to
- * conn_read(), the body of the read callback, only while the connection
- * is reading, as libuv would; while it is not (a limit stashed the rest of
- * a read), the loop runs until it reads again. The end of the stream is a
+ * input), and whether the loop runs what is ready between two pieces. The
+ * rest is the byte stream the peer sends. It is handed to conn_read(), the
+ * body of the read callback, only while the connection is reading, as
+ * libuv would; while it is not (a limit stashed the rest of a read), the
+ * loop runs until it reads again. The end of the stream is a
  * real shutdown(SHUT_WR) of the client's end of a socketpair, so EOF comes
  * through libuv's own read callback exactly when the daemon reads again.
  * Replies are read from that client end in the same loop.
@@ -25,9 +26,9 @@
  *
  * The stream is also read by a bare frame reader, whole, which gives the
  * requests to expect. This target used to feed that reader whole, by bytes
- * and in chunks and compare: that check is dropped, since the feedings now
- * go through the real read path and are held to the replies (and
- * fuzz_frame covers the reader), and it took more time than conn.c did.
+ * and in chunks and compare: that check is dropped, since the same three
+ * feedings now go through conn.c's reader and are held to the replies,
+ * and it cost more CPU than conn.c's own read path.
  *
  * A finding is a sanitizer report or an abort() below:
  *  - replies must be whole frames, each a reply envelope, one for every
@@ -403,7 +404,8 @@ piece_size(enum feeding how, const uint8_t *data, size_t size, size_t *k)
 /* Runs the stream data[0..size) through a new connection of the given
  * peer; the replies end up in cl.buf. */
 static void
-run_conn(enum peer peer, enum feeding how, const uint8_t *data, size_t size)
+run_conn(enum peer peer, enum feeding how, int interleave, const uint8_t *data,
+         size_t size)
 {
     struct conn *c;
     size_t off = 0, k = 0, n;
@@ -457,6 +459,11 @@ run_conn(enum peer peer, enum feeding how, const uint8_t *data, size_t size)
         memcpy(rbuf + SERVER_READ_BUF - n, data + off, n);
         conn_read(c, rbuf + SERVER_READ_BUF - n, (ssize_t)n);
         off += n;
+        /* Whatever is ready (writes done, commits and queries delivered)
+         * runs before the next read, as when reads come one poll apart.
+         * Not a turn() that counts: it is bounded by the input. */
+        if (interleave)
+            uv_run(&fz.loop, UV_RUN_NOWAIT);
     }
     free(rbuf);
     /* The end of the stream, through the socket: the daemon sees EOF when
@@ -568,6 +575,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t frames, framing_errors;
     enum peer peer;
     enum feeding how;
+    int interleave;
     static unsigned long inputs;
     static int verbose = -1;
     size_t nok;
@@ -582,6 +590,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         verbose = getenv("FUZZ_CONN_VERBOSE") != NULL;
     peer = (enum peer)(data[0] % 3);
     how = (enum feeding)(data[0] / 3 % 3);
+    interleave = data[0] / 9 % 2;
     data++;
     size--;
 
@@ -592,7 +601,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     frames = fz.srv.n.frames;
     framing_errors = fz.srv.n.framing_errors;
-    run_conn(peer, how, data, size);
+    run_conn(peer, how, interleave, data, size);
     frames = fz.srv.n.frames - frames;
     framing_errors = fz.srv.n.framing_errors - framing_errors;
     if (fz.srv.n_alive != 0 || fz.srv.n_conns != 0 || fz.srv.conns != NULL)
@@ -606,10 +615,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * reaches what it was written for. */
     if (verbose)
         fprintf(stderr,
-                "fuzz_conn: peer %d feeding %d: %llu frames, %llu framing "
+                "fuzz_conn: peer %d feeding %d%s: %llu frames, %llu framing "
                 "errors, %zu ok, %zu bytes of replies\n",
-                (int)peer, (int)how, (unsigned long long)frames,
-                (unsigned long long)framing_errors, nok, cl.len);
+                (int)peer, (int)how, interleave ? " interleaved" : "",
+                (unsigned long long)frames, (unsigned long long)framing_errors,
+                nok, cl.len);
     free(reqs);
     free(cl.buf);
     cl.buf = NULL;

@@ -5,7 +5,8 @@ Each seed is one connection: a mode byte, then the bytes the peer sends.
 The mode byte m picks the peer, m % 3 (0: a Unix peer that may write, 1: a
 read-only Unix peer, 2: a TCP peer that must say hello with the token
 "fuzz-token"), and the feeding, m // 3 % 3 (0: whole, 1: one byte at a time,
-2: chunks sized by the input); see fuzz_conn.c. The seed-* files beside
+2: chunks sized by the input), m // 3 % 3, and whether the loop runs
+between pieces, m // 9 % 2; see fuzz_conn.c. The seed-* files beside
 these are the seeds of the harness before it drove conn.c, with mode byte 0
 put in front; they are not regenerated here.
 
@@ -106,9 +107,9 @@ def hello(id, token=None, source="fuzz"):
     return req("hello", id, body=body)
 
 
-def write(name, mode, feeding, stream):
+def write(name, mode, feeding, stream, interleave=0):
     with open(os.path.join(OUT, "gen-" + name), "wb") as f:
-        f.write(bytes([mode + 3 * feeding]) + stream)
+        f.write(bytes([mode + 3 * feeding + 9 * interleave]) + stream)
 
 
 def main():
@@ -129,6 +130,8 @@ def main():
           body={"kind": "stats"}))
     write("tcp-hello-token", TCP, WHOLE, hello(1, TOKEN) + one)
     write("tcp-hello-token-chunks", TCP, CHUNKS, hello(1, TOKEN) + one)
+    write("tcp-hello-token-interleaved", TCP, BYTES, hello(1, TOKEN) + one,
+          interleave=1)
     # Refused: no token, a wrong one (the connection ends after the reply
     # and the frames after it are never dispatched), nothing before hello.
     write("tcp-hello-no-token", TCP, WHOLE, hello(1) + one)
@@ -149,6 +152,7 @@ def main():
         s += req("receipt", 100 + i, seq=i + 1, body=v)
     write("receipts-each", UNIX, WHOLE, s)
     write("receipts-each-chunks", UNIX, CHUNKS, s)
+    write("receipts-each-interleaved", UNIX, CHUNKS, s, interleave=1)
     # Batches: valid, one bad item, not an array, over max_batch (64).
     s = hello(1, source="batch")
     s += req("receipts", 2, seq=1, body=[v for _, v in compact[:4]])
@@ -170,6 +174,7 @@ def main():
                                "plan": "plan:fixture/1"})
     write("plan-retention-readback", UNIX, WHOLE, s)
     write("plan-retention-readback-bytes", UNIX, BYTES, s)
+    write("plan-retention-readback-interleaved", UNIX, BYTES, s, interleave=1)
     write("plan-read-only", READ, WHOLE, s)
 
     queries = [
@@ -204,12 +209,14 @@ def main():
     pings = b"".join(req("ping", i) for i in range(300))
     write("burst-pings", UNIX, WHOLE, pings)
     write("burst-pings-chunks", UNIX, CHUNKS, pings)
+    write("burst-pings-interleaved", UNIX, BYTES, pings, interleave=1)
     queries12 = b"".join(req("query", i, body={"kind": "stats"})
                          for i in range(12))
     write("burst-queries", READ, WHOLE, queries12)
     writes = b"".join(req("receipt", i, seq=1000 + i, body=compact[i % 8][1])
                       for i in range(40))
     write("burst-receipts", UNIX, WHOLE, writes)
+    write("burst-receipts-interleaved", UNIX, CHUNKS, writes, interleave=1)
     write("burst-mixed-chunks", UNIX, CHUNKS,
           b"".join(req("ping", 1000 + i) + req("receipt", i, body=v) +
                    req("query", 2000 + i, body={"kind": "receipts", "limit": 1})
