@@ -22,40 +22,10 @@
 #include <msgpack.h>
 
 #include "fuzz.h"
+#include "fuzz_plan_check.h"
 #include "mpcheck.h"
 #include "plan.h"
 #include "retention.h"
-
-static void
-check_canonical(const struct plan *p)
-{
-    msgpack_sbuffer a, b;
-    msgpack_packer pk;
-    msgpack_unpacked up;
-    struct proto_err err;
-    struct plan *q;
-    size_t off = 0;
-
-    msgpack_sbuffer_init(&a);
-    msgpack_sbuffer_init(&b);
-    msgpack_packer_init(&pk, &a, msgpack_sbuffer_write);
-    if (plan_encode_canonical(p, &pk) != 0)
-        abort();
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, a.data, a.size, &off) !=
-        MSGPACK_UNPACK_SUCCESS)
-        abort();
-    if (plan_decode(&up.data, &q, &err) != 0)
-        abort();
-    msgpack_packer_init(&pk, &b, msgpack_sbuffer_write);
-    if (plan_encode_canonical(q, &pk) != 0 || a.size != b.size ||
-        memcmp(a.data, b.data, a.size) != 0 || q->nvalues != p->nvalues)
-        abort();
-    plan_free(q);
-    msgpack_unpacked_destroy(&up);
-    msgpack_sbuffer_destroy(&a);
-    msgpack_sbuffer_destroy(&b);
-}
 
 static void
 check_resolved(const struct retained_value *v, size_t n)
@@ -160,7 +130,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (plan_decode(&up.data, &p, &err) == 0) {
-        check_canonical(p);
+        fuzz_check_canonical(p);
         plan_free(p);
     }
     if (retention_spec_decode(&up.data, &s, &err) == 0)
