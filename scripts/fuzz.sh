@@ -5,6 +5,9 @@
 # FUZZ_OTHER_SECONDS, when set, is the time for every target but fuzz_frame
 # (the one over frames, envelopes and receipts), so CI can give that one its
 # full minute and the others less.
+# fuzz_conn keeps a SQLite store in a directory of its own under
+# FUZZ_CONN_TMPDIR, set here to a directory removed afterwards (on tmpfs
+# when there is one), so a crash leaves no store behind.
 # Fails when a target finds a crash, leak or sanitizer report; the input is
 # saved as build-fuzz/crashes/<target>-crash-<sha1>. Fix the bug, then copy
 # that file into tests/fuzz/corpus/<target>/ so check_fuzz_replay keeps it.
@@ -50,13 +53,15 @@ for t in $targets; do
 	if [ "$t" != fuzz_frame ] && [ -n "${FUZZ_OTHER_SECONDS:-}" ]; then
 		t_secs=$FUZZ_OTHER_SECONDS
 	fi
+	store=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 	echo "== $t: ${t_secs}s over $(find "$scratch" -type f | wc -l) seeds"
-	if ! "build-fuzz/tests/$t" -max_total_time="$t_secs" -max_len=65536 \
+	if ! FUZZ_CONN_TMPDIR=$store "build-fuzz/tests/$t" \
+		-max_total_time="$t_secs" -max_len=65536 \
 		-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="build-fuzz/crashes/$t-" "$scratch"; then
 		echo "fuzz.sh: $t failed; inputs in build-fuzz/crashes/" >&2
 		status=1
 	fi
-	rm -rf "$scratch"
+	rm -rf "$scratch" "$store"
 done
 exit $status

@@ -231,12 +231,17 @@ teardown(void)
     remove_store();
 }
 
+/* Where the store's directory goes: FUZZ_CONN_TMPDIR when set (scripts/
+ * fuzz.sh points it at a directory it removes, so a crashed run leaves no
+ * store behind), else tmpfs when there is one, so that every commit's
+ * fsync is cheap, else $TMPDIR or /tmp. */
 static const char *
 scratch_base(void)
 {
-    const char *t = getenv("TMPDIR");
+    const char *d = getenv("FUZZ_CONN_TMPDIR"), *t = getenv("TMPDIR");
 
-    /* tmpfs, when there is one, so that every commit's fsync is cheap. */
+    if (d != NULL && d[0] != '\0')
+        return d;
     if (access("/dev/shm", W_OK) == 0)
         return "/dev/shm";
     return t != NULL && t[0] != '\0' ? t : "/tmp";
