@@ -688,16 +688,21 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     msgpack_unpacked_init(&up);
     proto_err_clear(&err);
     rc = envelope_parse(frame, len, &up, &env, &err);
-    if (rc == PROTO_EMALFORMED ||
-        (rc == PROTO_EINVALID && envelope_op_writes(env.op))) {
+    if ((rc == PROTO_EMALFORMED ||
+         (rc == PROTO_EINVALID && envelope_op_writes(env.op))) &&
+        c->level == ACCESS_WRITE) {
         /* Not a usable request (or a write with an unusable seq): kept
-         * in quarantine with its bytes, as every rejected write is. */
+         * in quarantine with its bytes, as every rejected write is. Only
+         * from a peer that may write: the quarantine is bounded and
+         * evicts its oldest rows, so a reader or a TCP peer that has not
+         * authenticated must not be able to push out evidence. Theirs
+         * are answered below. */
         do_bad_frame(c, slot, &env, frame, len, &err);
         goto out;
     }
     if (rc != 0) {
         /* An unknown op or a bad seq: the producer's mistake, and no
-         * write payload to keep. */
+         * write payload to keep (or a peer whose payloads are not kept). */
         reply_error(slot, env.has_id, env.id, &err);
         free(frame);
         goto out;

@@ -166,6 +166,48 @@ receipt_body(size_t *len)
 static const unsigned char stats_query[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd',
                                              0xa5, 's',  't', 'a', 't', 's' };
 
+/*
+ * A write that cannot be read: {"id": 7, "op": "receipt"} and a stray
+ * byte. A writer's is kept in quarantine; anyone else's is only answered,
+ * so a peer that may not write cannot fill the bounded quarantine and push
+ * out evidence. Returns the reply's code (0 for ok), or -1.
+ */
+static int
+bad_write(int fd)
+{
+    static const unsigned char f[] = { 0x82, 0xa2, 'i',  'd', 0x07, 0xa2,
+                                       'o',  'p',  0xa7, 'r', 'e',  'c',
+                                       'e',  'i',  'p',  't', 0xc0 };
+    struct e2e_reply rep;
+    int code;
+
+    if (e2e_send_frame(fd, f, sizeof(f)) != 0 || e2e_recv(fd, 5000, &rep) != 0)
+        return -1;
+    code = rep.r.ok ? 0 : rep.r.err.code;
+    e2e_reply_free(&rep);
+    return code;
+}
+
+/* The quarantine_rows figure of `stats`, or UINT64_MAX. */
+static uint64_t
+quarantine_rows(int fd, uint64_t id)
+{
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    uint64_t n = UINT64_MAX;
+
+    if (e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, stats_query,
+                    sizeof(stats_query)) != 0 ||
+        e2e_recv(fd, 5000, &rep) != 0)
+        return UINT64_MAX;
+    rows = rep.r.ok ? e2e_get(rep.r.result, "rows") : NULL;
+    if (rows != NULL && rows->type == MSGPACK_OBJECT_ARRAY &&
+        rows->via.array.size == 1)
+        n = e2e_get_uint(&rows->via.array.ptr[0], "quarantine_rows");
+    e2e_reply_free(&rep);
+    return n;
+}
+
 /* ---- Unix peers by group. ---- */
 
 enum role { ROLE_WRITER, ROLE_READER, ROLE_STRANGER, ROLE_COUNT };
@@ -198,6 +240,10 @@ unix_client(const struct e2e_daemon *d, int role)
     free(body);
     if (rc != (role == ROLE_WRITER ? 1 : 0))
         return 16;
+    if (bad_write(fd) != PROTO_EMALFORMED)
+        return 18;
+    if (quarantine_rows(fd, 6) != (role == ROLE_WRITER ? 1u : 0u))
+        return 19;
     /* A refused write is the reader's mistake: the connection stays. */
     if (ask(fd, PROTO_OP_PING, 5, NULL, 0, 0) != 1)
         return 17;
@@ -292,7 +338,7 @@ START_TEST(test_e2e_tcp_token_rules)
     struct e2e_reply rep;
     size_t len;
     char *body;
-    int port, fd, status;
+    int port, fd, local, status;
 
     start_tcp_daemon(&d, &port);
 
@@ -317,10 +363,15 @@ START_TEST(test_e2e_tcp_token_rules)
     close(fd);
 
     /* Anything before hello is refused; the hello deadline (1 s here)
-     * then closes the connection. */
+     * then closes the connection. A write it cannot read is answered but
+     * not quarantined (the local peer, the daemon's own uid, looks). */
     fd = e2e_connect_tcp(port);
     ck_assert_int_eq(ask(fd, PROTO_OP_PING, 9, NULL, 0, PROTO_EUNAUTHORIZED),
                      0);
+    ck_assert_int_eq(bad_write(fd), PROTO_EMALFORMED);
+    local = e2e_connect(&d);
+    ck_assert_int_ge(local, 0);
+    ck_assert_uint_eq(quarantine_rows(local, 1), 0);
     ck_assert_int_eq(e2e_wait_closed(fd, 5000), 1);
     close(fd);
 
@@ -334,7 +385,11 @@ START_TEST(test_e2e_tcp_token_rules)
     ck_assert_ptr_nonnull(body);
     ck_assert_int_eq(ask(fd, PROTO_OP_RECEIPT, 3, body, len, 0), 1);
     free(body);
+    /* ... and its unreadable write is kept. */
+    ck_assert_int_eq(bad_write(fd), PROTO_EMALFORMED);
+    ck_assert_uint_eq(quarantine_rows(local, 2), 1);
     close(fd);
+    close(local);
 
     ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
