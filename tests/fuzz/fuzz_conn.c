@@ -40,6 +40,7 @@
  *    ok to a write, and a framing error is answered with its code;
  *  - the connection stops dispatching early only after a refused TCP
  *    hello;
+ *  - a read-only peer adds nothing to the quarantine;
  *  - afterwards the connection is freed, no write job's bytes are still
  *    counted, and all of it happens within 100000 loop turns and 5 s.
  *
@@ -577,7 +578,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct model whole;
     struct req *reqs;
-    uint64_t frames, framing_errors;
+    uint64_t frames, framing_errors, quarantined;
     enum peer peer;
     enum feeding how;
     int interleave;
@@ -606,9 +607,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     frames = fz.srv.n.frames;
     framing_errors = fz.srv.n.framing_errors;
+    quarantined = fz.srv.n.quarantined;
     run_conn(peer, how, interleave, data, size);
     frames = fz.srv.n.frames - frames;
     framing_errors = fz.srv.n.framing_errors - framing_errors;
+    /* The quarantine is bounded and evicts its oldest rows: a peer that
+     * may not write must not be able to add to it. */
+    if (peer == PEER_READ && fz.srv.n.quarantined != quarantined)
+        FINDING("a read-only peer put %llu payloads in quarantine",
+                (unsigned long long)(fz.srv.n.quarantined - quarantined));
     if (fz.srv.n_alive != 0 || fz.srv.n_conns != 0 || fz.srv.conns != NULL)
         FINDING("the connection outlived its stream");
     if (fz.srv.pending_bytes != 0 || fz.srv.paused)
