@@ -11,13 +11,16 @@
  *
  * json-c changes two things silently when it parses: an integer beyond
  * 2^64-1 becomes 2^64-1 (and one below -2^63 becomes -2^63), and of a key
- * repeated in one object only the last is kept. receipt_json_parse() scans
- * the text once more after json-c accepted it, so both are rejected with
- * the path at fault instead. Pure; any thread.
+ * repeated in one object only the last is kept (a repeat may be spelled
+ * with escapes: "a" and "\u0061" are one key to json-c).
+ * receipt_json_parse() scans the text once more after json-c accepted it,
+ * decoding escaped keys as json-c does, so both are rejected with the path
+ * at fault instead. Pure; any thread.
  */
 #include "receipt.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,8 +160,9 @@ struct scan_frame {
 };
 
 struct scan_key {
-    const char *p;
+    const char *p; /* the key as json-c stores it */
     size_t n;
+    int owned; /* p was decoded into its own allocation */
 };
 
 struct scan {
@@ -167,6 +171,128 @@ struct scan {
     struct scan_key *keys;
     size_t nkeys, capkeys;
 };
+
+/* Frees the decoded keys from index from on and forgets them. */
+static void
+scan_pop_keys(struct scan *sc, size_t from)
+{
+    size_t i;
+
+    for (i = from; i < sc->nkeys; i++)
+        if (sc->keys[i].owned)
+            free((char *)(uintptr_t)sc->keys[i].p);
+    sc->nkeys = from;
+}
+
+static unsigned
+hex4(const char *p)
+{
+    unsigned v = 0;
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        char c = p[i];
+
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+    }
+    return v;
+}
+
+static size_t
+put_utf8(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xe0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+        o[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+    o[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/*
+ * Decodes the escapes of a raw key (p[0..n), valid JSON, without quotes)
+ * the way json-c does, so that "a" and "\u0061" are seen as one key: a
+ * surrogate pair is one code point, a lone surrogate becomes U+FFFD, and
+ * the key ends at a \u0000 (json-c keeps keys as C strings). The result
+ * is never longer than the raw key. Returns a malloc'd buffer, or NULL.
+ */
+static char *
+decode_key(const char *p, size_t n, size_t *outn)
+{
+    char *o = malloc(n ? n : 1);
+    size_t i = 0, k = 0;
+    unsigned cp, lo;
+
+    if (o == NULL)
+        return NULL;
+    while (i < n) {
+        if (p[i] != '\\' || i + 1 >= n) {
+            o[k++] = p[i++];
+            continue;
+        }
+        switch (p[i + 1]) {
+        case 'b':
+            o[k++] = '\b';
+            break;
+        case 'f':
+            o[k++] = '\f';
+            break;
+        case 'n':
+            o[k++] = '\n';
+            break;
+        case 'r':
+            o[k++] = '\r';
+            break;
+        case 't':
+            o[k++] = '\t';
+            break;
+        case 'u':
+            if (i + 6 > n)
+                goto done; /* not valid JSON; json-c refused it */
+            cp = hex4(p + i + 2);
+            i += 6;
+            if (cp == 0)
+                goto done;
+            if (cp >= 0xd800 && cp <= 0xdbff && i + 6 <= n && p[i] == '\\' &&
+                p[i + 1] == 'u' && (lo = hex4(p + i + 2)) >= 0xdc00 &&
+                lo <= 0xdfff) {
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                i += 6;
+            } else if (cp >= 0xd800 && cp <= 0xdfff) {
+                cp = 0xfffd;
+            }
+            k += put_utf8(o + k, cp);
+            continue;
+        default: /* \" \\ \/ */
+            o[k++] = p[i + 1];
+            break;
+        }
+        i += 2;
+    }
+done:
+    *outn = k;
+    return o;
+}
 
 /*
  * Writes the path of the current position into out[0..cap), keys as
@@ -225,7 +351,7 @@ scan_close_obj(struct scan *sc, struct proto_err *err)
     /* With no keys yet there is no array at all, and qsort must not see
      * its NULL. */
     if (n < 2) {
-        sc->nkeys = f->keys_start;
+        scan_pop_keys(sc, f->keys_start);
         return 0;
     }
     k = sc->keys + f->keys_start;
@@ -238,7 +364,7 @@ scan_close_obj(struct scan *sc, struct proto_err *err)
             return proto_err_set(err, PROTO_EINVALID, path, "duplicate key");
         }
     }
-    sc->nkeys = f->keys_start;
+    scan_pop_keys(sc, f->keys_start);
     return 0;
 }
 
@@ -277,6 +403,7 @@ scan_number(struct scan *sc, const char *p, size_t n, struct proto_err *err)
 static int
 scan_text(struct scan *sc, const char *t, size_t len, struct proto_err *err)
 {
+    struct scan_key *k;
     struct scan_frame *f;
     size_t i = 0, start;
     int want_key = 0, rc;
@@ -331,17 +458,23 @@ scan_text(struct scan *sc, const char *t, size_t len, struct proto_err *err)
             if (want_key && f != NULL && f->is_obj) {
                 if (sc->nkeys == sc->capkeys) {
                     size_t cap = sc->capkeys ? sc->capkeys * 2 : 64;
-                    struct scan_key *k =
+                    struct scan_key *keys =
                         realloc(sc->keys, cap * sizeof(*sc->keys));
 
-                    if (k == NULL)
+                    if (keys == NULL)
                         return proto_err_set(err, PROTO_ENOMEM, NULL,
                                              "no memory to check JSON keys");
-                    sc->keys = k;
+                    sc->keys = keys;
                     sc->capkeys = cap;
                 }
-                sc->keys[sc->nkeys].p = t + start;
-                sc->keys[sc->nkeys].n = i - start;
+                k = &sc->keys[sc->nkeys];
+                k->p = t + start;
+                k->n = i - start;
+                k->owned = memchr(k->p, '\\', k->n) != NULL;
+                if (k->owned &&
+                    (k->p = decode_key(t + start, i - start, &k->n)) == NULL)
+                    return proto_err_set(err, PROTO_ENOMEM, NULL,
+                                         "no memory to check JSON keys");
                 sc->nkeys++;
                 f->key = t + start;
                 f->keylen = i - start;
@@ -423,6 +556,7 @@ receipt_json_parse(const char *text, size_t len, struct json_object **out,
                              "no memory to parse JSON");
     }
     rc = scan_text(sc, text, len, err);
+    scan_pop_keys(sc, 0);
     free(sc->keys);
     free(sc);
     if (rc != 0) {
