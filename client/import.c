@@ -666,8 +666,15 @@ reject_cmp(const void *a, const void *b)
     return 0;
 }
 
+/*
+ * Prints the import's outcome in o->format. plans (JSON and CSV only; may
+ * be NULL) holds the plan files' outcomes (plan_cmds_import): the JSON
+ * document carries them as "plans", and CSV lists refused plans as
+ * rejected items (index 0: a plan file is one item). It is taken.
+ */
 static void
-print_import(const struct cli_opts *o, struct import *im)
+print_import(const struct cli_opts *o, struct import *im,
+             struct json_object *plans)
 {
     size_t i;
 
@@ -675,6 +682,11 @@ print_import(const struct cli_opts *o, struct import *im)
         qsort(im->rej, im->nrej, sizeof(*im->rej), reject_cmp);
     if (o->format == OUTPUT_JSON) {
         struct json_object *j = json_object_new_object(), *a, *e;
+
+        if (plans != NULL) {
+            json_object_object_add(j, "plans", plans);
+            plans = NULL;
+        }
 
         json_object_object_add(j, "accepted",
                                json_object_new_uint64(im->accepted));
@@ -706,6 +718,27 @@ print_import(const struct cli_opts *o, struct import *im)
     }
     if (o->format == OUTPUT_CSV) {
         puts("file,index,code,path,message");
+        for (i = 0; plans != NULL && i < json_object_array_length(plans); i++) {
+            struct json_object *e = json_object_array_get_idx(plans, i), *v;
+            static const char *const cols[] = { "code", "path", "message" };
+            const char *t;
+            size_t k;
+
+            if (!json_object_object_get_ex(e, "code", NULL))
+                continue;
+            json_object_object_get_ex(e, "file", &v);
+            t = json_object_get_string(v);
+            output_csv_field(stdout, t, strlen(t));
+            fputs(",0", stdout);
+            for (k = 0; k < 3; k++) {
+                json_object_object_get_ex(e, cols[k], &v);
+                t = json_object_get_string(v);
+                putchar(',');
+                output_csv_field(stdout, t, strlen(t));
+            }
+            putchar('\n');
+        }
+        json_object_put(plans);
         for (i = 0; i < im->nrej; i++) {
             const struct reject *r = &im->rej[i];
 
@@ -767,6 +800,7 @@ import_run(struct cli_opts *o)
 {
     struct import im;
     struct sender snd;
+    struct json_object *plans;
     char host[200], source[256];
     size_t i;
     int rc = 0, prc;
@@ -778,11 +812,18 @@ import_run(struct cli_opts *o)
     for (i = 0; i < (size_t)o->nargs; i++)
         if (check_readable(o->args[i]) != 0)
             return CLI_EXIT_USAGE;
-    /* Plan files are registered first and taken out of the list. */
-    prc = plan_cmds_import(o);
-    if (o->nargs == 0)
-        return prc;
+    /* Plan files are registered first and taken out of the list. JSON and
+     * CSV take their outcomes into the one document they print. */
+    plans = o->format == OUTPUT_JSON || o->format == OUTPUT_CSV
+                ? json_object_new_array()
+                : NULL;
+    prc = plan_cmds_import(o, plans);
     memset(&im, 0, sizeof(im));
+    if (o->nargs == 0) {
+        if (plans != NULL)
+            print_import(o, &im, plans);
+        return prc;
+    }
     memset(&snd, 0, sizeof(snd));
     im.files = o->args;
     im.nfiles = (size_t)o->nargs;
@@ -814,7 +855,7 @@ import_run(struct cli_opts *o)
     }
     if (snd.state == 1)
         net_close(&snd.c);
-    print_import(o, &im);
+    print_import(o, &im, plans);
     fflush(stdout);
     if (rc == 0)
         rc = snd.rc;

@@ -505,7 +505,10 @@ static const struct cmd cmds[] = {
       "'quarantine show ID...' prints a payload with its bytes decoded.\n"
       "'quarantine replay ID...' fetches each payload's raw bytes and\n"
       "submits it again, as its original source, e.g. after an upgrade\n"
-      "that accepts it; a payload rejected again stays quarantined." },
+      "that accepts it; a payload rejected again stays quarantined.\n"
+      "With --format json or csv, show and replay take one ID and print\n"
+      "one document (replay: the daemon's result with quarantine_id and\n"
+      "replayed_as)." },
     { "plans", cmd_plans, G_CONN | G_FORMAT | G_FILTER, "", "registered plans",
       "Lists registered plans with their node, value and retained counts." },
     { "prunes", cmd_prunes, G_CONN | G_FORMAT | G_FILTER, "",

@@ -103,13 +103,32 @@ plan_file_clear(struct plan_file *pf)
     msgpack_sbuffer_destroy(&pf->canon);
 }
 
+/* A new outcome object for out: the file and, when p is not NULL, the
+ * plan's id. Exits on no memory. */
+static struct json_object *
+outcome(const char *path, const struct plan *p)
+{
+    struct json_object *e = json_object_new_object();
+
+    if (e == NULL)
+        cli_oom();
+    json_object_object_add(e, "file", json_object_new_string(path));
+    if (p != NULL)
+        json_object_object_add(
+            e, "prepared_plan_id",
+            json_object_new_string_len(p->prepared_plan_id.ptr,
+                                       (int)p->prepared_plan_id.len));
+    return e;
+}
+
 /*
  * Decodes buf when it holds a plan. Returns 0 when it is not a plan file,
  * 1 when it is one and pf is ready, 2 when it is one that breaks a rule
- * (printed).
+ * (printed, or added to out when out is not NULL).
  */
 static int
-load_plan(const char *path, const char *buf, size_t len, struct plan_file *pf)
+load_plan(const char *path, const char *buf, size_t len, struct plan_file *pf,
+          struct json_object *out)
 {
     struct proto_err err;
     msgpack_packer pk;
@@ -149,22 +168,34 @@ load_plan(const char *path, const char *buf, size_t len, struct plan_file *pf)
     if (rc == PROTO_ENOMEM)
         cli_oom();
     if (rc != 0) {
-        printf("%s: %s: %s%s%s\n", path, proto_code_name(rc), err.path,
-               err.path[0] ? ": " : "", err.message);
+        if (out != NULL) {
+            struct json_object *e = outcome(path, NULL);
+
+            json_object_object_add(e, "code",
+                                   json_object_new_string(proto_code_name(rc)));
+            json_object_object_add(e, "path", json_object_new_string(err.path));
+            json_object_object_add(e, "message",
+                                   json_object_new_string(err.message));
+            json_object_array_add(out, e);
+        } else {
+            printf("%s: %s: %s%s%s\n", path, proto_code_name(rc), err.path,
+                   err.path[0] ? ": " : "", err.message);
+        }
         return 2;
     }
     return 1;
 }
 
-/* Sends one plan; prints its outcome. Returns 0 or an exit code. */
+/* Sends one plan; prints its outcome (or adds it to out when not NULL).
+ * Returns 0 or an exit code. */
 static int
 send_plan(struct cli_opts *o, struct net_conn *c, int *open, const char *path,
-          const struct plan_file *pf)
+          const struct plan_file *pf, struct json_object *out)
 {
     const struct plan *p = pf->plan;
     const msgpack_object *created;
     struct net_reply rep;
-    int rc;
+    int rc, is_new;
 
     if (!*open) {
         if ((rc = cli_open_conn(o, c, o->source, 0)) != 0)
@@ -174,13 +205,23 @@ send_plan(struct cli_opts *o, struct net_conn *c, int *open, const char *path,
     rc = cli_request(c, PROTO_OP_PLAN, "import", pack_raw_cb, &pf->body, &rep);
     if (rc == 0) {
         created = mpobj_map_get(rep.r.result, "created", NULL);
-        printf("%s: plan %.*s %s (%" PRIu32 " nodes, %" PRIu64 " values)\n",
-               path, (int)p->prepared_plan_id.len, p->prepared_plan_id.ptr,
-               created != NULL && created->type == MSGPACK_OBJECT_BOOLEAN &&
-                       created->via.boolean
-                   ? "created"
-                   : "exists",
-               p->nnodes, p->nvalues);
+        is_new = created != NULL && created->type == MSGPACK_OBJECT_BOOLEAN &&
+                 created->via.boolean;
+        if (out != NULL) {
+            struct json_object *e = outcome(path, p);
+
+            json_object_object_add(e, "created",
+                                   json_object_new_boolean(is_new));
+            json_object_object_add(e, "nodes",
+                                   json_object_new_uint64(p->nnodes));
+            json_object_object_add(e, "values",
+                                   json_object_new_uint64(p->nvalues));
+            json_object_array_add(out, e);
+        } else {
+            printf("%s: plan %.*s %s (%" PRIu32 " nodes, %" PRIu64 " values)\n",
+                   path, (int)p->prepared_plan_id.len, p->prepared_plan_id.ptr,
+                   is_new ? "created" : "exists", p->nnodes, p->nvalues);
+        }
     }
     net_reply_free(&rep);
     if (rc == CLI_EXIT_CONNECT) {
@@ -191,7 +232,7 @@ send_plan(struct cli_opts *o, struct net_conn *c, int *open, const char *path,
 }
 
 int
-plan_cmds_import(struct cli_opts *o)
+plan_cmds_import(struct cli_opts *o, struct json_object *out)
 {
     struct plan_file pf;
     struct net_conn c;
@@ -221,18 +262,23 @@ plan_cmds_import(struct cli_opts *o)
         memset(&pf, 0, sizeof(pf));
         msgpack_unpacked_init(&pf.up);
         msgpack_sbuffer_init(&pf.canon);
-        r = load_plan(path, buf, len, &pf);
+        r = load_plan(path, buf, len, &pf, out);
         if (r == 0) {
             o->args[keep++] = o->args[i];
         } else if (r == 2) {
             if (rc == 0)
                 rc = CLI_EXIT_DAEMON;
+        } else if (o->dry_run && out != NULL) {
+            struct json_object *e = outcome(path, pf.plan);
+
+            json_object_object_add(e, "dry_run", json_object_new_boolean(1));
+            json_object_array_add(out, e);
         } else if (o->dry_run) {
             printf("%s: plan %.*s valid (dry run: nothing sent)\n", path,
                    (int)pf.plan->prepared_plan_id.len,
                    pf.plan->prepared_plan_id.ptr);
         } else {
-            r = send_plan(o, &c, &open, path, &pf);
+            r = send_plan(o, &c, &open, path, &pf, out);
             if (r != 0 && (rc == 0 || r == CLI_EXIT_CONNECT))
                 rc = r;
         }

@@ -17,7 +17,15 @@
  * is left as receipts; "-" (stdin) is always left to it. Returns 0,
  * CLI_EXIT_DAEMON when a plan was refused, CLI_EXIT_USAGE when a file
  * cannot be read, or CLI_EXIT_CONNECT; every failure is printed.
+ *
+ * With out (a json-c array) each plan's outcome is added to it instead of
+ * printed, for the import's JSON and CSV output: {"file",
+ * "prepared_plan_id", "created", "nodes", "values"}, {"file",
+ * "prepared_plan_id", "dry_run": true}, or {"file", "code", "path",
+ * "message"} for a refusal. Failures to read a file or reach the daemon
+ * still go to stderr.
  */
-int plan_cmds_import(struct cli_opts *o);
+struct json_object;
+int plan_cmds_import(struct cli_opts *o, struct json_object *out);
 
 #endif

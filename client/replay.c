@@ -171,6 +171,55 @@ fetch(struct net_conn *qc, uint64_t qid, const char *what,
     return 0;
 }
 
+/*
+ * The outcome of a replay for --format json or csv: one row, the daemon's
+ * result with "quarantine_id" and "replayed_as" first. Returns as
+ * print_replayed() does.
+ */
+static int
+print_replayed_as(const struct cli_opts *o, uint64_t qid, int op,
+                  const msgpack_object *res)
+{
+    const msgpack_object *rej = NULL;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint32_t i, n = 0;
+    size_t off = 0;
+    int rc;
+
+    if (res != NULL && res->type == MSGPACK_OBJECT_MAP) {
+        n = res->via.map.size;
+        rej = mpobj_map_get(res, "rejected", NULL);
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_map(&pk, 2) != 0 || envelope_pack_cstr(&pk, "rows") ||
+        msgpack_pack_array(&pk, 1) != 0 || msgpack_pack_map(&pk, n + 2) != 0 ||
+        envelope_pack_cstr(&pk, "quarantine_id") ||
+        msgpack_pack_uint64(&pk, qid) != 0 ||
+        envelope_pack_cstr(&pk, "replayed_as") ||
+        envelope_pack_cstr(&pk, envelope_op_name(op)))
+        cli_oom();
+    for (i = 0; i < n; i++)
+        if (msgpack_pack_object(&pk, res->via.map.ptr[i].key) != 0 ||
+            msgpack_pack_object(&pk, res->via.map.ptr[i].val) != 0)
+            cli_oom();
+    if (envelope_pack_cstr(&pk, "truncated") || msgpack_pack_false(&pk))
+        cli_oom();
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, sb.data, sb.size, &off) !=
+        MSGPACK_UNPACK_SUCCESS)
+        cli_oom();
+    rc = cli_print_result(o, "replay", &up.data);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc == 0 && rej != NULL && rej->type == MSGPACK_OBJECT_ARRAY &&
+        rej->via.array.size > 0)
+        rc = CLI_EXIT_DAEMON;
+    return rc;
+}
+
 static int
 replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
 {
@@ -218,7 +267,9 @@ replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
         goto out;
     rc = cli_request_named(&c, k, what, 1, pack_raw_cb, &body, &rep2);
     if (rc == 0)
-        rc = print_replayed(qid, k, rep2.r.result);
+        rc = o->format == OUTPUT_TABLE
+                 ? print_replayed(qid, k, rep2.r.result)
+                 : print_replayed_as(o, qid, k, rep2.r.result);
     net_reply_free(&rep2);
     net_close(&c);
 out:
@@ -313,9 +364,9 @@ replay_run(struct cli_opts *o)
         return CLI_EXIT_USAGE;
     }
     /* JSON is one document: several payloads would be several. */
-    if (show && o->format != OUTPUT_TABLE && o->nargs > 2) {
-        cli_usage_err(o->prog, "show prints one payload as %s; give one id",
-                      o->format == OUTPUT_JSON ? "JSON" : "CSV");
+    if (o->format != OUTPUT_TABLE && o->nargs > 2) {
+        cli_usage_err(o->prog, "%s prints one payload as %s; give one id",
+                      o->args[0], o->format == OUTPUT_JSON ? "JSON" : "CSV");
         return CLI_EXIT_USAGE;
     }
     ids = calloc((size_t)o->nargs, sizeof(*ids));

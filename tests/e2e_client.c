@@ -1198,6 +1198,40 @@ START_TEST(test_ctl_quarantine_replay)
     /* The good one after it was still replayed. */
     ck_assert_ptr_nonnull(strstr(r.out, "quarantine 5: replayed"));
     run_free(&r);
+
+    /* For scripts: one JSON document with the daemon's result, the
+     * refused items in it, and the same exit status; one id at a time. */
+    {
+        const char *json[] = { "quarantine", "replay", "7",
+                               "--format",   "json",   NULL };
+        const char *two[] = { "quarantine", "replay", "7", "5",
+                              "--format",   "json",   NULL };
+        struct json_object *j, *row, *rej;
+
+        run_ctl(&r, fake.path, json);
+        ck_assert_int_eq(r.status, 1);
+        j = json_tokener_parse(r.out);
+        ck_assert_msg(j != NULL, "not JSON: %s", r.out);
+        row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+        ck_assert_ptr_nonnull(row);
+        ck_assert_int_eq(
+            json_object_get_int(json_object_object_get(row, "quarantine_id")),
+            7);
+        ck_assert_str_eq(
+            json_object_get_string(json_object_object_get(row, "replayed_as")),
+            "receipts");
+        ck_assert_int_eq(
+            json_object_get_int(json_object_object_get(row, "accepted")), 1);
+        rej = json_object_object_get(row, "rejected");
+        ck_assert_int_eq(json_object_array_length(rej), 1);
+        json_object_put(j);
+        run_free(&r);
+
+        run_ctl(&r, fake.path, two);
+        ck_assert_int_eq(r.status, 2);
+        ck_assert_ptr_nonnull(strstr(r.err, "give one id"));
+        run_free(&r);
+    }
 }
 END_TEST
 

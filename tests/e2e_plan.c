@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <msgpack.h>
 #include <sqlite3.h>
 
@@ -752,6 +753,14 @@ START_TEST(test_e2e_receiptctl_plan_commands)
     static const char *const import_mp[] = {
         "import", TEST_DATA_DIR "/plans/fixture.msgpack", NULL
     };
+    static const char *const import_both_json[] = {
+        "import",
+        "--format",
+        "json",
+        TEST_DATA_DIR "/plans/fixture.json",
+        TEST_DATA_DIR "/vectors/s1_fallback_mismatch.json",
+        NULL
+    };
     static const char *const plans[] = { "plans", NULL };
     static const char *const plans_json[] = { "plans", "--format", "json",
                                               NULL };
@@ -801,6 +810,9 @@ START_TEST(test_e2e_receiptctl_plan_commands)
                                               NULL };
     char bad[300];
     const char *import_bad[] = { "import", bad, NULL };
+    const char *import_bad_csv[] = { "import", "--format", "csv", bad, NULL };
+    struct json_object *j, *a, *e;
+    struct run r;
     struct e2e_reply rep;
     FILE *f;
     int fd;
@@ -808,6 +820,27 @@ START_TEST(test_e2e_receiptctl_plan_commands)
     start();
     expect_run(import_json, 0, "created");
     expect_run(import_mp, 0, "exists");
+    /* With --format json the output is one document, the plan's outcome
+     * in it beside the receipts'. */
+    run_ctl(&r, import_both_json);
+    ck_assert_msg(r.status == 0, "import --format json: exit %d: %s", r.status,
+                  r.out);
+    j = json_tokener_parse(r.out);
+    ck_assert_msg(j != NULL, "not one JSON document: %s", r.out);
+    ck_assert(json_object_object_get_ex(j, "plans", &a));
+    ck_assert_uint_eq(json_object_array_length(a), 1);
+    e = json_object_array_get_idx(a, 0);
+    ck_assert_str_eq(
+        json_object_get_string(json_object_object_get(e, "prepared_plan_id")),
+        PLAN_ID);
+    ck_assert(json_object_is_type(json_object_object_get(e, "created"),
+                                  json_type_boolean));
+    ck_assert(!json_object_get_boolean(json_object_object_get(e, "created")));
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(e, "nodes")),
+                     3);
+    ck_assert_int_eq(json_object_get_int(json_object_object_get(j, "accepted")),
+                     1);
+    json_object_put(j);
     expect_run(plans, 0, PLAN_ID);
     expect_run(plans_json, 0, "\"retained\"");
     expect_run(retained, 0, NULL);
@@ -830,6 +863,8 @@ START_TEST(test_e2e_receiptctl_plan_commands)
           f);
     fclose(f);
     expect_run(import_bad, 1, "nodes[0].values");
+    /* ... and in CSV it is a rejected item like a receipt. */
+    expect_run(import_bad_csv, 1, "bad-plan.json,0,invalid,nodes[0].values,");
 
     fd = connect_hello(NULL);
     call(fd, PROTO_OP_PING, 9, 0, 0, NULL, 0, &rep);
