@@ -387,8 +387,24 @@ arm_timer(struct conn *c)
     const struct config *cfg = c->srv->cfg;
     uint64_t now = uv_now(c->srv->loop), due = 0, hello = hello_due(c);
 
-    if (c->closing || c->want_close)
+    if (c->closing)
         return;
+    if (c->want_close) {
+        /* Nothing more is read, but the replies must still be taken: a
+         * peer that half-closes (or breaks framing) and then reads nothing
+         * would otherwise hold its slot and its replies for good. While
+         * the writer or a query still owes a reply, the timer only looks
+         * again an idle timeout later. */
+        if (cfg->idle_timeout_ms > 0 && c->n_writes > 0)
+            due = c->wrote_ms + cfg->idle_timeout_ms;
+        else if (cfg->idle_timeout_ms > 0 && c->n_slots > 0)
+            due = now + cfg->idle_timeout_ms;
+        if (due == 0)
+            uv_timer_stop(&c->timer);
+        else
+            uv_timer_start(&c->timer, timer_cb, due > now ? due - now : 1, 0);
+        return;
+    }
     if (frame_reader_in_frame(&c->fr)) {
         if (c->frame_started_ms == 0)
             c->frame_started_ms = now;
@@ -425,7 +441,7 @@ conn_close_after_replies(struct conn *c)
         return;
     c->want_close = 1;
     frame_reader_close(&c->fr);
-    uv_timer_stop(&c->timer);
+    arm_timer(c);
     conn_update_reading(c);
     maybe_finish(c);
 }
