@@ -22,7 +22,27 @@
  * the configuration file's minimums, which exist for production sizing;
  * config_validate() accepts them), quarantine capped at 64 KiB so that
  * eviction happens in a long run. The timeouts are an hour, so no timer
- * fires inside an input.
+ * fires inside an input (the 5 s bound below ends an input long before),
+ * except in the timed mode.
+ *
+ * The timed mode (bit m / 18 % 2 of the mode byte m; the seeds written
+ * before it have m < 18) reaches conn.c's deadlines and the drain of
+ * SIGTERM. Six more bytes (0 when missing) set, for this input only, the
+ * frame, hello and idle timeouts to 1..16 ms; how long the harness sleeps
+ * (0..3 ms, then the loop runs what is due) after every 1st..4th piece,
+ * at most FUZZ_MAX_SLEEPS times; whether the client takes its replies
+ * only once the connection is gone (a peer that reads nothing); how the
+ * stream ends: shutdown(SHUT_WR) as in the other modes, nothing (only a
+ * deadline ends the connection), server_drain() with a grace of 0..15 ms,
+ * or server_drain() then shutdown(); and after which piece the drain
+ * starts (0: after the last). A deadline or the grace timer closes the
+ * connection with replies unwritten, so this mode holds the replies to
+ * less: they are a prefix of what was dispatched (reply i still answers
+ * request i, with the same rules for ok), at most one framing error is
+ * answered, the frame deadline's as malformed, and the reply stream may end
+ * inside a frame that the close cut off. The connection must still be
+ * freed, with no bytes counted, within the same bounds: every deadline is
+ * finite here, so even a peer that reads nothing must be let go.
  *
  * The stream is also read by a bare frame reader, whole, which gives the
  * requests to expect. This target used to feed that reader whole, by bytes
@@ -85,12 +105,30 @@
 #define FUZZ_HOUR_MS   3600000u
 #define FUZZ_MAX_TURNS 100000
 #define FUZZ_MAX_NS    5000000000ull
+/* Sleeps of the timed mode an input: at most 24 ms, so that it stays
+ * cheap. */
+#define FUZZ_MAX_SLEEPS 8
+/* Bytes after the mode byte that configure the timed mode. */
+#define FUZZ_TIMED_PARAMS 6
 /* Inputs between fresh stores: aggregate queries scan every receipt, so a
  * store that grew without end would slow each input down. */
 #define FUZZ_RESET_EVERY 500
 
 enum peer { PEER_WRITE, PEER_READ, PEER_TCP };
 enum feeding { FEED_WHOLE, FEED_BYTES, FEED_CHUNKS };
+/* How a timed input ends. */
+enum ending { END_SHUTDOWN, END_WAIT, END_DRAIN, END_DRAIN_SHUTDOWN };
+
+/* The timed mode's choices; on is 0 in the other modes. */
+struct timed {
+    int on;
+    uint32_t frame_ms, hello_ms, idle_ms;
+    unsigned sleep_ms, sleep_every;
+    int deaf; /* the client reads only once the connection is gone */
+    enum ending end;
+    uint32_t grace_ms;
+    size_t drain_after; /* pieces fed before the drain; 0: all of them */
+};
 
 #define FINDING(...)                                                           \
     do {                                                                       \
@@ -192,6 +230,7 @@ static struct {
     size_t len, cap;
     int eof;
     int closed;
+    int reading;
 } cl;
 
 static void
@@ -391,6 +430,46 @@ client_close_cb(uv_handle_t *h)
     cl.closed = 1;
 }
 
+static void
+client_read_start(void)
+{
+    if (uv_read_start((uv_stream_t *)&cl.pipe, client_alloc_cb,
+                      client_read_cb) != 0)
+        FINDING("client: uv_read_start failed");
+    cl.reading = 1;
+}
+
+static int drained;
+
+static void
+drained_cb(struct server *srv)
+{
+    (void)srv;
+    drained = 1;
+}
+
+/* SIGTERM's path in main.c: server_drain() with a callback for the end. */
+static void
+drain(uint32_t grace_ms)
+{
+    if (fz.srv.draining)
+        return;
+    fz.srv.drained_cb = drained_cb;
+    server_drain(&fz.srv, grace_ms);
+}
+
+/* Lets ms pass, then runs what fell due in the meantime (a deadline, the
+ * grace timer) before anything else: libuv runs due timers before it
+ * polls, so a deadline fires ahead of the reads that would have beaten it
+ * on a fast peer. */
+static void
+let_time_pass(unsigned ms)
+{
+    uv_sleep(ms);
+    uv_update_time(&fz.loop);
+    uv_run(&fz.loop, UV_RUN_NOWAIT);
+}
+
 /* The size of the next piece fed to conn_read. */
 static size_t
 piece_size(enum feeding how, const uint8_t *data, size_t size, size_t *k)
@@ -410,15 +489,21 @@ piece_size(enum feeding how, const uint8_t *data, size_t size, size_t *k)
 /* Runs the stream data[0..size) through a new connection of the given
  * peer; the replies end up in cl.buf. */
 static void
-run_conn(enum peer peer, enum feeding how, int interleave, const uint8_t *data,
-         size_t size)
+run_conn(enum peer peer, enum feeding how, int interleave,
+         const struct timed *t, const uint8_t *data, size_t size)
 {
     struct conn *c;
-    size_t off = 0, k = 0, n;
+    size_t off = 0, k = 0, n, pieces = 0;
+    unsigned sleeps = 0;
     char *rbuf;
     int sv[2];
 
     memset(&cl, 0, sizeof(cl));
+    /* The loop's clock stands still between inputs (setup, the checks,
+     * libFuzzer's own work); the daemon accepts right after a poll, which
+     * updates it. A stale clock would put a timed input's deadlines in the
+     * past before its first byte. */
+    uv_update_time(&fz.loop);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         FINDING("socketpair: %s", strerror(errno));
     /* A pipe even for the TCP peer: conn.c treats both streams alike, and
@@ -437,10 +522,10 @@ run_conn(enum peer peer, enum feeding how, int interleave, const uint8_t *data,
     fz.srv.n.connections_total++;
     conn_start(c);
     if (uv_pipe_init(&fz.loop, &cl.pipe, 0) != 0 ||
-        uv_pipe_open(&cl.pipe, sv[1]) != 0 ||
-        uv_read_start((uv_stream_t *)&cl.pipe, client_alloc_cb,
-                      client_read_cb) != 0)
+        uv_pipe_open(&cl.pipe, sv[1]) != 0)
         FINDING("client pipe setup failed");
+    if (!t->deaf)
+        client_read_start();
 
     /* Like the server's read buffer, but each piece is copied to its end,
      * so that a read past the piece is caught. */
@@ -470,13 +555,31 @@ run_conn(enum peer peer, enum feeding how, int interleave, const uint8_t *data,
          * Not a turn() that counts: it is bounded by the input. */
         if (interleave)
             uv_run(&fz.loop, UV_RUN_NOWAIT);
+        if (!t->on)
+            continue;
+        pieces++;
+        if (t->end >= END_DRAIN && t->drain_after == pieces)
+            drain(t->grace_ms);
+        if (t->sleep_ms > 0 && pieces % t->sleep_every == 0 &&
+            sleeps < FUZZ_MAX_SLEEPS) {
+            sleeps++;
+            let_time_pass(t->sleep_ms);
+        }
     }
     free(rbuf);
+    if (t->on && t->end >= END_DRAIN)
+        drain(t->grace_ms);
     /* The end of the stream, through the socket: the daemon sees EOF when
-     * it reads again, not while a stash waits. */
-    shutdown(sv[1], SHUT_WR);
-    while (fz.srv.n_alive > 0 || !cl.eof)
+     * it reads again, not while a stash waits. A timed input may instead
+     * leave the stream open, for a deadline or the drain to end. */
+    if (!t->on || t->end == END_SHUTDOWN || t->end == END_DRAIN_SHUTDOWN)
+        shutdown(sv[1], SHUT_WR);
+    while (fz.srv.n_alive > 0 || !cl.eof) {
+        /* A deaf peer takes its replies only from a closed connection. */
+        if (!cl.reading && fz.srv.n_alive == 0)
+            client_read_start();
         turn();
+    }
     uv_timer_stop(&fz.tick);
     uv_close((uv_handle_t *)&cl.pipe, client_close_cb);
     while (!cl.closed)
@@ -485,10 +588,12 @@ run_conn(enum peer peer, enum feeding how, int interleave, const uint8_t *data,
 
 /* ---- checking the replies ---- */
 
-/* Checks the replies in cl.buf; returns how many were ok. */
+/* Checks the replies in cl.buf; returns how many were ok. With timed, a
+ * deadline or the drain may have stopped the connection anywhere and
+ * dropped the replies it had not written (see the header comment). */
 static size_t
-check_replies(enum peer peer, const struct req *reqs, const struct model *m,
-              uint64_t frames, uint64_t framing_errors)
+check_replies(enum peer peer, int timed, const struct req *reqs,
+              const struct model *m, uint64_t frames, uint64_t framing_errors)
 {
     struct frame_reader fr;
     struct envelope_reply r;
@@ -504,12 +609,15 @@ check_replies(enum peer peer, const struct req *reqs, const struct model *m,
                 "stream holds %zu frames",
                 (unsigned long long)frames, (unsigned long long)framing_errors,
                 m->frames);
-    if (framing_errors == 1 && (frames != m->frames || m->error == 0))
+    /* The frame deadline's error may come after any frame. */
+    if (!timed && framing_errors == 1 && (frames != m->frames || m->error == 0))
         FINDING("a framing error after frame %llu of %zu",
                 (unsigned long long)frames, m->frames);
     /* The only early stop (fewer frames than sent, or a framing error
-     * never reached) is a refused TCP hello. */
-    early = frames < m->frames || (m->error != 0 && framing_errors == 0);
+     * never reached) is a refused TCP hello, but for a deadline or the
+     * drain. */
+    early = !timed &&
+            (frames < m->frames || (m->error != 0 && framing_errors == 0));
     if (early && (peer != PEER_TCP || frames == 0 || reqs[frames - 1].rc != 0 ||
                   reqs[frames - 1].op != PROTO_OP_HELLO))
         FINDING("dispatch stopped after %llu of %zu frames without a "
@@ -551,8 +659,13 @@ check_replies(enum peer peer, const struct req *reqs, const struct model *m,
             if (early && nr == frames - 1 && r.ok)
                 FINDING("dispatch stopped after an ok hello");
         } else if (nr == frames && framing_errors == 1) {
-            if (r.ok || r.has_id || r.err.code != m->error)
-                FINDING("the framing error's reply is not error %d", m->error);
+            /* The frame deadline's error is malformed; any other is the
+             * stream's own, after its last whole frame. */
+            int own = r.err.code == m->error && frames == m->frames;
+            if (r.ok || r.has_id ||
+                !(own || (timed && r.err.code == PROTO_EMALFORMED)))
+                FINDING("the framing error's reply is error %d, not %d",
+                        r.err.code, m->error);
         } else {
             FINDING("reply %zu is more than %llu frames and %llu framing "
                     "errors ask for",
@@ -564,10 +677,12 @@ check_replies(enum peer peer, const struct req *reqs, const struct model *m,
         nok += r.ok != 0;
         nr++;
     }
-    if (frame_reader_in_frame(&fr))
+    /* A close mid-write cuts the last reply: only a deadline or the grace
+     * timer closes a connection with replies unwritten. */
+    if (!timed && frame_reader_in_frame(&fr))
         FINDING("the reply stream ends inside a frame");
     frame_reader_close(&fr);
-    if (nr != frames + framing_errors)
+    if (timed ? nr > frames + framing_errors : nr != frames + framing_errors)
         FINDING("%zu replies for %llu frames and %llu framing errors", nr,
                 (unsigned long long)frames, (unsigned long long)framing_errors);
     return nok;
@@ -582,6 +697,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum peer peer;
     enum feeding how;
     int interleave;
+    struct timed t;
+    uint8_t p[FUZZ_TIMED_PARAMS];
+    uint32_t frame_ms, hello_ms, idle_ms;
     static unsigned long inputs;
     static int verbose = -1;
     size_t nok;
@@ -597,8 +715,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     peer = (enum peer)(data[0] % 3);
     how = (enum feeding)(data[0] / 3 % 3);
     interleave = data[0] / 9 % 2;
+    memset(&t, 0, sizeof(t));
+    t.on = data[0] / 18 % 2;
     data++;
     size--;
+    if (t.on) {
+        memset(p, 0, sizeof(p));
+        memcpy(p, data, size < sizeof(p) ? size : sizeof(p));
+        data += size < sizeof(p) ? size : sizeof(p);
+        size -= size < sizeof(p) ? size : sizeof(p);
+        t.frame_ms = 1 + p[0] % 16;
+        t.hello_ms = 1 + p[1] % 16;
+        t.idle_ms = 1 + p[2] % 16;
+        t.sleep_ms = p[3] % 4;
+        t.sleep_every = 1 + p[3] / 4 % 4;
+        t.deaf = p[3] / 16 % 2;
+        t.end = (enum ending)(p[4] % 4);
+        t.grace_ms = p[4] / 4 % 16;
+        t.drain_after = p[5];
+    }
 
     reqs = malloc((size / 5 + 1) * sizeof(*reqs));
     if (reqs == NULL)
@@ -608,7 +743,31 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     frames = fz.srv.n.frames;
     framing_errors = fz.srv.n.framing_errors;
     quarantined = fz.srv.n.quarantined;
-    run_conn(peer, how, interleave, data, size);
+    /* conn.c reads srv->cfg at each use, so the timed mode's timeouts
+     * hold for this input only; put back exactly, every other input runs
+     * with the hour. */
+    frame_ms = fz.cfg.frame_timeout_ms;
+    hello_ms = fz.cfg.hello_timeout_ms;
+    idle_ms = fz.cfg.idle_timeout_ms;
+    if (t.on) {
+        fz.cfg.frame_timeout_ms = t.frame_ms;
+        fz.cfg.hello_timeout_ms = t.hello_ms;
+        fz.cfg.idle_timeout_ms = t.idle_ms;
+    }
+    drained = 0;
+    run_conn(peer, how, interleave, &t, data, size);
+    fz.cfg.frame_timeout_ms = frame_ms;
+    fz.cfg.hello_timeout_ms = hello_ms;
+    fz.cfg.idle_timeout_ms = idle_ms;
+    if (fz.srv.draining) {
+        /* The last connection is gone, so the drain ended: its callback
+         * ran and closed the grace timer, whose close callback has run
+         * too (requested before the client's close, which run_conn waited
+         * for). The daemon drains once; the harness starts over. */
+        if (!drained || fz.srv.grace_active || fz.srv.drained_cb != NULL)
+            FINDING("the drain did not finish with its last connection");
+        fz.srv.draining = 0;
+    }
     frames = fz.srv.n.frames - frames;
     framing_errors = fz.srv.n.framing_errors - framing_errors;
     /* The quarantine is bounded and evicts its oldest rows: a peer that
@@ -622,9 +781,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FINDING("%llu bytes of write jobs still counted after the "
                 "connection",
                 (unsigned long long)fz.srv.pending_bytes);
-    nok = check_replies(peer, reqs, &whole, frames, framing_errors);
+    nok = check_replies(peer, t.on, reqs, &whole, frames, framing_errors);
     /* FUZZ_CONN_VERBOSE=1 says what each input did, to check that a seed
      * reaches what it was written for. */
+    if (verbose && t.on)
+        fprintf(stderr,
+                "fuzz_conn: timed: frame %u hello %u idle %u ms, sleep %u ms "
+                "every %u pieces%s, end %d grace %u ms after piece %zu%s\n",
+                (unsigned)t.frame_ms, (unsigned)t.hello_ms, (unsigned)t.idle_ms,
+                t.sleep_ms, t.sleep_every, t.deaf ? ", deaf" : "", (int)t.end,
+                (unsigned)t.grace_ms, t.drain_after,
+                drained ? ", drained" : "");
     if (verbose)
         fprintf(stderr,
                 "fuzz_conn: peer %d feeding %d%s: %llu frames, %llu framing "

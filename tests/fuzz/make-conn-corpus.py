@@ -5,8 +5,11 @@ Each seed is one connection: a mode byte, then the bytes the peer sends.
 The mode byte m picks the peer, m % 3 (0: a Unix peer that may write, 1: a
 read-only Unix peer, 2: a TCP peer that must say hello with the token
 "fuzz-token"), and the feeding, m // 3 % 3 (0: whole, 1: one byte at a time,
-2: chunks sized by the input), m // 3 % 3, and whether the loop runs
-between pieces, m // 9 % 2; see fuzz_conn.c. The seed-* files beside
+2: chunks sized by the input), m // 3 % 3, whether the loop runs
+between pieces, m // 9 % 2, and the timed mode, m // 18 % 2, whose six
+bytes after the mode byte set short timeouts, sleeps between pieces, a
+client that reads nothing, and how the stream ends (write_timed below);
+see fuzz_conn.c. The seed-* files beside
 these are the seeds of the harness before it drove conn.c, with mode byte 0
 put in front; they are not regenerated here.
 
@@ -110,6 +113,24 @@ def hello(id, token=None, source="fuzz"):
 def write(name, mode, feeding, stream, interleave=0):
     with open(os.path.join(OUT, "gen-" + name), "wb") as f:
         f.write(bytes([mode + 3 * feeding + 9 * interleave]) + stream)
+
+
+# How a timed seed ends (fuzz_conn.c's enum ending).
+END_SHUTDOWN, END_WAIT, END_DRAIN, END_DRAIN_SHUTDOWN = 0, 1, 2, 3
+
+
+def write_timed(name, mode, feeding, stream, frame_ms=16, hello_ms=16,
+                idle_ms=16, sleep_ms=0, sleep_every=1, deaf=0,
+                end=END_SHUTDOWN, grace_ms=0, drain_after=0, interleave=0):
+    """A seed of the timed mode: timeouts 1..16 ms, sleeps 0..3 ms after
+    every 1st..4th piece, grace 0..15 ms, drain after piece 0..255 (0: at
+    the end)."""
+    params = bytes([frame_ms - 1, hello_ms - 1, idle_ms - 1,
+                    sleep_ms + 4 * (sleep_every - 1) + 16 * deaf,
+                    end + 4 * grace_ms, drain_after])
+    with open(os.path.join(OUT, "gen-timed-" + name), "wb") as f:
+        f.write(bytes([mode + 3 * feeding + 9 * interleave + 18]) + params +
+                stream)
 
 
 def main():
@@ -243,6 +264,56 @@ def main():
     s += req("ping", 7)
     write("bad-requests", UNIX, WHOLE, s)
     write("bad-requests-tcp", TCP, WHOLE, s)
+
+    # The timed mode: each deadline of conn.c's timer and the drain.
+    # A frame begun and never finished: cut off by the frame deadline,
+    # answered malformed, whether the stream stays open or the deadline
+    # passes during a sleep between two bytes of a frame.
+    head = hello(1) + req("ping", 2)
+    write_timed("frame-wait", UNIX, WHOLE, head + req("ping", 3)[:6],
+                frame_ms=2, end=END_WAIT)
+    write_timed("frame-sleep-bytes", UNIX, BYTES, head + req("ping", 3),
+                frame_ms=1, sleep_ms=3, sleep_every=4)
+    # A TCP peer that never says hello, silent or talking.
+    write_timed("hello-wait", TCP, WHOLE, req("ping", 1), hello_ms=1,
+                end=END_WAIT)
+    write_timed("hello-sleep-chunks", TCP, CHUNKS,
+                b"".join(req("ping", i) for i in range(20)), hello_ms=2,
+                sleep_ms=3)
+    # Idle: everything answered, the stream left open.
+    write_timed("idle-wait", UNIX, WHOLE, head, idle_ms=1, end=END_WAIT)
+    write_timed("idle-sleep-interleaved", READ, CHUNKS, head + head,
+                idle_ms=1, sleep_ms=2, sleep_every=2, interleave=1)
+    # A peer that reads none of its replies: the socket fills, writes wait,
+    # and the idle deadline counts from the last write progress; with the
+    # stream open, half-closed, or after a framing error. 300 pings are all
+    # dispatched, a little past the point where a socketpair with Linux's
+    # default buffers fills (about 280 small writes), so the EOF or the
+    # framing error comes while writes wait: conn.c used to stop its timer
+    # there, and the connection was held for good.
+    pings = b"".join(req("ping", i) for i in range(1000))
+    write_timed("deaf-wait", UNIX, WHOLE, pings, idle_ms=2, deaf=1,
+                end=END_WAIT)
+    pings = b"".join(req("ping", i) for i in range(300))
+    write_timed("deaf-shutdown", UNIX, WHOLE, pings, deaf=1)
+    write_timed("deaf-framing-error", UNIX, WHOLE, pings + b"\0\0\0\0",
+                deaf=1, end=END_WAIT)
+    # The drain of SIGTERM: at the end, with or without the peer's EOF;
+    # mid-stream, with writes at the writer; with a grace that runs out on
+    # a peer that reads nothing.
+    writes = b"".join(req("receipt", i, seq=2000 + i, body=compact[i % 8][1])
+                      for i in range(24))
+    write_timed("drain-end", UNIX, WHOLE, head + writes, end=END_DRAIN,
+                grace_ms=15)
+    write_timed("drain-end-shutdown", UNIX, CHUNKS, head + writes,
+                end=END_DRAIN_SHUTDOWN, grace_ms=5)
+    write_timed("drain-mid-chunks", UNIX, CHUNKS, head + writes,
+                end=END_DRAIN, drain_after=12, interleave=1)
+    write_timed("drain-grace-deaf", UNIX, WHOLE, pings, idle_ms=16, deaf=1,
+                end=END_DRAIN, grace_ms=1)
+    write_timed("drain-tcp-before-hello", TCP, BYTES,
+                req("ping", 1) + hello(2, TOKEN) + req("ping", 3),
+                end=END_DRAIN_SHUTDOWN, drain_after=40, grace_ms=3)
     print(len(glob.glob(os.path.join(OUT, "gen-*"))), "seeds in", OUT)
 
 
