@@ -726,9 +726,28 @@ START_TEST(test_e2e_overload_peers_that_never_read)
             NREADLESS, sent, nstalled, p99, lat.n, rss0, rss_max);
     /* Every peer was stopped by the unsent cap rather than buffered. */
     ck_assert_int_eq(nstalled, NREADLESS);
+    /* Half of them also end their sending side, as a producer that
+     * half-closes does (no more requests), and still read nothing. */
+    for (i = 0; i < NREADLESS; i += 2)
+        ck_assert_int_eq(shutdown(attackers[i], SHUT_WR), 0);
     /* A peer that takes none of its replies for the idle timeout (2 s)
-     * is closed, so it cannot hold its connection slot forever. */
+     * is closed, so it cannot hold its connection slot forever, whether
+     * it half-closed or not. Seen from the daemon, without reading a byte
+     * on their sockets (reading would be progress): only the honest
+     * connection is left. */
     t0 = now_ms();
+    k = (long)stat_of(honest, id++, "connections");
+    while (k > 1 && now_ms() - t0 < 6000) {
+        usleep(100000);
+        k = (long)stat_of(honest, id++, "connections");
+    }
+    fprintf(stderr,
+            "e2e_overload: never-read: %ld connections left %ld ms after the "
+            "last send (half of the peers half-closed)\n",
+            k, now_ms() - t0);
+    ck_assert_msg(k == 1,
+                  "%ld peers that read nothing still hold their connection",
+                  k - 1);
     closed = count_closed(NREADLESS, 8000);
     fprintf(stderr,
             "e2e_overload: never-read: %d of %d closed %ld ms after the "
