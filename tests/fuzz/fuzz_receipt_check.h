@@ -1,9 +1,10 @@
 /*
  * fuzz_receipt_check.h: the round-trip invariant of a decoded receipt,
  * shared by the targets that decode receipts (fuzz_frame.c, fuzz_receipt.c,
- * fuzz_json.c): it encodes, the bytes unpack whole, and they decode again to
- * the same struct with byte-identical extra. Aborts (a finding) otherwise.
- * Each target is its own program, so the functions are static here.
+ * fuzz_json.c): it encodes, the bytes pass mpcheck and unpack whole, and
+ * they decode again to the same struct with byte-identical extra. Aborts (a
+ * finding) otherwise. Each target is its own program, so the functions are
+ * static here.
  */
 #ifndef RECEIPTD_TESTS_FUZZ_RECEIPT_CHECK_H
 #define RECEIPTD_TESTS_FUZZ_RECEIPT_CHECK_H
@@ -13,6 +14,7 @@
 
 #include <msgpack.h>
 
+#include "mpcheck.h"
 #include "receipt.h"
 
 static int
@@ -34,7 +36,7 @@ fuzz_check_receipt_roundtrip(const struct receipt *r)
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (receipt_encode(r, &pk) != 0)
+    if (receipt_encode(r, &pk) != 0 || mpcheck(sb.data, sb.size, &err) != 0)
         abort();
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, sb.data, sb.size, &off) !=
