@@ -188,26 +188,6 @@ bad_write(int fd)
     return code;
 }
 
-/* The quarantine_rows figure of `stats`, or UINT64_MAX. */
-static uint64_t
-quarantine_rows(int fd, uint64_t id)
-{
-    struct e2e_reply rep;
-    const msgpack_object *rows;
-    uint64_t n = UINT64_MAX;
-
-    if (e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, stats_query,
-                    sizeof(stats_query)) != 0 ||
-        e2e_recv(fd, 5000, &rep) != 0)
-        return UINT64_MAX;
-    rows = rep.r.ok ? e2e_get(rep.r.result, "rows") : NULL;
-    if (rows != NULL && rows->type == MSGPACK_OBJECT_ARRAY &&
-        rows->via.array.size == 1)
-        n = e2e_get_uint(&rows->via.array.ptr[0], "quarantine_rows");
-    e2e_reply_free(&rep);
-    return n;
-}
-
 /* ---- Unix peers by group. ---- */
 
 enum role { ROLE_WRITER, ROLE_READER, ROLE_STRANGER, ROLE_COUNT };
@@ -242,7 +222,7 @@ unix_client(const struct e2e_daemon *d, int role)
         return 16;
     if (bad_write(fd) != PROTO_EMALFORMED)
         return 18;
-    if (quarantine_rows(fd, 6) != (role == ROLE_WRITER ? 1u : 0u))
+    if (e2e_stat(fd, 6, "quarantine_rows") != (role == ROLE_WRITER ? 1u : 0u))
         return 19;
     /* A refused write is the reader's mistake: the connection stays. */
     if (ask(fd, PROTO_OP_PING, 5, NULL, 0, 0) != 1)
@@ -371,7 +351,7 @@ START_TEST(test_e2e_tcp_token_rules)
     ck_assert_int_eq(bad_write(fd), PROTO_EMALFORMED);
     local = e2e_connect(&d);
     ck_assert_int_ge(local, 0);
-    ck_assert_uint_eq(quarantine_rows(local, 1), 0);
+    ck_assert_uint_eq(e2e_stat(local, 1, "quarantine_rows"), 0);
     ck_assert_int_eq(e2e_wait_closed(fd, 5000), 1);
     close(fd);
 
@@ -387,7 +367,7 @@ START_TEST(test_e2e_tcp_token_rules)
     free(body);
     /* ... and its unreadable write is kept. */
     ck_assert_int_eq(bad_write(fd), PROTO_EMALFORMED);
-    ck_assert_uint_eq(quarantine_rows(local, 2), 1);
+    ck_assert_uint_eq(e2e_stat(local, 2, "quarantine_rows"), 1);
     close(fd);
     close(local);
 

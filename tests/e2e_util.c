@@ -539,3 +539,23 @@ e2e_proc_kb(pid_t pid, const char *field)
     fclose(f);
     return v;
 }
+
+uint64_t
+e2e_stat(int fd, uint64_t id, const char *key)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd',
+                                          0xa5, 's',  't', 'a', 't', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    uint64_t v = UINT64_MAX;
+
+    if (e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, body, sizeof(body)) != 0 ||
+        e2e_recv(fd, 5000, &rep) != 0)
+        return UINT64_MAX;
+    rows = rep.r.ok ? e2e_get(rep.r.result, "rows") : NULL;
+    if (rows != NULL && rows->type == MSGPACK_OBJECT_ARRAY &&
+        rows->via.array.size == 1)
+        v = e2e_get_uint(&rows->via.array.ptr[0], key);
+    e2e_reply_free(&rep);
+    return v;
+}

@@ -110,6 +110,11 @@ int e2e_pack_receipt(msgpack_packer *pk, const struct e2e_receipt *r);
 /* Encodes a receipt body into a malloc'd buffer; *len set. */
 char *e2e_receipt_bytes(const struct e2e_receipt *r, size_t *len);
 
+/* The unsigned field key of the `stats` query's single row, asked on fd
+ * with request id; UINT64_MAX when there is no reply, an error, or no such
+ * field. */
+uint64_t e2e_stat(int fd, uint64_t id, const char *key);
+
 /* Sends hello with source; reads and checks its reply. Returns 0/-1. */
 int e2e_hello(int fd, const char *source);
 
