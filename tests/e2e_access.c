@@ -46,11 +46,8 @@ static char token_hash[65];
 static void
 write_file(const char *path, const char *text)
 {
-    FILE *f = fopen(path, "w");
-
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_msg(e2e_write_file(path, text) == 0, "%s: %s", path,
+                  strerror(errno));
 }
 
 /* The hash of token, computed by the daemon binary itself. */

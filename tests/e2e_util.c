@@ -519,6 +519,20 @@ e2e_read_file(const char *path, size_t *len)
     return buf;
 }
 
+int
+e2e_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    int rc;
+
+    if (f == NULL)
+        return -1;
+    rc = fputs(text, f) < 0 ? -1 : 0;
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
 long
 e2e_proc_kb(pid_t pid, const char *field)
 {

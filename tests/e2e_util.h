@@ -121,6 +121,9 @@ int e2e_hello(int fd, const char *source);
 /* Reads a whole file into a malloc'd buffer. */
 char *e2e_read_file(const char *path, size_t *len);
 
+/* Writes text to path, replacing the file. Returns 0 or -1. */
+int e2e_write_file(const char *path, const char *text);
+
 /* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
 long e2e_proc_kb(pid_t pid, const char *field);
 
