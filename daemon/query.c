@@ -426,7 +426,9 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         envelope_pack_cstr(pk, "store_failing") != 0 ||
         (sn->w.failing ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
         envelope_pack_cstr(pk, "store_last_error") != 0 ||
-        envelope_pack_cstr(pk, sn->w.last_error) != 0 ||
+        /* nil until a group commit has failed */
+        (sn->w.last_error[0] != '\0' ? envelope_pack_cstr(pk, sn->w.last_error)
+                                     : msgpack_pack_nil(pk)) != 0 ||
         kv_double(pk, "commit_last_ms", (double)sn->w.last_us / 1000.0) != 0 ||
         kv_double(pk, "commit_mean_ms",
                   groups ? (double)sn->w.total_us / 1000.0 / (double)groups

@@ -207,7 +207,7 @@ stat_of(int fd, uint64_t id, const char *key)
 }
 
 /* The store's health in `stats`: returns store_failing, and copies
- * store_last_error into why. */
+ * store_last_error into why ("" while it is nil: no commit failed yet). */
 static int
 store_failing(int fd, uint64_t id, char *why, size_t cap)
 {
@@ -223,10 +223,16 @@ store_failing(int fd, uint64_t id, char *why, size_t cap)
     e = e2e_get(&rows->via.array.ptr[0], "store_last_error");
     ck_assert_msg(f != NULL && f->type == MSGPACK_OBJECT_BOOLEAN,
                   "stats has no store_failing");
-    ck_assert_msg(e != NULL && e->type == MSGPACK_OBJECT_STR,
+    ck_assert_msg(e != NULL && (e->type == MSGPACK_OBJECT_STR ||
+                                e->type == MSGPACK_OBJECT_NIL),
                   "stats has no store_last_error");
     failing = f->via.boolean;
-    snprintf(why, cap, "%.*s", (int)e->via.str.size, e->via.str.ptr);
+    if (e->type == MSGPACK_OBJECT_NIL)
+        why[0] = '\0';
+    else {
+        ck_assert_uint_gt(e->via.str.size, 0);
+        snprintf(why, cap, "%.*s", (int)e->via.str.size, e->via.str.ptr);
+    }
     e2e_reply_free(&rep);
     return failing;
 }
@@ -354,6 +360,9 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
     qfd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_ge(qfd, 0);
+    /* Healthy, and no reason until a commit fails. */
+    ck_assert(!store_failing(qfd, id++, why, sizeof(why)));
+    ck_assert_str_eq(why, "");
 
     msgpack_sbuffer_init(&sb);
     pack_batch(&sb, 50);
@@ -437,6 +446,9 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
         ck_assert_uint_eq(stat_of(qfd, id++, "accepted"), acked);
         ck_assert_msg(!store_failing(qfd, id++, why, sizeof(why)),
                       "stats: store_failing stays true after ingest resumed");
+        /* The reason of the last failure stays for the operator. */
+        ck_assert_msg(strstr(why, "full") != NULL,
+                      "stats: store_last_error after recovery: %s", why);
     }
     msgpack_sbuffer_destroy(&sb);
     close(fd);
