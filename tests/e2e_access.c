@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +26,6 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -376,40 +374,12 @@ END_TEST
 
 /* ---- Socket activation, readiness and the watchdog. ---- */
 
-/* Reads datagrams until one starts with prefix or timeout_ms pass. */
-static int
-await_datagram(int fd, const char *prefix, int timeout_ms, char *got,
-               size_t len)
-{
-    struct timespec start, now;
-    ssize_t n;
-
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        long spent;
-
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        spent = (now.tv_sec - start.tv_sec) * 1000 +
-                (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (spent >= timeout_ms || poll(&p, 1, (int)(timeout_ms - spent)) <= 0)
-            return -1;
-        n = recv(fd, got, len - 1, 0);
-        if (n < 0)
-            return -1;
-        got[n] = '\0';
-        if (strstr(got, prefix) != NULL)
-            return 0;
-    }
-}
-
 START_TEST(test_e2e_socket_activation_and_notify)
 {
     const char *tool = "/usr/bin/systemd-socket-activate";
     char dir[200], sock[256], db[256], conf[256], log[256], notify[256];
     char tcp[64], bin[300], text[1024], got[512];
     char env_notify[300], env_wd[64], env_wdpid[64];
-    struct sockaddr_un sa;
     struct e2e_daemon d;
     struct e2e_reply rep;
     int nfd, port, fd, status, logfd;
@@ -444,12 +414,8 @@ START_TEST(test_e2e_socket_activation_and_notify)
     write_file(conf, text);
 
     /* Our own NOTIFY_SOCKET. */
-    nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    ck_assert_uint_lt(strlen(notify), sizeof(sa.sun_path));
-    memcpy(sa.sun_path, notify, strlen(notify));
-    ck_assert_int_eq(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
 
     child = fork();
     ck_assert_int_ge(child, 0);
@@ -487,12 +453,12 @@ START_TEST(test_e2e_socket_activation_and_notify)
             usleep(20000);
         ck_assert_int_eq(waitpid(child, &status, WNOHANG), 0);
     }
-    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+    ck_assert_int_eq(e2e_notify_await(nfd, "READY=1", 10000, got, sizeof(got)),
                      0);
     ck_assert_int_eq(ask(fd, PROTO_OP_PING, 1, NULL, 0, 0), 1);
     close(fd);
-    ck_assert_int_eq(await_datagram(nfd, "WATCHDOG=1", 2000, got, sizeof(got)),
-                     0);
+    ck_assert_int_eq(
+        e2e_notify_await(nfd, "WATCHDOG=1", 2000, got, sizeof(got)), 0);
 
     /* The TCP socket came from the tool (loop 0) or the configuration
      * (loop 1); either way it needs the token. */
@@ -505,8 +471,8 @@ START_TEST(test_e2e_socket_activation_and_notify)
     close(fd);
 
     kill(child, SIGTERM);
-    ck_assert_int_eq(await_datagram(nfd, "STOPPING=1", 10000, got, sizeof(got)),
-                     0);
+    ck_assert_int_eq(
+        e2e_notify_await(nfd, "STOPPING=1", 10000, got, sizeof(got)), 0);
     ck_assert_int_eq(waitpid(child, &status, 0), child);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "daemon status %d, log %s", status, log);
@@ -538,21 +504,6 @@ START_TEST(test_e2e_socket_activation_and_notify)
 END_TEST
 
 /* ---- SIGHUP reload. ---- */
-
-static int
-bind_notify(const char *path)
-{
-    struct sockaddr_un sa;
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
-    memcpy(sa.sun_path, path, strlen(path));
-    unlink(path);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
 
 /* hello over TCP with token: 1 and the result's max_frame and max_batch
  * when accepted, 0 when refused as unauthorized, -1 otherwise. */
@@ -604,11 +555,12 @@ START_TEST(test_e2e_sighup_reload_applies_or_keeps)
              "access: { tokens = ( { name = \"a\"; sha256 = \"%s\"; } ); };\n",
              token_hash);
     write_file(conf, text);
-    nfd = bind_notify(notify);
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
     /* The daemon inherits our environment. */
     ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
     ck_assert_int_eq(e2e_start(&d, extra), 0);
-    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+    ck_assert_int_eq(e2e_notify_await(nfd, "READY=1", 10000, got, sizeof(got)),
                      0);
     ck_assert_int_eq(tcp_hello(port, TOKEN, &frame, &batch), 1);
     ck_assert_uint_eq(batch, 7); /* the flag beats the file */
@@ -622,8 +574,8 @@ START_TEST(test_e2e_sighup_reload_applies_or_keeps)
     write_file(conf, text);
     ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
     ck_assert_int_eq(
-        await_datagram(nfd, "RELOADING=1", 10000, got, sizeof(got)), 0);
-    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+        e2e_notify_await(nfd, "RELOADING=1", 10000, got, sizeof(got)), 0);
+    ck_assert_int_eq(e2e_notify_await(nfd, "READY=1", 10000, got, sizeof(got)),
                      0);
     ck_assert_int_eq(tcp_hello(port, "second-token", &frame, &batch), 1);
     ck_assert_uint_eq(frame, 2u << 20);
@@ -634,8 +586,8 @@ START_TEST(test_e2e_sighup_reload_applies_or_keeps)
     write_file(conf, "limits: { max_frame = ; };\n");
     ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
     ck_assert_int_eq(
-        await_datagram(nfd, "RELOADING=1", 10000, got, sizeof(got)), 0);
-    ck_assert_int_eq(await_datagram(nfd, "READY=1", 10000, got, sizeof(got)),
+        e2e_notify_await(nfd, "RELOADING=1", 10000, got, sizeof(got)), 0);
+    ck_assert_int_eq(e2e_notify_await(nfd, "READY=1", 10000, got, sizeof(got)),
                      0);
     ck_assert_int_eq(tcp_hello(port, "second-token", &frame, &batch), 1);
     ck_assert_uint_eq(frame, 2u << 20);
@@ -648,8 +600,8 @@ START_TEST(test_e2e_sighup_reload_applies_or_keeps)
 
     ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    ck_assert_int_eq(await_datagram(nfd, "STOPPING=1", 10000, got, sizeof(got)),
-                     0);
+    ck_assert_int_eq(
+        e2e_notify_await(nfd, "STOPPING=1", 10000, got, sizeof(got)), 0);
     e2e_cleanup(&d);
     close(nfd);
     unlink(notify);

@@ -29,7 +29,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -256,22 +255,6 @@ rows_returned(int fd, uint64_t id, uint64_t n)
 
 /* ---- full disk ---- */
 
-static int
-bind_notify(const char *path)
-{
-    struct sockaddr_un sa;
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-
-    ck_assert_int_ge(fd, 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
-    memcpy(sa.sun_path, path, strlen(path));
-    unlink(path);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    return fd;
-}
-
 /* Waits up to timeout_ms for a STATUS= datagram that reports a nonzero
  * `unavailable` count; the daemon sends its status every 10 s. */
 static int
@@ -280,18 +263,12 @@ status_reports_unavailable(int nfd, int timeout_ms, char *got, size_t cap)
     long deadline = now_ms() + timeout_ms;
     char buf[1024];
     const char *s;
-    ssize_t n;
 
     while (now_ms() < deadline) {
-        n = recv(nfd, buf, sizeof(buf) - 1, 0);
-        if (n <= 0) {
-            usleep(50000);
-            continue;
-        }
-        buf[n] = '\0';
+        if (e2e_notify_await(nfd, "STATUS=", (int)(deadline - now_ms()), buf,
+                             sizeof(buf)) != 0)
+            break;
         s = strstr(buf, "STATUS=");
-        if (s == NULL)
-            continue;
         snprintf(got, cap, "%s", s);
         s = strstr(s, " unavailable since start");
         if (s == NULL)
@@ -326,7 +303,8 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
     snprintf(mnt, sizeof(mnt), "%s/fs", base);
     ck_assert_int_eq(mkdir(mnt, 0700), 0);
     snprintf(notify, sizeof(notify), "%s/notify", base);
-    nfd = bind_notify(notify);
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
     ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
 
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=4m") == 0) {

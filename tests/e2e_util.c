@@ -520,6 +520,53 @@ e2e_read_file(const char *path, size_t *len)
 }
 
 int
+e2e_notify_bind(const char *path)
+{
+    struct sockaddr_un sa;
+    int fd;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -1;
+    memcpy(sa.sun_path, path, strlen(path));
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int
+e2e_notify_await(int fd, const char *s, int timeout_ms, char *got, size_t len)
+{
+    struct timespec start, now;
+    ssize_t n;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        long spent;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        spent = (now.tv_sec - start.tv_sec) * 1000 +
+                (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (spent >= timeout_ms || poll(&p, 1, (int)(timeout_ms - spent)) <= 0)
+            return -1;
+        n = recv(fd, got, len - 1, 0);
+        if (n < 0)
+            return -1;
+        got[n] = '\0';
+        if (strstr(got, s) != NULL)
+            return 0;
+    }
+}
+
+int
 e2e_write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");

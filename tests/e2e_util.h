@@ -121,6 +121,15 @@ int e2e_hello(int fd, const char *source);
 /* Reads a whole file into a malloc'd buffer. */
 char *e2e_read_file(const char *path, size_t *len);
 
+/* A datagram socket bound at path (replaced if it exists), to pass as
+ * NOTIFY_SOCKET. Returns the descriptor or -1. */
+int e2e_notify_bind(const char *path);
+
+/* Reads datagrams from fd until one contains s, within timeout_ms; the
+ * last one read is left in got. Returns 0, or -1 on timeout or error. */
+int e2e_notify_await(int fd, const char *s, int timeout_ms, char *got,
+                     size_t len);
+
 /* Writes text to path, replacing the file. Returns 0 or -1. */
 int e2e_write_file(const char *path, const char *text);
 
