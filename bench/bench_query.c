@@ -20,6 +20,12 @@
  *    2^63), `scan-runs` times; p50, p99 and the ratio of the p50s.
  * 4. --verify: compares the rollup answer of every case with the store's
  *    forced full scan (STORE_AGG_SCAN) and prints whether they are equal.
+ * 5. Listing: the newest page (100 rows) of the `receipts` query through
+ *    store_query_receipts, with one filter at a time, `runs` times; p50,
+ *    p99 and the ratio of the p50 to that of the unfiltered page (the
+ *    baseline: a walk down the primary key). A filter its indexes serve in
+ *    id order stays near 1x however many receipts match; one that has to
+ *    sort its matches grows with them.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
@@ -327,6 +333,91 @@ same(struct store *s, const struct bcase *c)
     return ok;
 }
 
+/* ---- listing: the first page of the `receipts` query ---- */
+
+struct lcase {
+    const char *name;
+    const char *plan, *graph, *model, *source;
+    int ranged;
+};
+
+/* Sources run plans[src % 8] on graphs[(src / 8) % 4]: node-2 and node-34
+ * run plan-c on g-1. */
+static const struct lcase lcases[] = {
+    { "no filter (baseline)", NULL, NULL, NULL, NULL, 0 },
+    { "one source", NULL, NULL, NULL, "node-2/rt-1", 0 },
+    { "one plan", "plan-c", NULL, NULL, NULL, 0 },
+    { "one plan + graph", "plan-c", "g-1", NULL, NULL, 0 },
+    { "one model", NULL, NULL, "mistral-7b", NULL, 0 },
+    { "one source, last 24 h", NULL, NULL, NULL, "node-2/rt-1", 1 },
+    { "last 24 h", NULL, NULL, NULL, NULL, 1 },
+};
+#define NLCASES (sizeof(lcases) / sizeof(lcases[0]))
+#define LPAGE   100
+
+static int
+count_row(void *arg, const struct store_row *row)
+{
+    (void)row;
+    (*(uint32_t *)arg)++;
+    return 0;
+}
+
+static void
+set_filter_str(const char *v, const char **p, size_t *len)
+{
+    *p = v;
+    *len = v != NULL ? strlen(v) : 0;
+}
+
+static void
+run_listing(struct store *s, double *lat)
+{
+    double base = 0;
+    size_t k;
+    int i;
+
+    printf("\n%-36s %10s %10s %6s %9s\n", "receipts, first page of 100",
+           "p50 ms", "p99 ms", "rows", "ratio");
+    for (k = 0; k < NLCASES; k++) {
+        const struct lcase *c = &lcases[k];
+        struct store_filter f;
+        struct proto_err err;
+        uint32_t rows = 0;
+        double p50, p99;
+        int truncated;
+
+        memset(&f, 0, sizeof(f));
+        f.requested = f.executed = f.status = -1;
+        f.limit = LPAGE;
+        set_filter_str(c->plan, &f.plan, &f.plan_len);
+        set_filter_str(c->graph, &f.graph, &f.graph_len);
+        set_filter_str(c->model, &f.model, &f.model_len);
+        set_filter_str(c->source, &f.source, &f.source_len);
+        if (c->ranged) {
+            f.has_since = f.has_until = 1;
+            f.since = (uint64_t)range_since;
+            f.until = (uint64_t)range_until;
+        }
+        for (i = 0; i < opt_runs; i++) {
+            double t = now_ms();
+
+            rows = 0;
+            if (store_query_receipts(s, &f, 0, count_row, &rows, &truncated,
+                                     &err) != 0)
+                fail(c->name, &err);
+            lat[i] = now_ms() - t;
+        }
+        p50 = pct(lat, opt_runs, 0.5);
+        p99 = pct(lat, opt_runs, 0.99);
+        if (k == 0)
+            base = p50;
+        printf("%-36s %10.2f %10.2f %6u %8.1fx\n", c->name, p50, p99, rows,
+               p50 / base);
+        fflush(stdout);
+    }
+}
+
 static void
 usage(void)
 {
@@ -439,6 +530,7 @@ main(int argc, char **argv)
         for (k = 0; k < NCASES; k++)
             printf("verify %-36s rollups %s full scan\n", cases[k].name,
                    same(s, &cases[k]) ? "==" : "!=");
+    run_listing(s, lat);
     free(lat);
     sqlite3_close(db);
     store_free(s);
