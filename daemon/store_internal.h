@@ -46,6 +46,12 @@ void store_bind_i64(sqlite3_stmt *st, const char *name, int64_t v);
  * comparison stays meaningful instead of wrapping negative. */
 int64_t store_clamp_i64(uint64_t v);
 
+/* The SQL of the `receipts` query for the filters set in f, into sql; the
+ * length it needs (>= cap: cut). Named parameters as store_query_receipts
+ * binds them. For the tests of its query plan as well. */
+size_t store_query_receipts_sql(char *sql, size_t cap,
+                                const struct store_filter *f);
+
 /* A text or blob column as a borrowed string ("" for NULL), valid until
  * the next step or reset of st. */
 void store_column_str(sqlite3_stmt *st, int col, struct proto_str *out);

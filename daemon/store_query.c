@@ -16,8 +16,8 @@
 static const char *const dict_cols[5] = { "model_id", "plan_id", "graph_id",
                                           "tuning_id", "stop_reason_id" };
 
-static size_t
-build_sql(char *sql, size_t cap, const struct store_filter *f)
+size_t
+store_query_receipts_sql(char *sql, size_t cap, const struct store_filter *f)
 {
     size_t n;
     int i;
@@ -77,7 +77,7 @@ store_query_receipts(struct store *s, const struct store_filter *f,
     int rc, i, col;
 
     *truncated = 0;
-    if (build_sql(sql, sizeof(sql), f) >= sizeof(sql))
+    if (store_query_receipts_sql(sql, sizeof(sql), f) >= sizeof(sql))
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
     rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
     if (rc != SQLITE_OK)

@@ -89,9 +89,10 @@ CREATE TABLE receipts (
     extra BLOB                             -- msgpack map of unknown keys
 );
 CREATE INDEX receipts_model ON receipts (model_id, id);
+CREATE INDEX receipts_plan ON receipts (plan_id, id);
 CREATE INDEX receipts_plan_graph ON receipts (plan_id, graph_id, id);
 CREATE INDEX receipts_received_at ON receipts (received_at);
-CREATE INDEX receipts_source_seq ON receipts (source_id, seq);
+CREATE INDEX receipts_source ON receipts (source_id, id);
 CREATE INDEX receipts_status ON receipts (status, id);
 CREATE TABLE retained_values (
     plan_id INTEGER NOT NULL REFERENCES plans(id),
