@@ -446,6 +446,40 @@ reapply_flags_cb(struct config *next, void *arg)
         log_warnx("reload: the command line no longer parses");
 }
 
+/* What store_migrating saw, for the line after the store opened. */
+struct migrated {
+    int from, to;
+    uint64_t start_ms, logged_ms;
+};
+
+#define MIGRATING_LOG_EVERY_MS (30 * 1000)
+#define MIGRATING_EXTEND_USEC  (30 * 1000000ull)
+
+/*
+ * The store is migrating (opts.migrating): building an index over a large
+ * store takes minutes, so say so, every 30 s while it lasts, and keep
+ * systemd's start timeout 30 s ahead as long as SQLite makes progress.
+ */
+static void
+store_migrating(void *arg, int from, int to, uint64_t elapsed_ms)
+{
+    struct migrated *m = arg;
+
+    if (m->to == 0) {
+        m->from = from;
+        m->to = to;
+        m->start_ms = store_now_ms() - elapsed_ms;
+        log_info("migrating the store from schema version %d to %d; on a "
+                 "large store this can take minutes",
+                 from, to);
+    } else if (elapsed_ms >= m->logged_ms + MIGRATING_LOG_EVERY_MS) {
+        m->logged_ms = elapsed_ms;
+        log_info("still migrating the store (%" PRIu64 " s)",
+                 elapsed_ms / 1000);
+    }
+    notify_extend_timeout(MIGRATING_EXTEND_USEC);
+}
+
 /*
  * Raises the descriptor limit to its hard maximum so that max_connections
  * fit. When descriptors still run out, libuv's reserve descriptor accepts
@@ -545,6 +579,7 @@ int
 main(int argc, char **argv)
 {
     struct store_opts sopts;
+    struct migrated migrated = { 0 };
     struct proto_err err;
     char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
     struct config *cfg;
@@ -614,9 +649,15 @@ main(int argc, char **argv)
     memset(&sopts, 0, sizeof(sopts));
     sopts.max_pages = ms.flags.max_pages;
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
+    sopts.migrating = store_migrating;
+    sopts.migrating_arg = &migrated;
     proto_err_clear(&err);
     if (store_open(cfg->db_path, &sopts, &ms.store, &err) != 0)
         fatalx("store %s: %s", cfg->db_path, err.message);
+    if (migrated.to > 0)
+        log_info("store migrated from schema version %d to %d in %.1f s",
+                 migrated.from, migrated.to,
+                 (double)(store_now_ms() - migrated.start_ms) / 1000.0);
 
     server_init(&ms.srv, loop, cfg);
     ms.srv.access = &ms.access;

@@ -218,9 +218,32 @@ set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
     return 0;
 }
 
+struct migrating {
+    const struct store_opts *o;
+    int from, to;
+    uint64_t start_ms, next_ms;
+};
+
+/* SQLite's progress handler while migrations run: tells opts->migrating
+ * every STORE_MIGRATING_EVERY_MS. Never interrupts. */
 static int
-migrate(struct store *s, int target, struct proto_err *err)
+migrating_cb(void *arg)
 {
+    struct migrating *m = arg;
+    uint64_t now = store_now_ms();
+
+    if (now >= m->next_ms) {
+        m->next_ms = now + STORE_MIGRATING_EVERY_MS;
+        m->o->migrating(m->o->migrating_arg, m->from, m->to, now - m->start_ms);
+    }
+    return 0;
+}
+
+static int
+migrate(struct store *s, const struct store_opts *opts, int target,
+        struct proto_err *err)
+{
+    struct migrating m = { opts, 0, target, 0, 0 };
     char sql[64];
     int have, rc, i;
 
@@ -234,26 +257,33 @@ migrate(struct store *s, int target, struct proto_err *err)
                              have, store_migrations_count);
     if (s->readonly || have >= target)
         return 0;
+    if (opts->migrating != NULL) {
+        m.from = have;
+        m.start_ms = store_now_ms();
+        migrating_cb(&m);
+        sqlite3_progress_handler(s->db, 100000, migrating_cb, &m);
+    }
     /* All missing migrations in one transaction: a crash half-way leaves
      * the file at its old version, never between two. */
     if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "begin a migration")))
-        return rc;
+        goto done;
     for (i = have; i < target; i++) {
         if ((rc = store_exec(s, store_migrations[i].sql, err, "migrate"))) {
             char msg[PROTO_ERR_MSG_MAX];
             snprintf(msg, sizeof(msg), "%s", err ? err->message : "");
             store_rollback(s);
-            return proto_err_set(err, rc, NULL, "migration %s failed: %s",
-                                 store_migrations[i].name, msg);
+            rc = proto_err_set(err, rc, NULL, "migration %s failed: %s",
+                               store_migrations[i].name, msg);
+            goto done;
         }
     }
     snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", target);
     if ((rc = store_exec(s, sql, err, "record the schema version")) ||
-        (rc = store_exec(s, "COMMIT", err, "commit a migration"))) {
+        (rc = store_exec(s, "COMMIT", err, "commit a migration")))
         store_rollback(s);
-        return rc;
-    }
-    return 0;
+done:
+    sqlite3_progress_handler(s->db, 0, NULL, NULL);
+    return rc;
 }
 
 static char *
@@ -340,7 +370,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
     target = opts->max_version > 0 && opts->max_version < store_migrations_count
                  ? opts->max_version
                  : store_migrations_count;
-    if ((rc = set_pragmas(s, opts, err)) || (rc = migrate(s, target, err)))
+    if ((rc = set_pragmas(s, opts, err)) ||
+        (rc = migrate(s, opts, target, err)))
         goto fail;
     if (!s->readonly && target == store_migrations_count) {
         s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));

@@ -33,7 +33,15 @@ struct store_opts {
                             operators who cap the file) */
     int busy_timeout_ms; /* default 5000 when 0 */
     uint64_t quarantine_max_bytes; /* total raw bytes kept in quarantine */
+    /* Called, when set, as migrations start and then about every
+     * STORE_MIGRATING_EVERY_MS while they run (an index over a large store
+     * takes minutes): the daemon logs and extends systemd's start timeout.
+     * From the opening thread, inside SQLite: it must not use the store. */
+    void (*migrating)(void *arg, int from, int to, uint64_t elapsed_ms);
+    void *migrating_arg;
 };
+
+#define STORE_MIGRATING_EVERY_MS 5000
 
 /* The newest schema version this binary knows (its last migration). */
 int store_schema_version(void);

@@ -117,6 +117,8 @@ static char *qraw[NQ];
 static size_t qlen[NQ];
 
 static struct e2e_daemon d;
+static char notify_path[256];
+static int notify_fd = -1;
 static int fleet_ok;
 
 /* ---- generation ---- */
@@ -478,7 +480,14 @@ build_fleet(void)
         fleet[i].at = (base_ms / HOUR + 1 + i) * HOUR - (i % 2);
     if (write_history(d.db) != 0)
         return -1;
-    if (e2e_restart(&d, NULL) != 0)
+    /* What the daemon tells systemd while it migrates (test "migration"). */
+    snprintf(notify_path, sizeof(notify_path), "%s/notify", d.dir);
+    if ((notify_fd = e2e_notify_bind(notify_path)) < 0 ||
+        setenv("NOTIFY_SOCKET", notify_path, 1) != 0)
+        return -1;
+    i = e2e_restart(&d, NULL);
+    unsetenv("NOTIFY_SOCKET");
+    if (i != 0)
         return -1;
     return send_live();
 }
@@ -1361,6 +1370,43 @@ START_TEST(test_query_backfill_holds_the_history)
 }
 END_TEST
 
+/* The daemon migrated the historic store from version 3 at start, said so
+ * in its log, and asked systemd for more start time before it was ready:
+ * building the indexes of a large store takes minutes. */
+START_TEST(test_query_migration_is_logged_and_extends_the_start)
+{
+    char want[128], got[512], *log;
+    size_t len;
+    int first_extend;
+
+    ck_assert(fleet_ok);
+    log = e2e_read_file(d.log, &len);
+    ck_assert_ptr_nonnull(log);
+    snprintf(want, sizeof(want),
+             "migrating the store from schema version 3 to %d",
+             store_schema_version());
+    ck_assert_msg(strstr(log, want) != NULL, "the log has no \"%s\"", want);
+    snprintf(want, sizeof(want), "store migrated from schema version 3 to %d",
+             store_schema_version());
+    ck_assert_msg(strstr(log, want) != NULL, "the log has no \"%s\"", want);
+    free(log);
+    /* The first of EXTEND_TIMEOUT_USEC and READY=1 to arrive. */
+    ck_assert_int_eq(e2e_notify_await(notify_fd, "=", 5000, got, sizeof(got)),
+                     0);
+    while (strstr(got, "EXTEND_TIMEOUT_USEC=") == NULL &&
+           strstr(got, "READY=1") == NULL)
+        ck_assert_int_eq(
+            e2e_notify_await(notify_fd, "=", 5000, got, sizeof(got)), 0);
+    first_extend = strstr(got, "EXTEND_TIMEOUT_USEC=") != NULL;
+    ck_assert_msg(first_extend, "READY=1 came before EXTEND_TIMEOUT_USEC: %s",
+                  got);
+    ck_assert_int_gt(
+        strtoull(strstr(got, "EXTEND_TIMEOUT_USEC=") + 20, NULL, 10), 0);
+    ck_assert_int_eq(
+        e2e_notify_await(notify_fd, "READY=1", 5000, got, sizeof(got)), 0);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1382,6 +1428,7 @@ suite(void)
         suite_add_tcase(s, tc);                                                \
     } while (0)
     ADD("fleet", test_query_fleet_was_built);
+    ADD("migration", test_query_migration_is_logged_and_extends_the_start);
     ADD_LOOP("fallbacks", test_query_fallbacks_groups_match_the_fleet, 7);
     ADD_LOOP("coverage", test_query_coverage_groups_match_the_fleet, 7);
     ADD_LOOP("filters", test_query_filters_match_the_fleet, 7);
@@ -1417,6 +1464,8 @@ main(void)
         fprintf(stderr, "receiptd did not stop cleanly (status %d)\n", status);
         failed++;
     }
+    if (notify_fd >= 0)
+        close(notify_fd);
     e2e_cleanup(&d);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
