@@ -73,6 +73,8 @@ struct store {
     struct cache_slot *cache;    /* CACHE_SLOTS entries; read-write only */
     uint64_t deadline_ms;        /* for the progress handler of queries */
     struct store_rollup *rollup; /* statements of store_rollup.c */
+    struct store_tail *tail;     /* read-write only: store_tail.c */
+    int tail_stale;              /* a rollback left the tail to reload */
 };
 
 uint64_t
@@ -295,11 +297,12 @@ receipt_insert_sql(void)
 
     if (sql == NULL)
         return NULL;
-    n = (size_t)snprintf(sql, cap,
-                         "INSERT INTO receipts (received_at, source_id, seq, "
-                         "schema_version, requested_backend, executed_backend, "
-                         "status, model_id, plan_id, graph_id, tuning_id, "
-                         "stop_reason_id, counter_coverage");
+    n = (size_t)snprintf(
+        sql, cap,
+        "INSERT INTO receipts (id, received_at, source_id, seq, "
+        "schema_version, requested_backend, executed_backend, "
+        "status, model_id, plan_id, graph_id, tuning_id, "
+        "stop_reason_id, counter_coverage");
     for (i = 0; i < RECEIPT_NCOUNTERS; i++)
         n += (size_t)snprintf(sql + n, cap - n, ", %s",
                               receipt_counters[i].field);
@@ -307,8 +310,8 @@ receipt_insert_sql(void)
         n += (size_t)snprintf(sql + n, cap - n, ", %s",
                               receipt_artifact_names[i]);
     n += (size_t)snprintf(sql + n, cap - n, ", extra) VALUES (?");
-    cols =
-        STORE_RECEIPT_FIXED_COLS + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 1;
+    cols = 1 + STORE_RECEIPT_FIXED_COLS + RECEIPT_NCOUNTERS +
+           RECEIPT_NARTIFACTS + 1;
     for (i = 1; i < cols; i++)
         n += (size_t)snprintf(sql + n, cap - n, ", ?");
     snprintf(sql + n, cap - n, ")");
@@ -379,7 +382,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
             rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
             goto fail;
         }
-        if ((rc = prepare_all(s, err)))
+        if ((rc = prepare_all(s, err)) ||
+            (rc = store_tail_open(s, opts, &s->tail, err)))
             goto fail;
     }
     s->broken = 0;
@@ -399,6 +403,7 @@ store_free(struct store *s)
         return;
     for (i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
+    store_tail_free(s->tail);
     store_rollup_free(s->rollup);
     sqlite3_close(s->db);
     free(s->cache);
@@ -413,19 +418,45 @@ cache_clear(struct store *s)
         memset(s->cache, 0, CACHE_SLOTS * sizeof(*s->cache));
 }
 
+struct store_tail *
+store_tail_of(struct store *s)
+{
+    return s->tail;
+}
+
+struct store_rollup **
+store_rollups(struct store *s)
+{
+    return &s->rollup;
+}
+
 int
 store_begin(struct store *s, struct proto_err *err)
 {
+    int rc;
+
     s->broken = 0;
-    return store_exec(s, "BEGIN IMMEDIATE", err, "begin a transaction");
+    rc = store_exec(s, "BEGIN IMMEDIATE", err, "begin a transaction");
+    if (rc == 0 && s->tail != NULL && s->tail_stale) {
+        /* The last transaction was rolled back: the tail in memory may
+         * hold what it took back. */
+        rc = store_tail_reload(s, s->tail, err);
+        if (rc == 0)
+            s->tail_stale = 0;
+        else
+            s->broken = 1;
+    }
+    return rc;
 }
 
 int
 store_commit(struct store *s, struct proto_err *err)
 {
-    /* The rollups summed in memory go in just before the commit. */
-    int rc = store_rollup_flush(s, s->rollup, err);
+    int rc = 0;
 
+    /* A long enough tail becomes a chunk in this transaction. */
+    if (s->tail != NULL && store_tail_due(s->tail))
+        rc = store_tail_flush(s, s->tail, err);
     if (rc == 0)
         rc = store_exec(s, "COMMIT", err, "commit");
 
@@ -442,6 +473,7 @@ store_rollback(struct store *s)
 {
     cache_clear(s);
     store_rollup_discard_all(s->rollup);
+    s->tail_stale = 1;
     if (!sqlite3_get_autocommit(s->db))
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
@@ -455,23 +487,22 @@ store_savepoint(struct store *s, struct proto_err *err)
 int
 store_savepoint_release(struct store *s, struct proto_err *err)
 {
-    int rc = store_exec(s, "RELEASE job", err, "release a savepoint");
-
-    /* The job is kept: its rollup sums join the transaction's. */
-    if (rc == 0)
-        rc = store_rollup_end_job(s, s->rollup, err);
-    return rc;
+    return store_exec(s, "RELEASE job", err, "release a savepoint");
 }
 
 void
 store_savepoint_rollback(struct store *s)
 {
+    struct proto_err err;
+
     cache_clear(s);
-    store_rollup_discard(s->rollup);
     if (!sqlite3_get_autocommit(s->db)) {
         sqlite3_exec(s->db, "ROLLBACK TO job", NULL, NULL, NULL);
         sqlite3_exec(s->db, "RELEASE job", NULL, NULL, NULL);
     }
+    /* The job's receipts left the tail with it. */
+    if (s->tail != NULL && store_tail_reload(s, s->tail, &err) != 0)
+        s->broken = 1;
 }
 
 int
@@ -555,27 +586,29 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
     const struct proto_str *strs[5] = { &r->model_instance_id,
                                         &r->prepared_plan_id, &r->graph_hash,
                                         &r->tuning_profile, &r->stop_reason };
-    int64_t ids[5];
-    int i, col, rc;
+    int64_t ids[5], keys[STORE_KIND_COUNT], id;
+    int i, col, rc, status = receipt_status(r);
 
     for (i = 0; i < 5; i++)
         if ((rc = intern(s, strs[i]->ptr, strs[i]->len, &ids[i], err)))
             return rc;
-    sqlite3_bind_int64(st, 1, w->received_at);
-    sqlite3_bind_int64(st, 2, source_id);
+    id = store_tail_next_id(s->tail);
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, w->received_at);
+    sqlite3_bind_int64(st, 3, source_id);
     if (w->has_seq)
-        sqlite3_bind_int64(st, 3, (int64_t)w->seq);
+        sqlite3_bind_int64(st, 4, (int64_t)w->seq);
     else
-        sqlite3_bind_null(st, 3);
-    sqlite3_bind_int(st, 4, r->schema_version);
-    sqlite3_bind_int(st, 5, r->requested_backend);
-    sqlite3_bind_int(st, 6, r->executed_backend);
-    sqlite3_bind_int(st, 7, receipt_status(r));
+        sqlite3_bind_null(st, 4);
+    sqlite3_bind_int(st, 5, r->schema_version);
+    sqlite3_bind_int(st, 6, r->requested_backend);
+    sqlite3_bind_int(st, 7, r->executed_backend);
+    sqlite3_bind_int(st, 8, status);
     for (i = 0; i < 5; i++)
-        sqlite3_bind_int64(st, 8 + i, ids[i]);
+        sqlite3_bind_int64(st, 9 + i, ids[i]);
     /* u64 values keep their bit pattern in SQLite's signed integers. */
-    sqlite3_bind_int64(st, 13, (int64_t)r->counter_coverage);
-    col = STORE_RECEIPT_FIXED_COLS + 1;
+    sqlite3_bind_int64(st, 14, (int64_t)r->counter_coverage);
+    col = 1 + STORE_RECEIPT_FIXED_COLS + 1;
     for (i = 0; i < RECEIPT_NCOUNTERS; i++)
         sqlite3_bind_int64(st, col++, (int64_t)r->counters[i]);
     for (i = 0; i < RECEIPT_NARTIFACTS; i++)
@@ -588,9 +621,18 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
     sqlite3_clear_bindings(st);
     if (rc)
         return rc;
-    *rowid = sqlite3_last_insert_rowid(s->db);
+    *rowid = id;
+    keys[0] = 0;
+    keys[STORE_KIND_PLAN] = ids[1];
+    keys[STORE_KIND_GRAPH] = ids[2];
+    keys[STORE_KIND_MODEL] = ids[0];
+    keys[STORE_KIND_SOURCE] = source_id;
+    keys[STORE_KIND_STATUS] = status;
+    keys[STORE_KIND_REQUESTED] = r->requested_backend;
+    keys[STORE_KIND_EXECUTED] = r->executed_backend;
     {
-        /* The rollup changes in the same transaction as the row. */
+        /* Postings and rollups: in memory until the tail becomes a
+         * chunk, in the same transaction as some later commit. */
         struct store_rollup_key k = { ids[1],
                                       ids[2],
                                       ids[0],
@@ -598,7 +640,7 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
                                       r->requested_backend,
                                       r->executed_backend,
                                       w->received_at };
-        return store_rollup_add(s, &s->rollup, &k, r, err);
+        return store_tail_add(s, s->tail, id, w->received_at, keys, &k, r, err);
     }
 }
 

@@ -33,6 +33,9 @@ struct store_opts {
                             operators who cap the file) */
     int busy_timeout_ms; /* default 5000 when 0 */
     uint64_t quarantine_max_bytes; /* total raw bytes kept in quarantine */
+    /* Receipts in the tail before it becomes a chunk (store_tail.c); 0 =
+     * STORE_CHUNK_RECEIPTS. Tests make it small to reach chunks fast. */
+    uint32_t chunk_receipts;
     /* Called, when set, as migrations start and then about every
      * STORE_MIGRATING_EVERY_MS while they run (an index over a large store
      * takes minutes): the daemon logs and extends systemd's start timeout.

@@ -71,24 +71,91 @@ struct store_rollup_key {
     int64_t received_at;
 };
 
-/* Adds r to the current job's pending sums; *rup holds the prepared
- * statements and the sums, made on first use (free with
- * store_rollup_free). store_rollup_end_job adds the job's sums to the
- * transaction's (savepoint released); store_rollup_discard drops the job's
- * (savepoint rolled back); store_rollup_flush ends the job and writes the
- * transaction's sums into the rollup tables (just before COMMIT);
- * store_rollup_discard_all drops everything (ROLLBACK). NULL is a no-op
- * for all but store_rollup_add. */
+/* Adds r to the tail's pending sums; *rup holds the prepared statements
+ * and the sums, made on first use (free with store_rollup_free).
+ * store_rollup_full tells that no new key fits (the tail must become a
+ * chunk first); store_rollup_flush writes the sums into the rollup tables
+ * and empties them; store_rollup_discard_all empties them (rollback). NULL
+ * is a no-op for all but store_rollup_add. */
 int store_rollup_add(struct store *s, struct store_rollup **rup,
                      const struct store_rollup_key *k, const struct receipt *r,
                      struct proto_err *err);
-int store_rollup_end_job(struct store *s, struct store_rollup *ru,
-                         struct proto_err *err);
+int store_rollup_full(const struct store_rollup *ru);
 int store_rollup_flush(struct store *s, struct store_rollup *ru,
                        struct proto_err *err);
-void store_rollup_discard(struct store_rollup *ru);
 void store_rollup_discard_all(struct store_rollup *ru);
 void store_rollup_free(struct store_rollup *ru);
+
+/* The writer's rollup sums (store.c owns them). */
+struct store_rollup **store_rollups(struct store *s);
+
+/*
+ * The tail and its chunks (store_tail.c, migrations/0007). Keys of the
+ * postings, by kind; the values are string ids, statuses and backends.
+ */
+enum store_kind {
+    STORE_KIND_PLAN = 1,
+    STORE_KIND_GRAPH,
+    STORE_KIND_MODEL,
+    STORE_KIND_SOURCE,
+    STORE_KIND_STATUS,
+    STORE_KIND_REQUESTED,
+    STORE_KIND_EXECUTED,
+    STORE_KIND_COUNT
+};
+
+/* Receipts in the tail before it becomes a chunk: writes amortise each
+ * key's posting and rollup rows over this many receipts, and a query reads
+ * at most about this many rows of the tail directly. */
+#define STORE_CHUNK_RECEIPTS 16384
+
+struct store_tail;
+
+/* The counter tail_from, read in the caller's (read) transaction. */
+int store_tail_from(struct store *s, int64_t *from, struct proto_err *err);
+
+/* The receipts column of a posting kind, or NULL. */
+const char *store_kind_column(int kind);
+
+/*
+ * Loads the tail of a read-write store: builds the chunks and postings a
+ * migration left to build (in transactions of their own, reporting through
+ * o->migrating), then reads the tail rows into memory. No transaction may
+ * be open. On success *out is the caller's (store_tail_free).
+ */
+int store_tail_open(struct store *s, const struct store_opts *o,
+                    struct store_tail **out, struct proto_err *err);
+void store_tail_free(struct store_tail *t);
+
+/* Forgets the memory and reads it again from the tail rows, inside or
+ * outside a transaction: after every rollback. */
+int store_tail_reload(struct store *s, struct store_tail *t,
+                      struct proto_err *err);
+
+/* The id for the next receipt (each call takes one). */
+int64_t store_tail_next_id(struct store_tail *t);
+
+/* Adds the receipt whose row was just written: its posting keys, indexed
+ * by enum store_kind, and its rollup key and figures. May write the tail
+ * as a chunk first. Inside the writer's transaction. */
+int store_tail_add(struct store *s, struct store_tail *t, int64_t id,
+                   int64_t received_at, const int64_t keys[STORE_KIND_COUNT],
+                   const struct store_rollup_key *rk, const struct receipt *r,
+                   struct proto_err *err);
+
+/* Whether the tail is long enough to become a chunk. */
+int store_tail_due(const struct store_tail *t);
+
+/* Whether the tail holds a receipt received before cutoff_ms. */
+int store_tail_holds_before(const struct store_tail *t, int64_t cutoff_ms);
+
+/* The writer's tail; NULL on a read-only store. */
+struct store_tail *store_tail_of(struct store *s);
+
+/* Writes the tail as a chunk (no-op when empty), inside the writer's
+ * transaction. */
+int store_tail_flush(struct store *s, struct store_tail *t,
+                     struct proto_err *err);
 
 /* The rollup figure columns, each name after prefix ("r."), in the order
  * store_rollup_read() expects; returns the length as snprintf does. */

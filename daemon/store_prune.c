@@ -3,18 +3,21 @@
  *
  * Runs on the writer thread only, with the read-write store and no
  * transaction open (the writer calls it in its quiet moments, between
- * group commits). A batch selects the oldest due receipts through the
- * receipts_received_at index and deletes them. Then each hour rollup row
- * they counted in is rewritten from the receipts left in its hour: one
- * range scan of the same index per hour touched, summing only the touched
- * keys. Min and max cannot be subtracted, and recomputing the whole row
- * costs the same scan while keeping counts and 128-bit sums exact by
- * construction, so nothing is subtracted. Each day row touched is then the
- * merge of its (already rewritten) hour rows, at most 24 index rows, so no
- * day of receipts is ever rescanned. Rows left empty are deleted. All of
- * it, and the `prunes` record, happens in one transaction: a failure rolls
- * everything back and the rollups remain exactly the sum of the stored
- * receipts.
+ * group commits). A batch selects the oldest due receipts below tail_from
+ * (the tail is not in the rollups yet, and is never pruned) in id order,
+ * within the chunks whose times reach below the cutoff, and deletes them.
+ * Then each hour rollup row they counted in is rewritten from the receipts
+ * left in its hour: one rowid range scan (the chunks of that hour) per hour
+ * touched, summing only the touched keys. Min and max cannot be subtracted, and
+ * recomputing the whole row costs the same scan while keeping counts and
+ * 128-bit sums exact by construction, so nothing is subtracted. Each day row
+ * touched is then the merge of its (already rewritten) hour rows, at most 24
+ * index rows, so no day of receipts is ever rescanned. Rows left empty are
+ * deleted. All of it, the postings and chunks the batch emptied, and the
+ * `prunes` record, happens in one transaction: a failure rolls everything back
+ * and the rollups remain exactly the sum of the stored receipts below
+ * tail_from. A chunk only partly pruned keeps its postings; a query skips the
+ * ids whose receipts are gone.
  *
  * Dedupe records are never pruned: a producer that resends a pruned
  * (source, seq) must still be told it is a duplicate, not store it again.
@@ -77,8 +80,8 @@ bind_key(sqlite3_stmt *st, const struct store_rollup_key *k)
     "requested_backend = ?4 AND executed_backend = ?5 AND source_id = ?6"
 
 /* Sums the receipts in [lo, hi) whose keys are among keys[0..n) (sorted,
- * all of bucket lo / ms) into g[0..n): one range scan of the
- * receipts_received_at index per bucket, however many keys it touched. */
+ * all of bucket lo / ms) into g[0..n): one rowid range scan per bucket,
+ * however many keys it touched. */
 static int
 recompute(struct store *s, sqlite3_stmt *scan,
           const struct store_rollup_key *keys, size_t n, int64_t bucket,
@@ -233,8 +236,13 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
     for (c = 0; c < RECEIPT_NCOUNTERS; c++)
         len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
                                 receipt_counters[c].field);
+    /* The chunks end below tail_from: the tail is not in the rollups. */
     snprintf(sql + len, sizeof(sql) - len,
-             " FROM receipts WHERE received_at >= ?1 AND received_at < ?2");
+             " FROM receipts WHERE id >= (SELECT coalesce(min(first_id), 0) "
+             "FROM chunks WHERE last_at >= ?1 AND first_at < ?2) AND id < "
+             "(SELECT coalesce(max(end_id), 0) FROM chunks WHERE last_at >= "
+             "?1 AND first_at < ?2) AND received_at >= ?1 AND received_at < "
+             "?2");
     if ((rc = prepare(s, sql, &scan, err)) != 0)
         goto out;
     if (l == 1) {
@@ -318,12 +326,16 @@ take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     int rc;
 
     *n = 0;
-    /* received_at, id: the index receipts_received_at holds the rowid, so
-     * this is one range scan of it, oldest first. */
+    /* Oldest ids first, up to the last chunk that reaches below the cutoff
+     * (chunks end below tail_from): received_at follows the clock, so this
+     * reads little more than the batch, and a receipt stamped by a clock
+     * that stepped back is still taken when it is due. */
     rc = prepare(s,
                  "SELECT id, received_at, plan_id, graph_id, model_id, "
                  "requested_backend, executed_backend, source_id FROM receipts "
-                 "WHERE received_at < ?1 ORDER BY received_at, id LIMIT ?2",
+                 "WHERE id < (SELECT coalesce(max(end_id), 0) FROM chunks "
+                 "WHERE first_at < ?1) AND received_at < ?1 ORDER BY id "
+                 "LIMIT ?2",
                  &sel, err);
     if (rc == 0)
         rc = prepare(s, "DELETE FROM receipts WHERE id = ?1", &del, err);
@@ -365,6 +377,24 @@ out:
     sqlite3_finalize(sel);
     sqlite3_finalize(del);
     return rc;
+}
+
+/* Drops the chunks, and their postings, that no receipt is left in. */
+static int
+drop_empty_chunks(struct store *s, struct proto_err *err)
+{
+    static const char *const sql[2] = {
+        "DELETE FROM postings WHERE chunk IN (SELECT first_id FROM chunks "
+        "WHERE end_id <= (SELECT coalesce(min(id), 1 << 62) FROM receipts))",
+        "DELETE FROM chunks WHERE end_id <= (SELECT coalesce(min(id), 1 << 62) "
+        "FROM receipts)",
+    };
+    int i, rc;
+
+    for (i = 0; i < 2; i++)
+        if ((rc = store_exec(s, sql[i], err, "drop pruned chunks")))
+            return rc;
+    return 0;
 }
 
 /* Unix milliseconds: the clock of received_at (store_now_ms() is the
@@ -424,7 +454,13 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     }
     if ((rc = store_begin(s, err)) != 0)
         goto out;
-    rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
+    /* Only chunks are pruned: a tail holding a due receipt (a daemon that
+     * receives less than a chunk per retention age) becomes one first. */
+    if (store_tail_of(s) != NULL &&
+        store_tail_holds_before(store_tail_of(s), cutoff_ms))
+        rc = store_tail_flush(s, store_tail_of(s), err);
+    if (rc == 0)
+        rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
     if (rc == 0 && n == 0) {
         /* Nothing due: an empty transaction, and no record. */
         rc = store_commit(s, err);
@@ -432,10 +468,19 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     }
     for (l = 0; l < STORE_LEVELS && rc == 0; l++)
         rc = adjust_level(s, l, v, n, keys, err);
+    if (rc == 0)
+        rc = drop_empty_chunks(s, err);
     if (rc == 0) {
+        size_t i;
+
         out->rows = n;
-        out->oldest = v[0].k.received_at;
-        out->newest = v[n - 1].k.received_at;
+        out->oldest = out->newest = v[0].k.received_at;
+        for (i = 1; i < n; i++) {
+            if (v[i].k.received_at < out->oldest)
+                out->oldest = v[i].k.received_at;
+            if (v[i].k.received_at > out->newest)
+                out->newest = v[i].k.received_at;
+        }
         out->more = n == max_rows;
         rc = record(s, cutoff_ms, out, err);
     }

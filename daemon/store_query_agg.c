@@ -13,9 +13,11 @@
  * Time ranges: a rollup covers one day (rollups_day) or one hour (rollups)
  * of received_at. Days wholly inside [since, until) are read from the day
  * rollups, the whole hours around them from the hour rollups, and the
- * partial hours at either end from the receipts through the received_at
- * index, so an answer never depends on where the range cuts a day or an
- * hour, and an unbounded query reads one row per key and day.
+ * partial hours at either end from the receipts (a rowid range found
+ * through the chunks), so an answer never depends on where the range cuts
+ * a day or an hour, and an unbounded query reads one row per key and day.
+ * The rollups cover the receipts below tail_from (migrations/0007); the
+ * tail above it, at most about a chunk, is always read from the receipts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,8 +207,8 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
 
 static int
 run_sql(struct store *s, const char *sql, const struct store_filter *f,
-        int64_t lo, int64_t hi, enum reader how, struct store_agg *a,
-        struct proto_err *err)
+        int64_t lo, int64_t hi, int64_t tail, enum reader how,
+        struct store_agg *a, struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;
@@ -217,16 +219,25 @@ run_sql(struct store *s, const char *sql, const struct store_filter *f,
     bind_filters(st, f);
     store_bind_i64(st, ":lo", lo);
     store_bind_i64(st, ":hi", hi);
+    store_bind_i64(st, ":tail", tail);
     rc = read_rows(s, st, how, a, err);
     sqlite3_finalize(st);
     return rc;
 }
 
+/* Which receipts from_receipts() reads. */
+enum part {
+    PART_ALL,     /* every receipt (STORE_AGG_SCAN) */
+    PART_CHUNKED, /* those below tail_from, which the rollups cover */
+    PART_TAIL     /* those at or above it, which they do not */
+};
+
 /* Receipts with lo <= received_at < hi (no bounds when !bounded). */
 static int
 from_receipts(struct store *s, const struct store_filter *f, int group_by,
-              unsigned flags, int bounded, int64_t lo, int64_t hi,
-              struct store_agg *a, struct proto_err *err)
+              unsigned flags, enum part part, int bounded, int64_t lo,
+              int64_t hi, int64_t tail, struct store_agg *a,
+              struct proto_err *err)
 {
     char sql[4096];
     size_t n = 0, cap = sizeof(sql);
@@ -243,11 +254,18 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
             RECEIPT_STATUS_FALLBACK, RECEIPT_STATUS_CLEAN,
             RECEIPT_STATUS_UNPROVEN);
     }
-    /* An edge is at most an hour of receipts: its time range is always the
-     * narrowest index, whatever the other filters. */
-    ADD(" FROM receipts%s WHERE 1", bounded && !(flags & STORE_AGG_SCAN)
-                                        ? " INDEXED BY receipts_received_at"
-                                        : "");
+    ADD(" FROM receipts WHERE 1");
+    if (part == PART_TAIL)
+        ADD(" AND id >= :tail");
+    /* An edge is at most an hour of receipts, and the chunks whose times
+     * reach into it are one id range (received_at follows the clock), so
+     * it is read as a rowid range whatever the other filters. Chunks end
+     * below tail_from. */
+    if (part == PART_CHUNKED)
+        ADD(" AND id >= (SELECT coalesce(min(first_id), 0) FROM chunks "
+            "WHERE last_at >= :lo AND first_at < :hi) AND id < (SELECT "
+            "coalesce(max(end_id), 0) FROM chunks WHERE last_at >= :lo AND "
+            "first_at < :hi)");
     n = add_filters(sql, cap, n, f);
     if (bounded)
         ADD(" AND received_at >= :lo AND received_at < :hi");
@@ -255,7 +273,7 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
         ADD(" GROUP BY 1, 2");
     if (n >= cap)
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
-    return run_sql(s, sql, f, lo, hi,
+    return run_sql(s, sql, f, lo, hi, tail,
                    flags & STORE_AGG_COUNTERS ? READ_RECEIPT : READ_COUNTS, a,
                    err);
 }
@@ -285,7 +303,7 @@ from_rollups(struct store *s, const char *table, const struct store_filter *f,
         ADD(" GROUP BY 1, 2");
     if (n >= cap)
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
-    return run_sql(s, sql, f, lo, hi,
+    return run_sql(s, sql, f, lo, hi, 0,
                    flags & STORE_AGG_COUNTERS ? READ_ROLLUP : READ_COUNTS, a,
                    err);
 }
@@ -337,7 +355,8 @@ names(struct store *s, int group_by, struct store_agg *a, struct proto_err *err)
     return 0;
 }
 
-/* [lo, hi) from hour rollups, and receipts for the partial hours. */
+/* [lo, hi) from hour rollups, and receipts for the partial hours (all
+ * below tail_from). */
 static int
 hours(struct store *s, const struct store_filter *f, int group_by,
       unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
@@ -353,14 +372,15 @@ hours(struct store *s, const struct store_filter *f, int group_by,
     fb = lo / H + (lo % H != 0);
     eb = hi / H;
     if (fb >= eb)
-        return from_receipts(s, f, group_by, flags, 1, lo, hi, a, err);
+        return from_receipts(s, f, group_by, flags, PART_CHUNKED, 1, lo, hi, 0,
+                             a, err);
     if ((rc = from_rollups(s, "rollups", f, group_by, flags, fb, eb, a, err)))
         return rc;
-    if (lo < fb * H &&
-        (rc = from_receipts(s, f, group_by, flags, 1, lo, fb * H, a, err)))
+    if (lo < fb * H && (rc = from_receipts(s, f, group_by, flags, PART_CHUNKED,
+                                           1, lo, fb * H, 0, a, err)))
         return rc;
-    if (eb * H < hi &&
-        (rc = from_receipts(s, f, group_by, flags, 1, eb * H, hi, a, err)))
+    if (eb * H < hi && (rc = from_receipts(s, f, group_by, flags, PART_CHUNKED,
+                                           1, eb * H, hi, 0, a, err)))
         return rc;
     return 0;
 }
@@ -372,14 +392,20 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     const int64_t D = STORE_DAY_MS;
     int64_t lo = f->has_since ? store_clamp_i64(f->since) : 0;
     int64_t hi = f->has_until ? store_clamp_i64(f->until) : INT64_MAX;
-    int64_t fd, ed;
-    int rc;
+    int64_t fd, ed, tail;
+    int bounded = f->has_since || f->has_until, rc;
 
     if (lo >= hi)
         return 0;
     if (flags & STORE_AGG_SCAN)
-        return from_receipts(s, f, group_by, flags,
-                             f->has_since || f->has_until, lo, hi, a, err);
+        return from_receipts(s, f, group_by, flags, PART_ALL, bounded, lo, hi,
+                             0, a, err);
+    /* The rollups and the edges cover the receipts below tail_from; the
+     * tail, at most about a chunk, is read as it is. */
+    if ((rc = store_tail_from(s, &tail, err)) ||
+        (rc = from_receipts(s, f, group_by, flags, PART_TAIL, bounded, lo, hi,
+                            tail, a, err)))
+        return rc;
     /* Whole days [fd, ed) from the day rollups, the hours around them from
      * the hour rollups, the rest from the receipts. */
     fd = lo / D + (lo % D != 0);

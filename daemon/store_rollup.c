@@ -6,21 +6,18 @@
  * is read, the receipt is added in C (128-bit sums carried by hand, u64
  * extremes compared as unsigned: SQLite has neither), and the row is
  * written back; because all of it happens in the transaction (and the
- * savepoint) of the receipt insert, a rollback undoes both and the rollups
- * stay exactly the sum of the stored receipts. Receipts are first summed
- * per key in memory: a job's sums (one write, inside its savepoint) join
- * the transaction's when the savepoint is released, are dropped when it is
- * rolled back, and the transaction's are written just before COMMIT, so a
- * group commit costs one row update per key and level, however many
- * receipts share the key. Nothing is kept from one transaction to the
- * next.
+ * savepoint) that writes them, a rollback undoes both. Since migration
+ * 0007 the rollups cover exactly the receipts below tail_from
+ * (store_tail.c): the sums of the tail are kept here in memory, one entry
+ * per key and hour, across commits, and written when the tail becomes a
+ * chunk, so a key costs one row update per chunk however many receipts
+ * share it. A rollback drops them all, and the tail re-adds what its rows
+ * still say.
  *
- * Pruning old receipts (later work) subtracts counts and sums from the
- * rollups of each receipt's hour and day; min and max cannot be
- * subtracted, so the pruner recomputes them for the buckets it touched from
- * the receipts left in the `received_at` range [bucket * size, (bucket + 1)
- * * size), one range of the receipts_received_at index.
+ * Pruning (store_prune.c) rewrites the rollup rows of the buckets it
+ * touched from the receipts left in them.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +28,10 @@
 /* Columns per counter in the rollups table: _n, _lo, _hi, _min, _max. */
 #define PER_COUNTER 5
 
-/* Distinct keys one job may hold before they are written out early. */
-#define PENDING_MAX 256
-#define JOB_SLOTS   512 /* a power of two, twice PENDING_MAX */
-/* Distinct keys one transaction may hold in memory (about 1 KiB each). */
-#define TXN_MAX   4096
-#define TXN_SLOTS 8192 /* a power of two, twice TXN_MAX */
+/* Distinct keys the tail may hold in memory (about 1 KiB each); a full
+ * table makes the tail a chunk early (store_rollup_full). */
+#define TXN_MAX   8192
+#define TXN_SLOTS 16384 /* a power of two, twice TXN_MAX */
 
 struct pending {
     struct store_rollup_key k; /* received_at holds the bucket start */
@@ -60,10 +55,7 @@ static const struct {
 
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct pending pend[PENDING_MAX]; /* the current job's sums */
-    int jslots[JOB_SLOTS];            /* index of pend by key, -1 = free */
-    int n_pend;
-    struct pending *txn; /* TXN_MAX: sums of the jobs done in the txn */
+    struct pending *txn; /* TXN_MAX: sums of the tail's receipts */
     int *slots;          /* TXN_SLOTS: index of txn by key, -1 = free */
     int n_txn;
 };
@@ -325,14 +317,6 @@ write_all(struct store *s, struct store_rollup *ru, const struct pending *p,
 }
 
 static void
-job_clear(struct store_rollup *ru)
-{
-    /* Every byte 0xff makes every slot -1. */
-    memset(ru->jslots, 0xff, sizeof(ru->jslots));
-    ru->n_pend = 0;
-}
-
-static void
 clear_txn(struct store_rollup *ru)
 {
     int i;
@@ -356,55 +340,6 @@ key_slot(const struct store_rollup_key *k)
     return (size_t)(h >> 32) & (TXN_SLOTS - 1);
 }
 
-static void
-merge_group(struct store_agg_group *g, const struct store_agg_group *o)
-{
-    int i;
-
-    g->receipts += o->receipts;
-    g->fallback += o->fallback;
-    g->clean += o->clean;
-    g->unproven += o->unproven;
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        store_agg_counter_merge(&g->c[i], &o->c[i]);
-}
-
-int
-store_rollup_end_job(struct store *s, struct store_rollup *ru,
-                     struct proto_err *err)
-{
-    int i, rc;
-
-    if (ru == NULL)
-        return 0;
-    for (i = 0; i < ru->n_pend; i++) {
-        const struct pending *p = &ru->pend[i];
-        size_t j = key_slot(&p->k);
-
-        while (ru->slots[j] >= 0 && !key_eq(&ru->txn[ru->slots[j]].k, &p->k))
-            j = (j + 1) & (TXN_SLOTS - 1);
-        if (ru->slots[j] >= 0) {
-            merge_group(&ru->txn[ru->slots[j]].g, &p->g);
-            continue;
-        }
-        if (ru->n_txn == TXN_MAX) {
-            /* Too many keys to hold: what the transaction has so far goes
-             * to the tables now, still inside the transaction. */
-            rc = write_all(s, ru, ru->txn, ru->n_txn, err);
-            clear_txn(ru);
-            if (rc != 0) {
-                job_clear(ru);
-                return rc;
-            }
-            j = key_slot(&p->k);
-        }
-        ru->txn[ru->n_txn] = *p;
-        ru->slots[j] = ru->n_txn++;
-    }
-    job_clear(ru);
-    return 0;
-}
-
 int
 store_rollup_flush(struct store *s, struct store_rollup *ru,
                    struct proto_err *err)
@@ -413,8 +348,7 @@ store_rollup_flush(struct store *s, struct store_rollup *ru,
 
     if (ru == NULL)
         return 0;
-    if ((rc = store_rollup_end_job(s, ru, err)) == 0)
-        rc = write_all(s, ru, ru->txn, ru->n_txn, err);
+    rc = write_all(s, ru, ru->txn, ru->n_txn, err);
     /* On failure the caller rolls the transaction back, rows and rollups
      * alike, so what was pending is dropped either way. */
     clear_txn(ru);
@@ -422,19 +356,16 @@ store_rollup_flush(struct store *s, struct store_rollup *ru,
 }
 
 void
-store_rollup_discard(struct store_rollup *ru)
-{
-    if (ru != NULL)
-        job_clear(ru);
-}
-
-void
 store_rollup_discard_all(struct store_rollup *ru)
 {
-    if (ru != NULL) {
-        job_clear(ru);
+    if (ru != NULL)
         clear_txn(ru);
-    }
+}
+
+int
+store_rollup_full(const struct store_rollup *ru)
+{
+    return ru != NULL && ru->n_txn >= TXN_MAX;
 }
 
 int
@@ -444,7 +375,7 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
 {
     struct store_rollup *ru = *rup;
     struct store_rollup_key bk = *k;
-    struct pending *p = NULL;
+    struct pending *p;
     uint64_t bits;
     int rc, i, status;
     size_t j;
@@ -460,7 +391,6 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
         }
         clear_txn(ru);
-        job_clear(ru);
         for (i = 0; i < STORE_LEVELS; i++)
             if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
                 store_rollup_free(ru);
@@ -469,29 +399,22 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
         *rup = ru;
     }
     /* Receipts of one write share their time and source and mostly their
-     * model, plan and backends: summing them here first turns a batch into
-     * a few row updates instead of one per receipt. */
+     * model, plan and backends: summing them here first turns a chunk into
+     * one row update per key instead of one per receipt. */
     bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
-    j = key_slot(&bk) & (JOB_SLOTS - 1);
-    while (ru->jslots[j] >= 0 && !key_eq(&ru->pend[ru->jslots[j]].k, &bk))
-        j = (j + 1) & (JOB_SLOTS - 1);
-    if (ru->jslots[j] >= 0)
-        p = &ru->pend[ru->jslots[j]];
-    if (p == NULL) {
-        if (ru->n_pend == PENDING_MAX) {
-            /* Written now, inside the job's savepoint, which undoes them
-             * if the job fails. */
-            rc = write_all(s, ru, ru->pend, ru->n_pend, err);
-            job_clear(ru);
-            if (rc != 0)
-                return rc;
-        }
-        if (ru->n_pend == 0) {
-            /* The table was just cleared: probe again. */
-            j = key_slot(&bk) & (JOB_SLOTS - 1);
-        }
-        ru->jslots[j] = ru->n_pend;
-        p = &ru->pend[ru->n_pend++];
+    j = key_slot(&bk);
+    while (ru->slots[j] >= 0 && !key_eq(&ru->txn[ru->slots[j]].k, &bk))
+        j = (j + 1) & (TXN_SLOTS - 1);
+    if (ru->slots[j] >= 0) {
+        p = &ru->txn[ru->slots[j]];
+    } else {
+        /* The tail checks store_rollup_full() before every receipt. */
+        assert(ru->n_txn < TXN_MAX);
+        if (ru->n_txn >= TXN_MAX)
+            return proto_err_set(err, PROTO_ENOMEM, NULL,
+                                 "too many rollup keys in memory");
+        ru->slots[j] = ru->n_txn;
+        p = &ru->txn[ru->n_txn++];
         memset(p, 0, sizeof(*p));
         p->k = bk;
     }

@@ -1,3 +1,10 @@
+CREATE TABLE chunks (
+    first_id INTEGER PRIMARY KEY,
+    end_id INTEGER NOT NULL,               -- ids [first_id, end_id)
+    first_at INTEGER NOT NULL,             -- min received_at in it
+    last_at INTEGER NOT NULL,              -- max received_at in it
+    receipts INTEGER NOT NULL              -- rows when the chunk was written
+);
 CREATE TABLE counters (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
@@ -22,6 +29,14 @@ CREATE TABLE plans (
     canonical BLOB NOT NULL,               -- msgpack, plan_encode_canonical
     UNIQUE (prepared_plan_id, graph_hash)
 );
+CREATE TABLE postings (
+    kind INTEGER NOT NULL,
+    value INTEGER NOT NULL,
+    chunk INTEGER NOT NULL,                -- chunks.first_id
+    ids BLOB NOT NULL,                     -- roaring bitmap of id - chunk
+    PRIMARY KEY (kind, value, chunk)
+) WITHOUT ROWID;
+CREATE INDEX postings_chunk ON postings (chunk);
 CREATE TABLE prunes (
     id INTEGER PRIMARY KEY,
     pruned_at INTEGER NOT NULL,            -- unix milliseconds
@@ -41,20 +56,20 @@ CREATE TABLE quarantine (
     size INTEGER NOT NULL,
     raw BLOB NOT NULL
 );
-CREATE TABLE receipts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+CREATE TABLE "receipts" (
+    id INTEGER PRIMARY KEY,
     received_at INTEGER NOT NULL,          -- unix milliseconds
-    source_id INTEGER NOT NULL REFERENCES strings(id),
+    source_id INTEGER NOT NULL,
     seq INTEGER,                           -- NULL when the request had none
     schema_version INTEGER NOT NULL,
     requested_backend INTEGER NOT NULL,
     executed_backend INTEGER NOT NULL,
     status INTEGER NOT NULL,               -- 0 fallback, 1 clean, 2 unproven
-    model_id INTEGER NOT NULL REFERENCES strings(id),
-    plan_id INTEGER NOT NULL REFERENCES strings(id),
-    graph_id INTEGER NOT NULL REFERENCES strings(id),
-    tuning_id INTEGER NOT NULL REFERENCES strings(id),
-    stop_reason_id INTEGER NOT NULL REFERENCES strings(id),
+    model_id INTEGER NOT NULL,
+    plan_id INTEGER NOT NULL,
+    graph_id INTEGER NOT NULL,
+    tuning_id INTEGER NOT NULL,
+    stop_reason_id INTEGER NOT NULL,
     counter_coverage INTEGER NOT NULL,
     decode_steps INTEGER NOT NULL,
     graph_launches INTEGER NOT NULL,
@@ -88,12 +103,6 @@ CREATE TABLE receipts (
     temp_cleanup_failures INTEGER NOT NULL,
     extra BLOB                             -- msgpack map of unknown keys
 );
-CREATE INDEX receipts_model ON receipts (model_id, id);
-CREATE INDEX receipts_plan ON receipts (plan_id, id);
-CREATE INDEX receipts_plan_graph ON receipts (plan_id, graph_id, id);
-CREATE INDEX receipts_received_at ON receipts (received_at);
-CREATE INDEX receipts_source ON receipts (source_id, id);
-CREATE INDEX receipts_status ON receipts (status, id);
 CREATE TABLE retained_values (
     plan_id INTEGER NOT NULL REFERENCES plans(id),
     value_id BLOB NOT NULL,

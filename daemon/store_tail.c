@@ -1,0 +1,587 @@
+/*
+ * store_tail.c: the tail of the receipts table and the chunks it becomes
+ * (migrations/0007).
+ *
+ * Runs on the writer thread only, with the read-write store. Receipts with
+ * id >= tail_from are the tail: the writer holds, in memory, what they add
+ * to the postings (ids per key value) and to the rollups (sums per key and
+ * hour, store_rollup.c), and nothing else is written for them but their
+ * rows. When the tail reaches STORE_CHUNK_RECEIPTS receipts (or the rollups
+ * hold as many keys as they may, or retention wants one of its receipts
+ * gone), store_tail_flush() writes it as one
+ * chunk: a `chunks` row, one `postings` row per key value, the rollup sums,
+ * and the new tail_from, all inside the caller's transaction. So the cost
+ * of every secondary structure is paid once per chunk and key, not once
+ * per receipt.
+ *
+ * The memory is a cache of what the tail rows say, and is rebuilt from
+ * them whenever it may disagree: at open, and after any rollback (a
+ * savepoint's or a transaction's), since a rolled-back insert or flush
+ * takes its part with it. That costs one read of at most a chunk of rows,
+ * and keeps the invariant simple: postings and rollups cover exactly the
+ * receipts below tail_from, and the tail is exactly what the memory holds.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <roaring/roaring.h>
+
+#include "store_internal.h"
+
+/* One key value's receipts in the tail, as offsets from the tail's first
+ * id, ascending (ids are assigned in order). */
+struct list {
+    int kind;
+    int64_t value;
+    uint32_t *ids;
+    size_t n, cap;
+};
+
+struct store_tail {
+    int64_t first_id;          /* tail_from */
+    int64_t next_id;           /* the id the next receipt gets */
+    int64_t first_at, last_at; /* received_at range of the tail */
+    uint64_t n;                /* receipts in the tail */
+    uint64_t chunk;            /* receipts that make a chunk */
+    struct list *lists;
+    size_t nlists, cap;
+    size_t *slots; /* open addressing into lists; nslots a power of two */
+    size_t nslots;
+    sqlite3_stmt *put_posting, *put_chunk, *set_counter;
+};
+
+static const char *const key_cols[STORE_KIND_COUNT] = {
+    [STORE_KIND_PLAN] = "plan_id",
+    [STORE_KIND_GRAPH] = "graph_id",
+    [STORE_KIND_MODEL] = "model_id",
+    [STORE_KIND_SOURCE] = "source_id",
+    [STORE_KIND_STATUS] = "status",
+    [STORE_KIND_REQUESTED] = "requested_backend",
+    [STORE_KIND_EXECUTED] = "executed_backend",
+};
+
+const char *
+store_kind_column(int kind)
+{
+    return kind > 0 && kind < STORE_KIND_COUNT ? key_cols[kind] : NULL;
+}
+
+static size_t
+slot_of(int kind, int64_t value, size_t nslots)
+{
+    uint64_t h = ((uint64_t)value * 0x9e3779b97f4a7c15ull) ^ (uint64_t)kind;
+
+    h *= 0xbf58476d1ce4e5b9ull;
+    return (size_t)(h >> 29) & (nslots - 1);
+}
+
+static void
+clear_lists(struct store_tail *t)
+{
+    size_t i;
+
+    for (i = 0; i < t->nlists; i++)
+        free(t->lists[i].ids);
+    t->nlists = 0;
+    if (t->slots != NULL)
+        memset(t->slots, 0xff, t->nslots * sizeof(*t->slots));
+}
+
+/* Empties the memory for a tail that starts at first_id. */
+static void
+reset(struct store_tail *t, int64_t first_id)
+{
+    clear_lists(t);
+    t->first_id = first_id;
+    t->n = 0;
+    t->first_at = INT64_MAX;
+    t->last_at = INT64_MIN;
+}
+
+static int
+grow_slots(struct store_tail *t)
+{
+    size_t n = t->nslots ? t->nslots * 2 : 1024, i, j;
+    size_t *slots = malloc(n * sizeof(*slots));
+
+    if (slots == NULL)
+        return -1;
+    memset(slots, 0xff, n * sizeof(*slots));
+    for (i = 0; i < t->nlists; i++) {
+        j = slot_of(t->lists[i].kind, t->lists[i].value, n);
+        while (slots[j] != (size_t)-1)
+            j = (j + 1) & (n - 1);
+        slots[j] = i;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = n;
+    return 0;
+}
+
+static struct list *
+list_for(struct store_tail *t, int kind, int64_t value)
+{
+    struct list *l;
+    size_t j;
+
+    if (t->nlists * 2 >= t->nslots && grow_slots(t) != 0)
+        return NULL;
+    j = slot_of(kind, value, t->nslots);
+    while (t->slots[j] != (size_t)-1) {
+        l = &t->lists[t->slots[j]];
+        if (l->kind == kind && l->value == value)
+            return l;
+        j = (j + 1) & (t->nslots - 1);
+    }
+    if (t->nlists == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct list *nl = realloc(t->lists, cap * sizeof(*nl));
+        if (nl == NULL)
+            return NULL;
+        t->lists = nl;
+        t->cap = cap;
+    }
+    l = &t->lists[t->nlists];
+    memset(l, 0, sizeof(*l));
+    l->kind = kind;
+    l->value = value;
+    t->slots[j] = t->nlists++;
+    return l;
+}
+
+static int
+list_add(struct list *l, uint32_t off)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        uint32_t *ids = realloc(l->ids, cap * sizeof(*ids));
+        if (ids == NULL)
+            return -1;
+        l->ids = ids;
+        l->cap = cap;
+    }
+    l->ids[l->n++] = off;
+    return 0;
+}
+
+/* Adds one receipt's keys to the lists of t. */
+static int
+add_keys(struct store_tail *t, int64_t id, int64_t received_at,
+         const int64_t keys[STORE_KIND_COUNT], struct proto_err *err)
+{
+    uint32_t off;
+    int k;
+
+    /* A chunk never spans 2^32 ids: it closes after STORE_CHUNK_RECEIPTS
+     * receipts, and ids only skip the few a rollback took back. */
+    assert(id >= t->first_id && id - t->first_id < UINT32_MAX);
+    off = (uint32_t)(id - t->first_id);
+    for (k = 1; k < STORE_KIND_COUNT; k++) {
+        struct list *l = list_for(t, k, keys[k]);
+        if (l == NULL || list_add(l, off) != 0)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    t->n++;
+    if (received_at < t->first_at)
+        t->first_at = received_at;
+    if (received_at > t->last_at)
+        t->last_at = received_at;
+    return 0;
+}
+
+static int
+prepare(struct store *s, const char *sql, sqlite3_stmt **st,
+        struct proto_err *err)
+{
+    int rc;
+
+    if (*st != NULL)
+        return 0;
+    rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+                            NULL);
+    return rc == SQLITE_OK ? 0 : store_fail(s, rc, err, "prepare the chunks");
+}
+
+static int
+set_counter(struct store *s, struct store_tail *t, const char *name, int64_t v,
+            struct proto_err *err)
+{
+    int rc = prepare(s,
+                     "INSERT INTO counters (name, value) VALUES (?1, ?2) ON "
+                     "CONFLICT (name) DO UPDATE SET value = excluded.value",
+                     &t->set_counter, err);
+
+    if (rc != 0)
+        return rc;
+    sqlite3_bind_text(t->set_counter, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(t->set_counter, 2, v);
+    rc = sqlite3_step(t->set_counter);
+    sqlite3_reset(t->set_counter);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "move the tail");
+}
+
+/* Writes the chunk [t->first_id, end_id) and the postings of t's lists. */
+static int
+write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
+            struct proto_err *err)
+{
+    char *buf = NULL;
+    size_t cap = 0, i;
+    int rc;
+
+    if (t->n == 0)
+        return 0;
+    if ((rc = prepare(s,
+                      "INSERT INTO chunks (first_id, end_id, first_at, "
+                      "last_at, receipts) VALUES (?1, ?2, ?3, ?4, ?5)",
+                      &t->put_chunk, err)) ||
+        (rc = prepare(s,
+                      "INSERT INTO postings (kind, value, chunk, ids) "
+                      "VALUES (?1, ?2, ?3, ?4)",
+                      &t->put_posting, err)))
+        return rc;
+    sqlite3_bind_int64(t->put_chunk, 1, t->first_id);
+    sqlite3_bind_int64(t->put_chunk, 2, end_id);
+    sqlite3_bind_int64(t->put_chunk, 3, t->first_at);
+    sqlite3_bind_int64(t->put_chunk, 4, t->last_at);
+    sqlite3_bind_int64(t->put_chunk, 5, (int64_t)t->n);
+    rc = sqlite3_step(t->put_chunk);
+    sqlite3_reset(t->put_chunk);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "store a chunk");
+    for (i = 0; i < t->nlists; i++) {
+        const struct list *l = &t->lists[i];
+        roaring_bitmap_t *b = roaring_bitmap_of_ptr(l->n, l->ids);
+        size_t len;
+
+        if (b == NULL) {
+            free(buf);
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        }
+        roaring_bitmap_run_optimize(b);
+        len = roaring_bitmap_portable_size_in_bytes(b);
+        if (len > cap) {
+            char *nb = realloc(buf, len);
+            if (nb == NULL) {
+                roaring_bitmap_free(b);
+                free(buf);
+                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            }
+            buf = nb;
+            cap = len;
+        }
+        len = roaring_bitmap_portable_serialize(b, buf);
+        roaring_bitmap_free(b);
+        sqlite3_bind_int(t->put_posting, 1, l->kind);
+        sqlite3_bind_int64(t->put_posting, 2, l->value);
+        sqlite3_bind_int64(t->put_posting, 3, t->first_id);
+        sqlite3_bind_blob(t->put_posting, 4, buf, (int)len, SQLITE_STATIC);
+        rc = sqlite3_step(t->put_posting);
+        sqlite3_reset(t->put_posting);
+        if (rc != SQLITE_DONE) {
+            free(buf);
+            return store_fail(s, rc, err, "store a posting");
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static int
+counter_get(struct store *s, const char *name, int64_t *v,
+            struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    rc = sqlite3_prepare_v2(store_db(s),
+                            "SELECT value FROM counters WHERE name = ?1", -1,
+                            &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read a counter");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read a counter");
+}
+
+/* The columns a tail row is read back with, in this order. */
+#define ROW_COLS                                                               \
+    "id, received_at, plan_id, graph_id, model_id, source_id, status, "        \
+    "requested_backend, executed_backend, schema_version, counter_coverage"
+#define ROW_NCOLS 11
+
+static int
+row_sql(char *sql, size_t cap, const char *where)
+{
+    size_t n = (size_t)snprintf(sql, cap, "SELECT " ROW_COLS);
+    int i;
+
+    for (i = 0; i < RECEIPT_NCOUNTERS && n < cap; i++)
+        n += (size_t)snprintf(sql + n, cap - n, ", %s",
+                              receipt_counters[i].field);
+    if (n < cap)
+        n += (size_t)snprintf(sql + n, cap - n, " FROM receipts WHERE %s",
+                              where);
+    return n < cap ? 0 : -1;
+}
+
+/* Reads the row at st into keys, the rollup key and r (what the rollups
+ * read of a receipt). */
+static void
+read_row(sqlite3_stmt *st, int64_t *id, int64_t *at,
+         int64_t keys[STORE_KIND_COUNT], struct store_rollup_key *rk,
+         struct receipt *r)
+{
+    int i;
+
+    *id = sqlite3_column_int64(st, 0);
+    *at = sqlite3_column_int64(st, 1);
+    for (i = 1; i < STORE_KIND_COUNT; i++)
+        keys[i] = sqlite3_column_int64(st, 1 + i);
+    memset(r, 0, sizeof(*r));
+    r->requested_backend = (uint8_t)keys[STORE_KIND_REQUESTED];
+    r->executed_backend = (uint8_t)keys[STORE_KIND_EXECUTED];
+    r->schema_version = (uint16_t)sqlite3_column_int(st, 9);
+    r->counter_coverage = (uint64_t)sqlite3_column_int64(st, 10);
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        r->counters[i] = (uint64_t)sqlite3_column_int64(st, ROW_NCOLS + i);
+    rk->plan_id = keys[STORE_KIND_PLAN];
+    rk->graph_id = keys[STORE_KIND_GRAPH];
+    rk->model_id = keys[STORE_KIND_MODEL];
+    rk->source_id = keys[STORE_KIND_SOURCE];
+    rk->requested = r->requested_backend;
+    rk->executed = r->executed_backend;
+    rk->received_at = *at;
+}
+
+/* Reads the tail rows (id >= t->first_id) back into t and the rollups. */
+static int
+reload_rows(struct store *s, struct store_tail *t, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    char sql[2048];
+    int rc;
+
+    if (row_sql(sql, sizeof(sql), "id >= ?1 ORDER BY id") != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
+    rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read the tail");
+    sqlite3_bind_int64(st, 1, t->first_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id, at, keys[STORE_KIND_COUNT];
+        struct store_rollup_key rk;
+        struct receipt r;
+
+        read_row(st, &id, &at, keys, &rk, &r);
+        if ((rc = add_keys(t, id, at, keys, err)) ||
+            (rc = store_rollup_add(s, store_rollups(s), &rk, &r, err))) {
+            sqlite3_finalize(st);
+            return rc;
+        }
+        if (id >= t->next_id)
+            t->next_id = id + 1;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
+}
+
+int
+store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
+{
+    int64_t from = 1;
+    int rc;
+
+    store_rollup_discard_all(*store_rollups(s));
+    if ((rc = counter_get(s, "tail_from", &from, err)))
+        return rc;
+    reset(t, from);
+    if (t->next_id < from)
+        t->next_id = from;
+    return reload_rows(s, t, err);
+}
+
+/*
+ * Builds the chunks and postings of the receipts in [postings_from,
+ * tail_from), which a migration left without them (their rollups exist),
+ * a chunk per transaction so that a restart resumes where it stopped.
+ */
+static int
+catch_up(struct store *s, struct store_tail *t, int64_t from, int64_t to,
+         const struct store_opts *o, struct proto_err *err)
+{
+    uint64_t start = store_now_ms(), next = start + STORE_MIGRATING_EVERY_MS;
+    sqlite3_stmt *st = NULL;
+    char sql[2048];
+    int rc;
+
+    if (row_sql(sql, sizeof(sql), "id >= ?1 AND id < ?2 ORDER BY id") != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
+    rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "index the stored receipts");
+    while (from < to) {
+        int64_t end = to;
+
+        reset(t, from);
+        if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
+            break;
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_int64(st, 2, to);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t id, at, keys[STORE_KIND_COUNT];
+            struct store_rollup_key rk;
+            struct receipt r;
+
+            read_row(st, &id, &at, keys, &rk, &r);
+            if (t->n == t->chunk) {
+                end = id;
+                break;
+            }
+            if ((rc = add_keys(t, id, at, keys, err)))
+                break;
+        }
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != 0) {
+            rc = rc < 0 ? rc : store_fail(s, rc, err, "index receipts");
+        } else {
+            rc = write_chunk(s, t, end, err);
+            if (rc == 0)
+                rc = set_counter(s, t, "postings_from", end, err);
+            if (rc == 0)
+                rc = store_exec(s, "COMMIT", err, "index receipts");
+        }
+        if (rc != 0) {
+            sqlite3_exec(store_db(s), "ROLLBACK", NULL, NULL, NULL);
+            break;
+        }
+        from = end;
+        if (o->migrating != NULL && store_now_ms() >= next) {
+            next = store_now_ms() + STORE_MIGRATING_EVERY_MS;
+            o->migrating(o->migrating_arg, store_schema_version() - 1,
+                         store_schema_version(), store_now_ms() - start);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int
+store_tail_open(struct store *s, const struct store_opts *o,
+                struct store_tail **out, struct proto_err *err)
+{
+    struct store_tail *t = calloc(1, sizeof(*t));
+    int64_t from = 1, pfrom = 1, max_id = 0;
+    sqlite3_stmt *st;
+    int rc;
+
+    *out = NULL;
+    if (t == NULL || grow_slots(t) != 0) {
+        free(t);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    t->chunk = o->chunk_receipts ? o->chunk_receipts : STORE_CHUNK_RECEIPTS;
+    if ((rc = counter_get(s, "tail_from", &from, err)) ||
+        (rc = counter_get(s, "postings_from", &pfrom, err)))
+        goto fail;
+    if (pfrom < from && (rc = catch_up(s, t, pfrom, from, o, err)))
+        goto fail;
+    rc = sqlite3_prepare_v2(store_db(s),
+                            "SELECT coalesce(max(id), 0) FROM receipts", -1,
+                            &st, NULL);
+    if (rc != SQLITE_OK) {
+        rc = store_fail(s, rc, err, "read the newest receipt");
+        goto fail;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW)
+        max_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    t->next_id = max_id + 1 > from ? max_id + 1 : from;
+    if ((rc = store_tail_reload(s, t, err)))
+        goto fail;
+    *out = t;
+    return 0;
+fail:
+    store_tail_free(t);
+    return rc;
+}
+
+void
+store_tail_free(struct store_tail *t)
+{
+    if (t == NULL)
+        return;
+    clear_lists(t);
+    free(t->lists);
+    free(t->slots);
+    sqlite3_finalize(t->put_posting);
+    sqlite3_finalize(t->put_chunk);
+    sqlite3_finalize(t->set_counter);
+    free(t);
+}
+
+int64_t
+store_tail_next_id(struct store_tail *t)
+{
+    return t->next_id++;
+}
+
+int
+store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
+{
+    int64_t end = t->next_id;
+    int rc;
+
+    if (t->n == 0)
+        return 0;
+    if ((rc = write_chunk(s, t, end, err)) ||
+        (rc = store_rollup_flush(s, *store_rollups(s), err)) ||
+        (rc = set_counter(s, t, "tail_from", end, err)) ||
+        (rc = set_counter(s, t, "postings_from", end, err)))
+        return rc;
+    reset(t, end);
+    return 0;
+}
+
+int
+store_tail_add(struct store *s, struct store_tail *t, int64_t id,
+               int64_t received_at, const int64_t keys[STORE_KIND_COUNT],
+               const struct store_rollup_key *rk, const struct receipt *r,
+               struct proto_err *err)
+{
+    int rc;
+
+    /* The rollups hold a bounded number of keys: when they are full the
+     * tail becomes a chunk now, before this receipt (whose row is already
+     * written, so the chunk ends at its id). */
+    if (store_rollup_full(*store_rollups(s))) {
+        t->next_id = id;
+        rc = store_tail_flush(s, t, err);
+        t->next_id = id + 1;
+        if (rc != 0)
+            return rc;
+    }
+    if ((rc = add_keys(t, id, received_at, keys, err)))
+        return rc;
+    return store_rollup_add(s, store_rollups(s), rk, r, err);
+}
+
+int
+store_tail_due(const struct store_tail *t)
+{
+    return t->n >= t->chunk;
+}
+
+int
+store_tail_holds_before(const struct store_tail *t, int64_t cutoff_ms)
+{
+    return t->n > 0 && t->first_at < cutoff_ms;
+}

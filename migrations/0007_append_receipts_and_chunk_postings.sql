@@ -1,0 +1,118 @@
+-- 0007: receipts are appended, and what finds them is built per chunk.
+--
+-- Six secondary indexes, AUTOINCREMENT and six foreign-key checks made a
+-- receipt cost about 9 us of writer time, six times the row itself
+-- (docs/ingest.md has the figures). The receipts table is now a plain
+-- rowid table written in id order, and everything derived from it is
+-- built in memory by the writer and written once per chunk of receipts:
+--
+-- * `chunks`: one row per chunk, the id range [first_id, end_id) and the
+--   range of received_at in it, so a time window maps to a few id ranges
+--   (received_at follows the wall clock, so it is nearly in id order).
+-- * `postings`: per chunk, per key (kind: 1 plan, 2 graph, 3 model,
+--   4 source, 5 status, 6 requested backend, 7 executed backend) and value
+--   (a string id, a status or a backend), the ids of the chunk's receipts
+--   that have it: a CRoaring bitmap of id - first_id, portable format.
+-- * the hour and day rollups of 0004, which now cover exactly the receipts
+--   with id < tail_from.
+--
+-- Receipts with id >= tail_from (counter `tail_from`) are the tail: not yet
+-- in any chunk, posting or rollup; queries read them directly (a rowid
+-- range of at most one chunk), and the writer rebuilds its in-memory sums
+-- from them when it starts. A chunk, its postings, its rollup sums and the
+-- new tail_from are written in one transaction. Pruning removes only
+-- receipts below tail_from.
+--
+-- Ids are assigned by the writer: max(max(id) + 1, tail_from), so an id is
+-- never reused (every id below tail_from was covered once, and pruning
+-- never removes the tail). The ids used so far under AUTOINCREMENT are
+-- carried into tail_from.
+--
+-- Foreign keys from receipts to strings go: the writer interns every
+-- string id in the same transaction as the row that names it.
+--
+-- Receipts already stored are in the rollups (0004 keeps them exact), so
+-- tail_from starts past them; their postings and chunks are built by the
+-- daemon at its first start on this version (store_tail.c), from counter
+-- `postings_from` up to tail_from, with the same progress reporting.
+
+CREATE TABLE receipts_v7 (
+    id INTEGER PRIMARY KEY,
+    received_at INTEGER NOT NULL,          -- unix milliseconds
+    source_id INTEGER NOT NULL,
+    seq INTEGER,                           -- NULL when the request had none
+    schema_version INTEGER NOT NULL,
+    requested_backend INTEGER NOT NULL,
+    executed_backend INTEGER NOT NULL,
+    status INTEGER NOT NULL,               -- 0 fallback, 1 clean, 2 unproven
+    model_id INTEGER NOT NULL,
+    plan_id INTEGER NOT NULL,
+    graph_id INTEGER NOT NULL,
+    tuning_id INTEGER NOT NULL,
+    stop_reason_id INTEGER NOT NULL,
+    counter_coverage INTEGER NOT NULL,
+    decode_steps INTEGER NOT NULL,
+    graph_launches INTEGER NOT NULL,
+    compute_dispatches INTEGER NOT NULL,
+    device_fences INTEGER NOT NULL,
+    host_to_device_bytes INTEGER NOT NULL,
+    device_to_host_bytes INTEGER NOT NULL,
+    fallback_count INTEGER NOT NULL,
+    hot_path_allocations INTEGER NOT NULL,
+    compile_calls INTEGER NOT NULL,
+    immutable_upload_bytes INTEGER NOT NULL,
+    submitted_prefill_tokens INTEGER NOT NULL,
+    committed_prefill_tokens INTEGER NOT NULL,
+    cached_prefill_tokens INTEGER NOT NULL,
+    queued_requests INTEGER NOT NULL,
+    admitted_requests INTEGER NOT NULL,
+    cow_copies INTEGER NOT NULL,
+    evictions INTEGER NOT NULL,
+    unique_freed_pages INTEGER NOT NULL,
+    pool_high_water_bytes INTEGER NOT NULL,
+    cancellations INTEGER NOT NULL,
+    graph_bucket_tokens INTEGER NOT NULL,
+    graph_padding_tokens INTEGER NOT NULL,
+    rebuild_outcomes INTEGER NOT NULL,
+    queue_delay_us INTEGER NOT NULL,
+    time_to_first_token_us INTEGER NOT NULL,
+    inter_token_latency_us INTEGER NOT NULL,
+    temp_created_bytes INTEGER NOT NULL,
+    temp_removed_bytes INTEGER NOT NULL,
+    temp_retained_bytes INTEGER NOT NULL,
+    temp_cleanup_failures INTEGER NOT NULL,
+    extra BLOB                             -- msgpack map of unknown keys
+);
+
+INSERT INTO receipts_v7 SELECT * FROM receipts;
+
+INSERT INTO counters (name, value)
+SELECT 'tail_from',
+       max(coalesce((SELECT max(id) FROM receipts), 0),
+           coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'receipts'),
+                    0)) + 1;
+INSERT INTO counters (name, value)
+SELECT 'postings_from', coalesce((SELECT min(id) FROM receipts),
+                                 (SELECT value FROM counters
+                                  WHERE name = 'tail_from'));
+
+DROP TABLE receipts;
+ALTER TABLE receipts_v7 RENAME TO receipts;
+
+CREATE TABLE chunks (
+    first_id INTEGER PRIMARY KEY,
+    end_id INTEGER NOT NULL,               -- ids [first_id, end_id)
+    first_at INTEGER NOT NULL,             -- min received_at in it
+    last_at INTEGER NOT NULL,              -- max received_at in it
+    receipts INTEGER NOT NULL              -- rows when the chunk was written
+);
+
+CREATE TABLE postings (
+    kind INTEGER NOT NULL,
+    value INTEGER NOT NULL,
+    chunk INTEGER NOT NULL,                -- chunks.first_id
+    ids BLOB NOT NULL,                     -- roaring bitmap of id - chunk
+    PRIMARY KEY (kind, value, chunk)
+) WITHOUT ROWID;
+-- Pruning drops the postings of chunks it emptied.
+CREATE INDEX postings_chunk ON postings (chunk);
