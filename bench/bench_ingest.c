@@ -1,54 +1,99 @@
 /*
- * bench_ingest.c: a load generator for receiptd, and the in-process
- * ceiling it is measured against, in one run.
+ * bench_ingest.c: durable ingest through receiptd against a bare append
+ * and PostgreSQL COPY, all measured in one run (issue 11).
  *
- *   bench_ingest [--connections 16] [--batch 100] [--total 200000]
- *                [--pipeline 4] [--idle 1000] [--daemon PATH]
+ *   bench_ingest [--total 200000] [--connections 16] [--batch 100]
+ *                [--single-connections 64] [--pipeline 8] [--idle 1000]
+ *                [--daemon PATH] [--pg-bin DIR]
  *
- * 1. Ceiling: decode the same batches and insert them into the same schema
- *    through the store module directly (one process, one transaction per
- *    batch, WAL and synchronous=FULL as in the daemon).
- * 2. Throughput: start the real daemon on a temporary directory, open N
- *    connections, each says hello with its own source and keeps `pipeline`
- *    `receipts` frames (each `batch` receipts, with a seq) in flight.
- *    Durable receipts/s is counted from acknowledgements, which the daemon
- *    sends only after COMMIT. Acknowledgement latency p50/p99 per frame.
- * 3. Half load: the same at half the measured rate, paced, for p99.
- * 4. Idle: a fresh daemon with `idle` connections that said hello; its
- *    VmRSS and VmHWM from /proc.
+ * 1. Bare append: the rows the daemon stores for these receipts (the 44
+ *    columns of `receipts`, strings as interned ids) inserted with plain
+ *    sqlite3 calls into a table with only its integer primary key, WAL,
+ *    synchronous=FULL, 10,000 rows per transaction, one prepared
+ *    statement. Nothing is decoded: the store's own cost is what the
+ *    daemon's figure is compared with.
+ * 2. PostgreSQL COPY (with libpq and PostgreSQL 15 installed, else a
+ *    note): the same rows as bigint, COPY binary of 10,000 rows each, into
+ *    a table with two indexes ((plan_id, id), (received_at); id is given,
+ *    not a key), on a private cluster started here on loopback with fsync
+ *    and synchronous_commit on; as root the server runs as postgres (or
+ *    nobody).
+ * 3. Batch: the real daemon on a temporary directory, driven over its Unix
+ *    socket. Each connection says hello with its own source and keeps
+ *    `pipeline` `receipts` frames (each `batch` receipts, with an
+ *    increasing seq) in flight. Durable receipts/s is counted from
+ *    acknowledgements, which the daemon sends only after COMMIT; p50/p99
+ *    latency per frame.
+ * 4. Half load: the batch load paced at half the rate of 3.
+ * 5. Single: `receipt` frames (one receipt, with a seq) over more
+ *    connections, with the same pipeline.
+ * 6. Memory: the daemon's peak RSS after 3-5; a fresh daemon's RSS with
+ *    `idle` connections that said hello.
+ * 7. Writer CPU per receipt: the stats query's writer_cpu_us and accepted,
+ *    read before and after each load phase.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <msgpack.h>
+#include <sqlite3.h>
+#ifdef HAVE_LIBPQ
+#include <libpq-fe.h>
+#endif
 
 #include "envelope.h"
 #include "frame.h"
+#include "mpobj.h"
 #include "receipt.h"
-#include "store.h"
 
 #ifndef BENCH_BINARY_DIR
 #define BENCH_BINARY_DIR "."
 #endif
 
-static int opt_conns = 16, opt_batch = 100, opt_pipeline = 4, opt_idle = 1000;
+/* Rows per transaction (bare append) and per COPY (PostgreSQL). */
+#define BENCH_GROUP_ROWS 10000
+#define BENCH_PLANS      100
+#define BENCH_MODELS     10
+/* Distinct request bodies a load phase cycles through: as many as there
+ * are plans, so that single receipts cover every plan too. */
+#define BENCH_BODIES BENCH_PLANS
+/* Columns of `receipts` besides id: 13 scalars, the counters, the
+ * artifacts, extra. */
+#define BENCH_NHEAD 13
+#define BENCH_NINT  (BENCH_NHEAD + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS)
+#define BENCH_NCOLS (BENCH_NINT + 1)
+
+static int opt_conns = 16, opt_batch = 100, opt_single_conns = 64;
+static int opt_pipeline = 8, opt_idle = 1000;
 static long opt_total = 200000;
 static const char *opt_daemon = BENCH_BINARY_DIR "/daemon/receiptd";
+static const char *opt_pg_bin = "/usr/lib/postgresql/15/bin";
 static char tmpdir[256];
+
+static const char *const head_cols[BENCH_NHEAD] = {
+    "received_at",       "source_id",        "seq",       "schema_version",
+    "requested_backend", "executed_backend", "status",    "model_id",
+    "plan_id",           "graph_id",         "tuning_id", "stop_reason_id",
+    "counter_coverage",
+};
 
 static double
 now_s(void)
@@ -59,11 +104,91 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static int64_t
+unix_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void
 die(const char *what)
 {
     fprintf(stderr, "bench_ingest: %s: %s\n", what, strerror(errno));
     exit(1);
+}
+
+static void
+dief(const char *what, const char *detail)
+{
+    fprintf(stderr, "bench_ingest: %s: %s\n", what, detail);
+    exit(1);
+}
+
+static void
+write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            die("write");
+        c += k;
+        n -= (size_t)k;
+    }
+}
+
+static void
+read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+
+    while (n > 0) {
+        ssize_t k = read(fd, c, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k == 0)
+            dief("read", "the daemon closed the connection");
+        if (k < 0)
+            die("read");
+        c += k;
+        n -= (size_t)k;
+    }
+}
+
+/* ---- the receipts ---- */
+
+/*
+ * Receipt i, defined once for the daemon's frames and the baselines' rows:
+ * BENCH_PLANS plans, BENCH_MODELS models, a fallback now and then, and
+ * counters that vary so that no column compresses to one value.
+ */
+static const char *const backends[] = { "cuda", "cpu", "wgpu-vulkan", "metal" };
+
+static const char *
+requested_of(unsigned i)
+{
+    return backends[i % 4];
+}
+
+static const char *
+executed_of(unsigned i)
+{
+    return i % 97 == 0 ? "cpu" : backends[i % 4];
+}
+
+static uint64_t
+counter_of(unsigned i, int k)
+{
+    /* fallback_count: mostly 0, so that most receipts come out clean. */
+    if (k == 6)
+        return i % 97 == 0;
+    return (uint64_t)i * 31u + (unsigned)k;
 }
 
 static void
@@ -80,22 +205,20 @@ kuint(msgpack_packer *pk, const char *k, uint64_t v)
     msgpack_pack_uint64(pk, v);
 }
 
-/* One schema-3 receipt in map form, with fleet-like variety. */
+/* Receipt i, schema 3, in map form (rmp-serde's to_vec_named). */
 static void
 pack_receipt(msgpack_packer *pk, unsigned i)
 {
-    static const char *const backends[] = { "cuda", "cpu", "wgpu-vulkan",
-                                            "metal" };
     char plan[32], model[32], graph[32];
     int k;
 
-    snprintf(plan, sizeof(plan), "plan-%u", i % 50);
-    snprintf(model, sizeof(model), "model-%u", i % 10);
-    snprintf(graph, sizeof(graph), "%016x", (i % 50) * 2654435761u);
+    snprintf(plan, sizeof(plan), "plan-%u", i % BENCH_PLANS);
+    snprintf(model, sizeof(model), "model-%u", i % BENCH_MODELS);
+    snprintf(graph, sizeof(graph), "%016x", (i % BENCH_PLANS) * 2654435761u);
     msgpack_pack_map(pk, 12);
     kuint(pk, "schema_version", 3);
-    kstr(pk, "requested_backend", backends[i % 4]);
-    kstr(pk, "executed_backend", backends[(i % 97 == 0) ? 1 : i % 4]);
+    kstr(pk, "requested_backend", requested_of(i));
+    kstr(pk, "executed_backend", executed_of(i));
     kstr(pk, "model_instance_id", model);
     kstr(pk, "prepared_plan_id", plan);
     kstr(pk, "graph_hash", graph);
@@ -103,107 +226,473 @@ pack_receipt(msgpack_packer *pk, unsigned i)
     kstr(pk, "stop_reason", i % 3 ? "eos" : "max_tokens");
     kuint(pk, "counter_coverage", 0x3ffffff);
     envelope_pack_cstr(pk, "counters");
-    msgpack_pack_map(pk, 23);
-    for (k = 0; k < 23; k++)
-        kuint(pk, receipt_counters[k].field, (uint64_t)i * 31u + (unsigned)k);
+    msgpack_pack_map(pk, RECEIPT_NCOUNTERS_V3);
+    for (k = 0; k < RECEIPT_NCOUNTERS_V3; k++)
+        kuint(pk, receipt_counters[k].field, counter_of(i, k));
     envelope_pack_cstr(pk, "latency");
-    msgpack_pack_map(pk, 3);
-    for (k = 23; k < 26; k++)
-        kuint(pk, receipt_counters[k].field, 1000u + (unsigned)k);
+    msgpack_pack_map(pk, RECEIPT_NLATENCY);
+    for (k = RECEIPT_NCOUNTERS_V3; k < RECEIPT_NCOUNTERS; k++)
+        kuint(pk, receipt_counters[k].field, counter_of(i, k));
     envelope_pack_cstr(pk, "artifacts");
-    msgpack_pack_map(pk, 4);
-    for (k = 0; k < 4; k++)
+    msgpack_pack_map(pk, RECEIPT_NARTIFACTS);
+    for (k = 0; k < RECEIPT_NARTIFACTS; k++)
         kuint(pk, receipt_artifact_names[k], (uint64_t)k);
 }
 
-/* A batch body: an array of opt_batch receipts. */
+/* A request body: receipt `first` alone (op receipt), or an array of n
+ * receipts from `first` on (op receipts). */
 static void
-make_batch(msgpack_sbuffer *sb, unsigned seed)
+make_body(msgpack_sbuffer *sb, int op, unsigned first, int n)
 {
     msgpack_packer pk;
     int i;
 
     msgpack_sbuffer_init(sb);
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, (size_t)opt_batch);
-    for (i = 0; i < opt_batch; i++)
-        pack_receipt(&pk, seed + (unsigned)i);
+    if (op == PROTO_OP_RECEIPT) {
+        pack_receipt(&pk, first);
+        return;
+    }
+    msgpack_pack_array(&pk, (size_t)n);
+    for (i = 0; i < n; i++)
+        pack_receipt(&pk, first + (unsigned)i);
 }
-
-/* ---- 1. in-process ceiling ---- */
 
 /*
- * Decodes and inserts opt_total receipts in batches of opt_batch,
- * committing every `group` batches. group 1 is the literal ceiling (one
- * transaction per batch, as a producer without the daemon would do); a
- * large group is the store's own limit with fsyncs amortised, which is
- * what the daemon's group commit competes with.
+ * The integer columns the store writes for receipt i, in head_cols order
+ * then counters and artifacts. Interned strings become the small ids the
+ * strings table would give them: what matters for the cost is that they
+ * are integers of that size.
  */
-static double
-ceiling(const char *name, long group)
+static void
+row_of(long row, int64_t received_at, int64_t v[BENCH_NINT])
 {
-    struct store_opts o = { .quarantine_max_bytes = 256u << 20 };
-    struct proto_err err;
-    struct store *s;
-    msgpack_sbuffer body;
-    struct receipt *rs = calloc((size_t)opt_batch, sizeof(*rs));
-    char db[300];
-    long batches = opt_total / opt_batch, b;
-    double t0, dt;
-    int i;
+    unsigned i = (unsigned)(row % ((long)BENCH_PLANS * BENCH_MODELS * 97));
+    int req =
+        receipt_backend_from_name(requested_of(i), strlen(requested_of(i)));
+    int exe = receipt_backend_from_name(executed_of(i), strlen(executed_of(i)));
+    int k;
 
-    snprintf(db, sizeof(db), "%s/%s.db", tmpdir, name);
-    if (store_open(db, &o, &s, &err) != 0) {
-        fprintf(stderr, "ceiling: %s\n", err.message);
-        exit(1);
-    }
-    make_batch(&body, 0);
-    t0 = now_s();
-    for (b = 0; b < batches; b++) {
-        struct store_write w;
-        msgpack_unpacked up;
-        size_t off = 0;
-
-        /* Decode as the daemon does: bounded check, unpack, validate. */
-        msgpack_unpacked_init(&up);
-        if (msgpack_unpack_next(&up, body.data, body.size, &off) !=
-            MSGPACK_UNPACK_SUCCESS)
-            exit(1);
-        for (i = 0; i < opt_batch; i++)
-            if (receipt_decode(&up.data.via.array.ptr[i], &rs[i], &err) != 0) {
-                fprintf(stderr, "ceiling: decode: %s\n", err.message);
-                exit(1);
-            }
-        memset(&w, 0, sizeof(w));
-        w.op = PROTO_OP_RECEIPTS;
-        w.source = "bench-ceiling";
-        w.source_len = strlen(w.source);
-        w.has_seq = 1;
-        w.seq = (uint64_t)b;
-        w.received_at = 1700000000000;
-        w.receipts = rs;
-        w.n_receipts = (size_t)opt_batch;
-        w.outcome = "\x82";
-        w.outcome_len = 1;
-        if ((b % group == 0 && store_begin(s, &err) != 0) ||
-            store_apply(s, &w, &err) != 0 ||
-            ((b % group == group - 1 || b == batches - 1) &&
-             store_commit(s, &err) != 0)) {
-            fprintf(stderr, "ceiling: %s\n", err.message);
-            exit(1);
-        }
-        for (i = 0; i < opt_batch; i++)
-            receipt_clear(&rs[i]);
-        msgpack_unpacked_destroy(&up);
-    }
-    dt = now_s() - t0;
-    store_free(s);
-    msgpack_sbuffer_destroy(&body);
-    free(rs);
-    return (double)(batches * opt_batch) / dt;
+    v[0] = received_at;
+    v[1] = 1 + (row / opt_batch) % opt_conns; /* source */
+    v[2] = row / opt_batch / opt_conns;       /* that source's seq */
+    v[3] = 3;
+    v[4] = req;
+    v[5] = exe;
+    v[6] = req != exe || counter_of(i, 6) > 0 ? RECEIPT_STATUS_FALLBACK
+                                              : RECEIPT_STATUS_CLEAN;
+    v[7] = 100 + i % BENCH_MODELS;
+    v[8] = 200 + i % BENCH_PLANS;
+    v[9] = 300 + i % BENCH_PLANS;
+    v[10] = 400;                   /* "default" */
+    v[11] = 401 + (i % 3 ? 0 : 1); /* "eos", "max_tokens" */
+    v[12] = 0x3ffffff;
+    for (k = 0; k < RECEIPT_NCOUNTERS; k++)
+        v[BENCH_NHEAD + k] = (int64_t)counter_of(i, k);
+    for (k = 0; k < RECEIPT_NARTIFACTS; k++)
+        v[BENCH_NHEAD + RECEIPT_NCOUNTERS + k] = k;
 }
 
+static const char *
+col_name(int c)
+{
+    if (c < BENCH_NHEAD)
+        return head_cols[c];
+    if (c < BENCH_NHEAD + RECEIPT_NCOUNTERS)
+        return receipt_counters[c - BENCH_NHEAD].field;
+    if (c < BENCH_NINT)
+        return receipt_artifact_names[c - BENCH_NHEAD - RECEIPT_NCOUNTERS];
+    return "extra";
+}
+
+/* "CREATE TABLE receipts (id <id_type>, received_at <int_type> NOT NULL,
+ * ..., extra <blob_type>)" into buf. */
+static void
+create_sql(char *buf, size_t size, const char *id_type, const char *int_type,
+           const char *blob_type)
+{
+    size_t n =
+        (size_t)snprintf(buf, size, "CREATE TABLE receipts (id %s", id_type);
+    int c;
+
+    for (c = 0; c < BENCH_NCOLS && n < size; c++)
+        n += (size_t)snprintf(buf + n, size - n, ", %s %s%s", col_name(c),
+                              c < BENCH_NINT ? int_type : blob_type,
+                              c < BENCH_NINT && c != 2 ? " NOT NULL" : "");
+    if (n < size)
+        snprintf(buf + n, size - n, ")");
+}
+
+/* ---- 1. bare append ---- */
+
+static void
+sql_exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        dief(sql, msg ? msg : sqlite3_errmsg(db));
+}
+
+/* Rows per second. */
+static double
+bare_append(void)
+{
+    char path[300], sql[4096];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int64_t v[BENCH_NINT];
+    size_t n;
+    long row;
+    double t0, dt;
+    int c;
+
+    snprintf(path, sizeof(path), "%s/bare.db", tmpdir);
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        dief(path, sqlite3_errmsg(db));
+    sql_exec(db, "PRAGMA journal_mode=WAL");
+    sql_exec(db, "PRAGMA synchronous=FULL");
+    create_sql(sql, sizeof(sql), "INTEGER PRIMARY KEY", "INTEGER", "BLOB");
+    sql_exec(db, sql);
+    n = (size_t)snprintf(sql, sizeof(sql), "INSERT INTO receipts (");
+    for (c = 0; c < BENCH_NCOLS; c++)
+        n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s%s", c ? ", " : "",
+                              col_name(c));
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, ") VALUES (");
+    for (c = 0; c < BENCH_NCOLS; c++)
+        n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%s?", c ? ", " : "");
+    snprintf(sql + n, sizeof(sql) - n, ")");
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        dief("prepare", sqlite3_errmsg(db));
+
+    t0 = now_s();
+    for (row = 0; row < opt_total; row++) {
+        if (row % BENCH_GROUP_ROWS == 0)
+            sql_exec(db, "BEGIN");
+        row_of(row, unix_ms(), v);
+        for (c = 0; c < BENCH_NINT; c++)
+            sqlite3_bind_int64(st, c + 1, v[c]);
+        sqlite3_bind_null(st, BENCH_NCOLS);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            dief("insert", sqlite3_errmsg(db));
+        sqlite3_reset(st);
+        if (row % BENCH_GROUP_ROWS == BENCH_GROUP_ROWS - 1 ||
+            row == opt_total - 1)
+            sql_exec(db, "COMMIT");
+    }
+    dt = now_s() - t0;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return (double)opt_total / dt;
+}
+
+/* ---- 2. PostgreSQL COPY ---- */
+
+#ifdef HAVE_LIBPQ
+
+/*
+ * Runs argv (a NULL-terminated list) and waits for it, its output going to
+ * tmpdir/pg.log. PostgreSQL refuses to run as root, so as root it runs as
+ * user, through runuser. Returns the exit status, or -1.
+ */
+static int
+run(const char *user, char *const argv[])
+{
+    char log[300];
+    pid_t pid;
+    int st, fd;
+
+    snprintf(log, sizeof(log), "%s/pg.log", tmpdir);
+    if ((pid = fork()) < 0)
+        return -1;
+    if (pid == 0) {
+        fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        /* The unprivileged user may not be allowed into our cwd. */
+        if (chdir("/") != 0)
+            _exit(127);
+        if (user != NULL) {
+            char *ru[16] = { "runuser", "-u", (char *)user, "--" };
+            int i;
+
+            for (i = 0; argv[i] != NULL && i + 5 < 16; i++)
+                ru[4 + i] = argv[i];
+            ru[4 + i] = NULL;
+            execvp(ru[0], ru);
+        } else {
+            execv(argv[0], argv);
+        }
+        _exit(127);
+    }
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A TCP port on loopback that was free a moment ago. */
+static int
+free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static int
+pg_ok(PGconn *pc, const char *sql)
+{
+    PGresult *r = PQexec(pc, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+
+    if (!ok)
+        printf("  note: PostgreSQL: %s: %s", sql, PQerrorMessage(pc));
+    PQclear(r);
+    return ok;
+}
+
+static unsigned char *
+put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    int i;
+
+    for (i = bytes - 1; i >= 0; i--)
+        *p++ = (unsigned char)(v >> (8 * i));
+    return p;
+}
+
+/*
+ * One COPY binary stream of rows [first, first + n): signature, flags,
+ * header extension length, then per tuple a field count and each field
+ * as length and big-endian bytes (-1 for NULL), then the trailer -1.
+ * Returns its length; buf must hold copy_size(n).
+ */
+static size_t
+copy_stream(unsigned char *buf, long first, long n, int64_t received_at)
+{
+    static const unsigned char sig[11] = "PGCOPY\n\377\r\n";
+    unsigned char *p = buf;
+    int64_t v[BENCH_NINT];
+    long row;
+    int c;
+
+    memcpy(p, sig, sizeof(sig));
+    p = put_be(p + sizeof(sig), 0, 4);
+    p = put_be(p, 0, 4);
+    for (row = first; row < first + n; row++) {
+        row_of(row, received_at, v);
+        p = put_be(p, 1 + BENCH_NCOLS, 2);
+        p = put_be(put_be(p, 8, 4), (uint64_t)(row + 1), 8);
+        for (c = 0; c < BENCH_NINT; c++)
+            p = put_be(put_be(p, 8, 4), (uint64_t)v[c], 8);
+        p = put_be(p, 0xffffffffu, 4);
+    }
+    p = put_be(p, 0xffff, 2);
+    return (size_t)(p - buf);
+}
+
+static size_t
+copy_size(long n)
+{
+    return 11 + 8 + (size_t)n * (2 + 12 * (1 + BENCH_NINT) + 4) + 2;
+}
+
+/* The COPY loop on a connected server. Rows per second, or -1. */
+static double
+pg_copy_rows(PGconn *pc)
+{
+    char sql[4096];
+    unsigned char *buf = malloc(copy_size(BENCH_GROUP_ROWS));
+    long row, n;
+    double t0, dt = -1;
+
+    create_sql(sql, sizeof(sql), "bigint NOT NULL", "bigint", "bytea");
+    if (buf == NULL || !pg_ok(pc, sql) ||
+        !pg_ok(pc, "CREATE INDEX receipts_plan ON receipts (plan_id, id)") ||
+        !pg_ok(pc, "CREATE INDEX receipts_received_at ON receipts "
+                   "(received_at)")) {
+        free(buf);
+        return -1;
+    }
+    t0 = now_s();
+    for (row = 0; row < opt_total; row += n) {
+        PGresult *r;
+        size_t len;
+        int ok;
+
+        n = opt_total - row < BENCH_GROUP_ROWS ? opt_total - row
+                                               : BENCH_GROUP_ROWS;
+        r = PQexec(pc, "COPY receipts FROM STDIN (FORMAT binary)");
+        ok = PQresultStatus(r) == PGRES_COPY_IN;
+        PQclear(r);
+        len = copy_stream(buf, row, n, unix_ms());
+        if (!ok || PQputCopyData(pc, (const char *)buf, (int)len) != 1 ||
+            PQputCopyEnd(pc, NULL) != 1) {
+            printf("  note: PostgreSQL COPY: %s", PQerrorMessage(pc));
+            free(buf);
+            return -1;
+        }
+        /* Each COPY is its own transaction: it returns after the commit
+         * record was flushed (synchronous_commit=on). */
+        ok = 1;
+        while ((r = PQgetResult(pc)) != NULL) {
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                ok = 0;
+            PQclear(r);
+        }
+        if (!ok) {
+            printf("  note: PostgreSQL COPY: %s", PQerrorMessage(pc));
+            free(buf);
+            return -1;
+        }
+    }
+    dt = now_s() - t0;
+    free(buf);
+    return (double)opt_total / dt;
+}
+
+/*
+ * Starts a private cluster in tmpdir/pg, runs the COPY loop and stops the
+ * cluster. Rows per second, or -1 after printing why not.
+ */
+static double
+pg_copy(void)
+{
+    char initdb[300], pg_ctl[300], data[300], slog[300], conf[300];
+    char conninfo[128];
+    const char *user = NULL;
+    struct passwd *pw = NULL;
+    PGconn *pc;
+    FILE *f;
+    double rate = -1;
+    int port;
+
+    snprintf(initdb, sizeof(initdb), "%s/initdb", opt_pg_bin);
+    snprintf(pg_ctl, sizeof(pg_ctl), "%s/pg_ctl", opt_pg_bin);
+    snprintf(data, sizeof(data), "%s/pg", tmpdir);
+    snprintf(slog, sizeof(slog), "%s/pg/server.log", tmpdir);
+    snprintf(conf, sizeof(conf), "%s/pg/postgresql.conf", tmpdir);
+    if (access(initdb, X_OK) != 0 || access(pg_ctl, X_OK) != 0) {
+        printf("  note: PostgreSQL COPY skipped: no %s (Debian: apt-get "
+               "install postgresql-15)\n",
+               initdb);
+        return -1;
+    }
+    if (geteuid() == 0) {
+        if ((pw = getpwnam("postgres")) == NULL)
+            pw = getpwnam("nobody");
+        if (pw == NULL) {
+            printf("  note: PostgreSQL COPY skipped: running as root and "
+                   "there is neither a postgres nor a nobody user\n");
+            return -1;
+        }
+        user = pw->pw_name;
+    }
+    if (mkdir(data, 0700) != 0)
+        die(data);
+    if (pw != NULL &&
+        (chown(data, pw->pw_uid, pw->pw_gid) != 0 || chmod(tmpdir, 0711) != 0))
+        die(data);
+    {
+        char *argv[] = { initdb, "-D",    data,        "-U", "bench",
+                         "-A",   "trust", "--no-sync", NULL };
+        if (run(user, argv) != 0) {
+            printf("  note: PostgreSQL COPY skipped: initdb failed (see "
+                   "%s/pg.log)\n",
+                   tmpdir);
+            return -1;
+        }
+    }
+    /* Durability as the daemon has it; loopback only, no Unix socket. */
+    port = free_port();
+    if (port < 0 || (f = fopen(conf, "a")) == NULL)
+        die("postgresql.conf");
+    fprintf(f,
+            "listen_addresses = '127.0.0.1'\nport = %d\n"
+            "unix_socket_directories = ''\nfsync = on\n"
+            "synchronous_commit = on\n",
+            port);
+    fclose(f);
+    {
+        char *argv[] = { pg_ctl, "-D", data, "-l", slog, "-w", "start", NULL };
+        if (run(user, argv) != 0) {
+            printf("  note: PostgreSQL COPY skipped: the server did not "
+                   "start (see %s)\n",
+                   slog);
+            return -1;
+        }
+    }
+    snprintf(conninfo, sizeof(conninfo),
+             "host=127.0.0.1 port=%d user=bench dbname=postgres", port);
+    pc = PQconnectdb(conninfo);
+    if (PQstatus(pc) != CONNECTION_OK)
+        printf("  note: PostgreSQL: %s", PQerrorMessage(pc));
+    else
+        rate = pg_copy_rows(pc);
+    PQfinish(pc);
+    {
+        char *argv[] = { pg_ctl, "-D", data, "-m", "fast", "-w", "stop", NULL };
+        if (run(user, argv) != 0)
+            printf("  note: pg_ctl stop failed (see %s/pg.log)\n", tmpdir);
+    }
+    return rate;
+}
+
+#endif /* HAVE_LIBPQ */
+
 /* ---- the daemon ---- */
+
+static void
+sock_path(char *buf, size_t size, const char *name)
+{
+    struct sockaddr_un sa;
+
+    snprintf(buf, size, "%s/%s.sock", tmpdir, name);
+    if (strlen(buf) >= sizeof(sa.sun_path))
+        dief(buf, "too long for a Unix socket");
+}
+
+static int
+try_connect(const char *name)
+{
+    struct sockaddr_un sa;
+    char path[300];
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    if (fd < 0)
+        die("socket");
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    sock_path(path, sizeof(path), name);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int
+connect_to(const char *name)
+{
+    int fd = try_connect(name);
+
+    if (fd < 0)
+        die("connect");
+    return fd;
+}
 
 static pid_t
 start_daemon(const char *name)
@@ -212,11 +701,10 @@ start_daemon(const char *name)
     pid_t pid;
     int i, fd;
 
-    snprintf(sock, sizeof(sock), "%s/%s.sock", tmpdir, name);
+    sock_path(sock, sizeof(sock), name);
     snprintf(db, sizeof(db), "%s/%s.db", tmpdir, name);
     snprintf(log, sizeof(log), "%s/%s.log", tmpdir, name);
-    pid = fork();
-    if (pid < 0)
+    if ((pid = fork()) < 0)
         die("fork");
     if (pid == 0) {
         fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -227,16 +715,10 @@ start_daemon(const char *name)
         _exit(127);
     }
     for (i = 0; i < 500; i++) {
-        struct sockaddr_un sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sun_family = AF_UNIX;
-        memcpy(sa.sun_path, sock, strlen(sock) + 1);
-        fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        if ((fd = try_connect(name)) >= 0) {
             close(fd);
             return pid;
         }
-        close(fd);
         usleep(10000);
     }
     fprintf(stderr, "bench_ingest: the daemon did not start (see %s)\n", log);
@@ -250,26 +732,6 @@ stop_daemon(pid_t pid)
 
     kill(pid, SIGTERM);
     waitpid(pid, &st, 0);
-}
-
-static int
-connect_to(const char *name)
-{
-    struct sockaddr_un sa;
-    char path[512];
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    snprintf(path, sizeof(path), "%s/%s.sock", tmpdir, name);
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        fprintf(stderr, "bench_ingest: %s is too long for a socket\n", path);
-        exit(1);
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-        die("connect");
-    return fd;
 }
 
 static long
@@ -289,13 +751,127 @@ proc_kb(pid_t pid, const char *field)
     return v;
 }
 
-/* ---- 2, 3. load ---- */
+/* Sends one frame holding the request in sb. */
+static void
+send_frame(int fd, const msgpack_sbuffer *sb)
+{
+    unsigned char hdr[FRAME_HEADER_SIZE];
+
+    frame_put_header(hdr, (uint32_t)sb->size);
+    write_all(fd, hdr, sizeof(hdr));
+    write_all(fd, sb->data, sb->size);
+}
+
+/* The hello of a producer named src, id 0. */
+static void
+pack_hello(msgpack_sbuffer *sb, const char *src)
+{
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    envelope_request(&pk, PROTO_OP_HELLO, 0, 0, 0, 1);
+    msgpack_pack_map(&pk, 2);
+    kuint(&pk, "protocol", 1);
+    kstr(&pk, "source", src);
+}
+
+/* What the stats query says about the writer. */
+struct writer_figures {
+    int has_cpu; /* an older daemon has no writer_cpu_us */
+    uint64_t cpu_us, accepted;
+};
+
+static uint64_t
+row_uint(const msgpack_object *row, const char *key, int *found)
+{
+    const msgpack_object *v = mpobj_map_get(row, key, NULL);
+
+    *found = v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
+    return *found ? v->via.u64 : 0;
+}
+
+/* One `query` {"kind": "stats"} on a connection of its own. */
+static void
+writer_figures(const char *name, struct writer_figures *wf)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked up;
+    struct envelope_reply r;
+    struct proto_err err;
+    const msgpack_object *rows;
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    uint32_t len;
+    char *buf;
+    size_t off = 0;
+    int fd = connect_to(name), found;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    envelope_request(&pk, PROTO_OP_QUERY, 1, 0, 0, 1);
+    msgpack_pack_map(&pk, 1);
+    kstr(&pk, "kind", "stats");
+    send_frame(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    read_all(fd, hdr, sizeof(hdr));
+    len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
+          (uint32_t)hdr[2] << 8 | hdr[3];
+    if ((buf = malloc(len)) == NULL)
+        die("malloc");
+    read_all(fd, buf, len);
+    close(fd);
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        envelope_reply_decode(&up.data, &r, &err) != 0)
+        dief("stats", "not a reply");
+    if (!r.ok)
+        dief("stats", r.err.message);
+    rows = mpobj_map_get(r.result, "rows", NULL);
+    if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY ||
+        rows->via.array.size != 1)
+        dief("stats", "no row");
+    wf->accepted = row_uint(&rows->via.array.ptr[0], "accepted", &found);
+    wf->cpu_us = row_uint(&rows->via.array.ptr[0], "writer_cpu_us", &found);
+    wf->has_cpu = found;
+    msgpack_unpacked_destroy(&up);
+    free(buf);
+}
+
+/* Writer CPU microseconds per receipt stored between two readings, or
+ * NAN when the daemon does not report it. */
+static double
+cpu_per_receipt(const struct writer_figures *a, const struct writer_figures *b)
+{
+    if (!a->has_cpu || !b->has_cpu || b->accepted == a->accepted)
+        return NAN;
+    return (double)(b->cpu_us - a->cpu_us) /
+           (double)(b->accepted - a->accepted);
+}
+
+/* ---- 3-5. load ---- */
+
+struct load_spec {
+    const char *phase; /* part of each connection's source */
+    int op;            /* PROTO_OP_RECEIPTS or PROTO_OP_RECEIPT */
+    int conns;
+    int per_frame; /* receipts per frame: 1 for PROTO_OP_RECEIPT */
+    long frames;   /* per connection */
+    double rate;   /* receipts/s offered, all connections together; 0 is
+                      as fast as acknowledgements allow */
+};
+
+struct load_result {
+    double rate;     /* durable receipts/s */
+    double p50, p99; /* acknowledgement latency, ms */
+    double cpu_us;   /* writer CPU per receipt (NAN: not reported) */
+};
 
 struct bconn {
     int fd;
-    uint64_t seq;
+    int ready;        /* the hello was answered */
     long sent, acked; /* frames */
-    double *t_sent;   /* by frame id */
+    double *t_sent;   /* by frame id, 1-based */
     char *out;
     size_t out_len, out_off, out_cap;
     unsigned char in[1 << 16];
@@ -314,183 +890,190 @@ append(struct bconn *c, const void *p, size_t n)
 {
     if (c->out_len + n > c->out_cap) {
         c->out_cap = (c->out_len + n) * 2;
-        c->out = realloc(c->out, c->out_cap);
-        if (c->out == NULL)
+        if ((c->out = realloc(c->out, c->out_cap)) == NULL)
             die("realloc");
     }
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
 }
 
+/* Frame id (also its seq, the source being this connection's alone). */
 static void
-queue_frame(struct bconn *c, long id, const msgpack_sbuffer *body)
+queue_frame(struct bconn *c, int op, long id, const msgpack_sbuffer *body)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    unsigned char hdr[4];
+    unsigned char hdr[FRAME_HEADER_SIZE];
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    envelope_request(&pk, PROTO_OP_RECEIPTS, (uint64_t)id, 1, c->seq++, 1);
+    envelope_request(&pk, op, (uint64_t)id, 1, (uint64_t)id, 1);
     frame_put_header(hdr, (uint32_t)(sb.size + body->size));
-    append(c, hdr, 4);
+    append(c, hdr, sizeof(hdr));
     append(c, sb.data, sb.size);
     append(c, body->data, body->size);
     msgpack_sbuffer_destroy(&sb);
 }
 
-/*
- * Sends frames_per_conn frames on each connection, at most opt_pipeline in
- * flight each; with rate > 0 (receipts/s, all connections together) frames
- * are paced. Returns durable receipts/s; fills p50/p99 in ms.
- */
-static double
-load(const char *name, long frames_per_conn, double rate, double *p50,
-     double *p99)
+/* Reads what came in on c and takes every whole reply; latencies go to
+ * lat. Returns the number of frames acknowledged. */
+static long
+take_replies(struct bconn *c, double *lat, long *nlat)
 {
-    struct bconn *cs = calloc((size_t)opt_conns, sizeof(*cs));
-    struct pollfd *pfd = calloc((size_t)opt_conns, sizeof(*pfd));
-    long total_frames = frames_per_conn * opt_conns, done = 0, nlat = 0;
-    double *lat = calloc((size_t)total_frames, sizeof(double));
-    double t0, interval = rate > 0 ? opt_batch / rate : 0, next_send;
-    msgpack_sbuffer body;
+    long acks = 0;
+    ssize_t n = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
+
+    if (n == 0)
+        dief("load", "the daemon closed a connection");
+    if (n < 0)
+        return 0;
+    c->in_len += (size_t)n;
+    for (;;) {
+        struct envelope_reply r;
+        struct proto_err err;
+        msgpack_unpacked up;
+        uint32_t flen;
+        size_t off = 0;
+
+        if (c->in_len < FRAME_HEADER_SIZE)
+            break;
+        flen = (uint32_t)c->in[0] << 24 | (uint32_t)c->in[1] << 16 |
+               (uint32_t)c->in[2] << 8 | c->in[3];
+        if (flen > sizeof(c->in) - FRAME_HEADER_SIZE)
+            dief("load", "a reply larger than the read buffer");
+        if (c->in_len < FRAME_HEADER_SIZE + flen)
+            break;
+        msgpack_unpacked_init(&up);
+        if (msgpack_unpack_next(&up, (char *)c->in + FRAME_HEADER_SIZE, flen,
+                                &off) != MSGPACK_UNPACK_SUCCESS ||
+            envelope_reply_decode(&up.data, &r, &err) != 0)
+            dief("load", "a reply that is not a reply envelope");
+        if (!r.ok)
+            dief("load: a request failed", r.err.message);
+        msgpack_unpacked_destroy(&up);
+        if (!c->ready) {
+            c->ready = 1;
+        } else {
+            if (!r.has_id || r.id < 1 || r.id > (uint64_t)c->sent)
+                dief("load", "a reply to a frame never sent");
+            lat[(*nlat)++] = (now_s() - c->t_sent[r.id]) * 1000.0;
+            c->acked++;
+            acks++;
+        }
+        c->in_len -= FRAME_HEADER_SIZE + flen;
+        memmove(c->in, c->in + FRAME_HEADER_SIZE + flen, c->in_len);
+    }
+    return acks;
+}
+
+/*
+ * Runs one load phase on the daemon `name`: spec->frames frames on each
+ * connection, at most opt_pipeline in flight each, paced when spec->rate
+ * is set.
+ */
+static void
+load(const char *name, const struct load_spec *spec, struct load_result *res)
+{
+    struct bconn *cs = calloc((size_t)spec->conns, sizeof(*cs));
+    struct pollfd *pfd = calloc((size_t)spec->conns, sizeof(*pfd));
+    long total = spec->frames * spec->conns, done = 0, nlat = 0;
     long scheduled = 0;
+    double *lat = calloc((size_t)total, sizeof(double));
+    double interval = spec->rate > 0 ? spec->per_frame / spec->rate : 0;
+    double t0, next_send;
+    msgpack_sbuffer bodies[BENCH_BODIES];
+    struct writer_figures before, after;
     int i;
 
-    make_batch(&body, 7);
-    for (i = 0; i < opt_conns; i++) {
+    if (cs == NULL || pfd == NULL || lat == NULL)
+        die("calloc");
+    for (i = 0; i < BENCH_BODIES; i++)
+        make_body(&bodies[i], spec->op, (unsigned)(i * spec->per_frame),
+                  spec->per_frame);
+    for (i = 0; i < spec->conns; i++) {
         struct bconn *c = &cs[i];
         msgpack_sbuffer sb;
-        msgpack_packer pk;
-        char src[64];
-        unsigned char hdr[4];
+        char src[96];
 
         c->fd = connect_to(name);
-        c->t_sent = calloc((size_t)frames_per_conn + 1, sizeof(double));
-        /* hello, answered before the first receipt goes out */
-        msgpack_sbuffer_init(&sb);
-        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-        envelope_request(&pk, PROTO_OP_HELLO, 0, 0, 0, 1);
-        snprintf(src, sizeof(src), "bench/%s/%d/%ld", name, i, (long)getpid());
-        msgpack_pack_map(&pk, 2);
-        kuint(&pk, "protocol", 1);
-        kstr(&pk, "source", src);
-        frame_put_header(hdr, (uint32_t)sb.size);
-        if (write(c->fd, hdr, 4) != 4 ||
-            write(c->fd, sb.data, sb.size) != (ssize_t)sb.size)
-            die("hello");
+        if ((c->t_sent = calloc((size_t)spec->frames + 1, sizeof(double))) ==
+            NULL)
+            die("calloc");
+        snprintf(src, sizeof(src), "bench/%s/%d/%ld", spec->phase, i,
+                 (long)getpid());
+        pack_hello(&sb, src);
+        send_frame(c->fd, &sb);
         msgpack_sbuffer_destroy(&sb);
         fcntl(c->fd, F_SETFL, O_NONBLOCK);
-        c->acked = -1; /* the hello reply comes first */
     }
-    t0 = now_s();
-    next_send = t0;
-    while (done < total_frames) {
+    writer_figures(name, &before);
+    t0 = next_send = now_s();
+    while (done < total) {
         double now = now_s();
         int timeout = 50;
 
-        /* Queue new frames: as many as the pipeline allows, or as the
-         * pacing allows at this moment. */
-        for (i = 0; i < opt_conns; i++) {
-            struct bconn *c = &cs[(scheduled + i) % opt_conns];
-            while (c->sent < frames_per_conn &&
-                   c->sent - (c->acked < 0 ? 0 : c->acked) < opt_pipeline &&
-                   c->acked >= 0 && (rate <= 0 || now >= next_send)) {
+        /* Unpaced, fill every pipeline; paced, send each frame when it is
+         * due, round-robin over the connections that have room. */
+        for (i = 0; i < spec->conns; i++) {
+            struct bconn *c = &cs[(scheduled + i) % spec->conns];
+
+            while (c->ready && c->sent < spec->frames &&
+                   c->sent - c->acked < opt_pipeline &&
+                   (spec->rate <= 0 || now >= next_send)) {
                 c->sent++;
                 c->t_sent[c->sent] = now_s();
-                queue_frame(c, c->sent, &body);
+                queue_frame(c, spec->op, c->sent,
+                            &bodies[(scheduled + i) % BENCH_BODIES]);
                 scheduled++;
-                if (rate > 0) {
+                if (spec->rate > 0) {
                     next_send += interval;
                     break;
                 }
             }
         }
-        if (rate > 0) {
+        if (spec->rate > 0) {
             double wait = (next_send - now_s()) * 1000.0;
             timeout = wait < 0 ? 0 : wait > 50 ? 50 : (int)wait;
         }
-        for (i = 0; i < opt_conns; i++) {
+        for (i = 0; i < spec->conns; i++) {
             pfd[i].fd = cs[i].fd;
             pfd[i].events =
                 POLLIN | (cs[i].out_off < cs[i].out_len ? POLLOUT : 0);
         }
-        if (poll(pfd, (nfds_t)opt_conns, timeout) < 0 && errno != EINTR)
+        if (poll(pfd, (nfds_t)spec->conns, timeout) < 0 && errno != EINTR)
             die("poll");
-        for (i = 0; i < opt_conns; i++) {
+        for (i = 0; i < spec->conns; i++) {
             struct bconn *c = &cs[i];
-            ssize_t n;
+
             if (pfd[i].revents & POLLOUT) {
-                n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
-                if (n > 0) {
-                    c->out_off += (size_t)n;
-                    if (c->out_off == c->out_len)
-                        c->out_off = c->out_len = 0;
-                }
+                ssize_t n =
+                    write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+                if (n > 0 && (c->out_off += (size_t)n) == c->out_len)
+                    c->out_off = c->out_len = 0;
             }
-            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            n = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
-            if (n == 0) {
-                fprintf(stderr, "bench_ingest: the daemon closed a "
-                                "connection\n");
-                exit(1);
-            }
-            if (n < 0)
-                continue;
-            c->in_len += (size_t)n;
-            for (;;) {
-                uint32_t flen;
-                struct envelope_reply r;
-                struct proto_err err;
-                msgpack_unpacked up;
-                size_t off = 0;
-                if (c->in_len < 4)
-                    break;
-                flen = (uint32_t)c->in[0] << 24 | (uint32_t)c->in[1] << 16 |
-                       (uint32_t)c->in[2] << 8 | c->in[3];
-                if (c->in_len < 4 + flen)
-                    break;
-                msgpack_unpacked_init(&up);
-                if (msgpack_unpack_next(&up, (char *)c->in + 4, flen, &off) !=
-                        MSGPACK_UNPACK_SUCCESS ||
-                    envelope_reply_decode(&up.data, &r, &err) != 0 || !r.ok) {
-                    fprintf(stderr, "bench_ingest: a request failed: %s\n",
-                            r.err.message);
-                    exit(1);
-                }
-                msgpack_unpacked_destroy(&up);
-                if (c->acked < 0) {
-                    c->acked = 0;
-                } else {
-                    c->acked++;
-                    lat[nlat++] = (now_s() - c->t_sent[r.id]) * 1000.0;
-                    done++;
-                }
-                memmove(c->in, c->in + 4 + flen, c->in_len - 4 - flen);
-                c->in_len -= 4 + flen;
-            }
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+                done += take_replies(c, lat, &nlat);
         }
     }
-    {
-        double dt = now_s() - t0;
-        qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
-        *p50 = lat[nlat / 2];
-        *p99 = lat[(size_t)((double)nlat * 0.99)];
-        for (i = 0; i < opt_conns; i++) {
-            close(cs[i].fd);
-            free(cs[i].t_sent);
-            free(cs[i].out);
-        }
-        free(cs);
-        free(pfd);
-        free(lat);
-        msgpack_sbuffer_destroy(&body);
-        return (double)(total_frames * opt_batch) / dt;
+    res->rate = (double)(total * spec->per_frame) / (now_s() - t0);
+    writer_figures(name, &after);
+    res->cpu_us = cpu_per_receipt(&before, &after);
+    qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
+    res->p50 = lat[nlat / 2];
+    res->p99 = lat[(size_t)((double)nlat * 0.99)];
+    for (i = 0; i < spec->conns; i++) {
+        close(cs[i].fd);
+        free(cs[i].t_sent);
+        free(cs[i].out);
     }
+    for (i = 0; i < BENCH_BODIES; i++)
+        msgpack_sbuffer_destroy(&bodies[i]);
+    free(cs);
+    free(pfd);
+    free(lat);
 }
 
-/* ---- 4. idle connections ---- */
+/* ---- 6. idle connections ---- */
 
 static void
 idle(long *rss, long *hwm, long *rss_before)
@@ -498,24 +1081,17 @@ idle(long *rss, long *hwm, long *rss_before)
     pid_t pid = start_daemon("idle");
     int *fds = calloc((size_t)opt_idle, sizeof(int));
     msgpack_sbuffer sb;
-    msgpack_packer pk;
-    unsigned char hdr[4], buf[256];
+    unsigned char buf[256];
     int i;
 
+    if (fds == NULL)
+        die("calloc");
     usleep(100000);
     *rss_before = proc_kb(pid, "VmRSS:");
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    envelope_request(&pk, PROTO_OP_HELLO, 1, 0, 0, 1);
-    msgpack_pack_map(&pk, 2);
-    kuint(&pk, "protocol", 1);
-    kstr(&pk, "source", "idle");
-    frame_put_header(hdr, (uint32_t)sb.size);
+    pack_hello(&sb, "idle");
     for (i = 0; i < opt_idle; i++) {
         fds[i] = connect_to("idle");
-        if (write(fds[i], hdr, 4) != 4 ||
-            write(fds[i], sb.data, sb.size) != (ssize_t)sb.size)
-            die("hello");
+        send_frame(fds[i], &sb);
     }
     /* Every connection is accepted and has been answered. */
     for (i = 0; i < opt_idle; i++)
@@ -531,41 +1107,88 @@ idle(long *rss, long *hwm, long *rss_before)
     stop_daemon(pid);
 }
 
+/* ---- main ---- */
+
+static void
+usage(void)
+{
+    fprintf(stderr,
+            "usage: bench_ingest [--total N] [--connections N] [--batch N] "
+            "[--single-connections N]\n"
+            "                    [--pipeline N] [--idle N] [--daemon PATH] "
+            "[--pg-bin DIR]\n");
+    exit(2);
+}
+
+static void
+parse_args(int argc, char **argv)
+{
+    int i;
+
+    for (i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (v == NULL)
+            usage();
+        if (strcmp(a, "--total") == 0)
+            opt_total = atol(v);
+        else if (strcmp(a, "--connections") == 0)
+            opt_conns = atoi(v);
+        else if (strcmp(a, "--batch") == 0)
+            opt_batch = atoi(v);
+        else if (strcmp(a, "--single-connections") == 0)
+            opt_single_conns = atoi(v);
+        else if (strcmp(a, "--pipeline") == 0)
+            opt_pipeline = atoi(v);
+        else if (strcmp(a, "--idle") == 0)
+            opt_idle = atoi(v);
+        else if (strcmp(a, "--daemon") == 0)
+            opt_daemon = v;
+        else if (strcmp(a, "--pg-bin") == 0)
+            opt_pg_bin = v;
+        else
+            usage();
+    }
+    if (opt_conns < 1 || opt_batch < 1 || opt_single_conns < 1 ||
+        opt_pipeline < 1 || opt_idle < 0 ||
+        opt_total < (long)opt_conns * opt_batch * 2 ||
+        opt_total < (long)opt_single_conns) {
+        fprintf(stderr, "bench_ingest: --total must be at least 2 x "
+                        "connections x batch and at least "
+                        "--single-connections\n");
+        exit(2);
+    }
+}
+
+static void
+print_load(const char *what, const struct load_result *r)
+{
+    printf("%-34s %9.0f receipts/s  ack p50 %6.2f ms  p99 %6.2f ms  "
+           "writer %5.1f us/receipt\n",
+           what, r->rate, r->p50, r->p99, r->cpu_us);
+}
+
+static void
+print_ratio(const char *what, double a, double b)
+{
+    if (b > 0)
+        printf("  %-32s %9.2f\n", what, a / b);
+    else
+        printf("  %-32s       n/a\n", what);
+}
+
 int
 main(int argc, char **argv)
 {
+    struct load_spec batch, half, single;
+    struct load_result rb, rh, rs;
     struct rlimit rl;
-    double ceil_rate, ceil_group, rate, got, half, p50, p99, hp50, hp99;
-    long frames, rss, hwm, rss0, peak;
+    double bare, pg = -1;
+    long rss, hwm, rss0, peak;
+    char label[64];
     pid_t pid;
-    int i;
-    char cmd[300];
 
-    for (i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--connections") == 0)
-            opt_conns = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--batch") == 0)
-            opt_batch = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--total") == 0)
-            opt_total = atol(argv[i + 1]);
-        else if (strcmp(argv[i], "--pipeline") == 0)
-            opt_pipeline = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--idle") == 0)
-            opt_idle = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--daemon") == 0)
-            opt_daemon = argv[i + 1];
-        else {
-            fprintf(stderr, "usage: bench_ingest [--connections N] [--batch "
-                            "N] [--total N] [--pipeline N] [--idle N] "
-                            "[--daemon PATH]\n");
-            return 2;
-        }
-    }
-    if (opt_conns < 1 || opt_batch < 1 || opt_pipeline < 1 ||
-        opt_total < (long)opt_conns * opt_batch) {
-        fprintf(stderr, "bench_ingest: bad parameters\n");
-        return 2;
-    }
+    parse_args(argc, argv);
     /* Idle connections need descriptors on both sides; the daemon
      * inherits this limit. */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -578,43 +1201,73 @@ main(int argc, char **argv)
     if (mkdtemp(tmpdir) == NULL)
         die("mkdtemp");
 
-    printf("receiptd ingest benchmark: %d connections, batch %d, pipeline "
-           "%d, %ld receipts\n",
-           opt_conns, opt_batch, opt_pipeline, opt_total);
-    ceil_rate = ceiling("ceiling1", 1);
-    printf("in-process ceiling:   %10.0f receipts/s (decode + insert, one "
-           "transaction per batch)\n",
-           ceil_rate);
-    ceil_group =
-        ceiling("ceilingN", 20000 / opt_batch > 0 ? 20000 / opt_batch : 1);
-    printf("in-process, grouped:  %10.0f receipts/s (decode + insert, one "
-           "transaction per 20000 receipts)\n",
-           ceil_group);
+    printf("receiptd ingest benchmark: %ld receipts per phase, %d frames in "
+           "flight per connection\n",
+           opt_total, opt_pipeline);
+    bare = bare_append();
+    printf("%-34s %9.0f rows/s (sqlite3, WAL, synchronous=FULL, %d rows per "
+           "transaction, no index)\n",
+           "bare append", bare, BENCH_GROUP_ROWS);
+#ifdef HAVE_LIBPQ
+    pg = pg_copy();
+    if (pg > 0)
+        printf("%-34s %9.0f rows/s (binary, %d rows per COPY, 2 indexes, "
+               "fsync and synchronous_commit on)\n",
+               "PostgreSQL COPY", pg, BENCH_GROUP_ROWS);
+#else
+    printf("  note: PostgreSQL COPY skipped: built without libpq (Debian: "
+           "libpq-dev)\n");
+#endif
 
-    frames = opt_total / opt_batch / opt_conns;
     pid = start_daemon("load");
-    rate = load("load", frames, 0, &p50, &p99);
+    batch = (struct load_spec){ "batch",
+                                PROTO_OP_RECEIPTS,
+                                opt_conns,
+                                opt_batch,
+                                opt_total / opt_batch / opt_conns,
+                                0 };
+    load("load", &batch, &rb);
+    snprintf(label, sizeof(label), "daemon, batch %d x %d conns", opt_batch,
+             opt_conns);
+    print_load(label, &rb);
+
+    half = batch;
+    half.phase = "half";
+    half.frames = batch.frames / 2;
+    half.rate = rb.rate / 2;
+    load("load", &half, &rh);
+    snprintf(label, sizeof(label), "daemon, half load (%.0f/s offered)",
+             half.rate);
+    print_load(label, &rh);
+
+    single = (struct load_spec){ "single",
+                                 PROTO_OP_RECEIPT,
+                                 opt_single_conns,
+                                 1,
+                                 opt_total / opt_single_conns,
+                                 0 };
+    load("load", &single, &rs);
+    snprintf(label, sizeof(label), "daemon, single x %d conns",
+             opt_single_conns);
+    print_load(label, &rs);
     peak = proc_kb(pid, "VmHWM:");
-    printf("daemon, full load:    %10.0f durable receipts/s, ack p50 %.2f "
-           "ms, p99 %.2f ms\n",
-           rate, p50, p99);
-    printf("ratio daemon/ceiling: %10.2f (per-batch ceiling), %.2f (grouped)\n",
-           rate / ceil_rate, rate / ceil_group);
-    half = rate / 2;
-    got = load("load", frames / 2 > 0 ? frames / 2 : 1, half, &hp50, &hp99);
-    printf("daemon, half load:    %10.0f receipts/s offered, %.0f achieved, "
-           "ack p50 %.2f ms, p99 %.2f ms\n",
-           half, got, hp50, hp99);
-    printf("daemon peak RSS under load: %ld KiB\n", peak);
     stop_daemon(pid);
 
     idle(&rss, &hwm, &rss0);
-    printf("idle: %d connections: VmRSS %ld KiB (%ld KiB before), VmHWM %ld "
-           "KiB\n",
-           opt_idle, rss, rss0, hwm);
+    printf("memory: peak RSS under load %.1f MiB; %d idle connections: RSS "
+           "%.1f MiB (%.1f MiB before), peak %.1f MiB\n",
+           peak / 1024.0, opt_idle, rss / 1024.0, rss0 / 1024.0, hwm / 1024.0);
+    printf("ratios:\n");
+    print_ratio("batch / bare append", rb.rate, bare);
+    print_ratio("batch / PostgreSQL COPY", rb.rate, pg);
+    print_ratio("single / batch", rs.rate, rb.rate);
 
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "bench_ingest: could not remove %s\n", tmpdir);
+    {
+        char cmd[300];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "bench_ingest: could not remove %s\n", tmpdir);
+    }
     return 0;
 }

@@ -105,6 +105,8 @@ struct writer_stats {
     uint64_t total_us;       /* sum over committed groups */
     uint64_t max_us;         /* the longest */
     uint64_t queued;         /* jobs waiting for the writer right now */
+    uint64_t cpu_us;         /* writer thread CPU time spent in commit
+                                groups, committed or rolled back */
     uint64_t pruned;         /* receipts removed by retention since start */
     uint64_t prune_runs;     /* prune batches that removed something */
     uint64_t prune_failures; /* prune batches rolled back */
