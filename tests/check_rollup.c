@@ -120,7 +120,10 @@ assert_rollups_equal_scan(void)
 static struct store *
 open_rw(void)
 {
-    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    /* Small chunks: commits turn the tail into chunks, whose rollups are
+     * then read back and merged, and rollbacks reload the tail. */
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 100 };
     struct proto_err err;
     struct store *s;
     int i;

@@ -493,6 +493,233 @@ START_TEST(test_store_receipts_pages_need_no_sort)
 }
 END_TEST
 
+/* ---- the receipts query against the plain SQL of the old layout ---- */
+
+struct ids {
+    int64_t v[4096];
+    size_t n;
+};
+
+static int
+ids_cb(void *arg, const struct store_row *row)
+{
+    struct ids *x = arg;
+
+    ck_assert_uint_lt(x->n, 4096);
+    x->v[x->n++] = row->receipt_id;
+    return 0;
+}
+
+/* What the receipts query answered before migrations/0007: the filters as
+ * a WHERE clause over the table, newest first. The oracle. */
+static void
+oracle(sqlite3 *db, const struct store_filter *f, uint32_t limit,
+       struct ids *out)
+{
+    char sql[2048];
+    size_t n = 0;
+    sqlite3_stmt *st;
+
+#define ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
+    ADD("SELECT id FROM receipts WHERE 1");
+    if (f->plan)
+        ADD(" AND plan_id = (SELECT id FROM strings WHERE value = "
+            "CAST('%s' AS BLOB))",
+            f->plan);
+    if (f->graph)
+        ADD(" AND graph_id = (SELECT id FROM strings WHERE value = "
+            "CAST('%s' AS BLOB))",
+            f->graph);
+    if (f->model)
+        ADD(" AND model_id = (SELECT id FROM strings WHERE value = "
+            "CAST('%s' AS BLOB))",
+            f->model);
+    if (f->source)
+        ADD(" AND source_id = (SELECT id FROM strings WHERE value = "
+            "CAST('%s' AS BLOB))",
+            f->source);
+    if (f->requested >= 0)
+        ADD(" AND requested_backend = %d", f->requested);
+    if (f->executed >= 0)
+        ADD(" AND executed_backend = %d", f->executed);
+    if (f->status >= 0)
+        ADD(" AND status = %d", f->status);
+    if (f->has_since)
+        ADD(" AND received_at >= %llu", (unsigned long long)f->since);
+    if (f->has_until)
+        ADD(" AND received_at < %llu", (unsigned long long)f->until);
+    if (f->has_before_id)
+        ADD(" AND id < %llu", (unsigned long long)f->before_id);
+    ADD(" ORDER BY id DESC LIMIT %u", limit);
+#undef ADD
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    out->n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ck_assert_uint_lt(out->n, 4096);
+        out->v[out->n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+}
+
+/*
+ * 3,330 receipts over many small chunks and a tail, written in jobs with a
+ * rolled-back job and a rolled-back transaction among them, some stamped
+ * by a clock that steps back: every filter alone, every pair, with and
+ * without a time window, paged with before_id to the end, gives exactly
+ * the ids the old layout's SQL gives.
+ */
+START_TEST(test_store_pages_match_the_old_query)
+{
+    static const char *const plans[] = { "p0", "p1", "p2", "p3", "p4", "p5" };
+    static const char *const models[] = { "m0", "m1", "m2" };
+    static const char *const sources[] = { "s0", "s1", "s2", "s3" };
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 128 };
+    struct store_opts ro = { .readonly = 1 };
+    struct receipt rs[10];
+    struct proto_err err;
+    struct store *s, *q;
+    struct ids got, want;
+    sqlite3 *db;
+    int job, i, a, b, w, trunc;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (job = 0; job < 333; job++) {
+        struct store_write wr;
+        /* Time goes forward a second a job, and steps back a minute now
+         * and then. */
+        int64_t at = 1700000000000 + job * 1000 - (job % 37 == 0 ? 60000 : 0);
+
+        if (job % 6 == 0)
+            ck_assert_int_eq(store_begin(s, &err), 0);
+        memset(rs, 0, sizeof(rs));
+        for (i = 0; i < 10; i++) {
+            unsigned x = (unsigned)(job * 10 + i) * 2654435761u >> 7;
+            struct receipt *r = &rs[i];
+
+            r->schema_version = 2;
+            r->requested_backend = (uint8_t)(x % 3);
+            r->executed_backend = (uint8_t)(x % 17 ? x % 3 : (x + 1) % 3);
+            r->prepared_plan_id.ptr = plans[x % 6];
+            r->prepared_plan_id.len = 2;
+            r->graph_hash.ptr = plans[(x / 6) % 2 ? x % 6 : 0];
+            r->graph_hash.len = 2;
+            r->model_instance_id.ptr = models[(x / 3) % 3];
+            r->model_instance_id.len = 2;
+            r->tuning_profile.ptr = r->stop_reason.ptr = "";
+            r->counter_coverage = x % 5 ? 0x7f : 0x3f;
+        }
+        memset(&wr, 0, sizeof(wr));
+        wr.op = PROTO_OP_RECEIPTS;
+        wr.source = sources[job % 4];
+        wr.source_len = 2;
+        wr.received_at = at;
+        wr.receipts = rs;
+        wr.n_receipts = 10;
+        ck_assert_int_eq(store_savepoint(s, &err), 0);
+        ck_assert_int_eq(store_apply(s, &wr, &err), 0);
+        if (job % 23 == 5)
+            store_savepoint_rollback(s);
+        else
+            ck_assert_int_eq(store_savepoint_release(s, &err), 0);
+        if (job % 6 == 5) {
+            if (job == 89)
+                store_rollback(s);
+            else
+                ck_assert_int_eq(store_commit(s, &err), 0);
+        }
+    }
+    /* The last jobs stay in the tail. */
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    store_free(s);
+
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    /* There are chunks, postings and a tail to read. */
+    {
+        sqlite3_stmt *st;
+        ck_assert_int_eq(
+            sqlite3_prepare_v2(db,
+                               "SELECT (SELECT count(*) FROM chunks), (SELECT "
+                               "count(*) FROM receipts WHERE id >= (SELECT "
+                               "value FROM counters WHERE name = "
+                               "'tail_from'))",
+                               -1, &st, NULL),
+            SQLITE_OK);
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        ck_assert_int_gt(sqlite3_column_int(st, 0), 10);
+        ck_assert_int_gt(sqlite3_column_int(st, 1), 0);
+        sqlite3_finalize(st);
+    }
+    /* Filters 0..7: none, plan, graph, model, source, status, requested,
+     * executed; every pair (a < b), each with three time windows. */
+    for (a = 0; a < 8; a++)
+        for (b = a; b < 8; b++)
+            for (w = 0; w < 3; w++) {
+                struct store_filter f = {
+                    .requested = -1, .executed = -1, .status = -1, .limit = 37
+                };
+                int k, pages = 0;
+
+                for (k = 0; k < 2; k++) {
+                    switch (k ? b : a) {
+                    case 1:
+                        f.plan = "p3", f.plan_len = 2;
+                        break;
+                    case 2:
+                        f.graph = "p0", f.graph_len = 2;
+                        break;
+                    case 3:
+                        f.model = "m1", f.model_len = 2;
+                        break;
+                    case 4:
+                        f.source = "s2", f.source_len = 2;
+                        break;
+                    case 5:
+                        f.status = RECEIPT_STATUS_FALLBACK;
+                        break;
+                    case 6:
+                        f.requested = 1;
+                        break;
+                    case 7:
+                        f.executed = 2;
+                        break;
+                    }
+                }
+                if (w == 1)
+                    f.has_since = 1, f.since = 1700000100000;
+                if (w == 2) {
+                    f.has_since = 1, f.since = 1700000050000;
+                    f.has_until = 1, f.until = 1700000200000;
+                }
+                /* Page to the end with before_id. */
+                for (;;) {
+                    got.n = 0;
+                    ck_assert_int_eq(store_query_receipts(q, &f, 0, ids_cb,
+                                                          &got, &trunc, &err),
+                                     0);
+                    oracle(db, &f, f.limit + 1, &want);
+                    ck_assert_int_eq(trunc, want.n > f.limit);
+                    if (want.n > f.limit)
+                        want.n = f.limit;
+                    ck_assert_msg(got.n == want.n &&
+                                      memcmp(got.v, want.v,
+                                             got.n * sizeof(got.v[0])) == 0,
+                                  "filters %d+%d window %d page %d: %zu ids, "
+                                  "the old query %zu",
+                                  a, b, w, pages, got.n, want.n);
+                    if (!trunc)
+                        break;
+                    f.has_before_id = 1;
+                    f.before_id = (uint64_t)got.v[got.n - 1];
+                    pages++;
+                }
+            }
+    sqlite3_close(db);
+    store_free(q);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -514,6 +741,7 @@ suite(void)
     ADD("rollback", test_store_rolled_back_insert_leaves_nothing);
     ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
     ADD("pages_no_sort", test_store_receipts_pages_need_no_sort);
+    ADD("pages_match_old_query", test_store_pages_match_the_old_query);
 #undef ADD
     tc = tcase_create("migrate_earlier");
     tcase_add_checked_fixture(tc, setup, teardown);
