@@ -5,9 +5,14 @@
  * replies keep request order. Writes are decoded and validated here (pure
  * proto/ code), then handed to the writer as one job that owns the frame:
  * decoded receipts borrow their strings from it. A rejected payload is kept
- * in quarantine with its exact bytes, found by walking the frame (already
- * checked by mpcheck) rather than re-encoding the object, so an odd integer
- * width a producer used is preserved for replay.
+ * in quarantine with its exact bytes rather than a re-encoding of the
+ * object, so an odd integer width a producer used is preserved for replay:
+ * envelope_parse() says where the body is in the frame, and the items of a
+ * batch are walked with mpcheck_iter (proto/, over bytes mpcheck accepted).
+ *
+ * The op table below names each op's handler; which ops write, and so who
+ * may send them, is proto/'s table (envelope_op_writes()), read here and by
+ * access_op_allowed(), never listed a second time.
  */
 #include "dispatch.h"
 
@@ -22,6 +27,7 @@
 #include "envelope.h"
 #include "frame.h"
 #include "log.h"
+#include "mpcheck.h"
 #include "mpobj.h"
 #include "query.h"
 #include "receipt.h"
@@ -108,157 +114,6 @@ pack_kv_str(msgpack_packer *pk, const char *k, const char *v)
     return envelope_pack_cstr(pk, k) != 0 || envelope_pack_cstr(pk, v) != 0;
 }
 
-/* ---- raw byte spans inside a checked frame ---- */
-
-static uint64_t
-be(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    int i;
-
-    for (i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/*
- * Reads the header of the object at p: its header size, payload size and
- * number of child objects. Returns 0, or -1 when the bytes do not hold a
- * header (cannot happen after mpcheck; checked anyway).
- */
-static int
-mp_header(const unsigned char *p, size_t n, uint64_t *hdr, uint64_t *body,
-          uint64_t *kids)
-{
-    static const unsigned char fixed[0x20] = {
-        /* 0xc0..0xdf: payload bytes after the type byte for fixed types;
-         * 0xff marks the variable-length ones handled below. */
-        0, 0xff, 0,  0,    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 4,
-        8, 1,    2,  4,    8,    1,    2,    4,    8,    2,    3,
-        5, 9,    17, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-    };
-    unsigned b;
-
-    if (n == 0)
-        return -1;
-    b = p[0];
-    *hdr = 1;
-    *body = 0;
-    *kids = 0;
-    if (b <= 0x7f || b >= 0xe0)
-        return 0;
-    if (b <= 0x8f) {
-        *kids = 2u * (b & 0x0f);
-        return 0;
-    }
-    if (b <= 0x9f) {
-        *kids = b & 0x0f;
-        return 0;
-    }
-    if (b <= 0xbf) {
-        *body = b & 0x1f;
-        return 0;
-    }
-    if (fixed[b - 0xc0] != 0xff) {
-        *body = fixed[b - 0xc0];
-        return 0;
-    }
-    switch (b) {
-    case 0xc4:
-    case 0xd9:
-    case 0xc7:
-        if (n < 2)
-            return -1;
-        *hdr = 2;
-        *body = be(p + 1, 1) + (b == 0xc7);
-        if (b == 0xc7)
-            *hdr = 2;
-        return 0;
-    case 0xc5:
-    case 0xda:
-    case 0xc8:
-        if (n < 3)
-            return -1;
-        *hdr = 3;
-        *body = be(p + 1, 2) + (b == 0xc8);
-        return 0;
-    case 0xc6:
-    case 0xdb:
-    case 0xc9:
-        if (n < 5)
-            return -1;
-        *hdr = 5;
-        *body = be(p + 1, 4) + (b == 0xc9);
-        return 0;
-    case 0xdc:
-    case 0xde:
-        if (n < 3)
-            return -1;
-        *hdr = 3;
-        *kids = be(p + 1, 2) * (b == 0xde ? 2 : 1);
-        return 0;
-    case 0xdd:
-    case 0xdf:
-        if (n < 5)
-            return -1;
-        *hdr = 5;
-        *kids = be(p + 1, 4) * (b == 0xdf ? 2 : 1);
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-/* The size in bytes of the whole object at p, or 0. */
-static size_t
-mp_skip(const unsigned char *p, size_t n)
-{
-    uint64_t left = 1, hdr, body, kids;
-    size_t off = 0;
-
-    while (left > 0) {
-        if (off >= n || mp_header(p + off, n - off, &hdr, &body, &kids) != 0)
-            return 0;
-        if (hdr + body > n - off)
-            return 0;
-        off += (size_t)(hdr + body);
-        left = left - 1 + kids;
-    }
-    return off;
-}
-
-/* Finds the bytes of the request's "body" value. */
-static int
-find_body(const char *frame, size_t len, size_t *off, size_t *blen)
-{
-    const unsigned char *p = (const unsigned char *)frame;
-    uint64_t hdr, body, kids, i;
-    size_t at, k, v;
-
-    if (mp_header(p, len, &hdr, &body, &kids) != 0 || body != 0)
-        return -1;
-    at = (size_t)hdr;
-    for (i = 0; i + 1 < kids + 1 && i < kids; i += 2) {
-        uint64_t kh, kb, kk;
-        k = mp_skip(p + at, len - at);
-        if (k == 0 || mp_header(p + at, len - at, &kh, &kb, &kk) != 0)
-            return -1;
-        v = mp_skip(p + at + k, len - at - k);
-        if (v == 0)
-            return -1;
-        if (kk == 0 && kb == 4 &&
-            (p[at] == 0xa4 || p[at] == 0xd9 || p[at] == 0xda ||
-             p[at] == 0xdb) &&
-            memcmp(p + at + kh, "body", 4) == 0) {
-            *off = at + k;
-            *blen = v;
-            return 0;
-        }
-        at += k + v;
-    }
-    return -1;
-}
-
 /* ---- write jobs ---- */
 
 static struct writer_job *
@@ -343,9 +198,9 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         reply_error(slot, env->has_id, env->id, &err);
         return;
     }
-    if (env->body != NULL && find_body(frame, len, &boff, &blen) != 0) {
-        boff = 0;
-        blen = len;
+    if (env->body != NULL) {
+        boff = env->body_off;
+        blen = env->body_len;
     }
     proto_err_clear(&err);
     r = calloc(1, sizeof(*r));
@@ -401,14 +256,14 @@ static void
 do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             char *frame, uint32_t len)
 {
-    const unsigned char *p = (const unsigned char *)frame;
     struct store_quarantine_item *q = NULL;
     struct proto_err err, *errs = NULL;
     struct writer_job *job;
     struct receipt *items = NULL;
+    struct mpcheck_iter it;
     struct wctx *x;
-    size_t boff, blen, at, i, n, nvalid = 0, nbad = 0;
-    uint64_t hdr, body, kids;
+    const char *raw;
+    size_t ilen, i, n, nvalid = 0, nbad = 0;
     msgpack_sbuffer sb, rej;
     msgpack_packer pk, rpk;
     int rc, failed;
@@ -421,8 +276,9 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         return;
     }
     x = (struct wctx *)job->reply_extra;
-    if (env->body == NULL || env->body->type != MSGPACK_OBJECT_ARRAY ||
-        find_body(frame, len, &boff, &blen) != 0) {
+    if (env->body == NULL || env->body->type != MSGPACK_OBJECT_ARRAY) {
+        /* What is kept is the body, or with no body the whole frame:
+         * what the producer sent. */
         if (env->body == NULL)
             proto_err_set(&err, PROTO_EINVALID, "body",
                           "missing body; expected an array of receipts");
@@ -431,11 +287,9 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
                           "expected the body as an array of receipts, got %s",
                           mpobj_type_name(env->body));
         x->rejected = 1;
-        if (env->body == NULL || find_body(frame, len, &boff, &blen) != 0) {
-            boff = 0;
-            blen = len;
-        }
-        if (job_quarantine_one(job, frame + boff, blen, "receipts", &err))
+        if (job_quarantine_one(job, env->body ? frame + env->body_off : frame,
+                               env->body ? env->body_len : len, "receipts",
+                               &err))
             goto nomem;
         server_submit(c->srv, job);
         return;
@@ -456,15 +310,19 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     items = job->receipts = calloc(n ? n : 1, sizeof(*items));
     if (items == NULL)
         goto nomem;
-    if (mp_header(p + boff, blen, &hdr, &body, &kids) != 0)
-        goto nomem;
+    /* The walk gives each item's bytes for quarantine, in step with the
+     * unpacked items. */
+    if (mpcheck_iter_init(&it, frame + env->body_off, env->body_len) != 0)
+        goto unwalkable;
     /* The rejected entries are packed as they are found; the array header
      * (which needs their count) is written in front of them at the end. */
     msgpack_sbuffer_init(&rej);
     msgpack_packer_init(&rpk, &rej, msgpack_sbuffer_write);
-    at = boff + (size_t)hdr;
     for (i = 0; i < n; i++) {
-        size_t ilen = mp_skip(p + at, len - at);
+        if (mpcheck_iter_next(&it, &raw, &ilen) != 0) {
+            msgpack_sbuffer_destroy(&rej);
+            goto unwalkable;
+        }
         proto_err_clear(&err);
         rc = receipt_decode(&env->body->via.array.ptr[i], &items[nvalid], &err);
         if (rc == PROTO_ENOMEM) {
@@ -489,7 +347,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             }
             errs[nbad] = err;
             /* The quarantine item points into errs, which the job owns. */
-            q[nbad].raw = p + at;
+            q[nbad].raw = raw;
             q[nbad].len = ilen;
             q[nbad].op = "receipts";
             q[nbad].code = errs[nbad].code;
@@ -501,7 +359,6 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
                 goto nomem;
             }
         }
-        at += ilen;
     }
 
     /* The result is encoded now, because it is also the first outcome the
@@ -536,6 +393,15 @@ nomem:
     proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
     reply_error(slot, env->has_id, env->id, &err);
     writer_job_free(job);
+    return;
+unwalkable:
+    /* Cannot happen: mpcheck() accepted these bytes, and the walk reads
+     * headers as it does. Were it to, refusing the batch beats keeping
+     * the wrong bytes of an item. */
+    proto_err_set(&err, PROTO_EMALFORMED, "",
+                  "the batch's items cannot be found in the frame");
+    reply_error(slot, env->has_id, env->id, &err);
+    writer_job_free(job);
 }
 
 /* Quarantines a frame that is not a usable request, and replies err. */
@@ -563,7 +429,8 @@ do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 }
 
 static void
-do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
+do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+         char *frame, uint32_t len)
 {
     const msgpack_object *b = env->body, *o;
     const struct config *cfg = c->srv->cfg;
@@ -572,9 +439,10 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
     uint64_t proto;
     struct rbuf rb;
     char *reply, *token = NULL;
-    size_t len;
+    size_t rlen;
     int dup, failed;
 
+    (void)len;
     proto_err_clear(&err);
     if (b == NULL || b->type != MSGPACK_OBJECT_MAP) {
         proto_err_set(&err, PROTO_EINVALID, b ? "" : "body",
@@ -629,6 +497,7 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
                               "a TCP connection needs a token in hello");
             free(token);
+            free(frame);
             reply_error(slot, env->has_id, env->id, &err);
             conn_close_after_replies(c);
             return;
@@ -641,6 +510,8 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
     free(c->token);
     c->token = token;
     c->said_hello = 1;
+    /* The source and the token are copied: nothing borrows the frame. */
+    free(frame);
 
     failed = rbuf_begin(&rb) != 0 ||
              envelope_reply_ok(&rb.pk, env->has_id, env->id) != 0 ||
@@ -649,26 +520,89 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env)
              pack_kv_str(&rb.pk, "server", "receiptd/" RECEIPTD_VERSION) != 0 ||
              pack_kv_uint(&rb.pk, "max_frame", cfg->max_frame) != 0 ||
              pack_kv_uint(&rb.pk, "max_batch", cfg->max_batch) != 0;
-    reply = rbuf_finish(&rb, failed, &len);
-    conn_slot_complete(slot, reply, len);
+    reply = rbuf_finish(&rb, failed, &rlen);
+    conn_slot_complete(slot, reply, rlen);
     return;
 fail:
+    free(frame);
     reply_error(slot, env->has_id, env->id, &err);
 }
 
 static void
-do_ping(struct conn_slot *slot, const struct envelope *env)
+do_ping(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+        char *frame, uint32_t len)
 {
     struct rbuf rb;
-    size_t len;
+    size_t rlen;
     char *reply;
     int failed;
 
+    (void)c;
+    (void)len;
+    free(frame);
     failed = rbuf_begin(&rb) != 0 ||
              envelope_reply_ok(&rb.pk, env->has_id, env->id) != 0 ||
              msgpack_pack_map(&rb.pk, 0) != 0;
-    reply = rbuf_finish(&rb, failed, &len);
-    conn_slot_complete(slot, reply, len);
+    reply = rbuf_finish(&rb, failed, &rlen);
+    conn_slot_complete(slot, reply, rlen);
+}
+
+static void
+do_query(struct conn *c, struct conn_slot *slot, const struct envelope *env,
+         char *frame, uint32_t len)
+{
+    struct proto_err err;
+
+    (void)len;
+    proto_err_clear(&err);
+    /* query_start copies what it keeps out of the body. */
+    if (query_start(c->srv->queries, c->srv, slot, env->has_id, env->id,
+                    env->body, &err) != 0)
+        reply_error(slot, env->has_id, env->id, &err);
+    else
+        c->n_queries++;
+    free(frame);
+}
+
+/*
+ * The op table: each op's handler, and whether the op is open (answered
+ * whatever the peer's access level). Which ops write is not a column here:
+ * it is proto/'s table, read through envelope_op_writes() by
+ * access_op_allowed() and by the quarantine rule in dispatch_frame(), so
+ * dispatch, access and the protocol cannot disagree about it.
+ */
+static const struct dispatch_op ops[PROTO_OP_COUNT] = {
+    /* On TCP, hello is how a peer authenticates: it must get through. */
+    [PROTO_OP_HELLO] = { PROTO_OP_HELLO, 1, do_hello },
+    [PROTO_OP_PING] = { PROTO_OP_PING, 0, do_ping },
+    /* The writes keep the frame in their job: decoded strings borrow it. */
+    [PROTO_OP_RECEIPT] = { PROTO_OP_RECEIPT, 0, do_receipt },
+    [PROTO_OP_RECEIPTS] = { PROTO_OP_RECEIPTS, 0, do_receipts },
+    [PROTO_OP_PLAN] = { PROTO_OP_PLAN, 0, dispatch_plan_frame },
+    [PROTO_OP_RETENTION] = { PROTO_OP_RETENTION, 0, dispatch_plan_frame },
+    [PROTO_OP_READBACK] = { PROTO_OP_READBACK, 0, dispatch_plan_frame },
+    [PROTO_OP_QUERY] = { PROTO_OP_QUERY, 0, do_query },
+};
+
+const struct dispatch_op *
+dispatch_op_find(int op)
+{
+    if (op < 0 || op >= PROTO_OP_COUNT)
+        return NULL;
+    return &ops[op];
+}
+
+int
+dispatch_op_allowed(int level, int op, struct proto_err *err)
+{
+    const struct dispatch_op *o = dispatch_op_find(op);
+
+    if (o == NULL)
+        return proto_err_set(err, PROTO_EUNKNOWN_OP, "op",
+                             "op %d is not in the op table", op);
+    if (o->open)
+        return 0;
+    return access_op_allowed((enum access_level)level, op, err);
 }
 
 void
@@ -707,9 +641,8 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
         free(frame);
         goto out;
     }
-    /* hello is always answered: on TCP it is how a peer authenticates. */
-    if (env.op != PROTO_OP_HELLO &&
-        access_op_allowed((enum access_level)c->level, env.op, &err) != 0) {
+    /* envelope_parse() gave an op of the table, so a row exists. */
+    if (dispatch_op_allowed(c->level, env.op, &err) != 0) {
         if (c->kind == CONN_TCP && c->level == ACCESS_NONE)
             proto_err_set(&err, PROTO_EUNAUTHORIZED, NULL,
                           "authenticate first: send hello with a token");
@@ -717,45 +650,7 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
         free(frame);
         goto out;
     }
-    switch (env.op) {
-    case PROTO_OP_HELLO:
-        do_hello(c, slot, &env);
-        free(frame);
-        break;
-    case PROTO_OP_PING:
-        do_ping(slot, &env);
-        free(frame);
-        break;
-    case PROTO_OP_RECEIPT:
-        /* The frame goes with the job: decoded strings borrow it. */
-        do_receipt(c, slot, &env, frame, len);
-        break;
-    case PROTO_OP_RECEIPTS:
-        do_receipts(c, slot, &env, frame, len);
-        break;
-    case PROTO_OP_PLAN:
-    case PROTO_OP_RETENTION:
-    case PROTO_OP_READBACK:
-        /* The frame goes along: the decoded body borrows it. */
-        dispatch_plan_frame(c, slot, &env, frame, len);
-        break;
-    case PROTO_OP_QUERY:
-        /* query_start copies what it keeps out of the body. */
-        if (query_start(c->srv->queries, c->srv, slot, env.has_id, env.id,
-                        env.body, &err) != 0)
-            reply_error(slot, env.has_id, env.id, &err);
-        else
-            c->n_queries++;
-        free(frame);
-        break;
-    default:
-        proto_err_set(&err, PROTO_EUNKNOWN_OP, "op",
-                      "op \"%s\" is not implemented yet in this receiptd",
-                      envelope_op_name(env.op));
-        reply_error(slot, env.has_id, env.id, &err);
-        free(frame);
-        break;
-    }
+    dispatch_op_find(env.op)->handle(c, slot, &env, frame, len);
 out:
     msgpack_unpacked_destroy(&up);
 }

@@ -12,17 +12,18 @@
  *
  * Memory. A write job keeps its request frame, and what it keeps is
  * counted in its bytes against max_pending_bytes: the frame, the canonical
- * plan, the decoded retention spec. The body is unpacked and decoded on
- * the loop; the unpacked tree (a 24-byte msgpack_object per object, so up
- * to ~24x the frame) and the decoded plan are freed before the job is
- * queued, which works because msgpack-c points strings into the frame,
- * not into its tree. A readback copies its three strings and keeps
- * nothing of the frame.
+ * plan, the decoded retention spec. The body is decoded on the loop from
+ * the envelope's unpacked tree; that tree (a 24-byte msgpack_object per
+ * object, so up to ~24x the frame) is the caller's and the decoded plan is
+ * freed here, both before the loop turns again, which works because
+ * msgpack-c points strings into the frame, not into its tree. A readback
+ * copies its three strings and keeps nothing of the frame.
  *
  * Every rejected plan or retention payload (invalid, conflict, mismatch)
- * is quarantined with its exact body bytes, like a receipt; unknown_plan
- * is not a payload fault and is only answered. Only accepted writes are
- * recorded for seq dedupe, so a refused one can be fixed and resent.
+ * is quarantined with its exact body bytes (where envelope_parse() found
+ * them in the frame), like a receipt; unknown_plan is not a payload fault
+ * and is only answered. Only accepted writes are recorded for seq dedupe,
+ * so a refused one can be fixed and resent.
  */
 #include "dispatch_plan.h"
 
@@ -94,57 +95,6 @@ reply_error(struct conn_slot *slot, int has_id, uint64_t id,
     conn_slot_complete(slot, r, len);
 }
 
-/*
- * Finds the "body" value of the request frame (a map that mpcheck and
- * envelope_parse already accepted) and unpacks it into up, which then
- * borrows frame. Sets *off and *blen to its bytes. Returns 0, or -1 when
- * there is no body.
- */
-static int
-unpack_body(const char *frame, size_t len, msgpack_unpacked *up, size_t *off,
-            size_t *blen)
-{
-    const unsigned char *p = (const unsigned char *)frame;
-    msgpack_unpacked tmp;
-    size_t at, vat, n, i;
-    int found = 0;
-
-    if (len == 0)
-        return -1;
-    if (p[0] >= 0x80 && p[0] <= 0x8f) {
-        n = p[0] & 0x0f;
-        at = 1;
-    } else if (p[0] == 0xde && len >= 3) {
-        n = (size_t)p[1] << 8 | p[2];
-        at = 3;
-    } else if (p[0] == 0xdf && len >= 5) {
-        n = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
-        at = 5;
-    } else {
-        return -1;
-    }
-    msgpack_unpacked_init(&tmp);
-    for (i = 0; i < n && !found; i++) {
-        if (msgpack_unpack_next(&tmp, frame, len, &at) !=
-            MSGPACK_UNPACK_SUCCESS)
-            break;
-        /* The same key rule as envelope_parse: a str, or a bin. */
-        found = mpobj_str_eq(&tmp.data, "body");
-        vat = at;
-        if (msgpack_unpack_next(found ? up : &tmp, frame, len, &at) !=
-            MSGPACK_UNPACK_SUCCESS) {
-            found = 0;
-            break;
-        }
-        if (found) {
-            *off = vat;
-            *blen = at - vat;
-        }
-    }
-    msgpack_unpacked_destroy(&tmp);
-    return found ? 0 : -1;
-}
-
 /* ---- plan and retention: the loop's side ---- */
 
 static void
@@ -204,10 +154,8 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     struct pctx *x = calloc(1, sizeof(*x));
     struct plan *plan = NULL;
     struct proto_err err;
-    msgpack_unpacked up;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    size_t boff = 0, blen = 0;
     int rc;
 
     proto_err_clear(&err);
@@ -219,7 +167,6 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         reply_error(slot, env->has_id, env->id, &err);
         return;
     }
-    msgpack_unpacked_init(&up);
     x->slot = slot;
     x->srv = c->srv;
     x->op = env->op;
@@ -238,7 +185,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->w.seq = env->seq;
     job->w.received_at = (int64_t)server_now_unix_ms();
 
-    if (env->body == NULL || unpack_body(frame, len, &up, &boff, &blen) != 0) {
+    if (env->body == NULL) {
         /* No body: the whole frame is what the producer sent. */
         x->raw = frame;
         x->raw_len = len;
@@ -249,10 +196,10 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
                             "graph_hash, values or determinism_outputs}");
         goto refused;
     }
-    x->raw = frame + boff;
-    x->raw_len = blen;
+    x->raw = frame + env->body_off;
+    x->raw_len = env->body_len;
     if (env->op == PROTO_OP_PLAN) {
-        rc = plan_decode(&up.data, &plan, &err);
+        rc = plan_decode(env->body, &plan, &err);
         if (rc == 0) {
             /* The canonical form is what is stored and compared. */
             msgpack_sbuffer_init(&sb);
@@ -272,7 +219,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         }
         job->w.apply_cb = plan_apply_cb;
     } else {
-        rc = retention_spec_decode(&up.data, &x->spec, &err);
+        rc = retention_spec_decode(env->body, &x->spec, &err);
         if (rc == 0)
             job->bytes += x->spec->bytes;
         job->w.apply_cb = retention_apply_cb;
@@ -280,11 +227,10 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->w.apply_arg = x;
     /* What a job keeps is counted in job->bytes, so queued jobs stay
      * within max_pending_bytes: the frame, the canonical plan, the spec.
-     * The unpacked tree and the decoded plan would cost up to ~24x the
-     * frame (a msgpack_object per byte), uncounted; strings borrow the
-     * frame, not the tree, so both go now. */
+     * The decoded plan (and the caller's unpacked tree) would cost up to
+     * ~24x the frame (a msgpack_object per byte), uncounted; strings
+     * borrow the frame, not the tree, so the plan goes now. */
     plan_free(plan);
-    msgpack_unpacked_destroy(&up);
     if (rc == PROTO_ENOMEM) {
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
         reply_error(slot, env->has_id, env->id, &err);
@@ -298,7 +244,6 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 refused:
     /* Refused before the store was asked: nothing to resolve and no seq to
      * record, but the payload is kept. */
-    msgpack_unpacked_destroy(&up);
     job->w.apply_cb = NULL;
     job->w.has_seq = 0;
     refuse(x, &job->w, &err, 1);
@@ -685,13 +630,11 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     struct rbreq *q = NULL;
     struct readback rb;
     struct proto_err err;
-    msgpack_unpacked up;
-    size_t boff, blen;
     char *at;
 
+    (void)len;
     proto_err_clear(&err);
-    msgpack_unpacked_init(&up);
-    if (env->body == NULL || unpack_body(frame, len, &up, &boff, &blen) != 0) {
+    if (env->body == NULL) {
         proto_err_set(&err, PROTO_EINVALID, "body",
                       "missing body; expected a readback {prepared_plan_id, "
                       "graph_hash, value_id, participant_index, "
@@ -699,7 +642,7 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         goto fail;
     }
     /* Nothing is stored for a readback, so a bad body is only answered. */
-    if (retention_readback_decode(&up.data, &rb, &err) != 0)
+    if (retention_readback_decode(env->body, &rb, &err) != 0)
         goto fail;
     /* The three lengths sum to at most the frame's. */
     q = malloc(sizeof(*q) + rb.prepared_plan_id.len + rb.graph_hash.len +
@@ -713,7 +656,6 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     move_str(&q->rb.prepared_plan_id, &at);
     move_str(&q->rb.graph_hash, &at);
     move_str(&q->rb.value_id, &at);
-    msgpack_unpacked_destroy(&up);
     free(frame);
     if (query_submit(c->srv->queries, c->srv, slot, env->has_id, env->id,
                      readback_run, q, free, &err) != 0) {
@@ -723,7 +665,6 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     c->n_queries++;
     return;
 fail:
-    msgpack_unpacked_destroy(&up);
     free(frame);
     reply_error(slot, env->has_id, env->id, &err);
 }

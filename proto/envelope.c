@@ -7,9 +7,24 @@
 
 #include "mpcheck.h"
 
-static const char *const ops[PROTO_OP_COUNT] = {
-    "hello", "ping",      "receipt",  "receipts",
-    "plan",  "retention", "readback", "query",
+/*
+ * The ops of PROTOCOL section 3. Whether an op writes decides who may send
+ * it (daemon/access.c), whether its rejected payloads are quarantined and
+ * when it is answered, so it is said here once; the daemon's table of
+ * handlers (daemon/dispatch.c) adds only what proto/ cannot know.
+ */
+static const struct {
+    const char *name;
+    int writes;
+} ops[PROTO_OP_COUNT] = {
+    [PROTO_OP_HELLO] = { "hello", 0 },
+    [PROTO_OP_PING] = { "ping", 0 },
+    [PROTO_OP_RECEIPT] = { "receipt", 1 },
+    [PROTO_OP_RECEIPTS] = { "receipts", 1 },
+    [PROTO_OP_PLAN] = { "plan", 1 },
+    [PROTO_OP_RETENTION] = { "retention", 1 },
+    [PROTO_OP_READBACK] = { "readback", 0 },
+    [PROTO_OP_QUERY] = { "query", 0 },
 };
 
 const char *
@@ -17,7 +32,7 @@ envelope_op_name(int op)
 {
     if (op < 0 || op >= PROTO_OP_COUNT)
         return NULL;
-    return ops[op];
+    return ops[op].name;
 }
 
 int
@@ -26,7 +41,7 @@ envelope_op_from_name(const char *name, size_t len)
     int i;
 
     for (i = 0; i < PROTO_OP_COUNT; i++)
-        if (strlen(ops[i]) == len && memcmp(ops[i], name, len) == 0)
+        if (strlen(ops[i].name) == len && memcmp(ops[i].name, name, len) == 0)
             return i;
     return -1;
 }
@@ -34,8 +49,9 @@ envelope_op_from_name(const char *name, size_t len)
 int
 envelope_op_writes(int op)
 {
-    return op == PROTO_OP_RECEIPT || op == PROTO_OP_RECEIPTS ||
-           op == PROTO_OP_PLAN || op == PROTO_OP_RETENTION;
+    if (op < 0 || op >= PROTO_OP_COUNT)
+        return 0;
+    return ops[op].writes;
 }
 
 int
@@ -60,6 +76,37 @@ printable(const char *p, size_t n)
         if (p[i] < 0x20 || p[i] > 0x7e || p[i] == '"')
             return 0;
     return 1;
+}
+
+/*
+ * Finds the bytes of v, a value of the map root unpacked from frame.
+ * msgpack-c keeps a map's pairs in wire order, so v's pair is found by its
+ * index, and which key is "body" is decided only by mpobj_map_get(), not a
+ * second time over bytes. Returns 0, or -1 when the walk fails (it cannot
+ * on a frame mpcheck() accepted).
+ */
+static int
+value_span(const char *frame, size_t len, const msgpack_object *root,
+           const msgpack_object *v, size_t *off, size_t *vlen)
+{
+    struct mpcheck_iter it;
+    const char *el = NULL;
+    size_t ellen = 0;
+    uint64_t i, k;
+
+    for (i = 0; i < root->via.map.size; i++)
+        if (&root->via.map.ptr[i].val == v)
+            break;
+    if (i == root->via.map.size || mpcheck_iter_init(&it, frame, len) != 0)
+        return -1;
+    /* Pair i's value is element 2i + 1: skip the pairs before it and its
+     * key. */
+    for (k = 0; k <= 2 * i + 1; k++)
+        if (mpcheck_iter_next(&it, &el, &ellen) != 0)
+            return -1;
+    *off = (size_t)(el - frame);
+    *vlen = ellen;
+    return 0;
 }
 
 int
@@ -140,6 +187,10 @@ envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
     if (dup)
         return proto_err_set(err, PROTO_EMALFORMED, "body",
                              "duplicate key \"body\" in the request");
+    if (o != NULL &&
+        value_span(frame, len, root, o, &env->body_off, &env->body_len) != 0)
+        return proto_err_set(err, PROTO_EMALFORMED, "body",
+                             "the body's bytes cannot be found in the frame");
     env->body = o;
     return 0;
 }

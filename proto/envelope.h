@@ -39,7 +39,17 @@ struct envelope {
     uint64_t seq;
     const msgpack_object *body; /* borrowed from the unpacked frame; NULL
                                    when absent */
+    /* Where body's msgpack encoding is in the frame, byte for byte:
+     * frame[body_off, body_off + body_len). Both 0 when body is NULL. */
+    size_t body_off;
+    size_t body_len;
 };
+
+/*
+ * The op table (envelope.c) is the one list of the ops and of which of
+ * them write: the daemon's dispatch table and its access check both read
+ * it through these functions.
+ */
 
 /* The wire name of an op ("receipts"), or NULL outside the table. */
 const char *envelope_op_name(int op);
@@ -47,15 +57,20 @@ const char *envelope_op_name(int op);
 /* The op for a wire name, or -1. */
 int envelope_op_from_name(const char *name, size_t len);
 
-/* True for the ops that write to the store. */
+/* True for the ops that write to the store (acknowledged after their
+ * commit; a peer that may only read is refused them); 0 outside the
+ * table. */
 int envelope_op_writes(int op);
 
 /*
  * Parses a whole request frame: the bounded check of mpcheck.h, unpacking
  * into up (initialised by the caller with msgpack_unpacked_init and
  * destroyed by it afterwards), then the envelope. env->body and every string
- * read from it borrow both frame and up. Returns 0, PROTO_EMALFORMED (not one
- * object, not a map, bad op or id types; has_id tells whether the id could be
+ * read from it borrow both frame and up; env->body_off and body_len locate
+ * the body's bytes in frame. A key is the string it names whether sent as a
+ * str or as a bin ("body" as a bin is the body), the same rule for every
+ * envelope key. Returns 0, PROTO_EMALFORMED (not one object, not a map, bad
+ * op or id types, a duplicate key; has_id tells whether the id could be
  * read), PROTO_EUNKNOWN_OP, or PROTO_EINVALID (a bad seq), with err set.
  */
 int envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,

@@ -5,7 +5,10 @@
  * separately for maps) still to be read in each open container; an object
  * that completes decrements the innermost count, and containers whose count
  * reaches zero are popped. The walk is iterative, so hostile nesting costs
- * no C stack. Pure function; safe on any thread.
+ * no C stack. Pure functions; safe on any thread.
+ *
+ * mpcheck_skip() and mpcheck_iter read headers with the same header() as
+ * the check, so "mpcheck passed" means they cannot fail on those bytes.
  */
 #include "mpcheck.h"
 
@@ -184,5 +187,63 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
         return proto_err_set(err, PROTO_EMALFORMED, NULL,
                              "%zu trailing bytes after the msgpack object",
                              len - off);
+    return 0;
+}
+
+size_t
+mpcheck_skip(const char *buf, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    uint64_t left = 1, payload, children;
+    size_t off = 0, hdr;
+
+    /* Only a count of objects still owed is needed, not a stack: every
+     * object, a container's header included, is consumed in order. */
+    while (left > 0) {
+        if (off >= len ||
+            header(p + off, len - off, &hdr, &payload, &children) != 0 ||
+            payload > len - off - hdr)
+            return 0;
+        off += hdr + (size_t)payload;
+        left = left - 1 + children;
+        /* Every object owed takes at least one byte: more of them than
+         * bytes left is a lie, and refusing it here keeps left bounded. */
+        if (left > len - off)
+            return 0;
+    }
+    return off;
+}
+
+int
+mpcheck_iter_init(struct mpcheck_iter *it, const char *buf, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    uint64_t payload, children;
+    size_t hdr;
+
+    it->at = buf;
+    it->left = 0;
+    it->n = 0;
+    if (len == 0 || !is_container(p[0]) ||
+        header(p, len, &hdr, &payload, &children) != 0)
+        return -1;
+    it->at = buf + hdr;
+    it->left = len - hdr;
+    it->n = children;
+    return 0;
+}
+
+int
+mpcheck_iter_next(struct mpcheck_iter *it, const char **obj, size_t *olen)
+{
+    size_t n;
+
+    if (it->n == 0 || (n = mpcheck_skip(it->at, it->left)) == 0)
+        return -1;
+    *obj = it->at;
+    *olen = n;
+    it->at += n;
+    it->left -= n;
+    it->n--;
     return 0;
 }

@@ -284,6 +284,41 @@ START_TEST(test_access_op_allowed_by_level)
 }
 END_TEST
 
+/*
+ * The rule as a literal table: a reader may send what does not write, and
+ * which ops write is proto/'s op table, so both are checked against it
+ * here. (hello's exemption for unauthenticated peers is the daemon's op
+ * table: check_dispatch.)
+ */
+START_TEST(test_access_op_allowed_follows_op_table)
+{
+    static const struct {
+        int op;
+        int writes;
+    } ops[] = {
+        { PROTO_OP_HELLO, 0 },    { PROTO_OP_PING, 0 },
+        { PROTO_OP_RECEIPT, 1 },  { PROTO_OP_RECEIPTS, 1 },
+        { PROTO_OP_PLAN, 1 },     { PROTO_OP_RETENTION, 1 },
+        { PROTO_OP_READBACK, 0 }, { PROTO_OP_QUERY, 0 },
+    };
+    struct proto_err err;
+    size_t i;
+
+    ck_assert_int_eq(sizeof(ops) / sizeof(ops[0]), PROTO_OP_COUNT);
+    for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        ck_assert_int_eq(envelope_op_writes(ops[i].op), ops[i].writes);
+        ck_assert_int_eq(access_op_allowed(ACCESS_READ, ops[i].op, &err),
+                         ops[i].writes ? PROTO_EUNAUTHORIZED : 0);
+        ck_assert_int_eq(access_op_allowed(ACCESS_WRITE, ops[i].op, &err), 0);
+    }
+    ck_assert_int_eq(access_op_allowed(ACCESS_NONE, PROTO_OP_PING, &err),
+                     PROTO_EUNAUTHORIZED);
+    ck_assert_str_eq(err.message, "this connection may not use ping");
+    ck_assert_int_eq(envelope_op_writes(-1), 0);
+    ck_assert_int_eq(envelope_op_writes(PROTO_OP_COUNT), 0);
+}
+END_TEST
+
 /* ---- Tokens. ---- */
 
 static void
@@ -489,6 +524,7 @@ access_suite(void)
 
     tc = tcase_create("op_allowed");
     tcase_add_test(tc, test_access_op_allowed_by_level);
+    tcase_add_test(tc, test_access_op_allowed_follows_op_table);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("token_hash");

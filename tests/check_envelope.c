@@ -243,6 +243,96 @@ START_TEST(test_envelope_parse_accepts_variants)
 }
 END_TEST
 
+/*
+ * Where the body is in the frame: its exact bytes, whichever key encoding
+ * said "body" and wherever the key sits in the map. The expected span is
+ * given by the byte offset at which the body starts and its length.
+ */
+static const struct {
+    const char *what;
+    const char *bytes;
+    size_t len;
+    size_t off, blen;
+} spans[] = {
+    { "str key, last",
+      RAW("\x83\xa2op\xa7receipt\xa2id\x07\xa4"
+          "body\x92\x01\xa1x"),
+      21, 4 },
+    { "bin key, last",
+      RAW("\x83\xa2op\xa7receipt\xa2id\x07\xc4\x04"
+          "body\x92\x01\xa1x"),
+      22, 4 },
+    { "bin key, first",
+      RAW("\x83\xc4\x04"
+          "body\x91\xce\x00\x00\x00\x03\xa2op\xa8receipts\xa2id\x07"),
+      7, 6 },
+    { "str8 key, between unknown keys",
+      RAW("\x85\xa5"
+          "extra\x92\x90\x80\xa2op\xa4ping\xd9\x04"
+          "body\x81\xa1k\xc0\x01\x02\xa2id\x07"),
+      24, 4 },
+    { "bin16 key, nil body",
+      RAW("\x83\xa2id\x07\xc5\x00\x04"
+          "body\xc0\xa2op\xa4ping"),
+      12, 1 },
+    { "map16 envelope, str32 key",
+      RAW("\xde\x00\x03\xa2op\xa4ping\xdb\x00\x00\x00\x04"
+          "body\xa3"
+          "abc\xa2id\x07"),
+      20, 4 },
+};
+
+START_TEST(test_envelope_parse_records_body_span)
+{
+    struct envelope env;
+    struct proto_err err;
+    msgpack_unpacked up, one;
+    size_t off = 0;
+
+    ck_assert_msg(parse_raw(spans[_i].bytes, spans[_i].len, &env, &err, &up) ==
+                      0,
+                  "%s: %s", spans[_i].what, err.message);
+    ck_assert_ptr_nonnull(env.body);
+    ck_assert_uint_eq(env.id, 7);
+    ck_assert_uint_eq(env.body_off, spans[_i].off);
+    ck_assert_uint_eq(env.body_len, spans[_i].blen);
+    /* The span holds exactly the object envelope_parse calls the body. */
+    msgpack_unpacked_init(&one);
+    ck_assert_int_eq(msgpack_unpack_next(&one, spans[_i].bytes + env.body_off,
+                                         env.body_len, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_uint_eq(off, env.body_len);
+    ck_assert(msgpack_object_equal(one.data, *env.body));
+    msgpack_unpacked_destroy(&one);
+    msgpack_unpacked_destroy(&up);
+}
+END_TEST
+
+/* No body, no span; and a body key of another type is not "body". */
+START_TEST(test_envelope_parse_span_without_body)
+{
+    struct envelope env;
+    struct proto_err err;
+    msgpack_unpacked up;
+
+    ck_assert_int_eq(
+        parse_raw(RAW("\x83\xa2op\xa4ping\xa2id\x07\x04\xc0"), &env, &err, &up),
+        0);
+    ck_assert_ptr_null(env.body);
+    ck_assert_uint_eq(env.body_off, 0);
+    ck_assert_uint_eq(env.body_len, 0);
+    msgpack_unpacked_destroy(&up);
+    /* A str "body" and a bin "body" are the same key: a duplicate. */
+    ck_assert_int_eq(parse_raw(RAW("\x84\xa2op\xa4ping\xa2id\x07\xa4"
+                                   "body\xc0\xc4\x04"
+                                   "body\xc0"),
+                               &env, &err, &up),
+                     PROTO_EMALFORMED);
+    ck_assert_str_eq(err.path, "body");
+    msgpack_unpacked_destroy(&up);
+}
+END_TEST
+
 START_TEST(test_envelope_op_tables)
 {
     int i;
@@ -424,6 +514,11 @@ envelope_suite(void)
     tcase_add_test(tc, test_envelope_unknown_op_message_is_utf8);
     tcase_add_loop_test(tc, test_envelope_parse_memory_is_bounded, 0, 4);
     tcase_add_test(tc, test_envelope_op_tables);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("body_span");
+    tcase_add_loop_test(tc, test_envelope_parse_records_body_span, 0,
+                        (int)(sizeof(spans) / sizeof(spans[0])));
+    tcase_add_test(tc, test_envelope_parse_span_without_body);
     suite_add_tcase(s, tc);
     tc = tcase_create("replies");
     tcase_add_test(tc, test_envelope_reply_ok_roundtrip);

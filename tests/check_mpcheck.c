@@ -2,7 +2,8 @@
  * check_mpcheck.c: the bounded msgpack walk. Nesting at the limit and one
  * past it, container and string headers that claim more than the frame
  * holds, truncation at every byte, trailing bytes, 0xc1; and msgpack-c's own
- * unpacker accepting everything the walk accepts.
+ * unpacker accepting everything the walk accepts. Then mpcheck_skip() and
+ * mpcheck_iter, which find exact bytes inside checked frames.
  */
 #include <check.h>
 #include <errno.h>
@@ -371,12 +372,150 @@ START_TEST(test_mpcheck_accepted_means_unpackable)
         if (mpcheck(buf, n, NULL) == 0) {
             accepted++;
             assert_unpacks(buf, n);
+            /* The walk that finds bytes in a checked frame agrees. */
+            ck_assert_uint_eq(mpcheck_skip(buf, n), n);
         }
     }
     /* The mutations must leave some inputs valid, or this proves nothing. */
     ck_assert_int_gt(accepted, 100);
     free(buf);
     free(orig);
+}
+END_TEST
+
+/* ---- mpcheck_skip and mpcheck_iter: exact bytes inside a checked frame */
+
+/* The size of a whole object, with bytes after it left alone; 0 for every
+ * cut of it. */
+START_TEST(test_mpcheck_skip_finds_every_type)
+{
+    const char *b = valid[_i].bytes;
+    size_t len = valid[_i].len, k;
+    char *more = malloc(len + 3);
+
+    ck_assert_ptr_nonnull(more);
+    ck_assert_uint_eq(mpcheck_skip(b, len), len);
+    memcpy(more, b, len);
+    memcpy(more + len, "\x91\x01\xc1", 3);
+    ck_assert_uint_eq(mpcheck_skip(more, len + 3), len);
+    for (k = 0; k < len; k++)
+        ck_assert_uint_eq(mpcheck_skip(b, k), 0);
+    free(more);
+}
+END_TEST
+
+START_TEST(test_mpcheck_skip_refuses_lying_headers)
+{
+    ck_assert_uint_eq(mpcheck_skip(lying[_i].bytes, lying[_i].len), 0);
+}
+END_TEST
+
+/* Deep nesting costs no stack, and 0xc1 is not an object. */
+START_TEST(test_mpcheck_skip_deep_and_c1)
+{
+    size_t n = 100000, k;
+    char *buf = malloc(n + 1);
+
+    ck_assert_ptr_nonnull(buf);
+    for (k = 0; k < n; k++)
+        buf[k] = (char)0x91;
+    buf[n] = 0x01;
+    ck_assert_uint_eq(mpcheck_skip(buf, n + 1), n + 1);
+    ck_assert_uint_eq(mpcheck_skip(buf, n), 0);
+    free(buf);
+    ck_assert_uint_eq(mpcheck_skip("\xc1", 1), 0);
+    ck_assert_uint_eq(mpcheck_skip("\x92\x01\xc1", 3), 0);
+    ck_assert_uint_eq(mpcheck_skip("", 0), 0);
+}
+END_TEST
+
+/* Walks buf's container and checks each element against want, in order:
+ * their offsets and sizes in buf. */
+static void
+check_walk(const char *buf, size_t len, const size_t *at, const size_t *n,
+           size_t count)
+{
+    struct mpcheck_iter it;
+    const char *obj;
+    size_t olen, i;
+
+    ck_assert_int_eq(mpcheck_iter_init(&it, buf, len), 0);
+    ck_assert_uint_eq(it.n, count);
+    for (i = 0; i < count; i++) {
+        ck_assert_int_eq(mpcheck_iter_next(&it, &obj, &olen), 0);
+        ck_assert_uint_eq((size_t)(obj - buf), at[i]);
+        ck_assert_uint_eq(olen, n[i]);
+    }
+    ck_assert_int_eq(mpcheck_iter_next(&it, &obj, &olen), -1);
+    ck_assert_uint_eq(it.n, 0);
+}
+
+START_TEST(test_mpcheck_iter_gives_each_element)
+{
+    /* [1, "ab", [2, 3], {}, uint32 7] */
+    static const char arr[] = "\x95\x01\xa2"
+                              "ab\x92\x02\x03\x80\xce\x00\x00\x00\x07";
+    static const size_t arr_at[] = { 1, 2, 5, 8, 9 };
+    static const size_t arr_n[] = { 1, 3, 3, 1, 5 };
+    /* map16 {"a": 1, bin "body": [nil]} */
+    static const char map[] = "\xde\x00\x02\xa1"
+                              "a\x01\xc4\x04"
+                              "body\x91\xc0";
+    static const size_t map_at[] = { 3, 5, 6, 12 };
+    static const size_t map_n[] = { 2, 1, 6, 2 };
+
+    check_walk(arr, sizeof(arr) - 1, arr_at, arr_n, 5);
+    check_walk(map, sizeof(map) - 1, map_at, map_n, 4);
+    check_walk("\x90", 1, NULL, NULL, 0);
+    check_walk("\xdf\x00\x00\x00\x00", 5, NULL, NULL, 0);
+}
+END_TEST
+
+START_TEST(test_mpcheck_iter_refuses_non_containers_and_cuts)
+{
+    struct mpcheck_iter it;
+    const char *obj;
+    size_t olen;
+
+    /* Not a container, or no whole header. */
+    ck_assert_int_eq(mpcheck_iter_init(&it, "\x01", 1), -1);
+    ck_assert_int_eq(mpcheck_iter_init(&it,
+                                       "\xa2"
+                                       "ab",
+                                       3),
+                     -1);
+    ck_assert_int_eq(mpcheck_iter_init(&it, "", 0), -1);
+    ck_assert_int_eq(mpcheck_iter_init(&it, "\xdc\x00", 2), -1);
+    /* An element the buffer cuts off is not given. */
+    ck_assert_int_eq(mpcheck_iter_init(&it,
+                                       "\x92\x01\xa3"
+                                       "ab",
+                                       5),
+                     0);
+    ck_assert_int_eq(mpcheck_iter_next(&it, &obj, &olen), 0);
+    ck_assert_uint_eq(olen, 1);
+    ck_assert_int_eq(mpcheck_iter_next(&it, &obj, &olen), -1);
+}
+END_TEST
+
+/* The elements of a shared vector (a map, or an array) tile it exactly. */
+START_TEST(test_mpcheck_iter_tiles_vectors)
+{
+    struct mpcheck_iter it;
+    const char *obj;
+    size_t len, olen, end;
+    char *buf = read_vector(vector_files[_i], &len);
+
+    ck_assert_int_eq(mpcheck_iter_init(&it, buf, len), 0);
+    ck_assert_uint_gt(it.n, 0);
+    end = (size_t)(it.at - buf);
+    while (it.n > 0) {
+        ck_assert_int_eq(mpcheck_iter_next(&it, &obj, &olen), 0);
+        ck_assert_uint_eq((size_t)(obj - buf), end);
+        end += olen;
+    }
+    ck_assert_uint_eq(end, len);
+    free(buf);
 }
 END_TEST
 
@@ -403,6 +542,17 @@ mpcheck_suite(void)
     tcase_add_loop_test(tc, test_mpcheck_truncation_at_every_byte, 0,
                         (int)(sizeof(valid) / sizeof(valid[0])));
     tcase_add_loop_test(tc, test_mpcheck_truncation_of_vectors, 0,
+                        (int)(sizeof(vector_files) / sizeof(vector_files[0])));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("skip_and_iter");
+    tcase_add_loop_test(tc, test_mpcheck_skip_finds_every_type, 0,
+                        (int)(sizeof(valid) / sizeof(valid[0])));
+    tcase_add_loop_test(tc, test_mpcheck_skip_refuses_lying_headers, 0,
+                        (int)(sizeof(lying) / sizeof(lying[0])));
+    tcase_add_test(tc, test_mpcheck_skip_deep_and_c1);
+    tcase_add_test(tc, test_mpcheck_iter_gives_each_element);
+    tcase_add_test(tc, test_mpcheck_iter_refuses_non_containers_and_cuts);
+    tcase_add_loop_test(tc, test_mpcheck_iter_tiles_vectors, 0,
                         (int)(sizeof(vector_files) / sizeof(vector_files[0])));
     suite_add_tcase(s, tc);
     tc = tcase_create("unpack_agrees");

@@ -5,6 +5,11 @@ receiptd_check_test(check_store
   SOURCES check_store.c
   LIBS receiptd_core PkgConfig::SQLITE)
 
+# The op table and the access rule it carries (daemon/dispatch.c).
+receiptd_check_test(check_dispatch
+  SOURCES check_dispatch.c
+  LIBS receiptd_core)
+
 receiptd_check_test(e2e_ingest
   SOURCES e2e_ingest.c e2e_util.c
   LIBS receiptproto PkgConfig::SQLITE)

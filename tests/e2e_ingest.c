@@ -842,6 +842,122 @@ START_TEST(test_e2e_batch_over_max_batch_is_refused_whole)
 }
 END_TEST
 
+/*
+ * Sends a request whose "body" key is a str or, with bin_key, a bin
+ * holding the same four bytes, between "op" and "id" so that the body is
+ * neither the first value of the map nor the last.
+ */
+static void
+send_keyed(int fd, int op, uint64_t id, int bin_key, const char *body,
+           size_t blen)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "op");
+    envelope_pack_cstr(&pk, envelope_op_name(op));
+    if (bin_key) {
+        msgpack_pack_bin(&pk, 4);
+        msgpack_pack_bin_body(&pk, "body", 4);
+    } else {
+        envelope_pack_cstr(&pk, "body");
+    }
+    msgpack_sbuffer_write(&sb, body, blen);
+    envelope_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, id);
+    ck_assert_int_eq(e2e_send_frame(fd, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/*
+ * A "body" key sent as a bin is the key "body", as "op" and "id" are, for
+ * receipt and receipts alike (receipts used to refuse it: "expected the
+ * body as an array of receipts, got an array"), and what is quarantined
+ * is the rejected item's own bytes under either encoding.
+ */
+START_TEST(test_e2e_bin_body_key_reads_like_str)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    const msgpack_object *rej;
+    struct e2e_reply rep;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t bad_at, bad_len;
+    sqlite3_stmt *st;
+    sqlite3 *db;
+    uint64_t id = 1;
+    int fd, bin, rows = 0;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "bin-node"), 0);
+    /* [valid, schema 9] */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 2);
+    e2e_pack_receipt(&pk, &r);
+    bad_at = sb.size;
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_uint64(&pk, 9);
+    bad_len = sb.size - bad_at;
+    for (bin = 0; bin < 2; bin++) {
+        /* One valid receipt: stored. */
+        send_keyed(fd, PROTO_OP_RECEIPT, id, bin, sb.data + 1, bad_at - 1);
+        expect_ok(fd, id, &rep);
+        ck_assert_uint_gt(e2e_get_uint(rep.r.result, "receipt_id"), 0);
+        ck_assert(e2e_get_str_eq(rep.r.result, "fallback", "unproven"));
+        e2e_reply_free(&rep);
+        id++;
+        /* One bad receipt: refused with its code. */
+        send_keyed(fd, PROTO_OP_RECEIPT, id, bin, sb.data + bad_at, bad_len);
+        expect_err(fd, PROTO_EUNSUPPORTED_SCHEMA, NULL, &rep);
+        ck_assert_uint_eq(rep.r.id, id);
+        e2e_reply_free(&rep);
+        id++;
+        /* The same two as a batch: the same outcome, item by item. */
+        send_keyed(fd, PROTO_OP_RECEIPTS, id, bin, sb.data, sb.size);
+        expect_ok(fd, id, &rep);
+        ck_assert_uint_eq(e2e_get_uint(rep.r.result, "accepted"), 1);
+        rej = e2e_get(rep.r.result, "rejected");
+        ck_assert_ptr_nonnull(rej);
+        ck_assert_uint_eq(rej->via.array.size, 1);
+        ck_assert_uint_eq(e2e_get_uint(&rej->via.array.ptr[0], "index"), 1);
+        ck_assert(e2e_get_str_eq(&rej->via.array.ptr[0], "code",
+                                 "unsupported_schema"));
+        e2e_reply_free(&rep);
+        id++;
+    }
+    query(fd, id, "receipts", 0, 0, "source", "bin-node", &rep);
+    ck_assert_uint_eq(rows_of(&rep)->via.array.size, 4);
+    e2e_reply_free(&rep);
+
+    db = open_ro();
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT op, code, raw FROM "
+                                        "quarantine ORDER BY id",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ck_assert_str_eq((const char *)sqlite3_column_text(st, 0),
+                         rows % 2 == 0 ? "receipt" : "receipts");
+        ck_assert_str_eq((const char *)sqlite3_column_text(st, 1),
+                         "unsupported_schema");
+        ck_assert_int_eq(sqlite3_column_bytes(st, 2), (int)bad_len);
+        ck_assert_mem_eq(sqlite3_column_blob(st, 2), sb.data + bad_at, bad_len);
+        rows++;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    ck_assert_int_eq(rows, 4);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+}
+END_TEST
+
 /* ---- lifecycle ---- */
 
 START_TEST(test_e2e_sigterm_drains_and_removes_socket)
@@ -1579,6 +1695,7 @@ suite(void)
         { "batch_quarantine", test_e2e_batch_rejects_items_into_quarantine, 0 },
         { "batch_too_large", test_e2e_batch_over_max_batch_is_refused_whole,
           0 },
+        { "bin_body_key", test_e2e_bin_body_key_reads_like_str, 0 },
         { "sigterm", test_e2e_sigterm_drains_and_removes_socket, 0 },
         { "sigkill", test_e2e_sigkill_keeps_every_acknowledged_receipt, 0 },
         { "full_store", test_e2e_full_store_answers_unavailable_and_resumes,
