@@ -140,31 +140,13 @@ rewrite(struct store *s, sqlite3_stmt *upd, sqlite3_stmt *del,
         const struct store_agg_group *g, struct proto_err *err)
 {
     sqlite3_stmt *st = g->receipts == 0 ? del : upd;
-    int rc, i, col = 8;
+    unsigned char buf[STORE_ROLLUP_FIGURES_MAX];
+    int rc;
 
     bind_key(st, k);
     sqlite3_bind_int64(st, 7, b);
-    if (st == upd) {
-        sqlite3_bind_int64(st, col++, (int64_t)g->receipts);
-        sqlite3_bind_int64(st, col++, (int64_t)g->fallback);
-        sqlite3_bind_int64(st, col++, (int64_t)g->clean);
-        sqlite3_bind_int64(st, col++, (int64_t)g->unproven);
-        for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
-            const struct store_agg_counter *c = &g->c[i];
-
-            /* Bit patterns of u64 values, as store_rollup.c writes them. */
-            sqlite3_bind_int64(st, col++, (int64_t)c->measured);
-            sqlite3_bind_int64(st, col++, (int64_t)c->sum_lo);
-            sqlite3_bind_int64(st, col++, (int64_t)c->sum_hi);
-            if (c->measured > 0) {
-                sqlite3_bind_int64(st, col++, (int64_t)c->min);
-                sqlite3_bind_int64(st, col++, (int64_t)c->max);
-            } else {
-                sqlite3_bind_null(st, col++);
-                sqlite3_bind_null(st, col++);
-            }
-        }
-    }
+    if (st == upd)
+        store_rollup_bind(st, 8, g, buf);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -262,17 +244,8 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
 
     len = (size_t)snprintf(sql, sizeof(sql),
                            "UPDATE %s SET receipts = ?8, fallback = ?9, "
-                           "clean = ?10, unproven = ?11",
+                           "clean = ?10, unproven = ?11, figures = ?12",
                            prune_levels[l].table);
-    for (c = 0; c < RECEIPT_NCOUNTERS; c++) {
-        const char *f = receipt_counters[c].field;
-        int p = 12 + c * 5;
-
-        len += (size_t)snprintf(sql + len, sizeof(sql) - len,
-                                ", %s_n = ?%d, %s_lo = ?%d, %s_hi = ?%d, "
-                                "%s_min = ?%d, %s_max = ?%d",
-                                f, p, f, p + 1, f, p + 2, f, p + 3, f, p + 4);
-    }
     snprintf(sql + len, sizeof(sql) - len,
              " WHERE " KEY_WHERE " AND bucket = ?7");
     if ((rc = prepare(s, sql, &upd, err)) != 0)

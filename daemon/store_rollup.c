@@ -25,7 +25,7 @@
 #include "store_agg.h"
 #include "store_internal.h"
 
-/* Columns per counter in the rollups table: _n, _lo, _hi, _min, _max. */
+/* Words per measured counter in the figures blob. */
 #define PER_COUNTER 5
 
 /* Distinct keys the tail may hold in memory (about 1 KiB each); a full
@@ -95,70 +95,114 @@ store_agg_counter_merge(struct store_agg_counter *c,
 size_t
 store_rollup_columns(char *sql, size_t cap, const char *prefix)
 {
-    size_t n = 0;
+    return (size_t)snprintf(sql, cap,
+                            "%sreceipts, %sfallback, %sclean, %sunproven, "
+                            "%sfigures",
+                            prefix, prefix, prefix, prefix, prefix);
+}
+
+static uint64_t
+get64(const unsigned char *p)
+{
+    uint64_t v = 0;
     int i;
 
-#define ADD(...)                                                               \
-    n += (size_t)snprintf(sql + n, n < cap ? cap - n : 0, __VA_ARGS__)
-    ADD("%sreceipts, %sfallback, %sclean, %sunproven", prefix, prefix, prefix,
-        prefix);
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
-        const char *f = receipt_counters[i].field;
-        ADD(", %s%s_n, %s%s_lo, %s%s_hi, %s%s_min, %s%s_max", prefix, f, prefix,
-            f, prefix, f, prefix, f, prefix, f);
+    for (i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static unsigned char *
+put64(unsigned char *p, uint64_t v)
+{
+    int i;
+
+    for (i = 0; i < 8; i++, v >>= 8)
+        p[i] = (unsigned char)v;
+    return p + 8;
+}
+
+/* The figures blob: a little-endian u32 with bit i set for every counter
+ * i measured at least once, then for each of them, in bit order, five
+ * little-endian u64: measured, sum low word, sum high word, min, max. A
+ * counter never measured takes no room. */
+static void
+read_figures(const unsigned char *p, size_t n, struct store_agg_group *g)
+{
+    uint32_t mask;
+    int i;
+
+    if (n < 4)
+        return;
+    mask = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+    p += 4;
+    n -= 4;
+    for (i = 0; i < RECEIPT_NCOUNTERS && n >= PER_COUNTER * 8; i++) {
+        struct store_agg_counter c;
+
+        if (!(mask >> i & 1))
+            continue;
+        c.measured = get64(p);
+        c.sum_lo = get64(p + 8);
+        c.sum_hi = get64(p + 16);
+        c.min = get64(p + 24);
+        c.max = get64(p + 32);
+        store_agg_counter_merge(&g->c[i], &c);
+        p += PER_COUNTER * 8;
+        n -= PER_COUNTER * 8;
     }
-#undef ADD
-    return n;
+}
+
+size_t
+store_rollup_figures(const struct store_agg_group *g,
+                     unsigned char out[STORE_ROLLUP_FIGURES_MAX])
+{
+    unsigned char *p = out + 4;
+    uint32_t mask = 0;
+    int i;
+
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+        const struct store_agg_counter *c = &g->c[i];
+
+        if (c->measured == 0)
+            continue;
+        mask |= (uint32_t)1 << i;
+        p = put64(p, c->measured);
+        p = put64(p, c->sum_lo);
+        p = put64(p, c->sum_hi);
+        p = put64(p, c->min);
+        p = put64(p, c->max);
+    }
+    out[0] = (unsigned char)mask;
+    out[1] = (unsigned char)(mask >> 8);
+    out[2] = (unsigned char)(mask >> 16);
+    out[3] = (unsigned char)(mask >> 24);
+    return (size_t)(p - out);
 }
 
 void
 store_rollup_read(sqlite3_stmt *st, int col, struct store_agg_group *g)
 {
-    int i;
-
     g->receipts += (uint64_t)sqlite3_column_int64(st, col);
     g->fallback += (uint64_t)sqlite3_column_int64(st, col + 1);
     g->clean += (uint64_t)sqlite3_column_int64(st, col + 2);
     g->unproven += (uint64_t)sqlite3_column_int64(st, col + 3);
-    col += 4;
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++, col += PER_COUNTER) {
-        struct store_agg_counter c;
-
-        c.measured = (uint64_t)sqlite3_column_int64(st, col);
-        c.sum_lo = (uint64_t)sqlite3_column_int64(st, col + 1);
-        c.sum_hi = (uint64_t)sqlite3_column_int64(st, col + 2);
-        c.min = (uint64_t)sqlite3_column_int64(st, col + 3);
-        c.max = (uint64_t)sqlite3_column_int64(st, col + 4);
-        store_agg_counter_merge(&g->c[i], &c);
-    }
+    read_figures(sqlite3_column_blob(st, col + 4),
+                 (size_t)sqlite3_column_bytes(st, col + 4), g);
 }
 
-/* Binds the figures of g from parameter index col on. */
-static void
-bind_figures(sqlite3_stmt *st, int col, const struct store_agg_group *g)
+void
+store_rollup_bind(sqlite3_stmt *st, int col, const struct store_agg_group *g,
+                  unsigned char buf[STORE_ROLLUP_FIGURES_MAX])
 {
-    int i;
+    size_t n = store_rollup_figures(g, buf);
 
     sqlite3_bind_int64(st, col, (int64_t)g->receipts);
     sqlite3_bind_int64(st, col + 1, (int64_t)g->fallback);
     sqlite3_bind_int64(st, col + 2, (int64_t)g->clean);
     sqlite3_bind_int64(st, col + 3, (int64_t)g->unproven);
-    col += 4;
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++, col += PER_COUNTER) {
-        const struct store_agg_counter *c = &g->c[i];
-
-        sqlite3_bind_int64(st, col, (int64_t)c->measured);
-        /* Bit patterns: the u64 values read back by casting. */
-        sqlite3_bind_int64(st, col + 1, (int64_t)c->sum_lo);
-        sqlite3_bind_int64(st, col + 2, (int64_t)c->sum_hi);
-        if (c->measured > 0) {
-            sqlite3_bind_int64(st, col + 3, (int64_t)c->min);
-            sqlite3_bind_int64(st, col + 4, (int64_t)c->max);
-        } else {
-            sqlite3_bind_null(st, col + 3);
-            sqlite3_bind_null(st, col + 4);
-        }
-    }
+    sqlite3_bind_blob(st, col + 4, buf, (int)n, SQLITE_STATIC);
 }
 
 #define KEY_WHERE                                                              \
@@ -170,49 +214,31 @@ static int
 prepare(struct store *s, struct level *ru, const char *table,
         struct proto_err *err)
 {
-    char cols[8192], sql[20000];
-    size_t n;
-    int rc, i, nparams;
+    char sql[1024];
+    int rc;
 
-    if (store_rollup_columns(cols, sizeof(cols), "") >= sizeof(cols))
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "rollup SQL too long");
-    snprintf(sql, sizeof(sql), "SELECT id, %s FROM %s WHERE " KEY_WHERE, cols,
+    snprintf(sql, sizeof(sql),
+             "SELECT receipts, fallback, clean, unproven, figures FROM %s "
+             "WHERE " KEY_WHERE,
              table);
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
                             &ru->get, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare the rollup lookup");
-
-    nparams = 4 + RECEIPT_NCOUNTERS * PER_COUNTER;
-    n = (size_t)snprintf(sql, sizeof(sql),
-                         "INSERT INTO %s (plan_id, graph_id, model_id, "
-                         "requested_backend, executed_backend, source_id, "
-                         "bucket, %s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7",
-                         table, cols);
-    for (i = 0; i < nparams; i++)
-        n += (size_t)snprintf(sql + n, sizeof(sql) - n, ", ?%d", 8 + i);
-    snprintf(sql + n, sizeof(sql) - n, ")");
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO %s (plan_id, graph_id, model_id, "
+             "requested_backend, executed_backend, source_id, bucket, "
+             "receipts, fallback, clean, unproven, figures) VALUES (?1, ?2, "
+             "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             table);
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
                             &ru->put, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare the rollup insert");
-
-    /* The update binds the row id as ?1 and the figures from ?2 on, in the
-     * column order of store_rollup_columns(). */
-    n = (size_t)snprintf(sql, sizeof(sql),
-                         "UPDATE %s SET receipts = ?2, "
-                         "fallback = ?3, clean = ?4, "
-                         "unproven = ?5",
-                         table);
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
-        const char *f = receipt_counters[i].field;
-        int p = 6 + i * PER_COUNTER;
-        n += (size_t)snprintf(sql + n, sizeof(sql) - n,
-                              ", %s_n = ?%d, %s_lo = ?%d, %s_hi = ?%d, "
-                              "%s_min = ?%d, %s_max = ?%d",
-                              f, p, f, p + 1, f, p + 2, f, p + 3, f, p + 4);
-    }
-    snprintf(sql + n, sizeof(sql) - n, " WHERE id = ?1");
+    snprintf(sql, sizeof(sql),
+             "UPDATE %s SET receipts = ?8, fallback = ?9, clean = ?10, "
+             "unproven = ?11, figures = ?12 WHERE " KEY_WHERE,
+             table);
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
                             &ru->upd, NULL);
     if (rc != SQLITE_OK)
@@ -263,18 +289,18 @@ static int
 write_pending(struct store *s, const struct level *ru, int64_t ms,
               const struct pending *p, struct proto_err *err)
 {
+    unsigned char buf[STORE_ROLLUP_FIGURES_MAX];
     struct store_agg_group g;
-    int64_t id = 0;
     sqlite3_stmt *st;
-    int rc, i;
+    int rc, found = 0, i;
 
     memset(&g, 0, sizeof(g));
     st = ru->get;
     bind_key(st, &p->k, ms);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        id = sqlite3_column_int64(st, 0);
-        store_rollup_read(st, 1, &g);
+        found = 1;
+        store_rollup_read(st, 0, &g);
         rc = SQLITE_DONE;
     }
     sqlite3_reset(st);
@@ -286,18 +312,12 @@ write_pending(struct store *s, const struct level *ru, int64_t ms,
     g.unproven += p->g.unproven;
     for (i = 0; i < RECEIPT_NCOUNTERS; i++)
         store_agg_counter_merge(&g.c[i], &p->g.c[i]);
-    if (id != 0) {
-        st = ru->upd;
-        sqlite3_bind_int64(st, 1, id);
-        bind_figures(st, 2, &g);
-    } else {
-        st = ru->put;
-        bind_key(st, &p->k, ms);
-        bind_figures(st, 8, &g);
-    }
+    /* The key is ?1..?7 in both statements, the figures ?8..?12. */
+    st = found ? ru->upd : ru->put;
+    bind_key(st, &p->k, ms);
+    store_rollup_bind(st, 8, &g, buf);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
     if (rc != SQLITE_DONE)
         return store_fail(s, rc, err, "update a rollup");
     return 0;

@@ -410,66 +410,77 @@ store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
 }
 
 /*
- * Builds the chunks and postings of the receipts in [postings_from,
- * tail_from), which a migration left without them (their rollups exist),
- * a chunk per transaction so that a restart resumes where it stopped.
+ * Writes a tail longer than a chunk as chunks, a chunk per transaction, so
+ * that a restart resumes where it stopped: what migrations/0007 leaves of
+ * a store that had receipts (they are all tail), or a tail that grew past
+ * a chunk in the last commit groups before a stop. No transaction may be
+ * open.
  */
 static int
-catch_up(struct store *s, struct store_tail *t, int64_t from, int64_t to,
-         const struct store_opts *o, struct proto_err *err)
+catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
+         struct proto_err *err)
 {
     uint64_t start = store_now_ms(), next = start + STORE_MIGRATING_EVERY_MS;
     sqlite3_stmt *st = NULL;
     char sql[2048];
-    int rc;
+    int rc, more = 1;
 
-    if (row_sql(sql, sizeof(sql), "id >= ?1 AND id < ?2 ORDER BY id") != 0)
+    if (row_sql(sql, sizeof(sql), "id >= ?1 ORDER BY id LIMIT ?2") != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
     rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "index the stored receipts");
-    while (from < to) {
-        int64_t end = to;
+    while (more) {
+        uint64_t n = 0;
+        int64_t from = 1;
 
-        reset(t, from);
         if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
             break;
+        if ((rc = counter_get(s, "tail_from", &from, err)))
+            goto rollback;
+        store_rollup_discard_all(*store_rollups(s));
+        reset(t, from);
         sqlite3_bind_int64(st, 1, from);
-        sqlite3_bind_int64(st, 2, to);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_bind_int64(st, 2, (int64_t)t->chunk + 1);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < t->chunk) {
             int64_t id, at, keys[STORE_KIND_COUNT];
             struct store_rollup_key rk;
             struct receipt r;
 
             read_row(st, &id, &at, keys, &rk, &r);
-            if (t->n == t->chunk) {
-                end = id;
+            t->next_id = id + 1;
+            if ((rc = store_tail_add(s, t, id, at, keys, &rk, &r, err)))
                 break;
-            }
-            if ((rc = add_keys(t, id, at, keys, err)))
-                break;
+            n++;
         }
+        /* A row beyond the chunk: this one is whole and more remain. */
+        more = rc == SQLITE_ROW;
         sqlite3_reset(st);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != 0) {
-            rc = rc < 0 ? rc : store_fail(s, rc, err, "index receipts");
-        } else {
-            rc = write_chunk(s, t, end, err);
-            if (rc == 0)
-                rc = set_counter(s, t, "postings_from", end, err);
-            if (rc == 0)
-                rc = store_exec(s, "COMMIT", err, "index receipts");
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            if (rc > 0)
+                rc = store_fail(s, rc, err, "index receipts");
+            goto rollback;
         }
-        if (rc != 0) {
+        if (!more) {
+            /* The rest stays the tail, read by store_tail_reload(). */
             sqlite3_exec(store_db(s), "ROLLBACK", NULL, NULL, NULL);
+            rc = 0;
             break;
         }
-        from = end;
+        if ((rc = store_tail_flush(s, t, err)) ||
+            (rc = store_exec(s, "COMMIT", err, "index receipts")))
+            goto rollback;
         if (o->migrating != NULL && store_now_ms() >= next) {
             next = store_now_ms() + STORE_MIGRATING_EVERY_MS;
-            o->migrating(o->migrating_arg, store_schema_version() - 1,
+            o->migrating(o->migrating_arg, store_schema_version(),
                          store_schema_version(), store_now_ms() - start);
         }
+        continue;
+    rollback:
+        sqlite3_exec(store_db(s), "ROLLBACK", NULL, NULL, NULL);
+        break;
     }
+    store_rollup_discard_all(*store_rollups(s));
     sqlite3_finalize(st);
     return rc;
 }
@@ -479,7 +490,7 @@ store_tail_open(struct store *s, const struct store_opts *o,
                 struct store_tail **out, struct proto_err *err)
 {
     struct store_tail *t = calloc(1, sizeof(*t));
-    int64_t from = 1, pfrom = 1, max_id = 0;
+    int64_t from = 1, floor = 1, max_id = 0;
     sqlite3_stmt *st;
     int rc;
 
@@ -489,11 +500,6 @@ store_tail_open(struct store *s, const struct store_opts *o,
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
     t->chunk = o->chunk_receipts ? o->chunk_receipts : STORE_CHUNK_RECEIPTS;
-    if ((rc = counter_get(s, "tail_from", &from, err)) ||
-        (rc = counter_get(s, "postings_from", &pfrom, err)))
-        goto fail;
-    if (pfrom < from && (rc = catch_up(s, t, pfrom, from, o, err)))
-        goto fail;
     rc = sqlite3_prepare_v2(store_db(s),
                             "SELECT coalesce(max(id), 0) FROM receipts", -1,
                             &st, NULL);
@@ -504,7 +510,21 @@ store_tail_open(struct store *s, const struct store_opts *o,
     if (sqlite3_step(st) == SQLITE_ROW)
         max_id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    t->next_id = max_id + 1 > from ? max_id + 1 : from;
+    if ((rc = counter_get(s, "tail_from", &from, err)) ||
+        (rc = counter_get(s, "id_floor", &floor, err)))
+        goto fail;
+    /* Never an id that was used: not one below the tail (chunks covered
+     * them, pruned or not), nor one AUTOINCREMENT handed out before
+     * migrations/0007. */
+    t->next_id = max_id + 1;
+    if (t->next_id < from)
+        t->next_id = from;
+    if (t->next_id < floor)
+        t->next_id = floor;
+    floor = t->next_id;
+    if ((rc = catch_up(s, t, o, err)))
+        goto fail;
+    t->next_id = floor;
     if ((rc = store_tail_reload(s, t, err)))
         goto fail;
     *out = t;
@@ -544,8 +564,7 @@ store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
         return 0;
     if ((rc = write_chunk(s, t, end, err)) ||
         (rc = store_rollup_flush(s, *store_rollups(s), err)) ||
-        (rc = set_counter(s, t, "tail_from", end, err)) ||
-        (rc = set_counter(s, t, "postings_from", end, err)))
+        (rc = set_counter(s, t, "tail_from", end, err)))
         return rc;
     reset(t, end);
     return 0;

@@ -14,7 +14,11 @@
 --   (a string id, a status or a backend), the ids of the chunk's receipts
 --   that have it: a CRoaring bitmap of id - first_id, portable format.
 -- * the hour and day rollups of 0004, which now cover exactly the receipts
---   with id < tail_from.
+--   with id < tail_from, in a new layout: keyed by their key itself
+--   (WITHOUT ROWID, one B-tree instead of a table and a unique index), the
+--   counts in columns, and the 26 counters' figures (measured, 128-bit
+--   sum, min, max) in one blob (store_rollup.c), so that writing a row
+--   costs one B-tree update instead of 134 columns.
 --
 -- Receipts with id >= tail_from (counter `tail_from`) are the tail: not yet
 -- in any chunk, posting or rollup; queries read them directly (a rowid
@@ -23,18 +27,18 @@
 -- new tail_from are written in one transaction. Pruning removes only
 -- receipts below tail_from.
 --
--- Ids are assigned by the writer: max(max(id) + 1, tail_from), so an id is
--- never reused (every id below tail_from was covered once, and pruning
--- never removes the tail). The ids used so far under AUTOINCREMENT are
--- carried into tail_from.
+-- Ids are assigned by the writer: max(max(id) + 1, tail_from, id_floor),
+-- so an id is never reused: every id below tail_from was covered by a
+-- chunk, pruning never removes the tail, and the ids used so far under
+-- AUTOINCREMENT are carried into the counter id_floor.
 --
 -- Foreign keys from receipts to strings go: the writer interns every
 -- string id in the same transaction as the row that names it.
 --
--- Receipts already stored are in the rollups (0004 keeps them exact), so
--- tail_from starts past them; their postings and chunks are built by the
--- daemon at its first start on this version (store_tail.c), from counter
--- `postings_from` up to tail_from, with the same progress reporting.
+-- Receipts already stored become the tail: at its first start on this
+-- version the daemon writes them as chunks (store_tail.c), postings and
+-- rollups alike, a chunk per transaction, with the progress reporting of
+-- the migrations.
 
 CREATE TABLE receipts_v7 (
     id INTEGER PRIMARY KEY,
@@ -87,14 +91,14 @@ CREATE TABLE receipts_v7 (
 INSERT INTO receipts_v7 SELECT * FROM receipts;
 
 INSERT INTO counters (name, value)
-SELECT 'tail_from',
+SELECT 'id_floor',
        max(coalesce((SELECT max(id) FROM receipts), 0),
            coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'receipts'),
                     0)) + 1;
 INSERT INTO counters (name, value)
-SELECT 'postings_from', coalesce((SELECT min(id) FROM receipts),
-                                 (SELECT value FROM counters
-                                  WHERE name = 'tail_from'));
+SELECT 'tail_from', coalesce((SELECT min(id) FROM receipts),
+                             (SELECT value FROM counters
+                              WHERE name = 'id_floor'));
 
 DROP TABLE receipts;
 ALTER TABLE receipts_v7 RENAME TO receipts;
@@ -116,3 +120,43 @@ CREATE TABLE postings (
 ) WITHOUT ROWID;
 -- Pruning drops the postings of chunks it emptied.
 CREATE INDEX postings_chunk ON postings (chunk);
+
+-- The rollups are rebuilt with the chunks (above).
+DROP TABLE rollups;
+DROP TABLE rollups_day;
+
+CREATE TABLE rollups (
+    plan_id INTEGER NOT NULL,
+    graph_id INTEGER NOT NULL,
+    model_id INTEGER NOT NULL,
+    requested_backend INTEGER NOT NULL,
+    executed_backend INTEGER NOT NULL,
+    source_id INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,               -- received_at / 3600000
+    receipts INTEGER NOT NULL,
+    fallback INTEGER NOT NULL,
+    clean INTEGER NOT NULL,
+    unproven INTEGER NOT NULL,
+    figures BLOB NOT NULL,                 -- store_rollup.c
+    PRIMARY KEY (plan_id, graph_id, model_id, requested_backend,
+                 executed_backend, source_id, bucket)
+) WITHOUT ROWID;
+CREATE INDEX rollups_bucket ON rollups (bucket);
+
+CREATE TABLE rollups_day (
+    plan_id INTEGER NOT NULL,
+    graph_id INTEGER NOT NULL,
+    model_id INTEGER NOT NULL,
+    requested_backend INTEGER NOT NULL,
+    executed_backend INTEGER NOT NULL,
+    source_id INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,               -- received_at / 86400000
+    receipts INTEGER NOT NULL,
+    fallback INTEGER NOT NULL,
+    clean INTEGER NOT NULL,
+    unproven INTEGER NOT NULL,
+    figures BLOB NOT NULL,                 -- store_rollup.c
+    PRIMARY KEY (plan_id, graph_id, model_id, requested_backend,
+                 executed_backend, source_id, bucket)
+) WITHOUT ROWID;
+CREATE INDEX rollups_day_bucket ON rollups_day (bucket);
