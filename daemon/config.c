@@ -38,6 +38,7 @@ config_defaults(struct config *c)
     c->socket_mode = 0660;
     c->quarantine_max_bytes = 256u << 20;
     c->prune_batch = 1000;
+    c->chunk_receipts = 16384;
     c->max_frame = FRAME_MAX_DEFAULT;
     c->max_batch = 10000;
     c->max_connections = 1024;
@@ -343,6 +344,7 @@ static const struct key keys[] = {
     { "store", "retention", K_SEC, M(retention_max_age_s), HOUR / SEC,
       100 * 366 * DAY / SEC, 1 },
     { "store", "prune_batch", K_COUNT, M(prune_batch), 1, 1000000, 0 },
+    { "store", "chunk_receipts", K_COUNT, M(chunk_receipts), 64, 1000000, 0 },
 
     { "limits", "max_frame", K_SIZE, M(max_frame), 64, FRAME_MAX_CEILING, 0 },
     { "limits", "max_batch", K_COUNT, M(max_batch), 1, 1000000, 0 },

@@ -53,6 +53,7 @@ enum {
     OPT_MAX_DB_PAGES,
     OPT_RETENTION_AGE,
     OPT_PRUNE_BATCH,
+    OPT_CHUNK_RECEIPTS,
     OPT_PRUNE_IDLE,
     OPT_LOG_LEVEL,
     OPT_CHECK_CONFIG,
@@ -82,6 +83,7 @@ static const struct option options[] = {
     { "max-db-pages", required_argument, NULL, OPT_MAX_DB_PAGES },
     { "retention-age-s", required_argument, NULL, OPT_RETENTION_AGE },
     { "prune-batch", required_argument, NULL, OPT_PRUNE_BATCH },
+    { "chunk-receipts", required_argument, NULL, OPT_CHUNK_RECEIPTS },
     { "prune-idle-ms", required_argument, NULL, OPT_PRUNE_IDLE },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
     { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
@@ -130,6 +132,9 @@ usage(FILE *f)
            "                            (store.retention; 0 = keep forever)\n"
            "  --prune-batch N           receipts per prune batch (1000, max "
            "10000)\n"
+           "  --chunk-receipts N        receipts the writer gathers before it\n"
+           "                            writes their postings and rollups\n"
+           "                            (store.chunk_receipts; 16384)\n"
            "  --prune-idle-ms N         writer idle time before a prune\n"
            "                            batch (1000; small values for tests)\n"
            "  --log-level LEVEL         error, warning, notice, info or debug\n"
@@ -409,6 +414,10 @@ parse_flags(struct config *c, struct flags *f)
             c->retention_max_age_s =
                 num("retention-age-s", optarg, UINT32_MAX, 10);
             break;
+        case OPT_CHUNK_RECEIPTS:
+            c->chunk_receipts =
+                (uint32_t)num("chunk-receipts", optarg, 1000000, 10);
+            break;
         case OPT_PRUNE_BATCH:
             c->prune_batch = (uint32_t)num("prune-batch", optarg, 10000, 10);
             break;
@@ -649,6 +658,7 @@ main(int argc, char **argv)
     memset(&sopts, 0, sizeof(sopts));
     sopts.max_pages = ms.flags.max_pages;
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
+    sopts.chunk_receipts = cfg->chunk_receipts;
     sopts.migrating = store_migrating;
     sopts.migrating_arg = &migrated;
     proto_err_clear(&err);

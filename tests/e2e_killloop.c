@@ -432,6 +432,7 @@ start_all(void)
     f = fdopen(fd, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f,
+            "store: {\n    chunk_receipts = 100;\n};\n"
             "access: {\n    tokens = ( { name = \"killloop\"; "
             "sha256 = \"%s\"; } );\n};\n",
             TOKEN_SHA256);

@@ -51,6 +51,12 @@ spawn(struct e2e_daemon *d, const char *const *extra)
     argv[n++] = d->sock;
     argv[n++] = "--db";
     argv[n++] = d->db;
+    /* Small chunks, so that every end-to-end test (kills, power cuts, a
+     * full disk, pruning) also crosses the moments where the writer turns
+     * its tail into a chunk; the default waits for 16384 receipts. A
+     * later --chunk-receipts in extra wins. */
+    argv[n++] = "--chunk-receipts";
+    argv[n++] = "100";
     for (i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
