@@ -29,12 +29,17 @@ enum {
     ST_INTERN_PUT,
     ST_RECEIPT_PUT,
     ST_DEDUPE_GET,
+    ST_DEDUPE_MAX,
     ST_DEDUPE_PUT,
     ST_COUNTER_GET,
     ST_COUNTER_ADD,
     ST_QUARANTINE_OLDEST,
     ST_QUARANTINE_DEL,
     ST_QUARANTINE_PUT,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_SAVEPOINT,
+    ST_RELEASE,
     ST_COUNT
 };
 
@@ -46,6 +51,14 @@ static const char *const stmt_sql[ST_COUNT] = {
                       "WHERE source_id = ?1 AND seq = ?2",
     [ST_DEDUPE_PUT] = "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
                       "status, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    /* The highest seq below 2^63 (stored as a signed integer) of a
+     * source: one seek of the primary key. */
+    [ST_DEDUPE_MAX] = "SELECT max(seq) FROM dedupe WHERE source_id = ?1 AND "
+                      "seq >= 0",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_SAVEPOINT] = "SAVEPOINT job",
+    [ST_RELEASE] = "RELEASE job",
     [ST_COUNTER_GET] = "SELECT value FROM counters WHERE name = ?1",
     [ST_COUNTER_ADD] = "UPDATE counters SET value = value + ?2 WHERE name = ?1",
     [ST_QUARANTINE_OLDEST] = "SELECT id, size FROM quarantine ORDER BY id "
@@ -54,6 +67,18 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_QUARANTINE_PUT] = "INSERT INTO quarantine (received_at, source_id, op, "
                           "code, path, message, size, raw) VALUES (?1, ?2, "
                           "?3, ?4, ?5, ?6, ?7, ?8)",
+};
+
+/* Per source, the highest seq its dedupe records hold (below 2^63): a
+ * write with a higher seq cannot be a resend, so it needs no lookup. An
+ * entry is never below the truth (it starts from the table and only
+ * rises with records written), so a rolled-back record costs at most a
+ * lookup that finds nothing. */
+#define SEQMARK_SLOTS 4096
+
+struct seqmark {
+    int64_t source_id; /* 0 = free */
+    int64_t hwm;       /* -1: the source has no record below 2^63 */
 };
 
 struct cache_slot {
@@ -70,7 +95,9 @@ struct store {
     int broken;
     uint64_t quarantine_max;
     sqlite3_stmt *st[ST_COUNT];
-    struct cache_slot *cache;    /* CACHE_SLOTS entries; read-write only */
+    struct cache_slot *cache; /* CACHE_SLOTS entries; read-write only */
+    struct seqmark *marks;    /* SEQMARK_SLOTS entries; read-write only */
+    size_t n_marks;
     uint64_t deadline_ms;        /* for the progress handler of queries */
     struct store_rollup *rollup; /* statements of store_rollup.c */
     struct store_tail *tail;     /* read-write only: store_tail.c */
@@ -200,7 +227,7 @@ set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
                              buf);
     /* A larger page cache than SQLite's 2 MiB default keeps the upper
      * levels of five indexes in memory at fleet scale. */
-    if ((rc = store_exec(s, "PRAGMA cache_size = -16384", err,
+    if ((rc = store_exec(s, "PRAGMA cache_size = -65536", err,
                          "size the page cache")))
         return rc;
     if ((rc = store_exec(s, "PRAGMA foreign_keys = ON", err,
@@ -378,7 +405,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
         goto fail;
     if (!s->readonly && target == store_migrations_count) {
         s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
-        if (s->cache == NULL) {
+        s->marks = calloc(SEQMARK_SLOTS, sizeof(*s->marks));
+        if (s->cache == NULL || s->marks == NULL) {
             rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
             goto fail;
         }
@@ -407,6 +435,7 @@ store_free(struct store *s)
     store_rollup_free(s->rollup);
     sqlite3_close(s->db);
     free(s->cache);
+    free(s->marks);
     free(s->path);
     free(s);
 }
@@ -416,6 +445,17 @@ cache_clear(struct store *s)
 {
     if (s->cache != NULL)
         memset(s->cache, 0, CACHE_SLOTS * sizeof(*s->cache));
+}
+
+/* Steps one of the prepared statements without parameters (the writer's
+ * transaction control, compiled once instead of at every group). */
+static int
+run(struct store *s, int which, struct proto_err *err, const char *what)
+{
+    int rc = sqlite3_step(s->st[which]);
+
+    sqlite3_reset(s->st[which]);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, what);
 }
 
 struct store_tail *
@@ -436,7 +476,7 @@ store_begin(struct store *s, struct proto_err *err)
     int rc;
 
     s->broken = 0;
-    rc = store_exec(s, "BEGIN IMMEDIATE", err, "begin a transaction");
+    rc = run(s, ST_BEGIN, err, "begin a transaction");
     if (rc == 0 && s->tail != NULL && s->tail_stale) {
         /* The last transaction was rolled back: the tail in memory may
          * hold what it took back. */
@@ -458,7 +498,7 @@ store_commit(struct store *s, struct proto_err *err)
     if (s->tail != NULL && store_tail_due(s->tail))
         rc = store_tail_flush(s, s->tail, err);
     if (rc == 0)
-        rc = store_exec(s, "COMMIT", err, "commit");
+        rc = run(s, ST_COMMIT, err, "commit");
 
     /* A failed COMMIT is never retried: the group is rolled back and its
      * producers resend, because after an fsync error the state of the file
@@ -481,13 +521,13 @@ store_rollback(struct store *s)
 int
 store_savepoint(struct store *s, struct proto_err *err)
 {
-    return store_exec(s, "SAVEPOINT job", err, "open a savepoint");
+    return run(s, ST_SAVEPOINT, err, "open a savepoint");
 }
 
 int
 store_savepoint_release(struct store *s, struct proto_err *err)
 {
-    return store_exec(s, "RELEASE job", err, "release a savepoint");
+    return run(s, ST_RELEASE, err, "release a savepoint");
 }
 
 void
@@ -769,6 +809,65 @@ dedupe_get(struct store *s, struct store_write *w, int64_t source_id,
     return 1;
 }
 
+static struct seqmark *
+seqmark_slot(struct store *s, int64_t source_id)
+{
+    size_t j = (size_t)((uint64_t)source_id * 0x9e3779b97f4a7c15ull >> 52) &
+               (SEQMARK_SLOTS - 1);
+
+    while (s->marks[j].source_id != 0 && s->marks[j].source_id != source_id)
+        j = (j + 1) & (SEQMARK_SLOTS - 1);
+    return &s->marks[j];
+}
+
+/* Whether (source, seq) may have a record, so that it must be looked up. */
+static int
+seq_maybe_seen(struct store *s, int64_t source_id, uint64_t seq,
+               struct proto_err *err)
+{
+    struct seqmark *m;
+    sqlite3_stmt *st;
+    int rc;
+
+    if (seq > (uint64_t)INT64_MAX)
+        return 1; /* stored negative: outside what the mark knows */
+    m = seqmark_slot(s, source_id);
+    if (m->source_id == 0) {
+        if (s->n_marks >= SEQMARK_SLOTS / 2) {
+            /* Many sources: start again rather than grow. */
+            memset(s->marks, 0, SEQMARK_SLOTS * sizeof(*s->marks));
+            s->n_marks = 0;
+            m = seqmark_slot(s, source_id);
+        }
+        st = s->st[ST_DEDUPE_MAX];
+        sqlite3_bind_int64(st, 1, source_id);
+        rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW) {
+            sqlite3_reset(st);
+            return store_fail(s, rc, err, "look up a seq");
+        }
+        m->hwm = sqlite3_column_type(st, 0) == SQLITE_NULL
+                     ? -1
+                     : sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        m->source_id = source_id;
+        s->n_marks++;
+    }
+    return (int64_t)seq <= m->hwm;
+}
+
+static void
+seq_record(struct store *s, int64_t source_id, uint64_t seq)
+{
+    struct seqmark *m;
+
+    if (seq > (uint64_t)INT64_MAX)
+        return;
+    m = seqmark_slot(s, source_id);
+    if (m->source_id == source_id && (int64_t)seq > m->hwm)
+        m->hwm = (int64_t)seq;
+}
+
 static int
 dedupe_put(struct store *s, const struct store_write *w, int64_t source_id,
            struct proto_err *err)
@@ -810,7 +909,9 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
                      &source_id, err)))
         return rc;
     if (dedupe) {
-        rc = dedupe_get(s, w, source_id, err);
+        rc = seq_maybe_seen(s, source_id, w->seq, err);
+        if (rc > 0)
+            rc = dedupe_get(s, w, source_id, err);
         if (rc < 0)
             return rc;
         if (rc == 1)
@@ -829,8 +930,11 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
     for (i = 0; i < w->n_quarantine; i++)
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
-    if (dedupe && !w->refused && (rc = dedupe_put(s, w, source_id, err)))
-        return rc;
+    if (dedupe && !w->refused) {
+        if ((rc = dedupe_put(s, w, source_id, err)))
+            return rc;
+        seq_record(s, source_id, w->seq);
+    }
     return 0;
 }
 

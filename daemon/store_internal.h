@@ -164,8 +164,8 @@ size_t store_rollup_columns(char *sql, size_t cap, const char *prefix);
 /* Adds the figures at columns col.. of st to g. */
 void store_rollup_read(sqlite3_stmt *st, int col, struct store_agg_group *g);
 
-/* The largest figures blob: a mask and five words per counter. */
-#define STORE_ROLLUP_FIGURES_MAX (4 + RECEIPT_NCOUNTERS * 5 * 8)
+/* The largest figures blob: a mask and five varints per counter. */
+#define STORE_ROLLUP_FIGURES_MAX (4 + RECEIPT_NCOUNTERS * 5 * 10)
 
 /* Encodes the counters of g as the figures blob into out; its length. */
 size_t store_rollup_figures(const struct store_agg_group *g,

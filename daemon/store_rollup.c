@@ -40,7 +40,7 @@ struct pending {
 
 /* The statements of one rollups table. */
 struct level {
-    sqlite3_stmt *get, *put, *upd;
+    sqlite3_stmt *put;
 };
 
 /* Hours and days (migrations/0004): every receipt counts in one row of
@@ -55,8 +55,9 @@ static const struct {
 
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct pending *txn; /* TXN_MAX: sums of the tail's receipts */
-    int *slots;          /* TXN_SLOTS: index of txn by key, -1 = free */
+    struct pending *txn;    /* TXN_MAX: sums of the tail's receipts */
+    struct pending **order; /* TXN_MAX: txn sorted by key, for writing */
+    int *slots;             /* TXN_SLOTS: index of txn by key, -1 = free */
     int n_txn;
 };
 
@@ -101,56 +102,67 @@ store_rollup_columns(char *sql, size_t cap, const char *prefix)
                             prefix, prefix, prefix, prefix, prefix);
 }
 
-static uint64_t
-get64(const unsigned char *p)
+/* LEB128: seven bits a byte, low first; at most 10 bytes for a u64. */
+static const unsigned char *
+get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v)
 {
-    uint64_t v = 0;
-    int i;
+    unsigned shift = 0;
 
-    for (i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
+    *v = 0;
+    while (p < end && shift < 64) {
+        *v |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p++ & 0x80))
+            return p;
+        shift += 7;
+    }
+    return NULL;
 }
 
 static unsigned char *
-put64(unsigned char *p, uint64_t v)
+put_varint(unsigned char *p, uint64_t v)
 {
-    int i;
-
-    for (i = 0; i < 8; i++, v >>= 8)
-        p[i] = (unsigned char)v;
-    return p + 8;
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
 }
 
 /* The figures blob: a little-endian u32 with bit i set for every counter
  * i measured at least once, then for each of them, in bit order, five
- * little-endian u64: measured, sum low word, sum high word, min, max. A
- * counter never measured takes no room. */
+ * LEB128 varints: measured, sum low word, sum high word, min, max. A
+ * counter never measured takes no room, and typical figures about half of
+ * eight bytes a word, so a rollup row stays small enough to live in one
+ * page of its B-tree. */
 static void
 read_figures(const unsigned char *p, size_t n, struct store_agg_group *g)
 {
+    const unsigned char *end = p + n;
     uint32_t mask;
-    int i;
+    int i, w;
 
-    if (n < 4)
+    if (p == NULL || n < 4)
         return;
     mask = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
     p += 4;
-    n -= 4;
-    for (i = 0; i < RECEIPT_NCOUNTERS && n >= PER_COUNTER * 8; i++) {
+    for (i = 0; i < RECEIPT_NCOUNTERS && p != NULL; i++) {
+        uint64_t v[PER_COUNTER];
         struct store_agg_counter c;
 
         if (!(mask >> i & 1))
             continue;
-        c.measured = get64(p);
-        c.sum_lo = get64(p + 8);
-        c.sum_hi = get64(p + 16);
-        c.min = get64(p + 24);
-        c.max = get64(p + 32);
+        for (w = 0; w < PER_COUNTER && p != NULL; w++)
+            p = get_varint(p, end, &v[w]);
+        if (p == NULL)
+            break;
+        c.measured = v[0];
+        c.sum_lo = v[1];
+        c.sum_hi = v[2];
+        c.min = v[3];
+        c.max = v[4];
         store_agg_counter_merge(&g->c[i], &c);
-        p += PER_COUNTER * 8;
-        n -= PER_COUNTER * 8;
     }
 }
 
@@ -168,11 +180,11 @@ store_rollup_figures(const struct store_agg_group *g,
         if (c->measured == 0)
             continue;
         mask |= (uint32_t)1 << i;
-        p = put64(p, c->measured);
-        p = put64(p, c->sum_lo);
-        p = put64(p, c->sum_hi);
-        p = put64(p, c->min);
-        p = put64(p, c->max);
+        p = put_varint(p, c->measured);
+        p = put_varint(p, c->sum_lo);
+        p = put_varint(p, c->sum_hi);
+        p = put_varint(p, c->min);
+        p = put_varint(p, c->max);
     }
     out[0] = (unsigned char)mask;
     out[1] = (unsigned char)(mask >> 8);
@@ -205,11 +217,25 @@ store_rollup_bind(sqlite3_stmt *st, int col, const struct store_agg_group *g,
     sqlite3_bind_blob(st, col + 4, buf, (int)n, SQLITE_STATIC);
 }
 
-#define KEY_WHERE                                                              \
-    "plan_id = ?1 AND graph_id = ?2 AND model_id = ?3 AND "                    \
-    "requested_backend = ?4 AND executed_backend = ?5 AND source_id = ?6 "     \
-    "AND bucket = ?7"
+/* rollup_merge(a, b): the figures blob of the merge of two (SQL). */
+static void
+merge_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    unsigned char buf[STORE_ROLLUP_FIGURES_MAX];
+    struct store_agg_group g;
+    size_t n;
+    int i;
 
+    memset(&g, 0, sizeof(g));
+    for (i = 0; i < argc; i++)
+        read_figures(sqlite3_value_blob(argv[i]),
+                     (size_t)sqlite3_value_bytes(argv[i]), &g);
+    n = store_rollup_figures(&g, buf);
+    sqlite3_result_blob(ctx, buf, (int)n, SQLITE_TRANSIENT);
+}
+
+/* One statement per level adds a key's sums to its row, or makes the row:
+ * a single B-tree seek. */
 static int
 prepare(struct store *s, struct level *ru, const char *table,
         struct proto_err *err)
@@ -218,31 +244,21 @@ prepare(struct store *s, struct level *ru, const char *table,
     int rc;
 
     snprintf(sql, sizeof(sql),
-             "SELECT receipts, fallback, clean, unproven, figures FROM %s "
-             "WHERE " KEY_WHERE,
-             table);
-    rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
-                            &ru->get, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare the rollup lookup");
-    snprintf(sql, sizeof(sql),
              "INSERT INTO %s (plan_id, graph_id, model_id, "
              "requested_backend, executed_backend, source_id, bucket, "
              "receipts, fallback, clean, unproven, figures) VALUES (?1, ?2, "
-             "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (plan_id, "
+             "graph_id, model_id, requested_backend, executed_backend, "
+             "source_id, bucket) DO UPDATE SET receipts = receipts + "
+             "excluded.receipts, fallback = fallback + excluded.fallback, "
+             "clean = clean + excluded.clean, unproven = unproven + "
+             "excluded.unproven, figures = rollup_merge(figures, "
+             "excluded.figures)",
              table);
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
                             &ru->put, NULL);
     if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare the rollup insert");
-    snprintf(sql, sizeof(sql),
-             "UPDATE %s SET receipts = ?8, fallback = ?9, clean = ?10, "
-             "unproven = ?11, figures = ?12 WHERE " KEY_WHERE,
-             table);
-    rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
-                            &ru->upd, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare the rollup update");
+        return store_fail(s, rc, err, "prepare the rollup upsert");
     return 0;
 }
 
@@ -254,11 +270,10 @@ store_rollup_free(struct store_rollup *ru)
     if (ru == NULL)
         return;
     for (i = 0; i < STORE_LEVELS; i++) {
-        sqlite3_finalize(ru->lv[i].get);
         sqlite3_finalize(ru->lv[i].put);
-        sqlite3_finalize(ru->lv[i].upd);
     }
     free(ru->txn);
+    free(ru->order);
     free(ru->slots);
     free(ru);
 }
@@ -284,38 +299,17 @@ key_eq(const struct store_rollup_key *a, const struct store_rollup_key *b)
            a->received_at == b->received_at;
 }
 
-/* Merges one pending key into its row: read, add, write back. */
+/* Adds one pending key's sums to its row. */
 static int
 write_pending(struct store *s, const struct level *ru, int64_t ms,
               const struct pending *p, struct proto_err *err)
 {
     unsigned char buf[STORE_ROLLUP_FIGURES_MAX];
-    struct store_agg_group g;
-    sqlite3_stmt *st;
-    int rc, found = 0, i;
+    sqlite3_stmt *st = ru->put;
+    int rc;
 
-    memset(&g, 0, sizeof(g));
-    st = ru->get;
     bind_key(st, &p->k, ms);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        found = 1;
-        store_rollup_read(st, 0, &g);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return store_fail(s, rc, err, "read a rollup");
-    g.receipts += p->g.receipts;
-    g.fallback += p->g.fallback;
-    g.clean += p->g.clean;
-    g.unproven += p->g.unproven;
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        store_agg_counter_merge(&g.c[i], &p->g.c[i]);
-    /* The key is ?1..?7 in both statements, the figures ?8..?12. */
-    st = found ? ru->upd : ru->put;
-    bind_key(st, &p->k, ms);
-    store_rollup_bind(st, 8, &g, buf);
+    store_rollup_bind(st, 8, &p->g, buf);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
@@ -323,16 +317,40 @@ write_pending(struct store *s, const struct level *ru, int64_t ms,
     return 0;
 }
 
-/* Writes n pending sums into both tables. */
 static int
-write_all(struct store *s, struct store_rollup *ru, const struct pending *p,
-          int n, struct proto_err *err)
+key_cmp_cb(const void *pa, const void *pb)
+{
+    const struct store_rollup_key *a = &(*(const struct pending *const *)pa)->k;
+    const struct store_rollup_key *b = &(*(const struct pending *const *)pb)->k;
+
+#define CMP(f)                                                                 \
+    if (a->f != b->f)                                                          \
+        return a->f < b->f ? -1 : 1;
+    CMP(plan_id)
+    CMP(graph_id)
+    CMP(model_id)
+    CMP(requested)
+    CMP(executed)
+    CMP(source_id)
+    CMP(received_at)
+#undef CMP
+    return 0;
+}
+
+/* Writes n pending sums into both tables, in the order of their keys, so
+ * that neighbouring rows share their B-tree pages. */
+static int
+write_all(struct store *s, struct store_rollup *ru, struct pending *p, int n,
+          struct proto_err *err)
 {
     int i, l, rc = 0;
 
-    for (i = 0; i < n && rc == 0; i++)
-        for (l = 0; l < STORE_LEVELS && rc == 0; l++)
-            rc = write_pending(s, &ru->lv[l], levels[l].ms, &p[i], err);
+    for (i = 0; i < n; i++)
+        ru->order[i] = &p[i];
+    qsort(ru->order, (size_t)n, sizeof(*ru->order), key_cmp_cb);
+    for (l = 0; l < STORE_LEVELS && rc == 0; l++)
+        for (i = 0; i < n && rc == 0; i++)
+            rc = write_pending(s, &ru->lv[l], levels[l].ms, ru->order[i], err);
     return rc;
 }
 
@@ -406,11 +424,19 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
         ru->txn = malloc(TXN_MAX * sizeof(*ru->txn));
         ru->slots = malloc(TXN_SLOTS * sizeof(*ru->slots));
-        if (ru->txn == NULL || ru->slots == NULL) {
+        ru->order = malloc(TXN_MAX * sizeof(*ru->order));
+        if (ru->txn == NULL || ru->slots == NULL || ru->order == NULL) {
             store_rollup_free(ru);
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
         }
         clear_txn(ru);
+        rc = sqlite3_create_function(store_db(s), "rollup_merge", 2,
+                                     SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                     merge_fn, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            store_rollup_free(ru);
+            return store_fail(s, rc, err, "register rollup_merge");
+        }
         for (i = 0; i < STORE_LEVELS; i++)
             if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
                 store_rollup_free(ru);

@@ -17,8 +17,9 @@
 --   with id < tail_from, in a new layout: keyed by their key itself
 --   (WITHOUT ROWID, one B-tree instead of a table and a unique index), the
 --   counts in columns, and the 26 counters' figures (measured, 128-bit
---   sum, min, max) in one blob (store_rollup.c), so that writing a row
---   costs one B-tree update instead of 134 columns.
+--   sum, min, max) in one blob of varints (store_rollup.c), so that writing
+--   a row costs one B-tree update of a row that fits its page instead of
+--   134 columns in two B-trees.
 --
 -- Receipts with id >= tail_from (counter `tail_from`) are the tail: not yet
 -- in any chunk, posting or rollup; queries read them directly (a rowid
