@@ -111,34 +111,69 @@ fail_group(struct writer_job *head, const struct proto_err *why)
     }
 }
 
+/*
+ * Applies the jobs of one group inside the open transaction. A job that
+ * can fail on its own after it has written something (a plan or a
+ * retention spec, refused by its apply_cb) runs in a savepoint, so that
+ * only its part is undone; receipts and quarantine need none, since what
+ * could refuse them was checked on the loop before they were queued, and
+ * a savepoint costs about as much as a receipt. Should such a job fail
+ * anyway (no memory for a duplicate's outcome), *redo asks for the group
+ * to be rolled back and run again with a savepoint around every job.
+ * Returns 0, or -1 with err set when the transaction is broken.
+ */
+static int
+apply_jobs(struct writer *w, struct writer_job *head, int all_savepoints,
+           int *redo, struct proto_err *err)
+{
+    struct writer_job *j;
+
+    for (j = head; j != NULL; j = j->next) {
+        int sp = all_savepoints || j->w.apply_cb != NULL;
+
+        j->rc = 0;
+        proto_err_clear(&j->err);
+        free(j->w.dup_outcome);
+        j->w.dup_outcome = NULL;
+        if (sp && store_savepoint(w->store, err) != 0)
+            return -1;
+        j->rc = store_apply(w->store, &j->w, &j->err);
+        if (j->rc != 0) {
+            if (store_txn_broken(w->store)) {
+                *err = j->err;
+                return -1;
+            }
+            if (!sp) {
+                *redo = 1;
+                return 0;
+            }
+            /* Only this job failed: undo its part and keep the others. */
+            store_savepoint_rollback(w->store);
+            continue;
+        }
+        if (sp && store_savepoint_release(w->store, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Applies one group in one transaction. */
 static void
 commit_group(struct writer *w, struct writer_job *head)
 {
     struct proto_err err;
-    struct writer_job *j;
     uint64_t t0 = now_us(), dt, max;
+    int redo = 0;
 
     proto_err_clear(&err);
-    if (store_begin(w->store, &err) != 0)
+    if (store_begin(w->store, &err) != 0 ||
+        apply_jobs(w, head, 0, &redo, &err) != 0)
         goto failed;
-    for (j = head; j != NULL; j = j->next) {
-        j->rc = 0;
-        proto_err_clear(&j->err);
-        if (store_savepoint(w->store, &err) != 0)
-            goto failed;
-        j->rc = store_apply(w->store, &j->w, &j->err);
-        if (j->rc != 0) {
-            if (store_txn_broken(w->store)) {
-                err = j->err;
-                goto failed;
-            }
-            /* Only this job failed (say, no memory for a duplicate's
-             * outcome): undo its part and keep the others. */
-            store_savepoint_rollback(w->store);
-            continue;
-        }
-        if (store_savepoint_release(w->store, &err) != 0)
+    if (redo) {
+        store_rollback(w->store);
+        redo = 0;
+        if (store_begin(w->store, &err) != 0 ||
+            apply_jobs(w, head, 1, &redo, &err) != 0)
             goto failed;
     }
     if (store_commit(w->store, &err) != 0)

@@ -4,12 +4,13 @@
  * The event loop hands over write jobs with writer_submit(), which never
  * blocks on the disk: it links the job into a queue under a mutex. The
  * writer thread takes everything queued (bounded by commit_max_items and
- * commit_max_bytes), runs BEGIN IMMEDIATE, applies each job in its own
- * SAVEPOINT, COMMITs, and only then hands the jobs back to the loop through
- * a uv_async_t, where done_cb runs and replies are sent. When the store
- * fails (disk full, I/O error, a failed COMMIT) the group is rolled back
- * and every job in it is answered PROTO_EUNAVAILABLE; the next group tries
- * again, so writes resume by themselves when the store accepts them.
+ * commit_max_bytes), runs BEGIN IMMEDIATE, applies each job (plans and
+ * retention specs in a SAVEPOINT of their own), COMMITs, and only then hands
+ * the jobs back to the loop through a uv_async_t, where done_cb runs and
+ * replies are sent. When the store fails (disk full, I/O error, a failed
+ * COMMIT) the group is rolled back and every job in it is answered
+ * PROTO_EUNAVAILABLE; the next group tries again, so writes resume by
+ * themselves when the store accepts them.
  */
 #ifndef RECEIPTD_DAEMON_WRITER_H
 #define RECEIPTD_DAEMON_WRITER_H
