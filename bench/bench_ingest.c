@@ -86,6 +86,7 @@ static int opt_pipeline = 8, opt_idle = 1000;
 static long opt_total = 200000;
 static const char *opt_daemon = BENCH_BINARY_DIR "/daemon/receiptd";
 static const char *opt_pg_bin = "/usr/lib/postgresql/15/bin";
+static const char *opt_only; /* --only bare,pg,batch,half,single,idle */
 static char tmpdir[256];
 
 static const char *const head_cols[BENCH_NHEAD] = {
@@ -1116,8 +1117,27 @@ usage(void)
             "usage: bench_ingest [--total N] [--connections N] [--batch N] "
             "[--single-connections N]\n"
             "                    [--pipeline N] [--idle N] [--daemon PATH] "
-            "[--pg-bin DIR]\n");
+            "[--pg-bin DIR]\n"
+            "                    [--only bare,pg,batch,half,single,idle]\n");
     exit(2);
+}
+
+/* Whether a phase runs: all by default, or those named in --only (for a
+ * profile of one phase; the ratios then lack what was left out). */
+static int
+phase_on(const char *name)
+{
+    const char *p = opt_only;
+    size_t n = strlen(name);
+
+    if (p == NULL)
+        return 1;
+    while ((p = strstr(p, name)) != NULL) {
+        if ((p == opt_only || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+        p += n;
+    }
+    return 0;
 }
 
 static void
@@ -1146,6 +1166,8 @@ parse_args(int argc, char **argv)
             opt_daemon = v;
         else if (strcmp(a, "--pg-bin") == 0)
             opt_pg_bin = v;
+        else if (strcmp(a, "--only") == 0)
+            opt_only = v;
         else
             usage();
     }
@@ -1204,12 +1226,15 @@ main(int argc, char **argv)
     printf("receiptd ingest benchmark: %ld receipts per phase, %d frames in "
            "flight per connection\n",
            opt_total, opt_pipeline);
-    bare = bare_append();
-    printf("%-34s %9.0f rows/s (sqlite3, WAL, synchronous=FULL, %d rows per "
-           "transaction, no index)\n",
-           "bare append", bare, BENCH_GROUP_ROWS);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    bare = phase_on("bare") ? bare_append() : -1;
+    if (bare > 0)
+        printf(
+            "%-34s %9.0f rows/s (sqlite3, WAL, synchronous=FULL, %d rows per "
+            "transaction, no index)\n",
+            "bare append", bare, BENCH_GROUP_ROWS);
 #ifdef HAVE_LIBPQ
-    pg = pg_copy();
+    pg = phase_on("pg") ? pg_copy() : -1;
     if (pg > 0)
         printf("%-34s %9.0f rows/s (binary, %d rows per COPY, 2 indexes, "
                "fsync and synchronous_commit on)\n",
@@ -1226,19 +1251,25 @@ main(int argc, char **argv)
                                 opt_batch,
                                 opt_total / opt_batch / opt_conns,
                                 0 };
-    load("load", &batch, &rb);
-    snprintf(label, sizeof(label), "daemon, batch %d x %d conns", opt_batch,
-             opt_conns);
-    print_load(label, &rb);
-
-    half = batch;
-    half.phase = "half";
-    half.frames = batch.frames / 2;
-    half.rate = rb.rate / 2;
-    load("load", &half, &rh);
-    snprintf(label, sizeof(label), "daemon, half load (%.0f/s offered)",
-             half.rate);
-    print_load(label, &rh);
+    memset(&rb, 0, sizeof(rb));
+    memset(&rh, 0, sizeof(rh));
+    memset(&rs, 0, sizeof(rs));
+    if (phase_on("batch") || phase_on("half")) {
+        load("load", &batch, &rb);
+        snprintf(label, sizeof(label), "daemon, batch %d x %d conns", opt_batch,
+                 opt_conns);
+        print_load(label, &rb);
+    }
+    if (phase_on("half")) {
+        half = batch;
+        half.phase = "half";
+        half.frames = batch.frames / 2;
+        half.rate = rb.rate / 2;
+        load("load", &half, &rh);
+        snprintf(label, sizeof(label), "daemon, half load (%.0f/s offered)",
+                 half.rate);
+        print_load(label, &rh);
+    }
 
     single = (struct load_spec){ "single",
                                  PROTO_OP_RECEIPT,
@@ -1246,17 +1277,23 @@ main(int argc, char **argv)
                                  1,
                                  opt_total / opt_single_conns,
                                  0 };
-    load("load", &single, &rs);
-    snprintf(label, sizeof(label), "daemon, single x %d conns",
-             opt_single_conns);
-    print_load(label, &rs);
+    if (phase_on("single")) {
+        load("load", &single, &rs);
+        snprintf(label, sizeof(label), "daemon, single x %d conns",
+                 opt_single_conns);
+        print_load(label, &rs);
+    }
     peak = proc_kb(pid, "VmHWM:");
     stop_daemon(pid);
 
-    idle(&rss, &hwm, &rss0);
-    printf("memory: peak RSS under load %.1f MiB; %d idle connections: RSS "
-           "%.1f MiB (%.1f MiB before), peak %.1f MiB\n",
-           peak / 1024.0, opt_idle, rss / 1024.0, rss0 / 1024.0, hwm / 1024.0);
+    rss = hwm = rss0 = 0;
+    if (phase_on("idle"))
+        idle(&rss, &hwm, &rss0);
+    printf("memory: peak RSS under load %.1f MiB\n", peak / 1024.0);
+    if (phase_on("idle"))
+        printf("memory: %d idle connections: RSS %.1f MiB (%.1f MiB before), "
+               "peak %.1f MiB\n",
+               opt_idle, rss / 1024.0, rss0 / 1024.0, hwm / 1024.0);
     printf("ratios:\n");
     print_ratio("batch / bare append", rb.rate, bare);
     print_ratio("batch / PostgreSQL COPY", rb.rate, pg);
