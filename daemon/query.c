@@ -404,7 +404,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 32) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 34) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -423,6 +423,8 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "unavailable", sn->n.unavailable) != 0 ||
         kv_uint(pk, "commit_groups", groups) != 0 ||
         kv_uint(pk, "writer_cpu_us", sn->w.cpu_us) != 0 ||
+        kv_uint(pk, "checkpoints", sn->w.checkpoints) != 0 ||
+        kv_uint(pk, "checkpoint_us", sn->w.checkpoint_us) != 0 ||
         kv_uint(pk, "commit_failures", sn->w.failures) != 0 ||
         envelope_pack_cstr(pk, "store_failing") != 0 ||
         (sn->w.failing ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||

@@ -102,6 +102,7 @@ struct store {
     struct store_rollup *rollup; /* statements of store_rollup.c */
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
+    int wal_frames;              /* frames in the WAL after the last commit */
 };
 
 uint64_t
@@ -192,6 +193,37 @@ store_user_version(struct store *s, int *version, struct proto_err *err)
 }
 
 static int
+wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    struct store *s = arg;
+
+    s->wal_frames = frames;
+    if (frames >= STORE_WAL_HARD_FRAMES &&
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                                  NULL) == SQLITE_OK)
+        s->wal_frames = 0;
+    return SQLITE_OK;
+}
+
+int
+store_wal_frames(const struct store *s)
+{
+    return s->wal_frames;
+}
+
+int
+store_checkpoint(struct store *s, struct proto_err *err)
+{
+    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                       NULL, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "checkpoint its WAL");
+    s->wal_frames = 0;
+    return 0;
+}
+
+static int
 set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
 {
     char sql[96], buf[32];
@@ -225,8 +257,13 @@ set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
                              "refusing to acknowledge writes that are not "
                              "durable",
                              buf);
-    /* A larger page cache than SQLite's 2 MiB default keeps the upper
-     * levels of five indexes in memory at fleet scale. */
+    /* Checkpoints run from the writer in its quiet moments
+     * (store_checkpoint); the hook below only records the WAL's length,
+     * and checkpoints in the commit itself past STORE_WAL_HARD_FRAMES, the
+     * bound when the writer is never quiet. */
+    sqlite3_wal_hook(s->db, wal_hook, s);
+    /* A page cache larger than SQLite's 2 MiB default holds a commit
+     * group's dirty pages and the rollup rows a chunk updates. */
     if ((rc = store_exec(s, "PRAGMA cache_size = -65536", err,
                          "size the page cache")))
         return rc;

@@ -194,6 +194,20 @@ struct store_stats {
 int store_query_stats(struct store *s, uint64_t deadline_ms,
                       struct store_stats *st, struct proto_err *err);
 
+/*
+ * The WAL: frames it holds after the last commit, and a PASSIVE checkpoint
+ * (copies what no reader still needs into the database; never waits for
+ * readers). The writer checkpoints in its quiet moments, once the WAL holds
+ * STORE_WAL_SOFT_FRAMES; a commit that leaves STORE_WAL_HARD_FRAMES
+ * checkpoints by itself, so the WAL stays bounded under constant load.
+ * Writer thread only.
+ */
+#define STORE_WAL_SOFT_FRAMES 256
+#define STORE_WAL_HARD_FRAMES 8192
+
+int store_wal_frames(const struct store *s);
+int store_checkpoint(struct store *s, struct proto_err *err);
+
 /* CLOCK_MONOTONIC in milliseconds, for deadlines. */
 uint64_t store_now_ms(void);
 

@@ -42,6 +42,7 @@ struct writer {
 
     _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
     _Atomic uint64_t cpu_us;
+    _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
     _Atomic int failing;
     char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
@@ -264,11 +265,27 @@ wait_for_work(struct writer *w)
 }
 
 static void
+checkpoint(struct writer *w)
+{
+    struct proto_err err;
+    uint64_t t0 = now_us();
+
+    proto_err_clear(&err);
+    if (store_checkpoint(w->store, &err) != 0) {
+        log_warnx("writer: checkpoint failed: %s", err.message);
+        return;
+    }
+    atomic_fetch_add(&w->checkpoints, 1);
+    atomic_fetch_add(&w->checkpoint_us, now_us() - t0);
+}
+
+static void
 run(void *arg)
 {
     struct writer *w = arg;
     struct writer_job *head, *tail, *j;
     uint64_t items, bytes, n, cpu0;
+    int quiet;
 
     for (;;) {
         uv_mutex_lock(&w->mu);
@@ -311,8 +328,14 @@ run(void *arg)
         else
             w->d_head = head;
         w->d_tail = tail;
+        quiet = w->q_head == NULL;
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
+        /* Replies are on their way; with nothing waiting, this is the
+         * moment to copy the WAL into the database, out of any commit's
+         * latency. */
+        if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
+            checkpoint(w);
     }
 }
 
@@ -461,6 +484,8 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->max_us = atomic_load(&w->max_us);
     st->queued = atomic_load(&w->queued);
     st->cpu_us = atomic_load(&w->cpu_us);
+    st->checkpoints = atomic_load(&w->checkpoints);
+    st->checkpoint_us = atomic_load(&w->checkpoint_us);
     st->pruned = atomic_load(&w->pruned);
     st->prune_runs = atomic_load(&w->prune_runs);
     st->prune_failures = atomic_load(&w->prune_failures);

@@ -108,6 +108,8 @@ struct writer_stats {
     uint64_t queued;         /* jobs waiting for the writer right now */
     uint64_t cpu_us;         /* writer thread CPU time spent in commit
                                 groups, committed or rolled back */
+    uint64_t checkpoints;    /* WAL checkpoints run in quiet moments */
+    uint64_t checkpoint_us;  /* their total duration */
     uint64_t pruned;         /* receipts removed by retention since start */
     uint64_t prune_runs;     /* prune batches that removed something */
     uint64_t prune_failures; /* prune batches rolled back */
