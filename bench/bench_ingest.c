@@ -781,6 +781,7 @@ pack_hello(msgpack_sbuffer *sb, const char *src)
 struct writer_figures {
     int has_cpu; /* an older daemon has no writer_cpu_us */
     uint64_t cpu_us, accepted;
+    uint64_t groups, checkpoints, checkpoint_us; /* 0 when not reported */
 };
 
 static uint64_t
@@ -835,6 +836,10 @@ writer_figures(const char *name, struct writer_figures *wf)
     wf->accepted = row_uint(&rows->via.array.ptr[0], "accepted", &found);
     wf->cpu_us = row_uint(&rows->via.array.ptr[0], "writer_cpu_us", &found);
     wf->has_cpu = found;
+    wf->groups = row_uint(&rows->via.array.ptr[0], "commit_groups", &found);
+    wf->checkpoints = row_uint(&rows->via.array.ptr[0], "checkpoints", &found);
+    wf->checkpoint_us =
+        row_uint(&rows->via.array.ptr[0], "checkpoint_us", &found);
     msgpack_unpacked_destroy(&up);
     free(buf);
 }
@@ -866,6 +871,11 @@ struct load_result {
     double rate;     /* durable receipts/s */
     double p50, p99; /* acknowledgement latency, ms */
     double cpu_us;   /* writer CPU per receipt (NAN: not reported) */
+    /* Where the latency goes: receipts per commit group, and the WAL
+     * checkpoints the writer ran between groups. */
+    double per_group;
+    uint64_t checkpoints;
+    double checkpoint_ms; /* mean */
 };
 
 struct bconn {
@@ -1059,6 +1069,16 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
     res->rate = (double)(total * spec->per_frame) / (now_s() - t0);
     writer_figures(name, &after);
     res->cpu_us = cpu_per_receipt(&before, &after);
+    res->per_group = after.groups > before.groups
+                         ? (double)(after.accepted - before.accepted) /
+                               (double)(after.groups - before.groups)
+                         : 0;
+    res->checkpoints = after.checkpoints - before.checkpoints;
+    res->checkpoint_ms =
+        res->checkpoints
+            ? (double)(after.checkpoint_us - before.checkpoint_us) / 1000.0 /
+                  (double)res->checkpoints
+            : 0;
     qsort(lat, (size_t)nlat, sizeof(double), cmp_double);
     res->p50 = lat[nlat / 2];
     res->p99 = lat[(size_t)((double)nlat * 0.99)];
@@ -1188,6 +1208,10 @@ print_load(const char *what, const struct load_result *r)
     printf("%-34s %9.0f receipts/s  ack p50 %6.2f ms  p99 %6.2f ms  "
            "writer %5.1f us/receipt\n",
            what, r->rate, r->p50, r->p99, r->cpu_us);
+    printf("%-34s %9.0f receipts per commit group, %llu checkpoints of "
+           "%.1f ms\n",
+           "", r->per_group, (unsigned long long)r->checkpoints,
+           r->checkpoint_ms);
 }
 
 static void
