@@ -21,11 +21,10 @@
  * 4. --verify: compares the rollup answer of every case with the store's
  *    forced full scan (STORE_AGG_SCAN) and prints whether they are equal.
  * 5. Listing: the newest page (100 rows) of the `receipts` query through
- *    store_query_receipts, with one filter at a time, `runs` times; p50,
- *    p99 and the ratio of the p50 to that of the unfiltered page (the
- *    baseline: a walk down the primary key). A filter its indexes serve in
- *    id order stays near 1x however many receipts match; one that has to
- *    sort its matches grows with them.
+ *    store_query_receipts, with every filter alone and every pair of them
+ *    (plan, graph, model, source, status, backend pair, a 24 h window),
+ *    `runs` times; p50, p99 and the ratio of the p50 to that of the
+ *    unfiltered page (the baseline: a walk down the primary key).
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
@@ -335,26 +334,25 @@ same(struct store *s, const struct bcase *c)
 
 /* ---- listing: the first page of the `receipts` query ---- */
 
-struct lcase {
-    const char *name;
-    const char *plan, *graph, *model, *source;
-    int ranged; /* 1: the last day's window; 2: its start only */
+/* The filters a page can be asked by, alone and in every pair. Sources
+ * run plans[src % 8] on graphs[(src / 8) % 4] with models[src % 6]:
+ * node-2 runs plan-c on g-1 with mistral-7b, so every pair of the first
+ * four has matches; a tenth of all receipts fell back from cuda to cpu. */
+enum {
+    L_PLAN,
+    L_GRAPH,
+    L_MODEL,
+    L_SOURCE,
+    L_STATUS,
+    L_BACKENDS,
+    L_WINDOW,
+    L_COUNT
 };
-
-/* Sources run plans[src % 8] on graphs[(src / 8) % 4]: node-2 and node-34
- * run plan-c on g-1. */
-static const struct lcase lcases[] = {
-    { "no filter (baseline)", NULL, NULL, NULL, NULL, 0 },
-    { "one source", NULL, NULL, NULL, "node-2/rt-1", 0 },
-    { "one plan", "plan-c", NULL, NULL, NULL, 0 },
-    { "one plan + graph", "plan-c", "g-1", NULL, NULL, 0 },
-    { "one model", NULL, NULL, "mistral-7b", NULL, 0 },
-    { "one source, a 24 h window", NULL, NULL, NULL, "node-2/rt-1", 1 },
-    { "a 24 h window (since + until)", NULL, NULL, NULL, NULL, 1 },
-    { "since 24 h ago (no until)", NULL, NULL, NULL, NULL, 2 },
+static const char *const lnames[L_COUNT] = {
+    "plan",      "graph",       "model", "source", "status fallback",
+    "cuda->cpu", "24 h window",
 };
-#define NLCASES (sizeof(lcases) / sizeof(lcases[0]))
-#define LPAGE   100
+#define LPAGE 100
 
 static int
 count_row(void *arg, const struct store_row *row)
@@ -365,59 +363,92 @@ count_row(void *arg, const struct store_row *row)
 }
 
 static void
-set_filter_str(const char *v, const char **p, size_t *len)
+set_filter(struct store_filter *f, int which)
 {
-    *p = v;
-    *len = v != NULL ? strlen(v) : 0;
+    switch (which) {
+    case L_PLAN:
+        f->plan = "plan-c", f->plan_len = 6;
+        break;
+    case L_GRAPH:
+        f->graph = "g-1", f->graph_len = 3;
+        break;
+    case L_MODEL:
+        f->model = "mistral-7b", f->model_len = 10;
+        break;
+    case L_SOURCE:
+        f->source = "node-2/rt-1", f->source_len = 11;
+        break;
+    case L_STATUS:
+        f->status = RECEIPT_STATUS_FALLBACK;
+        break;
+    case L_BACKENDS:
+        f->requested = RECEIPT_BACKEND_CUDA;
+        f->executed = RECEIPT_BACKEND_CPU;
+        break;
+    case L_WINDOW:
+        f->has_since = f->has_until = 1;
+        f->since = (uint64_t)range_since;
+        f->until = (uint64_t)range_until;
+        break;
+    }
+}
+
+/* One case: filters a and b (b < 0: a alone; a < 0: none). */
+static void
+listing_case(struct store *s, int a, int b, double *lat, double *base)
+{
+    struct store_filter f;
+    struct proto_err err;
+    uint32_t rows = 0;
+    char name[64];
+    double p50, p99;
+    int i, truncated;
+
+    memset(&f, 0, sizeof(f));
+    f.requested = f.executed = f.status = -1;
+    f.limit = LPAGE;
+    if (a >= 0)
+        set_filter(&f, a);
+    if (b >= 0)
+        set_filter(&f, b);
+    if (a < 0)
+        snprintf(name, sizeof(name), "no filter (baseline)");
+    else if (b < 0)
+        snprintf(name, sizeof(name), "%s", lnames[a]);
+    else
+        snprintf(name, sizeof(name), "%s + %s", lnames[a], lnames[b]);
+    for (i = 0; i < opt_runs; i++) {
+        double t = now_ms();
+
+        rows = 0;
+        if (store_query_receipts(s, &f, 0, count_row, &rows, &truncated,
+                                 &err) != 0)
+            fail(name, &err);
+        lat[i] = now_ms() - t;
+    }
+    p50 = pct(lat, opt_runs, 0.5);
+    p99 = pct(lat, opt_runs, 0.99);
+    if (a < 0)
+        *base = p50;
+    printf("%-36s %10.2f %10.2f %6u %8.1fx\n", name, p50, p99, rows,
+           p50 / *base);
+    fflush(stdout);
 }
 
 static void
 run_listing(struct store *s, double *lat)
 {
     double base = 0;
-    size_t k;
-    int i;
+    int a, b;
 
     printf("\n%-36s %10s %10s %6s %9s\n", "receipts, first page of 100",
            "p50 ms", "p99 ms", "rows", "ratio");
-    for (k = 0; k < NLCASES; k++) {
-        const struct lcase *c = &lcases[k];
-        struct store_filter f;
-        struct proto_err err;
-        uint32_t rows = 0;
-        double p50, p99;
-        int truncated;
-
-        memset(&f, 0, sizeof(f));
-        f.requested = f.executed = f.status = -1;
-        f.limit = LPAGE;
-        set_filter_str(c->plan, &f.plan, &f.plan_len);
-        set_filter_str(c->graph, &f.graph, &f.graph_len);
-        set_filter_str(c->model, &f.model, &f.model_len);
-        set_filter_str(c->source, &f.source, &f.source_len);
-        if (c->ranged) {
-            f.has_since = 1;
-            f.since = (uint64_t)range_since;
-            f.has_until = c->ranged == 1;
-            f.until = (uint64_t)range_until;
-        }
-        for (i = 0; i < opt_runs; i++) {
-            double t = now_ms();
-
-            rows = 0;
-            if (store_query_receipts(s, &f, 0, count_row, &rows, &truncated,
-                                     &err) != 0)
-                fail(c->name, &err);
-            lat[i] = now_ms() - t;
-        }
-        p50 = pct(lat, opt_runs, 0.5);
-        p99 = pct(lat, opt_runs, 0.99);
-        if (k == 0)
-            base = p50;
-        printf("%-36s %10.2f %10.2f %6u %8.1fx\n", c->name, p50, p99, rows,
-               p50 / base);
-        fflush(stdout);
-    }
+    listing_case(s, -1, -1, lat, &base);
+    for (a = 0; a < L_COUNT; a++)
+        listing_case(s, a, -1, lat, &base);
+    for (a = 0; a < L_COUNT; a++)
+        for (b = a + 1; b < L_COUNT; b++)
+            listing_case(s, a, b, lat, &base);
 }
 
 static void
