@@ -92,6 +92,7 @@ struct page {
     int truncated;
     sqlite3_stmt *rows;  /* store_query_receipts_sql */
     sqlite3_stmt *probe; /* one posting of a chunk */
+    sqlite3_stmt *at;    /* the received_at of one receipt */
 };
 
 /* Looks up a filter's string id; 0 when no receipt can have it. */
@@ -273,13 +274,64 @@ posting(struct page *p, int kind, int64_t value, int64_t chunk, int *rc,
     return b;
 }
 
-/* The matches in one chunk: the driver's posting b (taken) intersected
- * with the others', each id then read and checked for the time window. */
+/* One chunk as walk_postings() reads it. */
+struct chunk_row {
+    int64_t first, first_at, last_at;
+    int ordered;
+};
+
+/* received_at of receipt id; 1 when it is gone (pruned). */
 static int
-chunk(struct page *p, int64_t first, roaring_bitmap_t *b, struct proto_err *err)
+received_at(struct page *p, int64_t id, int64_t *at, struct proto_err *err)
 {
+    sqlite3_stmt *st = p->at;
+    int rc;
+
+    sqlite3_bind_int64(st, 1, id);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *at = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (rc == SQLITE_ROW)
+        return 0;
+    return rc == SQLITE_DONE ? 1 : store_fail(p->s, rc, err, "run a query");
+}
+
+/* The first of ids[lo, hi) (offsets from first) received at or after t,
+ * by bisection: the chunk keeps received_at in id order. 1 when an id
+ * was pruned (the caller then checks every id). */
+static int
+bisect(struct page *p, int64_t first, const uint32_t *ids, uint64_t lo,
+       uint64_t hi, int64_t t, uint64_t *out, struct proto_err *err)
+{
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int64_t at = 0;
+        int rc = received_at(p, first + ids[mid], &at, err);
+
+        if (rc != 0)
+            return rc;
+        if (at < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *out = lo;
+    return 0;
+}
+
+/* The matches in one chunk: the driver's posting b (taken) intersected
+ * with the others', each id then read and checked for the time window.
+ * In a chunk whose received_at is in id order, a window's edges inside it
+ * are found by bisection first, so that only ids inside it are read. */
+static int
+chunk(struct page *p, const struct chunk_row *c, roaring_bitmap_t *b,
+      struct proto_err *err)
+{
+    const struct store_filter *f = p->f;
+    int64_t first = c->first;
     uint32_t *ids = NULL;
-    uint64_t n, i;
+    uint64_t n, i, lo, hi;
     int k, rc = 0;
 
     for (k = 1; k < p->keys.n && !roaring_bitmap_is_empty(b); k++) {
@@ -303,7 +355,19 @@ chunk(struct page *p, int64_t first, roaring_bitmap_t *b, struct proto_err *err)
         goto out;
     }
     roaring_bitmap_to_uint32_array(b, ids);
-    for (i = n; i-- > 0 && rc == 0;) {
+    lo = 0;
+    hi = n;
+    if (c->ordered && f->has_until && c->last_at >= store_clamp_i64(f->until))
+        rc = bisect(p, first, ids, 0, n, store_clamp_i64(f->until), &hi, err);
+    if (rc == 0 && c->ordered && f->has_since &&
+        c->first_at < store_clamp_i64(f->since))
+        rc = bisect(p, first, ids, 0, hi, store_clamp_i64(f->since), &lo, err);
+    if (rc == 1) {
+        lo = 0;
+        hi = n;
+        rc = 0;
+    }
+    for (i = hi; i-- > lo && rc == 0;) {
         int64_t id = first + ids[i];
 
         /* Each id is a range of one: the same statement checks the time
@@ -328,7 +392,8 @@ walk_postings(struct page *p, int64_t below, struct proto_err *err)
     int rc, r = 0;
 
     snprintf(sql, sizeof(sql),
-             "SELECT p.chunk, p.ids FROM postings p JOIN chunks c ON "
+             "SELECT p.chunk, p.ids, c.first_at, c.last_at, c.ordered FROM "
+             "postings p JOIN chunks c ON "
              "c.first_id = p.chunk WHERE p.kind = ?1 AND p.value = ?2 AND "
              "p.chunk < ?3%s%s ORDER BY p.chunk DESC",
              f->has_since ? " AND c.last_at >= ?4" : "",
@@ -351,8 +416,14 @@ walk_postings(struct page *p, int64_t below, struct proto_err *err)
             r = proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
                               "a posting of chunk %lld is damaged",
                               (long long)sqlite3_column_int64(st, 0));
-        else
-            r = chunk(p, sqlite3_column_int64(st, 0), b, err);
+        else {
+            struct chunk_row c = { sqlite3_column_int64(st, 0),
+                                   sqlite3_column_int64(st, 2),
+                                   sqlite3_column_int64(st, 3),
+                                   sqlite3_column_int(st, 4) };
+
+            r = chunk(p, &c, b, err);
+        }
     }
     if (r == 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
         r = store_fail(p->s, rc, err, "run a query");
@@ -464,9 +535,16 @@ store_query_receipts(struct store *s, const struct store_filter *f,
                             "SELECT ids FROM postings WHERE kind = ?1 AND "
                             "value = ?2 AND chunk = ?3",
                             -1, &p.probe, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(
+            store_db(s), "SELECT received_at FROM receipts WHERE id = ?1", -1,
+            &p.at, NULL);
     if (rc != SQLITE_OK) {
+        rc = store_fail(s, rc, err, "prepare a query");
         sqlite3_finalize(p.rows);
-        return store_fail(s, rc, err, "prepare a query");
+        sqlite3_finalize(p.probe);
+        sqlite3_finalize(p.at);
+        return rc;
     }
     store_deadline_arm(s, deadline_ms);
     /* One read transaction: the tail, the chunks and the postings agree. */
@@ -477,6 +555,7 @@ store_query_receipts(struct store *s, const struct store_filter *f,
     store_deadline_disarm(s);
     sqlite3_finalize(p.rows);
     sqlite3_finalize(p.probe);
+    sqlite3_finalize(p.at);
     if (rc == 1)
         rc = 0;
     *truncated = p.truncated;

@@ -43,6 +43,8 @@ struct store_tail {
     int64_t first_id;          /* tail_from */
     int64_t next_id;           /* the id the next receipt gets */
     int64_t first_at, last_at; /* received_at range of the tail */
+    int64_t prev_at;           /* received_at of the newest receipt */
+    int ordered;               /* received_at never fell from id to id */
     uint64_t n;                /* receipts in the tail */
     uint64_t chunk;            /* receipts that make a chunk */
     struct list *lists;
@@ -98,6 +100,8 @@ reset(struct store_tail *t, int64_t first_id)
     t->n = 0;
     t->first_at = INT64_MAX;
     t->last_at = INT64_MIN;
+    t->prev_at = INT64_MIN;
+    t->ordered = 1;
 }
 
 static int
@@ -185,6 +189,9 @@ add_keys(struct store_tail *t, int64_t id, int64_t received_at,
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
     t->n++;
+    if (received_at < t->prev_at)
+        t->ordered = 0;
+    t->prev_at = received_at;
     if (received_at < t->first_at)
         t->first_at = received_at;
     if (received_at > t->last_at)
@@ -236,7 +243,8 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
         return 0;
     if ((rc = prepare(s,
                       "INSERT INTO chunks (first_id, end_id, first_at, "
-                      "last_at, receipts) VALUES (?1, ?2, ?3, ?4, ?5)",
+                      "last_at, receipts, ordered) VALUES (?1, ?2, ?3, ?4, "
+                      "?5, ?6)",
                       &t->put_chunk, err)) ||
         (rc = prepare(s,
                       "INSERT INTO postings (kind, value, chunk, ids) "
@@ -248,6 +256,7 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
     sqlite3_bind_int64(t->put_chunk, 3, t->first_at);
     sqlite3_bind_int64(t->put_chunk, 4, t->last_at);
     sqlite3_bind_int64(t->put_chunk, 5, (int64_t)t->n);
+    sqlite3_bind_int(t->put_chunk, 6, t->ordered);
     rc = sqlite3_step(t->put_chunk);
     sqlite3_reset(t->put_chunk);
     if (rc != SQLITE_DONE)

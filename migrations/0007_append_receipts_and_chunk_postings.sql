@@ -8,7 +8,9 @@
 --
 -- * `chunks`: one row per chunk, the id range [first_id, end_id) and the
 --   range of received_at in it, so a time window maps to a few id ranges
---   (received_at follows the wall clock, so it is nearly in id order).
+--   (received_at follows the wall clock, so it is nearly in id order), and
+--   whether received_at is in id order within it (then a window's edge
+--   inside the chunk is found by bisection).
 -- * `postings`: per chunk, per key (kind: 1 plan, 2 graph, 3 model,
 --   4 source, 5 status, 6 requested backend, 7 executed backend) and value
 --   (a string id, a status or a backend), the ids of the chunk's receipts
@@ -109,7 +111,9 @@ CREATE TABLE chunks (
     end_id INTEGER NOT NULL,               -- ids [first_id, end_id)
     first_at INTEGER NOT NULL,             -- min received_at in it
     last_at INTEGER NOT NULL,              -- max received_at in it
-    receipts INTEGER NOT NULL              -- rows when the chunk was written
+    receipts INTEGER NOT NULL,             -- rows when the chunk was written
+    ordered INTEGER NOT NULL               -- 1: received_at never falls
+                                           -- from one id to the next
 );
 
 CREATE TABLE postings (

@@ -588,7 +588,7 @@ START_TEST(test_store_pages_match_the_old_query)
         struct store_write wr;
         /* Time goes forward a second a job, and steps back a minute now
          * and then. */
-        int64_t at = 1700000000000 + job * 1000 - (job % 37 == 0 ? 60000 : 0);
+        int64_t at = 1700000000000 + job * 1000 - (job % 97 == 0 ? 60000 : 0);
 
         if (job % 6 == 0)
             ck_assert_int_eq(store_begin(s, &err), 0);
@@ -655,7 +655,7 @@ START_TEST(test_store_pages_match_the_old_query)
      * executed; every pair (a < b), each with three time windows. */
     for (a = 0; a < 8; a++)
         for (b = a; b < 8; b++)
-            for (w = 0; w < 3; w++) {
+            for (w = 0; w < 4; w++) {
                 struct store_filter f = {
                     .requested = -1, .executed = -1, .status = -1, .limit = 37
                 };
@@ -688,9 +688,15 @@ START_TEST(test_store_pages_match_the_old_query)
                 }
                 if (w == 1)
                     f.has_since = 1, f.since = 1700000100000;
+                /* Edges on receipts' own times, inside chunks with a
+                 * clock step (jobs 97, 194) and without. */
                 if (w == 2) {
                     f.has_since = 1, f.since = 1700000050000;
                     f.has_until = 1, f.until = 1700000200000;
+                }
+                if (w == 3) {
+                    f.has_since = 1, f.since = 1700000150000;
+                    f.has_until = 1, f.until = 1700000250000;
                 }
                 /* Page to the end with before_id. */
                 for (;;) {

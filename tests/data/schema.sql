@@ -3,7 +3,9 @@ CREATE TABLE chunks (
     end_id INTEGER NOT NULL,               -- ids [first_id, end_id)
     first_at INTEGER NOT NULL,             -- min received_at in it
     last_at INTEGER NOT NULL,              -- max received_at in it
-    receipts INTEGER NOT NULL              -- rows when the chunk was written
+    receipts INTEGER NOT NULL,             -- rows when the chunk was written
+    ordered INTEGER NOT NULL               -- 1: received_at never falls
+                                           -- from one id to the next
 );
 CREATE TABLE counters (
     name TEXT PRIMARY KEY,
