@@ -82,8 +82,12 @@ printable(const char *p, size_t n)
  * Finds the bytes of v, a value of the map root unpacked from frame.
  * msgpack-c keeps a map's pairs in wire order, so v's pair is found by its
  * index, and which key is "body" is decided only by mpobj_map_get(), not a
- * second time over bytes. Returns 0, or -1 when the walk fails (it cannot
- * on a frame mpcheck() accepted).
+ * second time over bytes. The pairs before it and its key are walked; v
+ * itself is walked only when a pair follows it. The last pair's value
+ * ends where the frame does, since mpcheck() proved the frame is exactly
+ * the map, and a producer's body (the bulk of a write) is last in every
+ * frame envelope_request() builds. Returns 0, or -1 when the walk fails
+ * (it cannot on a frame mpcheck() accepted).
  */
 static int
 value_span(const char *frame, size_t len, const msgpack_object *root,
@@ -101,9 +105,20 @@ value_span(const char *frame, size_t len, const msgpack_object *root,
         return -1;
     /* Pair i's value is element 2i + 1: skip the pairs before it and its
      * key. */
-    for (k = 0; k <= 2 * i + 1; k++)
+    for (k = 0; k < 2 * i + 1; k++)
         if (mpcheck_iter_next(&it, &el, &ellen) != 0)
             return -1;
+    if (i + 1 == root->via.map.size) {
+        /* The value is all that is left: nothing follows it in a frame
+         * mpcheck() accepted. */
+        if (it.n != 1 || it.left == 0)
+            return -1;
+        *off = (size_t)(it.at - frame);
+        *vlen = it.left;
+        return 0;
+    }
+    if (mpcheck_iter_next(&it, &el, &ellen) != 0)
+        return -1;
     *off = (size_t)(el - frame);
     *vlen = ellen;
     return 0;

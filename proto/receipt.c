@@ -51,14 +51,28 @@ const char *const receipt_artifact_names[RECEIPT_NARTIFACTS] = {
     "temp_cleanup_failures",
 };
 
-static const char *const backend_names[RECEIPT_BACKEND_COUNT] = {
-    "cpu", "wgpu-dx12", "wgpu-vulkan", "wgpu-metal", "cuda", "metal", "unknown",
+/*
+ * A name and its length. Every key of every receipt is looked up in one of
+ * the tables below, so lengths are compared rather than taken with strlen;
+ * FNAME() has the compiler count them: { FNAME("cpu") } is { "cpu", 3 }.
+ */
+struct fname {
+    const char *s;
+    size_t len;
 };
 
-static const char *const status_names[RECEIPT_STATUS_COUNT] = {
-    "fallback",
-    "clean",
-    "unproven",
+#define FNAME(lit) lit, sizeof(lit) - 1
+
+static const struct fname backend_names[RECEIPT_BACKEND_COUNT] = {
+    { FNAME("cpu") },        { FNAME("wgpu-dx12") }, { FNAME("wgpu-vulkan") },
+    { FNAME("wgpu-metal") }, { FNAME("cuda") },      { FNAME("metal") },
+    { FNAME("unknown") },
+};
+
+static const struct fname status_names[RECEIPT_STATUS_COUNT] = {
+    { FNAME("fallback") },
+    { FNAME("clean") },
+    { FNAME("unproven") },
 };
 
 /* Top-level fields, in declaration order (PROTOCOL section 4, column #). */
@@ -78,11 +92,13 @@ enum {
     F_COUNT
 };
 
-static const char *const top_names[F_COUNT] = {
-    "schema_version",    "requested_backend", "executed_backend",
-    "model_instance_id", "prepared_plan_id",  "graph_hash",
-    "tuning_profile",    "stop_reason",       "counter_coverage",
-    "counters",          "latency",           "artifacts",
+static const struct fname top_names[F_COUNT] = {
+    { FNAME("schema_version") },   { FNAME("requested_backend") },
+    { FNAME("executed_backend") }, { FNAME("model_instance_id") },
+    { FNAME("prepared_plan_id") }, { FNAME("graph_hash") },
+    { FNAME("tuning_profile") },   { FNAME("stop_reason") },
+    { FNAME("counter_coverage") }, { FNAME("counters") },
+    { FNAME("latency") },          { FNAME("artifacts") },
 };
 
 /* The array layouts, indexed by schema: rmp-serde's to_vec writes the
@@ -112,36 +128,46 @@ static const struct layout layouts[RECEIPT_SCHEMA_MAX + 1] = {
     { layout_s3, sizeof(layout_s3) },
 };
 
-static const char *const counter_names[RECEIPT_NCOUNTERS_V3] = {
-    "decode_steps",
-    "graph_launches",
-    "compute_dispatches",
-    "device_fences",
-    "host_to_device_bytes",
-    "device_to_host_bytes",
-    "fallback_count",
-    "hot_path_allocations",
-    "compile_calls",
-    "immutable_upload_bytes",
-    "submitted_prefill_tokens",
-    "committed_prefill_tokens",
-    "cached_prefill_tokens",
-    "queued_requests",
-    "admitted_requests",
-    "cow_copies",
-    "evictions",
-    "unique_freed_pages",
-    "pool_high_water_bytes",
-    "cancellations",
-    "graph_bucket_tokens",
-    "graph_padding_tokens",
-    "rebuild_outcomes",
+static const struct fname counter_names[RECEIPT_NCOUNTERS_V3] = {
+    { FNAME("decode_steps") },
+    { FNAME("graph_launches") },
+    { FNAME("compute_dispatches") },
+    { FNAME("device_fences") },
+    { FNAME("host_to_device_bytes") },
+    { FNAME("device_to_host_bytes") },
+    { FNAME("fallback_count") },
+    { FNAME("hot_path_allocations") },
+    { FNAME("compile_calls") },
+    { FNAME("immutable_upload_bytes") },
+    { FNAME("submitted_prefill_tokens") },
+    { FNAME("committed_prefill_tokens") },
+    { FNAME("cached_prefill_tokens") },
+    { FNAME("queued_requests") },
+    { FNAME("admitted_requests") },
+    { FNAME("cow_copies") },
+    { FNAME("evictions") },
+    { FNAME("unique_freed_pages") },
+    { FNAME("pool_high_water_bytes") },
+    { FNAME("cancellations") },
+    { FNAME("graph_bucket_tokens") },
+    { FNAME("graph_padding_tokens") },
+    { FNAME("rebuild_outcomes") },
 };
 
-static const char *const latency_names[RECEIPT_NLATENCY] = {
-    "queue_delay_us",
-    "time_to_first_token_us",
-    "inter_token_latency_us",
+static const struct fname latency_names[RECEIPT_NLATENCY] = {
+    { FNAME("queue_delay_us") },
+    { FNAME("time_to_first_token_us") },
+    { FNAME("inter_token_latency_us") },
+};
+
+/* receipt_artifact_names with lengths, for lookups; the two lists are the
+ * same names in the same order (check_receipt decodes and encodes every
+ * one of them through this table). */
+static const struct fname artifact_names[RECEIPT_NARTIFACTS] = {
+    { FNAME("temp_created_bytes") },
+    { FNAME("temp_removed_bytes") },
+    { FNAME("temp_retained_bytes") },
+    { FNAME("temp_cleanup_failures") },
 };
 
 /*
@@ -151,16 +177,16 @@ static const char *const latency_names[RECEIPT_NLATENCY] = {
  */
 #define NSCOPES 4
 
-static const char *const scope_prefix[NSCOPES] = {
-    "",
-    "counters.",
-    "latency.",
-    "artifacts.",
+static const struct fname scope_prefix[NSCOPES] = {
+    { FNAME("") },
+    { FNAME("counters.") },
+    { FNAME("latency.") },
+    { FNAME("artifacts.") },
 };
 
 struct unknowns {
     const msgpack_object *map[NSCOPES];
-    const char *const *names[NSCOPES]; /* the known names of that map */
+    const struct fname *names[NSCOPES]; /* the known names of that map */
     unsigned nnames[NSCOPES];
     uint32_t count[NSCOPES];
     /* A schema 1 or 2 map with a "latency" key: it is unknown there. */
@@ -172,7 +198,7 @@ receipt_backend_name(int backend)
 {
     if (backend < 0 || backend >= RECEIPT_BACKEND_COUNT)
         return NULL;
-    return backend_names[backend];
+    return backend_names[backend].s;
 }
 
 int
@@ -181,8 +207,8 @@ receipt_backend_from_name(const char *name, size_t len)
     int i;
 
     for (i = 0; i < RECEIPT_BACKEND_COUNT; i++)
-        if (strlen(backend_names[i]) == len &&
-            memcmp(backend_names[i], name, len) == 0)
+        if (backend_names[i].len == len &&
+            memcmp(backend_names[i].s, name, len) == 0)
             return i;
     return -1;
 }
@@ -192,7 +218,7 @@ receipt_status_name(int status)
 {
     if (status < 0 || status >= RECEIPT_STATUS_COUNT)
         return NULL;
-    return status_names[status];
+    return status_names[status].s;
 }
 
 int
@@ -201,8 +227,8 @@ receipt_status_from_name(const char *name, size_t len)
     int i;
 
     for (i = 0; i < RECEIPT_STATUS_COUNT; i++)
-        if (strlen(status_names[i]) == len &&
-            memcmp(status_names[i], name, len) == 0)
+        if (status_names[i].len == len &&
+            memcmp(status_names[i].s, name, len) == 0)
             return i;
     return -1;
 }
@@ -259,21 +285,86 @@ key_bytes(const msgpack_object *k, const char **p, size_t *n)
     return 0;
 }
 
+/* True when key p[0..n) is name f. No name is empty, so p[0] is only read
+ * when there is a byte. */
+static inline int
+is_name(const char *p, size_t n, const struct fname *f)
+{
+    uint64_t x, y;
+    size_t i;
+
+    if (f->len != n || f->s[0] != p[0])
+        return 0;
+    /* Field names are 7 to 24 bytes long: compared a word at a time, the
+     * last word overlapping the one before it, they cost a few loads
+     * instead of a call to memcmp for every key. */
+    if (n < sizeof(x))
+        return memcmp(f->s, p, n) == 0;
+    for (i = 0; i + sizeof(x) < n; i += sizeof(x)) {
+        memcpy(&x, f->s + i, sizeof(x));
+        memcpy(&y, p + i, sizeof(y));
+        if (x != y)
+            return 0;
+    }
+    memcpy(&x, f->s + n - sizeof(x), sizeof(x));
+    memcpy(&y, p + n - sizeof(y), sizeof(y));
+    return x == y;
+}
+
 /* The index of key p[0..n) in names[0..nnames), or -1. */
 static int
-name_index(const char *p, size_t n, const char *const *names, unsigned nnames)
+name_scan(const char *p, size_t n, const struct fname *names, unsigned nnames)
 {
     unsigned i;
 
-    /* The first byte rules out most names before any length is taken;
-     * this lookup runs once per key of every receipt. */
-    if (n == 0)
-        return -1;
     for (i = 0; i < nnames; i++)
-        if (names[i][0] == p[0] && strlen(names[i]) == n &&
-            memcmp(names[i], p, n) == 0)
+        if (is_name(p, n, &names[i]))
             return (int)i;
     return -1;
+}
+
+/*
+ * The same, trying index hint first. serde writes a struct's fields in
+ * declaration order, so the caller passes the index after the previous
+ * key's, and for a producer that writes that order every known key is
+ * found by one comparison, inline. Any other key (reordered, unknown, or
+ * a field the schema skips) costs one pass over the lengths, which rule
+ * out almost every name before a byte is compared: bounded by the table,
+ * never by the map.
+ */
+static inline int
+name_index(const char *p, size_t n, const struct fname *names, unsigned nnames,
+           unsigned hint)
+{
+    if (hint < nnames && is_name(p, n, &names[hint]))
+        return (int)hint;
+    return name_scan(p, n, names, nnames);
+}
+
+/*
+ * The value of key name in map o, or NULL; *dup is set when the key
+ * repeats. The rule of mpobj_map_get() (a str or a bin key, the first one
+ * found, stopping at the second) with the name's length known.
+ */
+static const msgpack_object *
+map_get(const msgpack_object *o, const struct fname *name, int *dup)
+{
+    const msgpack_object *found = NULL;
+    const char *p;
+    size_t n;
+    uint32_t i;
+
+    *dup = 0;
+    for (i = 0; i < o->via.map.size; i++) {
+        if (!key_bytes(&o->via.map.ptr[i].key, &p, &n) || !is_name(p, n, name))
+            continue;
+        if (found != NULL) {
+            *dup = 1;
+            break;
+        }
+        found = &o->via.map.ptr[i].val;
+    }
+    return found;
 }
 
 /*
@@ -283,13 +374,14 @@ name_index(const char *p, size_t n, const char *const *names, unsigned nnames)
  * repeat; a repeated unknown key is caught when extra is built.
  */
 static int
-collect(const msgpack_object *map, const char *const *names, unsigned nnames,
+collect(const msgpack_object *map, const struct fname *names, unsigned nnames,
         const msgpack_object **slot, uint32_t *unknown, struct proto_err *err)
 {
     const msgpack_object_kv *kv;
     const char *p;
     size_t n;
     uint32_t i;
+    unsigned hint = 0;
     int k;
 
     memset(slot, 0, nnames * sizeof(*slot));
@@ -300,7 +392,7 @@ collect(const msgpack_object *map, const char *const *names, unsigned nnames,
             return proto_err_set(err, PROTO_EINVALID, NULL,
                                  "expected string keys, got %s as a key",
                                  mpobj_type_name(&kv->key));
-        k = name_index(p, n, names, nnames);
+        k = name_index(p, n, names, nnames, hint);
         if (k < 0) {
             if (!mpobj_utf8_valid(p, n))
                 return proto_err_set(err, PROTO_EINVALID, NULL,
@@ -310,9 +402,10 @@ collect(const msgpack_object *map, const char *const *names, unsigned nnames,
             continue;
         }
         if (slot[k] != NULL)
-            return proto_err_set(err, PROTO_EINVALID, names[k],
-                                 "duplicate key \"%s\"", names[k]);
+            return proto_err_set(err, PROTO_EINVALID, names[k].s,
+                                 "duplicate key \"%s\"", names[k].s);
         slot[k] = &kv->val;
+        hint = (unsigned)k + 1;
     }
     return 0;
 }
@@ -365,7 +458,7 @@ u64_field(const msgpack_object *o, const char *name, uint64_t *out,
  * The caller prefixes the struct's own name on failure.
  */
 static int
-u64_struct(const msgpack_object *o, const char *const *names, unsigned nknown,
+u64_struct(const msgpack_object *o, const struct fname *names, unsigned nknown,
            unsigned nreq, unsigned lo, unsigned hi, unsigned schema,
            uint64_t *out, int scope, struct unknowns *unk,
            struct proto_err *err)
@@ -378,7 +471,7 @@ u64_struct(const msgpack_object *o, const char *const *names, unsigned nknown,
         if (o->via.array.size < lo || o->via.array.size > hi)
             return wrong_count(err, lo, hi, schema, o->via.array.size);
         for (i = 0; i < o->via.array.size; i++)
-            if ((rc = u64_field(&o->via.array.ptr[i], names[i], &out[i],
+            if ((rc = u64_field(&o->via.array.ptr[i], names[i].s, &out[i],
                                 err)) != 0)
                 return rc;
         return 0;
@@ -393,10 +486,10 @@ u64_struct(const msgpack_object *o, const char *const *names, unsigned nknown,
     for (i = 0; i < nknown; i++) {
         if (slot[i] == NULL) {
             if (i < nreq)
-                return missing(err, names[i], schema);
+                return missing(err, names[i].s, schema);
             continue;
         }
-        if ((rc = u64_field(slot[i], names[i], &out[i], err)) != 0)
+        if ((rc = u64_field(slot[i], names[i].s, &out[i], err)) != 0)
             return rc;
     }
     return 0;
@@ -493,7 +586,7 @@ field(int f, const msgpack_object *o, struct receipt *r, struct unknowns *unk,
                         2, unk, err);
         break;
     case F_ARTIFACTS:
-        rc = u64_struct(o, receipt_artifact_names, RECEIPT_NARTIFACTS,
+        rc = u64_struct(o, artifact_names, RECEIPT_NARTIFACTS,
                         RECEIPT_NARTIFACTS, RECEIPT_NARTIFACTS,
                         RECEIPT_NARTIFACTS, s, r->artifacts, 3, unk, err);
         break;
@@ -502,7 +595,7 @@ field(int f, const msgpack_object *o, struct receipt *r, struct unknowns *unk,
         break;
     }
     if (rc != 0)
-        proto_err_prefix_field(err, top_names[f]);
+        proto_err_prefix_field(err, top_names[f].s);
     return rc;
 }
 
@@ -537,7 +630,7 @@ decode_map(const msgpack_object *o, struct receipt *r, struct unknowns *unk,
     /* schema_version first, alone: a receipt of a schema we do not know is
      * unsupported_schema (kept for replay after an upgrade) whatever else
      * it holds, even keys this version would call invalid. */
-    sv = mpobj_map_get(o, "schema_version", &dup);
+    sv = map_get(o, &top_names[F_SCHEMA], &dup);
     if (dup)
         return proto_err_set(err, PROTO_EINVALID, "schema_version",
                              "duplicate key \"schema_version\"");
@@ -560,7 +653,7 @@ decode_map(const msgpack_object *o, struct receipt *r, struct unknowns *unk,
         if (slot[f] == NULL) {
             if (f == F_TUNING || f == F_LATENCY)
                 continue;
-            return missing(err, top_names[f], r->schema_version);
+            return missing(err, top_names[f].s, r->schema_version);
         }
         if ((rc = field((int)f, slot[f], r, unk, err)) != 0)
             return rc;
@@ -650,7 +743,7 @@ build_extra(const struct unknowns *unk, struct receipt *r,
     struct keyref *refs;
     const msgpack_object_kv *kv;
     const char *p;
-    size_t n, plen, i, total = 0, nref = 0;
+    size_t n, i, total = 0, nref = 0;
     uint32_t k;
     int s, kn;
 
@@ -671,15 +764,14 @@ build_extra(const struct unknowns *unk, struct receipt *r,
     for (s = 0; s < NSCOPES; s++) {
         if (unk->count[s] == 0)
             continue;
-        plen = strlen(scope_prefix[s]);
         for (k = 0; k < unk->map[s]->via.map.size && nref < total; k++) {
             kv = &unk->map[s]->via.map.ptr[k];
             key_bytes(&kv->key, &p, &n);
-            kn = name_index(p, n, unk->names[s], unk->nnames[s]);
+            kn = name_index(p, n, unk->names[s], unk->nnames[s], 0);
             if (kn >= 0 && !(s == 0 && kn == F_LATENCY && unk->latency_unknown))
                 continue;
-            refs[nref].pre = scope_prefix[s];
-            refs[nref].npre = plen;
+            refs[nref].pre = scope_prefix[s].s;
+            refs[nref].npre = scope_prefix[s].len;
             refs[nref].key = p;
             refs[nref].nkey = n;
             refs[nref].val = &kv->val;
@@ -764,11 +856,11 @@ receipt_decode(const msgpack_object *o, struct receipt *r,
 static int
 extra_scope(const msgpack_object *k, unsigned schema)
 {
-    static const char *const *const names[NSCOPES] = {
+    static const struct fname *const names[NSCOPES] = {
         NULL,
         counter_names,
         latency_names,
-        receipt_artifact_names,
+        artifact_names,
     };
     unsigned nnames[NSCOPES] = {
         0,
@@ -776,8 +868,9 @@ extra_scope(const msgpack_object *k, unsigned schema)
         RECEIPT_NLATENCY,
         RECEIPT_NARTIFACTS,
     };
+    const struct fname *pre;
     const char *p;
-    size_t n, plen;
+    size_t n;
     int s;
 
     if (!key_bytes(k, &p, &n))
@@ -785,10 +878,12 @@ extra_scope(const msgpack_object *k, unsigned schema)
     for (s = 1; s < NSCOPES; s++) {
         if (s == 2 && schema != 3)
             continue;
-        plen = strlen(scope_prefix[s]);
-        if (n > plen && memcmp(p, scope_prefix[s], plen) == 0)
-            return name_index(p + plen, n - plen, names[s], nnames[s]) >= 0 ? 0
-                                                                            : s;
+        pre = &scope_prefix[s];
+        if (n > pre->len && memcmp(p, pre->s, pre->len) == 0)
+            return name_index(p + pre->len, n - pre->len, names[s], nnames[s],
+                              0) >= 0
+                       ? 0
+                       : s;
     }
     return 0;
 }
@@ -812,7 +907,7 @@ pack_extras(msgpack_packer *pk, const msgpack_object *extra, int scope,
 {
     const msgpack_object_kv *kv;
     const char *p;
-    size_t n, plen = strlen(scope_prefix[scope]);
+    size_t n, plen = scope_prefix[scope].len;
     uint32_t i;
 
     if (extra == NULL)
@@ -841,6 +936,14 @@ pack_cstr(msgpack_packer *pk, const char *s)
 }
 
 static int
+pack_name(msgpack_packer *pk, const struct fname *f)
+{
+    if (msgpack_pack_str(pk, f->len) != 0)
+        return -1;
+    return msgpack_pack_str_body(pk, f->s, f->len);
+}
+
+static int
 pack_pstr(msgpack_packer *pk, const struct proto_str *s)
 {
     if (msgpack_pack_str(pk, s->len) != 0)
@@ -850,7 +953,7 @@ pack_pstr(msgpack_packer *pk, const struct proto_str *s)
 
 /* Packs a map of u64 fields, then the extras of its scope. */
 static int
-pack_u64_map(msgpack_packer *pk, const char *const *names, unsigned n,
+pack_u64_map(msgpack_packer *pk, const struct fname *names, unsigned n,
              const uint64_t *v, const msgpack_object *extra, int scope,
              unsigned schema)
 {
@@ -859,7 +962,7 @@ pack_u64_map(msgpack_packer *pk, const char *const *names, unsigned n,
     if (msgpack_pack_map(pk, n + extra_count(extra, scope, schema)) != 0)
         return -1;
     for (i = 0; i < n; i++)
-        if (pack_cstr(pk, names[i]) != 0 || msgpack_pack_uint64(pk, v[i]) != 0)
+        if (pack_name(pk, &names[i]) != 0 || msgpack_pack_uint64(pk, v[i]) != 0)
             return -1;
     return pack_extras(pk, extra, scope, schema);
 }
@@ -886,10 +989,10 @@ encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk,
     for (i = 0; i < lay->n; i++) {
         f = lay->fields[i];
         if (s == 1 && f == F_STOP && with_tuning &&
-            (pack_cstr(pk, top_names[F_TUNING]) != 0 ||
+            (pack_name(pk, &top_names[F_TUNING]) != 0 ||
              pack_pstr(pk, &r->tuning_profile) != 0))
             return -1;
-        if (pack_cstr(pk, top_names[f]) != 0)
+        if (pack_name(pk, &top_names[f]) != 0)
             return -1;
         switch (f) {
         case F_SCHEMA:
@@ -941,7 +1044,7 @@ encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk,
                 return -1;
             break;
         case F_ARTIFACTS:
-            if (pack_u64_map(pk, receipt_artifact_names, RECEIPT_NARTIFACTS,
+            if (pack_u64_map(pk, artifact_names, RECEIPT_NARTIFACTS,
                              r->artifacts, extra, 3, s) != 0)
                 return -1;
             break;

@@ -280,6 +280,30 @@ static const struct {
           "body\xa3"
           "abc\xa2id\x07"),
       20, 4 },
+    /* Last: the span runs to the end of the frame, whatever precedes it. */
+    { "nil body, last",
+      RAW("\x83\xa2op\xa4ping\xa2id\x07\xa4"
+          "body\xc0"),
+      18, 1 },
+    { "last after seq and unknown keys, map16 envelope",
+      RAW("\xde\x00\x05\xa2id\x07\xa1k\x92\x80\xc0\xa3seq\xcd\x01\x00\xa2op"
+          "\xa8receipts\xa4"
+          "body\xdc\x00\x02\x91\x01\x81\xa1x\xc4\x01z"),
+      36, 11 },
+    { "bin8 key, bin32 body, last",
+      RAW("\x83\xa2id\x07\xa2op\xa4ping\xc4\x04"
+          "body\xc6\x00\x00\x00\x02hi"),
+      19, 7 },
+    /* First and in the middle, with a container body: the body is walked,
+     * not assumed to end the frame. */
+    { "array body, first",
+      RAW("\x83\xa4"
+          "body\x92\x81\xa1x\x01\x90\xa2op\xa8receipts\xa2id\x07"),
+      6, 6 },
+    { "map body, middle",
+      RAW("\x83\xa2op\xa7receipt\xa4"
+          "body\x81\xa1k\x93\x01\x02\x03\xa2id\x07"),
+      17, 7 },
 };
 
 START_TEST(test_envelope_parse_records_body_span)

@@ -1599,6 +1599,239 @@ START_TEST(test_receipt_decode_rejects_duplicate_unknown_key)
 }
 END_TEST
 
+/*
+ * Field lookup. receipt.c finds a key by its length and bytes, trying the
+ * field after the previous key's first; these check that every known name
+ * is found wherever it sits in its map, that a name one byte off is an
+ * unknown key and never a field, and that a known key repeated after the
+ * lookup has moved past it is still a duplicate.
+ */
+
+/* How repack() orders the pairs of a map. */
+enum order { ORDER_AS_IS, ORDER_REVERSED, ORDER_ROTATED };
+
+/*
+ * Packs o again, the pairs of every map (top level and nested structs) in
+ * order. With key, the map at path at ("" for the top level, "counters",
+ * ...) gets one more pair at its end: key (klen bytes, as a str) -> 42.
+ */
+static void
+repack(msgpack_packer *pk, const msgpack_object *o, const char *path,
+       enum order order, const char *at, const char *key, size_t klen)
+{
+    const msgpack_object_kv *kv;
+    char sub[64];
+    uint32_t i, j, n;
+    int add;
+
+    if (o->type != MSGPACK_OBJECT_MAP) {
+        ck_assert_int_eq(msgpack_pack_object(pk, *o), 0);
+        return;
+    }
+    n = o->via.map.size;
+    add = key != NULL && strcmp(path, at) == 0;
+    msgpack_pack_map(pk, n + (uint32_t)add);
+    for (i = 0; i < n; i++) {
+        j = order == ORDER_REVERSED  ? n - 1 - i
+            : order == ORDER_ROTATED ? (i + n / 2) % n
+                                     : i;
+        kv = &o->via.map.ptr[j];
+        ck_assert_int_eq(kv->key.type, MSGPACK_OBJECT_STR);
+        ck_assert_int_eq(msgpack_pack_object(pk, kv->key), 0);
+        if (path[0] != '\0') {
+            ck_assert_int_eq(msgpack_pack_object(pk, kv->val), 0);
+            continue;
+        }
+        snprintf(sub, sizeof(sub), "%.*s", (int)kv->key.via.str.size,
+                 kv->key.via.str.ptr);
+        repack(pk, &kv->val, sub, order, at, key, klen);
+    }
+    if (add) {
+        msgpack_pack_str(pk, klen);
+        msgpack_pack_str_body(pk, key, klen);
+        msgpack_pack_uint64(pk, 42);
+    }
+}
+
+/*
+ * Decodes a valid receipt of schema (maps throughout), then the same
+ * receipt repacked (order, plus key at at: see repack()) and returns the
+ * code of the second decode, err filled. When it decodes, its known fields
+ * must equal the first decode's, and its extra is handed to *extra
+ * (*extra_len bytes; the caller frees it).
+ */
+static int
+decode_repacked(unsigned schema, enum order order, const char *at,
+                const char *key, size_t klen, char **extra, size_t *extra_len,
+                struct proto_err *err)
+{
+    struct receipt ref, got;
+    msgpack_unpacked up, up2;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct build b;
+    int rc;
+
+    msgpack_unpacked_init(&up);
+    msgpack_unpacked_init(&up2);
+    ck_assert_int_eq(build_decode(schema, 1, 1, NULL, &up, &b, &ref, err), 0);
+    ck_assert_ptr_null(ref.extra);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    repack(&pk, &up.data, "", order, at, key, klen);
+    ck_assert_int_eq(msgpack_unpack_next(&up2, sb.data, sb.size, NULL),
+                     MSGPACK_UNPACK_SUCCESS);
+    proto_err_clear(err);
+    rc = receipt_decode(&up2.data, &got, err);
+    *extra = NULL;
+    *extra_len = 0;
+    if (rc == 0) {
+        *extra = got.extra;
+        *extra_len = got.extra_len;
+        got.extra = NULL;
+        got.extra_len = 0;
+        assert_same(&ref, &got);
+    }
+    receipt_clear(&ref);
+    msgpack_unpacked_destroy(&up);
+    msgpack_unpacked_destroy(&up2);
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_sbuffer_destroy(&b.sb);
+    return rc;
+}
+
+/* Every field, in reversed and rotated maps, of every schema. */
+START_TEST(test_receipt_decode_finds_fields_in_any_order)
+{
+    unsigned schema = 1 + (unsigned)_i / 2;
+    enum order order = _i % 2 ? ORDER_ROTATED : ORDER_REVERSED;
+    struct proto_err err;
+    size_t extra_len;
+    char *extra;
+
+    ck_assert_msg(decode_repacked(schema, order, "", NULL, 0, &extra,
+                                  &extra_len, &err) == 0,
+                  "schema %u: %s: %s", schema, err.path, err.message);
+    ck_assert_ptr_null(extra);
+}
+END_TEST
+
+/* The known names of each map of a schema-3 receipt, from the builder's
+ * own tables. */
+static const struct {
+    const char *at;
+    const char *const *names;
+    unsigned n;
+} lookup_scopes[] = {
+    { "", t_top, 12 },
+    { "counters", t_counters, 23 },
+    { "latency", t_latency, 3 },
+    { "artifacts", t_artifacts, 4 },
+};
+
+/* The known name at flat index i of lookup_scopes; sets *scope. */
+static const char *
+lookup_name(unsigned i, unsigned *scope)
+{
+    unsigned s;
+
+    for (s = 0; i >= lookup_scopes[s].n; s++)
+        i -= lookup_scopes[s].n;
+    *scope = s;
+    return lookup_scopes[s].names[i];
+}
+
+/*
+ * A key one byte off a known name (shorter, longer, a trailing NUL, the
+ * first, a middle or the last byte changed) is an unknown key of that map:
+ * kept in extra under its own bytes, and every field still decodes.
+ */
+START_TEST(test_receipt_decode_near_miss_names_are_unknown)
+{
+    unsigned scope, v, k;
+    const char *name = lookup_name((unsigned)_i, &scope);
+    const char *at = lookup_scopes[scope].at;
+    size_t n = strlen(name), klen, plen, off, extra_len;
+    struct proto_err err;
+    msgpack_unpacked up;
+    const msgpack_object *ek;
+    char key[64], path[80], *extra;
+    int known;
+
+    for (v = 0; v < 6; v++) {
+        memcpy(key, name, n + 1);
+        klen = n;
+        switch (v) {
+        case 0: /* one byte shorter */
+            klen = n - 1;
+            break;
+        case 1: /* one byte longer */
+            key[n] = '_';
+            klen = n + 1;
+            break;
+        case 2: /* the same bytes and a NUL */
+            key[n] = '\0';
+            klen = n + 1;
+            break;
+        case 3:
+            key[0] = (char)(key[0] ^ 0x20);
+            break;
+        case 4:
+            key[n / 2]++;
+            break;
+        case 5:
+            key[n - 1]++;
+            break;
+        }
+        for (k = 0, known = 0; k < lookup_scopes[scope].n; k++)
+            known |= strlen(lookup_scopes[scope].names[k]) == klen &&
+                     memcmp(lookup_scopes[scope].names[k], key, klen) == 0;
+        ck_assert_msg(!known, "%s: variant %u is a known name", name, v);
+        ck_assert_msg(decode_repacked(3, ORDER_AS_IS, at, key, klen, &extra,
+                                      &extra_len, &err) == 0,
+                      "%s variant %u: %s: %s", name, v, err.path, err.message);
+        /* extra is {"<at>.<key>": 42}, the key byte for byte. */
+        plen = (size_t)snprintf(path, sizeof(path), "%s%s", at,
+                                at[0] != '\0' ? "." : "");
+        memcpy(path + plen, key, klen);
+        msgpack_unpacked_init(&up);
+        off = 0;
+        ck_assert_ptr_nonnull(extra);
+        ck_assert_int_eq(msgpack_unpack_next(&up, extra, extra_len, &off),
+                         MSGPACK_UNPACK_SUCCESS);
+        ck_assert_uint_eq(up.data.via.map.size, 1);
+        ek = &up.data.via.map.ptr[0].key;
+        ck_assert_int_eq(ek->type, MSGPACK_OBJECT_STR);
+        ck_assert_uint_eq(ek->via.str.size, plen + klen);
+        ck_assert_mem_eq(ek->via.str.ptr, path, plen + klen);
+        ck_assert_uint_eq(up.data.via.map.ptr[0].val.via.u64, 42);
+        msgpack_unpacked_destroy(&up);
+        free(extra);
+    }
+}
+END_TEST
+
+/* A known key repeated at the end of its map, after the lookup has moved
+ * past it, is a duplicate. */
+START_TEST(test_receipt_decode_rejects_repeated_first_key)
+{
+    const char *name = lookup_scopes[_i].names[0];
+    const char *at = lookup_scopes[_i].at;
+    struct proto_err err;
+    size_t extra_len;
+    char path[64], msg[64], *extra;
+
+    ck_assert_int_eq(decode_repacked(3, ORDER_AS_IS, at, name, strlen(name),
+                                     &extra, &extra_len, &err),
+                     PROTO_EINVALID);
+    ck_assert_ptr_null(extra);
+    snprintf(path, sizeof(path), "%s%s%s", at, at[0] != '\0' ? "." : "", name);
+    snprintf(msg, sizeof(msg), "duplicate key \"%s\"", name);
+    ck_assert_str_eq(err.path, path);
+    ck_assert_str_eq(err.message, msg);
+}
+END_TEST
+
 /* A schema-1 map may carry tuning_profile anyway: it is the value, and it
  * survives encoding; without it, schema 1 encodes no tuning_profile. */
 START_TEST(test_receipt_decode_schema1_tuning_profile)
@@ -1967,6 +2200,14 @@ receipt_suite(void)
         (int)(sizeof(unknown_cases) / sizeof(unknown_cases[0])));
     tcase_add_test(tc, test_receipt_decode_rejects_duplicate_unknown_key);
     tcase_add_test(tc, test_receipt_decode_extra_is_sorted);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("field_lookup");
+    tcase_add_loop_test(tc, test_receipt_decode_finds_fields_in_any_order, 0,
+                        6);
+    tcase_add_loop_test(tc, test_receipt_decode_near_miss_names_are_unknown, 0,
+                        12 + 23 + 3 + 4);
+    tcase_add_loop_test(tc, test_receipt_decode_rejects_repeated_first_key, 0,
+                        4);
     suite_add_tcase(s, tc);
     tc = tcase_create("defaults");
     tcase_add_test(tc, test_receipt_decode_schema1_tuning_profile);

@@ -813,6 +813,103 @@ START_TEST(test_e2e_batch_rejects_items_into_quarantine)
 }
 END_TEST
 
+/*
+ * The quarantined bytes of every rejected item are its own, wherever it
+ * sits in the batch: first, next to another rejected item, after accepted
+ * ones, last, and in a batch where every item is rejected (dispatch walks
+ * the batch only as far as the last rejected item).
+ */
+START_TEST(test_e2e_batch_quarantines_items_at_every_position)
+{
+    /* 1: rejected, 0: accepted; the second batch is all rejected. */
+    static const int bad[2][6] = { { 1, 1, 0, 1, 0, 1 }, { 1, 1, 1, 0, 0, 0 } };
+    static const size_t nitems[2] = { 6, 3 };
+    struct e2e_receipt r = { .schema = 3 };
+    size_t at[2][6], len[2][6], b, i, k, nbad;
+    const msgpack_object *rej;
+    struct e2e_reply rep;
+    msgpack_sbuffer sb[2];
+    msgpack_packer pk;
+    sqlite3_stmt *st;
+    sqlite3 *db;
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "q-pos"), 0);
+    for (b = 0; b < 2; b++) {
+        msgpack_sbuffer_init(&sb[b]);
+        msgpack_packer_init(&pk, &sb[b], msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, (uint32_t)nitems[b]);
+        for (i = 0; i < nitems[b]; i++) {
+            at[b][i] = sb[b].size;
+            if (!bad[b][i]) {
+                e2e_pack_receipt(&pk, &r);
+            } else if (i % 2 == 0) {
+                /* An unsupported schema in a uint32 form, and a few
+                 * bytes that differ per item. */
+                msgpack_pack_array(&pk, 2);
+                msgpack_pack_uint32(&pk, 9);
+                msgpack_pack_uint64(&pk, 1000 * b + i);
+            } else {
+                /* A map missing every field but schema_version. */
+                msgpack_pack_map(&pk, 2);
+                envelope_pack_cstr(&pk, "schema_version");
+                msgpack_pack_uint16(&pk, 3);
+                envelope_pack_cstr(&pk, "item");
+                msgpack_pack_uint64(&pk, 1000 * b + i);
+            }
+            len[b][i] = sb[b].size - at[b][i];
+        }
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPTS, 10 + b, 0, 0,
+                                     sb[b].data, sb[b].size),
+                         0);
+        expect_ok(fd, 10 + b, &rep);
+        rej = e2e_get(rep.r.result, "rejected");
+        for (i = 0, nbad = 0; i < nitems[b]; i++) {
+            if (!bad[b][i])
+                continue;
+            ck_assert_uint_gt(rej->via.array.size, nbad);
+            ck_assert_uint_eq(e2e_get_uint(&rej->via.array.ptr[nbad], "index"),
+                              i);
+            ck_assert(
+                e2e_get_str_eq(&rej->via.array.ptr[nbad], "code",
+                               i % 2 == 0 ? "unsupported_schema" : "invalid"));
+            nbad++;
+        }
+        ck_assert_uint_eq(rej->via.array.size, nbad);
+        ck_assert_uint_eq(e2e_get_uint(rep.r.result, "accepted"),
+                          nitems[b] - nbad);
+        e2e_reply_free(&rep);
+    }
+
+    db = open_ro();
+    ck_assert_int_eq(sqlite3_prepare_v2(db,
+                                        "SELECT raw FROM quarantine "
+                                        "ORDER BY id",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    for (b = 0; b < 2; b++)
+        for (i = 0; i < nitems[b]; i++) {
+            if (!bad[b][i])
+                continue;
+            ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+            k = (size_t)sqlite3_column_bytes(st, 0);
+            ck_assert_msg(k == len[b][i], "batch %zu item %zu: %zu bytes", b, i,
+                          k);
+            ck_assert_mem_eq(sqlite3_column_blob(st, 0), sb[b].data + at[b][i],
+                             k);
+        }
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    msgpack_sbuffer_destroy(&sb[0]);
+    msgpack_sbuffer_destroy(&sb[1]);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_e2e_batch_over_max_batch_is_refused_whole)
 {
     static const char *const extra[] = { "--max-batch", "3", NULL };
@@ -1693,6 +1790,8 @@ suite(void)
         { "source_of_its_time", test_e2e_write_keeps_source_of_its_time, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
         { "batch_quarantine", test_e2e_batch_rejects_items_into_quarantine, 0 },
+        { "batch_quarantine_positions",
+          test_e2e_batch_quarantines_items_at_every_position, 0 },
         { "batch_too_large", test_e2e_batch_over_max_batch_is_refused_whole,
           0 },
         { "bin_body_key", test_e2e_bin_body_key_reads_like_str, 0 },

@@ -4,10 +4,11 @@
  * byte says), envelope parse of every frame, receipt decode of the body of
  * receipt and receipts requests, then encode and decode again.
  *
- * A finding is a sanitizer report, or an abort() below: a receipt that
- * decoded must encode, and decode again to the same struct with
- * byte-identical extra. Built with -fsanitize=fuzzer by tests/fuzz.cmake,
- * and compiled into check_fuzz_replay in every build.
+ * A finding is a sanitizer report, or an abort() below: the body's span
+ * must hold exactly one object, and a receipt that decoded must encode,
+ * and decode again to the same struct with byte-identical extra. Built
+ * with -fsanitize=fuzzer by tests/fuzz.cmake, and compiled into
+ * check_fuzz_replay in every build.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,13 @@ handle_frame(const char *frame, size_t len)
     }
     msgpack_unpacked_init(&up);
     rc = envelope_parse(frame, len, &up, &env, &err);
+    /* The body's span is exactly one object, found by walking it whether
+     * or not envelope_parse() had to (it does not when body is last). */
+    if (rc == 0 && env.body != NULL &&
+        (env.body_off >= len || env.body_len > len - env.body_off ||
+         mpcheck_skip(frame + env.body_off, len - env.body_off) !=
+             env.body_len))
+        abort();
     if (rc == 0 && env.body != NULL) {
         if (env.op == PROTO_OP_RECEIPT)
             receipt_roundtrip(env.body);
