@@ -51,7 +51,6 @@ maybe_free(struct conn *c)
     if (c->handles_open == 0 && c->n_slots == 0) {
         struct server *srv = c->srv;
         stash_free(c);
-        free(c->token);
         server_conn_freed(srv, c);
         free(c);
     }

@@ -77,11 +77,9 @@ struct conn {
     unsigned n_writes; /* uv_write requests in flight */
     uint64_t wrote_ms; /* uv_now() when a write last completed or began */
 
-    /* Set by hello. */
-    int said_hello;
+    /* Set by hello. A token is checked there and not kept. */
     char source[CONN_SOURCE_MAX + 1];
     size_t source_len;
-    char *token; /* owned; for access control (issue 6) */
 };
 
 /*

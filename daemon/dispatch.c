@@ -7,8 +7,9 @@
  * decoded receipts borrow their strings from it. A rejected payload is kept
  * in quarantine with its exact bytes rather than a re-encoding of the
  * object, so an odd integer width a producer used is preserved for replay:
- * envelope_parse() says where the body is in the frame, and the items of a
- * batch are walked with mpcheck_iter (proto/, over bytes mpcheck accepted).
+ * envelope_parse() says where the body is in the frame, and the rejected
+ * items of a batch are found with mpcheck_iter (proto/, over bytes mpcheck
+ * accepted), walking only as far as the last rejected item.
  *
  * The op table below names each op's handler; which ops write, and so who
  * may send them, is proto/'s table (envelope_op_writes()), read here and by
@@ -134,7 +135,6 @@ job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     x->has_id = env->has_id;
     x->id = env->id;
     job->reply_extra = (char *)x;
-    job->owner = slot;
     job->frame = frame;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = -1;
@@ -262,8 +262,8 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     struct receipt *items = NULL;
     struct mpcheck_iter it;
     struct wctx *x;
-    const char *raw;
-    size_t ilen, i, n, nvalid = 0, nbad = 0;
+    const char *raw = NULL;
+    size_t ilen = 0, i, n, walked = 0, nvalid = 0, nbad = 0;
     msgpack_sbuffer sb, rej;
     msgpack_packer pk, rpk;
     int rc, failed;
@@ -310,8 +310,11 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     items = job->receipts = calloc(n ? n : 1, sizeof(*items));
     if (items == NULL)
         goto nomem;
-    /* The walk gives each item's bytes for quarantine, in step with the
-     * unpacked items. */
+    /* The walk gives an item's bytes for quarantine. Only a rejected item
+     * needs them, so the walk advances only when an item fails, and only
+     * up to it: walked counts the items it has passed, each is passed
+     * once, and a batch costs at most one walk however many items fail.
+     * A clean batch is not walked at all. */
     if (mpcheck_iter_init(&it, frame + env->body_off, env->body_len) != 0)
         goto unwalkable;
     /* The rejected entries are packed as they are found; the array header
@@ -319,10 +322,6 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     msgpack_sbuffer_init(&rej);
     msgpack_packer_init(&rpk, &rej, msgpack_sbuffer_write);
     for (i = 0; i < n; i++) {
-        if (mpcheck_iter_next(&it, &raw, &ilen) != 0) {
-            msgpack_sbuffer_destroy(&rej);
-            goto unwalkable;
-        }
         proto_err_clear(&err);
         rc = receipt_decode(&env->body->via.array.ptr[i], &items[nvalid], &err);
         if (rc == PROTO_ENOMEM) {
@@ -336,6 +335,13 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             /* Tell writer_job_free how many to clear so far. */
             job->w.n_receipts = nvalid;
         } else {
+            while (walked <= i) {
+                if (mpcheck_iter_next(&it, &raw, &ilen) != 0) {
+                    msgpack_sbuffer_destroy(&rej);
+                    goto unwalkable;
+                }
+                walked++;
+            }
             if (errs == NULL) {
                 errs = job->errs = calloc(n, sizeof(*errs));
                 q = job->quarantine = calloc(n, sizeof(*q));
@@ -438,7 +444,7 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     struct proto_err err;
     uint64_t proto;
     struct rbuf rb;
-    char *reply, *token = NULL;
+    char *reply;
     size_t rlen;
     int dup, failed;
 
@@ -479,13 +485,6 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             proto_err_prefix_field(&err, "token");
             goto fail;
         }
-        token = malloc(tok.len + 1);
-        if (token == NULL) {
-            proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
-            goto fail;
-        }
-        memcpy(token, tok.ptr, tok.len);
-        token[tok.len] = '\0';
     }
     if (c->kind == CONN_TCP) {
         /* A TCP peer is who its token says; a wrong or missing token ends
@@ -496,7 +495,6 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             if (tok.ptr == NULL)
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
                               "a TCP connection needs a token in hello");
-            free(token);
             free(frame);
             reply_error(slot, env->has_id, env->id, &err);
             conn_close_after_replies(c);
@@ -507,10 +505,8 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';
     c->source_len = src.len;
-    free(c->token);
-    c->token = token;
-    c->said_hello = 1;
-    /* The source and the token are copied: nothing borrows the frame. */
+    /* The source is copied and the token was only checked (never kept):
+     * nothing borrows the frame. */
     free(frame);
 
     failed = rbuf_begin(&rb) != 0 ||

@@ -174,7 +174,6 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     x->id = env->id;
     memcpy(x->source, c->source, c->source_len + 1);
     job->reply_extra = (char *)x;
-    job->owner = slot;
     job->frame = frame;
     job->items = 1;
     job->bytes = sizeof(*job) + sizeof(*x) + len;

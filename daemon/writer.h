@@ -34,7 +34,6 @@ struct writer_job {
     struct store_write w;
     size_t items; /* receipts plus quarantine items, for commit_max_items */
     size_t bytes; /* memory held, for commit_max_bytes and backpressure */
-    void *owner;  /* the loop's: the reply slot waiting for this job */
 
     /* Owned buffers. */
     char *frame; /* the request frame; receipts borrow its strings */
