@@ -161,16 +161,20 @@ rewrite(struct store *s, sqlite3_stmt *upd, sqlite3_stmt *del,
  * rows of the rollups_key index instead of a day of receipts. */
 static int
 day_from_hours(struct store *s, sqlite3_stmt *hours,
-               const struct store_rollup_key *k, int64_t d,
+               const struct store_rollup_key *k, int64_t d, int64_t days_from,
                struct store_agg_group *g, struct proto_err *err)
 {
     const int64_t per_day = STORE_DAY_MS / STORE_BUCKET_MS;
+    int64_t end = (d + 1) * per_day;
     int rc;
 
+    /* A day row holds only the hours below days_from (store_rollup.c). */
+    if (end > days_from)
+        end = days_from;
     memset(g, 0, sizeof(*g));
     bind_key(hours, k);
     sqlite3_bind_int64(hours, 7, d * per_day);
-    sqlite3_bind_int64(hours, 8, (d + 1) * per_day);
+    sqlite3_bind_int64(hours, 8, end);
     while ((rc = sqlite3_step(hours)) == SQLITE_ROW)
         store_rollup_read(hours, 0, g);
     sqlite3_reset(hours);
@@ -193,7 +197,8 @@ prepare(struct store *s, const char *sql, sqlite3_stmt **st,
  * (their keys are sorted and deduplicated in keys, n entries of room). */
 static int
 adjust_level(struct store *s, int l, const struct victim *v, size_t n,
-             struct store_rollup_key *keys, struct proto_err *err)
+             struct store_rollup_key *keys, int64_t days_from,
+             struct proto_err *err)
 {
     sqlite3_stmt *scan = NULL, *upd = NULL, *del = NULL, *hours = NULL;
     struct store_agg_group *g = NULL;
@@ -275,7 +280,8 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
                            err);
         for (k = i; k < e && rc == 0; k++) {
             if (hours != NULL)
-                rc = day_from_hours(s, hours, &keys[k], b, &g[k - i], err);
+                rc = day_from_hours(s, hours, &keys[k], b, days_from, &g[k - i],
+                                    err);
             if (rc == 0)
                 rc = rewrite(s, upd, del, &keys[k], b, &g[k - i], err);
         }
@@ -352,6 +358,25 @@ out:
     return rc;
 }
 
+static int
+days_from_read(struct store *s, int64_t *v, struct proto_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = prepare(s, "SELECT value FROM counters WHERE name = 'days_from'",
+                     &st, err);
+
+    *v = 0;
+    if (rc != 0)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE
+               ? 0
+               : store_fail(s, rc, err, "read days_from");
+}
+
 /* Drops the chunks, and their postings, that no receipt is left in. */
 static int
 drop_empty_chunks(struct store *s, struct proto_err *err)
@@ -409,6 +434,7 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
 {
     struct victim *v = NULL;
     struct store_rollup_key *keys = NULL;
+    int64_t days_from = 0;
     size_t n = 0;
     int rc, l;
 
@@ -434,13 +460,15 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
         rc = store_tail_flush(s, store_tail_of(s), err);
     if (rc == 0)
         rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
+    if (rc == 0)
+        rc = days_from_read(s, &days_from, err);
     if (rc == 0 && n == 0) {
         /* Nothing due: an empty transaction, and no record. */
         rc = store_commit(s, err);
         goto out;
     }
     for (l = 0; l < STORE_LEVELS && rc == 0; l++)
-        rc = adjust_level(s, l, v, n, keys, err);
+        rc = adjust_level(s, l, v, n, keys, days_from, err);
     if (rc == 0)
         rc = drop_empty_chunks(s, err);
     if (rc == 0) {

@@ -385,6 +385,29 @@ hours(struct store *s, const struct store_filter *f, int group_by,
     return 0;
 }
 
+/* A counter of the store, 0 when it has none, in the read transaction. */
+static int
+counter(struct store *s, const char *name, int64_t *v, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    *v = 0;
+    rc = sqlite3_prepare_v2(store_db(s),
+                            "SELECT value FROM counters WHERE name = ?1", -1,
+                            &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "run a query");
+}
+
 static int
 agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     struct store_agg *a, struct proto_err *err)
@@ -392,7 +415,7 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     const int64_t D = STORE_DAY_MS;
     int64_t lo = f->has_since ? store_clamp_i64(f->since) : 0;
     int64_t hi = f->has_until ? store_clamp_i64(f->until) : INT64_MAX;
-    int64_t fd, ed, tail;
+    int64_t fd, ed, tail, days_from = 0;
     int bounded = f->has_since || f->has_until, rc;
 
     if (lo >= hi)
@@ -407,9 +430,15 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
                             tail, a, err)))
         return rc;
     /* Whole days [fd, ed) from the day rollups, the hours around them from
-     * the hour rollups, the rest from the receipts. */
+     * the hour rollups, the rest from the receipts. The day rollups hold
+     * the hours below days_from (store_rollup.c): a day past it is read
+     * from its hours. */
+    if ((rc = counter(s, "days_from", &days_from, err)))
+        return rc;
     fd = lo / D + (lo % D != 0);
     ed = hi / D;
+    if (ed > days_from * STORE_BUCKET_MS / D)
+        ed = days_from * STORE_BUCKET_MS / D;
     if (fd >= ed)
         return hours(s, f, group_by, flags, lo, hi, a, err);
     if ((rc = from_rollups(s, "rollups_day", f, group_by, flags, fd, ed, a,

@@ -43,6 +43,9 @@ struct level {
     sqlite3_stmt *put;
 };
 
+/* The day rollups hold the hour rows of buckets below the counter
+ * days_from (an hour bucket), merged by day. */
+
 /* Hours and days (migrations/0004): every receipt counts in one row of
  * each. */
 static const struct {
@@ -57,7 +60,9 @@ struct store_rollup {
     struct level lv[STORE_LEVELS];
     struct pending *txn;    /* TXN_MAX: sums of the tail's receipts */
     struct pending **order; /* TXN_MAX: txn sorted by key, for writing */
-    int *slots;             /* TXN_SLOTS: index of txn by key, -1 = free */
+    sqlite3_stmt *hours;    /* hour rows of a bucket range, for folding */
+    sqlite3_stmt *get_days, *set_days;
+    int *slots; /* TXN_SLOTS: index of txn by key, -1 = free */
     int n_txn;
 };
 
@@ -269,9 +274,11 @@ store_rollup_free(struct store_rollup *ru)
 
     if (ru == NULL)
         return;
-    for (i = 0; i < STORE_LEVELS; i++) {
+    for (i = 0; i < STORE_LEVELS; i++)
         sqlite3_finalize(ru->lv[i].put);
-    }
+    sqlite3_finalize(ru->hours);
+    sqlite3_finalize(ru->get_days);
+    sqlite3_finalize(ru->set_days);
     free(ru->txn);
     free(ru->order);
     free(ru->slots);
@@ -337,21 +344,68 @@ key_cmp_cb(const void *pa, const void *pb)
     return 0;
 }
 
-/* Writes n pending sums into both tables, in the order of their keys, so
- * that neighbouring rows share their B-tree pages. */
+/* Writes n pending sums into the hour rollups, in the order of their
+ * keys, so that neighbouring rows share their B-tree pages, and into the
+ * day rollups those whose hour was folded already (below days_from: a
+ * receipt stamped by a clock that stepped back). */
 static int
 write_all(struct store *s, struct store_rollup *ru, struct pending *p, int n,
-          struct proto_err *err)
+          int64_t days_from, struct proto_err *err)
 {
-    int i, l, rc = 0;
+    int i, rc = 0;
 
     for (i = 0; i < n; i++)
         ru->order[i] = &p[i];
     qsort(ru->order, (size_t)n, sizeof(*ru->order), key_cmp_cb);
-    for (l = 0; l < STORE_LEVELS && rc == 0; l++)
-        for (i = 0; i < n && rc == 0; i++)
-            rc = write_pending(s, &ru->lv[l], levels[l].ms, ru->order[i], err);
+    for (i = 0; i < n && rc == 0; i++)
+        rc = write_pending(s, &ru->lv[0], levels[0].ms, ru->order[i], err);
+    for (i = 0; i < n && rc == 0; i++)
+        if (ru->order[i]->k.received_at / STORE_BUCKET_MS < days_from)
+            rc = write_pending(s, &ru->lv[1], levels[1].ms, ru->order[i], err);
     return rc;
+}
+
+/* Adds the hour rows of buckets [from, to) to the day rollups. */
+static int
+fold_hours(struct store *s, struct store_rollup *ru, int64_t from, int64_t to,
+           struct proto_err *err)
+{
+    sqlite3_stmt *st = ru->hours, *put = ru->lv[1].put;
+    int rc;
+
+    sqlite3_bind_int64(st, 1, from);
+    sqlite3_bind_int64(st, 2, to);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int i;
+
+        /* The hour row's key and figures, its bucket as a day. */
+        for (i = 0; i < 6; i++)
+            sqlite3_bind_value(put, 1 + i, sqlite3_column_value(st, i));
+        sqlite3_bind_int64(put, 7,
+                           sqlite3_column_int64(st, 6) * STORE_BUCKET_MS /
+                               STORE_DAY_MS);
+        for (i = 0; i < 5; i++)
+            sqlite3_bind_value(put, 8 + i, sqlite3_column_value(st, 7 + i));
+        rc = sqlite3_step(put);
+        sqlite3_reset(put);
+        if (rc != SQLITE_DONE)
+            break;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "fold the hours");
+}
+
+static int
+days_from_get(struct store *s, struct store_rollup *ru, int64_t *v,
+              struct proto_err *err)
+{
+    int rc = sqlite3_step(ru->get_days);
+
+    *v = rc == SQLITE_ROW ? sqlite3_column_int64(ru->get_days, 0) : 0;
+    sqlite3_reset(ru->get_days);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE
+               ? 0
+               : store_fail(s, rc, err, "read days_from");
 }
 
 static void
@@ -384,9 +438,29 @@ store_rollup_flush(struct store *s, struct store_rollup *ru,
 {
     int rc;
 
+    int64_t days_from, now_hour = INT64_MIN;
+    int i;
+
     if (ru == NULL)
         return 0;
-    rc = write_all(s, ru, ru->txn, ru->n_txn, err);
+    for (i = 0; i < ru->n_txn; i++)
+        if (ru->txn[i].k.received_at / STORE_BUCKET_MS > now_hour)
+            now_hour = ru->txn[i].k.received_at / STORE_BUCKET_MS;
+    rc = days_from_get(s, ru, &days_from, err);
+    if (rc == 0)
+        rc = write_all(s, ru, ru->txn, ru->n_txn, days_from, err);
+    /* Hours before the newest one the chunk reached are done: the day
+     * rollups take them once, instead of every chunk updating both. */
+    if (rc == 0 && now_hour > days_from) {
+        rc = fold_hours(s, ru, days_from, now_hour, err);
+        if (rc == 0) {
+            sqlite3_bind_int64(ru->set_days, 1, now_hour);
+            rc = sqlite3_step(ru->set_days);
+            sqlite3_reset(ru->set_days);
+            rc = rc == SQLITE_DONE ? 0
+                                   : store_fail(s, rc, err, "move days_from");
+        }
+    }
     /* On failure the caller rolls the transaction back, rows and rollups
      * alike, so what was pending is dropped either way. */
     clear_txn(ru);
@@ -442,6 +516,27 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
                 store_rollup_free(ru);
                 return rc;
             }
+        if ((rc = sqlite3_prepare_v3(
+                 store_db(s),
+                 "SELECT plan_id, graph_id, model_id, requested_backend, "
+                 "executed_backend, source_id, bucket, receipts, fallback, "
+                 "clean, unproven, figures FROM rollups WHERE bucket >= ?1 "
+                 "AND bucket < ?2",
+                 -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL)) ||
+            (rc = sqlite3_prepare_v3(store_db(s),
+                                     "SELECT value FROM counters WHERE name "
+                                     "= 'days_from'",
+                                     -1, SQLITE_PREPARE_PERSISTENT,
+                                     &ru->get_days, NULL)) ||
+            (rc = sqlite3_prepare_v3(
+                 store_db(s),
+                 "INSERT INTO counters (name, value) VALUES ('days_from', "
+                 "?1) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                 -1, SQLITE_PREPARE_PERSISTENT, &ru->set_days, NULL))) {
+            rc = store_fail(s, rc, err, "prepare the rollups");
+            store_rollup_free(ru);
+            return rc;
+        }
         *rup = ru;
     }
     /* Receipts of one write share their time and source and mostly their

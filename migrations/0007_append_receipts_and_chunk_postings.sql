@@ -126,7 +126,13 @@ CREATE TABLE postings (
 -- Pruning drops the postings of chunks it emptied.
 CREATE INDEX postings_chunk ON postings (chunk);
 
--- The rollups are rebuilt with the chunks (above).
+-- The rollups are rebuilt with the chunks (above). The day rollups hold
+-- the hour rollups of the buckets below the counter days_from, merged by
+-- day: the writer folds an hour into its day once the hour is over, and
+-- adds to a day row directly only for a receipt of an hour already folded
+-- (a clock that stepped back). A query reads a day past days_from from
+-- its hours.
+INSERT INTO counters (name, value) VALUES ('days_from', 0);
 DROP TABLE rollups;
 DROP TABLE rollups_day;
 
