@@ -20,6 +20,7 @@
  */
 #include "conn.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,10 @@ maybe_free(struct conn *c)
 {
     if (c->handles_open == 0 && c->n_slots == 0) {
         struct server *srv = c->srv;
+
+        /* A corked connection has a slot waiting, and the flush at the
+         * end of the delivery unlists it before any close callback. */
+        assert(!c->corked);
         stash_free(c);
         server_conn_freed(srv, c);
         free(c);
@@ -552,6 +557,24 @@ flush(struct conn *c)
     }
 }
 
+void
+conn_flush_corked(struct server *srv)
+{
+    struct conn *c;
+
+    while ((c = srv->corked_conns) != NULL) {
+        srv->corked_conns = c->corked_next;
+        c->corked = 0;
+        if (c->closing)
+            continue;
+        flush(c);
+        if (!c->closing) {
+            update_full(c);
+            maybe_finish(c);
+        }
+    }
+}
+
 static void
 maybe_finish(struct conn *c)
 {
@@ -587,8 +610,17 @@ conn_slot_complete(struct conn_slot *s, char *reply, size_t len)
     s->reply = reply;
     s->len = reply != NULL ? len : 0;
     c->unsent += s->len;
-    if (s == c->head)
+    if (s == c->head) {
+        if (c->srv->corked) {
+            if (!c->corked) {
+                c->corked = 1;
+                c->corked_next = c->srv->corked_conns;
+                c->srv->corked_conns = c;
+            }
+            return;
+        }
         flush(c);
+    }
     if (!c->closing) {
         update_full(c);
         maybe_finish(c);

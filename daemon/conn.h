@@ -48,6 +48,8 @@ struct conn {
     uv_timer_t timer;
     struct server *srv;
     struct conn *prev, *next; /* the server's list */
+    struct conn *corked_next; /* the server's corked list */
+    int corked;               /* on that list */
     int kind;
     struct frame_reader fr;
 
@@ -122,11 +124,15 @@ struct conn_slot *conn_slot_new(struct conn *c);
 
 /*
  * Completes a slot with reply (taken; malloc'd frame bytes, or NULL for no
- * reply) and writes whatever is ready at the head. Safe after the
+ * reply) and writes whatever is ready at the head, at once or, while the
+ * server is corked (srv->corked), at conn_flush_corked(). Safe after the
  * connection closed: the reply is dropped, and the connection is freed
  * when its last slot completes.
  */
 void conn_slot_complete(struct conn_slot *s, char *reply, size_t len);
+
+/* Writes what the corked connections of srv have ready (see above). */
+void conn_flush_corked(struct server *srv);
 
 /* Asks to close once everything before now is written; stops reading. */
 void conn_close_after_replies(struct conn *c);

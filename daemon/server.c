@@ -77,6 +77,14 @@ server_job_done_cb(void *arg, struct writer_job *job)
 {
     struct server *srv = arg;
 
+    if (job == NULL) {
+        /* The replies of the jobs just delivered leave now, a write per
+         * connection rather than a write per reply. */
+        srv->corked = 0;
+        conn_flush_corked(srv);
+        return;
+    }
+    srv->corked = 1;
     srv->pending_bytes -= job->bytes;
     dispatch_write_done(job);
     server_backpressure(srv);

@@ -53,8 +53,12 @@ struct server {
     size_t n_alive;     /* allocated connections, closing ones included */
 
     uint64_t pending_bytes; /* bytes held by jobs not yet delivered back */
-    int paused;             /* backpressure: every connection stops reading */
-    int draining;           /* SIGTERM: no new frames */
+    /* While the writer's jobs are delivered, replies wait in their
+     * connections (listed here) and leave when the batch ends. */
+    int corked;
+    struct conn *corked_conns;
+    int paused;   /* backpressure: every connection stops reading */
+    int draining; /* SIGTERM: no new frames */
 
     uv_timer_t grace; /* drain deadline */
     int grace_active;

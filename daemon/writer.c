@@ -348,11 +348,16 @@ deliver(struct writer *w)
     j = w->d_head;
     w->d_head = w->d_tail = NULL;
     uv_mutex_unlock(&w->mu);
+    if (j == NULL)
+        return;
     for (; j != NULL; j = next) {
         next = j->next;
         j->next = NULL;
         w->cb(w->cb_arg, j);
     }
+    /* The end of what arrived together: replies can go out as one write
+     * per connection. */
+    w->cb(w->cb_arg, NULL);
 }
 
 static void

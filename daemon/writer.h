@@ -49,7 +49,8 @@ struct writer_job {
 };
 
 /* Called on the loop thread for each finished job, in submission order;
- * the callee takes the job. */
+ * the callee takes the job. After the jobs that came back together it is
+ * called once more with job NULL. */
 typedef void (*writer_done_cb)(void *arg, struct writer_job *job);
 
 /* A new zeroed job, or NULL. */

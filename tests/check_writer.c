@@ -28,6 +28,7 @@ struct seen {
     int n;
     int order_ok;
     int failed;
+    int batches; /* deliveries ended (done_cb with no job) */
     int64_t last_id;
     struct writer_job *expect[NJOBS];
 };
@@ -56,6 +57,12 @@ done_cb(void *arg, struct writer_job *job)
 {
     struct seen *s = arg;
 
+    if (job == NULL) {
+        /* The end of a delivery: it follows at least one job. */
+        ck_assert_int_gt(s->n, 0);
+        s->batches++;
+        return;
+    }
     if (s->n >= NJOBS || s->expect[s->n] != job)
         s->order_ok = 0;
     if (job->rc != 0) {
@@ -146,6 +153,9 @@ START_TEST(test_writer_returns_jobs_in_order_after_commit)
     ck_assert_int_eq(s.n, NJOBS);
     ck_assert(s.order_ok);
     ck_assert_int_eq(s.failed, 0);
+    /* Every delivery ended with the call without a job. */
+    ck_assert_int_ge(s.batches, 1);
+    ck_assert_int_le(s.batches, NJOBS);
     writer_get_stats(w, &st);
     /* bounded groups: at most 50 items each */
     ck_assert_uint_ge(st.groups, NJOBS / 50);
