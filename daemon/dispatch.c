@@ -59,10 +59,18 @@ struct rbuf {
     size_t start;
 };
 
+/* A reply to a write is a few dozen bytes: its buffer starts at this size
+ * (and doubles as needed) instead of msgpack-c's 8 KiB, which cost a fresh
+ * page or two per reply. */
+#define RBUF_START 128
+
 static int
 rbuf_begin(struct rbuf *b)
 {
     msgpack_sbuffer_init(&b->sb);
+    if ((b->sb.data = malloc(RBUF_START)) == NULL)
+        return -1;
+    b->sb.alloc = RBUF_START;
     msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
     b->start = frame_sbuffer_begin(&b->sb);
     return b->start == (size_t)-1 ? -1 : 0;
