@@ -87,7 +87,8 @@ if(RECEIPTD_FUZZ)
   target_include_directories(receiptd_core_fuzz PUBLIC ${core_dir})
   target_link_libraries(receiptd_core_fuzz PUBLIC receiptproto_fuzz
                         PkgConfig::LIBUV PkgConfig::SQLITE PkgConfig::SYSTEMD
-                        PkgConfig::LIBCONFIG PkgConfig::NETTLE Threads::Threads)
+                        PkgConfig::LIBCONFIG PkgConfig::NETTLE roaring::roaring
+                        Threads::Threads)
   target_compile_options(receiptd_core_fuzz PRIVATE
     -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
     -fno-omit-frame-pointer)
