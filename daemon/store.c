@@ -495,6 +495,28 @@ run(struct store *s, int which, struct proto_err *err, const char *what)
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, what);
 }
 
+int
+store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
+              struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    *v = dflt;
+    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM counters WHERE name = ?1",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read a counter");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read a counter");
+}
+
 struct store_tail *
 store_tail_of(struct store *s)
 {

@@ -111,8 +111,10 @@ enum store_kind {
 
 struct store_tail;
 
-/* The counter tail_from, read in the caller's (read) transaction. */
-int store_tail_from(struct store *s, int64_t *from, struct proto_err *err);
+/* A row of the counters table (tail_from, days_from, id_floor, ...), or
+ * dflt when it has none; in the caller's transaction, on any connection. */
+int store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
+                  struct proto_err *err);
 
 /* The receipts column of a posting kind, or NULL. */
 const char *store_kind_column(int kind);

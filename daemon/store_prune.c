@@ -358,25 +358,6 @@ out:
     return rc;
 }
 
-static int
-days_from_read(struct store *s, int64_t *v, struct proto_err *err)
-{
-    sqlite3_stmt *st = NULL;
-    int rc = prepare(s, "SELECT value FROM counters WHERE name = 'days_from'",
-                     &st, err);
-
-    *v = 0;
-    if (rc != 0)
-        return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        *v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE
-               ? 0
-               : store_fail(s, rc, err, "read days_from");
-}
-
 /* Drops the chunks, and their postings, that no receipt is left in. */
 static int
 drop_empty_chunks(struct store *s, struct proto_err *err)
@@ -461,7 +442,7 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     if (rc == 0)
         rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
     if (rc == 0)
-        rc = days_from_read(s, &days_from, err);
+        rc = store_counter(s, "days_from", 0, &days_from, err);
     if (rc == 0 && n == 0) {
         /* Nothing due: an empty transaction, and no record. */
         rc = store_commit(s, err);

@@ -463,28 +463,6 @@ walk_range(struct page *p, int64_t below, struct proto_err *err)
     return range(p, lo, hi < below ? hi : below, err);
 }
 
-int
-store_tail_from(struct store *s, int64_t *from, struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    *from = 1;
-    rc = sqlite3_prepare_v2(store_db(s),
-                            "SELECT value FROM counters WHERE name = "
-                            "'tail_from'",
-                            -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare a query");
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *from = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "run a query");
-}
-
 /*
  * The newest matches: first the tail (a rowid range of at most about a
  * chunk), then the chunks below it, newest first, through the postings of
@@ -498,7 +476,7 @@ page(struct page *p, struct proto_err *err)
 
     if ((rc = resolve(p->s, p->f, &p->keys, &none, err)) || none)
         return rc;
-    if ((rc = store_tail_from(p->s, &tail, err)))
+    if ((rc = store_counter(p->s, "tail_from", 1, &tail, err)))
         return rc;
     if (p->f->has_before_id && p->f->before_id <= (uint64_t)tail)
         tail = store_clamp_i64(p->f->before_id);

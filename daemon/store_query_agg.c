@@ -385,29 +385,6 @@ hours(struct store *s, const struct store_filter *f, int group_by,
     return 0;
 }
 
-/* A counter of the store, 0 when it has none, in the read transaction. */
-static int
-counter(struct store *s, const char *name, int64_t *v, struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    *v = 0;
-    rc = sqlite3_prepare_v2(store_db(s),
-                            "SELECT value FROM counters WHERE name = ?1", -1,
-                            &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare a query");
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *v = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "run a query");
-}
-
 static int
 agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     struct store_agg *a, struct proto_err *err)
@@ -425,7 +402,7 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
                              0, a, err);
     /* The rollups and the edges cover the receipts below tail_from; the
      * tail, at most about a chunk, is read as it is. */
-    if ((rc = store_tail_from(s, &tail, err)) ||
+    if ((rc = store_counter(s, "tail_from", 1, &tail, err)) ||
         (rc = from_receipts(s, f, group_by, flags, PART_TAIL, bounded, lo, hi,
                             tail, a, err)))
         return rc;
@@ -433,7 +410,7 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
      * the hour rollups, the rest from the receipts. The day rollups hold
      * the hours below days_from (store_rollup.c): a day past it is read
      * from its hours. */
-    if ((rc = counter(s, "days_from", &days_from, err)))
+    if ((rc = store_counter(s, "days_from", 0, &days_from, err)))
         return rc;
     fd = lo / D + (lo % D != 0);
     ed = hi / D;

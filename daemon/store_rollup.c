@@ -61,7 +61,7 @@ struct store_rollup {
     struct pending *txn;    /* TXN_MAX: sums of the tail's receipts */
     struct pending **order; /* TXN_MAX: txn sorted by key, for writing */
     sqlite3_stmt *hours;    /* hour rows of a bucket range, for folding */
-    sqlite3_stmt *get_days, *set_days;
+    sqlite3_stmt *set_days;
     int *slots; /* TXN_SLOTS: index of txn by key, -1 = free */
     int n_txn;
 };
@@ -277,7 +277,6 @@ store_rollup_free(struct store_rollup *ru)
     for (i = 0; i < STORE_LEVELS; i++)
         sqlite3_finalize(ru->lv[i].put);
     sqlite3_finalize(ru->hours);
-    sqlite3_finalize(ru->get_days);
     sqlite3_finalize(ru->set_days);
     free(ru->txn);
     free(ru->order);
@@ -395,19 +394,6 @@ fold_hours(struct store *s, struct store_rollup *ru, int64_t from, int64_t to,
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "fold the hours");
 }
 
-static int
-days_from_get(struct store *s, struct store_rollup *ru, int64_t *v,
-              struct proto_err *err)
-{
-    int rc = sqlite3_step(ru->get_days);
-
-    *v = rc == SQLITE_ROW ? sqlite3_column_int64(ru->get_days, 0) : 0;
-    sqlite3_reset(ru->get_days);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE
-               ? 0
-               : store_fail(s, rc, err, "read days_from");
-}
-
 static void
 clear_txn(struct store_rollup *ru)
 {
@@ -446,7 +432,7 @@ store_rollup_flush(struct store *s, struct store_rollup *ru,
     for (i = 0; i < ru->n_txn; i++)
         if (ru->txn[i].k.received_at / STORE_BUCKET_MS > now_hour)
             now_hour = ru->txn[i].k.received_at / STORE_BUCKET_MS;
-    rc = days_from_get(s, ru, &days_from, err);
+    rc = store_counter(s, "days_from", 0, &days_from, err);
     if (rc == 0)
         rc = write_all(s, ru, ru->txn, ru->n_txn, days_from, err);
     /* Hours before the newest one the chunk reached are done: the day
@@ -523,11 +509,6 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
                  "clean, unproven, figures FROM rollups WHERE bucket >= ?1 "
                  "AND bucket < ?2",
                  -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL)) ||
-            (rc = sqlite3_prepare_v3(store_db(s),
-                                     "SELECT value FROM counters WHERE name "
-                                     "= 'days_from'",
-                                     -1, SQLITE_PREPARE_PERSISTENT,
-                                     &ru->get_days, NULL)) ||
             (rc = sqlite3_prepare_v3(
                  store_db(s),
                  "INSERT INTO counters (name, value) VALUES ('days_from', "

@@ -299,28 +299,6 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
     return 0;
 }
 
-static int
-counter_get(struct store *s, const char *name, int64_t *v,
-            struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    rc = sqlite3_prepare_v2(store_db(s),
-                            "SELECT value FROM counters WHERE name = ?1", -1,
-                            &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "read a counter");
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *v = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read a counter");
-}
-
 /* The columns a tail row is read back with, in this order. */
 #define ROW_COLS                                                               \
     "id, received_at, plan_id, graph_id, model_id, source_id, status, "        \
@@ -410,7 +388,7 @@ store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
     int rc;
 
     store_rollup_discard_all(*store_rollups(s));
-    if ((rc = counter_get(s, "tail_from", &from, err)))
+    if ((rc = store_counter(s, "tail_from", 1, &from, err)))
         return rc;
     reset(t, from);
     if (t->next_id < from)
@@ -445,7 +423,7 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
 
         if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
             break;
-        if ((rc = counter_get(s, "tail_from", &from, err)))
+        if ((rc = store_counter(s, "tail_from", 1, &from, err)))
             goto rollback;
         store_rollup_discard_all(*store_rollups(s));
         reset(t, from);
@@ -519,8 +497,8 @@ store_tail_open(struct store *s, const struct store_opts *o,
     if (sqlite3_step(st) == SQLITE_ROW)
         max_id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    if ((rc = counter_get(s, "tail_from", &from, err)) ||
-        (rc = counter_get(s, "id_floor", &floor, err)))
+    if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
+        (rc = store_counter(s, "id_floor", 1, &floor, err)))
         goto fail;
     /* Never an id that was used: not one below the tail (chunks covered
      * them, pruned or not), nor one AUTOINCREMENT handed out before
