@@ -141,6 +141,8 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
         return proto_err_set(err, PROTO_EMALFORMED, NULL,
                              "expected one msgpack object, got no bytes");
     for (;;) {
+        unsigned char type;
+
         if (off >= len)
             return proto_err_set(err, PROTO_EMALFORMED, NULL,
                                  "msgpack object truncated at byte %zu", off);
@@ -165,14 +167,15 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
                                  "elements but only %zu bytes remain",
                                  off, (unsigned long long)children,
                                  len - off - hdr);
-        off += hdr + (size_t)payload;
+        type = p[off];
         /* An empty container is a level too: msgpack-c gives every
          * container, empty or not, one of its 32 stack entries, so counting
          * it here keeps "mpcheck passed" meaning "msgpack-c will unpack". */
-        if (is_container(p[off - hdr]) && depth == MPCHECK_MAX_DEPTH)
+        if (is_container(type) && depth == MPCHECK_MAX_DEPTH)
             return proto_err_set(err, PROTO_EMALFORMED, NULL,
                                  "msgpack nesting deeper than %d at byte %zu",
-                                 MPCHECK_MAX_DEPTH, off - hdr);
+                                 MPCHECK_MAX_DEPTH, off);
+        off += hdr + (size_t)payload;
         if (children > 0) {
             need[depth++] = children;
             continue;

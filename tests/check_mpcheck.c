@@ -105,6 +105,15 @@ START_TEST(test_mpcheck_depth_limit)
     n = nest(buf, MPCHECK_MAX_DEPTH - 1, mixed, "\x80", 1);
     ck_assert_int_eq(mpcheck(buf, n, NULL), 0);
     assert_unpacks(buf, n);
+    /* A scalar at the deepest level whose payload begins with a byte that
+     * would be a container's type is still a scalar (the depth check once
+     * read the byte after the header instead of the type). */
+    n = nest(buf, MPCHECK_MAX_DEPTH, mixed, "\xcc\x90", 2);
+    ck_assert_int_eq(mpcheck(buf, n, NULL), 0);
+    assert_unpacks(buf, n);
+    n = nest(buf, MPCHECK_MAX_DEPTH, mixed, "\xa1\x80", 2);
+    ck_assert_int_eq(mpcheck(buf, n, NULL), 0);
+    assert_unpacks(buf, n);
     n = nest(buf, MPCHECK_MAX_DEPTH, mixed, "\x90", 1);
     assert_malformed(buf, n, "nesting deeper than 32");
     n = nest(buf, MPCHECK_MAX_DEPTH, mixed, "\xdf\x00\x00\x00\x00", 5);
