@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "envelope.h"
 #include "store.h"
 #include "store_agg.h"
@@ -198,6 +200,48 @@ START_TEST(test_rollup_survives_a_transaction_with_many_keys)
 }
 END_TEST
 
+/* More keys in the tail than the rollups hold in memory (8192): the tail
+ * becomes a chunk early, inside the transaction, even inside a job; a job
+ * rolled back after that reloads the tail from its rows. */
+START_TEST(test_rollup_full_tail_becomes_a_chunk_early)
+{
+    const int64_t hour = 3600000;
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 1000000 };
+    struct proto_err err;
+    struct store *s;
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int i, chunks;
+
+    for (i = 0; i < 6000; i++)
+        snprintf(names[i], sizeof(names[i]), "k-%d", i);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    /* 6000 keys in one hour, then 6000 more in the next. */
+    job(s, 0, 3000, 1, 10 * hour);
+    job(s, 3000, 3000, 1, 10 * hour + 5);
+    job(s, 0, 3000, 1, 11 * hour);
+    ck_assert_int_eq(store_savepoint(s, &err), 0);
+    job(s, 3000, 3000, 1, 11 * hour + 5); /* the early chunk is in here */
+    store_savepoint_rollback(s);
+    job(s, 3000, 2000, 1, 11 * hour + 7);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    store_free(s);
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM chunks", -1, &st, NULL),
+        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    chunks = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    ck_assert_int_ge(chunks, 1);
+    assert_rollups_equal_scan();
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -213,6 +257,11 @@ suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_rollup_survives_a_transaction_with_many_keys);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("full_tail");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_rollup_full_tail_becomes_a_chunk_early);
     suite_add_tcase(s, tc);
     return s;
 }
