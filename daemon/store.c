@@ -909,6 +909,9 @@ seq_maybe_seen(struct store *s, int64_t source_id, uint64_t seq,
                      ? -1
                      : sqlite3_column_int64(st, 0);
         sqlite3_reset(st);
+        /* The tail's `receipt` records are not in the table yet. */
+        if (store_tail_seq_max(s->tail, source_id) > m->hwm)
+            m->hwm = store_tail_seq_max(s->tail, source_id);
         m->source_id = source_id;
         s->n_marks++;
     }
@@ -971,6 +974,12 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
         rc = seq_maybe_seen(s, source_id, w->seq, err);
         if (rc > 0)
             rc = dedupe_get(s, w, source_id, err);
+        if (rc == 0 && store_tail_seq_find(s->tail, source_id, w->seq,
+                                           &w->receipt_id, &w->status)) {
+            /* A `receipt` of the tail, recorded with the tail. */
+            w->duplicate = 1;
+            rc = 1;
+        }
         if (rc < 0)
             return rc;
         if (rc == 1)
@@ -990,7 +999,14 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
     if (dedupe && !w->refused) {
-        if ((rc = dedupe_put(s, w, source_id, err)))
+        /* A single receipt's record is what its row says: it waits with
+         * the tail and is written with the chunk (store_tail.c). */
+        if (w->op == PROTO_OP_RECEIPT && w->n_receipts == 1)
+            rc = store_tail_seq_add(s->tail, source_id, w->seq, w->receipt_id,
+                                    w->status, err);
+        else
+            rc = dedupe_put(s, w, source_id, err);
+        if (rc)
             return rc;
         seq_record(s, source_id, w->seq);
     }

@@ -145,6 +145,20 @@ int store_tail_add(struct store *s, struct store_tail *t, int64_t id,
                    const struct store_rollup_key *rk, const struct receipt *r,
                    struct proto_err *err);
 
+/*
+ * The dedupe records of the tail's `receipt` writes (source, seq, receipt
+ * id, status): held here and written with the chunk (store_tail.c), so a
+ * lookup that misses the dedupe table asks store_tail_seq_find() too.
+ * store_tail_seq_add keeps the first record of a (source, seq) and ignores
+ * the empty source (no hello); store_tail_seq_max is the highest seq below
+ * 2^63 the tail holds for a source, -1 when none (a scan: rare).
+ */
+int store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
+                       int64_t receipt_id, int status, struct proto_err *err);
+int store_tail_seq_find(const struct store_tail *t, int64_t source_id,
+                        uint64_t seq, int64_t *receipt_id, int *status);
+int64_t store_tail_seq_max(const struct store_tail *t, int64_t source_id);
+
 /* Whether the tail is long enough to become a chunk. */
 int store_tail_due(const struct store_tail *t);
 

@@ -459,6 +459,10 @@ struct walk {
 static void
 walk_seq(struct walk *w, uint64_t v)
 {
+    /* A seq the dedupe table and the tail both hold (a batch's rows) is
+     * one write. */
+    if (w->any && v == w->prev)
+        return;
     if (!w->any) {
         w->any = 1;
         w->g.first_seq = v;
@@ -477,23 +481,104 @@ walk_seq(struct walk *w, uint64_t v)
     w->g.received++;
 }
 
+/* The seqs of the tail's rows, whose `receipt` records are not in the
+ * dedupe table yet (store_tail.c): sorted by source, then seq as stored. */
+struct tail_seqs {
+    struct {
+        int64_t source_id, seq;
+    } * v;
+    size_t n;
+};
+
+static int
+load_tail_seqs(struct store *s, struct tail_seqs *ts, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t from;
+    size_t cap = 0;
+    int rc;
+
+    memset(ts, 0, sizeof(*ts));
+    if ((rc = store_counter(s, "tail_from", 1, &from, err)))
+        return rc;
+    rc = sqlite3_prepare_v2(
+        store_db(s),
+        "SELECT source_id, seq FROM receipts WHERE id >= ?1 AND seq IS NOT "
+        "NULL AND source_id <> coalesce((SELECT id FROM strings WHERE value "
+        "= x''), 0) ORDER BY source_id, seq",
+        -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    sqlite3_bind_int64(st, 1, from);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (ts->n == cap) {
+            void *nv;
+
+            cap = cap ? cap * 2 : 256;
+            if ((nv = realloc(ts->v, cap * sizeof(*ts->v))) == NULL) {
+                sqlite3_finalize(st);
+                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            }
+            ts->v = nv;
+        }
+        ts->v[ts->n].source_id = sqlite3_column_int64(st, 0);
+        ts->v[ts->n].seq = sqlite3_column_int64(st, 1);
+        ts->n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "run a query");
+}
+
+/* The index of the first tail seq of a source at or after source_id. */
+static size_t
+tail_first(const struct tail_seqs *ts, int64_t source_id)
+{
+    size_t lo = 0, hi = ts->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (ts->v[mid].source_id < source_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* One source: the seqs below 2^63 first, then those above (stored
- * negative), so that the walk is in unsigned order off the primary key. */
+ * negative), so that the walk is in unsigned order off the primary key,
+ * each half merged with the tail's seqs of the source. */
 static int
 walk_source(struct store *s, sqlite3_stmt *const walkst[2], int64_t source_id,
-            struct walk *w, struct proto_err *err)
+            const struct tail_seqs *ts, struct walk *w, struct proto_err *err)
 {
+    size_t first = tail_first(ts, source_id), end = first, neg, t;
     int k, rc;
 
+    while (end < ts->n && ts->v[end].source_id == source_id)
+        end++;
+    /* The tail's run is in signed order: the negative ones come first. */
+    for (neg = first; neg < end && ts->v[neg].seq < 0; neg++)
+        ;
     for (k = 0; k < 2; k++) {
         sqlite3_stmt *st = walkst[k];
+        size_t te = k == 0 ? end : neg;
 
+        t = k == 0 ? neg : first;
         sqlite3_bind_int64(st, 1, source_id);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-            walk_seq(w, (uint64_t)sqlite3_column_int64(st, 0));
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t v = sqlite3_column_int64(st, 0);
+
+            for (; t < te && ts->v[t].seq < v; t++)
+                walk_seq(w, (uint64_t)ts->v[t].seq);
+            walk_seq(w, (uint64_t)v);
+        }
         sqlite3_reset(st);
         if (rc != SQLITE_DONE)
             return store_fail(s, rc, err, "walk the seqs of a source");
+        for (; t < te; t++)
+            walk_seq(w, (uint64_t)ts->v[t].seq);
     }
     return 0;
 }
@@ -501,6 +586,7 @@ walk_source(struct store *s, sqlite3_stmt *const walkst[2], int64_t source_id,
 enum {
     GS_NEXT,   /* the next source with seqs */
     GS_BYNAME, /* the one source of the filter */
+    GS_STRID,  /* its string id, for a source only the tail knows */
     GS_NAME,
     GS_WALK_LOW,
     GS_WALK_HIGH,
@@ -511,6 +597,7 @@ static const char *const gaps_sql[GS_COUNT] = {
     [GS_NEXT] = "SELECT min(source_id) FROM dedupe WHERE source_id > ?1",
     [GS_BYNAME] = "SELECT d.source_id FROM strings s JOIN dedupe d ON "
                   "d.source_id = s.id WHERE s.value = ?1 LIMIT 1",
+    [GS_STRID] = "SELECT id FROM strings WHERE value = ?1",
     [GS_NAME] = "SELECT value FROM strings WHERE id = ?1",
     [GS_WALK_LOW] = "SELECT seq FROM dedupe WHERE source_id = ?1 AND seq >= 0 "
                     "ORDER BY seq",
@@ -522,8 +609,8 @@ static const char *const gaps_sql[GS_COUNT] = {
  * 0 when there is none. */
 static int
 next_source(struct store *s, sqlite3_stmt *const *st,
-            const struct store_filter *f, int64_t prev, int64_t *id,
-            struct proto_err *err)
+            const struct store_filter *f, const struct tail_seqs *ts,
+            int64_t prev, int64_t *id, struct proto_err *err)
 {
     sqlite3_stmt *q = f->source ? st[GS_BYNAME] : st[GS_NEXT];
     int rc;
@@ -544,6 +631,28 @@ next_source(struct store *s, sqlite3_stmt *const *st,
     sqlite3_reset(q);
     if (rc != SQLITE_DONE)
         return store_fail(s, rc, err, "find a source");
+    if (f->source && *id == 0) {
+        /* Not in the dedupe table: perhaps in the tail only. */
+        int64_t sid = 0;
+
+        q = st[GS_STRID];
+        sqlite3_bind_blob(q, 1, f->source_len ? f->source : "",
+                          (int)f->source_len, SQLITE_STATIC);
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW)
+            sid = sqlite3_column_int64(q, 0);
+        sqlite3_reset(q);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return store_fail(s, rc, err, "find a source");
+        if (sid != 0 && tail_first(ts, sid) < ts->n &&
+            ts->v[tail_first(ts, sid)].source_id == sid)
+            *id = sid;
+    } else if (!f->source) {
+        size_t t = tail_first(ts, prev + 1);
+
+        if (t < ts->n && (*id == 0 || ts->v[t].source_id < *id))
+            *id = ts->v[t].source_id;
+    }
     return 0;
 }
 
@@ -553,6 +662,7 @@ store_query_gaps(struct store *s, const struct store_filter *f,
                  int *truncated, struct proto_err *err)
 {
     sqlite3_stmt *st[GS_COUNT] = { 0 };
+    struct tail_seqs ts = { NULL, 0 };
     struct walk w;
     int64_t id = 0;
     uint32_t got = 0;
@@ -575,8 +685,10 @@ store_query_gaps(struct store *s, const struct store_filter *f,
             goto end;
         }
     }
+    if ((rc = load_tail_seqs(s, &ts, err)) != 0)
+        goto end;
     for (;;) {
-        if ((rc = next_source(s, st, f, id, &id, err)) != 0 || id == 0)
+        if ((rc = next_source(s, st, f, &ts, id, &id, err)) != 0 || id == 0)
             break;
         if (got == f->limit) {
             *truncated = 1;
@@ -585,7 +697,7 @@ store_query_gaps(struct store *s, const struct store_filter *f,
         memset(&w.g, 0, sizeof(w.g));
         w.any = 0;
         w.g.ranges = (const uint64_t(*)[2])w.ranges;
-        if ((rc = walk_source(s, &st[GS_WALK_LOW], id, &w, err)) != 0)
+        if ((rc = walk_source(s, &st[GS_WALK_LOW], id, &ts, &w, err)) != 0)
             break;
         sqlite3_bind_int64(st[GS_NAME], 1, id);
         rc = sqlite3_step(st[GS_NAME]);
@@ -613,6 +725,7 @@ end:
     sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
 out:
     store_deadline_disarm(s);
+    free(ts.v);
     free(w.ranges);
     return rc;
 }

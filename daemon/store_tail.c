@@ -28,6 +28,7 @@
 
 #include <roaring/roaring.h>
 
+#include "envelope.h"
 #include "store_internal.h"
 
 /* One key value's receipts in the tail, as offsets from the tail's first
@@ -37,6 +38,14 @@ struct list {
     int64_t value;
     uint32_t *ids;
     size_t n, cap;
+};
+
+/* A `receipt` write's dedupe record, held with the tail (see below). */
+struct seqent {
+    int64_t source_id; /* 0 = free slot */
+    int64_t seq;       /* the bit pattern of the u64, as stored */
+    int64_t receipt_id;
+    int status;
 };
 
 struct store_tail {
@@ -51,7 +60,15 @@ struct store_tail {
     size_t nlists, cap;
     size_t *slots; /* open addressing into lists; nslots a power of two */
     size_t nslots;
-    sqlite3_stmt *put_posting, *put_chunk, *set_counter;
+    sqlite3_stmt *put_posting, *put_chunk, *set_counter, *put_dedupe;
+    /* The dedupe records of the tail's `receipt` writes: written with the
+     * chunk, in key order, instead of one B-tree leaf per source in every
+     * commit. They are what the rows say (source, seq, id, status), so a
+     * reload rebuilds them like the rest. Open addressing, seqcap a power
+     * of two. */
+    struct seqent *seqs;
+    size_t nseqs, seqcap;
+    int64_t empty_source; /* the string id of "" (no hello): no dedupe */
 };
 
 static const char *const key_cols[STORE_KIND_COUNT] = {
@@ -89,6 +106,102 @@ clear_lists(struct store_tail *t)
     t->nlists = 0;
     if (t->slots != NULL)
         memset(t->slots, 0xff, t->nslots * sizeof(*t->slots));
+    if (t->seqs != NULL)
+        memset(t->seqs, 0, t->seqcap * sizeof(*t->seqs));
+    t->nseqs = 0;
+}
+
+static size_t
+seq_slot(int64_t source_id, int64_t seq, size_t cap)
+{
+    uint64_t h = ((uint64_t)source_id * 0x9e3779b97f4a7c15ull) ^ (uint64_t)seq;
+
+    h *= 0xbf58476d1ce4e5b9ull;
+    return (size_t)(h >> 29) & (cap - 1);
+}
+
+static struct seqent *
+seq_lookup(const struct store_tail *t, int64_t source_id, int64_t seq)
+{
+    size_t j;
+
+    if (t->seqcap == 0)
+        return NULL;
+    j = seq_slot(source_id, seq, t->seqcap);
+    while (t->seqs[j].source_id != 0) {
+        if (t->seqs[j].source_id == source_id && t->seqs[j].seq == seq)
+            return &t->seqs[j];
+        j = (j + 1) & (t->seqcap - 1);
+    }
+    return &t->seqs[j];
+}
+
+int
+store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
+                   int64_t receipt_id, int status, struct proto_err *err)
+{
+    struct seqent *e;
+
+    if (source_id == t->empty_source)
+        return 0;
+    if ((t->nseqs + 1) * 2 > t->seqcap) {
+        size_t cap = t->seqcap ? t->seqcap * 2 : 1024, i;
+        struct seqent *old = t->seqs, *n = calloc(cap, sizeof(*n));
+
+        if (n == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        t->seqs = n;
+        for (i = 0; i < t->seqcap; i++)
+            if (old[i].source_id != 0)
+                *seq_lookup(t, old[i].source_id, old[i].seq) = old[i];
+        t->seqcap = cap;
+        free(old);
+    }
+    e = seq_lookup(t, source_id, (int64_t)seq);
+    if (e->source_id != 0)
+        return 0; /* the first write of a seq is its outcome */
+    e->source_id = source_id;
+    e->seq = (int64_t)seq;
+    e->receipt_id = receipt_id;
+    e->status = status;
+    t->nseqs++;
+    return 0;
+}
+
+int
+store_tail_seq_find(const struct store_tail *t, int64_t source_id, uint64_t seq,
+                    int64_t *receipt_id, int *status)
+{
+    const struct seqent *e = seq_lookup(t, source_id, (int64_t)seq);
+
+    if (e == NULL || e->source_id == 0)
+        return 0;
+    *receipt_id = e->receipt_id;
+    *status = e->status;
+    return 1;
+}
+
+int64_t
+store_tail_seq_max(const struct store_tail *t, int64_t source_id)
+{
+    int64_t max = -1;
+    size_t i;
+
+    for (i = 0; i < t->seqcap; i++)
+        if (t->seqs[i].source_id == source_id && t->seqs[i].seq > max)
+            max = t->seqs[i].seq;
+    return max;
+}
+
+static int
+seqent_cmp_cb(const void *pa, const void *pb)
+{
+    const struct seqent *a = *(const struct seqent *const *)pa;
+    const struct seqent *b = *(const struct seqent *const *)pb;
+
+    if (a->source_id != b->source_id)
+        return a->source_id < b->source_id ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 /* Empties the memory for a tail that starts at first_id. */
@@ -299,11 +412,63 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
     return 0;
 }
 
+/* Writes the tail's dedupe records in key order (a source's seqs land on
+ * one or two leaves). OR IGNORE: a reload also lists the rows of a
+ * `receipts` batch, whose record was written with the batch. */
+static int
+write_dedupe(struct store *s, struct store_tail *t, struct proto_err *err)
+{
+    struct seqent **order;
+    size_t i, n = 0;
+    int rc = 0;
+
+    if (t->nseqs == 0)
+        return 0;
+    if ((rc = prepare(s,
+                      "INSERT OR IGNORE INTO dedupe (source_id, seq, op, "
+                      "receipt_id, status, outcome) VALUES (?1, ?2, ?3, ?4, "
+                      "?5, NULL)",
+                      &t->put_dedupe, err)))
+        return rc;
+    if ((order = malloc(t->nseqs * sizeof(*order))) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < t->seqcap; i++)
+        if (t->seqs[i].source_id != 0)
+            order[n++] = &t->seqs[i];
+    qsort(order, n, sizeof(*order), seqent_cmp_cb);
+    for (i = 0; i < n && rc == 0; i++) {
+        sqlite3_stmt *st = t->put_dedupe;
+
+        sqlite3_bind_int64(st, 1, order[i]->source_id);
+        sqlite3_bind_int64(st, 2, order[i]->seq);
+        sqlite3_bind_int(st, 3, PROTO_OP_RECEIPT);
+        sqlite3_bind_int64(st, 4, order[i]->receipt_id);
+        sqlite3_bind_int(st, 5, order[i]->status);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "record a seq");
+    }
+    free(order);
+    return rc;
+}
+
 /* The columns a tail row is read back with, in this order. */
 #define ROW_COLS                                                               \
     "id, received_at, plan_id, graph_id, model_id, source_id, status, "        \
-    "requested_backend, executed_backend, schema_version, counter_coverage"
-#define ROW_NCOLS 11
+    "requested_backend, executed_backend, schema_version, counter_coverage, "  \
+    "seq"
+#define ROW_NCOLS 12
+
+/* The row's (source, seq), when it has a seq, into the tail's records. */
+static int
+add_row_seq(struct store_tail *t, sqlite3_stmt *st, struct proto_err *err)
+{
+    if (sqlite3_column_type(st, 11) == SQLITE_NULL)
+        return 0;
+    return store_tail_seq_add(
+        t, sqlite3_column_int64(st, 5), (uint64_t)sqlite3_column_int64(st, 11),
+        sqlite3_column_int64(st, 0), sqlite3_column_int(st, 6), err);
+}
 
 static int
 row_sql(char *sql, size_t cap, const char *where)
@@ -370,12 +535,35 @@ reload_rows(struct store *s, struct store_tail *t, struct proto_err *err)
 
         read_row(st, &id, &at, keys, &rk, &r);
         if ((rc = add_keys(t, id, at, keys, err)) ||
+            (rc = add_row_seq(t, st, err)) ||
             (rc = store_rollup_add(s, store_rollups(s), &rk, &r, err))) {
             sqlite3_finalize(st);
             return rc;
         }
         if (id >= t->next_id)
             t->next_id = id + 1;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
+}
+
+/* The string id of "" (writes without hello, which have no dedupe), or 0
+ * when there is none yet; it never changes once made. */
+static int
+empty_source_id(struct store *s, int64_t *id, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    *id = 0;
+    rc = sqlite3_prepare_v2(
+        store_db(s), "SELECT id FROM strings WHERE value = x''", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read the tail");
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
@@ -388,7 +576,8 @@ store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
     int rc;
 
     store_rollup_discard_all(*store_rollups(s));
-    if ((rc = store_counter(s, "tail_from", 1, &from, err)))
+    if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
+        (rc = empty_source_id(s, &t->empty_source, err)))
         return rc;
     reset(t, from);
     if (t->next_id < from)
@@ -423,7 +612,8 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
 
         if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
             break;
-        if ((rc = store_counter(s, "tail_from", 1, &from, err)))
+        if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
+            (rc = empty_source_id(s, &t->empty_source, err)))
             goto rollback;
         store_rollup_discard_all(*store_rollups(s));
         reset(t, from);
@@ -436,7 +626,8 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
 
             read_row(st, &id, &at, keys, &rk, &r);
             t->next_id = id + 1;
-            if ((rc = store_tail_add(s, t, id, at, keys, &rk, &r, err)))
+            if ((rc = store_tail_add(s, t, id, at, keys, &rk, &r, err)) ||
+                (rc = add_row_seq(t, st, err)))
                 break;
             n++;
         }
@@ -532,6 +723,8 @@ store_tail_free(struct store_tail *t)
     sqlite3_finalize(t->put_posting);
     sqlite3_finalize(t->put_chunk);
     sqlite3_finalize(t->set_counter);
+    sqlite3_finalize(t->put_dedupe);
+    free(t->seqs);
     free(t);
 }
 
@@ -549,7 +742,7 @@ store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
 
     if (t->n == 0)
         return 0;
-    if ((rc = write_chunk(s, t, end, err)) ||
+    if ((rc = write_chunk(s, t, end, err)) || (rc = write_dedupe(s, t, err)) ||
         (rc = store_rollup_flush(s, *store_rollups(s), err)) ||
         (rc = set_counter(s, t, "tail_from", end, err)))
         return rc;

@@ -24,6 +24,7 @@
 
 #include "store.h"
 #include "envelope.h"
+#include "store_agg.h"
 #include "store_internal.h"
 
 static char dir[512];
@@ -493,6 +494,152 @@ START_TEST(test_store_receipts_pages_need_no_sort)
 }
 END_TEST
 
+/* ---- a `receipt` write's dedupe record waits with the tail ---- */
+
+struct gapseen {
+    uint64_t first, last, received, missing;
+    int sources;
+};
+
+static int
+gap_cb(void *arg, const struct store_gap *g)
+{
+    struct gapseen *x = arg;
+
+    x->sources++;
+    x->first = g->first_seq;
+    x->last = g->last_seq;
+    x->received = g->received;
+    x->missing = g->missing;
+    return 0;
+}
+
+/* One `receipt` write of plan-1 with seq from source src; returns its
+ * receipt id, or the first one's when it is a duplicate (*dup set). */
+static int64_t
+put_single_from(struct store *s, const char *src, uint64_t seq, int *dup)
+{
+    struct store_write w;
+    struct proto_err err;
+    struct receipt r;
+
+    make_receipt(&r, "plan-1", 7);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = src;
+    w.source_len = strlen(src);
+    w.has_seq = 1;
+    w.seq = seq;
+    w.received_at = 1700000000000 + (int64_t)seq;
+    w.receipts = &r;
+    w.n_receipts = 1;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    *dup = w.duplicate;
+    return w.receipt_id;
+}
+
+static int64_t
+put_single(struct store *s, uint64_t seq, int *dup)
+{
+    return put_single_from(s, "src", seq, dup);
+}
+
+/*
+ * Seqs 0..99 and UINT64_MAX as single receipts, with chunks of 64: the
+ * first chunk's records are in the dedupe table, the rest wait with the
+ * tail. A restart forgets nothing: every seq is a duplicate with its first
+ * receipt id, before and after the next chunk is written, and `gaps` sees
+ * the tail's seqs as well as the table's.
+ */
+START_TEST(test_store_tail_keeps_receipt_seqs_across_restarts)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 64 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    int64_t ids[101];
+    struct gapseen g;
+    struct proto_err err;
+    struct store *s, *q;
+    int dup, trunc, round;
+    uint64_t seq;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (seq = 0; seq < 100; seq++) {
+        ids[seq] = put_single(s, seq, &dup);
+        ck_assert_int_eq(dup, 0);
+    }
+    ids[100] = put_single(s, UINT64_MAX, &dup);
+    ck_assert_int_eq(dup, 0);
+    store_free(s);
+    for (round = 0; round < 2; round++) {
+        ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+        for (seq = 0; seq < 100; seq++) {
+            ck_assert_int_eq(put_single(s, seq, &dup), ids[seq]);
+            ck_assert_int_eq(dup, 1);
+        }
+        ck_assert_int_eq(put_single(s, UINT64_MAX, &dup), ids[100]);
+        ck_assert_int_eq(dup, 1);
+        /* A gap (100..149 missing), then a new seq; the second round
+         * writes enough for the tail to become a chunk. */
+        put_single(s, 150 + (uint64_t)round * 100, &dup);
+        ck_assert_int_eq(dup, 0);
+        if (round == 1)
+            for (seq = 300; seq < 400; seq++)
+                put_single(s, seq, &dup);
+        store_free(s);
+    }
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&g, 0, sizeof(g));
+    f.source = "src";
+    f.source_len = 3;
+    ck_assert_int_eq(store_query_gaps(q, &f, 0, gap_cb, &g, &trunc, &err), 0);
+    ck_assert_int_eq(g.sources, 1);
+    ck_assert_uint_eq(g.first, 0);
+    ck_assert_uint_eq(g.last, UINT64_MAX);
+    /* 0..99, 150, 250, 300..399 and UINT64_MAX. */
+    ck_assert_uint_eq(g.received, 100 + 2 + 100 + 1);
+    store_free(q);
+}
+END_TEST
+
+/*
+ * A source's high-water mark, read after a restart, counts the seqs the
+ * tail holds: once another source's receipts turn that tail into a chunk,
+ * a resend of those seqs must still be looked up (and found) in the
+ * dedupe table, though nothing newer came from the source meanwhile.
+ */
+START_TEST(test_store_seq_mark_counts_the_tail)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 64 };
+    struct proto_err err;
+    struct store *s;
+    int64_t ids[100];
+    uint64_t seq;
+    int dup;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (seq = 0; seq < 100; seq++)
+        ids[seq] = put_single(s, seq, &dup);
+    store_free(s);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(put_single(s, 0, &dup), ids[0]);
+    ck_assert_int_eq(dup, 1);
+    for (seq = 0; seq < 70; seq++)
+        put_single_from(s, "other", seq, &dup);
+    for (seq = 64; seq < 100; seq++) {
+        ck_assert_int_eq(put_single(s, seq, &dup), ids[seq]);
+        ck_assert_int_eq(dup, 1);
+    }
+    store_free(s);
+}
+END_TEST
+
 /* ---- the receipts query against the plain SQL of the old layout ---- */
 
 struct ids {
@@ -748,6 +895,8 @@ suite(void)
     ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
     ADD("pages_no_sort", test_store_receipts_pages_need_no_sort);
     ADD("pages_match_old_query", test_store_pages_match_the_old_query);
+    ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
+    ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
 #undef ADD
     tc = tcase_create("migrate_earlier");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -622,7 +622,16 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
         sqlite3_prepare_v2(db,
                            "SELECT d.seq FROM dedupe d JOIN strings s ON "
                            "s.id = d.source_id WHERE CAST(s.value AS BLOB) "
-                           "= CAST(? AS BLOB)",
+                           "= CAST(?1 AS BLOB) UNION "
+                           /* Since migrations/0007 a `receipt` write's
+                            * record waits with the tail, as its row: the
+                            * store finds it there until the chunk is
+                            * written. */
+                           "SELECT r.seq FROM receipts r JOIN strings s ON "
+                           "s.id = r.source_id WHERE CAST(s.value AS BLOB) "
+                           "= CAST(?1 AS BLOB) AND r.seq IS NOT NULL AND "
+                           "r.id >= (SELECT value FROM counters WHERE name "
+                           "= 'tail_from')",
                            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, SOURCE, -1, SQLITE_STATIC);
         while (sqlite3_step(st) == SQLITE_ROW) {
