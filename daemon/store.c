@@ -496,6 +496,30 @@ run(struct store *s, int which, struct proto_err *err, const char *what)
 }
 
 int
+store_string_id(struct store *s, const char *p, size_t n, int64_t *id,
+                struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    *id = 0;
+    rc = sqlite3_prepare_v2(s->db, "SELECT id FROM strings WHERE value = ?1",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "look up a string");
+    /* An empty string still needs a non-NULL pointer for a zero-length
+     * blob, or SQLite would bind NULL. */
+    sqlite3_bind_blob(st, 1, n ? p : "", (int)n, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "look up a string");
+}
+
+int
 store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
               struct proto_err *err)
 {

@@ -111,6 +111,11 @@ enum store_kind {
 
 struct store_tail;
 
+/* The id of string p (n bytes) in `strings`, 0 when it has none; on any
+ * connection, in the caller's transaction. */
+int store_string_id(struct store *s, const char *p, size_t n, int64_t *id,
+                    struct proto_err *err);
+
 /* A row of the counters table (tail_from, days_from, id_floor, ...), or
  * dflt when it has none; in the caller's transaction, on any connection. */
 int store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,

@@ -95,29 +95,6 @@ struct page {
     sqlite3_stmt *at;    /* the received_at of one receipt */
 };
 
-/* Looks up a filter's string id; 0 when no receipt can have it. */
-static int
-string_id(struct store *s, const char *p, size_t n, int64_t *id,
-          struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    *id = 0;
-    rc = sqlite3_prepare_v2(
-        store_db(s), "SELECT id FROM strings WHERE value = ?1", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare a query");
-    sqlite3_bind_blob(st, 1, n ? p : "", (int)n, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "run a query");
-}
-
 /* Resolves f's key filters; *none when a string is unknown (no match). */
 static int
 resolve(struct store *s, const struct store_filter *f, struct keyset *ks,
@@ -132,7 +109,8 @@ resolve(struct store *s, const struct store_filter *f, struct keyset *ks,
     ks->n = 0;
 #define STR(kind, field)                                                       \
     if (f->field != NULL) {                                                    \
-        if ((rc = string_id(s, f->field, f->field##_len, &v[kind], err)))      \
+        if ((rc =                                                              \
+                 store_string_id(s, f->field, f->field##_len, &v[kind], err))) \
             return rc;                                                         \
         if (v[kind] == 0)                                                      \
             *none = 1;                                                         \

@@ -547,28 +547,6 @@ reload_rows(struct store *s, struct store_tail *t, struct proto_err *err)
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
 }
 
-/* The string id of "" (writes without hello, which have no dedupe), or 0
- * when there is none yet; it never changes once made. */
-static int
-empty_source_id(struct store *s, int64_t *id, struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    *id = 0;
-    rc = sqlite3_prepare_v2(
-        store_db(s), "SELECT id FROM strings WHERE value = x''", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "read the tail");
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
-}
-
 int
 store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
 {
@@ -577,7 +555,7 @@ store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
 
     store_rollup_discard_all(*store_rollups(s));
     if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
-        (rc = empty_source_id(s, &t->empty_source, err)))
+        (rc = store_string_id(s, "", 0, &t->empty_source, err)))
         return rc;
     reset(t, from);
     if (t->next_id < from)
@@ -613,7 +591,7 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
         if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
             break;
         if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
-            (rc = empty_source_id(s, &t->empty_source, err)))
+            (rc = store_string_id(s, "", 0, &t->empty_source, err)))
             goto rollback;
         store_rollup_discard_all(*store_rollups(s));
         reset(t, from);
