@@ -12,7 +12,14 @@
  * Idempotency: a write with a source and a seq records its first outcome in
  * the `dedupe` table, in columns for `receipt` (receipt id and fallback
  * status) and as an opaque blob for `receipts` (the msgpack result map the
- * dispatcher encoded; the store does not read it).
+ * dispatcher encoded; the store does not read it). A `receipt` record
+ * waits with the tail and reaches the table with its chunk
+ * (store_tail.c); the lookups see both.
+ *
+ * Layout (migrations/0007, docs/ingest.md): receipts are appended in id
+ * order; postings, chunks and rollups are built by the writer in memory
+ * and written once per chunk of the tail, and every query reads the tail
+ * directly, so answers are exact at every commit.
  */
 #ifndef RECEIPTD_DAEMON_STORE_H
 #define RECEIPTD_DAEMON_STORE_H
@@ -136,10 +143,12 @@ struct store_write {
 };
 
 /*
- * Applies w inside the caller's transaction: the dedupe check, then the
- * receipts, the quarantine items (evicting the oldest rows while the total
- * would pass quarantine_max_bytes; a payload larger than the whole bound is
- * not kept and counts as an eviction), then the dedupe record. Returns 0 or
+ * Applies w inside the caller's transaction: the dedupe check (the table
+ * when the seq is not above the source's high-water mark, then the tail),
+ * then the receipts, the quarantine items (evicting the oldest rows while
+ * the total would pass quarantine_max_bytes; a payload larger than the
+ * whole bound is not kept and counts as an eviction), then the dedupe
+ * record (a single receipt's with the tail). Returns 0 or
  * PROTO_EUNAVAILABLE (PROTO_ENOMEM when a duplicate's outcome could not be
  * copied); check store_txn_broken() after a failure.
  */
