@@ -1263,6 +1263,8 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "store.path");
     if (old->query_threads != next->query_threads)
         add_name(what, &n, "limits.query_threads");
+    if (old->chunk_receipts != next->chunk_receipts)
+        add_name(what, &n, "store.chunk_receipts");
     return n;
 }
 
@@ -1306,6 +1308,7 @@ config_reload(const struct config *running, const char *path,
     }
     next->socket_mode = running->socket_mode;
     next->query_threads = running->query_threads;
+    next->chunk_receipts = running->chunk_receipts;
     if (config_validate(next, err) < 0)
         goto fail;
     return 0;

@@ -489,8 +489,10 @@ START_TEST(test_config_restart_needed_names_fixed_settings)
     b.db_path = strdup("/elsewhere.db");
     b.tcp_listen = strdup("127.0.0.1:7411");
     b.query_threads = 8;
-    ck_assert_int_eq(config_restart_needed(&a, &b, what), 3);
-    ck_assert_str_eq(what, "listen.tcp, store.path, limits.query_threads");
+    b.chunk_receipts = 1024;
+    ck_assert_int_eq(config_restart_needed(&a, &b, what), 4);
+    ck_assert_str_eq(what, "listen.tcp, store.path, limits.query_threads, "
+                           "store.chunk_receipts");
     config_free(&a);
     config_free(&b);
 }
@@ -538,8 +540,11 @@ START_TEST(test_config_reload_keeps_flags_and_running_listeners)
                                 apply_flags_cb, &flags, &next, err,
                                 restart) == 0,
                   "%s", err);
-    ck_assert_str_eq(restart, "listen.socket_group, limits.query_threads");
+    /* full.conf's chunk_receipts is 4096, include.conf's the default. */
+    ck_assert_str_eq(restart, "listen.socket_group, limits.query_threads, "
+                              "store.chunk_receipts");
     ck_assert_uint_eq(next.query_threads, 3);
+    ck_assert_uint_eq(next.chunk_receipts, 4096);
     ck_assert_uint_eq(next.max_batch, 7);                /* the flag */
     ck_assert_uint_eq(next.max_frame, 1u << 20);         /* the default */
     ck_assert_uint_eq(next.retention_max_age_s, 604800); /* the file */
