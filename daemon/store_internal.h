@@ -121,9 +121,6 @@ int store_string_id(struct store *s, const char *p, size_t n, int64_t *id,
 int store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
                   struct proto_err *err);
 
-/* The receipts column of a posting kind, or NULL. */
-const char *store_kind_column(int kind);
-
 /*
  * Loads the tail of a read-write store: builds the chunks and postings a
  * migration left to build (in transactions of their own, reporting through

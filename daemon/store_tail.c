@@ -71,22 +71,6 @@ struct store_tail {
     int64_t empty_source; /* the string id of "" (no hello): no dedupe */
 };
 
-static const char *const key_cols[STORE_KIND_COUNT] = {
-    [STORE_KIND_PLAN] = "plan_id",
-    [STORE_KIND_GRAPH] = "graph_id",
-    [STORE_KIND_MODEL] = "model_id",
-    [STORE_KIND_SOURCE] = "source_id",
-    [STORE_KIND_STATUS] = "status",
-    [STORE_KIND_REQUESTED] = "requested_backend",
-    [STORE_KIND_EXECUTED] = "executed_backend",
-};
-
-const char *
-store_kind_column(int kind)
-{
-    return kind > 0 && kind < STORE_KIND_COUNT ? key_cols[kind] : NULL;
-}
-
 static size_t
 slot_of(int kind, int64_t value, size_t nslots)
 {
