@@ -496,49 +496,46 @@ run(struct store *s, int which, struct proto_err *err, const char *what)
 }
 
 int
-store_string_id(struct store *s, const char *p, size_t n, int64_t *id,
-                struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    *id = 0;
-    rc = sqlite3_prepare_v2(s->db, "SELECT id FROM strings WHERE value = ?1",
-                            -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "look up a string");
-    /* An empty string still needs a non-NULL pointer for a zero-length
-     * blob, or SQLite would bind NULL. */
-    sqlite3_bind_blob(st, 1, n ? p : "", (int)n, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "look up a string");
-}
-
-int
-store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
-              struct proto_err *err)
+store_one_int(struct store *s, const char *sql, const char *param, size_t len,
+              int as_blob, int64_t dflt, int64_t *v, struct proto_err *err,
+              const char *what)
 {
     sqlite3_stmt *st;
     int rc;
 
     *v = dflt;
-    rc = sqlite3_prepare_v2(s->db, "SELECT value FROM counters WHERE name = ?1",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "read a counter");
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        return store_fail(s, rc, err, what);
+    /* An empty blob still needs a non-NULL pointer, or SQLite would bind
+     * NULL; a text compares unequal to a blob, so each binds as stored. */
+    if (param != NULL && as_blob)
+        sqlite3_bind_blob(st, 1, len ? param : "", (int)len, SQLITE_STATIC);
+    else if (param != NULL)
+        sqlite3_bind_text(st, 1, param, (int)len, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *v = sqlite3_column_int64(st, 0);
         rc = SQLITE_DONE;
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read a counter");
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, what);
+}
+
+int
+store_string_id(struct store *s, const char *p, size_t n, int64_t *id,
+                struct proto_err *err)
+{
+    return store_one_int(s, "SELECT id FROM strings WHERE value = ?1", p, n, 1,
+                         0, id, err, "look up a string");
+}
+
+int
+store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
+              struct proto_err *err)
+{
+    return store_one_int(s, "SELECT value FROM counters WHERE name = ?1", name,
+                         strlen(name), 0, dflt, v, err, "read a counter");
 }
 
 struct store_tail *

@@ -111,6 +111,14 @@ enum store_kind {
 
 struct store_tail;
 
+/* The first column of sql's first row as an integer, dflt when there is
+ * none; param (len bytes, bound as a blob or a text) is ?1 when not NULL.
+ * what names the step in an error. Any connection, the caller's
+ * transaction. */
+int store_one_int(struct store *s, const char *sql, const char *param,
+                  size_t len, int as_blob, int64_t dflt, int64_t *v,
+                  struct proto_err *err, const char *what);
+
 /* The id of string p (n bytes) in `strings`, 0 when it has none; on any
  * connection, in the caller's transaction. */
 int store_string_id(struct store *s, const char *p, size_t n, int64_t *id,

@@ -518,30 +518,6 @@ store_query_receipts(struct store *s, const struct store_filter *f,
     return rc;
 }
 
-static int
-scalar(struct store *s, const char *sql, int64_t *v, struct proto_err *err)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    *v = 0;
-    rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "prepare a query");
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *v = sqlite3_column_int64(st, 0);
-        rc = SQLITE_DONE;
-    }
-    if (rc != SQLITE_DONE) {
-        rc = store_fail(s, rc, err, "run a query");
-        sqlite3_finalize(st);
-        return rc;
-    }
-    sqlite3_finalize(st);
-    return 0;
-}
-
 static uint64_t
 file_size(const char *path, const char *suffix)
 {
@@ -567,22 +543,18 @@ store_query_stats(struct store *s, uint64_t deadline_ms, struct store_stats *st,
     /* One read transaction, so the figures agree with each other. */
     if ((rc = store_exec(s, "BEGIN", err, "begin a read")))
         goto out;
-    if ((rc = scalar(s, "SELECT coalesce(max(id), 0) FROM receipts", &v, err)))
+    if ((rc = store_one_int(s, "SELECT coalesce(max(id), 0) FROM receipts",
+                            NULL, 0, 0, 0, &v, err, "run a query")))
         goto end;
     st->last_receipt_id = (uint64_t)v;
-    if ((rc = scalar(s, "SELECT count(*) FROM quarantine", &v, err)))
+    if ((rc = store_one_int(s, "SELECT count(*) FROM quarantine", NULL, 0, 0, 0,
+                            &v, err, "run a query")))
         goto end;
     st->quarantined = (uint64_t)v;
-    if ((rc = scalar(s,
-                     "SELECT value FROM counters WHERE name = "
-                     "'quarantine_bytes'",
-                     &v, err)))
+    if ((rc = store_counter(s, "quarantine_bytes", 0, &v, err)))
         goto end;
     st->quarantine_bytes = (uint64_t)v;
-    if ((rc = scalar(s,
-                     "SELECT value FROM counters WHERE name = "
-                     "'quarantine_evictions'",
-                     &v, err)))
+    if ((rc = store_counter(s, "quarantine_evictions", 0, &v, err)))
         goto end;
     st->quarantine_evictions = (uint64_t)v;
     st->size_bytes =

@@ -631,7 +631,6 @@ store_tail_open(struct store *s, const struct store_opts *o,
 {
     struct store_tail *t = calloc(1, sizeof(*t));
     int64_t from = 1, floor = 1, max_id = 0;
-    sqlite3_stmt *st;
     int rc;
 
     *out = NULL;
@@ -640,17 +639,10 @@ store_tail_open(struct store *s, const struct store_opts *o,
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
     t->chunk = o->chunk_receipts ? o->chunk_receipts : STORE_CHUNK_RECEIPTS;
-    rc = sqlite3_prepare_v2(store_db(s),
-                            "SELECT coalesce(max(id), 0) FROM receipts", -1,
-                            &st, NULL);
-    if (rc != SQLITE_OK) {
-        rc = store_fail(s, rc, err, "read the newest receipt");
-        goto fail;
-    }
-    if (sqlite3_step(st) == SQLITE_ROW)
-        max_id = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
+    if ((rc =
+             store_one_int(s, "SELECT coalesce(max(id), 0) FROM receipts", NULL,
+                           0, 0, 0, &max_id, err, "read the newest receipt")) ||
+        (rc = store_counter(s, "tail_from", 1, &from, err)) ||
         (rc = store_counter(s, "id_floor", 1, &floor, err)))
         goto fail;
     /* Never an id that was used: not one below the tail (chunks covered
