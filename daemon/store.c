@@ -33,6 +33,7 @@ enum {
     ST_DEDUPE_PUT,
     ST_COUNTER_GET,
     ST_COUNTER_ADD,
+    ST_COUNTER_SET,
     ST_QUARANTINE_OLDEST,
     ST_QUARANTINE_DEL,
     ST_QUARANTINE_PUT,
@@ -61,6 +62,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RELEASE] = "RELEASE job",
     [ST_COUNTER_GET] = "SELECT value FROM counters WHERE name = ?1",
     [ST_COUNTER_ADD] = "UPDATE counters SET value = value + ?2 WHERE name = ?1",
+    [ST_COUNTER_SET] = "INSERT INTO counters (name, value) VALUES (?1, ?2) ON "
+                       "CONFLICT (name) DO UPDATE SET value = excluded.value",
     [ST_QUARANTINE_OLDEST] = "SELECT id, size FROM quarantine ORDER BY id "
                              "LIMIT 1",
     [ST_QUARANTINE_DEL] = "DELETE FROM quarantine WHERE id = ?1",
@@ -655,6 +658,17 @@ step_done(struct store *s, sqlite3_stmt *st, struct proto_err *err,
     if (rc != SQLITE_DONE)
         return store_fail(s, rc, err, what);
     return 0;
+}
+
+int
+store_counter_set(struct store *s, const char *name, int64_t v,
+                  struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_COUNTER_SET];
+
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, v);
+    return step_done(s, st, err, "set a counter");
 }
 
 static int

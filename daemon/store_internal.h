@@ -119,6 +119,11 @@ int store_one_int(struct store *s, const char *sql, const char *param,
                   size_t len, int as_blob, int64_t dflt, int64_t *v,
                   struct proto_err *err, const char *what);
 
+/* Sets (or makes) a row of the counters table; the writer's store only,
+ * in its transaction. */
+int store_counter_set(struct store *s, const char *name, int64_t v,
+                      struct proto_err *err);
+
 /* The id of string p (n bytes) in `strings`, 0 when it has none; on any
  * connection, in the caller's transaction. */
 int store_string_id(struct store *s, const char *p, size_t n, int64_t *id,

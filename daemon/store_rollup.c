@@ -61,8 +61,7 @@ struct store_rollup {
     struct pending *txn;    /* TXN_MAX: sums of the tail's receipts */
     struct pending **order; /* TXN_MAX: txn sorted by key, for writing */
     sqlite3_stmt *hours;    /* hour rows of a bucket range, for folding */
-    sqlite3_stmt *set_days;
-    int *slots; /* TXN_SLOTS: index of txn by key, -1 = free */
+    int *slots;             /* TXN_SLOTS: index of txn by key, -1 = free */
     int n_txn;
 };
 
@@ -277,7 +276,6 @@ store_rollup_free(struct store_rollup *ru)
     for (i = 0; i < STORE_LEVELS; i++)
         sqlite3_finalize(ru->lv[i].put);
     sqlite3_finalize(ru->hours);
-    sqlite3_finalize(ru->set_days);
     free(ru->txn);
     free(ru->order);
     free(ru->slots);
@@ -439,13 +437,8 @@ store_rollup_flush(struct store *s, struct store_rollup *ru,
      * rollups take them once, instead of every chunk updating both. */
     if (rc == 0 && now_hour > days_from) {
         rc = fold_hours(s, ru, days_from, now_hour, err);
-        if (rc == 0) {
-            sqlite3_bind_int64(ru->set_days, 1, now_hour);
-            rc = sqlite3_step(ru->set_days);
-            sqlite3_reset(ru->set_days);
-            rc = rc == SQLITE_DONE ? 0
-                                   : store_fail(s, rc, err, "move days_from");
-        }
+        if (rc == 0)
+            rc = store_counter_set(s, "days_from", now_hour, err);
     }
     /* On failure the caller rolls the transaction back, rows and rollups
      * alike, so what was pending is dropped either way. */
@@ -508,12 +501,7 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
                  "executed_backend, source_id, bucket, receipts, fallback, "
                  "clean, unproven, figures FROM rollups WHERE bucket >= ?1 "
                  "AND bucket < ?2",
-                 -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL)) ||
-            (rc = sqlite3_prepare_v3(
-                 store_db(s),
-                 "INSERT INTO counters (name, value) VALUES ('days_from', "
-                 "?1) ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                 -1, SQLITE_PREPARE_PERSISTENT, &ru->set_days, NULL))) {
+                 -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL))) {
             rc = store_fail(s, rc, err, "prepare the rollups");
             store_rollup_free(ru);
             return rc;

@@ -60,7 +60,7 @@ struct store_tail {
     size_t nlists, cap;
     size_t *slots; /* open addressing into lists; nslots a power of two */
     size_t nslots;
-    sqlite3_stmt *put_posting, *put_chunk, *set_counter, *put_dedupe;
+    sqlite3_stmt *put_posting, *put_chunk, *put_dedupe;
     /* The dedupe records of the tail's `receipt` writes: written with the
      * chunk, in key order, instead of one B-tree leaf per source in every
      * commit. They are what the rows say (source, seq, id, status), so a
@@ -307,24 +307,6 @@ prepare(struct store *s, const char *sql, sqlite3_stmt **st,
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT, st,
                             NULL);
     return rc == SQLITE_OK ? 0 : store_fail(s, rc, err, "prepare the chunks");
-}
-
-static int
-set_counter(struct store *s, struct store_tail *t, const char *name, int64_t v,
-            struct proto_err *err)
-{
-    int rc = prepare(s,
-                     "INSERT INTO counters (name, value) VALUES (?1, ?2) ON "
-                     "CONFLICT (name) DO UPDATE SET value = excluded.value",
-                     &t->set_counter, err);
-
-    if (rc != 0)
-        return rc;
-    sqlite3_bind_text(t->set_counter, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(t->set_counter, 2, v);
-    rc = sqlite3_step(t->set_counter);
-    sqlite3_reset(t->set_counter);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "move the tail");
 }
 
 /* Writes the chunk [t->first_id, end_id) and the postings of t's lists. */
@@ -676,7 +658,6 @@ store_tail_free(struct store_tail *t)
     free(t->slots);
     sqlite3_finalize(t->put_posting);
     sqlite3_finalize(t->put_chunk);
-    sqlite3_finalize(t->set_counter);
     sqlite3_finalize(t->put_dedupe);
     free(t->seqs);
     free(t);
@@ -698,7 +679,7 @@ store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
         return 0;
     if ((rc = write_chunk(s, t, end, err)) || (rc = write_dedupe(s, t, err)) ||
         (rc = store_rollup_flush(s, *store_rollups(s), err)) ||
-        (rc = set_counter(s, t, "tail_from", end, err)))
+        (rc = store_counter_set(s, "tail_from", end, err)))
         return rc;
     reset(t, end);
     return 0;
