@@ -577,9 +577,12 @@ store_commit(struct store *s, struct proto_err *err)
 {
     int rc = 0;
 
-    /* A long enough tail becomes a chunk in this transaction. */
+    /* A long enough tail becomes a chunk in this transaction, and the
+     * last chunk's sums go on into the rollups by another slice. */
     if (s->tail != NULL && store_tail_due(s->tail))
         rc = store_tail_flush(s, s->tail, err);
+    if (rc == 0)
+        rc = store_rollup_merge_step(s, s->rollup, err);
     if (rc == 0)
         rc = run(s, ST_COMMIT, err, "commit");
 

@@ -71,20 +71,59 @@ struct store_rollup_key {
     int64_t received_at;
 };
 
-/* Adds r to the tail's pending sums; *rup holds the prepared statements
- * and the sums, made on first use (free with store_rollup_free).
- * store_rollup_full tells that no new key fits (the tail must become a
- * chunk first); store_rollup_flush writes the sums into the rollup tables
- * and empties them; store_rollup_discard_all empties them (rollback). NULL
- * is a no-op for all but store_rollup_add. */
+/*
+ * The writer's sums per key (store_rollup.c): the tail's, and the last
+ * chunk's while they are merged into the rollup rows a slice per commit
+ * (migrations/0008). *rup holds the prepared statements and the sums,
+ * made on first use (free with store_rollup_free); NULL is a no-op for
+ * all but the functions that take rup.
+ *
+ * store_rollup_add adds a tail receipt; store_rollup_full tells that no
+ * new key fits (the tail must become a chunk first). store_rollup_seal
+ * makes the tail's sums the chunk [first_id, end_id) to merge, after
+ * merging what was left of the last one. store_rollup_merge_step merges
+ * the next slice, sized to what the tail took since the last one;
+ * store_rollup_merge_all merges the rest. store_rollup_discard_all
+ * empties both (rollback: the tail reloads them, store_tail_reload).
+ */
 int store_rollup_add(struct store *s, struct store_rollup **rup,
                      const struct store_rollup_key *k, const struct receipt *r,
                      struct proto_err *err);
 int store_rollup_full(const struct store_rollup *ru);
-int store_rollup_flush(struct store *s, struct store_rollup *ru,
-                       struct proto_err *err);
+int store_rollup_seal(struct store *s, struct store_rollup *ru,
+                      int64_t first_id, int64_t end_id, struct proto_err *err);
+int store_rollup_merge_step(struct store *s, struct store_rollup *ru,
+                            struct proto_err *err);
+int store_rollup_merge_all(struct store *s, struct store_rollup *ru,
+                           struct proto_err *err);
+int store_rollup_merging(const struct store_rollup *ru);
 void store_rollup_discard_all(struct store_rollup *ru);
 void store_rollup_free(struct store_rollup *ru);
+
+/* How far the merge of a chunk's sums is (the rollup_merge row): the
+ * rollups cover the receipts below from, and those of [from, tail_from)
+ * whose key is at most key (none when !has_key). from is INT64_MAX on a
+ * store without the row. */
+struct store_rollup_merge {
+    int64_t from;
+    int has_key;
+    struct store_rollup_key key; /* received_at: the bucket's start */
+};
+int store_rollup_merge_state(struct store *s, struct store_rollup_merge *m,
+                             struct proto_err *err);
+/* Whether a receipt's key k (received_at its own) comes after last. */
+int store_rollup_key_after(const struct store_rollup_key *k,
+                           const struct store_rollup_key *last);
+/* Rebuilding the merge from the rows (store_tail_reload): reseal starts
+ * the chunk [first_id, end_id) empty, add_sealed adds a receipt not yet
+ * merged, resealed puts them in key order. */
+int store_rollup_reseal(struct store *s, struct store_rollup **rup,
+                        int64_t first_id, int64_t end_id,
+                        struct proto_err *err);
+int store_rollup_add_sealed(struct store_rollup *ru,
+                            const struct store_rollup_key *k,
+                            const struct receipt *r, struct proto_err *err);
+void store_rollup_resealed(struct store_rollup *ru);
 
 /* The writer's rollup sums (store.c owns them). */
 struct store_rollup **store_rollups(struct store *s);

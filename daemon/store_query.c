@@ -360,7 +360,8 @@ out:
     return rc;
 }
 
-/* Walks the chunks that hold the first key's value, newest first. */
+/* Walks the chunks that hold the first key's value, newest first: each
+ * chunk's posting of it is one primary-key lookup (migrations/0008). */
 static int
 walk_postings(struct page *p, int64_t below, struct proto_err *err)
 {
@@ -370,10 +371,10 @@ walk_postings(struct page *p, int64_t below, struct proto_err *err)
     int rc, r = 0;
 
     snprintf(sql, sizeof(sql),
-             "SELECT p.chunk, p.ids, c.first_at, c.last_at, c.ordered FROM "
-             "postings p JOIN chunks c ON "
-             "c.first_id = p.chunk WHERE p.kind = ?1 AND p.value = ?2 AND "
-             "p.chunk < ?3%s%s ORDER BY p.chunk DESC",
+             "SELECT c.first_id, p.ids, c.first_at, c.last_at, c.ordered "
+             "FROM chunks c CROSS JOIN postings p ON p.chunk = c.first_id "
+             "AND p.kind = ?1 AND p.value = ?2 WHERE c.first_id < ?3%s%s "
+             "ORDER BY c.first_id DESC",
              f->has_since ? " AND c.last_at >= ?4" : "",
              f->has_until ? " AND c.first_at < ?5" : "");
     rc = sqlite3_prepare_v2(store_db(p->s), sql, -1, &st, NULL);

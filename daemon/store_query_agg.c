@@ -207,7 +207,8 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
 
 static int
 run_sql(struct store *s, const char *sql, const struct store_filter *f,
-        int64_t lo, int64_t hi, int64_t tail, enum reader how,
+        int64_t lo, int64_t hi, int64_t tail,
+        const struct store_rollup_merge *m, enum reader how,
         struct store_agg *a, struct proto_err *err)
 {
     sqlite3_stmt *st;
@@ -220,6 +221,16 @@ run_sql(struct store *s, const char *sql, const struct store_filter *f,
     store_bind_i64(st, ":lo", lo);
     store_bind_i64(st, ":hi", hi);
     store_bind_i64(st, ":tail", tail);
+    if (m != NULL) {
+        store_bind_i64(st, ":rfrom", m->from);
+        store_bind_i64(st, ":m1", m->key.plan_id);
+        store_bind_i64(st, ":m2", m->key.graph_id);
+        store_bind_i64(st, ":m3", m->key.model_id);
+        store_bind_i64(st, ":m4", m->key.requested);
+        store_bind_i64(st, ":m5", m->key.executed);
+        store_bind_i64(st, ":m6", m->key.source_id);
+        store_bind_i64(st, ":m7", m->key.received_at / STORE_BUCKET_MS);
+    }
     rc = read_rows(s, st, how, a, err);
     sqlite3_finalize(st);
     return rc;
@@ -229,15 +240,17 @@ run_sql(struct store *s, const char *sql, const struct store_filter *f,
 enum part {
     PART_ALL,     /* every receipt (STORE_AGG_SCAN) */
     PART_CHUNKED, /* those below tail_from, which the rollups cover */
-    PART_TAIL     /* those at or above it, which they do not */
+    PART_TAIL,    /* those at or above it, which they do not */
+    PART_UNMERGED /* those of the chunk being merged that the rollups do
+                   * not hold yet (migrations/0008) */
 };
 
 /* Receipts with lo <= received_at < hi (no bounds when !bounded). */
 static int
 from_receipts(struct store *s, const struct store_filter *f, int group_by,
               unsigned flags, enum part part, int bounded, int64_t lo,
-              int64_t hi, int64_t tail, struct store_agg *a,
-              struct proto_err *err)
+              int64_t hi, int64_t tail, const struct store_rollup_merge *m,
+              struct store_agg *a, struct proto_err *err)
 {
     char sql[4096];
     size_t n = 0, cap = sizeof(sql);
@@ -257,6 +270,14 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
     ADD(" FROM receipts WHERE 1");
     if (part == PART_TAIL)
         ADD(" AND id >= :tail");
+    if (part == PART_UNMERGED) {
+        ADD(" AND id >= :rfrom AND id < :tail");
+        if (m->has_key)
+            ADD(" AND (plan_id, graph_id, model_id, requested_backend, "
+                "executed_backend, source_id, received_at / %d) > (:m1, :m2, "
+                ":m3, :m4, :m5, :m6, :m7)",
+                STORE_BUCKET_MS);
+    }
     /* An edge is at most an hour of receipts, and the chunks whose times
      * reach into it are one id range (received_at follows the clock), so
      * it is read as a rowid range whatever the other filters. Chunks end
@@ -273,7 +294,7 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
         ADD(" GROUP BY 1, 2");
     if (n >= cap)
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
-    return run_sql(s, sql, f, lo, hi, tail,
+    return run_sql(s, sql, f, lo, hi, tail, m,
                    flags & STORE_AGG_COUNTERS ? READ_RECEIPT : READ_COUNTS, a,
                    err);
 }
@@ -303,7 +324,7 @@ from_rollups(struct store *s, const char *table, const struct store_filter *f,
         ADD(" GROUP BY 1, 2");
     if (n >= cap)
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
-    return run_sql(s, sql, f, lo, hi, 0,
+    return run_sql(s, sql, f, lo, hi, 0, NULL,
                    flags & STORE_AGG_COUNTERS ? READ_ROLLUP : READ_COUNTS, a,
                    err);
 }
@@ -373,14 +394,14 @@ hours(struct store *s, const struct store_filter *f, int group_by,
     eb = hi / H;
     if (fb >= eb)
         return from_receipts(s, f, group_by, flags, PART_CHUNKED, 1, lo, hi, 0,
-                             a, err);
+                             NULL, a, err);
     if ((rc = from_rollups(s, "rollups", f, group_by, flags, fb, eb, a, err)))
         return rc;
     if (lo < fb * H && (rc = from_receipts(s, f, group_by, flags, PART_CHUNKED,
-                                           1, lo, fb * H, 0, a, err)))
+                                           1, lo, fb * H, 0, NULL, a, err)))
         return rc;
     if (eb * H < hi && (rc = from_receipts(s, f, group_by, flags, PART_CHUNKED,
-                                           1, eb * H, hi, 0, a, err)))
+                                           1, eb * H, hi, 0, NULL, a, err)))
         return rc;
     return 0;
 }
@@ -389,7 +410,8 @@ static int
 agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     struct store_agg *a, struct proto_err *err)
 {
-    const int64_t D = STORE_DAY_MS;
+    const int64_t D = STORE_DAY_MS, H = STORE_BUCKET_MS;
+    struct store_rollup_merge m;
     int64_t lo = f->has_since ? store_clamp_i64(f->since) : 0;
     int64_t hi = f->has_until ? store_clamp_i64(f->until) : INT64_MAX;
     int64_t fd, ed, tail, days_from = 0;
@@ -399,13 +421,27 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
         return 0;
     if (flags & STORE_AGG_SCAN)
         return from_receipts(s, f, group_by, flags, PART_ALL, bounded, lo, hi,
-                             0, a, err);
+                             0, NULL, a, err);
     /* The rollups and the edges cover the receipts below tail_from; the
      * tail, at most about a chunk, is read as it is. */
     if ((rc = store_counter(s, "tail_from", 1, &tail, err)) ||
         (rc = from_receipts(s, f, group_by, flags, PART_TAIL, bounded, lo, hi,
-                            tail, a, err)))
+                            tail, NULL, a, err)) ||
+        (rc = store_rollup_merge_state(s, &m, err)))
         return rc;
+    /* While a chunk's sums are merged into the rollups, what they do not
+     * hold yet of it is read from its rows, for the whole hours of the
+     * range: those that the rollups answer (the partial hours at the edges
+     * come from the receipts anyway). */
+    if (m.from < tail) {
+        int64_t wlo = bounded ? (lo / H + (lo % H != 0)) * H : 0;
+        int64_t whi = bounded ? hi / H * H : INT64_MAX;
+
+        if (wlo < whi &&
+            (rc = from_receipts(s, f, group_by, flags, PART_UNMERGED, bounded,
+                                wlo, whi, tail, &m, a, err)))
+            return rc;
+    }
     /* Whole days [fd, ed) from the day rollups, the hours around them from
      * the hour rollups, the rest from the receipts. The day rollups hold
      * the hours below days_from (store_rollup.c): a day past it is read

@@ -18,6 +18,7 @@
  * touched from the receipts left in them.
  */
 #include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,13 @@ struct pending {
     struct store_agg_group g;
 };
 
+/* Sums per key, found through an open-addressing table. */
+struct sums {
+    struct pending *p; /* TXN_MAX */
+    int *slots;        /* TXN_SLOTS: index into p by key, -1 = free */
+    int n;
+};
+
 /* The statements of one rollups table. */
 struct level {
     sqlite3_stmt *put;
@@ -56,13 +64,21 @@ static const struct {
     { "rollups_day", STORE_DAY_MS },
 };
 
+/*
+ * The sums of the tail, and those of the last chunk while they are merged
+ * into the rollup rows (migrations/0008): `sealed`, in key order through
+ * `order`, of which the first `merged` are written. The sealed chunk is
+ * the ids [sealed_from, sealed_end).
+ */
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct pending *txn;    /* TXN_MAX: sums of the tail's receipts */
-    struct pending **order; /* TXN_MAX: txn sorted by key, for writing */
-    sqlite3_stmt *hours;    /* hour rows of a bucket range, for folding */
-    int *slots;             /* TXN_SLOTS: index of txn by key, -1 = free */
-    int n_txn;
+    struct sums tail, sealed;
+    struct pending **order; /* TXN_MAX */
+    int merged;
+    int64_t sealed_from, sealed_end;
+    uint64_t added;          /* receipts the tail took since the last step */
+    sqlite3_stmt *hours;     /* hour rows of a bucket range, for folding */
+    sqlite3_stmt *set_merge; /* the rollup_merge row */
 };
 
 void
@@ -276,9 +292,12 @@ store_rollup_free(struct store_rollup *ru)
     for (i = 0; i < STORE_LEVELS; i++)
         sqlite3_finalize(ru->lv[i].put);
     sqlite3_finalize(ru->hours);
-    free(ru->txn);
+    sqlite3_finalize(ru->set_merge);
+    free(ru->tail.p);
+    free(ru->tail.slots);
+    free(ru->sealed.p);
+    free(ru->sealed.slots);
     free(ru->order);
-    free(ru->slots);
     free(ru);
 }
 
@@ -322,11 +341,8 @@ write_pending(struct store *s, const struct level *ru, int64_t ms,
 }
 
 static int
-key_cmp_cb(const void *pa, const void *pb)
+key_cmp(const struct store_rollup_key *a, const struct store_rollup_key *b)
 {
-    const struct store_rollup_key *a = &(*(const struct pending *const *)pa)->k;
-    const struct store_rollup_key *b = &(*(const struct pending *const *)pb)->k;
-
 #define CMP(f)                                                                 \
     if (a->f != b->f)                                                          \
         return a->f < b->f ? -1 : 1;
@@ -341,25 +357,11 @@ key_cmp_cb(const void *pa, const void *pb)
     return 0;
 }
 
-/* Writes n pending sums into the hour rollups, in the order of their
- * keys, so that neighbouring rows share their B-tree pages, and into the
- * day rollups those whose hour was folded already (below days_from: a
- * receipt stamped by a clock that stepped back). */
 static int
-write_all(struct store *s, struct store_rollup *ru, struct pending *p, int n,
-          int64_t days_from, struct proto_err *err)
+key_cmp_cb(const void *pa, const void *pb)
 {
-    int i, rc = 0;
-
-    for (i = 0; i < n; i++)
-        ru->order[i] = &p[i];
-    qsort(ru->order, (size_t)n, sizeof(*ru->order), key_cmp_cb);
-    for (i = 0; i < n && rc == 0; i++)
-        rc = write_pending(s, &ru->lv[0], levels[0].ms, ru->order[i], err);
-    for (i = 0; i < n && rc == 0; i++)
-        if (ru->order[i]->k.received_at / STORE_BUCKET_MS < days_from)
-            rc = write_pending(s, &ru->lv[1], levels[1].ms, ru->order[i], err);
-    return rc;
+    return key_cmp(&(*(const struct pending *const *)pa)->k,
+                   &(*(const struct pending *const *)pb)->k);
 }
 
 /* Adds the hour rows of buckets [from, to) to the day rollups. */
@@ -393,13 +395,24 @@ fold_hours(struct store *s, struct store_rollup *ru, int64_t from, int64_t to,
 }
 
 static void
-clear_txn(struct store_rollup *ru)
+sums_clear(struct sums *m)
 {
     int i;
 
     for (i = 0; i < TXN_SLOTS; i++)
-        ru->slots[i] = -1;
-    ru->n_txn = 0;
+        m->slots[i] = -1;
+    m->n = 0;
+}
+
+static int
+sums_alloc(struct sums *m)
+{
+    m->p = malloc(TXN_MAX * sizeof(*m->p));
+    m->slots = malloc(TXN_SLOTS * sizeof(*m->slots));
+    if (m->p == NULL || m->slots == NULL)
+        return -1;
+    sums_clear(m);
+    return 0;
 }
 
 static size_t
@@ -416,115 +429,35 @@ key_slot(const struct store_rollup_key *k)
     return (size_t)(h >> 32) & (TXN_SLOTS - 1);
 }
 
-int
-store_rollup_flush(struct store *s, struct store_rollup *ru,
-                   struct proto_err *err)
+/* Adds r, under the key k (whose received_at is the receipt's), to m. */
+static int
+sums_add(struct sums *m, const struct store_rollup_key *k,
+         const struct receipt *r, struct proto_err *err)
 {
-    int rc;
-
-    int64_t days_from, now_hour = INT64_MIN;
-    int i;
-
-    if (ru == NULL)
-        return 0;
-    for (i = 0; i < ru->n_txn; i++)
-        if (ru->txn[i].k.received_at / STORE_BUCKET_MS > now_hour)
-            now_hour = ru->txn[i].k.received_at / STORE_BUCKET_MS;
-    rc = store_counter(s, "days_from", 0, &days_from, err);
-    if (rc == 0)
-        rc = write_all(s, ru, ru->txn, ru->n_txn, days_from, err);
-    /* Hours before the newest one the chunk reached are done: the day
-     * rollups take them once, instead of every chunk updating both. */
-    if (rc == 0 && now_hour > days_from) {
-        rc = fold_hours(s, ru, days_from, now_hour, err);
-        if (rc == 0)
-            rc = store_counter_set(s, "days_from", now_hour, err);
-    }
-    /* On failure the caller rolls the transaction back, rows and rollups
-     * alike, so what was pending is dropped either way. */
-    clear_txn(ru);
-    return rc;
-}
-
-void
-store_rollup_discard_all(struct store_rollup *ru)
-{
-    if (ru != NULL)
-        clear_txn(ru);
-}
-
-int
-store_rollup_full(const struct store_rollup *ru)
-{
-    return ru != NULL && ru->n_txn >= TXN_MAX;
-}
-
-int
-store_rollup_add(struct store *s, struct store_rollup **rup,
-                 const struct store_rollup_key *k, const struct receipt *r,
-                 struct proto_err *err)
-{
-    struct store_rollup *ru = *rup;
     struct store_rollup_key bk = *k;
     struct pending *p;
     uint64_t bits;
-    int rc, i, status;
+    int i, status;
     size_t j;
 
-    if (ru == NULL) {
-        ru = calloc(1, sizeof(*ru));
-        if (ru == NULL)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        ru->txn = malloc(TXN_MAX * sizeof(*ru->txn));
-        ru->slots = malloc(TXN_SLOTS * sizeof(*ru->slots));
-        ru->order = malloc(TXN_MAX * sizeof(*ru->order));
-        if (ru->txn == NULL || ru->slots == NULL || ru->order == NULL) {
-            store_rollup_free(ru);
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        }
-        clear_txn(ru);
-        rc = sqlite3_create_function(store_db(s), "rollup_merge", 2,
-                                     SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
-                                     merge_fn, NULL, NULL);
-        if (rc != SQLITE_OK) {
-            store_rollup_free(ru);
-            return store_fail(s, rc, err, "register rollup_merge");
-        }
-        for (i = 0; i < STORE_LEVELS; i++)
-            if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
-                store_rollup_free(ru);
-                return rc;
-            }
-        if ((rc = sqlite3_prepare_v3(
-                 store_db(s),
-                 "SELECT plan_id, graph_id, model_id, requested_backend, "
-                 "executed_backend, source_id, bucket, receipts, fallback, "
-                 "clean, unproven, figures FROM rollups WHERE bucket >= ?1 "
-                 "AND bucket < ?2",
-                 -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL))) {
-            rc = store_fail(s, rc, err, "prepare the rollups");
-            store_rollup_free(ru);
-            return rc;
-        }
-        *rup = ru;
-    }
     /* Receipts of one write share their time and source and mostly their
      * model, plan and backends: summing them here first turns a chunk into
      * one row update per key instead of one per receipt. */
     bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
     j = key_slot(&bk);
-    while (ru->slots[j] >= 0 && !key_eq(&ru->txn[ru->slots[j]].k, &bk))
+    while (m->slots[j] >= 0 && !key_eq(&m->p[m->slots[j]].k, &bk))
         j = (j + 1) & (TXN_SLOTS - 1);
-    if (ru->slots[j] >= 0) {
-        p = &ru->txn[ru->slots[j]];
+    if (m->slots[j] >= 0) {
+        p = &m->p[m->slots[j]];
     } else {
-        /* The tail checks store_rollup_full() before every receipt. */
-        assert(ru->n_txn < TXN_MAX);
-        if (ru->n_txn >= TXN_MAX)
+        /* The tail checks store_rollup_full() before every receipt, and
+         * the sealed sums are those of one chunk of the tail. */
+        assert(m->n < TXN_MAX);
+        if (m->n >= TXN_MAX)
             return proto_err_set(err, PROTO_ENOMEM, NULL,
                                  "too many rollup keys in memory");
-        ru->slots[j] = ru->n_txn;
-        p = &ru->txn[ru->n_txn++];
+        m->slots[j] = m->n;
+        p = &m->p[m->n++];
         memset(p, 0, sizeof(*p));
         p->k = bk;
     }
@@ -540,4 +473,310 @@ store_rollup_add(struct store *s, struct store_rollup **rup,
         if (bits >> i & 1)
             store_agg_counter_add(&p->g.c[i], r->counters[i]);
     return 0;
+}
+
+/* Records in rollup_merge how far the merge is: rollup_from, and the last
+ * key merged of [rollup_from, tail_from) (none when k is NULL). */
+static int
+set_merge(struct store *s, struct store_rollup *ru, int64_t from,
+          const struct store_rollup_key *k, struct proto_err *err)
+{
+    sqlite3_stmt *st = ru->set_merge;
+    int rc;
+
+    sqlite3_bind_int64(st, 1, from);
+    if (k != NULL) {
+        sqlite3_bind_int64(st, 2, k->plan_id);
+        sqlite3_bind_int64(st, 3, k->graph_id);
+        sqlite3_bind_int64(st, 4, k->model_id);
+        sqlite3_bind_int(st, 5, k->requested);
+        sqlite3_bind_int(st, 6, k->executed);
+        sqlite3_bind_int64(st, 7, k->source_id);
+        sqlite3_bind_int64(st, 8, k->received_at / STORE_BUCKET_MS);
+    } else {
+        int i;
+
+        for (i = 2; i <= 8; i++)
+            sqlite3_bind_null(st, i);
+    }
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "record the rollup merge");
+    return 0;
+}
+
+/* Sorts the sealed sums by key, for merging. */
+static void
+order_sealed(struct store_rollup *ru)
+{
+    int i;
+
+    for (i = 0; i < ru->sealed.n; i++)
+        ru->order[i] = &ru->sealed.p[i];
+    qsort(ru->order, (size_t)ru->sealed.n, sizeof(*ru->order), key_cmp_cb);
+    ru->merged = 0;
+}
+
+/*
+ * Writes up to quota more of the sealed sums into the rollup rows, in key
+ * order, and records how far it got; the last slice closes the merge:
+ * rollup_from reaches the end of the sealed chunk, and the hours before
+ * the newest one it reached, which are over, go into their days (once,
+ * instead of every chunk updating both levels).
+ */
+static int
+merge(struct store *s, struct store_rollup *ru, int quota,
+      struct proto_err *err)
+{
+    int64_t days_from, now_hour = INT64_MIN;
+    int end, i, rc;
+
+    if (ru->sealed_end <= ru->sealed_from)
+        return 0;
+    if ((rc = store_counter(s, "days_from", 0, &days_from, err)))
+        return rc;
+    end =
+        ru->sealed.n - ru->merged <= quota ? ru->sealed.n : ru->merged + quota;
+    /* A key of an hour folded already (a clock that stepped back) adds
+     * to its day row too. */
+    for (i = ru->merged; i < end && rc == 0; i++) {
+        const struct pending *p = ru->order[i];
+
+        rc = write_pending(s, &ru->lv[0], levels[0].ms, p, err);
+        if (rc == 0 && p->k.received_at / STORE_BUCKET_MS < days_from)
+            rc = write_pending(s, &ru->lv[1], levels[1].ms, p, err);
+    }
+    if (rc != 0)
+        return rc;
+    ru->merged = end;
+    if (end < ru->sealed.n)
+        return set_merge(s, ru, ru->sealed_from, &ru->order[end - 1]->k, err);
+    for (i = 0; i < ru->sealed.n; i++)
+        if (ru->sealed.p[i].k.received_at / STORE_BUCKET_MS > now_hour)
+            now_hour = ru->sealed.p[i].k.received_at / STORE_BUCKET_MS;
+    if ((rc = set_merge(s, ru, ru->sealed_end, NULL, err)))
+        return rc;
+    if (now_hour > days_from) {
+        if ((rc = fold_hours(s, ru, days_from, now_hour, err)) ||
+            (rc = store_counter_set(s, "days_from", now_hour, err)))
+            return rc;
+    }
+    sums_clear(&ru->sealed);
+    ru->merged = 0;
+    ru->sealed_from = ru->sealed_end;
+    return 0;
+}
+
+int
+store_rollup_seal(struct store *s, struct store_rollup *ru, int64_t first_id,
+                  int64_t end_id, struct proto_err *err)
+{
+    struct sums t;
+    int rc;
+
+    if (ru == NULL)
+        return 0;
+    /* One chunk at a time: what is left of the last one goes now. */
+    if ((rc = merge(s, ru, INT_MAX, err)))
+        return rc;
+    t = ru->sealed;
+    ru->sealed = ru->tail;
+    ru->tail = t;
+    sums_clear(&ru->tail);
+    ru->added = 0;
+    ru->sealed_from = first_id;
+    ru->sealed_end = end_id;
+    order_sealed(ru);
+    return set_merge(s, ru, first_id, NULL, err);
+}
+
+/* Keys per slice at least: a slice costs about 2 us a key. */
+#define MERGE_MIN_KEYS 64
+
+int
+store_rollup_merge_step(struct store *s, struct store_rollup *ru,
+                        struct proto_err *err)
+{
+    uint64_t quota, span;
+
+    if (ru == NULL || ru->sealed_end <= ru->sealed_from)
+        return 0;
+    /* Paced by what arrives: the merge is done when the tail is half a
+     * chunk long, well before it is sealed itself. */
+    span = (uint64_t)(ru->sealed_end - ru->sealed_from);
+    quota = (uint64_t)ru->sealed.n * 2 * ru->added / (span ? span : 1);
+    ru->added = 0;
+    if (quota < MERGE_MIN_KEYS)
+        quota = MERGE_MIN_KEYS;
+    return merge(s, ru, quota > INT_MAX ? INT_MAX : (int)quota, err);
+}
+
+int
+store_rollup_merge_all(struct store *s, struct store_rollup *ru,
+                       struct proto_err *err)
+{
+    return ru == NULL ? 0 : merge(s, ru, INT_MAX, err);
+}
+
+int
+store_rollup_merging(const struct store_rollup *ru)
+{
+    return ru != NULL && ru->sealed_end > ru->sealed_from;
+}
+
+void
+store_rollup_discard_all(struct store_rollup *ru)
+{
+    if (ru == NULL)
+        return;
+    sums_clear(&ru->tail);
+    sums_clear(&ru->sealed);
+    ru->merged = 0;
+    ru->sealed_from = ru->sealed_end = 0;
+    ru->added = 0;
+}
+
+int
+store_rollup_full(const struct store_rollup *ru)
+{
+    return ru != NULL && ru->tail.n >= TXN_MAX;
+}
+
+static int
+rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
+{
+    struct store_rollup *ru;
+    int rc, i;
+
+    if (*rup != NULL)
+        return 0;
+    ru = calloc(1, sizeof(*ru));
+    if (ru == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    ru->order = malloc(TXN_MAX * sizeof(*ru->order));
+    if (ru->order == NULL || sums_alloc(&ru->tail) != 0 ||
+        sums_alloc(&ru->sealed) != 0) {
+        store_rollup_free(ru);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    rc = sqlite3_create_function(store_db(s), "rollup_merge", 2,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                 merge_fn, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        store_rollup_free(ru);
+        return store_fail(s, rc, err, "register rollup_merge");
+    }
+    for (i = 0; i < STORE_LEVELS; i++)
+        if ((rc = prepare(s, &ru->lv[i], levels[i].table, err)) != 0) {
+            store_rollup_free(ru);
+            return rc;
+        }
+    if ((rc = sqlite3_prepare_v3(
+             store_db(s),
+             "SELECT plan_id, graph_id, model_id, requested_backend, "
+             "executed_backend, source_id, bucket, receipts, fallback, "
+             "clean, unproven, figures FROM rollups WHERE bucket >= ?1 "
+             "AND bucket < ?2",
+             -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL)) ||
+        (rc = sqlite3_prepare_v3(
+             store_db(s),
+             "UPDATE rollup_merge SET rollup_from = ?1, plan_id = ?2, "
+             "graph_id = ?3, model_id = ?4, requested_backend = ?5, "
+             "executed_backend = ?6, source_id = ?7, bucket = ?8",
+             -1, SQLITE_PREPARE_PERSISTENT, &ru->set_merge, NULL))) {
+        rc = store_fail(s, rc, err, "prepare the rollups");
+        store_rollup_free(ru);
+        return rc;
+    }
+    *rup = ru;
+    return 0;
+}
+
+int
+store_rollup_add(struct store *s, struct store_rollup **rup,
+                 const struct store_rollup_key *k, const struct receipt *r,
+                 struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = rollup_open(s, rup, err)))
+        return rc;
+    (*rup)->added++;
+    return sums_add(&(*rup)->tail, k, r, err);
+}
+
+int
+store_rollup_merge_state(struct store *s, struct store_rollup_merge *m,
+                         struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    rc = sqlite3_prepare_v2(store_db(s),
+                            "SELECT rollup_from, plan_id, graph_id, model_id, "
+                            "requested_backend, executed_backend, source_id, "
+                            "bucket FROM rollup_merge",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read the rollup merge");
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        m->from = sqlite3_column_int64(st, 0);
+        m->has_key = sqlite3_column_type(st, 1) != SQLITE_NULL;
+        m->key.plan_id = sqlite3_column_int64(st, 1);
+        m->key.graph_id = sqlite3_column_int64(st, 2);
+        m->key.model_id = sqlite3_column_int64(st, 3);
+        m->key.requested = sqlite3_column_int(st, 4);
+        m->key.executed = sqlite3_column_int(st, 5);
+        m->key.source_id = sqlite3_column_int64(st, 6);
+        m->key.received_at = sqlite3_column_int64(st, 7) * STORE_BUCKET_MS;
+        rc = SQLITE_DONE;
+    } else if (rc == SQLITE_DONE) {
+        m->from = INT64_MAX; /* no row: nothing is being merged */
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0
+                             : store_fail(s, rc, err, "read the rollup merge");
+}
+
+int
+store_rollup_key_after(const struct store_rollup_key *k,
+                       const struct store_rollup_key *last)
+{
+    struct store_rollup_key bk = *k;
+
+    bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
+    return key_cmp(&bk, last) > 0;
+}
+
+int
+store_rollup_reseal(struct store *s, struct store_rollup **rup,
+                    int64_t first_id, int64_t end_id, struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = rollup_open(s, rup, err)))
+        return rc;
+    sums_clear(&(*rup)->sealed);
+    (*rup)->merged = 0;
+    (*rup)->sealed_from = first_id;
+    (*rup)->sealed_end = end_id;
+    return 0;
+}
+
+int
+store_rollup_add_sealed(struct store_rollup *ru,
+                        const struct store_rollup_key *k,
+                        const struct receipt *r, struct proto_err *err)
+{
+    return sums_add(&ru->sealed, k, r, err);
+}
+
+void
+store_rollup_resealed(struct store_rollup *ru)
+{
+    if (ru != NULL && ru->sealed_end > ru->sealed_from)
+        order_sealed(ru);
 }

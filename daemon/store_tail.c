@@ -309,11 +309,25 @@ prepare(struct store *s, const char *sql, sqlite3_stmt **st,
     return rc == SQLITE_OK ? 0 : store_fail(s, rc, err, "prepare the chunks");
 }
 
-/* Writes the chunk [t->first_id, end_id) and the postings of t's lists. */
+static int
+list_cmp_cb(const void *pa, const void *pb)
+{
+    const struct list *a = *(const struct list *const *)pa;
+    const struct list *b = *(const struct list *const *)pb;
+
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    return a->value < b->value ? -1 : a->value > b->value;
+}
+
+/* Writes the chunk [t->first_id, end_id) and the postings of t's lists,
+ * in key order: appended to the end of `postings`, which is ordered by
+ * chunk first (migrations/0008). */
 static int
 write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
             struct proto_err *err)
 {
+    const struct list **order;
     char *buf = NULL;
     size_t cap = 0, i;
     int rc;
@@ -326,7 +340,7 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
                       "?5, ?6)",
                       &t->put_chunk, err)) ||
         (rc = prepare(s,
-                      "INSERT INTO postings (kind, value, chunk, ids) "
+                      "INSERT INTO postings (chunk, kind, value, ids) "
                       "VALUES (?1, ?2, ?3, ?4)",
                       &t->put_posting, err)))
         return rc;
@@ -340,41 +354,44 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
     sqlite3_reset(t->put_chunk);
     if (rc != SQLITE_DONE)
         return store_fail(s, rc, err, "store a chunk");
-    for (i = 0; i < t->nlists; i++) {
-        const struct list *l = &t->lists[i];
+    if ((order = malloc(t->nlists * sizeof(*order))) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < t->nlists; i++)
+        order[i] = &t->lists[i];
+    qsort(order, t->nlists, sizeof(*order), list_cmp_cb);
+    for (i = 0; i < t->nlists && rc == SQLITE_DONE; i++) {
+        const struct list *l = order[i];
         roaring_bitmap_t *b = roaring_bitmap_of_ptr(l->n, l->ids);
         size_t len;
 
-        if (b == NULL) {
-            free(buf);
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        }
+        if (b == NULL)
+            break;
         roaring_bitmap_run_optimize(b);
         len = roaring_bitmap_portable_size_in_bytes(b);
         if (len > cap) {
             char *nb = realloc(buf, len);
             if (nb == NULL) {
                 roaring_bitmap_free(b);
-                free(buf);
-                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+                break;
             }
             buf = nb;
             cap = len;
         }
         len = roaring_bitmap_portable_serialize(b, buf);
         roaring_bitmap_free(b);
-        sqlite3_bind_int(t->put_posting, 1, l->kind);
-        sqlite3_bind_int64(t->put_posting, 2, l->value);
-        sqlite3_bind_int64(t->put_posting, 3, t->first_id);
+        sqlite3_bind_int64(t->put_posting, 1, t->first_id);
+        sqlite3_bind_int(t->put_posting, 2, l->kind);
+        sqlite3_bind_int64(t->put_posting, 3, l->value);
         sqlite3_bind_blob(t->put_posting, 4, buf, (int)len, SQLITE_STATIC);
         rc = sqlite3_step(t->put_posting);
         sqlite3_reset(t->put_posting);
-        if (rc != SQLITE_DONE) {
-            free(buf);
-            return store_fail(s, rc, err, "store a posting");
-        }
     }
     free(buf);
+    free(order);
+    if (i < t->nlists && rc == SQLITE_DONE)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "store a posting");
     return 0;
 }
 
@@ -513,6 +530,52 @@ reload_rows(struct store *s, struct store_tail *t, struct proto_err *err)
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
 }
 
+/*
+ * Rebuilds the sums of the chunk whose merge into the rollups is under way
+ * (store_rollup.c) from its rows: those of [rollup_from, tail_from) whose
+ * key comes after the last one merged.
+ */
+static int
+reload_sealed(struct store *s, int64_t tail_from, struct proto_err *err)
+{
+    struct store_rollup_merge m;
+    sqlite3_stmt *st;
+    char sql[2048];
+    int rc;
+
+    if ((rc = store_rollup_merge_state(s, &m, err)))
+        return rc;
+    if (m.from >= tail_from)
+        return 0;
+    if ((rc = store_rollup_reseal(s, store_rollups(s), m.from, tail_from, err)))
+        return rc;
+    if (row_sql(sql, sizeof(sql), "id >= ?1 AND id < ?2") != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
+    rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "read the merging chunk");
+    sqlite3_bind_int64(st, 1, m.from);
+    sqlite3_bind_int64(st, 2, tail_from);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id, at, keys[STORE_KIND_COUNT];
+        struct store_rollup_key rk;
+        struct receipt r;
+
+        read_row(st, &id, &at, keys, &rk, &r);
+        if (m.has_key && !store_rollup_key_after(&rk, &m.key))
+            continue;
+        if ((rc = store_rollup_add_sealed(*store_rollups(s), &rk, &r, err))) {
+            sqlite3_finalize(st);
+            return rc;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "read the merging chunk");
+    store_rollup_resealed(*store_rollups(s));
+    return 0;
+}
+
 int
 store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
 {
@@ -521,7 +584,8 @@ store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
 
     store_rollup_discard_all(*store_rollups(s));
     if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
-        (rc = store_string_id(s, "", 0, &t->empty_source, err)))
+        (rc = store_string_id(s, "", 0, &t->empty_source, err)) ||
+        (rc = reload_sealed(s, from, err)))
         return rc;
     reset(t, from);
     if (t->next_id < from)
@@ -556,10 +620,11 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
 
         if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
             break;
-        if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
-            (rc = store_string_id(s, "", 0, &t->empty_source, err)))
-            goto rollback;
         store_rollup_discard_all(*store_rollups(s));
+        if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
+            (rc = store_string_id(s, "", 0, &t->empty_source, err)) ||
+            (rc = reload_sealed(s, from, err)))
+            goto rollback;
         reset(t, from);
         sqlite3_bind_int64(st, 1, from);
         sqlite3_bind_int64(st, 2, (int64_t)t->chunk + 1);
@@ -678,7 +743,7 @@ store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
     if (t->n == 0)
         return 0;
     if ((rc = write_chunk(s, t, end, err)) || (rc = write_dedupe(s, t, err)) ||
-        (rc = store_rollup_flush(s, *store_rollups(s), err)) ||
+        (rc = store_rollup_seal(s, *store_rollups(s), t->first_id, end, err)) ||
         (rc = store_counter_set(s, "tail_from", end, err)))
         return rc;
     reset(t, end);

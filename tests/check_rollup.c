@@ -83,40 +83,84 @@ job(struct store *s, int key0, int n, int spread, int64_t at)
     free(rs);
 }
 
+/* The rollups' answer equals a scan of the receipts, over all time and
+ * over windows whose whole hours the rollups answer. */
 static void
 assert_rollups_equal_scan(void)
 {
+    static const struct {
+        int has_since, has_until;
+        int64_t since, until;
+    } ranges[] = {
+        { 0, 0, 0, 0 },
+        { 1, 1, 86400000 + 3600000 + 7, 3 * 86400000 + 5 },
+        { 1, 0, 10 * 3600000 + 5, 0 },
+        { 0, 1, 0, 11 * 3600000 + 2 },
+    };
     struct store_opts o = { .readonly = 1 };
-    struct store_agg a = { 0 }, b = { 0 };
-    struct store_filter f;
     struct proto_err err;
     struct store *s;
-    size_t i, j;
+    size_t r, i, j;
 
-    memset(&f, 0, sizeof(f));
-    f.requested = f.executed = f.status = -1;
-    f.limit = 100;
     ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
-    ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
-                                     STORE_AGG_COUNTERS, 0, &a, &err),
-                     0);
-    ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
-                                     STORE_AGG_COUNTERS | STORE_AGG_SCAN, 0, &b,
-                                     &err),
-                     0);
-    store_free(s);
-    ck_assert_uint_eq(a.n, b.n);
-    for (i = 0; i < a.n; i++) {
-        for (j = 0; j < b.n && b.groups[j].k1 != a.groups[i].k1; j++)
-            ;
-        ck_assert_uint_lt(j, b.n);
-        ck_assert_uint_eq(a.groups[i].receipts, b.groups[j].receipts);
-        ck_assert_uint_eq(a.groups[i].fallback, b.groups[j].fallback);
-        ck_assert(memcmp(a.groups[i].c, b.groups[j].c, sizeof(a.groups[i].c)) ==
-                  0);
+    for (r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+        struct store_agg a = { 0 }, b = { 0 };
+        struct store_filter f;
+
+        memset(&f, 0, sizeof(f));
+        f.requested = f.executed = f.status = -1;
+        f.limit = 100;
+        f.has_since = ranges[r].has_since;
+        f.has_until = ranges[r].has_until;
+        f.since = ranges[r].since;
+        f.until = ranges[r].until;
+        ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
+                                         STORE_AGG_COUNTERS, 0, &a, &err),
+                         0);
+        ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
+                                         STORE_AGG_COUNTERS | STORE_AGG_SCAN, 0,
+                                         &b, &err),
+                         0);
+        ck_assert_uint_eq(a.n, b.n);
+        for (i = 0; i < a.n; i++) {
+            for (j = 0; j < b.n && b.groups[j].k1 != a.groups[i].k1; j++)
+                ;
+            ck_assert_uint_lt(j, b.n);
+            ck_assert_uint_eq(a.groups[i].receipts, b.groups[j].receipts);
+            ck_assert_uint_eq(a.groups[i].fallback, b.groups[j].fallback);
+            ck_assert_msg(memcmp(a.groups[i].c, b.groups[j].c,
+                                 sizeof(a.groups[i].c)) == 0,
+                          "range %zu: counters differ from the scan", r);
+        }
+        store_agg_free(&a);
+        store_agg_free(&b);
     }
-    store_agg_free(&a);
-    store_agg_free(&b);
+    store_free(s);
+}
+
+/* One integer from the store's file, through a connection of its own. */
+static int64_t
+scalar(const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    int64_t v;
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* Whether a chunk's sums are being merged into the rollups (0008). */
+static int
+merging(void)
+{
+    return scalar("SELECT rollup_from < (SELECT value FROM counters WHERE "
+                  "name = 'tail_from') FROM rollup_merge") != 0;
 }
 
 static struct store *
@@ -242,6 +286,65 @@ START_TEST(test_rollup_full_tail_becomes_a_chunk_early)
 }
 END_TEST
 
+/* A chunk's sums reach the rollups over several commits, a slice each
+ * (migrations/0008): at every step in between, across a restart, a
+ * rolled-back transaction and a rolled-back savepoint, the rollups and
+ * the receipts of the chunk not merged yet answer like a scan. */
+START_TEST(test_rollup_merge_spans_commits_restarts_and_rollbacks)
+{
+    const int64_t hour = 3600000;
+    struct proto_err err;
+    struct store *s = open_rw();
+    int i, steps = 0, seen_merging = 0;
+
+    /* 400 keys over two hours: one chunk of 400, merged 64 keys a step. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 200, 1, 10 * hour + 5);
+    job(s, 200, 200, 1, 11 * hour + 5);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    for (i = 0; i < 40 && (i == 0 || merging()); i++) {
+        seen_merging |= merging();
+        assert_rollups_equal_scan();
+        if (i == 2) {
+            /* A restart in the middle rebuilds what is left from rows. */
+            store_free(s);
+            s = open_rw();
+        } else if (i == 3) {
+            /* A step rolled back: the next one redoes it. */
+            ck_assert_int_eq(store_begin(s, &err), 0);
+            job(s, 7, 5, 0, 11 * hour + 9);
+            store_rollback(s);
+        } else if (i == 4) {
+            ck_assert_int_eq(store_begin(s, &err), 0);
+            ck_assert_int_eq(store_savepoint(s, &err), 0);
+            job(s, 9, 5, 0, 11 * hour + 10);
+            store_savepoint_rollback(s);
+            ck_assert_int_eq(store_commit(s, &err), 0);
+        }
+        /* Few receipts, old keys: the merge goes on, the tail stays. */
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        job(s, i % 50, 3, 0, 11 * hour + 20 + i);
+        ck_assert_int_eq(store_commit(s, &err), 0);
+        steps++;
+    }
+    store_free(s);
+    ck_assert(seen_merging);
+    ck_assert_int_gt(steps, 3);
+    ck_assert(!merging());
+    assert_rollups_equal_scan();
+    /* Merged: the rollups hold every receipt below tail_from, and the
+     * hour before the newest went into its day. */
+    ck_assert_int_eq(scalar("SELECT sum(receipts) FROM rollups"),
+                     scalar("SELECT count(*) FROM receipts WHERE id < "
+                            "(SELECT value FROM counters WHERE name = "
+                            "'tail_from')"));
+    ck_assert_int_eq(scalar("SELECT plan_id IS NULL FROM rollup_merge"), 1);
+    ck_assert_int_eq(scalar("SELECT value FROM counters WHERE name = "
+                            "'days_from'"),
+                     11);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -262,6 +365,11 @@ suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_rollup_full_tail_becomes_a_chunk_early);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("merge");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_rollup_merge_spans_commits_restarts_and_rollbacks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,13 +32,12 @@ CREATE TABLE plans (
     UNIQUE (prepared_plan_id, graph_hash)
 );
 CREATE TABLE postings (
+    chunk INTEGER NOT NULL,                -- chunks.first_id
     kind INTEGER NOT NULL,
     value INTEGER NOT NULL,
-    chunk INTEGER NOT NULL,                -- chunks.first_id
     ids BLOB NOT NULL,                     -- roaring bitmap of id - chunk
-    PRIMARY KEY (kind, value, chunk)
+    PRIMARY KEY (chunk, kind, value)
 ) WITHOUT ROWID;
-CREATE INDEX postings_chunk ON postings (chunk);
 CREATE TABLE prunes (
     id INTEGER PRIMARY KEY,
     pruned_at INTEGER NOT NULL,            -- unix milliseconds
@@ -112,6 +111,17 @@ CREATE TABLE retained_values (
     value BLOB NOT NULL,                   -- msgpack RetainedCompletionValue
     PRIMARY KEY (plan_id, value_id)
 ) WITHOUT ROWID;
+CREATE TABLE rollup_merge (
+    only INTEGER PRIMARY KEY CHECK (only = 1),
+    rollup_from INTEGER NOT NULL,
+    plan_id INTEGER,
+    graph_id INTEGER,
+    model_id INTEGER,
+    requested_backend INTEGER,
+    executed_backend INTEGER,
+    source_id INTEGER,
+    bucket INTEGER
+);
 CREATE TABLE rollups (
     plan_id INTEGER NOT NULL,
     graph_id INTEGER NOT NULL,
