@@ -532,6 +532,16 @@ hup_cb(uv_signal_t *h, int signum)
     notify_ready();
 }
 
+/* For the exits before the daemon runs: frees cfg (ASan's leak check runs
+ * the tests of --help and --check-config) and returns rc. */
+static int
+quit(struct config *cfg, int rc)
+{
+    config_free(cfg);
+    free(cfg);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -559,25 +569,25 @@ main(int argc, char **argv)
             ms.flags.config_file = optarg;
         else if (ch == OPT_HELP) {
             usage(stdout);
-            return 0;
+            return quit(cfg, 0);
         } else if (ch == OPT_VERSION) {
             printf("receiptd %s\n", RECEIPTD_VERSION);
-            return 0;
+            return quit(cfg, 0);
         }
     }
     if (ms.flags.config_file != NULL &&
         config_load_file(cfg, ms.flags.config_file, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
     rc = parse_flags(cfg, &ms.flags, cerr);
     if (rc > 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
     if (rc < 0) {
         usage(stderr);
-        return 2;
+        return quit(cfg, 2);
     }
     if (ms.flags.hash_token) {
         rc = access_hash_token_stream(stdin, stdout, cerr);
@@ -589,12 +599,12 @@ main(int argc, char **argv)
     }
     if (config_validate(cfg, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
     /* Group names resolve here, so --check-config catches unknown ones. */
     if (access_policy_init(&ms.access, cfg, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
     if (ms.flags.check_only) {
         printf("receiptd: configuration OK\n");
