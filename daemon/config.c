@@ -3,10 +3,12 @@
  * checks of config.h. Runs on the main thread only.
  *
  * The file is parsed by libconfig; this module only walks the parsed tree.
- * One table (keys[]) names every key the file may hold, its type, where it
- * lands in struct config and its range, so the parser, the unknown-key check
- * and config_dump() cannot disagree. Every error names the file and line
- * libconfig recorded for the offending setting.
+ * One table (config_keys[]) names every key the file may hold, its flag,
+ * its type, where it lands in struct config, its range and its help, so the
+ * parser, the flags, the unknown-key check, --help and config_dump() cannot
+ * disagree: a file's string and a flag's argument go through one function,
+ * set_text(). Every file error names the file and line libconfig recorded
+ * for the offending setting.
  *
  * Invariant: config_load_file() works on a deep copy and swaps it in only
  * when the whole file was accepted, so a bad file (or a reload with a bad
@@ -253,8 +255,13 @@ config_parse_size(const char *s, uint64_t *bytes)
     return 0;
 }
 
-int
-config_parse_duration_ms(const char *s, uint64_t *ms)
+/*
+ * config_parse_duration_ms() with the unit of a lone number without one
+ * given: plain milliseconds (1000 in the file, where it means seconds; 1
+ * for a flag whose name ends in -ms).
+ */
+static int
+parse_duration(const char *s, uint64_t plain, uint64_t *ms)
 {
     const struct unit *u;
     uint64_t n, total = 0, part;
@@ -268,14 +275,17 @@ config_parse_duration_ms(const char *s, uint64_t *ms)
         while (*s == ' ')
             s++;
         if (*s == '\0' && pairs == 0) {
-            /* A bare number is seconds, like an integer in the file. */
-            u = &duration_units[1];
-        } else {
-            u = read_unit(&s, duration_units,
-                          sizeof(duration_units) / sizeof(duration_units[0]));
-            if (u == NULL)
+            /* A lone number is in the plain unit (seconds in the file, as
+             * an integer there is). */
+            if (n > UINT64_MAX / plain)
                 return -1;
+            *ms = n * plain;
+            return 0;
         }
+        u = read_unit(&s, duration_units,
+                      sizeof(duration_units) / sizeof(duration_units[0]));
+        if (u == NULL)
+            return -1;
         if (n > UINT64_MAX / u->mult)
             return -1;
         part = n * u->mult;
@@ -292,35 +302,17 @@ config_parse_duration_ms(const char *s, uint64_t *ms)
     return 0;
 }
 
+int
+config_parse_duration_ms(const char *s, uint64_t *ms)
+{
+    return parse_duration(s, 1000, ms);
+}
+
 /* ---- The key table. ---- */
 
-enum kind {
-    K_STRING,  /* free-form string; "" means none */
-    K_PATH,    /* a file path; "" means none */
-    K_SOCKET,  /* a Unix socket path; "" means none; fits sun_path */
-    K_TCP,     /* "HOST:PORT" or "[V6]:PORT"; "" means off */
-    K_MODE,    /* an octal string, "0660" */
-    K_COUNT,   /* a plain integer */
-    K_SIZE,    /* bytes: an integer or a string with a unit */
-    K_MSEC,    /* duration kept in milliseconds */
-    K_SEC,     /* duration kept in whole seconds */
-    K_GROUPS,  /* an array of group names */
-    K_TOKENS,  /* a list of { name; sha256; } groups */
-    K_LOGLEVEL /* "err", "warning", "notice", "info", "debug" */
-};
-
-struct key {
-    const char *section; /* NULL for a top-level key */
-    const char *name;
-    enum kind kind;
-    size_t off;   /* offset of the member in struct config */
-    size_t width; /* its size: 4 or 8 for numbers */
-    uint64_t min, max;
-    int zero_ok; /* 0 is also accepted (it means "off") */
-};
-
 #define M(member)                                                              \
-    offsetof(struct config, member), sizeof(((struct config *)0)->member)
+    .off = offsetof(struct config, member),                                    \
+    .width = sizeof(((struct config *)0)->member)
 
 #define KIB  (1ull << 10)
 #define MIB  (1ull << 20)
@@ -331,44 +323,231 @@ struct key {
 #define HOUR (60 * MIN)
 #define DAY  (24 * HOUR)
 
-static const struct key keys[] = {
-    { "listen", "socket", K_SOCKET, M(socket_path), 0, 0, 0 },
-    { "listen", "socket_mode", K_MODE, M(socket_mode), 0, 0777, 0 },
-    { "listen", "socket_group", K_STRING, M(socket_group), 0, 0, 0 },
-    { "listen", "tcp", K_TCP, M(tcp_listen), 0, 0, 0 },
+/*
+ * Where a flag and its file key once disagreed, the range is the file's
+ * unless the tests (or the store) show a smaller value is sound: 1 ms
+ * query timeouts, 500 ms idle timeouts, 4 KiB reply budgets and chunks of
+ * 8 receipts are what the end-to-end tests run with, and a prune batch is
+ * capped at STORE_PRUNE_MAX_ROWS (10,000) by the writer anyway.
+ */
+const struct config_key config_keys[] = {
+    { .section = "listen",
+      .name = "socket",
+      .flag = "socket",
+      .arg = "PATH",
+      .kind = CONFIG_KIND_SOCKET,
+      M(socket_path),
+      .help = "Unix socket to listen on (\"\" for none)" },
+    { .section = "listen",
+      .name = "socket_mode",
+      .flag = "socket-mode",
+      .arg = "MODE",
+      .kind = CONFIG_KIND_MODE,
+      M(socket_mode),
+      .max = 0777,
+      .help = "its permissions, octal; never open to other users" },
+    { .section = "listen",
+      .name = "socket_group",
+      .flag = "socket-group",
+      .arg = "GROUP",
+      .kind = CONFIG_KIND_STRING,
+      M(socket_group),
+      .help = "group owning the socket (default: the daemon's)" },
+    { .section = "listen",
+      .name = "tcp",
+      .flag = "tcp",
+      .arg = "HOST:PORT",
+      .kind = CONFIG_KIND_TCP,
+      M(tcp_listen),
+      .help = "also listen on TCP (numeric address; [::1]:7411 for IPv6); "
+              "needs access.tokens" },
 
-    { "store", "path", K_PATH, M(db_path), 0, 0, 0 },
-    { "store", "quarantine_max", K_SIZE, M(quarantine_max_bytes), MIB, TIB, 0 },
-    /* 0 keeps receipts forever; otherwise at least an hour, so a slip
-     * ("7" meant as days, read as seconds) cannot wipe the store. */
-    { "store", "retention", K_SEC, M(retention_max_age_s), HOUR / SEC,
-      100 * 366 * DAY / SEC, 1 },
-    { "store", "prune_batch", K_COUNT, M(prune_batch), 1, 1000000, 0 },
-    { "store", "chunk_receipts", K_COUNT, M(chunk_receipts), 64, 1000000, 0 },
+    { .section = "store",
+      .name = "path",
+      .flag = "db",
+      .arg = "PATH",
+      .kind = CONFIG_KIND_PATH,
+      M(db_path),
+      .help = "SQLite database (created if missing)" },
+    { .section = "store",
+      .name = "quarantine_max",
+      .flag = "quarantine-max-bytes",
+      .arg = "SIZE",
+      .kind = CONFIG_KIND_SIZE,
+      M(quarantine_max_bytes),
+      .min = MIB,
+      .max = TIB,
+      .help = "raw bytes of rejected payloads kept, oldest evicted" },
+    /* 0 keeps receipts forever. A number without a unit under an hour is
+     * refused in the file, so a slip ("7" meant as days, read as seconds)
+     * cannot wipe the store; "7s" says seconds are meant, as the flag's
+     * name does. */
+    { .section = "store",
+      .name = "retention",
+      .flag = "retention-age-s",
+      .arg = "S",
+      .kind = CONFIG_KIND_SEC,
+      M(retention_max_age_s),
+      .min = 1,
+      .max = 100 * 366 * DAY / SEC,
+      .zero_ok = 1,
+      .plain_min = HOUR / SEC,
+      .help = "prune receipts older than this" },
+    { .section = "store",
+      .name = "prune_batch",
+      .flag = "prune-batch",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(prune_batch),
+      .min = 1,
+      .max = 10000,
+      .help = "receipts per prune batch" },
+    { .section = "store",
+      .name = "chunk_receipts",
+      .flag = "chunk-receipts",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(chunk_receipts),
+      .min = 1,
+      .max = 1000000,
+      .help = "receipts the writer gathers before it writes their postings "
+              "and rollups; read at start only" },
 
-    { "limits", "max_frame", K_SIZE, M(max_frame), 64, FRAME_MAX_CEILING, 0 },
-    { "limits", "max_batch", K_COUNT, M(max_batch), 1, 1000000, 0 },
-    { "limits", "max_connections", K_COUNT, M(max_connections), 1, 1000000, 0 },
-    { "limits", "idle_timeout", K_MSEC, M(idle_timeout_ms), SEC, 7 * DAY, 1 },
-    { "limits", "frame_timeout", K_MSEC, M(frame_timeout_ms), 100, HOUR, 0 },
-    { "limits", "hello_timeout", K_MSEC, M(hello_timeout_ms), 100, 5 * MIN, 0 },
-    { "limits", "max_unsent", K_SIZE, M(max_unsent_bytes), 64 * KIB, GIB, 0 },
-    { "limits", "max_pending", K_SIZE, M(max_pending_bytes), MIB, 64 * GIB, 0 },
-    { "limits", "commit_max_items", K_COUNT, M(commit_max_items), 1, 1000000,
-      0 },
-    { "limits", "commit_max_bytes", K_SIZE, M(commit_max_bytes), 64 * KIB, GIB,
-      0 },
-    { "limits", "query_timeout", K_MSEC, M(query_timeout_ms), 100, HOUR, 0 },
-    { "limits", "query_threads", K_COUNT, M(query_threads), 1, 64, 0 },
+    { .section = "limits",
+      .name = "max_frame",
+      .flag = "max-frame",
+      .arg = "SIZE",
+      .kind = CONFIG_KIND_SIZE,
+      M(max_frame),
+      .min = 64,
+      .max = FRAME_MAX_CEILING,
+      .help = "largest frame" },
+    { .section = "limits",
+      .name = "max_batch",
+      .flag = "max-batch",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(max_batch),
+      .min = 1,
+      .max = 1000000,
+      .help = "receipts per `receipts` op" },
+    { .section = "limits",
+      .name = "max_connections",
+      .flag = "max-connections",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(max_connections),
+      .min = 1,
+      .max = 1000000,
+      .help = "open connections" },
+    { .section = "limits",
+      .name = "idle_timeout",
+      .flag = "idle-timeout-ms",
+      .arg = "MS",
+      .kind = CONFIG_KIND_MSEC,
+      M(idle_timeout_ms),
+      .min = 100,
+      .max = 7 * DAY,
+      .zero_ok = 1,
+      .help = "close a connection that sent nothing, or took none of its "
+              "replies, for this long" },
+    { .section = "limits",
+      .name = "frame_timeout",
+      .flag = "frame-timeout-ms",
+      .arg = "MS",
+      .kind = CONFIG_KIND_MSEC,
+      M(frame_timeout_ms),
+      .min = 100,
+      .max = HOUR,
+      .help = "a started frame must complete within this" },
+    { .section = "limits",
+      .name = "hello_timeout",
+      .flag = "hello-timeout-ms",
+      .arg = "MS",
+      .kind = CONFIG_KIND_MSEC,
+      M(hello_timeout_ms),
+      .min = 100,
+      .max = 5 * MIN,
+      .help = "a TCP connection must authenticate within this" },
+    { .section = "limits",
+      .name = "max_unsent",
+      .flag = "max-unsent-bytes",
+      .arg = "SIZE",
+      .kind = CONFIG_KIND_SIZE,
+      M(max_unsent_bytes),
+      .min = 4 * KIB,
+      .max = GIB,
+      .help = "unread replies per connection before it stops being read" },
+    { .section = "limits",
+      .name = "max_pending",
+      .flag = "max-pending-bytes",
+      .arg = "SIZE",
+      .kind = CONFIG_KIND_SIZE,
+      M(max_pending_bytes),
+      .min = 4 * KIB,
+      .max = 64 * GIB,
+      .help = "queued writes before every connection stops being read" },
+    { .section = "limits",
+      .name = "commit_max_items",
+      .flag = "commit-max-items",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(commit_max_items),
+      .min = 1,
+      .max = 1000000,
+      .help = "receipts per group commit" },
+    { .section = "limits",
+      .name = "commit_max_bytes",
+      .flag = "commit-max-bytes",
+      .arg = "SIZE",
+      .kind = CONFIG_KIND_SIZE,
+      M(commit_max_bytes),
+      .min = 64 * KIB,
+      .max = GIB,
+      .help = "bytes per group commit" },
+    { .section = "limits",
+      .name = "query_timeout",
+      .flag = "query-timeout-ms",
+      .arg = "MS",
+      .kind = CONFIG_KIND_MSEC,
+      M(query_timeout_ms),
+      .min = 1,
+      .max = HOUR,
+      .help = "longest query" },
+    { .section = "limits",
+      .name = "query_threads",
+      .flag = "query-threads",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(query_threads),
+      .min = 1,
+      .max = 64,
+      .help = "read-only store connections; read at start only" },
 
-    { "access", "writer_groups", K_GROUPS, M(writer_groups), 0, 0, 0 },
-    { "access", "reader_groups", K_GROUPS, M(reader_groups), 0, 0, 0 },
-    { "access", "tokens", K_TOKENS, M(tokens), 0, 0, 0 },
+    { .section = "access",
+      .name = "writer_groups",
+      .kind = CONFIG_KIND_GROUPS,
+      M(writer_groups) },
+    { .section = "access",
+      .name = "reader_groups",
+      .kind = CONFIG_KIND_GROUPS,
+      M(reader_groups) },
+    { .section = "access",
+      .name = "tokens",
+      .kind = CONFIG_KIND_TOKENS,
+      M(tokens) },
 
-    { NULL, "log_level", K_LOGLEVEL, M(log_level), 0, 0, 0 },
+    { .name = "log_level",
+      .flag = "log-level",
+      .arg = "LEVEL",
+      .kind = CONFIG_KIND_LOGLEVEL,
+      M(log_level),
+      .help = "err (or error), warning (or warn), notice, info or debug" },
 };
 
-#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+const size_t config_n_keys = sizeof(config_keys) / sizeof(config_keys[0]);
+
+#define N_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
 static const struct {
     const char *name;
@@ -461,7 +640,7 @@ is_int(const config_setting_t *s)
 }
 
 static void
-set_number(struct config *c, const struct key *k, uint64_t v)
+set_number(struct config *c, const struct config_key *k, uint64_t v)
 {
     char *p = (char *)c + k->off;
 
@@ -474,7 +653,7 @@ set_number(struct config *c, const struct key *k, uint64_t v)
 }
 
 static uint64_t
-get_number(const struct config *c, const struct key *k)
+get_number(const struct config *c, const struct config_key *k)
 {
     const char *p = (const char *)c + k->off;
 
@@ -490,7 +669,7 @@ get_number(const struct config *c, const struct key *k)
 
 /* Formats a number of the key's kind in its largest exact unit. */
 static void
-format_value(const struct key *k, uint64_t v, char *buf, size_t len)
+format_value(const struct config_key *k, uint64_t v, char *buf, size_t len)
 {
     static const struct unit bin[] = {
         { "TiB", 1ull << 40 },
@@ -505,13 +684,13 @@ format_value(const struct key *k, uint64_t v, char *buf, size_t len)
     const struct unit *u = NULL;
     size_t i, n = 0;
 
-    if (k->kind == K_SIZE) {
+    if (k->kind == CONFIG_KIND_SIZE) {
         u = bin;
         n = sizeof(bin) / sizeof(bin[0]);
-    } else if (k->kind == K_MSEC || k->kind == K_SEC) {
+    } else if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC) {
         u = dur;
         n = sizeof(dur) / sizeof(dur[0]);
-        if (k->kind == K_SEC) {
+        if (k->kind == CONFIG_KIND_SEC) {
             /* Seconds fit milliseconds for every value the table allows. */
             v *= 1000;
         }
@@ -522,9 +701,9 @@ format_value(const struct key *k, uint64_t v, char *buf, size_t len)
             return;
         }
     }
-    if (k->kind == K_SIZE)
+    if (k->kind == CONFIG_KIND_SIZE)
         snprintf(buf, len, "%" PRIu64 "B", v);
-    else if (k->kind == K_MSEC || k->kind == K_SEC)
+    else if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC)
         snprintf(buf, len, "%" PRIu64 "ms", v);
     else
         snprintf(buf, len, "%" PRIu64, v);
@@ -597,73 +776,113 @@ wider_than_int(struct load *ld, const config_setting_t *s, char *text,
     return wide;
 }
 
-/* Reads an integer-or-string number (count, size or duration) of key k. */
+/* ---- One parser and range per key, for the file and the flags. ---- */
+
+/* Where a value comes from: a flag's name gives the unit of a number
+ * written without one; in the file such a number is bytes or seconds. */
+enum source { FROM_FILE, FROM_FLAG };
+
+/* Checks v, in the member's unit, against k's range. */
 static int
-load_number(struct load *ld, const config_setting_t *s, const struct key *k,
-            struct config *c)
+check_range(const struct config_key *k, uint64_t v, char *why, size_t len)
 {
     char lo[32], hi[32];
-    uint64_t v;
 
-    if (is_int(s)) {
-        long long raw = config_setting_get_int64(s);
-        char literal[64];
-
-        if (wider_than_int(ld, s, literal, sizeof(literal)))
-            return fail(ld, s, k->section, k->name,
-                        "%s does not fit the 32-bit integers of this "
-                        "libconfig (it would be read as %lld): write it as a "
-                        "string with a unit, e.g. \"5GB\", or with an L "
-                        "suffix",
-                        literal, raw);
-        if (raw < 0)
-            return fail(ld, s, k->section, k->name,
-                        "must not be negative, got %lld", raw);
-        v = (uint64_t)raw;
-        /* An integer duration is in seconds; kept in milliseconds. */
-        if (k->kind == K_MSEC || k->kind == K_SEC) {
-            if (v > UINT64_MAX / 1000)
-                goto range;
-            v *= 1000;
-        }
-    } else if (config_setting_type(s) == CONFIG_TYPE_STRING &&
-               k->kind == K_SIZE) {
-        if (config_parse_size(config_setting_get_string(s), &v) < 0)
-            return fail(ld, s, k->section, k->name,
-                        "\"%s\" is not a size: write bytes as an integer or "
-                        "a number with a unit (B, KiB, MiB, GiB, TiB, kB, "
-                        "MB, GB, TB), e.g. \"64MiB\"",
-                        config_setting_get_string(s));
-    } else if (config_setting_type(s) == CONFIG_TYPE_STRING &&
-               (k->kind == K_MSEC || k->kind == K_SEC)) {
-        if (config_parse_duration_ms(config_setting_get_string(s), &v) < 0)
-            return fail(ld, s, k->section, k->name,
-                        "\"%s\" is not a duration: write seconds as an "
-                        "integer or numbers with units (ms, s, m, h, d, w), "
-                        "e.g. \"10s\", \"7d\", \"1h30m\"",
-                        config_setting_get_string(s));
-    } else {
-        return fail(ld, s, k->section, k->name, "expected %s, got %s",
-                    k->kind == K_COUNT  ? "an integer"
-                    : k->kind == K_SIZE ? "a size (an integer or a string)"
-                                        : "a duration (an integer or a string)",
-                    type_name(s));
-    }
-    if (k->kind == K_SEC) {
-        if (v % 1000 != 0)
-            return fail(ld, s, k->section, k->name,
-                        "must be a whole number of seconds");
-        v /= 1000;
-    }
-    if ((v < k->min || v > k->max) && !(v == 0 && k->zero_ok))
-        goto range;
-    set_number(c, k, v);
-    return 0;
-range:
+    if ((v >= k->min && v <= k->max) || (v == 0 && k->zero_ok))
+        return 0;
     format_value(k, k->min, lo, sizeof(lo));
     format_value(k, k->max, hi, sizeof(hi));
-    return fail(ld, s, k->section, k->name, "out of range: must be %s%s to %s",
-                k->zero_ok ? "0 (off) or " : "", lo, hi);
+    snprintf(why, len, "out of range: must be %s%s to %s",
+             k->zero_ok ? "0 (off) or " : "", lo, hi);
+    return -1;
+}
+
+/* k's rule for a number the file writes without a unit (plain_min). */
+static int
+check_plain(const struct config_key *k, uint64_t v, char *why, size_t len)
+{
+    char lo[32];
+
+    if (k->plain_min == 0 || v == 0 || v >= k->plain_min)
+        return 0;
+    format_value(k, k->plain_min, lo, sizeof(lo));
+    snprintf(why, len,
+             "%" PRIu64 " without a unit is seconds: must be 0 (off) or at "
+             "least %s; write \"%" PRIu64 "s\" if that is meant",
+             v, lo, v);
+    return -1;
+}
+
+static int
+has_unit(const char *text)
+{
+    for (; *text != '\0'; text++)
+        if (isalpha((unsigned char)*text))
+            return 1;
+    return 0;
+}
+
+/* Reads text as a count, size or duration of k, in the member's unit. */
+static int
+parse_number(const struct config_key *k, const char *text, enum source from,
+             uint64_t *v, char *why, size_t len)
+{
+    static const struct unit none[] = { { "", 1 } };
+    const char *p = text;
+    uint64_t ms;
+
+    switch (k->kind) {
+    case CONFIG_KIND_COUNT:
+        while (*p == ' ')
+            p++;
+        if (read_number(&p, v) == 0 && read_unit(&p, none, 1) != NULL) {
+            while (*p == ' ')
+                p++;
+            if (*p == '\0')
+                return 0;
+        }
+        snprintf(why, len, "\"%s\" is not a whole number", text);
+        return -1;
+    case CONFIG_KIND_SIZE:
+        if (config_parse_size(text, v) == 0)
+            return 0;
+        snprintf(why, len,
+                 "\"%s\" is not a size: write bytes as an integer or a "
+                 "number with a unit (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB), "
+                 "e.g. \"64MiB\"",
+                 text);
+        return -1;
+    case CONFIG_KIND_MSEC:
+    case CONFIG_KIND_SEC:
+        if (parse_duration(
+                text,
+                from == FROM_FLAG && k->kind == CONFIG_KIND_MSEC ? 1 : 1000,
+                &ms) < 0) {
+            snprintf(why, len,
+                     "\"%s\" is not a duration: write %s as an integer or "
+                     "numbers with units (ms, s, m, h, d, w), e.g. \"10s\", "
+                     "\"7d\", \"1h30m\"",
+                     text,
+                     from == FROM_FLAG && k->kind == CONFIG_KIND_MSEC
+                         ? "milliseconds"
+                         : "seconds");
+            return -1;
+        }
+        if (k->kind == CONFIG_KIND_MSEC) {
+            *v = ms;
+            return 0;
+        }
+        if (ms % 1000 != 0) {
+            snprintf(why, len, "must be a whole number of seconds");
+            return -1;
+        }
+        *v = ms / 1000;
+        return 0;
+    default:
+        break;
+    }
+    snprintf(why, len, "not a number");
+    return -1;
 }
 
 static int
@@ -694,91 +913,235 @@ check_tcp(const char *a)
     return 0;
 }
 
+/* Checks a string value of k (a name, path, socket or TCP address). */
 static int
-load_string(struct load *ld, const config_setting_t *s, const struct key *k,
-            struct config *c)
+check_string(const struct config_key *k, const char *v, char *why, size_t len)
 {
-    char **slot = (char **)(void *)((char *)c + k->off);
-    const char *v;
-    char *copy;
-    size_t len;
+    size_t n = strlen(v);
 
-    if (config_setting_type(s) != CONFIG_TYPE_STRING)
-        return fail(ld, s, k->section, k->name, "expected a string, got %s",
-                    type_name(s));
-    v = config_setting_get_string(s);
-    len = strlen(v);
     switch (k->kind) {
-    case K_SOCKET:
+    case CONFIG_KIND_SOCKET:
         /* The path must fit sockaddr_un, or bind() would truncate it. */
-        if (len >= sizeof(((struct sockaddr_un *)0)->sun_path))
-            return fail(ld, s, k->section, k->name,
-                        "a Unix socket path is at most %zu bytes, got %zu",
-                        sizeof(((struct sockaddr_un *)0)->sun_path) - 1, len);
-        if (len > 0 && v[0] != '/')
-            return fail(ld, s, k->section, k->name,
-                        "must be an absolute path, got \"%s\"", v);
-        break;
-    case K_PATH:
-        if (len > PATH_MAX_LEN)
-            return fail(ld, s, k->section, k->name,
-                        "a path is at most %d bytes, got %zu", PATH_MAX_LEN,
-                        len);
-        break;
-    case K_TCP:
-        if (len > 0 && check_tcp(v) < 0)
-            return fail(ld, s, k->section, k->name,
-                        "\"%s\" is not HOST:PORT (port 1-65535; an IPv6 "
-                        "address in brackets, \"[::1]:7411\")",
-                        v);
-        break;
+        if (n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+            snprintf(why, len,
+                     "a Unix socket path is at most %zu bytes, got %zu",
+                     sizeof(((struct sockaddr_un *)0)->sun_path) - 1, n);
+            return -1;
+        }
+        if (n > 0 && v[0] != '/') {
+            snprintf(why, len, "must be an absolute path, got \"%s\"", v);
+            return -1;
+        }
+        return 0;
+    case CONFIG_KIND_PATH:
+        if (n > PATH_MAX_LEN) {
+            snprintf(why, len, "a path is at most %d bytes, got %zu",
+                     PATH_MAX_LEN, n);
+            return -1;
+        }
+        return 0;
+    case CONFIG_KIND_TCP:
+        if (n > 0 && check_tcp(v) < 0) {
+            snprintf(why, len,
+                     "\"%s\" is not HOST:PORT (port 1-65535; an IPv6 address "
+                     "in brackets, \"[::1]:7411\")",
+                     v);
+            return -1;
+        }
+        return 0;
     default:
-        if (len > NAME_MAX_LEN)
-            return fail(ld, s, k->section, k->name, "at most %d bytes, got %zu",
-                        NAME_MAX_LEN, len);
-        break;
+        if (n > NAME_MAX_LEN) {
+            snprintf(why, len, "at most %d bytes, got %zu", NAME_MAX_LEN, n);
+            return -1;
+        }
+        return 0;
     }
-    /* An empty string means "none", which struct config spells NULL. */
-    copy = NULL;
-    if (len > 0 && (copy = strdup(v)) == NULL)
-        return fail(ld, s, k->section, k->name, "out of memory");
-    free(*slot);
-    *slot = copy;
+}
+
+static int
+parse_mode(const char *v, uint32_t *out, char *why, size_t len)
+{
+    const char *p;
+    uint32_t mode = 0;
+
+    for (p = v; *p != '\0'; p++) {
+        if (*p < '0' || *p > '7' || mode > 0777)
+            break;
+        mode = mode * 8 + (uint32_t)(*p - '0');
+    }
+    if (*p != '\0' || p == v || mode > 0777) {
+        snprintf(why, len, "\"%s\" is not an octal mode such as \"0660\"", v);
+        return -1;
+    }
+    if ((mode & 0007) != 0) {
+        snprintf(why, len,
+                 "%04o gives access to every local user: use groups "
+                 "(\"0660\" or \"0770\")",
+                 (unsigned)mode);
+        return -1;
+    }
+    if ((mode & 0600) != 0600) {
+        snprintf(why, len, "%04o must let the daemon's own user read and write",
+                 (unsigned)mode);
+        return -1;
+    }
+    *out = mode;
     return 0;
 }
 
 static int
-load_mode(struct load *ld, const config_setting_t *s, const struct key *k,
-          struct config *c)
+parse_loglevel(const char *v, int *level, char *why, size_t len)
 {
-    const char *v, *p;
-    uint32_t mode = 0;
+    size_t i;
 
-    if (config_setting_type(s) != CONFIG_TYPE_STRING)
-        return fail(ld, s, k->section, k->name,
-                    "expected an octal string such as \"0660\", got %s "
-                    "(libconfig reads 0660 as the decimal 660)",
-                    type_name(s));
-    v = config_setting_get_string(s);
-    for (p = v; *p != '\0'; p++) {
-        if (*p < '0' || *p > '7' || mode > 0777)
-            return fail(ld, s, k->section, k->name,
-                        "\"%s\" is not an octal mode such as \"0660\"", v);
-        mode = mode * 8 + (uint32_t)(*p - '0');
+    for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
+        if (strcmp(v, log_levels[i].name) == 0) {
+            *level = log_levels[i].level;
+            return 0;
+        }
     }
-    if (p == v || mode > 0777)
-        return fail(ld, s, k->section, k->name,
-                    "\"%s\" is not an octal mode such as \"0660\"", v);
-    if ((mode & 0007) != 0)
-        return fail(ld, s, k->section, k->name,
-                    "%04o gives access to every local user: use groups "
-                    "(\"0660\" or \"0770\")",
-                    (unsigned)mode);
-    if ((mode & 0600) != 0600)
-        return fail(ld, s, k->section, k->name,
-                    "%04o must let the daemon's own user read and write",
-                    (unsigned)mode);
-    set_number(c, k, mode);
+    snprintf(why, len,
+             "expected one of \"err\", \"warning\", \"notice\", \"info\", "
+             "\"debug\"");
+    return -1;
+}
+
+/*
+ * Reads text as the value of k and stores it in c: the one parser and
+ * range behind the file's strings and every flag. On failure c is
+ * unchanged and why holds the reason.
+ */
+static int
+set_text(struct config *c, const struct config_key *k, const char *text,
+         enum source from, char *why, size_t len)
+{
+    char **slot;
+    char *copy = NULL;
+    uint64_t v;
+    uint32_t mode;
+    int level;
+
+    switch (k->kind) {
+    case CONFIG_KIND_STRING:
+    case CONFIG_KIND_PATH:
+    case CONFIG_KIND_SOCKET:
+    case CONFIG_KIND_TCP:
+        if (check_string(k, text, why, len) < 0)
+            return -1;
+        /* An empty string means "none", which struct config spells NULL. */
+        if (text[0] != '\0' && (copy = strdup(text)) == NULL) {
+            snprintf(why, len, "out of memory");
+            return -1;
+        }
+        slot = (char **)(void *)((char *)c + k->off);
+        free(*slot);
+        *slot = copy;
+        return 0;
+    case CONFIG_KIND_MODE:
+        if (parse_mode(text, &mode, why, len) < 0)
+            return -1;
+        set_number(c, k, mode);
+        return 0;
+    case CONFIG_KIND_COUNT:
+    case CONFIG_KIND_SIZE:
+    case CONFIG_KIND_MSEC:
+    case CONFIG_KIND_SEC:
+        if (parse_number(k, text, from, &v, why, len) < 0 ||
+            (from == FROM_FILE && !has_unit(text) &&
+             check_plain(k, v, why, len) < 0) ||
+            check_range(k, v, why, len) < 0)
+            return -1;
+        set_number(c, k, v);
+        return 0;
+    case CONFIG_KIND_LOGLEVEL:
+        if (parse_loglevel(text, &level, why, len) < 0)
+            return -1;
+        c->log_level = level;
+        return 0;
+    case CONFIG_KIND_GROUPS:
+    case CONFIG_KIND_TOKENS:
+        break;
+    }
+    snprintf(why, len, "has no single-value form");
+    return -1;
+}
+
+/* Reads an integer-or-string number (count, size or duration) of key k. */
+static int
+load_number(struct load *ld, const config_setting_t *s,
+            const struct config_key *k, struct config *c)
+{
+    char why[CONFIG_ERR_MAX];
+    uint64_t v;
+
+    if (is_int(s)) {
+        long long raw = config_setting_get_int64(s);
+        char literal[64];
+
+        if (wider_than_int(ld, s, literal, sizeof(literal)))
+            return fail(ld, s, k->section, k->name,
+                        "%s does not fit the 32-bit integers of this "
+                        "libconfig (it would be read as %lld): write it as a "
+                        "string with a unit, e.g. \"5GB\", or with an L "
+                        "suffix",
+                        literal, raw);
+        if (raw < 0)
+            return fail(ld, s, k->section, k->name,
+                        "must not be negative, got %lld", raw);
+        v = (uint64_t)raw;
+        /* An integer duration is in seconds; kept in milliseconds. */
+        if (k->kind == CONFIG_KIND_MSEC) {
+            if (v > UINT64_MAX / 1000) {
+                check_range(k, UINT64_MAX, why, sizeof(why));
+                return fail(ld, s, k->section, k->name, "%s", why);
+            }
+            v *= 1000;
+        }
+        if (check_plain(k, v, why, sizeof(why)) < 0 ||
+            check_range(k, v, why, sizeof(why)) < 0)
+            return fail(ld, s, k->section, k->name, "%s", why);
+        set_number(c, k, v);
+        return 0;
+    }
+    if (config_setting_type(s) == CONFIG_TYPE_STRING &&
+        k->kind != CONFIG_KIND_COUNT) {
+        if (set_text(c, k, config_setting_get_string(s), FROM_FILE, why,
+                     sizeof(why)) < 0)
+            return fail(ld, s, k->section, k->name, "%s", why);
+        return 0;
+    }
+    return fail(ld, s, k->section, k->name, "expected %s, got %s",
+                k->kind == CONFIG_KIND_COUNT ? "an integer"
+                : k->kind == CONFIG_KIND_SIZE
+                    ? "a size (an integer or a string)"
+                    : "a duration (an integer or a string)",
+                type_name(s));
+}
+
+/* Reads a string-valued key: a name, path, socket, address, mode or log
+ * level. */
+static int
+load_text(struct load *ld, const config_setting_t *s,
+          const struct config_key *k, struct config *c)
+{
+    char why[CONFIG_ERR_MAX];
+
+    if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+        if (k->kind == CONFIG_KIND_MODE)
+            return fail(ld, s, k->section, k->name,
+                        "expected an octal string such as \"0660\", got %s "
+                        "(libconfig reads 0660 as the decimal 660)",
+                        type_name(s));
+        if (k->kind == CONFIG_KIND_LOGLEVEL)
+            return fail(ld, s, k->section, k->name,
+                        "expected one of \"err\", \"warning\", \"notice\", "
+                        "\"info\", \"debug\"");
+        return fail(ld, s, k->section, k->name, "expected a string, got %s",
+                    type_name(s));
+    }
+    if (set_text(c, k, config_setting_get_string(s), FROM_FILE, why,
+                 sizeof(why)) < 0)
+        return fail(ld, s, k->section, k->name, "%s", why);
     return 0;
 }
 
@@ -791,8 +1154,8 @@ check_name(const char *v)
 }
 
 static int
-load_groups(struct load *ld, const config_setting_t *s, const struct key *k,
-            struct config *c)
+load_groups(struct load *ld, const config_setting_t *s,
+            const struct config_key *k, struct config *c)
 {
     int writers = k->off == offsetof(struct config, writer_groups);
     char ***slot = writers ? &c->writer_groups : &c->reader_groups;
@@ -965,64 +1328,41 @@ load_tokens(struct load *ld, const config_setting_t *s, struct config *c)
 }
 
 static int
-load_loglevel(struct load *ld, const config_setting_t *s, const struct key *k,
-              struct config *c)
-{
-    const char *v;
-    size_t i;
-
-    if (config_setting_type(s) == CONFIG_TYPE_STRING) {
-        v = config_setting_get_string(s);
-        for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
-            if (strcmp(v, log_levels[i].name) == 0) {
-                c->log_level = log_levels[i].level;
-                return 0;
-            }
-        }
-    }
-    return fail(ld, s, k->section, k->name,
-                "expected one of \"err\", \"warning\", \"notice\", \"info\", "
-                "\"debug\"");
-}
-
-static int
-load_key(struct load *ld, const config_setting_t *s, const struct key *k,
+load_key(struct load *ld, const config_setting_t *s, const struct config_key *k,
          struct config *c)
 {
     switch (k->kind) {
-    case K_STRING:
-    case K_PATH:
-    case K_SOCKET:
-    case K_TCP:
-        return load_string(ld, s, k, c);
-    case K_MODE:
-        return load_mode(ld, s, k, c);
-    case K_COUNT:
-    case K_SIZE:
-    case K_MSEC:
-    case K_SEC:
+    case CONFIG_KIND_STRING:
+    case CONFIG_KIND_PATH:
+    case CONFIG_KIND_SOCKET:
+    case CONFIG_KIND_TCP:
+    case CONFIG_KIND_MODE:
+    case CONFIG_KIND_LOGLEVEL:
+        return load_text(ld, s, k, c);
+    case CONFIG_KIND_COUNT:
+    case CONFIG_KIND_SIZE:
+    case CONFIG_KIND_MSEC:
+    case CONFIG_KIND_SEC:
         return load_number(ld, s, k, c);
-    case K_GROUPS:
+    case CONFIG_KIND_GROUPS:
         return load_groups(ld, s, k, c);
-    case K_TOKENS:
+    case CONFIG_KIND_TOKENS:
         return load_tokens(ld, s, c);
-    case K_LOGLEVEL:
-        return load_loglevel(ld, s, k, c);
     }
     return -1;
 }
 
-static const struct key *
+static const struct config_key *
 find_key(const char *section, const char *name)
 {
     size_t i;
 
     for (i = 0; i < N_KEYS; i++) {
-        if (((section == NULL && keys[i].section == NULL) ||
-             (section != NULL && keys[i].section != NULL &&
-              strcmp(section, keys[i].section) == 0)) &&
-            strcmp(name, keys[i].name) == 0)
-            return &keys[i];
+        if (((section == NULL && config_keys[i].section == NULL) ||
+             (section != NULL && config_keys[i].section != NULL &&
+              strcmp(section, config_keys[i].section) == 0)) &&
+            strcmp(name, config_keys[i].name) == 0)
+            return &config_keys[i];
     }
     return NULL;
 }
@@ -1033,7 +1373,8 @@ is_section(const char *name)
     size_t i;
 
     for (i = 0; i < N_KEYS; i++)
-        if (keys[i].section != NULL && strcmp(keys[i].section, name) == 0)
+        if (config_keys[i].section != NULL &&
+            strcmp(config_keys[i].section, name) == 0)
             return 1;
     return 0;
 }
@@ -1046,8 +1387,8 @@ section_of(const char *name)
     size_t i;
 
     for (i = 0; i < N_KEYS; i++)
-        if (strcmp(keys[i].name, name) == 0)
-            return keys[i].section;
+        if (strcmp(config_keys[i].name, name) == 0)
+            return config_keys[i].section;
     return NULL;
 }
 
@@ -1078,7 +1419,7 @@ load_tree(struct load *ld, const config_setting_t *root, struct config *c)
     for (i = 0; i < n; i++) {
         const config_setting_t *s = config_setting_get_elem(root, (unsigned)i);
         const char *name = config_setting_name(s);
-        const struct key *k;
+        const struct config_key *k;
 
         if (is_section(name)) {
             if (!config_setting_is_group(s))
@@ -1336,7 +1677,7 @@ put_string(FILE *out, const char *s)
 }
 
 static void
-dump_key(const struct config *c, const struct key *k, FILE *out)
+dump_key(const struct config *c, const struct config_key *k, FILE *out)
 {
     const char *indent = k->section != NULL ? "    " : "";
     char buf[64];
@@ -1344,29 +1685,29 @@ dump_key(const struct config *c, const struct key *k, FILE *out)
 
     fprintf(out, "%s%s = ", indent, k->name);
     switch (k->kind) {
-    case K_STRING:
-    case K_PATH:
-    case K_SOCKET:
-    case K_TCP:
+    case CONFIG_KIND_STRING:
+    case CONFIG_KIND_PATH:
+    case CONFIG_KIND_SOCKET:
+    case CONFIG_KIND_TCP:
         put_string(out,
                    *(char *const *)(const void *)((const char *)c + k->off));
         break;
-    case K_MODE:
+    case CONFIG_KIND_MODE:
         fprintf(out, "\"%04o\"", (unsigned)c->socket_mode);
         break;
-    case K_COUNT:
+    case CONFIG_KIND_COUNT:
         fprintf(out, "%" PRIu64, get_number(c, k));
         break;
-    case K_SIZE:
-    case K_MSEC:
-    case K_SEC:
+    case CONFIG_KIND_SIZE:
+    case CONFIG_KIND_MSEC:
+    case CONFIG_KIND_SEC:
         format_value(k, get_number(c, k), buf, sizeof(buf));
         if (get_number(c, k) == 0)
             fprintf(out, "0");
         else
             fprintf(out, "\"%s\"", buf);
         break;
-    case K_GROUPS: {
+    case CONFIG_KIND_GROUPS: {
         char *const *list = k->off == offsetof(struct config, writer_groups)
                                 ? c->writer_groups
                                 : c->reader_groups;
@@ -1382,7 +1723,7 @@ dump_key(const struct config *c, const struct key *k, FILE *out)
         fprintf(out, n > 0 ? " ]" : "]");
         break;
     }
-    case K_TOKENS:
+    case CONFIG_KIND_TOKENS:
         fprintf(out, "(");
         for (i = 0; i < c->n_tokens; i++) {
             size_t j;
@@ -1396,7 +1737,7 @@ dump_key(const struct config *c, const struct key *k, FILE *out)
         }
         fprintf(out, c->n_tokens > 0 ? "\n%s)" : ")", indent);
         break;
-    case K_LOGLEVEL: {
+    case CONFIG_KIND_LOGLEVEL: {
         const char *name = "info";
 
         for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
@@ -1419,7 +1760,7 @@ config_dump(const struct config *c, FILE *out)
     size_t i;
 
     for (i = 0; i < N_KEYS; i++) {
-        const struct key *k = &keys[i];
+        const struct config_key *k = &config_keys[i];
 
         if (open != NULL &&
             (k->section == NULL || strcmp(open, k->section) != 0)) {
@@ -1435,4 +1776,78 @@ config_dump(const struct config *c, FILE *out)
     if (open != NULL)
         fprintf(out, "};\n");
     return ferror(out) ? -1 : 0;
+}
+
+/* ---- Flags and --help. ---- */
+
+int
+config_set_flag(struct config *c, const struct config_key *k, const char *text,
+                char err[CONFIG_ERR_MAX])
+{
+    int n;
+
+    /* The reason goes after the flag's name, cut if the whole is too
+     * long. */
+    n = snprintf(err, CONFIG_ERR_MAX,
+                 "--%s: ", k->flag != NULL ? k->flag : k->name);
+    if (n < 0 || n >= CONFIG_ERR_MAX)
+        n = 0;
+    return set_text(c, k, text, FROM_FLAG, err + n, CONFIG_ERR_MAX - (size_t)n);
+}
+
+void
+config_key_describe(const struct config_key *k, const struct config *c,
+                    char *buf, size_t len)
+{
+    char value[64] = "", lo[32], hi[32];
+    const char *str;
+    uint64_t v;
+    size_t i;
+
+    switch (k->kind) {
+    case CONFIG_KIND_STRING:
+    case CONFIG_KIND_PATH:
+    case CONFIG_KIND_SOCKET:
+    case CONFIG_KIND_TCP:
+        str = *(char *const *)(const void *)((const char *)c + k->off);
+        if (str != NULL && strlen(str) < sizeof(value))
+            snprintf(value, sizeof(value), "%s", str);
+        break;
+    case CONFIG_KIND_MODE:
+        snprintf(value, sizeof(value), "%04o", (unsigned)get_number(c, k));
+        break;
+    case CONFIG_KIND_COUNT:
+    case CONFIG_KIND_SIZE:
+    case CONFIG_KIND_MSEC:
+    case CONFIG_KIND_SEC:
+        v = get_number(c, k);
+        if (v == 0)
+            snprintf(value, sizeof(value), "0");
+        else
+            format_value(k, v, value, sizeof(value));
+        break;
+    case CONFIG_KIND_LOGLEVEL:
+        for (i = 0; i < sizeof(log_levels) / sizeof(log_levels[0]); i++) {
+            if (log_levels[i].level == c->log_level) {
+                snprintf(value, sizeof(value), "%s", log_levels[i].name);
+                break;
+            }
+        }
+        break;
+    case CONFIG_KIND_GROUPS:
+    case CONFIG_KIND_TOKENS:
+        break;
+    }
+    snprintf(buf, len, "%s%s%s%s%s", k->section != NULL ? k->section : "",
+             k->section != NULL ? "." : "", k->name,
+             value[0] != '\0' ? " = " : "", value);
+    if (k->kind == CONFIG_KIND_COUNT || k->kind == CONFIG_KIND_SIZE ||
+        k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC) {
+        size_t used = strlen(buf);
+
+        format_value(k, k->min, lo, sizeof(lo));
+        format_value(k, k->max, hi, sizeof(hi));
+        snprintf(buf + used, len - used, "; %s%s to %s",
+                 k->zero_ok ? "0 = off, or " : "", lo, hi);
+    }
 }

@@ -75,6 +75,72 @@ struct config {
     int log_level; /* LOG_ERR..LOG_DEBUG of syslog.h */
 };
 
+/*
+ * The configuration keys. One table, config_keys[], is the single source of
+ * every setting's file key, long option, parser, range and help text:
+ * config_load_file() reads the file through it, config_set_flag() reads a
+ * flag's argument through the same parser and range, and main.c builds
+ * getopt_long's options and --help from it. So a flag and its file key
+ * cannot accept different values.
+ *
+ * Units: the file writes a size as bytes or a string with a unit ("64MiB")
+ * and a duration as seconds or a string with units ("250ms", "1h30m"). A
+ * flag takes the same strings; a flag's name gives the unit of a number
+ * written without one: bytes, milliseconds for a CONFIG_KIND_MSEC key (its
+ * flag ends in "-ms") and seconds for a CONFIG_KIND_SEC key ("-s").
+ */
+enum config_kind {
+    CONFIG_KIND_STRING,  /* a name such as a group; "" means none */
+    CONFIG_KIND_PATH,    /* a file path; "" means none */
+    CONFIG_KIND_SOCKET,  /* an absolute Unix socket path fitting sun_path */
+    CONFIG_KIND_TCP,     /* "HOST:PORT" or "[V6]:PORT"; "" means off */
+    CONFIG_KIND_MODE,    /* an octal string, "0660" */
+    CONFIG_KIND_COUNT,   /* a whole number */
+    CONFIG_KIND_SIZE,    /* bytes */
+    CONFIG_KIND_MSEC,    /* a duration kept in milliseconds */
+    CONFIG_KIND_SEC,     /* a duration kept in whole seconds */
+    CONFIG_KIND_GROUPS,  /* an array of group names (file only) */
+    CONFIG_KIND_TOKENS,  /* a list of { name; sha256; } groups (file only) */
+    CONFIG_KIND_LOGLEVEL /* "err", "warning", "notice", "info", "debug" */
+};
+
+struct config_key {
+    const char *section; /* NULL for a top-level key */
+    const char *name;    /* the key inside its section: "chunk_receipts" */
+    const char *flag;    /* the long option without "--"; NULL: file only */
+    const char *arg;     /* the flag's argument in --help: "SIZE", "MS" */
+    enum config_kind kind;
+    size_t off;         /* offset of the member in struct config */
+    size_t width;       /* its size: 4 or 8 for numbers */
+    uint64_t min, max;  /* a number's range, in the member's unit */
+    int zero_ok;        /* 0 is also accepted (it means "off") */
+    uint64_t plain_min; /* a number the file writes without a unit must be 0
+                         * or at least this (0: no such rule); flags name
+                         * their unit, so it does not apply to them */
+    const char *help;   /* what the setting does, for --help */
+};
+
+/* Every key, in the order of the file's sections and of config_dump(). */
+extern const struct config_key config_keys[];
+extern const size_t config_n_keys;
+
+/*
+ * Sets the member of c that k names from text, a flag's argument, with the
+ * parser and range of k's file key. k must have a flag. Returns 0, or -1
+ * with c unchanged and "--flag: reason" in err (a string member may also
+ * fail on memory). text is borrowed; a string value is copied.
+ */
+int config_set_flag(struct config *c, const struct config_key *k,
+                    const char *text, char err[CONFIG_ERR_MAX]);
+
+/*
+ * For --help: writes k's file key, its value in c (the defaults, for
+ * --help) and its range into buf, e.g. "limits.max_unsent = 4MiB; 4KiB to
+ * 1GiB" or "listen.socket" when the value is none. buf is cut to len.
+ */
+void config_key_describe(const struct config_key *k, const struct config *c,
+                         char *buf, size_t len);
+
 /* Fills c with the built-in defaults (strings allocated; may fail only on
  * memory: returns 0 or -1). Any previous content of c is overwritten, not
  * freed. */

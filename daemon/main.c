@@ -32,158 +32,168 @@
 
 #define DRAIN_GRACE_MS 5000
 
+/*
+ * The flags with no file key. Every other flag is a key of config_keys[]
+ * (config.h): its getopt value is OPT_KEY plus its index there, and its
+ * argument goes through that key's parser and range, as the file's value
+ * does.
+ */
 enum {
-    OPT_SOCKET = 256,
-    OPT_SOCKET_MODE,
-    OPT_DB,
-    OPT_TCP,
-    OPT_CONFIG,
-    OPT_MAX_FRAME,
-    OPT_MAX_BATCH,
-    OPT_MAX_CONNECTIONS,
-    OPT_IDLE_TIMEOUT,
-    OPT_FRAME_TIMEOUT,
-    OPT_MAX_UNSENT,
-    OPT_MAX_PENDING,
-    OPT_COMMIT_ITEMS,
-    OPT_COMMIT_BYTES,
-    OPT_QUARANTINE_MAX,
-    OPT_QUERY_TIMEOUT,
-    OPT_QUERY_THREADS,
+    OPT_CONFIG = 256,
     OPT_MAX_DB_PAGES,
-    OPT_RETENTION_AGE,
-    OPT_PRUNE_BATCH,
-    OPT_CHUNK_RECEIPTS,
     OPT_PRUNE_IDLE,
-    OPT_LOG_LEVEL,
     OPT_CHECK_CONFIG,
     OPT_HASH_TOKEN,
     OPT_VERSION,
     OPT_HELP,
+    OPT_KEY = 512,
 };
 
-static const struct option options[] = {
-    { "socket", required_argument, NULL, OPT_SOCKET },
-    { "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
-    { "db", required_argument, NULL, OPT_DB },
-    { "tcp", required_argument, NULL, OPT_TCP },
-    { "config", required_argument, NULL, OPT_CONFIG },
-    { "max-frame", required_argument, NULL, OPT_MAX_FRAME },
-    { "max-batch", required_argument, NULL, OPT_MAX_BATCH },
-    { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
-    { "idle-timeout-ms", required_argument, NULL, OPT_IDLE_TIMEOUT },
-    { "frame-timeout-ms", required_argument, NULL, OPT_FRAME_TIMEOUT },
-    { "max-unsent-bytes", required_argument, NULL, OPT_MAX_UNSENT },
-    { "max-pending-bytes", required_argument, NULL, OPT_MAX_PENDING },
-    { "commit-max-items", required_argument, NULL, OPT_COMMIT_ITEMS },
-    { "commit-max-bytes", required_argument, NULL, OPT_COMMIT_BYTES },
-    { "quarantine-max-bytes", required_argument, NULL, OPT_QUARANTINE_MAX },
-    { "query-timeout-ms", required_argument, NULL, OPT_QUERY_TIMEOUT },
-    { "query-threads", required_argument, NULL, OPT_QUERY_THREADS },
-    { "max-db-pages", required_argument, NULL, OPT_MAX_DB_PAGES },
-    { "retention-age-s", required_argument, NULL, OPT_RETENTION_AGE },
-    { "prune-batch", required_argument, NULL, OPT_PRUNE_BATCH },
-    { "chunk-receipts", required_argument, NULL, OPT_CHUNK_RECEIPTS },
-    { "prune-idle-ms", required_argument, NULL, OPT_PRUNE_IDLE },
-    { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-    { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
-    { "hash-token", no_argument, NULL, OPT_HASH_TOKEN },
-    { "version", no_argument, NULL, OPT_VERSION },
-    { "help", no_argument, NULL, OPT_HELP },
-    { NULL, 0, NULL, 0 },
+static const struct special {
+    struct option opt;
+    const char *arg;  /* in --help; NULL for none */
+    const char *help; /* in --help */
+} specials[] = {
+    { { "config", required_argument, NULL, OPT_CONFIG },
+      "FILE",
+      "libconfig file (receiptd.conf(5)); flags override it" },
+    { { "max-db-pages", required_argument, NULL, OPT_MAX_DB_PAGES },
+      "N",
+      "cap the database at N pages (PRAGMA max_page_count; 0 = no cap)" },
+    { { "prune-idle-ms", required_argument, NULL, OPT_PRUNE_IDLE },
+      "N",
+      "writer idle time in ms before a prune batch (1000; small values for "
+      "tests)" },
+    { { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+      NULL,
+      "validate the configuration and exit" },
+    { { "hash-token", no_argument, NULL, OPT_HASH_TOKEN },
+      NULL,
+      "read a TCP token on stdin, print its SHA-256 for access.tokens, and "
+      "exit" },
+    { { "version", no_argument, NULL, OPT_VERSION },
+      NULL,
+      "print the version and exit" },
+    { { "help", no_argument, NULL, OPT_HELP },
+      NULL,
+      "print this help and exit" },
 };
+
+#define N_SPECIALS (sizeof(specials) / sizeof(specials[0]))
+
+/* getopt_long's options: the specials, then every key with a flag. */
+static struct option *options;
+
+static void
+options_init(void)
+{
+    size_t n = 0, i;
+
+    options = calloc(N_SPECIALS + config_n_keys + 1, sizeof(*options));
+    if (options == NULL)
+        fatal("calloc");
+    for (i = 0; i < N_SPECIALS; i++)
+        options[n++] = specials[i].opt;
+    for (i = 0; i < config_n_keys; i++) {
+        if (config_keys[i].flag == NULL)
+            continue;
+        options[n].name = config_keys[i].flag;
+        options[n].has_arg = required_argument;
+        options[n].val = OPT_KEY + (int)i;
+        n++;
+    }
+}
+
+#define HELP_COL   30
+#define HELP_WIDTH 79
+
+/* One option of --help: "  --name ARG" and its text, wrapped. */
+static void
+usage_option(FILE *f, const char *name, const char *arg, const char *text)
+{
+    const char *p = text, *end;
+    int col, first = 1;
+    size_t w;
+
+    col = fprintf(f, "  --%s%s%s", name, arg != NULL ? " " : "",
+                  arg != NULL ? arg : "");
+    if (col < HELP_COL)
+        col += fprintf(f, "%*s", HELP_COL - col, "");
+    else
+        col += fprintf(f, "  ");
+    while (*p != '\0') {
+        while (*p == ' ')
+            p++;
+        for (end = p; *end != '\0' && *end != ' '; end++)
+            ;
+        if (end == p)
+            break;
+        w = (size_t)(end - p);
+        if (!first && col + 1 + (int)w > HELP_WIDTH) {
+            col = fprintf(f, "\n%*s", HELP_COL, "") - 1;
+            first = 1;
+        }
+        if (!first)
+            col += fprintf(f, " ");
+        col += fprintf(f, "%.*s", (int)w, p);
+        first = 0;
+        p = end;
+    }
+    fprintf(f, "\n");
+}
 
 static void
 usage(FILE *f)
 {
-    fprintf(
-        f, "usage: receiptd --socket PATH --db PATH [options]\n"
-           "\n"
-           "Collects execution receipts over length-prefixed msgpack frames\n"
-           "and stores them durably in one SQLite file. Runs in the\n"
-           "foreground and logs to stderr.\n"
-           "\n"
-           "  --socket PATH             Unix socket to listen on\n"
-           "  --socket-mode MODE        its permissions, octal (0660)\n"
-           "  --tcp HOST:PORT           also listen on TCP (numeric address;\n"
-           "                            [::1]:7000 for IPv6)\n"
-           "  --db PATH                 SQLite database (created if missing)\n"
-           "  --config FILE             libconfig file; flags override it\n"
-           "  --max-frame N             largest frame in bytes (1048576)\n"
-           "  --max-batch N             receipts per `receipts` op (10000)\n"
-           "  --max-connections N       open connections (1024)\n"
-           "  --idle-timeout-ms N       close a connection that sent nothing,\n"
-           "                            or took none of its replies, for N ms\n"
-           "                            (300000; 0 = never)\n"
-           "  --frame-timeout-ms N      a started frame must complete (10000)\n"
-           "  --max-unsent-bytes N      unread replies per connection before\n"
-           "                            it stops being read (4194304)\n"
-           "  --max-pending-bytes N     queued writes before every connection\n"
-           "                            stops being read (67108864)\n"
-           "  --commit-max-items N      receipts per group commit (20000)\n"
-           "  --commit-max-bytes N      bytes per group commit (16777216)\n"
-           "  --quarantine-max-bytes N  raw bytes kept in quarantine "
-           "(268435456)\n"
-           "  --query-timeout-ms N      longest query (10000)\n"
-           "  --query-threads N         read-only store connections (2)\n"
-           "  --max-db-pages N          cap the database at N pages (PRAGMA\n"
-           "                            max_page_count; 0 = no cap)\n"
-           "  --retention-age-s N       prune receipts older than N seconds\n"
-           "                            (store.retention; 0 = keep forever)\n"
-           "  --prune-batch N           receipts per prune batch (1000, max "
-           "10000)\n"
-           "  --chunk-receipts N        receipts the writer gathers before it\n"
-           "                            writes their postings and rollups\n"
-           "                            (store.chunk_receipts; 16384)\n"
-           "  --prune-idle-ms N         writer idle time before a prune\n"
-           "                            batch (1000; small values for tests)\n"
-           "  --log-level LEVEL         error, warning, notice, info or debug\n"
-           "  --check-config            validate the configuration and exit\n"
-           "  --hash-token              read a TCP token on stdin, print its\n"
-           "                            SHA-256 for access.tokens, and exit\n"
-           "  --version                 print the version and exit\n"
-           "  --help                    print this help and exit\n");
+    struct config defaults;
+    char text[2 * CONFIG_ERR_MAX], what[CONFIG_ERR_MAX];
+    size_t i;
+
+    if (config_defaults(&defaults) != 0)
+        fatalx("out of memory");
+    fprintf(f, "usage: receiptd --socket PATH --db PATH [options]\n"
+               "\n"
+               "Collects execution receipts over length-prefixed msgpack "
+               "frames\n"
+               "and stores them durably in one SQLite file. Runs in the\n"
+               "foreground and logs to stderr.\n"
+               "\n"
+               "Each flag but the last few sets a key of the configuration "
+               "file,\n"
+               "shown with its default and range, and accepts what the file "
+               "does.\n"
+               "SIZE is bytes or a number with a unit (64KiB, 1MB); MS is\n"
+               "milliseconds and S seconds, or a duration with units (250ms, "
+               "7d).\n"
+               "\n");
+    usage_option(f, specials[0].opt.name, specials[0].arg, specials[0].help);
+    for (i = 0; i < config_n_keys; i++) {
+        const struct config_key *k = &config_keys[i];
+
+        if (k->flag == NULL)
+            continue;
+        config_key_describe(k, &defaults, what, sizeof(what));
+        snprintf(text, sizeof(text), "%s (%s)", k->help, what);
+        usage_option(f, k->flag, k->arg, text);
+    }
+    for (i = 1; i < N_SPECIALS; i++)
+        usage_option(f, specials[i].opt.name, specials[i].arg,
+                     specials[i].help);
+    config_free(&defaults);
 }
 
+/* A number for the flags with no file key. */
 static uint64_t
-num(const char *flag, const char *s, uint64_t max, int base)
+num(const char *flag, const char *s, uint64_t max)
 {
     unsigned long long v;
     char *end;
 
     errno = 0;
-    v = strtoull(s, &end, base);
+    v = strtoull(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > max)
         fatalx("--%s: \"%s\" is not a number in 0..%" PRIu64, flag, s, max);
     return (uint64_t)v;
-}
-
-static void
-set_str(char **dst, const char *s)
-{
-    char *p = strdup(s);
-
-    if (p == NULL)
-        fatal("strdup");
-    free(*dst);
-    *dst = p;
-}
-
-static int
-level_from_name(const char *s)
-{
-    if (strcmp(s, "error") == 0)
-        return LOG_ERR;
-    if (strcmp(s, "warning") == 0)
-        return LOG_WARNING;
-    if (strcmp(s, "notice") == 0)
-        return LOG_NOTICE;
-    if (strcmp(s, "info") == 0)
-        return LOG_INFO;
-    if (strcmp(s, "debug") == 0)
-        return LOG_DEBUG;
-    fatalx("--log-level: \"%s\" is not error, warning, notice, info or debug",
-           s);
 }
 
 /* What the command line says beyond struct config. */
@@ -336,10 +346,12 @@ adopt_listeners(unsigned *kinds)
 /*
  * Applies the command-line flags to c (after the defaults and the file),
  * at start and again on every reload so that flags keep overriding the
- * file. Returns 0, or -1 on an unknown flag (getopt has said which).
+ * file. Returns 0; -1 on an unknown flag or argument (getopt or this
+ * function has said which); 1 on a value its key refuses, with
+ * "--flag: reason" in err.
  */
 static int
-parse_flags(struct config *c, struct flags *f)
+parse_flags(struct config *c, struct flags *f, char err[CONFIG_ERR_MAX])
 {
     int argc = f->argc, ch;
     char **argv = f->argv;
@@ -347,86 +359,20 @@ parse_flags(struct config *c, struct flags *f)
     optind = 0;
     opterr = 1;
     while ((ch = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (ch >= OPT_KEY && ch < OPT_KEY + (int)config_n_keys) {
+            if (config_set_flag(c, &config_keys[ch - OPT_KEY], optarg, err) !=
+                0)
+                return 1;
+            continue;
+        }
         switch (ch) {
-        case OPT_SOCKET:
-            set_str(&c->socket_path, optarg);
-            break;
-        case OPT_SOCKET_MODE:
-            c->socket_mode = (uint32_t)num("socket-mode", optarg, 0777, 8);
-            break;
-        case OPT_DB:
-            set_str(&c->db_path, optarg);
-            break;
-        case OPT_TCP:
-            set_str(&c->tcp_listen, optarg);
-            break;
         case OPT_CONFIG:
             break;
-        case OPT_MAX_FRAME:
-            c->max_frame = (uint32_t)num("max-frame", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_MAX_BATCH:
-            c->max_batch = (uint32_t)num("max-batch", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_MAX_CONNECTIONS:
-            c->max_connections =
-                (uint32_t)num("max-connections", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_IDLE_TIMEOUT:
-            c->idle_timeout_ms =
-                (uint32_t)num("idle-timeout-ms", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_FRAME_TIMEOUT:
-            c->frame_timeout_ms =
-                (uint32_t)num("frame-timeout-ms", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_MAX_UNSENT:
-            c->max_unsent_bytes =
-                num("max-unsent-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_MAX_PENDING:
-            c->max_pending_bytes =
-                num("max-pending-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_COMMIT_ITEMS:
-            c->commit_max_items =
-                (uint32_t)num("commit-max-items", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_COMMIT_BYTES:
-            c->commit_max_bytes =
-                num("commit-max-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_QUARANTINE_MAX:
-            c->quarantine_max_bytes =
-                num("quarantine-max-bytes", optarg, UINT64_MAX, 10);
-            break;
-        case OPT_QUERY_TIMEOUT:
-            c->query_timeout_ms =
-                (uint32_t)num("query-timeout-ms", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_QUERY_THREADS:
-            c->query_threads = (uint32_t)num("query-threads", optarg, 64, 10);
-            break;
         case OPT_MAX_DB_PAGES:
-            f->max_pages = num("max-db-pages", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_RETENTION_AGE:
-            c->retention_max_age_s =
-                num("retention-age-s", optarg, UINT32_MAX, 10);
-            break;
-        case OPT_CHUNK_RECEIPTS:
-            c->chunk_receipts =
-                (uint32_t)num("chunk-receipts", optarg, 1000000, 10);
-            break;
-        case OPT_PRUNE_BATCH:
-            c->prune_batch = (uint32_t)num("prune-batch", optarg, 10000, 10);
+            f->max_pages = num("max-db-pages", optarg, UINT32_MAX);
             break;
         case OPT_PRUNE_IDLE:
-            f->prune_idle_ms =
-                (uint32_t)num("prune-idle-ms", optarg, 3600000, 10);
-            break;
-        case OPT_LOG_LEVEL:
-            c->log_level = level_from_name(optarg);
+            f->prune_idle_ms = (uint32_t)num("prune-idle-ms", optarg, 3600000);
             break;
         case OPT_CHECK_CONFIG:
             f->check_only = 1;
@@ -449,10 +395,12 @@ static void
 reapply_flags_cb(struct config *next, void *arg)
 {
     struct flags f = *(struct flags *)arg;
+    char err[CONFIG_ERR_MAX] = "";
 
-    /* The same arguments parsed successfully at start. */
-    if (parse_flags(next, &f) != 0)
-        log_warnx("reload: the command line no longer parses");
+    /* The same arguments parsed successfully at start, and a flag's value
+     * is judged on its own, whatever the file says. */
+    if (parse_flags(next, &f, err) != 0)
+        log_warnx("reload: the command line no longer parses %s", err);
 }
 
 /* What store_migrating saw, for the line after the store opened. */
@@ -584,6 +532,16 @@ hup_cb(uv_signal_t *h, int signum)
     notify_ready();
 }
 
+/* For the exits before the daemon runs: frees cfg (ASan's leak check runs
+ * the tests of --help and --check-config) and returns rc. */
+static int
+quit(struct config *cfg, int rc)
+{
+    config_free(cfg);
+    free(cfg);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -602,6 +560,7 @@ main(int argc, char **argv)
         fatalx("out of memory");
     ms.flags.argc = argc;
     ms.flags.argv = argv;
+    options_init();
     /* First pass: only --config, --help and --version, so the file is
      * read before the flags that override it. */
     opterr = 0;
@@ -610,20 +569,25 @@ main(int argc, char **argv)
             ms.flags.config_file = optarg;
         else if (ch == OPT_HELP) {
             usage(stdout);
-            return 0;
+            return quit(cfg, 0);
         } else if (ch == OPT_VERSION) {
             printf("receiptd %s\n", RECEIPTD_VERSION);
-            return 0;
+            return quit(cfg, 0);
         }
     }
     if (ms.flags.config_file != NULL &&
         config_load_file(cfg, ms.flags.config_file, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
-    if (parse_flags(cfg, &ms.flags) != 0) {
+    rc = parse_flags(cfg, &ms.flags, cerr);
+    if (rc > 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        return quit(cfg, 1);
+    }
+    if (rc < 0) {
         usage(stderr);
-        return 2;
+        return quit(cfg, 2);
     }
     if (ms.flags.hash_token) {
         rc = access_hash_token_stream(stdin, stdout, cerr);
@@ -635,12 +599,12 @@ main(int argc, char **argv)
     }
     if (config_validate(cfg, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
     /* Group names resolve here, so --check-config catches unknown ones. */
     if (access_policy_init(&ms.access, cfg, cerr) != 0) {
         fprintf(stderr, "receiptd: %s\n", cerr);
-        return 1;
+        return quit(cfg, 1);
     }
     if (ms.flags.check_only) {
         printf("receiptd: configuration OK\n");

@@ -603,6 +603,556 @@ START_TEST(test_config_init_name_still_gives_defaults)
 }
 END_TEST
 
+/* ---- The key table: a flag and its file key accept the same values. ---- */
+
+static const struct config_key *
+key_by_flag(const char *flag)
+{
+    size_t i;
+
+    for (i = 0; i < config_n_keys; i++)
+        if (config_keys[i].flag != NULL &&
+            strcmp(config_keys[i].flag, flag) == 0)
+            return &config_keys[i];
+    ck_abort_msg("no key has the flag --%s", flag);
+    return NULL;
+}
+
+/* Loads a file holding only "k = literal;" over the defaults into c. */
+static int
+load_literal(const struct config_key *k, const char *literal, struct config *c,
+             char err[CONFIG_ERR_MAX])
+{
+    char path[512];
+    FILE *f;
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/check_config_key_%ld.conf",
+             TEST_BINARY_DIR, (long)getpid());
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    if (k->section != NULL)
+        fprintf(f, "%s: {\n    %s = %s;\n};\n", k->section, k->name, literal);
+    else
+        fprintf(f, "%s = %s;\n", k->name, literal);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(config_defaults(c), 0);
+    rc = config_load_file(c, path, err);
+    unlink(path);
+    return rc;
+}
+
+/* The reason of a refusal, after "--flag: " or "file:line: key: ". */
+static const char *
+reason(const struct config_key *k, const char *err)
+{
+    char prefix[128];
+    const char *p;
+
+    if (strncmp(err, "--", 2) == 0) {
+        snprintf(prefix, sizeof(prefix), "--%s: ", k->flag);
+        ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0, "%s", err);
+        return err + strlen(prefix);
+    }
+    snprintf(prefix, sizeof(prefix),
+             "%s%s%s: ", k->section != NULL ? k->section : "",
+             k->section != NULL ? "." : "", k->name);
+    p = strstr(err, prefix);
+    ck_assert_msg(p != NULL, "%s", err);
+    return p + strlen(prefix);
+}
+
+/* One value as a flag and as the file spell it, and whether k takes it.
+ * same_reason: both refusals must give the same reason (a range). */
+struct spelling {
+    char flag[4200];
+    char file[4200];
+    int ok;
+    int same_reason;
+};
+
+#define SPELLINGS_MAX 48
+
+static struct spelling spellings[SPELLINGS_MAX];
+static size_t n_spellings;
+
+static void
+spell(const char *flag, const char *file, int ok, int same_reason)
+{
+    struct spelling *sp;
+
+    ck_assert_uint_lt(n_spellings, SPELLINGS_MAX);
+    sp = &spellings[n_spellings++];
+    snprintf(sp->flag, sizeof(sp->flag), "%s", flag);
+    snprintf(sp->file, sizeof(sp->file), "%s", file);
+    sp->ok = ok;
+    sp->same_reason = same_reason;
+}
+
+/* The same text for the flag and, quoted, for the file. */
+static void
+spell_text(const char *text, int ok)
+{
+    char quoted[4200];
+
+    ck_assert_uint_lt(strlen(text) + 2, sizeof(quoted));
+    quoted[0] = '"';
+    memcpy(quoted + 1, text, strlen(text));
+    memcpy(quoted + 1 + strlen(text), "\"", 2);
+    spell(text, quoted, ok, 1);
+}
+
+static void
+spell_long(char first, size_t len, int ok)
+{
+    char text[4100];
+
+    ck_assert_uint_lt(len, sizeof(text));
+    memset(text, 'a', len);
+    text[0] = first;
+    text[len] = '\0';
+    spell_text(text, ok);
+}
+
+/* An integer literal as libconfig reads it whole (L past 32 bits). */
+static void
+int_literal(char *out, size_t len, unsigned long long v)
+{
+    snprintf(out, len, "%llu%s", v, v > 2147483647ull ? "L" : "");
+}
+
+/* A number v of k (in the member's unit) in every spelling both take. */
+static void
+spell_number(const struct config_key *k, unsigned long long v)
+{
+    int ok = (v >= k->min && v <= k->max) || (v == 0 && k->zero_ok);
+    char flag[64], file[64];
+
+    switch (k->kind) {
+    case CONFIG_KIND_COUNT:
+        snprintf(flag, sizeof(flag), "%llu", v);
+        int_literal(file, sizeof(file), v);
+        spell(flag, file, ok, 1);
+        break;
+    case CONFIG_KIND_SIZE:
+        snprintf(flag, sizeof(flag), "%llu", v);
+        int_literal(file, sizeof(file), v);
+        spell(flag, file, ok, 1);
+        snprintf(flag, sizeof(flag), "%lluB", v);
+        snprintf(file, sizeof(file), "\"%lluB\"", v);
+        spell(flag, file, ok, 1);
+        break;
+    case CONFIG_KIND_MSEC:
+        /* The flag's plain number is milliseconds, the file's seconds. */
+        snprintf(flag, sizeof(flag), "%llu", v);
+        snprintf(file, sizeof(file), "\"%llums\"", v);
+        spell(flag, file, ok, 1);
+        snprintf(flag, sizeof(flag), "%llums", v);
+        spell(flag, file, ok, 1);
+        if (v % 1000 == 0) {
+            int_literal(file, sizeof(file), v / 1000);
+            spell(flag, file, ok, 1);
+        }
+        break;
+    case CONFIG_KIND_SEC:
+        snprintf(flag, sizeof(flag), "%llu", v);
+        snprintf(file, sizeof(file), "\"%llus\"", v);
+        spell(flag, file, ok, 1);
+        snprintf(flag, sizeof(flag), "%llus", v);
+        spell(flag, file, ok, 1);
+        /* The file's plain numbers have a rule of their own (below). */
+        if (v == 0 || v >= k->plain_min) {
+            int_literal(file, sizeof(file), v);
+            spell(flag, file, ok, 1);
+        }
+        break;
+    default:
+        ck_abort_msg("%s is not a number", k->name);
+    }
+}
+
+/* The cases of key k: its range's edges, 0 and bad spellings for numbers;
+ * good and bad values for the others. */
+static void
+spell_key(const struct config_key *k)
+{
+    n_spellings = 0;
+    switch (k->kind) {
+    case CONFIG_KIND_COUNT:
+    case CONFIG_KIND_SIZE:
+    case CONFIG_KIND_MSEC:
+    case CONFIG_KIND_SEC:
+        spell_number(k, 0);
+        if (k->min > 1)
+            spell_number(k, k->min - 1);
+        spell_number(k, k->min);
+        spell_number(k, k->max);
+        spell_number(k, k->max + 1);
+        spell("-1", "-1", 0, 0);
+        spell("1.5", "1.5", 0, 0);
+        spell("", "\"\"", 0, 0);
+        spell("10Mb", "\"10Mb\"", 0, 0);
+        spell("10 sec", "\"10 sec\"", 0, 0);
+        spell("99999999999999999999", "\"99999999999999999999\"", 0, 0);
+        if (k->kind == CONFIG_KIND_SEC)
+            spell("1500ms", "\"1500ms\"", 0, 1);
+        break;
+    case CONFIG_KIND_MODE:
+        spell_text("0660", 1);
+        spell_text("0770", 1);
+        spell_text("0600", 1);
+        spell_text("660", 1);
+        spell_text("0666", 0);
+        spell_text("0661", 0);
+        spell_text("0060", 0);
+        spell_text("0680", 0);
+        spell_text("07777", 0);
+        spell_text("", 0);
+        break;
+    case CONFIG_KIND_SOCKET:
+        spell_text("", 1);
+        spell_text("/run/receiptd/receiptd.sock", 1);
+        spell_text("receiptd.sock", 0);
+        spell_long('/', 107, 1);
+        spell_long('/', 108, 0);
+        break;
+    case CONFIG_KIND_PATH:
+        spell_text("", 1);
+        spell_text("/var/lib/receiptd/receipts.db", 1);
+        spell_text("receipts.db", 1);
+        spell_long('/', 4096, 1);
+        spell_long('/', 4097, 0);
+        break;
+    case CONFIG_KIND_TCP:
+        spell_text("", 1);
+        spell_text("127.0.0.1:7411", 1);
+        spell_text("[::1]:7411", 1);
+        spell_text("host:65535", 1);
+        spell_text("::1:7411", 0);
+        spell_text("localhost", 0);
+        spell_text("host:0", 0);
+        spell_text("host:65536", 0);
+        break;
+    case CONFIG_KIND_STRING:
+        spell_text("", 1);
+        spell_text("receiptd", 1);
+        spell_long('g', 256, 1);
+        spell_long('g', 257, 0);
+        break;
+    case CONFIG_KIND_LOGLEVEL:
+        spell_text("err", 1);
+        spell_text("error", 1);
+        spell_text("warning", 1);
+        spell_text("warn", 1);
+        spell_text("notice", 1);
+        spell_text("info", 1);
+        spell_text("debug", 1);
+        spell_text("verbose", 0);
+        spell_text("ERR", 0);
+        spell_text("", 0);
+        break;
+    case CONFIG_KIND_GROUPS:
+    case CONFIG_KIND_TOKENS:
+        break;
+    }
+}
+
+START_TEST(test_config_flag_and_file_key_accept_the_same_values)
+{
+    const struct config_key *k = &config_keys[_i];
+    char ferr[CONFIG_ERR_MAX], lerr[CONFIG_ERR_MAX];
+    struct config a, b;
+    size_t i;
+
+    if (k->flag == NULL) {
+        /* Lists have no single-value flag. */
+        ck_assert(k->kind == CONFIG_KIND_GROUPS ||
+                  k->kind == CONFIG_KIND_TOKENS);
+        return;
+    }
+    spell_key(k);
+    ck_assert_uint_gt(n_spellings, 0);
+    for (i = 0; i < n_spellings; i++) {
+        const struct spelling *sp = &spellings[i];
+        int rf, rl;
+
+        ferr[0] = lerr[0] = '\0';
+        ck_assert_int_eq(config_defaults(&a), 0);
+        rf = config_set_flag(&a, k, sp->flag, ferr);
+        rl = load_literal(k, sp->file, &b, lerr);
+        ck_assert_msg((rf == 0) == sp->ok, "--%s \"%s\": %s", k->flag, sp->flag,
+                      rf == 0 ? "accepted" : ferr);
+        ck_assert_msg((rl == 0) == sp->ok, "%s = %s: %s", k->name, sp->file,
+                      rl == 0 ? "accepted" : lerr);
+        if (sp->ok) {
+            char *da = dump(&a), *db = dump(&b);
+
+            ck_assert_msg(strcmp(da, db) == 0,
+                          "--%s \"%s\" gives\n%s\nbut %s = %s gives\n%s",
+                          k->flag, sp->flag, da, k->name, sp->file, db);
+            free(da);
+            free(db);
+        } else if (sp->same_reason) {
+            ck_assert_str_eq(reason(k, ferr), reason(k, lerr));
+        }
+        config_free(&a);
+        config_free(&b);
+    }
+}
+END_TEST
+
+START_TEST(test_config_key_table_is_complete_and_consistent)
+{
+    struct config d;
+    size_t i, j;
+
+    ck_assert_int_eq(config_defaults(&d), 0);
+    for (i = 0; i < config_n_keys; i++) {
+        const struct config_key *k = &config_keys[i];
+        int number = k->kind == CONFIG_KIND_COUNT ||
+                     k->kind == CONFIG_KIND_SIZE ||
+                     k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC;
+        size_t n = k->flag != NULL ? strlen(k->flag) : 0;
+
+        if (k->kind != CONFIG_KIND_GROUPS && k->kind != CONFIG_KIND_TOKENS)
+            ck_assert_msg(k->flag != NULL && k->arg != NULL && k->help != NULL,
+                          "%s has no flag, argument or help", k->name);
+        for (j = 0; j < i; j++) {
+            ck_assert_msg(k->flag == NULL || config_keys[j].flag == NULL ||
+                              strcmp(k->flag, config_keys[j].flag) != 0,
+                          "--%s twice", k->flag);
+            ck_assert_msg(
+                !(strcmp(k->name, config_keys[j].name) == 0 &&
+                  ((k->section == NULL && config_keys[j].section == NULL) ||
+                   (k->section != NULL && config_keys[j].section != NULL &&
+                    strcmp(k->section, config_keys[j].section) == 0))),
+                "%s twice", k->name);
+        }
+        /* A flag's name says the unit of its plain numbers. */
+        if (k->kind == CONFIG_KIND_MSEC)
+            ck_assert_msg(n > 3 && strcmp(k->flag + n - 3, "-ms") == 0, "--%s",
+                          k->flag);
+        if (k->kind == CONFIG_KIND_SEC)
+            ck_assert_msg(n > 2 && strcmp(k->flag + n - 2, "-s") == 0, "--%s",
+                          k->flag);
+        if (k->plain_min != 0)
+            ck_assert_int_eq(k->kind, CONFIG_KIND_SEC);
+        if (number) {
+            uint64_t v = 0;
+
+            ck_assert_uint_le(k->min, k->max);
+            ck_assert_msg(k->width == 8 || k->max <= UINT32_MAX,
+                          "%s: max does not fit its member", k->name);
+            memcpy(&v, (const char *)&d + k->off, k->width);
+            if (k->width == 4) {
+                uint32_t v32;
+
+                memcpy(&v32, (const char *)&d + k->off, 4);
+                v = v32;
+            }
+            ck_assert_msg((v >= k->min && v <= k->max) ||
+                              (v == 0 && k->zero_ok),
+                          "%s: the default is out of range", k->name);
+        }
+    }
+    config_free(&d);
+}
+END_TEST
+
+/* Issue 13: the file refused max_unsent = 0, the flag took it. */
+START_TEST(test_config_flag_max_unsent_zero_is_refused_like_the_file)
+{
+    const struct config_key *k = key_by_flag("max-unsent-bytes");
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_set_flag(&c, k, "0", err), -1);
+    ck_assert_str_eq(err, "--max-unsent-bytes: out of range: must be 4KiB to "
+                          "1GiB");
+    ck_assert_uint_eq(c.max_unsent_bytes, 4u << 20);
+    ck_assert_int_eq(config_set_flag(&c, k, "4096", err), 0);
+    ck_assert_uint_eq(c.max_unsent_bytes, 4096);
+    config_free(&c);
+    ck_assert_int_eq(load_literal(k, "0", &c, err), -1);
+    ck_assert_str_eq(reason(k, err), "out of range: must be 4KiB to 1GiB");
+    config_free(&c);
+}
+END_TEST
+
+/* Issue 13: the file refused query_timeout = 0, the flag took it. */
+START_TEST(test_config_flag_query_timeout_zero_is_refused_like_the_file)
+{
+    const struct config_key *k = key_by_flag("query-timeout-ms");
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_set_flag(&c, k, "0", err), -1);
+    ck_assert_str_eq(err, "--query-timeout-ms: out of range: must be 1ms to "
+                          "1h");
+    ck_assert_int_eq(config_set_flag(&c, k, "1", err), 0);
+    ck_assert_uint_eq(c.query_timeout_ms, 1);
+    config_free(&c);
+    ck_assert_int_eq(load_literal(k, "0", &c, err), -1);
+    ck_assert_str_eq(reason(k, err), "out of range: must be 1ms to 1h");
+    ck_assert_int_eq(load_literal(k, "\"1ms\"", &c, err), 0);
+    ck_assert_uint_eq(c.query_timeout_ms, 1);
+    config_free(&c);
+}
+END_TEST
+
+/* Issue 13: the file took log_level = "err", the flag only "error". */
+START_TEST(test_config_flag_log_level_takes_the_file_names)
+{
+    static const struct {
+        const char *name;
+        int level;
+    } names[] = {
+        { "err", LOG_ERR },         { "error", LOG_ERR },
+        { "warning", LOG_WARNING }, { "warn", LOG_WARNING },
+        { "notice", LOG_NOTICE },   { "info", LOG_INFO },
+        { "debug", LOG_DEBUG },
+    };
+    const struct config_key *k = key_by_flag("log-level");
+    char err[CONFIG_ERR_MAX] = "", literal[32];
+    struct config c;
+    size_t i;
+
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        ck_assert_int_eq(config_defaults(&c), 0);
+        ck_assert_msg(config_set_flag(&c, k, names[i].name, err) == 0, "%s",
+                      err);
+        ck_assert_int_eq(c.log_level, names[i].level);
+        config_free(&c);
+        snprintf(literal, sizeof(literal), "\"%s\"", names[i].name);
+        ck_assert_msg(load_literal(k, literal, &c, err) == 0, "%s", err);
+        ck_assert_int_eq(c.log_level, names[i].level);
+        config_free(&c);
+    }
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_set_flag(&c, k, "verbose", err), -1);
+    ck_assert_str_eq(err, "--log-level: expected one of \"err\", \"warning\", "
+                          "\"notice\", \"info\", \"debug\"");
+    ck_assert_int_eq(c.log_level, LOG_INFO);
+    config_free(&c);
+}
+END_TEST
+
+/* Issue 13: --prune-batch took 0 to 10000, prune_batch 1 to 1000000; the
+ * writer caps a batch at 10000 anyway. */
+START_TEST(test_config_prune_batch_has_one_range)
+{
+    const struct config_key *k = key_by_flag("prune-batch");
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_ptr_eq(k, key_by_flag("prune-batch"));
+    ck_assert_str_eq(k->name, "prune_batch");
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_set_flag(&c, k, "0", err), -1);
+    ck_assert_str_eq(err, "--prune-batch: out of range: must be 1 to 10000");
+    ck_assert_int_eq(config_set_flag(&c, k, "10001", err), -1);
+    ck_assert_int_eq(config_set_flag(&c, k, "10000", err), 0);
+    ck_assert_uint_eq(c.prune_batch, 10000);
+    config_free(&c);
+    ck_assert_int_eq(load_literal(k, "0", &c, err), -1);
+    ck_assert_int_eq(load_literal(k, "20000", &c, err), -1);
+    ck_assert_str_eq(reason(k, err), "out of range: must be 1 to 10000");
+    ck_assert_int_eq(load_literal(k, "10000", &c, err), 0);
+    ck_assert_uint_eq(c.prune_batch, 10000);
+    config_free(&c);
+}
+END_TEST
+
+/* A retention under an hour needs its unit in the file ("7" is a likely
+ * slip for days); the flag's name gives it. */
+START_TEST(test_config_retention_plain_number_needs_an_hour_in_the_file)
+{
+    const struct config_key *k = key_by_flag("retention-age-s");
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_int_eq(load_literal(k, "7", &c, err), -1);
+    ck_assert_int_eq(load_literal(k, "\"7\"", &c, err), -1);
+    ck_assert_str_eq(reason(k, err),
+                     "7 without a unit is seconds: must be 0 (off) or at "
+                     "least 1h; write \"7s\" if that is meant");
+    ck_assert_int_eq(load_literal(k, "\"7s\"", &c, err), 0);
+    ck_assert_uint_eq(c.retention_max_age_s, 7);
+    ck_assert_int_eq(load_literal(k, "3600", &c, err), 0);
+    ck_assert_uint_eq(c.retention_max_age_s, 3600);
+    ck_assert_int_eq(load_literal(k, "0", &c, err), 0);
+    ck_assert_uint_eq(c.retention_max_age_s, 0);
+    config_free(&c);
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_set_flag(&c, k, "7", err), 0);
+    ck_assert_uint_eq(c.retention_max_age_s, 7);
+    ck_assert_int_eq(config_set_flag(&c, k, "7d", err), 0);
+    ck_assert_uint_eq(c.retention_max_age_s, 7 * 86400);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_config_flags_take_units_and_keep_c_on_failure)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config c;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_set_flag(&c, key_by_flag("max-frame"), "2MiB", err),
+                     0);
+    ck_assert_uint_eq(c.max_frame, 2u << 20);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "500", err), 0);
+    ck_assert_uint_eq(c.idle_timeout_ms, 500);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "1m30s", err), 0);
+    ck_assert_uint_eq(c.idle_timeout_ms, 90000);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "1h30", err), -1);
+    ck_assert_str_eq(err, "--idle-timeout-ms: \"1h30\" is not a duration: "
+                          "write milliseconds as an integer or numbers with "
+                          "units (ms, s, m, h, d, w), e.g. \"10s\", \"7d\", "
+                          "\"1h30m\"");
+    ck_assert_uint_eq(c.idle_timeout_ms, 90000);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("socket"), "/run/r.sock", err), 0);
+    ck_assert_int_eq(config_set_flag(&c, key_by_flag("socket"), "r.sock", err),
+                     -1);
+    ck_assert_str_eq(err, "--socket: must be an absolute path, got \"r.sock\"");
+    ck_assert_str_eq(c.socket_path, "/run/r.sock");
+    ck_assert_int_eq(config_set_flag(&c, key_by_flag("socket"), "", err), 0);
+    ck_assert_ptr_null(c.socket_path);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("socket-mode"), "0060", err), -1);
+    ck_assert_str_eq(err, "--socket-mode: 0060 must let the daemon's own user "
+                          "read and write");
+    ck_assert_uint_eq(c.socket_mode, 0660);
+    config_free(&c);
+}
+END_TEST
+
+START_TEST(test_config_key_describe_shows_key_default_and_range)
+{
+    char buf[CONFIG_ERR_MAX];
+    struct config c;
+
+    ck_assert_int_eq(config_defaults(&c), 0);
+    config_key_describe(key_by_flag("max-unsent-bytes"), &c, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "limits.max_unsent = 4MiB; 4KiB to 1GiB");
+    config_key_describe(key_by_flag("idle-timeout-ms"), &c, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "limits.idle_timeout = 5m; 0 = off, or 100ms to 1w");
+    config_key_describe(key_by_flag("socket"), &c, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "listen.socket");
+    config_key_describe(key_by_flag("log-level"), &c, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "log_level = info");
+    config_key_describe(key_by_flag("socket-mode"), &c, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "listen.socket_mode = 0660");
+    config_free(&c);
+}
+END_TEST
+
 static Suite *
 config_suite(void)
 {
@@ -663,6 +1213,38 @@ config_suite(void)
 
     tc = tcase_create("copy");
     tcase_add_test(tc, test_config_copy_is_deep);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("flag_and_file");
+    tcase_add_loop_test(tc,
+                        test_config_flag_and_file_key_accept_the_same_values, 0,
+                        (int)config_n_keys);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("key_table");
+    tcase_add_test(tc, test_config_key_table_is_complete_and_consistent);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("issue13_flags");
+    tcase_add_test(tc,
+                   test_config_flag_max_unsent_zero_is_refused_like_the_file);
+    tcase_add_test(
+        tc, test_config_flag_query_timeout_zero_is_refused_like_the_file);
+    tcase_add_test(tc, test_config_flag_log_level_takes_the_file_names);
+    tcase_add_test(tc, test_config_prune_batch_has_one_range);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("retention_plain");
+    tcase_add_test(
+        tc, test_config_retention_plain_number_needs_an_hour_in_the_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("flag_units");
+    tcase_add_test(tc, test_config_flags_take_units_and_keep_c_on_failure);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("describe");
+    tcase_add_test(tc, test_config_key_describe_shows_key_default_and_range);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("compat_name");
