@@ -125,6 +125,11 @@ pack_kv_str(msgpack_packer *pk, const char *k, const char *v)
 
 /* ---- write jobs ---- */
 
+static void write_done(struct writer_job *job);
+
+/* Receipts and quarantine items: store_apply() stores them all. */
+static const struct writer_job_ops write_ops = { NULL, write_done, 0 };
+
 static struct writer_job *
 job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         char *frame, uint32_t len)
@@ -142,7 +147,8 @@ job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     x->op = env->op;
     x->has_id = env->has_id;
     x->id = env->id;
-    job->reply_extra = (char *)x;
+    job->ops = &write_ops;
+    job->ctx = x;
     job->frame = frame;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = -1;
@@ -160,7 +166,7 @@ static int
 job_quarantine_one(struct writer_job *job, const char *raw, size_t rlen,
                    const char *op, const struct proto_err *err)
 {
-    struct wctx *x = (struct wctx *)job->reply_extra;
+    struct wctx *x = (struct wctx *)job->ctx;
     struct store_quarantine_item *q = calloc(1, sizeof(*q));
 
     if (q == NULL)
@@ -235,12 +241,12 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             writer_job_free(job);
             return;
         }
-        ((struct wctx *)job->reply_extra)->rejected = 1;
+        ((struct wctx *)job->ctx)->rejected = 1;
         server_submit(c->srv, job);
         return;
     }
-    count_stray((struct wctx *)job->reply_extra, r);
-    ((struct wctx *)job->reply_extra)->accepted = 1;
+    count_stray((struct wctx *)job->ctx, r);
+    ((struct wctx *)job->ctx)->accepted = 1;
     job->receipts = r;
     job->w.op = PROTO_OP_RECEIPT;
     job->w.receipts = r;
@@ -283,7 +289,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         reply_error(slot, env->has_id, env->id, &err);
         return;
     }
-    x = (struct wctx *)job->reply_extra;
+    x = (struct wctx *)job->ctx;
     if (env->body == NULL || env->body->type != MSGPACK_OBJECT_ARRAY) {
         /* What is kept is the body, or with no body the whole frame:
          * what the producer sent. */
@@ -690,10 +696,12 @@ dispatch_pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
     return failed ? -1 : 0;
 }
 
-void
-dispatch_write_done(struct writer_job *job)
+/* Builds the reply of a finished receipt, receipts or quarantine-only
+ * job and completes its slot, on the loop thread; the job is taken. */
+static void
+write_done(struct writer_job *job)
 {
-    struct wctx *x = (struct wctx *)job->reply_extra;
+    struct wctx *x = (struct wctx *)job->ctx;
     struct server *srv = x->srv;
     struct rbuf rb;
     const char *status;
@@ -701,10 +709,6 @@ dispatch_write_done(struct writer_job *job)
     char *reply;
     int failed;
 
-    if (dispatch_plan_owns(job)) {
-        dispatch_plan_write_done(job);
-        return;
-    }
     if (job->rc != 0) {
         srv->n.unavailable++;
         reply = dispatch_error_reply(x->has_id, x->id, &job->err, &len);

@@ -56,10 +56,6 @@ int dispatch_op_allowed(int level, int op, struct proto_err *err);
  */
 void dispatch_frame(struct conn *c, char *frame, uint32_t len);
 
-/* Builds the reply for a finished write job and completes its slot; the
- * job is taken. */
-void dispatch_write_done(struct writer_job *job);
-
 /* A whole error reply frame (malloc'd; *len set), or NULL when out of
  * memory. */
 char *dispatch_error_reply(int has_id, uint64_t id, const struct proto_err *err,

@@ -47,7 +47,7 @@
 #include "store_plan.h"
 #include "writer.h"
 
-/* A plan or retention job's own data (its reply_extra). */
+/* A plan or retention job's own data (its ctx). */
 struct pctx {
     struct conn_slot *slot;
     struct server *srv;
@@ -114,7 +114,7 @@ pctx_release(struct pctx *x)
 static void
 job_free(struct writer_job *job)
 {
-    pctx_release((struct pctx *)job->reply_extra);
+    pctx_release((struct pctx *)job->ctx);
     writer_job_free(job);
 }
 
@@ -139,10 +139,19 @@ refuse(struct pctx *x, struct store_write *w, const struct proto_err *err,
     w->n_quarantine = 1;
 }
 
-static int plan_apply_cb(void *arg, struct store *s, struct store_write *w,
-                         struct proto_err *err);
-static int retention_apply_cb(void *arg, struct store *s, struct store_write *w,
-                              struct proto_err *err);
+static int plan_apply(struct pctx *x, struct store *s, struct store_write *w,
+                      struct proto_err *err);
+static int retention_apply(struct pctx *x, struct store *s,
+                           struct store_write *w, struct proto_err *err);
+static int job_apply(struct writer_job *job, struct store *s,
+                     struct proto_err *err);
+static void write_done(struct writer_job *job);
+
+/* A plan or a retention spec: looked up and stored by job_apply, in a
+ * savepoint of its own, since either may be refused by what is stored.
+ * One refused on the loop is only quarantined, by store_apply(). */
+static const struct writer_job_ops apply_ops = { job_apply, write_done, 1 };
+static const struct writer_job_ops refused_ops = { NULL, write_done, 0 };
 static void do_readback(struct conn *c, struct conn_slot *slot,
                         const struct envelope *env, char *frame, uint32_t len);
 
@@ -173,7 +182,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     x->has_id = env->has_id;
     x->id = env->id;
     memcpy(x->source, c->source, c->source_len + 1);
-    job->reply_extra = (char *)x;
+    job->ctx = x;
     job->frame = frame;
     job->items = 1;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
@@ -216,14 +225,12 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
                 x->nvalues = plan->nvalues;
             }
         }
-        job->w.apply_cb = plan_apply_cb;
     } else {
         rc = retention_spec_decode(env->body, &x->spec, &err);
         if (rc == 0)
             job->bytes += x->spec->bytes;
-        job->w.apply_cb = retention_apply_cb;
     }
-    job->w.apply_arg = x;
+    job->ops = &apply_ops;
     /* What a job keeps is counted in job->bytes, so queued jobs stay
      * within max_pending_bytes: the frame, the canonical plan, the spec.
      * The decoded plan (and the caller's unpacked tree) would cost up to
@@ -243,7 +250,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 refused:
     /* Refused before the store was asked: nothing to resolve and no seq to
      * record, but the payload is kept. */
-    job->w.apply_cb = NULL;
+    job->ops = &refused_ops;
     job->w.has_seq = 0;
     refuse(x, &job->w, &err, 1);
     server_submit(c->srv, job);
@@ -257,12 +264,6 @@ dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
         do_readback(c, slot, env, frame, len);
     else
         do_write(c, slot, env, frame, len);
-}
-
-int
-dispatch_plan_owns(const struct writer_job *job)
-{
-    return job->w.op == PROTO_OP_PLAN || job->w.op == PROTO_OP_RETENTION;
 }
 
 /* ---- plan and retention: the writer thread's side ---- */
@@ -344,10 +345,9 @@ out:
 }
 
 static int
-plan_apply_cb(void *arg, struct store *s, struct store_write *w,
-              struct proto_err *err)
+plan_apply(struct pctx *x, struct store *s, struct store_write *w,
+           struct proto_err *err)
 {
-    struct pctx *x = arg;
     struct store_plan_key key = x->key;
     struct store_plan_new np;
     struct proto_err e;
@@ -409,10 +409,9 @@ plan_apply_cb(void *arg, struct store *s, struct store_write *w,
 }
 
 static int
-retention_apply_cb(void *arg, struct store *s, struct store_write *w,
-                   struct proto_err *err)
+retention_apply(struct pctx *x, struct store *s, struct store_write *w,
+                struct proto_err *err)
 {
-    struct pctx *x = arg;
     struct store_plan_key key = { x->spec->prepared_plan_id,
                                   x->spec->graph_hash };
     struct retained_value *vals = NULL;
@@ -493,12 +492,29 @@ out:
     return rc;
 }
 
+/* The writer thread's side of a plan or retention job: the dedupe check,
+ * the plan or spec against what is stored, then the quarantine and the
+ * dedupe record (store_apply's halves around our own part). */
+static int
+job_apply(struct writer_job *job, struct store *s, struct proto_err *err)
+{
+    struct pctx *x = job->ctx;
+    int64_t source_id;
+    int rc;
+
+    if ((rc = store_write_begin(s, &job->w, &source_id, err)))
+        return rc == 1 ? 0 : rc;
+    rc = job->w.op == PROTO_OP_PLAN ? plan_apply(x, s, &job->w, err)
+                                    : retention_apply(x, s, &job->w, err);
+    return rc ? rc : store_write_end(s, &job->w, source_id, err);
+}
+
 /* ---- plan and retention: the reply, on the loop ---- */
 
-void
-dispatch_plan_write_done(struct writer_job *job)
+static void
+write_done(struct writer_job *job)
 {
-    struct pctx *x = (struct pctx *)job->reply_extra;
+    struct pctx *x = (struct pctx *)job->ctx;
     struct server *srv = x->srv;
     struct proto_err err;
     msgpack_sbuffer sb;

@@ -4,9 +4,10 @@
  *
  * plan and retention are writes: the body is decoded and validated on the
  * loop thread (pure proto/ code), then handed to the writer as a job whose
- * apply_cb (store.h) runs on the writer thread inside the job's savepoint,
- * where the stored plan is read, compared or resolved against, and the
- * result recorded; the reply is sent only after the commit. readback reads
+ * own apply (writer.h) runs on the writer thread inside the job's
+ * savepoint, where the stored plan is read, compared or resolved against,
+ * and the result recorded; its done sends the reply, only after the
+ * commit. readback reads
  * the store on a libuv threadpool thread with a read-only connection from
  * the query pool, never on the loop.
  */
@@ -34,14 +35,6 @@ struct writer_job;
  */
 void dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
                          const struct envelope *env, char *frame, uint32_t len);
-
-/* True when job was made by dispatch_plan_frame (its reply is built by
- * dispatch_plan_write_done, not by dispatch_write_done). */
-int dispatch_plan_owns(const struct writer_job *job);
-
-/* Builds the reply of a finished plan or retention job and completes its
- * slot, on the loop thread; the job is taken. */
-void dispatch_plan_write_done(struct writer_job *job);
 
 /*
  * The query kinds `plans` and `retained`, for query.c's kind table: run on

@@ -636,7 +636,7 @@ main(int argc, char **argv)
     server_init(&ms.srv, loop, cfg);
     ms.srv.access = &ms.access;
     if (writer_new(loop, ms.store, cfg->commit_max_items, cfg->commit_max_bytes,
-                   server_job_done_cb, &ms.srv, &ms.srv.writer, &err) != 0)
+                   server_delivery_cb, &ms.srv, &ms.srv.writer, &err) != 0)
         fatalx("writer: %s", err.message);
     apply_retention(cfg);
     if (query_pool_new(cfg->db_path, cfg->query_threads, cfg->query_timeout_ms,

@@ -73,11 +73,11 @@ server_submit(struct server *srv, struct writer_job *job)
 }
 
 void
-server_job_done_cb(void *arg, struct writer_job *job)
+server_delivery_cb(void *arg, int end, size_t bytes)
 {
     struct server *srv = arg;
 
-    if (job == NULL) {
+    if (end) {
         /* The replies of the jobs just delivered leave now, a write per
          * connection rather than a write per reply. */
         srv->corked = 0;
@@ -85,8 +85,7 @@ server_job_done_cb(void *arg, struct writer_job *job)
         return;
     }
     srv->corked = 1;
-    srv->pending_bytes -= job->bytes;
-    dispatch_write_done(job);
+    srv->pending_bytes -= bytes;
     server_backpressure(srv);
 }
 

@@ -82,8 +82,10 @@ void server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg);
 /* Hands a job to the writer and accounts its bytes (job taken). */
 void server_submit(struct server *srv, struct writer_job *job);
 
-/* The writer's done callback: arg is the server. */
-void server_job_done_cb(void *arg, struct writer_job *job);
+/* The writer's delivery callback (writer.h), arg the server: the bytes
+ * delivered leave the backpressure account, and replies wait until the
+ * delivery ends to leave as one write per connection. */
+void server_delivery_cb(void *arg, int end, size_t bytes);
 
 /* Re-evaluates the global backpressure switch after pending_bytes moved. */
 void server_backpressure(struct server *srv);

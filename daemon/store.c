@@ -994,11 +994,9 @@ dedupe_put(struct store *s, const struct store_write *w, int64_t source_id,
 }
 
 int
-store_apply(struct store *s, struct store_write *w, struct proto_err *err)
+store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
+                  struct proto_err *err)
 {
-    int64_t source_id, rowid;
-    int dedupe = w->has_seq && w->source_len > 0 && w->op >= 0;
-    size_t i;
     int rc;
 
     w->duplicate = 0;
@@ -1006,23 +1004,56 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
     w->evicted = 0;
     w->refused = 0;
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
-                     &source_id, err)))
+                     source_id, err)))
         return rc;
-    if (dedupe) {
-        rc = seq_maybe_seen(s, source_id, w->seq, err);
-        if (rc > 0)
-            rc = dedupe_get(s, w, source_id, err);
-        if (rc == 0 && store_tail_seq_find(s->tail, source_id, w->seq,
-                                           &w->receipt_id, &w->status)) {
-            /* A `receipt` of the tail, recorded with the tail. */
-            w->duplicate = 1;
-            rc = 1;
-        }
-        if (rc < 0)
-            return rc;
-        if (rc == 1)
-            return 0;
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
+        return 0;
+    rc = seq_maybe_seen(s, *source_id, w->seq, err);
+    if (rc > 0)
+        rc = dedupe_get(s, w, *source_id, err);
+    if (rc == 0 && store_tail_seq_find(s->tail, *source_id, w->seq,
+                                       &w->receipt_id, &w->status)) {
+        /* A `receipt` of the tail, recorded with the tail. */
+        w->duplicate = 1;
+        rc = 1;
     }
+    return rc;
+}
+
+int
+store_write_end(struct store *s, struct store_write *w, int64_t source_id,
+                struct proto_err *err)
+{
+    size_t i;
+    int rc;
+
+    for (i = 0; i < w->n_quarantine; i++)
+        if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
+            return rc;
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused)
+        return 0;
+    /* A single receipt's record is what its row says: it waits with the
+     * tail and is written with the chunk (store_tail.c). */
+    if (w->op == PROTO_OP_RECEIPT && w->n_receipts == 1)
+        rc = store_tail_seq_add(s->tail, source_id, w->seq, w->receipt_id,
+                                w->status, err);
+    else
+        rc = dedupe_put(s, w, source_id, err);
+    if (rc)
+        return rc;
+    seq_record(s, source_id, w->seq);
+    return 0;
+}
+
+int
+store_apply(struct store *s, struct store_write *w, struct proto_err *err)
+{
+    int64_t source_id, rowid;
+    size_t i;
+    int rc;
+
+    if ((rc = store_write_begin(s, w, &source_id, err)))
+        return rc == 1 ? 0 : rc;
     for (i = 0; i < w->n_receipts; i++) {
         if ((rc = put_receipt(s, w, source_id, &w->receipts[i], &rowid, err)))
             return rc;
@@ -1031,24 +1062,7 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
             w->status = receipt_status(&w->receipts[i]);
         }
     }
-    if (w->apply_cb != NULL && (rc = w->apply_cb(w->apply_arg, s, w, err)))
-        return rc;
-    for (i = 0; i < w->n_quarantine; i++)
-        if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
-            return rc;
-    if (dedupe && !w->refused) {
-        /* A single receipt's record is what its row says: it waits with
-         * the tail and is written with the chunk (store_tail.c). */
-        if (w->op == PROTO_OP_RECEIPT && w->n_receipts == 1)
-            rc = store_tail_seq_add(s->tail, source_id, w->seq, w->receipt_id,
-                                    w->status, err);
-        else
-            rc = dedupe_put(s, w, source_id, err);
-        if (rc)
-            return rc;
-        seq_record(s, source_id, w->seq);
-    }
-    return 0;
+    return store_write_end(s, w, source_id, err);
 }
 
 sqlite3 *

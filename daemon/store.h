@@ -123,13 +123,6 @@ struct store_write {
     size_t n_quarantine;
     const void *outcome; /* PROTO_OP_RECEIPTS: the result to record */
     size_t outcome_len;
-    /* Plans and retention (dispatch_plan.c): called with apply_arg when the
-     * write is not a duplicate, after the receipts and before the
-     * quarantine items, inside the job's savepoint on the writer thread. It
-     * may set outcome, quarantine and refused. Returns like store_apply. */
-    int (*apply_cb)(void *arg, struct store *s, struct store_write *w,
-                    struct proto_err *err);
-    void *apply_arg;
 
     /* Outputs. */
     int duplicate;      /* (source, seq) had a recorded outcome */
@@ -139,7 +132,8 @@ struct store_write {
                            first outcome; the caller frees it */
     size_t dup_outcome_len;
     uint64_t evicted; /* quarantine rows evicted by this write */
-    int refused;      /* set by apply_cb: refused, so no dedupe record */
+    int refused;      /* set between store_write_begin and _end: the write was
+                         refused, so no dedupe record */
 };
 
 /*
@@ -153,6 +147,20 @@ struct store_write {
  * copied); check store_txn_broken() after a failure.
  */
 int store_apply(struct store *s, struct store_write *w, struct proto_err *err);
+
+/*
+ * store_apply in two halves, for writes that store something else than
+ * receipts in between (plans and retention specs, dispatch_plan.c):
+ * store_write_begin interns the source and runs the dedupe check; it
+ * returns 1 when (source, seq) was seen (w->duplicate set: nothing more
+ * to do), 0 to go on, or an error. store_write_end stores the quarantine
+ * items and the dedupe record (none when w->refused). source_id passes
+ * from one to the other.
+ */
+int store_write_begin(struct store *s, struct store_write *w,
+                      int64_t *source_id, struct proto_err *err);
+int store_write_end(struct store *s, struct store_write *w, int64_t source_id,
+                    struct proto_err *err);
 
 /* Filters of the `receipts` query (PROTOCOL section 9). Strings borrowed. */
 struct store_filter {

@@ -3,7 +3,9 @@
  * 0003).
  *
  * Writer thread only, inside the transaction of a write job: the caller is
- * a job's apply_cb (store.h), so a plan's lookup and its insert, or a
+ * a job's own apply (writer.h, dispatch_plan.c), between
+ * store_write_begin() and store_write_end(), so a plan's lookup and its
+ * insert, or a
  * retention's plan lookup and its inserts, see one snapshot and commit
  * together with the job's dedupe record. Plans are registered once per
  * deployment, not once per token, so the statements are prepared per call

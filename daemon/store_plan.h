@@ -5,7 +5,7 @@
  * dispatch_plan.c encodes and decodes with proto/.
  *
  * The write functions (store_plan.c) run on the writer thread inside the
- * transaction of a write job, from its apply_cb (store.h). The read
+ * transaction of a write job, from its own apply (writer.h). The read
  * functions (store_query_plan.c) run on a query thread with a read-only
  * store. Every function returns 0 or a negative PROTO_E* code with the
  * detail in a caller-owned struct proto_err, as store.h describes.

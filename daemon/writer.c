@@ -28,7 +28,7 @@ struct writer {
     struct store *store;
     uint32_t max_items;
     uint64_t max_bytes;
-    writer_done_cb cb;
+    writer_delivery_cb cb;
     void *cb_arg;
 
     uv_mutex_t mu;
@@ -68,7 +68,7 @@ writer_job_free(struct writer_job *job)
     free(job->frame);
     free(job->outcome);
     free(job->errs);
-    free(job->reply_extra);
+    free(job->ctx);
     free(job->w.dup_outcome);
     free(job);
 }
@@ -115,7 +115,7 @@ fail_group(struct writer_job *head, const struct proto_err *why)
 /*
  * Applies the jobs of one group inside the open transaction. A job that
  * can fail on its own after it has written something (a plan or a
- * retention spec, refused by its apply_cb) runs in a savepoint, so that
+ * retention spec: ops->own_savepoint) runs in a savepoint, so that
  * only its part is undone; receipts and quarantine need none, since what
  * could refuse them was checked on the loop before they were queued, and
  * a savepoint costs about as much as a receipt. Should such a job fail
@@ -130,7 +130,7 @@ apply_jobs(struct writer *w, struct writer_job *head, int all_savepoints,
     struct writer_job *j;
 
     for (j = head; j != NULL; j = j->next) {
-        int sp = all_savepoints || j->w.apply_cb != NULL;
+        int sp = all_savepoints || j->ops->own_savepoint;
 
         j->rc = 0;
         proto_err_clear(&j->err);
@@ -138,7 +138,8 @@ apply_jobs(struct writer *w, struct writer_job *head, int all_savepoints,
         j->w.dup_outcome = NULL;
         if (sp && store_savepoint(w->store, err) != 0)
             return -1;
-        j->rc = store_apply(w->store, &j->w, &j->err);
+        j->rc = j->ops->apply != NULL ? j->ops->apply(j, w->store, &j->err)
+                                      : store_apply(w->store, &j->w, &j->err);
         if (j->rc != 0) {
             if (store_txn_broken(w->store)) {
                 *err = j->err;
@@ -343,6 +344,7 @@ static void
 deliver(struct writer *w)
 {
     struct writer_job *j, *next;
+    size_t bytes = 0;
 
     uv_mutex_lock(&w->mu);
     j = w->d_head;
@@ -350,14 +352,17 @@ deliver(struct writer *w)
     uv_mutex_unlock(&w->mu);
     if (j == NULL)
         return;
+    for (next = j; next != NULL; next = next->next)
+        bytes += next->bytes;
+    w->cb(w->cb_arg, 0, bytes);
     for (; j != NULL; j = next) {
         next = j->next;
         j->next = NULL;
-        w->cb(w->cb_arg, j);
+        j->ops->done(j);
     }
     /* The end of what arrived together: replies can go out as one write
      * per connection. */
-    w->cb(w->cb_arg, NULL);
+    w->cb(w->cb_arg, 1, 0);
 }
 
 static void
@@ -368,7 +373,7 @@ async_cb(uv_async_t *h)
 
 int
 writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
-           uint64_t max_bytes, writer_done_cb cb, void *arg,
+           uint64_t max_bytes, writer_delivery_cb cb, void *arg,
            struct writer **out, struct proto_err *err)
 {
     struct writer *w;

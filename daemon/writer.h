@@ -6,9 +6,9 @@
  * writer thread takes everything queued (bounded by commit_max_items and
  * commit_max_bytes), runs BEGIN IMMEDIATE, applies each job (plans and
  * retention specs in a SAVEPOINT of their own), COMMITs, and only then hands
- * the jobs back to the loop through a uv_async_t, where done_cb runs and
- * replies are sent. When the store fails (disk full, I/O error, a failed
- * COMMIT) the group is rolled back and every job in it is answered
+ * the jobs back to the loop through a uv_async_t, where each job's done
+ * callback sends its reply. When the store fails (disk full, I/O error, a
+ * failed COMMIT) the group is rolled back and every job in it is answered
  * PROTO_EUNAVAILABLE; the next group tries again, so writes resume by
  * themselves when the store accepts them.
  */
@@ -24,13 +24,34 @@
 
 struct writer;
 
+struct writer_job;
+
+/*
+ * What one kind of write does besides being stored; each handler that
+ * makes jobs has one (dispatch.c, dispatch_plan.c).
+ */
+struct writer_job_ops {
+    /* Writer thread, inside the group's transaction: applies the job to s.
+     * NULL means store_apply(s, &job->w, err). Returns like store_apply. */
+    int (*apply)(struct writer_job *job, struct store *s,
+                 struct proto_err *err);
+    /* Loop thread, once the job's group committed (job->rc 0) or failed:
+     * answers the request and frees the job. */
+    void (*done)(struct writer_job *job);
+    /* The job may fail in the store on its own (a plan that conflicts):
+     * it runs in a savepoint, so that the rest of its group is kept. */
+    int own_savepoint;
+};
+
 /*
  * One write. The loop fills w (its pointers point into the owned buffers
- * below) and the accounting fields; the writer fills rc and err. Everything
- * the job owns is released by writer_job_free().
+ * below), ops, ctx and the accounting fields; the writer fills rc and err.
+ * Everything the job owns is released by writer_job_free().
  */
 struct writer_job {
     struct writer_job *next;
+    const struct writer_job_ops *ops;
+    void *ctx; /* the ops' own data (malloc'd, freed with the job) */
     struct store_write w;
     size_t items; /* receipts plus quarantine items, for commit_max_items */
     size_t bytes; /* memory held, for commit_max_bytes and backpressure */
@@ -41,17 +62,19 @@ struct writer_job {
     struct store_quarantine_item *quarantine;
     char *outcome;          /* encoded result, for dedupe (receipts op) */
     struct proto_err *errs; /* per-item errors the quarantine points into */
-    char *reply_extra;      /* dispatch's own data (e.g. an error to reply) */
 
     /* Outputs. */
     int rc; /* 0 or PROTO_EUNAVAILABLE/PROTO_ENOMEM */
     struct proto_err err;
 };
 
-/* Called on the loop thread for each finished job, in submission order;
- * the callee takes the job. After the jobs that came back together it is
- * called once more with job NULL. */
-typedef void (*writer_done_cb)(void *arg, struct writer_job *job);
+/*
+ * Called on the loop thread around each delivery of finished jobs: with
+ * end 0 and the bytes the delivered jobs held before the first job's done,
+ * and with end 1 after the last one's, so that replies can leave as one
+ * write per connection.
+ */
+typedef void (*writer_delivery_cb)(void *arg, int end, size_t bytes);
 
 /* A new zeroed job, or NULL. */
 struct writer_job *writer_job_new(void);
@@ -67,7 +90,7 @@ void writer_job_free(struct writer_job *job);
  * caller's.
  */
 int writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
-               uint64_t max_bytes, writer_done_cb cb, void *arg,
+               uint64_t max_bytes, writer_delivery_cb cb, void *arg,
                struct writer **out, struct proto_err *err);
 
 /* Queues job (taken). Loop thread only; never blocks on the disk. */

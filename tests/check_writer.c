@@ -28,7 +28,8 @@ struct seen {
     int n;
     int order_ok;
     int failed;
-    int batches; /* deliveries ended (done_cb with no job) */
+    int batches;    /* deliveries ended */
+    int delivering; /* between a delivery's start and end */
     int64_t last_id;
     struct writer_job *expect[NJOBS];
 };
@@ -52,17 +53,35 @@ teardown(void)
     (void)rc;
 }
 
+/* The jobs' done (writer_job_ops) has no argument but the job: the test
+ * that runs points this at its record. */
+static struct seen *cur;
+
 static void
-done_cb(void *arg, struct writer_job *job)
+delivery_cb(void *arg, int end, size_t bytes)
 {
     struct seen *s = arg;
 
-    if (job == NULL) {
-        /* The end of a delivery: it follows at least one job. */
-        ck_assert_int_gt(s->n, 0);
-        s->batches++;
+    if (!end) {
+        /* A delivery starts with what its jobs held (100 bytes each). */
+        ck_assert_uint_gt(bytes, 0);
+        ck_assert_uint_eq(bytes % 100, 0);
+        s->delivering = 1;
         return;
     }
+    /* The end of a delivery: it follows at least one job. */
+    ck_assert(s->delivering);
+    ck_assert_int_gt(s->n, 0);
+    s->delivering = 0;
+    s->batches++;
+}
+
+static void
+job_done(struct writer_job *job)
+{
+    struct seen *s = cur;
+
+    ck_assert(s->delivering);
     if (s->n >= NJOBS || s->expect[s->n] != job)
         s->order_ok = 0;
     if (job->rc != 0) {
@@ -80,6 +99,8 @@ done_cb(void *arg, struct writer_job *job)
     writer_job_free(job);
 }
 
+static const struct writer_job_ops test_ops = { NULL, job_done, 0 };
+
 static struct receipt rcpt;
 /* Unknown keys are stored as an opaque blob: a large one fills pages fast. */
 static char extra[1500];
@@ -90,6 +111,7 @@ job(uint64_t seq)
     struct writer_job *j = writer_job_new();
 
     ck_assert_ptr_nonnull(j);
+    j->ops = &test_ops;
     j->w.op = PROTO_OP_RECEIPT;
     j->w.source = "writer-test";
     j->w.source_len = strlen(j->w.source);
@@ -140,11 +162,12 @@ START_TEST(test_writer_returns_jobs_in_order_after_commit)
     uv_loop_t loop;
     int i;
 
+    cur = &s;
     make_receipt();
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
     ck_assert_int_eq(
-        writer_new(&loop, store, 50, 1 << 20, done_cb, &s, &w, &err), 0);
+        writer_new(&loop, store, 50, 1 << 20, delivery_cb, &s, &w, &err), 0);
     for (i = 0; i < NJOBS; i++) {
         s.expect[i] = job((uint64_t)i);
         writer_submit(w, s.expect[i]);
@@ -177,11 +200,12 @@ START_TEST(test_writer_stop_delivers_everything_queued)
     uv_loop_t loop;
     int i;
 
+    cur = &s;
     make_receipt();
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
     ck_assert_int_eq(
-        writer_new(&loop, store, 7, 1 << 20, done_cb, &s, &w, &err), 0);
+        writer_new(&loop, store, 7, 1 << 20, delivery_cb, &s, &w, &err), 0);
     for (i = 0; i < NJOBS; i++) {
         s.expect[i] = job((uint64_t)i);
         writer_submit(w, s.expect[i]);
@@ -207,11 +231,12 @@ START_TEST(test_writer_full_store_fails_group_then_resumes)
     sqlite3 *db;
     int i, n = 0, ok_before;
 
+    cur = &s;
     make_receipt();
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
     ck_assert_int_eq(
-        writer_new(&loop, store, 1, 1 << 20, done_cb, &s, &w, &err), 0);
+        writer_new(&loop, store, 1, 1 << 20, delivery_cb, &s, &w, &err), 0);
     /* one job per group, until the store is full */
     for (i = 0; i < NJOBS && s.failed == 0; i++) {
         s.expect[n] = job((uint64_t)i);
@@ -294,11 +319,12 @@ START_TEST(test_writer_set_limits_applies_to_next_groups)
     uv_loop_t loop;
     uint64_t g;
 
+    cur = &s;
     make_receipt();
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
     ck_assert_int_eq(
-        writer_new(&loop, store, 1, 1 << 20, done_cb, &s, &w, &err), 0);
+        writer_new(&loop, store, 1, 1 << 20, delivery_cb, &s, &w, &err), 0);
     /* Started at one item per group; raised to 50: the queued jobs go in
      * groups of 50 (and perhaps the first alone). */
     writer_set_limits(w, 50, 1 << 20);

@@ -353,7 +353,7 @@ setup(void)
     server_init(&fz.srv, &fz.loop, &fz.cfg);
     fz.srv.access = &fz.access;
     if (writer_new(&fz.loop, store, fz.cfg.commit_max_items,
-                   fz.cfg.commit_max_bytes, server_job_done_cb, &fz.srv,
+                   fz.cfg.commit_max_bytes, server_delivery_cb, &fz.srv,
                    &fz.srv.writer, &err) != 0)
         FINDING("writer_new: %s", err.message);
     writer_set_retention(fz.srv.writer, fz.cfg.retention_max_age_s * 1000u,
