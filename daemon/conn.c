@@ -30,6 +30,7 @@
 #include "dispatch.h"
 #include "envelope.h"
 #include "log.h"
+#include "reply.h"
 #include "store.h"
 
 #define WRITE_BATCH 64
@@ -163,7 +164,7 @@ framing_error(struct conn *c, const struct proto_err *err)
         conn_close(c);
         return;
     }
-    reply = dispatch_error_reply(0, 0, err, &len);
+    reply = reply_error(0, 0, err, &len);
     conn_close_after_replies(c);
     conn_slot_complete(s, reply, len);
 }

@@ -25,8 +25,8 @@
 #include "access.h"
 #include "conn.h"
 #include "dispatch_plan.h"
+#include "reply.h"
 #include "envelope.h"
-#include "frame.h"
 #include "log.h"
 #include "mpcheck.h"
 #include "mpobj.h"
@@ -52,75 +52,14 @@ struct wctx {
     char source[CONN_SOURCE_MAX + 1];
 };
 
-/* A reply frame under construction. */
-struct rbuf {
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    size_t start;
-};
-
-/* A reply to a write is a few dozen bytes: its buffer starts at this size
- * (and doubles as needed) instead of msgpack-c's 8 KiB, which cost a fresh
- * page or two per reply. */
-#define RBUF_START 128
-
-static int
-rbuf_begin(struct rbuf *b)
-{
-    msgpack_sbuffer_init(&b->sb);
-    if ((b->sb.data = malloc(RBUF_START)) == NULL)
-        return -1;
-    b->sb.alloc = RBUF_START;
-    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
-    b->start = frame_sbuffer_begin(&b->sb);
-    return b->start == (size_t)-1 ? -1 : 0;
-}
-
-static char *
-rbuf_finish(struct rbuf *b, int failed, size_t *len)
-{
-    if (failed) {
-        msgpack_sbuffer_destroy(&b->sb);
-        *len = 0;
-        return NULL;
-    }
-    frame_sbuffer_finish(&b->sb, b->start);
-    *len = b->sb.size;
-    return msgpack_sbuffer_release(&b->sb);
-}
-
-char *
-dispatch_error_reply(int has_id, uint64_t id, const struct proto_err *err,
-                     size_t *len)
-{
-    struct rbuf b;
-    int failed;
-
-    failed = rbuf_begin(&b) != 0 ||
-             envelope_reply_error(&b.pk, has_id, id, err) != 0;
-    return rbuf_finish(&b, failed, len);
-}
-
 static void
-reply_error(struct conn_slot *slot, int has_id, uint64_t id,
-            const struct proto_err *err)
+answer_error(struct conn_slot *slot, int has_id, uint64_t id,
+             const struct proto_err *err)
 {
     size_t len;
-    char *r = dispatch_error_reply(has_id, id, err, &len);
+    char *r = reply_error(has_id, id, err, &len);
 
     conn_slot_complete(slot, r, len);
-}
-
-static int
-pack_kv_uint(msgpack_packer *pk, const char *k, uint64_t v)
-{
-    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_uint64(pk, v) != 0;
-}
-
-static int
-pack_kv_str(msgpack_packer *pk, const char *k, const char *v)
-{
-    return envelope_pack_cstr(pk, k) != 0 || envelope_pack_cstr(pk, v) != 0;
 }
 
 /* ---- write jobs ---- */
@@ -209,7 +148,7 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     if (job == NULL) {
         free(frame);
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         return;
     }
     if (env->body != NULL) {
@@ -229,7 +168,7 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     }
     if (rc == PROTO_ENOMEM) {
         free(r);
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         writer_job_free(job);
         return;
     }
@@ -237,7 +176,7 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         free(r);
         if (job_quarantine_one(job, frame + boff, blen, "receipt", &err)) {
             proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
-            reply_error(slot, env->has_id, env->id, &err);
+            answer_error(slot, env->has_id, env->id, &err);
             writer_job_free(job);
             return;
         }
@@ -260,10 +199,10 @@ static int
 pack_rejected(msgpack_packer *pk, size_t index, const struct proto_err *e)
 {
     return msgpack_pack_map(pk, 4) != 0 ||
-           pack_kv_uint(pk, "index", index) != 0 ||
-           pack_kv_str(pk, "code", proto_code_name(e->code)) != 0 ||
-           pack_kv_str(pk, "path", e->path) != 0 ||
-           pack_kv_str(pk, "message", e->message) != 0;
+           reply_kv_uint(pk, "index", index) != 0 ||
+           reply_kv_cstr(pk, "code", proto_code_name(e->code)) != 0 ||
+           reply_kv_cstr(pk, "path", e->path) != 0 ||
+           reply_kv_cstr(pk, "message", e->message) != 0;
 }
 
 static void
@@ -286,7 +225,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     if (job == NULL) {
         free(frame);
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         return;
     }
     x = (struct wctx *)job->ctx;
@@ -313,7 +252,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         proto_err_set(&err, PROTO_ETOO_LARGE, "",
                       "batch of %lu receipts is over max_batch %lu; split it",
                       (unsigned long)n, (unsigned long)c->srv->cfg->max_batch);
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         writer_job_free(job);
         return;
     }
@@ -386,7 +325,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     failed = msgpack_pack_map(&pk, 2) != 0 ||
-             pack_kv_uint(&pk, "accepted", nvalid) != 0 ||
+             reply_kv_uint(&pk, "accepted", nvalid) != 0 ||
              envelope_pack_cstr(&pk, "rejected") != 0 ||
              msgpack_pack_array(&pk, nbad) != 0 ||
              (rej.size > 0 && msgpack_sbuffer_write(&sb, rej.data, rej.size));
@@ -411,7 +350,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     return;
 nomem:
     proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
-    reply_error(slot, env->has_id, env->id, &err);
+    answer_error(slot, env->has_id, env->id, &err);
     writer_job_free(job);
     return;
 unwalkable:
@@ -420,7 +359,7 @@ unwalkable:
      * the wrong bytes of an item. */
     proto_err_set(&err, PROTO_EMALFORMED, "",
                   "the batch's items cannot be found in the frame");
-    reply_error(slot, env->has_id, env->id, &err);
+    answer_error(slot, env->has_id, env->id, &err);
     writer_job_free(job);
 }
 
@@ -433,7 +372,7 @@ do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 
     if (job == NULL) {
         free(frame);
-        reply_error(slot, env->has_id, env->id, err);
+        answer_error(slot, env->has_id, env->id, err);
         return;
     }
     /* Dedupe does not apply to a request that could not be read. */
@@ -441,7 +380,7 @@ do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     if (job_quarantine_one(job, frame, len,
                            env->op >= 0 ? envelope_op_name(env->op) : "",
                            err) != 0) {
-        reply_error(slot, env->has_id, env->id, err);
+        answer_error(slot, env->has_id, env->id, err);
         writer_job_free(job);
         return;
     }
@@ -457,7 +396,7 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     struct proto_str src = { "", 0 }, tok = { NULL, 0 };
     struct proto_err err;
     uint64_t proto;
-    struct rbuf rb;
+    struct reply rb;
     char *reply;
     size_t rlen;
     int dup, failed;
@@ -510,7 +449,7 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
                               "a TCP connection needs a token in hello");
             free(frame);
-            reply_error(slot, env->has_id, env->id, &err);
+            answer_error(slot, env->has_id, env->id, &err);
             conn_close_after_replies(c);
             return;
         }
@@ -523,26 +462,26 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
      * nothing borrows the frame. */
     free(frame);
 
-    failed = rbuf_begin(&rb) != 0 ||
-             envelope_reply_ok(&rb.pk, env->has_id, env->id) != 0 ||
-             msgpack_pack_map(&rb.pk, 4) != 0 ||
-             pack_kv_uint(&rb.pk, "protocol", PROTO_VERSION) != 0 ||
-             pack_kv_str(&rb.pk, "server", "receiptd/" RECEIPTD_VERSION) != 0 ||
-             pack_kv_uint(&rb.pk, "max_frame", cfg->max_frame) != 0 ||
-             pack_kv_uint(&rb.pk, "max_batch", cfg->max_batch) != 0;
-    reply = rbuf_finish(&rb, failed, &rlen);
+    failed =
+        reply_begin_ok(&rb, env->has_id, env->id, REPLY_SMALL) != 0 ||
+        msgpack_pack_map(&rb.pk, 4) != 0 ||
+        reply_kv_uint(&rb.pk, "protocol", PROTO_VERSION) != 0 ||
+        reply_kv_cstr(&rb.pk, "server", "receiptd/" RECEIPTD_VERSION) != 0 ||
+        reply_kv_uint(&rb.pk, "max_frame", cfg->max_frame) != 0 ||
+        reply_kv_uint(&rb.pk, "max_batch", cfg->max_batch) != 0;
+    reply = reply_finish(&rb, failed, &rlen);
     conn_slot_complete(slot, reply, rlen);
     return;
 fail:
     free(frame);
-    reply_error(slot, env->has_id, env->id, &err);
+    answer_error(slot, env->has_id, env->id, &err);
 }
 
 static void
 do_ping(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         char *frame, uint32_t len)
 {
-    struct rbuf rb;
+    struct reply rb;
     size_t rlen;
     char *reply;
     int failed;
@@ -550,10 +489,9 @@ do_ping(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     (void)c;
     (void)len;
     free(frame);
-    failed = rbuf_begin(&rb) != 0 ||
-             envelope_reply_ok(&rb.pk, env->has_id, env->id) != 0 ||
+    failed = reply_begin_ok(&rb, env->has_id, env->id, REPLY_SMALL) != 0 ||
              msgpack_pack_map(&rb.pk, 0) != 0;
-    reply = rbuf_finish(&rb, failed, &rlen);
+    reply = reply_finish(&rb, failed, &rlen);
     conn_slot_complete(slot, reply, rlen);
 }
 
@@ -568,7 +506,7 @@ do_query(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     /* query_start copies what it keeps out of the body. */
     if (query_start(c->srv->queries, c->srv, slot, env->has_id, env->id,
                     env->body, &err) != 0)
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
     else
         c->n_queries++;
     free(frame);
@@ -647,7 +585,7 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     if (rc != 0) {
         /* An unknown op or a bad seq: the producer's mistake, and no
          * write payload to keep (or a peer whose payloads are not kept). */
-        reply_error(slot, env.has_id, env.id, &err);
+        answer_error(slot, env.has_id, env.id, &err);
         free(frame);
         goto out;
     }
@@ -656,7 +594,7 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
         if (c->kind == CONN_TCP && c->level == ACCESS_NONE)
             proto_err_set(&err, PROTO_EUNAUTHORIZED, NULL,
                           "authenticate first: send hello with a token");
-        reply_error(slot, env.has_id, env.id, &err);
+        answer_error(slot, env.has_id, env.id, &err);
         free(frame);
         goto out;
     }
@@ -703,7 +641,7 @@ write_done(struct writer_job *job)
 {
     struct wctx *x = (struct wctx *)job->ctx;
     struct server *srv = x->srv;
-    struct rbuf rb;
+    struct reply rb;
     const char *status;
     size_t len = 0;
     char *reply;
@@ -711,14 +649,14 @@ write_done(struct writer_job *job)
 
     if (job->rc != 0) {
         srv->n.unavailable++;
-        reply = dispatch_error_reply(x->has_id, x->id, &job->err, &len);
+        reply = reply_error(x->has_id, x->id, &job->err, &len);
         goto done;
     }
     srv->n.quarantined += job->w.n_quarantine;
     srv->n.quarantine_evictions += job->w.evicted;
     if (x->reply_err) {
         srv->n.rejected += x->rejected;
-        reply = dispatch_error_reply(x->has_id, x->id, &x->err, &len);
+        reply = reply_error(x->has_id, x->id, &x->err, &len);
         goto done;
     }
     if (job->w.duplicate) {
@@ -731,8 +669,7 @@ write_done(struct writer_job *job)
         srv->n.rejected += x->rejected;
         srv->n.stray_coverage += x->stray;
     }
-    failed = rbuf_begin(&rb) != 0 ||
-             envelope_reply_ok(&rb.pk, x->has_id, x->id) != 0;
+    failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0;
     if (!failed && job->w.duplicate && job->w.dup_outcome != NULL) {
         failed = dispatch_pack_dup_outcome(&rb.pk, job->w.dup_outcome,
                                            job->w.dup_outcome_len);
@@ -740,9 +677,9 @@ write_done(struct writer_job *job)
         /* A duplicate without a recorded blob was first a `receipt`. */
         status = receipt_status_name(job->w.status);
         failed = msgpack_pack_map(&rb.pk, job->w.duplicate ? 3 : 2) != 0 ||
-                 pack_kv_uint(&rb.pk, "receipt_id",
-                              (uint64_t)job->w.receipt_id) != 0 ||
-                 pack_kv_str(&rb.pk, "fallback", status ? status : "") != 0;
+                 reply_kv_uint(&rb.pk, "receipt_id",
+                               (uint64_t)job->w.receipt_id) != 0 ||
+                 reply_kv_cstr(&rb.pk, "fallback", status ? status : "") != 0;
         if (!failed && job->w.duplicate)
             failed = envelope_pack_cstr(&rb.pk, "duplicate") != 0 ||
                      msgpack_pack_true(&rb.pk) != 0;
@@ -750,7 +687,7 @@ write_done(struct writer_job *job)
         failed = msgpack_sbuffer_write(&rb.sb, job->outcome,
                                        job->w.outcome_len) != 0;
     }
-    reply = rbuf_finish(&rb, failed, &len);
+    reply = reply_finish(&rb, failed, &len);
 done:
     conn_slot_complete(x->slot, reply, len);
     writer_job_free(job);

@@ -56,11 +56,6 @@ int dispatch_op_allowed(int level, int op, struct proto_err *err);
  */
 void dispatch_frame(struct conn *c, char *frame, uint32_t len);
 
-/* A whole error reply frame (malloc'd; *len set), or NULL when out of
- * memory. */
-char *dispatch_error_reply(int has_id, uint64_t id, const struct proto_err *err,
-                           size_t *len);
-
 /*
  * Packs the first outcome of a write (blob: the stored result map, len
  * bytes) with "duplicate": true added, as the reply to a resent seq. A

@@ -36,11 +36,11 @@
 #include "conn.h"
 #include "dispatch.h"
 #include "envelope.h"
-#include "frame.h"
 #include "log.h"
 #include "mpobj.h"
 #include "plan.h"
 #include "query.h"
+#include "reply.h"
 #include "retention.h"
 #include "server.h"
 #include "store.h"
@@ -72,25 +72,12 @@ struct pctx {
     size_t outcome_len;
 };
 
-static int
-pack_kv_uint(msgpack_packer *pk, const char *k, uint64_t v)
-{
-    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_uint64(pk, v) != 0;
-}
-
-static int
-pack_kv_str(msgpack_packer *pk, const char *k, struct proto_str v)
-{
-    return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_str(pk, v.len) != 0 ||
-           msgpack_pack_str_body(pk, v.ptr, v.len) != 0;
-}
-
 static void
-reply_error(struct conn_slot *slot, int has_id, uint64_t id,
-            const struct proto_err *err)
+answer_error(struct conn_slot *slot, int has_id, uint64_t id,
+             const struct proto_err *err)
 {
     size_t len;
-    char *r = dispatch_error_reply(has_id, id, err, &len);
+    char *r = reply_error(has_id, id, err, &len);
 
     conn_slot_complete(slot, r, len);
 }
@@ -173,7 +160,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         free(x);
         free(frame);
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         return;
     }
     x->slot = slot;
@@ -239,7 +226,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     plan_free(plan);
     if (rc == PROTO_ENOMEM) {
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         job_free(job);
         return;
     }
@@ -399,8 +386,8 @@ plan_apply(struct pctx *x, struct store *s, struct store_write *w,
     failed = msgpack_pack_map(&pk, 3) != 0 ||
              envelope_pack_cstr(&pk, "created") != 0 ||
              (created ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk)) ||
-             pack_kv_uint(&pk, "nodes", x->nnodes) != 0 ||
-             pack_kv_uint(&pk, "values", x->nvalues) != 0;
+             reply_kv_uint(&pk, "nodes", x->nnodes) != 0 ||
+             reply_kv_uint(&pk, "values", x->nvalues) != 0;
     if (failed) {
         msgpack_sbuffer_destroy(&sb);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -517,46 +504,36 @@ write_done(struct writer_job *job)
     struct pctx *x = (struct pctx *)job->ctx;
     struct server *srv = x->srv;
     struct proto_err err;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    size_t len = 0, start;
+    struct reply rb;
+    size_t len = 0;
     char *reply = NULL;
     int failed;
 
     if (job->rc != 0) {
         if (job->rc == PROTO_EUNAVAILABLE)
             srv->n.unavailable++;
-        reply = dispatch_error_reply(x->has_id, x->id, &job->err, &len);
+        reply = reply_error(x->has_id, x->id, &job->err, &len);
         goto done;
     }
     srv->n.quarantined += job->w.n_quarantine;
     srv->n.quarantine_evictions += job->w.evicted;
     if (x->refused) {
-        reply = dispatch_error_reply(x->has_id, x->id, &x->err, &len);
+        reply = reply_error(x->has_id, x->id, &x->err, &len);
         goto done;
     }
     if (job->w.duplicate)
         srv->n.duplicates++;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    start = frame_sbuffer_begin(&sb);
-    failed =
-        start == (size_t)-1 || envelope_reply_ok(&pk, x->has_id, x->id) != 0;
+    failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0;
     if (!failed && job->w.duplicate)
-        failed = dispatch_pack_dup_outcome(&pk, job->w.dup_outcome,
+        failed = dispatch_pack_dup_outcome(&rb.pk, job->w.dup_outcome,
                                            job->w.dup_outcome_len) != 0;
     else if (!failed)
-        failed = msgpack_sbuffer_write(&sb, x->outcome, x->outcome_len) != 0;
-    if (failed) {
-        msgpack_sbuffer_destroy(&sb);
+        failed = msgpack_sbuffer_write(&rb.sb, x->outcome, x->outcome_len) != 0;
+    if ((reply = reply_finish(&rb, failed, &len)) == NULL) {
         proto_err_set(&err, PROTO_ENOMEM, NULL,
                       "out of memory for the reply; the write was committed");
-        reply = dispatch_error_reply(x->has_id, x->id, &err, &len);
-        goto done;
+        reply = reply_error(x->has_id, x->id, &err, &len);
     }
-    frame_sbuffer_finish(&sb, start);
-    len = sb.size;
-    reply = msgpack_sbuffer_release(&sb);
 done:
     conn_slot_complete(x->slot, reply, len);
     job_free(job);
@@ -674,14 +651,14 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     free(frame);
     if (query_submit(c->srv->queries, c->srv, slot, env->has_id, env->id,
                      readback_run, q, free, &err) != 0) {
-        reply_error(slot, env->has_id, env->id, &err);
+        answer_error(slot, env->has_id, env->id, &err);
         return;
     }
     c->n_queries++;
     return;
 fail:
     free(frame);
-    reply_error(slot, env->has_id, env->id, &err);
+    answer_error(slot, env->has_id, env->id, &err);
 }
 
 /* ---- the query kinds ---- */
@@ -699,13 +676,13 @@ plans_row_cb(void *arg, const struct store_plan_row *row)
     msgpack_packer *pk = &rs->pk;
 
     if (msgpack_pack_map(pk, 7) != 0 ||
-        pack_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
-        pack_kv_str(pk, "graph_hash", row->graph) != 0 ||
-        pack_kv_uint(pk, "registered_at", (uint64_t)row->registered_at) != 0 ||
-        pack_kv_str(pk, "source", row->source) != 0 ||
-        pack_kv_uint(pk, "nodes", row->nodes) != 0 ||
-        pack_kv_uint(pk, "values", row->values) != 0 ||
-        pack_kv_uint(pk, "retained", row->retained) != 0)
+        reply_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
+        reply_kv_str(pk, "graph_hash", row->graph) != 0 ||
+        reply_kv_uint(pk, "registered_at", (uint64_t)row->registered_at) != 0 ||
+        reply_kv_str(pk, "source", row->source) != 0 ||
+        reply_kv_uint(pk, "nodes", row->nodes) != 0 ||
+        reply_kv_uint(pk, "values", row->values) != 0 ||
+        reply_kv_uint(pk, "retained", row->retained) != 0)
         return PROTO_ENOMEM;
     rs->n++;
     return 0;
@@ -733,9 +710,9 @@ retained_row_cb(void *arg, const struct store_retained_row *row)
     }
     o = &up.data;
     failed = msgpack_pack_map(pk, 3 + o->via.map.size) != 0 ||
-             pack_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
-             pack_kv_str(pk, "graph_hash", row->graph) != 0 ||
-             pack_kv_uint(pk, "retained_at", (uint64_t)row->retained_at) != 0;
+             reply_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
+             reply_kv_str(pk, "graph_hash", row->graph) != 0 ||
+             reply_kv_uint(pk, "retained_at", (uint64_t)row->retained_at) != 0;
     for (i = 0; i < o->via.map.size && !failed; i++)
         failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
                  msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;

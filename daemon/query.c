@@ -19,10 +19,10 @@
 #include "dispatch.h"
 #include "dispatch_plan.h"
 #include "envelope.h"
-#include "frame.h"
 #include "log.h"
 #include "query_agg.h"
 #include "receipt.h"
+#include "reply.h"
 #include "server.h"
 #include "store.h"
 #include "store_plan.h"
@@ -647,34 +647,25 @@ work_cb(uv_work_t *w)
     struct qreq *q = w->data;
     struct proto_err err;
     struct store *s = NULL;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    size_t start;
+    struct reply r;
     int rc;
 
     proto_err_clear(&err);
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     rc = pool_get(q->qp, &s, &err);
     if (rc == 0) {
-        start = frame_sbuffer_begin(&sb);
-        if (start == (size_t)-1 ||
-            envelope_reply_ok(&pk, q->has_id, q->id) != 0)
+        if (reply_begin_ok(&r, q->has_id, q->id, 0) != 0)
             rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
         else if (q->kind != NULL)
-            rc = q->kind->run(q, s, &pk, &err);
+            rc = q->kind->run(q, s, &r.pk, &err);
         else
-            rc = q->job_run(q->job_arg, s, q->deadline_ms, &pk, &err);
+            rc = q->job_run(q->job_arg, s, q->deadline_ms, &r.pk, &err);
         pool_put(q->qp, s);
-        if (rc == 0) {
-            frame_sbuffer_finish(&sb, start);
-            q->len = sb.size;
-            q->reply = msgpack_sbuffer_release(&sb);
+        if ((q->reply = reply_finish(&r, rc != 0, &q->len)) != NULL)
             return;
-        }
+        if (rc == 0)
+            rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
     }
-    msgpack_sbuffer_destroy(&sb);
-    q->reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
+    q->reply = reply_error(q->has_id, q->id, &err, &q->len);
 }
 
 static void
@@ -689,7 +680,7 @@ after_cb(uv_work_t *w, int status)
         proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
                       "the %s was cancelled while the daemon stopped",
                       q->kind != NULL ? "query" : "request");
-        reply = dispatch_error_reply(q->has_id, q->id, &err, &q->len);
+        reply = reply_error(q->has_id, q->id, &err, &q->len);
     }
     q->reply = NULL;
     q->slot->c->n_queries--;
