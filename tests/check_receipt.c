@@ -17,6 +17,7 @@
 #include <msgpack.h>
 
 #include "receipt.h"
+#include "receipt_json.h"
 
 #define VEC_DIR TEST_DATA_DIR "/vectors"
 

@@ -25,6 +25,8 @@ foreach(t ${RECEIPTD_FUZZ_TARGETS})
   # fuzz_conn drives the daemon's connection code, the others proto/ only.
   if(t STREQUAL "conn")
     set(replay_libs receiptd_core)
+  elseif(t STREQUAL "json")
+    set(replay_libs receiptproto_json)
   else()
     set(replay_libs receiptproto)
   endif()
@@ -57,9 +59,20 @@ if(RECEIPTD_FUZZ)
   add_library(receiptproto_fuzz STATIC ${proto_abs})
   target_include_directories(receiptproto_fuzz PUBLIC
     $<TARGET_PROPERTY:receiptproto,INTERFACE_INCLUDE_DIRECTORIES>)
-  target_link_libraries(receiptproto_fuzz PUBLIC PkgConfig::MSGPACK
-                        PkgConfig::JSONC)
+  target_link_libraries(receiptproto_fuzz PUBLIC PkgConfig::MSGPACK)
   target_compile_options(receiptproto_fuzz PRIVATE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+    -fno-omit-frame-pointer)
+  # The JSON adapters the same way, for fuzz_json.
+  get_target_property(json_sources receiptproto_json SOURCES)
+  set(json_abs)
+  foreach(s ${json_sources})
+    list(APPEND json_abs ${proto_dir}/${s})
+  endforeach()
+  add_library(receiptproto_json_fuzz STATIC ${json_abs})
+  target_link_libraries(receiptproto_json_fuzz PUBLIC receiptproto_fuzz
+                        PkgConfig::JSONC)
+  target_compile_options(receiptproto_json_fuzz PRIVATE
     -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
     -fno-omit-frame-pointer)
   # The daemon core again, instrumented, for fuzz_conn. Its sources are
@@ -99,6 +112,8 @@ if(RECEIPTD_FUZZ)
     target_link_options(fuzz_${t} PRIVATE ${fuzz_flags})
     if(t STREQUAL "conn")
       target_link_libraries(fuzz_${t} PRIVATE receiptd_core_fuzz)
+    elseif(t STREQUAL "json")
+      target_link_libraries(fuzz_${t} PRIVATE receiptproto_json_fuzz)
     else()
       target_link_libraries(fuzz_${t} PRIVATE receiptproto_fuzz)
     endif()

@@ -2,7 +2,7 @@
 # end against the real receiptd and receiptctl.
 receiptd_check_test(e2e_plan
   SOURCES e2e_plan.c e2e_util.c plan_fixture.c
-  LIBS receiptproto PkgConfig::SQLITE)
+  LIBS receiptproto_json PkgConfig::SQLITE)
 add_dependencies(e2e_plan receiptd)
 if(TARGET receiptctl)
   add_dependencies(e2e_plan receiptctl)

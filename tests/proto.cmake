@@ -6,6 +6,9 @@ foreach(mod error mpcheck frame envelope receipt receipt_json)
       LIBS receiptproto)
   endif()
 endforeach()
+# Both read the shared vectors' JSON forms.
+target_link_libraries(check_receipt PRIVATE receiptproto_json)
+target_link_libraries(check_receipt_json PRIVATE receiptproto_json)
 
 # check_receipt injects allocation failures: the allocator calls made from
 # proto/ (and msgpack-c's inline buffer code compiled into it) go through

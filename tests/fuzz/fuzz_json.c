@@ -22,7 +22,9 @@
 #include "fuzz_receipt_check.h"
 #include "fuzz_plan_check.h"
 #include "plan.h"
+#include "plan_json.h"
 #include "receipt.h"
+#include "receipt_json.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
