@@ -11,7 +11,7 @@
  * bytes; resolved values are strictly sorted by value_id and their ranges
  * do not wrap; stored values decode back to what was encoded.
  *
- * Built with -fsanitize=fuzzer by tests/fuzz.cmake, and compiled into
+ * Built with -fsanitize=fuzzer by tests/fuzz/CMakeLists.txt, and compiled into
  * check_fuzz_replay_plan in every build. Thread: single-threaded, as
  * libFuzzer calls it.
  */

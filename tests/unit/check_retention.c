@@ -931,10 +931,11 @@ assert_golden(const char *name, const msgpack_sbuffer *sb)
     size_t len;
     const char *want = golden_bytes(name, &len);
 
-    ck_assert_msg(sb->size == len && memcmp(sb->data, want, len) == 0,
-                  "%s.msgpack differs from what the code produces; "
-                  "if intended, rerun plan_fixture_gen (tests/plan.cmake)",
-                  name);
+    ck_assert_msg(
+        sb->size == len && memcmp(sb->data, want, len) == 0,
+        "%s.msgpack differs from what the code produces; "
+        "if intended, rerun plan_fixture_gen (tests/lib/CMakeLists.txt)",
+        name);
 }
 
 START_TEST(test_retention_golden_resolution)
@@ -1201,7 +1202,7 @@ END_TEST
 /* ---- allocation failures ----
  *
  * This binary is linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
- * (tests/plan.cmake), so proto's allocations (and msgpack-c's inline
+ * (tests/unit/CMakeLists.txt), so proto's allocations (and msgpack-c's inline
  * sbuffer growth) come here. Only the Nth allocation after arming fails;
  * the allocations of Check and of the fixture happen while disarmed.
  */

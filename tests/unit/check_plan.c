@@ -193,7 +193,7 @@ START_TEST(test_plan_fixture_file_matches_builder)
     fx_build(&sb);
     ck_assert_msg(len == sb.size && memcmp(file, sb.data, len) == 0,
                   "fixture.msgpack differs from fx_build(); if intended, "
-                  "rerun plan_fixture_gen (tests/plan.cmake)");
+                  "rerun plan_fixture_gen (tests/lib/CMakeLists.txt)");
     msgpack_sbuffer_destroy(&sb);
 }
 END_TEST
