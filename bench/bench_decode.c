@@ -28,6 +28,7 @@
 
 #include "mpcheck.h"
 #include "receipt.h"
+#include "receipt_json.h"
 
 #ifndef BENCH_VECTOR_DIR
 #error "BENCH_VECTOR_DIR must name tests/data/vectors"

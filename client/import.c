@@ -32,6 +32,7 @@
 #include "output.h"
 #include "plan_cmds.h"
 #include "receipt.h"
+#include "receipt_json.h"
 
 /* Requests in flight during an import: enough to keep the daemon's group
  * commit fed, few enough that their replies never fill its per-connection

@@ -24,7 +24,9 @@
 #include "mpcheck.h"
 #include "mpobj.h"
 #include "plan.h"
+#include "plan_json.h"
 #include "receipt.h"
+#include "receipt_json.h"
 
 /* A plan file larger than the protocol's hard frame ceiling could not be
  * sent anyway, so it is refused before it is read into memory. */

@@ -1,22 +1,23 @@
 /*
  * plan.c: decoding, validation and canonical encoding of prepared plans
- * (PROTOCOL section 5). Pure functions; safe on any thread.
+ * (PROTOCOL section 5): nodes, value bindings and their storage
+ * components. The tensor rules are tensor.c's, the identity rules
+ * identity.c's; the JSON form is plan_json.c's. Pure functions; safe on any
+ * thread.
  *
  * Invariants. plan_decode() runs in two passes: a counting pass that only
  * reads container sizes, then one allocation, then the validating pass that
  * fills it. The validating pass never allocates, so a plan is either
  * returned whole or not at all. Every u64 computation that can exceed 2^64-1
- * (range ends, products of dimensions, strided extents, rounding up to a
- * block) goes through the __builtin_*_overflow checks and turns into
- * PROTO_EINVALID: a wrapped number would let a forged plan claim a tiny
- * storage range.
+ * (range ends here, products of dimensions, strided extents and rounding up
+ * to a block in tensor.c) goes through the __builtin_*_overflow checks and
+ * turns into PROTO_EINVALID: a wrapped number would let a forged plan claim
+ * a tiny storage range.
  */
 #include "plan.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include <json-c/json.h>
 
 static const char *const role_names[PLAN_ROLE_COUNT] = { "input", "output" };
 static const char *const access_names[PLAN_ACCESS_COUNT] = { "read", "write",
@@ -28,15 +29,6 @@ static const char *const usage_names[PLAN_USAGE_COUNT] = {
     "weights", "activations", "state",    "persistent",
     "binding", "scratch",     "transfer",
 };
-static const char *const etype_names[PLAN_ETYPE_COUNT] = {
-    "bool", "u8", "u32", "i8", "i32", "f16", "bf16", "f32",
-};
-static const unsigned etype_sizes[PLAN_ETYPE_COUNT] = {
-    1, 1, 4, 1, 4, 2, 2, 4
-};
-static const char *const layout_names[PLAN_LAYOUT_COUNT] = { "contiguous",
-                                                             "strided",
-                                                             "blocked" };
 
 const char *
 plan_role_name(int role)
@@ -57,36 +49,6 @@ plan_usage_name(int usage)
     return usage >= 0 && usage < PLAN_USAGE_COUNT ? usage_names[usage] : NULL;
 }
 
-const char *
-plan_etype_name(int etype)
-{
-    return etype >= 0 && etype < PLAN_ETYPE_COUNT ? etype_names[etype] : NULL;
-}
-
-const char *
-plan_layout_name(int layout)
-{
-    return layout >= 0 && layout < PLAN_LAYOUT_COUNT ? layout_names[layout]
-                                                     : NULL;
-}
-
-unsigned
-plan_etype_size(int etype)
-{
-    return etype >= 0 && etype < PLAN_ETYPE_COUNT ? etype_sizes[etype] : 0;
-}
-
-int
-plan_str_cmp(struct proto_str a, struct proto_str b)
-{
-    size_t n = a.len < b.len ? a.len : b.len;
-    int c = n ? memcmp(a.ptr, b.ptr, n) : 0;
-
-    if (c != 0)
-        return c;
-    return a.len < b.len ? -1 : a.len > b.len;
-}
-
 /* Reads a unit variant name from a str among names[0..n). */
 static int
 enum_decode(const msgpack_object *o, const char *const *names, int n,
@@ -105,77 +67,6 @@ enum_decode(const msgpack_object *o, const char *const *names, int n,
         }
     }
     return proto_err_set(err, PROTO_EINVALID, NULL, "unknown %s", what);
-}
-
-int
-plan_etype_decode(const msgpack_object *o, int *out, struct proto_err *err)
-{
-    int rc =
-        enum_decode(o, etype_names, PLAN_ETYPE_COUNT, "element type", out, err);
-
-    if (rc != 0 && err != NULL)
-        proto_err_set(err, rc, NULL,
-                      "expected an element type (bool, u8, u32, i8, i32, "
-                      "f16, bf16 or f32)");
-    return rc;
-}
-
-int
-plan_identity_valid(const char *s, size_t len)
-{
-    size_t i;
-
-    if (len == 0 || len > PLAN_IDENTITY_MAX)
-        return 0;
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-            (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
-            c == ':' || c == '/')
-            continue;
-        return 0;
-    }
-    return 1;
-}
-
-int
-plan_identity_decode(const msgpack_object *o, struct proto_str *out,
-                     struct proto_err *err)
-{
-    const char *p;
-    size_t n, i;
-
-    if (o->type == MSGPACK_OBJECT_STR) {
-        p = o->via.str.ptr;
-        n = o->via.str.size;
-    } else if (o->type == MSGPACK_OBJECT_BIN) {
-        p = o->via.bin.ptr;
-        n = o->via.bin.size;
-    } else {
-        return proto_err_set(err, PROTO_EINVALID, NULL,
-                             "expected an identity as a string, got %s",
-                             mpobj_type_name(o));
-    }
-    if (n == 0)
-        return proto_err_set(err, PROTO_EINVALID, NULL,
-                             "expected an identity, got an empty string");
-    if (n > PLAN_IDENTITY_MAX)
-        return proto_err_set(err, PROTO_EINVALID, NULL,
-                             "expected an identity of at most %d bytes, got "
-                             "%zu bytes",
-                             PLAN_IDENTITY_MAX, n);
-    for (i = 0; i < n; i++) {
-        if (!plan_identity_valid(p + i, 1))
-            return proto_err_set(err, PROTO_EINVALID, NULL,
-                                 "identity has a byte 0x%02x at offset %zu; "
-                                 "expected ASCII letters, digits and . _ - "
-                                 ": /",
-                                 (unsigned char)p[i], i);
-    }
-    out->ptr = p;
-    out->len = n;
-    return 0;
 }
 
 /* Prefixes the field name key to a path set by a typed read. */
@@ -232,282 +123,6 @@ variant(const msgpack_object *o, const msgpack_object **name,
                          mpobj_type_name(o));
 }
 
-/* Reads an array of exactly rank u64 values, each non-zero when nonzero. */
-static int
-u64_array(const msgpack_object *o, uint32_t rank, int nonzero, uint64_t *dst,
-          const char *what, struct proto_err *err)
-{
-    uint32_t i;
-    int rc;
-
-    if ((rc = expect_array(o, what, err)) != 0)
-        return rc;
-    if (o->via.array.size != rank)
-        return proto_err_set(err, PROTO_EINVALID, NULL,
-                             "expected %s with one entry per dimension (%u), "
-                             "got %u",
-                             what, rank, o->via.array.size);
-    for (i = 0; i < rank; i++) {
-        if ((rc = mpobj_uint(&o->via.array.ptr[i], UINT64_MAX, &dst[i], err)) !=
-            0) {
-            proto_err_prefix_index(err, i);
-            return rc;
-        }
-        if (nonzero && dst[i] == 0) {
-            proto_err_set(err, PROTO_EINVALID, NULL,
-                          "expected a non-zero value in %s", what);
-            proto_err_prefix_index(err, i);
-            return PROTO_EINVALID;
-        }
-    }
-    return 0;
-}
-
-int
-plan_tensor_min_bytes(const struct plan_tensor *t, uint64_t *out,
-                      struct proto_err *err)
-{
-    uint64_t size = plan_etype_size(t->element_type), acc = size, term;
-    const uint64_t *dims = t->dimensions;
-    uint32_t i;
-
-    if (size == 0)
-        return proto_err_set(err, PROTO_EINVALID, NULL, "unknown element type");
-    if (t->layout == PLAN_LAYOUT_BLOCKED &&
-        t->padding == PLAN_PADDING_ZERO_FILL)
-        dims = t->physical_dimensions;
-    if (t->layout == PLAN_LAYOUT_STRIDED) {
-        for (i = 0; i < t->rank; i++) {
-            if (t->dimensions[i] == 0)
-                continue;
-            if (__builtin_mul_overflow(t->dimensions[i] - 1, t->byte_strides[i],
-                                       &term) ||
-                __builtin_add_overflow(acc, term, &acc))
-                return proto_err_set(err, PROTO_EINVALID, NULL,
-                                     "minimum storage bytes of the strided "
-                                     "layout exceed 2^64-1");
-        }
-    } else {
-        for (i = 0; i < t->rank; i++)
-            if (__builtin_mul_overflow(acc, dims[i], &acc))
-                return proto_err_set(err, PROTO_EINVALID, NULL,
-                                     "minimum storage bytes (element size "
-                                     "times the product of the dimensions) "
-                                     "exceed 2^64-1");
-    }
-    *out = acc;
-    return 0;
-}
-
-size_t
-plan_tensor_words(const msgpack_object *o)
-{
-    const msgpack_object *d;
-
-    if (o->type != MSGPACK_OBJECT_MAP)
-        return 0;
-    d = mpobj_map_get(o, "dimensions", NULL);
-    if (d == NULL || d->type != MSGPACK_OBJECT_ARRAY)
-        return 0;
-    /* Every array of a tensor has exactly rank entries once validated:
-     * dimensions, byte_strides, block, axis_order and physical_dimensions,
-     * so five words per dimension is always enough. */
-    return (size_t)d->via.array.size * 5;
-}
-
-/* The blocked layout: block, axis_order and padding against dims. */
-static int
-blocked_decode(const msgpack_object *o, struct plan_tensor *t, uint64_t *w,
-               struct proto_err *err)
-{
-    const msgpack_object *v, *name, *payload, *pd;
-    uint32_t rank = t->rank, i, *order = (uint32_t *)(w + rank);
-    uint64_t *block = w, *phys = w + 2 * (size_t)rank, ax;
-    int rc, padded = 0;
-
-    if ((rc = expect_map(o, "the blocked layout", err)) != 0)
-        return rc;
-    if ((rc = mpobj_field(o, "block", 1, &v, err)) != 0)
-        return rc;
-    if ((rc = at(u64_array(v, rank, 1, block, "block", err), err, "block")))
-        return rc;
-    t->block = block;
-
-    if ((rc = mpobj_field(o, "axis_order", 1, &v, err)) != 0)
-        return rc;
-    if ((rc = expect_array(v, "axis_order", err)) != 0)
-        return at(rc, err, "axis_order");
-    if (v->via.array.size != rank)
-        return proto_err_set(err, PROTO_EINVALID, "axis_order",
-                             "expected axis_order as a permutation of "
-                             "0..%u, got %u entries",
-                             rank, v->via.array.size);
-    /* phys doubles as a seen-set until padding is read. */
-    memset(phys, 0, sizeof(*phys) * rank);
-    for (i = 0; i < rank; i++) {
-        if ((rc = mpobj_uint(&v->via.array.ptr[i], UINT32_MAX, &ax, err))) {
-            proto_err_prefix_index(err, i);
-            return at(rc, err, "axis_order");
-        }
-        if (ax >= rank || phys[ax]) {
-            proto_err_set(err, PROTO_EINVALID, NULL,
-                          ax >= rank ? "axis %llu is out of range; expected "
-                                       "axis_order as a permutation of 0..%u"
-                                     : "axis %llu appears twice; expected "
-                                       "axis_order as a permutation of 0..%u",
-                          (unsigned long long)ax, rank);
-            proto_err_prefix_index(err, i);
-            return at(PROTO_EINVALID, err, "axis_order");
-        }
-        phys[ax] = 1;
-        order[i] = (uint32_t)ax;
-    }
-    t->axis_order = order;
-
-    if ((rc = mpobj_field(o, "padding", 1, &v, err)) != 0)
-        return rc;
-    if ((rc = variant(v, &name, &payload, err)) != 0)
-        return at(rc, err, "padding");
-    if (mpobj_str_eq(name, "exact") && payload == NULL) {
-        t->padding = PLAN_PADDING_EXACT;
-        for (i = 0; i < rank; i++)
-            if (t->dimensions[i] % block[i] != 0)
-                return proto_err_set(err, PROTO_EINVALID, "padding",
-                                     "exact padding needs every extent "
-                                     "divisible by its block; axis %u has "
-                                     "extent %llu and block %llu",
-                                     i, (unsigned long long)t->dimensions[i],
-                                     (unsigned long long)block[i]);
-        return 0;
-    }
-    if (!mpobj_str_eq(name, "zero_fill") || payload == NULL)
-        return proto_err_set(err, PROTO_EINVALID, "padding",
-                             "expected padding \"exact\" or {\"zero_fill\": "
-                             "{\"physical_dimensions\": [...]}}");
-    t->padding = PLAN_PADDING_ZERO_FILL;
-    if ((rc = expect_map(payload, "zero_fill", err)) != 0)
-        return at(rc, err, "padding.zero_fill");
-    if ((rc = mpobj_field(payload, "physical_dimensions", 1, &pd, err)) != 0)
-        return at(rc, err, "padding.zero_fill");
-    if ((rc = u64_array(pd, rank, 0, phys, "physical_dimensions", err)) != 0)
-        return at(rc, err, "padding.zero_fill.physical_dimensions");
-    for (i = 0; i < rank; i++) {
-        uint64_t ext = t->dimensions[order[i]], b = block[order[i]], up;
-
-        if (ext % b != 0)
-            padded = 1;
-        /* Rounding up: ext + (b - ext % b) when not a multiple. */
-        up = ext;
-        if (ext % b != 0 && __builtin_add_overflow(ext, b - ext % b, &up)) {
-            proto_err_set(err, PROTO_EINVALID, NULL,
-                          "axis %u rounded up to its block exceeds 2^64-1",
-                          order[i]);
-            proto_err_prefix_index(err, i);
-            return at(PROTO_EINVALID, err,
-                      "padding.zero_fill.physical_dimensions");
-        }
-        if (phys[i] != up) {
-            proto_err_set(err, PROTO_EINVALID, NULL,
-                          "expected %llu (extent %llu of axis %u rounded up "
-                          "to its block %llu), got %llu",
-                          (unsigned long long)up, (unsigned long long)ext,
-                          order[i], (unsigned long long)b,
-                          (unsigned long long)phys[i]);
-            proto_err_prefix_index(err, i);
-            return at(PROTO_EINVALID, err,
-                      "padding.zero_fill.physical_dimensions");
-        }
-    }
-    if (!padded)
-        return proto_err_set(err, PROTO_EINVALID,
-                             "padding.zero_fill.physical_dimensions",
-                             "zero_fill padding needs at least one axis "
-                             "actually padded; use \"exact\"");
-    t->physical_dimensions = phys;
-    return 0;
-}
-
-int
-plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
-                   uint64_t *words, size_t nwords, struct proto_err *err)
-{
-    const msgpack_object *v, *name, *payload;
-    uint64_t prod;
-    uint32_t rank;
-    int rc, et = 0;
-
-    memset(t, 0, sizeof(*t));
-    if ((rc = expect_map(o, "a tensor spec", err)) != 0)
-        return rc;
-    if ((rc = mpobj_field(o, "dimensions", 1, &v, err)) != 0)
-        return rc;
-    if ((rc = expect_array(v, "dimensions", err)) != 0)
-        return at(rc, err, "dimensions");
-    rank = v->via.array.size;
-    /* The caller sized words with plan_tensor_words(); a smaller buffer is
-     * our own bug, not the peer's. */
-    if (nwords < (size_t)rank * 5)
-        return proto_err_set(err, PROTO_ENOMEM, "dimensions",
-                             "tensor word buffer too small");
-    t->rank = rank;
-    if ((rc = u64_array(v, rank, 1, words, "dimensions", err)) != 0)
-        return at(rc, err, "dimensions");
-    t->dimensions = words;
-
-    if ((rc = mpobj_field(o, "element_type", 1, &v, err)) != 0)
-        return rc;
-    if ((rc = plan_etype_decode(v, &et, err)) != 0)
-        return at(rc, err, "element_type");
-    t->element_type = (uint8_t)et;
-
-    if ((rc = plan_tensor_min_bytes(t, &prod, err)) != 0) {
-        proto_err_set(err, PROTO_EINVALID, "dimensions",
-                      "element size times the product of the dimensions "
-                      "exceeds 2^64-1");
-        return PROTO_EINVALID;
-    }
-
-    if ((rc = mpobj_field(o, "layout", 1, &v, err)) != 0)
-        return rc;
-    if ((rc = variant(v, &name, &payload, err)) != 0)
-        return at(rc, err, "layout");
-    if (mpobj_str_eq(name, "contiguous") && payload == NULL) {
-        t->layout = PLAN_LAYOUT_CONTIGUOUS;
-    } else if (mpobj_str_eq(name, "strided") && payload != NULL) {
-        const msgpack_object *s;
-        uint64_t *strides = words + rank;
-
-        t->layout = PLAN_LAYOUT_STRIDED;
-        if ((rc = expect_map(payload, "the strided layout", err)) != 0)
-            return at(rc, err, "layout.strided");
-        if ((rc = mpobj_field(payload, "byte_strides", 1, &s, err)) != 0)
-            return at(rc, err, "layout.strided");
-        if ((rc = u64_array(s, rank, 1, strides, "byte_strides", err)) != 0)
-            return at(rc, err, "layout.strided.byte_strides");
-        t->byte_strides = strides;
-        if ((rc = plan_tensor_min_bytes(t, &t->min_storage_bytes, err)) != 0)
-            return at(rc, err, "layout.strided.byte_strides");
-        return 0;
-    } else if (mpobj_str_eq(name, "blocked") && payload != NULL) {
-        t->layout = PLAN_LAYOUT_BLOCKED;
-        if ((rc = blocked_decode(payload, t, words + rank, err)) != 0)
-            return at(rc, err, "layout.blocked");
-        if ((rc = plan_tensor_min_bytes(t, &t->min_storage_bytes, err)) != 0)
-            return at(rc, err,
-                      t->padding == PLAN_PADDING_ZERO_FILL
-                          ? "layout.blocked.padding.zero_fill."
-                            "physical_dimensions"
-                          : "dimensions");
-        return 0;
-    } else {
-        return proto_err_set(err, PROTO_EINVALID, "layout",
-                             "expected layout \"contiguous\", "
-                             "{\"strided\": {...}} or {\"blocked\": {...}}");
-    }
-    t->min_storage_bytes = prod;
-    return 0;
-}
-
 static int
 pack_str(msgpack_packer *pk, const char *s, size_t n)
 {
@@ -527,88 +142,6 @@ pack_pstr(msgpack_packer *pk, struct proto_str s)
 {
     return pack_str(pk, s.ptr, s.len);
 }
-
-static int
-pack_u64s(msgpack_packer *pk, const uint64_t *v, uint32_t n)
-{
-    uint32_t i;
-
-    if (msgpack_pack_array(pk, n) != 0)
-        return -1;
-    for (i = 0; i < n; i++)
-        if (msgpack_pack_uint64(pk, v[i]) != 0)
-            return -1;
-    return 0;
-}
-
-int
-plan_tensor_encode(const struct plan_tensor *t, msgpack_packer *pk)
-{
-    uint32_t i;
-
-    if (msgpack_pack_map(pk, 3) != 0 || pack_cstr(pk, "dimensions") != 0 ||
-        pack_u64s(pk, t->dimensions, t->rank) != 0 ||
-        pack_cstr(pk, "element_type") != 0 ||
-        pack_cstr(pk, etype_names[t->element_type]) != 0 ||
-        pack_cstr(pk, "layout") != 0)
-        return -1;
-    switch (t->layout) {
-    case PLAN_LAYOUT_STRIDED:
-        return msgpack_pack_map(pk, 1) || pack_cstr(pk, "strided") ||
-                       msgpack_pack_map(pk, 1) ||
-                       pack_cstr(pk, "byte_strides") ||
-                       pack_u64s(pk, t->byte_strides, t->rank)
-                   ? -1
-                   : 0;
-    case PLAN_LAYOUT_BLOCKED:
-        if (msgpack_pack_map(pk, 1) || pack_cstr(pk, "blocked") ||
-            msgpack_pack_map(pk, 3) || pack_cstr(pk, "block") ||
-            pack_u64s(pk, t->block, t->rank) || pack_cstr(pk, "axis_order") ||
-            msgpack_pack_array(pk, t->rank))
-            return -1;
-        for (i = 0; i < t->rank; i++)
-            if (msgpack_pack_uint32(pk, t->axis_order[i]) != 0)
-                return -1;
-        if (pack_cstr(pk, "padding") != 0)
-            return -1;
-        if (t->padding == PLAN_PADDING_EXACT)
-            return pack_cstr(pk, "exact");
-        return msgpack_pack_map(pk, 1) || pack_cstr(pk, "zero_fill") ||
-                       msgpack_pack_map(pk, 1) ||
-                       pack_cstr(pk, "physical_dimensions") ||
-                       pack_u64s(pk, t->physical_dimensions, t->rank)
-                   ? -1
-                   : 0;
-    default:
-        return pack_cstr(pk, "contiguous");
-    }
-}
-
-static int
-u64s_equal(const uint64_t *a, const uint64_t *b, uint32_t n)
-{
-    return n == 0 || memcmp(a, b, sizeof(*a) * n) == 0;
-}
-
-int
-plan_tensor_equal(const struct plan_tensor *a, const struct plan_tensor *b)
-{
-    if (a->rank != b->rank || a->element_type != b->element_type ||
-        a->layout != b->layout ||
-        !u64s_equal(a->dimensions, b->dimensions, a->rank))
-        return 0;
-    if (a->layout == PLAN_LAYOUT_STRIDED)
-        return u64s_equal(a->byte_strides, b->byte_strides, a->rank);
-    if (a->layout != PLAN_LAYOUT_BLOCKED)
-        return 1;
-    if (a->padding != b->padding || !u64s_equal(a->block, b->block, a->rank) ||
-        (a->rank &&
-         memcmp(a->axis_order, b->axis_order, sizeof(uint32_t) * a->rank)))
-        return 0;
-    return a->padding == PLAN_PADDING_EXACT ||
-           u64s_equal(a->physical_dimensions, b->physical_dimensions, a->rank);
-}
-
 /* What the counting pass found: sizes of the one allocation. */
 struct counts {
     size_t nodes, values, components, words, max_components;
@@ -644,7 +177,7 @@ count_plan(const msgpack_object *o, struct counts *c)
             const msgpack_object *v = &vals->via.array.ptr[j], *t;
 
             t = mpobj_map_get(v, "tensor", NULL);
-            if (t != NULL && add(&c->words, plan_tensor_words(t)))
+            if (t != NULL && add(&c->words, tensor_words(t)))
                 return -1;
             s = mpobj_map_get(v, "storage", NULL);
             comps = s ? mpobj_map_get(s, "components", NULL) : NULL;
@@ -728,12 +261,12 @@ component_decode(const msgpack_object *o, struct plan_component *c,
     if ((rc = mpobj_field(o, "component_id", 0, &v, err)) != 0)
         return rc;
     if (v != NULL) {
-        if ((rc = plan_identity_decode(v, &c->component_id, err)) != 0)
+        if ((rc = identity_decode(v, &c->component_id, err)) != 0)
             return at(rc, err, "component_id");
         c->has_component_id = 1;
     }
     if ((rc = mpobj_field(o, "resource_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &c->resource_id, err), err,
+        (rc = at(identity_decode(v, &c->resource_id, err), err,
                  "resource_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "offset_bytes", 1, &v, err)) != 0 ||
@@ -745,10 +278,10 @@ component_decode(const msgpack_object *o, struct plan_component *c,
                  "length_bytes")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "element_type", 1, &v, err)) != 0 ||
-        (rc = at(plan_etype_decode(v, &et, err), err, "element_type")) != 0)
+        (rc = at(tensor_etype_decode(v, &et, err), err, "element_type")) != 0)
         return rc;
     c->element_type = (uint8_t)et;
-    size = etype_sizes[et];
+    size = tensor_etype_size(et);
 
     if (c->length_bytes == 0)
         return proto_err_set(err, PROTO_EINVALID, "length_bytes",
@@ -779,7 +312,7 @@ by_component_id_cb(const void *a, const void *b)
 {
     const struct plan_component *x = *(const struct plan_component *const *)a;
     const struct plan_component *y = *(const struct plan_component *const *)b;
-    int c = plan_str_cmp(x->component_id, y->component_id);
+    int c = identity_cmp(x->component_id, y->component_id);
 
     /* Ties keep list order, so the later duplicate is reported. */
     return c ? c : (x > y) - (x < y);
@@ -790,7 +323,7 @@ by_resource_offset_cb(const void *a, const void *b)
 {
     const struct plan_component *x = *(const struct plan_component *const *)a;
     const struct plan_component *y = *(const struct plan_component *const *)b;
-    int c = plan_str_cmp(x->resource_id, y->resource_id);
+    int c = identity_cmp(x->resource_id, y->resource_id);
 
     if (c != 0)
         return c;
@@ -825,7 +358,7 @@ components_check(struct plan_value *val, struct decoder *d,
         }
         qsort(s, n, sizeof(*s), by_component_id_cb);
         for (i = 1; i < n; i++) {
-            if (plan_str_cmp(s[i - 1]->component_id, s[i]->component_id))
+            if (identity_cmp(s[i - 1]->component_id, s[i]->component_id))
                 continue;
             later = (size_t)(s[i] - val->components);
             other = (size_t)(s[i - 1] - val->components);
@@ -847,7 +380,7 @@ components_check(struct plan_value *val, struct decoder *d,
     end = 0;
     for (i = 0; i < n; i++) {
         if (far != NULL &&
-            plan_str_cmp(far->resource_id, s[i]->resource_id) == 0 &&
+            identity_cmp(far->resource_id, s[i]->resource_id) == 0 &&
             s[i]->offset_bytes < end) {
             later = (size_t)(s[i] - val->components);
             other = (size_t)(far - val->components);
@@ -866,7 +399,7 @@ components_check(struct plan_value *val, struct decoder *d,
             return at(PROTO_EINVALID, err, "components");
         }
         if (far == NULL ||
-            plan_str_cmp(far->resource_id, s[i]->resource_id) != 0 ||
+            identity_cmp(far->resource_id, s[i]->resource_id) != 0 ||
             s[i]->offset_bytes + s[i]->length_bytes > end) {
             far = s[i];
             end = s[i]->offset_bytes + s[i]->length_bytes;
@@ -907,11 +440,12 @@ binding_check(const struct plan_value *v, struct proto_err *err)
      * two around it are for non-weight values only. */
     if (v->ncomponents == 1 && !c->has_component_id &&
         c->element_type != v->tensor.element_type)
-        return proto_err_set(
-            err, PROTO_EINVALID, "storage.components[0].element_type",
-            "a single component without component_id "
-            "needs the tensor's element type %s, got %s",
-            etype_names[v->tensor.element_type], etype_names[c->element_type]);
+        return proto_err_set(err, PROTO_EINVALID,
+                             "storage.components[0].element_type",
+                             "a single component without component_id "
+                             "needs the tensor's element type %s, got %s",
+                             tensor_etype_name(v->tensor.element_type),
+                             tensor_etype_name(c->element_type));
     if (v->usage != PLAN_USAGE_WEIGHTS &&
         c->length_bytes < v->tensor.min_storage_bytes)
         return proto_err_set(err, PROTO_EINVALID,
@@ -927,7 +461,9 @@ static int
 alias_decode(const msgpack_object *o, struct plan_value *val,
              struct proto_err *err)
 {
-    const msgpack_object *name, *payload, *ti;
+    /* Set on every path, but gcc cannot see it once variant() has only
+     * this caller here and is inlined. */
+    const msgpack_object *name = NULL, *payload = NULL, *ti;
     uint64_t idx;
     int rc, kind = 0;
 
@@ -967,8 +503,8 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
     if ((rc = expect_map(o, "a value binding", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &val->value_id, err), err,
-                 "value_id")) != 0)
+        (rc = at(identity_decode(v, &val->value_id, err), err, "value_id")) !=
+            0)
         return rc;
     if ((rc = mpobj_field(o, "role", 1, &v, err)) != 0 ||
         (rc = at(enum_decode(v, role_names, PLAN_ROLE_COUNT,
@@ -982,9 +518,9 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
     val->ordinal = (uint32_t)u;
     if ((rc = mpobj_field(o, "tensor", 1, &v, err)) != 0)
         return rc;
-    nw = plan_tensor_words(v);
-    if ((rc = at(plan_tensor_decode(v, &val->tensor, d->words, d->nwords, err),
-                 err, "tensor")) != 0)
+    nw = tensor_words(v);
+    if ((rc = at(tensor_decode(v, &val->tensor, d->words, d->nwords, err), err,
+                 "tensor")) != 0)
         return rc;
     d->words += nw;
     d->nwords -= nw;
@@ -1048,7 +584,7 @@ node_decode(const msgpack_object *o, struct plan_node *node, struct decoder *d,
     if ((rc = expect_map(o, "a plan node", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &node->id, err), err, "id")) != 0)
+        (rc = at(identity_decode(v, &node->id, err), err, "id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "values", 1, &v, err)) != 0)
         return rc;
@@ -1077,7 +613,7 @@ plan_fill(const msgpack_object *o, struct plan *p, struct decoder *d,
     if ((rc = expect_map(o, "a plan body", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &p->prepared_plan_id, err), err,
+        (rc = at(identity_decode(v, &p->prepared_plan_id, err), err,
                  "prepared_plan_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "graph_hash", 1, &v, err)) != 0 ||
@@ -1133,16 +669,10 @@ plan_decode(const msgpack_object *o, struct plan **out, struct proto_err *err)
     return 0;
 }
 
-/* What a JSON-decoded plan owns: the msgpack bytes and their unpacking. */
-struct owned {
-    msgpack_sbuffer sb;
-    msgpack_unpacked up;
-};
-
 void
 plan_free(struct plan *p)
 {
-    struct owned *own;
+    struct plan_owned *own;
 
     if (p == NULL)
         return;
@@ -1153,108 +683,6 @@ plan_free(struct plan *p)
         msgpack_sbuffer_destroy(&own->sb);
         free(own);
     }
-}
-
-/* JSON nesting deeper than the wire allows is refused like a frame. */
-#define JSON_MAX_DEPTH 32
-
-static int
-json_pack(struct json_object *j, msgpack_packer *pk, int depth)
-{
-    int64_t i64;
-
-    if (depth > JSON_MAX_DEPTH)
-        return 1;
-    switch (json_object_get_type(j)) {
-    case json_type_null:
-        return msgpack_pack_nil(pk) ? -1 : 0;
-    case json_type_boolean:
-        return (json_object_get_boolean(j) ? msgpack_pack_true(pk)
-                                           : msgpack_pack_false(pk))
-                   ? -1
-                   : 0;
-    case json_type_int:
-        /* json-c keeps integers above INT64_MAX as unsigned; get_int64
-         * saturates them, get_uint64 reads them exactly. */
-        i64 = json_object_get_int64(j);
-        if (i64 < 0)
-            return msgpack_pack_int64(pk, i64) ? -1 : 0;
-        return msgpack_pack_uint64(pk, json_object_get_uint64(j)) ? -1 : 0;
-    case json_type_double:
-        return msgpack_pack_double(pk, json_object_get_double(j)) ? -1 : 0;
-    case json_type_string:
-        return pack_str(pk, json_object_get_string(j),
-                        (size_t)json_object_get_string_len(j));
-    case json_type_array: {
-        size_t n = json_object_array_length(j), k;
-        int rc;
-
-        if (n > UINT32_MAX || msgpack_pack_array(pk, (uint32_t)n))
-            return -1;
-        for (k = 0; k < n; k++)
-            if ((rc = json_pack(json_object_array_get_idx(j, k), pk,
-                                depth + 1)) != 0)
-                return rc;
-        return 0;
-    }
-    case json_type_object: {
-        struct json_object_iterator it = json_object_iter_begin(j);
-        struct json_object_iterator end = json_object_iter_end(j);
-        int rc;
-
-        if (msgpack_pack_map(pk, (uint32_t)json_object_object_length(j)))
-            return -1;
-        for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it)) {
-            if (pack_cstr(pk, json_object_iter_peek_name(&it)) != 0)
-                return -1;
-            if ((rc = json_pack(json_object_iter_peek_value(&it), pk,
-                                depth + 1)) != 0)
-                return rc;
-        }
-        return 0;
-    }
-    }
-    return -1;
-}
-
-int
-plan_decode_json(struct json_object *o, struct plan **out,
-                 struct proto_err *err)
-{
-    struct owned *own;
-    msgpack_packer pk;
-    size_t off = 0;
-    int rc;
-
-    *out = NULL;
-    if ((own = calloc(1, sizeof(*own))) == NULL)
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "no memory");
-    msgpack_sbuffer_init(&own->sb);
-    msgpack_unpacked_init(&own->up);
-    msgpack_packer_init(&pk, &own->sb, msgpack_sbuffer_write);
-    rc = json_pack(o, &pk, 0);
-    if (rc == 0 && msgpack_unpack_next(&own->up, own->sb.data, own->sb.size,
-                                       &off) != MSGPACK_UNPACK_SUCCESS)
-        rc = -1;
-    if (rc != 0) {
-        msgpack_unpacked_destroy(&own->up);
-        msgpack_sbuffer_destroy(&own->sb);
-        free(own);
-        if (rc > 0)
-            return proto_err_set(err, PROTO_EINVALID, NULL,
-                                 "JSON nested deeper than %d levels",
-                                 JSON_MAX_DEPTH);
-        return proto_err_set(err, PROTO_ENOMEM, NULL,
-                             "no memory to convert the JSON plan");
-    }
-    if ((rc = plan_decode(&own->up.data, out, err)) != 0) {
-        msgpack_unpacked_destroy(&own->up);
-        msgpack_sbuffer_destroy(&own->sb);
-        free(own);
-        return rc;
-    }
-    (*out)->owned = own;
-    return 0;
 }
 
 static int
@@ -1271,7 +699,7 @@ component_encode(const struct plan_component *c, msgpack_packer *pk)
                    pack_cstr(pk, "length_bytes") ||
                    msgpack_pack_uint64(pk, c->length_bytes) ||
                    pack_cstr(pk, "element_type") ||
-                   pack_cstr(pk, etype_names[c->element_type])
+                   pack_cstr(pk, tensor_etype_name(c->element_type))
                ? -1
                : 0;
 }
@@ -1285,7 +713,7 @@ value_encode(const struct plan_value *v, msgpack_packer *pk)
         pack_pstr(pk, v->value_id) || pack_cstr(pk, "role") ||
         pack_cstr(pk, role_names[v->role]) || pack_cstr(pk, "ordinal") ||
         msgpack_pack_uint32(pk, v->ordinal) || pack_cstr(pk, "tensor") ||
-        plan_tensor_encode(&v->tensor, pk) || pack_cstr(pk, "access") ||
+        tensor_encode(&v->tensor, pk) || pack_cstr(pk, "access") ||
         pack_cstr(pk, access_names[v->access]) || pack_cstr(pk, "alias"))
         return -1;
     if (v->alias == PLAN_ALIAS_NO) {

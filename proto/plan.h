@@ -1,8 +1,8 @@
 /*
  * plan.h: the resolved nodes of a prepared plan (PROTOCOL section 5),
  * decoded from the serde map form that rmp-serde writes, validated rule by
- * rule (identities, tensor specs, storage components, bindings), and
- * encoded back in one canonical form.
+ * rule (storage components and bindings here; identities and tensor specs
+ * by identity.h and tensor.h), and encoded back in one canonical form.
  *
  * Memory model. A plan is peer-controlled and may hold many nodes and
  * values, so plan_decode() first counts what it needs (nodes, values,
@@ -13,7 +13,8 @@
  * bounded by a small multiple of the frame's size. Strings and the opaque
  * `weight` maps are not copied: they borrow the decoded msgpack object (and
  * so the frame buffer and the unpacked zone behind it), which must outlive
- * the plan. plan_decode_json() is the exception: that plan owns its storage.
+ * the plan. plan_decode_json() (plan_json.h) is the exception: that plan
+ * owns its storage.
  *
  * The canonical encoding (plan_encode_canonical) holds exactly the fields
  * the daemon reads, in a fixed order, so two registrations of the same key
@@ -29,11 +30,10 @@
 #include <msgpack.h>
 
 #include "error.h"
+#include "identity.h"
 #include "mpobj.h"
+#include "tensor.h"
 
-struct json_object;
-
-#define PLAN_IDENTITY_MAX   160 /* bytes of an identity */
 #define PLAN_GRAPH_HASH_MAX 256 /* bytes of graph_hash */
 
 enum plan_role { PLAN_ROLE_INPUT, PLAN_ROLE_OUTPUT, PLAN_ROLE_COUNT };
@@ -63,52 +63,13 @@ enum plan_usage {
     PLAN_USAGE_COUNT
 };
 
-enum plan_etype {
-    PLAN_ETYPE_BOOL,
-    PLAN_ETYPE_U8,
-    PLAN_ETYPE_U32,
-    PLAN_ETYPE_I8,
-    PLAN_ETYPE_I32,
-    PLAN_ETYPE_F16,
-    PLAN_ETYPE_BF16,
-    PLAN_ETYPE_F32,
-    PLAN_ETYPE_COUNT
-};
-
-enum plan_layout {
-    PLAN_LAYOUT_CONTIGUOUS,
-    PLAN_LAYOUT_STRIDED,
-    PLAN_LAYOUT_BLOCKED,
-    PLAN_LAYOUT_COUNT
-};
-
-enum plan_padding { PLAN_PADDING_EXACT, PLAN_PADDING_ZERO_FILL };
-
-/*
- * A ResolvedTensorSpec. Every array has `rank` entries (a strided or
- * blocked layout whose arrays have another length is rejected); arrays a
- * layout does not use are NULL. min_storage_bytes is computed at decode.
- */
-struct plan_tensor {
-    uint32_t rank;
-    uint8_t element_type; /* enum plan_etype */
-    uint8_t layout;       /* enum plan_layout */
-    uint8_t padding;      /* enum plan_padding, blocked only */
-    const uint64_t *dimensions;
-    const uint64_t *byte_strides;        /* strided */
-    const uint64_t *block;               /* blocked */
-    const uint32_t *axis_order;          /* blocked */
-    const uint64_t *physical_dimensions; /* blocked with zero_fill */
-    uint64_t min_storage_bytes;
-};
-
 struct plan_component {
     int has_component_id;
     struct proto_str component_id; /* borrowed; when has_component_id */
     struct proto_str resource_id;  /* borrowed */
     uint64_t offset_bytes;
     uint64_t length_bytes;
-    uint8_t element_type; /* enum plan_etype */
+    uint8_t element_type; /* enum tensor_etype */
 };
 
 /* A ResolvedValueBinding. */
@@ -120,7 +81,7 @@ struct plan_value {
     uint8_t usage;             /* enum plan_usage */
     uint32_t ordinal;
     uint32_t alias_tensor_index; /* may_alias and must_alias only */
-    struct plan_tensor tensor;
+    struct tensor tensor;
     /* Borrowed opaque map; NULL when the value has no weight (nil or
      * absent). Present exactly when usage is weights. */
     const msgpack_object *weight;
@@ -140,80 +101,23 @@ struct plan {
     struct plan_node *nodes;
     uint32_t nnodes;
     uint64_t nvalues; /* bindings over all nodes, for the `plan` result */
-    void *owned;      /* storage a JSON-decoded plan owns; else NULL */
+    struct plan_owned *owned; /* what a JSON-decoded plan owns; else NULL */
+};
+
+/*
+ * What a plan decoded from JSON (plan_json.h) owns: the msgpack bytes the
+ * JSON was packed into and their unpacking, which the plan's strings and
+ * weights borrow. plan_free() frees them with the plan.
+ */
+struct plan_owned {
+    msgpack_sbuffer sb;
+    msgpack_unpacked up;
 };
 
 /* Names of the enums as serde writes them, or NULL outside the enum. */
 const char *plan_role_name(int role);
 const char *plan_access_name(int access);
 const char *plan_usage_name(int usage);
-const char *plan_etype_name(int etype);
-const char *plan_layout_name(int layout);
-
-/* Size in bytes of an element type (1, 2 or 4), or 0 outside the enum. */
-unsigned plan_etype_size(int etype);
-
-/*
- * Reads an element type name ("f32") from o. Returns 0 and sets *out, or
- * PROTO_EINVALID with an empty path and a message naming the valid types.
- */
-int plan_etype_decode(const msgpack_object *o, int *out, struct proto_err *err);
-
-/*
- * True when s[0..len) is an identity: 1 to PLAN_IDENTITY_MAX bytes, each an
- * ASCII letter or digit or one of `. _ - : /`.
- */
-int plan_identity_valid(const char *s, size_t len);
-
-/*
- * Reads an identity from o (a str, or a bin holding one). Returns 0, or
- * PROTO_EINVALID with an empty path and a message saying which rule failed.
- * out borrows o's bytes.
- */
-int plan_identity_decode(const msgpack_object *o, struct proto_str *out,
-                         struct proto_err *err);
-
-/* Byte-order comparison of two strings (memcmp, then the shorter first). */
-int plan_str_cmp(struct proto_str a, struct proto_str b);
-
-/*
- * Minimum storage bytes of a tensor whose fields are set (rank, element
- * type, layout and its arrays), per section 5: contiguous = size x
- * product(dims); blocked = size x product(dims, or physical_dimensions for
- * zero_fill); strided = size + sum((dim_i - 1) x stride_i). Returns 0 and
- * *out, or PROTO_EINVALID (empty path) when the value does not fit in u64.
- */
-int plan_tensor_min_bytes(const struct plan_tensor *t, uint64_t *out,
-                          struct proto_err *err);
-
-/*
- * The number of 64-bit words plan_tensor_decode() needs for o: an upper
- * bound computed from the sizes of its arrays (0 when o is not a map).
- * Pure; o is borrowed.
- */
-size_t plan_tensor_words(const msgpack_object *o);
-
-/*
- * Decodes and validates a ResolvedTensorSpec map (every tensor rule of
- * section 5) and computes its minimum storage bytes. Arrays are carved from
- * words[0..nwords), which the caller owns and sizes with
- * plan_tensor_words(o); t's array pointers point into it. Returns 0,
- * PROTO_EINVALID with err->path relative to the tensor ("dimensions[1]",
- * "layout.blocked.axis_order"), or PROTO_ENOMEM when nwords is smaller
- * than plan_tensor_words(o) (a caller's bug).
- */
-int plan_tensor_decode(const msgpack_object *o, struct plan_tensor *t,
-                       uint64_t *words, size_t nwords, struct proto_err *err);
-
-/*
- * Packs t in the serde map form it was received in: {"dimensions",
- * "element_type", "layout"}, the layout as "contiguous" or a single-key map.
- * Returns 0 or -1 when the packer's buffer cannot grow.
- */
-int plan_tensor_encode(const struct plan_tensor *t, msgpack_packer *pk);
-
-/* True when two decoded tensors are equal field by field. */
-int plan_tensor_equal(const struct plan_tensor *a, const struct plan_tensor *b);
 
 /*
  * Decodes and validates a plan body (map form). On success *out is a new
@@ -225,19 +129,6 @@ int plan_tensor_equal(const struct plan_tensor *a, const struct plan_tensor *b);
  */
 int plan_decode(const msgpack_object *o, struct plan **out,
                 struct proto_err *err);
-
-/*
- * The same from a JSON plan file (serde_json's form of the same body;
- * json-c), with the same rules, codes and paths. The plan owns copies of
- * everything it needs: o may be freed as soon as this returns. Integers up
- * to 2^64-1 are read exactly; negative or fractional numbers are rejected
- * where an integer is expected. Parse the file's text with
- * receipt_json_parse() (receipt.h), which refuses integers json-c would
- * saturate and repeated keys json-c would drop. JSON nested deeper than 32
- * levels is PROTO_EINVALID.
- */
-int plan_decode_json(struct json_object *o, struct plan **out,
-                     struct proto_err *err);
 
 /* Frees a plan from plan_decode or plan_decode_json. p may be NULL. */
 void plan_free(struct plan *p);

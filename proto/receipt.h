@@ -1,7 +1,8 @@
 /*
  * receipt.h: the execution receipt of PROTOCOL section 4, one C struct for
- * schemas 1, 2 and 3, decoded from either rmp-serde encoding (map or array)
- * or from serde_json, validated field by field, and encoded back (map form).
+ * schemas 1, 2 and 3, decoded from either rmp-serde encoding (map or array),
+ * validated field by field, and encoded back (map form). The serde_json form
+ * is receipt_json.h's.
  *
  * The coverage table (bit, counter name, first schema) and the fallback
  * status are defined here once; the daemon, the store and the client all use
@@ -17,8 +18,6 @@
 
 #include "error.h"
 #include "mpobj.h"
-
-struct json_object;
 
 #define RECEIPT_SCHEMA_MIN 1
 #define RECEIPT_SCHEMA_MAX 3
@@ -115,32 +114,6 @@ uint64_t receipt_meaningful_bits(unsigned schema_version);
  */
 int receipt_decode(const msgpack_object *o, struct receipt *r,
                    struct proto_err *err);
-
-/*
- * The same from the serde_json form (a JSON object; json-c), with the same
- * rules, codes, paths and messages. Strings borrow o's storage: keep o
- * alive as long as r; r->extra is owned as above (JSON values converted to
- * msgpack: integers, floats, strings, nil, booleans, arrays, maps). Integers
- * up to 2^64-1 are read exactly; parse the text with receipt_json_parse()
- * so that larger ones are refused rather than saturated by json-c.
- */
-int receipt_decode_json(struct json_object *o, struct receipt *r,
-                        struct proto_err *err);
-
-/*
- * Parses JSON text (text[0..len), one value with optional whitespace
- * around it, as serde_json writes it) for receipt_decode_json. Unlike a
- * bare json_tokener_parse, it refuses what json-c would change silently: an
- * integer beyond the 64-bit range (json-c saturates it) and a key repeated
- * in one object (json-c keeps the last), naming the path ("[2].counters.
- * decode_steps"; keys as written, escapes kept). Strings must be valid
- * UTF-8. On success *out is a new reference the caller owns
- * (json_object_put); on failure *out is NULL and the return is
- * PROTO_EMALFORMED (not one JSON value), PROTO_EINVALID (the rules above),
- * PROTO_ETOO_LARGE (len >= INT_MAX) or PROTO_ENOMEM. text is borrowed.
- */
-int receipt_json_parse(const char *text, size_t len, struct json_object **out,
-                       struct proto_err *err);
 
 /*
  * Encodes r in map form, as rmp-serde's to_vec_named would for its schema

@@ -17,7 +17,7 @@
  * decoding escaped keys as json-c does, so both are rejected with the path
  * at fault instead. Pure; any thread.
  */
-#include "receipt.h"
+#include "receipt_json.h"
 
 #include <limits.h>
 #include <stdint.h>

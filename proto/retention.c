@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan.h"
+
 static int
 at(int rc, struct proto_err *err, const char *key)
 {
@@ -46,8 +48,7 @@ plan_key(const msgpack_object *o, struct proto_str *id, struct proto_str *gh,
     int rc;
 
     if ((rc = mpobj_field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, id, err), err, "prepared_plan_id")) !=
-            0)
+        (rc = at(identity_decode(v, id, err), err, "prepared_plan_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "graph_hash", 1, &v, err)) != 0 ||
         (rc = at(mpobj_str(v, PLAN_GRAPH_HASH_MAX, gh, err), err,
@@ -68,11 +69,10 @@ value_fill(const msgpack_object *o, struct retained_value *rv, uint64_t *w,
     if ((rc = expect(o, MSGPACK_OBJECT_MAP, "a retained value map", err)))
         return rc;
     if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &rv->value_id, err), err,
-                 "value_id")) != 0)
+        (rc = at(identity_decode(v, &rv->value_id, err), err, "value_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "producer_node_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &rv->producer_node_id, err), err,
+        (rc = at(identity_decode(v, &rv->producer_node_id, err), err,
                  "producer_node_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "output_ordinal", 1, &v, err)) != 0 ||
@@ -81,7 +81,7 @@ value_fill(const msgpack_object *o, struct retained_value *rv, uint64_t *w,
         return rc;
     rv->output_ordinal = (uint32_t)u;
     if ((rc = mpobj_field(o, "resource_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &rv->resource_id, err), err,
+        (rc = at(identity_decode(v, &rv->resource_id, err), err,
                  "resource_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "logical_offset_bytes", 1, &v, err)) != 0 ||
@@ -89,8 +89,8 @@ value_fill(const msgpack_object *o, struct retained_value *rv, uint64_t *w,
                  "logical_offset_bytes")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "tensor", 1, &v, err)) != 0 ||
-        (rc = at(plan_tensor_decode(v, &rv->tensor, w, nw, err), err,
-                 "tensor")) != 0)
+        (rc = at(tensor_decode(v, &rv->tensor, w, nw, err), err, "tensor")) !=
+            0)
         return rc;
     return 0;
 }
@@ -115,8 +115,7 @@ values_decode(const msgpack_object *o, struct retained_value **out, size_t *n,
         const msgpack_object *t =
             mpobj_map_get(&o->via.array.ptr[i], "tensor", NULL);
 
-        if (t != NULL &&
-            __builtin_add_overflow(words, plan_tensor_words(t), &words))
+        if (t != NULL && __builtin_add_overflow(words, tensor_words(t), &words))
             return proto_err_set(err, PROTO_ENOMEM, NULL, "too large");
     }
     /* The values and every tensor's words in one block; the counts come
@@ -132,7 +131,7 @@ values_decode(const msgpack_object *o, struct retained_value **out, size_t *n,
         const msgpack_object *t =
             mpobj_map_get(&o->via.array.ptr[i], "tensor", NULL);
 
-        nw = t ? plan_tensor_words(t) : 0;
+        nw = t ? tensor_words(t) : 0;
         if ((rc = value_fill(&o->via.array.ptr[i], &vals[i], w + used, nw,
                              err)) != 0) {
             free(vals);
@@ -160,7 +159,7 @@ static int
 by_request_cb(const void *a, const void *b)
 {
     const struct retention_request *x = a, *y = b;
-    int c = plan_str_cmp(x->value_id, y->value_id);
+    int c = identity_cmp(x->value_id, y->value_id);
 
     /* Ties in body order, so the later duplicate is the one reported. */
     return c ? c : (x->index > y->index) - (x->index < y->index);
@@ -218,8 +217,8 @@ retention_spec_decode(const msgpack_object *o, struct retention_spec **out,
             goto fail;
         }
         for (i = 0; i < count; i++) {
-            if ((rc = plan_identity_decode(&vals->via.array.ptr[i],
-                                           &s->requests[i].value_id, err))) {
+            if ((rc = identity_decode(&vals->via.array.ptr[i],
+                                      &s->requests[i].value_id, err))) {
                 proto_err_prefix_index(err, i);
                 at(rc, err, "values");
                 goto fail;
@@ -229,7 +228,7 @@ retention_spec_decode(const msgpack_object *o, struct retention_spec **out,
         s->nrequests = count;
         qsort(s->requests, count, sizeof(*s->requests), by_request_cb);
         for (i = 1; i < count; i++) {
-            if (plan_str_cmp(s->requests[i - 1].value_id,
+            if (identity_cmp(s->requests[i - 1].value_id,
                              s->requests[i].value_id) != 0)
                 continue;
             rc = proto_err_set(err, PROTO_EINVALID, NULL,
@@ -311,7 +310,7 @@ static int
 by_output_cb(const void *a, const void *b)
 {
     const struct output *x = a, *y = b;
-    int c = plan_str_cmp(x->v->value_id, y->v->value_id);
+    int c = identity_cmp(x->v->value_id, y->v->value_id);
 
     if (c != 0)
         return c;
@@ -325,7 +324,7 @@ static int
 writer_cmp(struct proto_str r, uint64_t off, uintptr_t v, uintptr_t c,
            const struct writer *y)
 {
-    int k = plan_str_cmp(r, y->c->resource_id);
+    int k = identity_cmp(r, y->c->resource_id);
 
     if (k != 0)
         return k;
@@ -431,7 +430,7 @@ outputs_lower(const struct index *ix, struct proto_str id)
 
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
-        if (plan_str_cmp(ix->outs[mid].v->value_id, id) < 0)
+        if (identity_cmp(ix->outs[mid].v->value_id, id) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -550,7 +549,7 @@ rules_1_to_4(const struct index *ix, const struct retention_spec *s,
     const struct plan_component *c;
     int idl = (int)id.len;
 
-    while (hi < ix->nouts && plan_str_cmp(ix->outs[hi].v->value_id, id) == 0)
+    while (hi < ix->nouts && identity_cmp(ix->outs[hi].v->value_id, id) == 0)
         hi++;
     if (hi - lo != 1) {
         proto_err_set(err, PROTO_EINVALID, NULL,
@@ -645,17 +644,17 @@ compare(const struct retained_value *ours, size_t n,
     for (i = 0; i < n; i++) {
         const struct retained_value *a = &ours[i], *b = &s->claimed[i];
 
-        if (plan_str_cmp(a->value_id, b->value_id) != 0)
+        if (identity_cmp(a->value_id, b->value_id) != 0)
             return mismatch(err, i, "value_id", "value_id");
-        if (plan_str_cmp(a->producer_node_id, b->producer_node_id) != 0)
+        if (identity_cmp(a->producer_node_id, b->producer_node_id) != 0)
             return mismatch(err, i, "producer_node_id", "producer node");
         if (a->output_ordinal != b->output_ordinal)
             return mismatch(err, i, "output_ordinal", "output ordinal");
-        if (plan_str_cmp(a->resource_id, b->resource_id) != 0)
+        if (identity_cmp(a->resource_id, b->resource_id) != 0)
             return mismatch(err, i, "resource_id", "resource");
         if (a->logical_offset_bytes != b->logical_offset_bytes)
             return mismatch(err, i, "logical_offset_bytes", "offset");
-        if (!plan_tensor_equal(&a->tensor, &b->tensor))
+        if (!tensor_equal(&a->tensor, &b->tensor))
             return mismatch(err, i, "tensor", "tensor");
     }
     return 0;
@@ -674,7 +673,7 @@ determinism_check(const struct plan *p, const struct index *ix,
     for (i = 1; i < ix->nouts; i++) {
         const struct output *a = &ix->outs[i - 1], *b = &ix->outs[i];
 
-        if (plan_str_cmp(a->v->value_id, b->v->value_id) != 0)
+        if (identity_cmp(a->v->value_id, b->v->value_id) != 0)
             continue;
         return proto_err_set(
             err, PROTO_EINVALID, "determinism_outputs",
@@ -785,7 +784,7 @@ retention_value_encode(const struct retained_value *v, msgpack_packer *pk)
         msgpack_pack_uint64(pk, v->logical_offset_bytes) ||
         pack_cstr(pk, "tensor"))
         return -1;
-    return plan_tensor_encode(&v->tensor, pk);
+    return tensor_encode(&v->tensor, pk);
 }
 
 const struct retained_value *
@@ -797,7 +796,7 @@ retention_find(const struct retained_value *v, size_t n,
 
     while (lo < hi) {
         mid = lo + (hi - lo) / 2;
-        c = plan_str_cmp(v[mid].value_id, value_id);
+        c = identity_cmp(v[mid].value_id, value_id);
         if (c == 0)
             return &v[mid];
         if (c < 0)
@@ -822,8 +821,7 @@ retention_readback_decode(const msgpack_object *o, struct readback *rb,
     if ((rc = plan_key(o, &rb->prepared_plan_id, &rb->graph_hash, err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
-        (rc = at(plan_identity_decode(v, &rb->value_id, err), err,
-                 "value_id")) != 0)
+        (rc = at(identity_decode(v, &rb->value_id, err), err, "value_id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "participant_index", 1, &v, err)) != 0 ||
         (rc = at(mpobj_uint(v, UINT32_MAX, &u, err), err,
@@ -836,7 +834,7 @@ retention_readback_decode(const msgpack_object *o, struct readback *rb,
                  err, "output_layout")) != 0)
         return rc;
     if ((rc = mpobj_field(ol, "element_type", 1, &v, err)) != 0 ||
-        (rc = at(plan_etype_decode(v, &et, err), err, "element_type")) != 0)
+        (rc = at(tensor_etype_decode(v, &et, err), err, "element_type")) != 0)
         return at(rc, err, "output_layout");
     rb->element_type = (uint8_t)et;
     if ((rc = mpobj_field(ol, "element_count", 1, &v, err)) != 0 ||
@@ -846,13 +844,14 @@ retention_readback_decode(const msgpack_object *o, struct readback *rb,
     if (rb->element_count == 0)
         return proto_err_set(err, PROTO_EINVALID, "output_layout.element_count",
                              "expected element_count greater than 0");
-    if (__builtin_mul_overflow(rb->element_count, (uint64_t)plan_etype_size(et),
+    if (__builtin_mul_overflow(rb->element_count,
+                               (uint64_t)tensor_etype_size(et),
                                &rb->byte_length))
         return proto_err_set(err, PROTO_EINVALID, "output_layout.element_count",
                              "element_count %llu of %s is more than 2^64-1 "
                              "bytes",
                              (unsigned long long)rb->element_count,
-                             plan_etype_name(et));
+                             tensor_etype_name(et));
     return 0;
 }
 
@@ -864,21 +863,21 @@ retention_readback_check(const struct readback *rb,
     uint64_t end;
 
     memset(out, 0, sizeof(*out));
-    if (rv == NULL || plan_str_cmp(rv->value_id, rb->value_id) != 0)
+    if (rv == NULL || identity_cmp(rv->value_id, rb->value_id) != 0)
         return proto_err_set(err, PROTO_ENOT_RETAINED, "value_id",
                              "value \"%.*s\" is not retained for this plan",
                              (int)rb->value_id.len, rb->value_id.ptr);
-    if (rv->tensor.layout != PLAN_LAYOUT_CONTIGUOUS)
+    if (rv->tensor.layout != TENSOR_LAYOUT_CONTIGUOUS)
         return proto_err_set(err, PROTO_EINVALID, "value_id",
                              "the retained tensor has a %s layout; readback "
                              "needs a contiguous one",
-                             plan_layout_name(rv->tensor.layout));
+                             tensor_layout_name(rv->tensor.layout));
     if (rb->element_type != rv->tensor.element_type)
         return proto_err_set(err, PROTO_EINVALID, "output_layout.element_type",
                              "expected the retained tensor's element type "
                              "%s, got %s",
-                             plan_etype_name(rv->tensor.element_type),
-                             plan_etype_name(rb->element_type));
+                             tensor_etype_name(rv->tensor.element_type),
+                             tensor_etype_name(rb->element_type));
     if (rb->byte_length > rv->tensor.min_storage_bytes)
         return proto_err_set(err, PROTO_EINVALID, "output_layout.element_count",
                              "%llu bytes requested, the retained tensor "
@@ -913,7 +912,7 @@ retention_readback_encode(const struct readback_request *r, msgpack_packer *pk)
                    msgpack_pack_uint64(pk, r->logical_offset_bytes) ||
                    pack_cstr(pk, "output_layout") || msgpack_pack_map(pk, 2) ||
                    pack_cstr(pk, "element_type") ||
-                   pack_cstr(pk, plan_etype_name(r->element_type)) ||
+                   pack_cstr(pk, tensor_etype_name(r->element_type)) ||
                    pack_cstr(pk, "element_count") ||
                    msgpack_pack_uint64(pk, r->element_count)
                ? -1

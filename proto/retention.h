@@ -1,7 +1,8 @@
 /*
  * retention.h: completion retention specs (PROTOCOL section 6) and
  * completion readback (section 7), resolved and checked against a decoded
- * plan (plan.h).
+ * plan (plan.h). Decoding specs, retained values and readbacks needs only
+ * the tensor and identity rules (tensor.h, identity.h).
  *
  * The daemon's flow: retention_spec_decode() the body, look the plan up by
  * (prepared_plan_id, graph_hash) (unknown_plan when absent),
@@ -21,8 +22,11 @@
 #include <msgpack.h>
 
 #include "error.h"
+#include "identity.h"
 #include "mpobj.h"
-#include "plan.h"
+#include "tensor.h"
+
+struct plan;
 
 /* A RetainedCompletionValue. */
 struct retained_value {
@@ -31,7 +35,7 @@ struct retained_value {
     uint32_t output_ordinal;
     struct proto_str resource_id;
     uint64_t logical_offset_bytes;
-    struct plan_tensor tensor;
+    struct tensor tensor;
 };
 
 /* One requested value id and its index in the body's `values`. */
@@ -119,7 +123,7 @@ struct readback {
     struct proto_str graph_hash;
     struct proto_str value_id;
     uint32_t participant_index;
-    uint8_t element_type; /* enum plan_etype */
+    uint8_t element_type; /* enum tensor_etype */
     uint64_t element_count;
     uint64_t byte_length; /* element_count x element size */
 };

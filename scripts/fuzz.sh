@@ -55,7 +55,7 @@ for t in $targets; do
 	fi
 	store=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
 	echo "== $t: ${t_secs}s over $(find "$scratch" -type f | wc -l) seeds"
-	if ! FUZZ_CONN_TMPDIR=$store "build-fuzz/tests/$t" \
+	if ! FUZZ_CONN_TMPDIR=$store "build-fuzz/tests/fuzz/$t" \
 		-max_total_time="$t_secs" -max_len=65536 \
 		-timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="build-fuzz/crashes/$t-" "$scratch"; then

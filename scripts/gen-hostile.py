@@ -4,7 +4,7 @@
 Each case is one file holding exactly the bytes a hostile peer sends: the
 4-byte big-endian length prefix and the frame body (or a prefix that lies).
 tests/hostile/README.txt lists every file with the outcome PROTOCOL.md
-requires; tests/check_hostile.c and tests/e2e_hostile.c read that list.
+requires; tests/e2e/check_hostile.c and tests/e2e/e2e_hostile.c read that list.
 
 The msgpack is written by hand (no msgpack module needed) so that every
 header form, lie and edge can be spelled out exactly.

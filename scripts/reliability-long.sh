@@ -34,11 +34,11 @@ export RELIABILITY_OOM_EXHAUSTIVE=1
 for t in check_powerloss check_fault check_oom check_hostile e2e_hostile \
 	e2e_powerloss e2e_writer_only; do
 	echo "== $t"
-	"$build/tests/$t"
+	"$build/tests/e2e/$t"
 done
 
 echo "== e2e_killloop: $kills kills"
-RELIABILITY_KILLS=$kills "$build/tests/e2e_killloop"
+RELIABILITY_KILLS=$kills "$build/tests/e2e/e2e_killloop"
 
 if [ -x scripts/fuzz.sh ]; then
 	echo "== fuzzing, ${FUZZ_SECONDS:-600} s per target"

@@ -19,7 +19,7 @@
 #error "FUZZ_CORPUS_DIR must name tests/fuzz/corpus"
 #endif
 
-/* The target compiled in, by corpus directory name (tests/fuzz.cmake
+/* The target compiled in, by corpus directory name (tests/fuzz/CMakeLists.txt
  * builds one replay binary per target). */
 #ifndef FUZZ_TARGET
 #define FUZZ_TARGET "frame"

@@ -69,8 +69,8 @@
  * FUZZ_RESET_EVERY inputs (the daemon's own shutdown, then a new setup);
  * check_fuzz_replay_conn runs each corpus file in a fresh process, so a
  * crasher replays from an empty store. Built with -fsanitize=fuzzer by
- * tests/fuzz.cmake over an instrumented copy of the daemon core, and compiled
- * into check_fuzz_replay_conn in every build.
+ * tests/fuzz/CMakeLists.txt over an instrumented copy of the daemon core, and
+ * compiled into check_fuzz_replay_conn in every build.
  */
 #include <errno.h>
 #include <limits.h>

@@ -7,7 +7,7 @@
  * A finding is a sanitizer report, or an abort() below: the body's span
  * must hold exactly one object, and a receipt that decoded must encode,
  * and decode again to the same struct with byte-identical extra. Built
- * with -fsanitize=fuzzer by tests/fuzz.cmake, and compiled into
+ * with -fsanitize=fuzzer by tests/fuzz/CMakeLists.txt, and compiled into
  * check_fuzz_replay in every build.
  */
 #include <stdlib.h>

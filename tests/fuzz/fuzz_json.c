@@ -9,7 +9,7 @@
  * leave nothing behind and carry its code; a receipt that decoded must
  * encode, and decode again to the same struct with byte-identical extra; a
  * plan that decoded must keep its canonical form (fuzz_plan_check.h).
- * Built with -fsanitize=fuzzer by tests/fuzz.cmake, and compiled into
+ * Built with -fsanitize=fuzzer by tests/fuzz/CMakeLists.txt, and compiled into
  * check_fuzz_replay_json in every build. Single-threaded.
  */
 #include <stdlib.h>
@@ -22,7 +22,9 @@
 #include "fuzz_receipt_check.h"
 #include "fuzz_plan_check.h"
 #include "plan.h"
+#include "plan_json.h"
 #include "receipt.h"
+#include "receipt_json.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

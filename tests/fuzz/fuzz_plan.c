@@ -11,7 +11,7 @@
  * bytes; resolved values are strictly sorted by value_id and their ranges
  * do not wrap; stored values decode back to what was encoded.
  *
- * Built with -fsanitize=fuzzer by tests/fuzz.cmake, and compiled into
+ * Built with -fsanitize=fuzzer by tests/fuzz/CMakeLists.txt, and compiled into
  * check_fuzz_replay_plan in every build. Thread: single-threaded, as
  * libFuzzer calls it.
  */
@@ -39,7 +39,7 @@ check_resolved(const struct retained_value *v, size_t n)
     uint64_t end;
 
     for (i = 0; i < n; i++) {
-        if (i > 0 && plan_str_cmp(v[i - 1].value_id, v[i].value_id) >= 0)
+        if (i > 0 && identity_cmp(v[i - 1].value_id, v[i].value_id) >= 0)
             abort();
         if (__builtin_add_overflow(v[i].logical_offset_bytes,
                                    v[i].tensor.min_storage_bytes, &end))
@@ -57,7 +57,7 @@ check_resolved(const struct retained_value *v, size_t n)
         retention_values_decode(&up.data, &back, &m, &err) != 0 || m != n)
         abort();
     for (i = 0; i < n; i++)
-        if (!plan_tensor_equal(&v[i].tensor, &back[i].tensor) ||
+        if (!tensor_equal(&v[i].tensor, &back[i].tensor) ||
             retention_find(back, m, v[i].value_id) != &back[i])
             abort();
     free(back);

@@ -9,8 +9,8 @@
  * carry its code and message; a receipt that decoded must encode, and
  * decode again to the same struct with byte-identical extra, and its
  * encoding must pass mpcheck itself. Built with -fsanitize=fuzzer by
- * tests/fuzz.cmake, and compiled into check_fuzz_replay_receipt in every
- * build. Single-threaded.
+ * tests/fuzz/CMakeLists.txt, and compiled into check_fuzz_replay_receipt in
+ * every build. Single-threaded.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -14,6 +14,7 @@
 #include <msgpack.h>
 
 #include "plan.h"
+#include "plan_json.h"
 #include "plan_fixture.h"
 #include "retention.h"
 
@@ -118,7 +119,7 @@ START_TEST(test_retention_resolves_in_byte_order)
     assert_str(v[1].value_id, "hidden1");
     assert_str(v[1].producer_node_id, "block");
     assert_str(v[1].resource_id, "pool/b");
-    ck_assert_int_eq(v[1].tensor.layout, PLAN_LAYOUT_STRIDED);
+    ck_assert_int_eq(v[1].tensor.layout, TENSOR_LAYOUT_STRIDED);
     assert_str(v[2].value_id, "logits");
     assert_str(v[2].producer_node_id, "head");
     ck_assert_uint_eq(v[2].logical_offset_bytes, 128);
@@ -452,7 +453,7 @@ START_TEST(test_retention_determinism_outputs_all)
         assert_str(v[i].value_id, want[i]);
     assert_str(v[2].producer_node_id, "block");
     ck_assert_uint_eq(v[2].output_ordinal, 1);
-    ck_assert_int_eq(v[2].tensor.layout, PLAN_LAYOUT_BLOCKED);
+    ck_assert_int_eq(v[2].tensor.layout, TENSOR_LAYOUT_BLOCKED);
     free(v);
     retention_spec_free(s);
     plan_free(p);
@@ -651,15 +652,15 @@ START_TEST(test_retention_values_round_trip)
         0);
     ck_assert_uint_eq(m, n);
     for (i = 0; i < n; i++) {
-        ck_assert_int_eq(plan_str_cmp(v[i].value_id, back[i].value_id), 0);
+        ck_assert_int_eq(identity_cmp(v[i].value_id, back[i].value_id), 0);
         ck_assert_int_eq(
-            plan_str_cmp(v[i].producer_node_id, back[i].producer_node_id), 0);
-        ck_assert_int_eq(plan_str_cmp(v[i].resource_id, back[i].resource_id),
+            identity_cmp(v[i].producer_node_id, back[i].producer_node_id), 0);
+        ck_assert_int_eq(identity_cmp(v[i].resource_id, back[i].resource_id),
                          0);
         ck_assert_uint_eq(v[i].output_ordinal, back[i].output_ordinal);
         ck_assert_uint_eq(v[i].logical_offset_bytes,
                           back[i].logical_offset_bytes);
-        ck_assert(plan_tensor_equal(&v[i].tensor, &back[i].tensor));
+        ck_assert(tensor_equal(&v[i].tensor, &back[i].tensor));
         ck_assert_uint_eq(v[i].tensor.min_storage_bytes,
                           back[i].tensor.min_storage_bytes);
         ck_assert_ptr_eq(retention_find(back, m, v[i].value_id), &back[i]);
@@ -809,8 +810,8 @@ START_TEST(test_retention_readback_rules)
     if (rc == 0) {
         const struct retained_value *rv = retention_find(v, n, rb.value_id);
 
-        ck_assert_int_eq(plan_str_cmp(req.node_id, rv->producer_node_id), 0);
-        ck_assert_int_eq(plan_str_cmp(req.resource_id, rv->resource_id), 0);
+        ck_assert_int_eq(identity_cmp(req.node_id, rv->producer_node_id), 0);
+        ck_assert_int_eq(identity_cmp(req.resource_id, rv->resource_id), 0);
         ck_assert_uint_eq(req.logical_offset_bytes, rv->logical_offset_bytes);
         ck_assert_uint_eq(req.participant_index, 3);
         ck_assert_uint_eq(req.element_count, rb.element_count);
@@ -887,7 +888,7 @@ START_TEST(test_retention_readback_encode)
     req.resource_id.ptr = "pool/a";
     req.resource_id.len = 6;
     req.logical_offset_bytes = UINT64_MAX;
-    req.element_type = PLAN_ETYPE_BF16;
+    req.element_type = TENSOR_ETYPE_BF16;
     req.element_count = 3;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -930,10 +931,11 @@ assert_golden(const char *name, const msgpack_sbuffer *sb)
     size_t len;
     const char *want = golden_bytes(name, &len);
 
-    ck_assert_msg(sb->size == len && memcmp(sb->data, want, len) == 0,
-                  "%s.msgpack differs from what the code produces; "
-                  "if intended, rerun plan_fixture_gen (tests/plan.cmake)",
-                  name);
+    ck_assert_msg(
+        sb->size == len && memcmp(sb->data, want, len) == 0,
+        "%s.msgpack differs from what the code produces; "
+        "if intended, rerun plan_fixture_gen (tests/lib/CMakeLists.txt)",
+        name);
 }
 
 START_TEST(test_retention_golden_resolution)
@@ -1200,7 +1202,7 @@ END_TEST
 /* ---- allocation failures ----
  *
  * This binary is linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
- * (tests/plan.cmake), so proto's allocations (and msgpack-c's inline
+ * (tests/unit/CMakeLists.txt), so proto's allocations (and msgpack-c's inline
  * sbuffer growth) come here. Only the Nth allocation after arming fails;
  * the allocations of Check and of the fixture happen while disarmed.
  */

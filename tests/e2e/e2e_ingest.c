@@ -223,7 +223,7 @@ START_TEST(test_e2e_unimplemented_ops_and_kinds)
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
     /* Implemented since issue 5: an empty body breaks their rules
-     * (tests/e2e_plan.c covers them). */
+     * (tests/e2e/e2e_plan.c covers them). */
     for (i = 0; i < 3; i++) {
         ck_assert_int_eq(e2e_request(fd, ops[i], i, 0, 0, "\x80", 1), 0);
         expect_err(fd, PROTO_EINVALID, NULL, &rep);

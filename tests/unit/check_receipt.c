@@ -17,6 +17,7 @@
 #include <msgpack.h>
 
 #include "receipt.h"
+#include "receipt_json.h"
 
 #define VEC_DIR TEST_DATA_DIR "/vectors"
 
@@ -2004,8 +2005,8 @@ END_TEST
 
 /*
  * Allocation-failure injection. check_receipt is linked with
- * -Wl,--wrap=malloc,realloc,calloc (tests/proto.cmake), which redirects the
- * calls made from proto/ and from msgpack-c's inline buffer code compiled
+ * -Wl,--wrap=malloc,realloc,calloc (tests/unit/CMakeLists.txt), which redirects
+ * the calls made from proto/ and from msgpack-c's inline buffer code compiled
  * into it; with a budget set, the allocation after the budget fails. Each
  * operation is run with budgets 0, 1, 2, ... until it succeeds: every run
  * before must end in a clean PROTO_ENOMEM (or -1) with nothing leaked,

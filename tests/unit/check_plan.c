@@ -16,6 +16,7 @@
 #include <msgpack.h>
 
 #include "plan.h"
+#include "plan_json.h"
 #include "plan_fixture.h"
 
 #define U64_MAX_S "18446744073709551615"
@@ -154,7 +155,7 @@ START_TEST(test_plan_decode_accepts_fixture)
     ck_assert_uint_eq(v->tensor.min_storage_bytes, 128);
 
     v = find_value(p, "block", "hidden1");
-    ck_assert_int_eq(v->tensor.layout, PLAN_LAYOUT_STRIDED);
+    ck_assert_int_eq(v->tensor.layout, TENSOR_LAYOUT_STRIDED);
     ck_assert_uint_eq(v->tensor.byte_strides[0], 16);
     ck_assert_uint_eq(v->tensor.min_storage_bytes, 128);
     ck_assert_int_eq(v->alias, PLAN_ALIAS_MAY);
@@ -162,20 +163,20 @@ START_TEST(test_plan_decode_accepts_fixture)
     ck_assert_ptr_null(v->weight);
 
     v = find_value(p, "block", "kv");
-    ck_assert_int_eq(v->tensor.layout, PLAN_LAYOUT_BLOCKED);
-    ck_assert_int_eq(v->tensor.padding, PLAN_PADDING_ZERO_FILL);
+    ck_assert_int_eq(v->tensor.layout, TENSOR_LAYOUT_BLOCKED);
+    ck_assert_int_eq(v->tensor.padding, TENSOR_PADDING_ZERO_FILL);
     ck_assert_uint_eq(v->tensor.axis_order[0], 1);
     ck_assert_uint_eq(v->tensor.physical_dimensions[1], 8);
     ck_assert_uint_eq(v->tensor.min_storage_bytes, 64);
     ck_assert_int_eq(v->access, PLAN_ACCESS_READ_WRITE);
 
     v = find_value(p, "block", "scratch0");
-    ck_assert_int_eq(v->tensor.padding, PLAN_PADDING_EXACT);
+    ck_assert_int_eq(v->tensor.padding, TENSOR_PADDING_EXACT);
     ck_assert_uint_eq(v->tensor.min_storage_bytes, 16);
     ck_assert_uint_eq(v->ordinal, 2);
 
     v = find_value(p, "head", "tmp");
-    ck_assert_int_eq(v->components[0].element_type, PLAN_ETYPE_U8);
+    ck_assert_int_eq(v->components[0].element_type, TENSOR_ETYPE_U8);
     ck_assert_int_eq(v->components[0].has_component_id, 0);
     plan_free(p);
 }
@@ -192,7 +193,7 @@ START_TEST(test_plan_fixture_file_matches_builder)
     fx_build(&sb);
     ck_assert_msg(len == sb.size && memcmp(file, sb.data, len) == 0,
                   "fixture.msgpack differs from fx_build(); if intended, "
-                  "rerun plan_fixture_gen (tests/plan.cmake)");
+                  "rerun plan_fixture_gen (tests/lib/CMakeLists.txt)");
     msgpack_sbuffer_destroy(&sb);
 }
 END_TEST
@@ -500,8 +501,7 @@ START_TEST(test_plan_identity_valid_table)
                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:/";
     char c[2] = { (char)_i, 0 };
 
-    ck_assert_int_eq(plan_identity_valid(c, 1),
-                     _i != 0 && strchr(ok, _i) != NULL);
+    ck_assert_int_eq(identity_valid(c, 1), _i != 0 && strchr(ok, _i) != NULL);
 }
 END_TEST
 
@@ -704,15 +704,15 @@ START_TEST(test_plan_tensor_min_bytes)
 {
     const struct min_case *c = &min_cases[_i];
     const msgpack_object *o = fx_json(c->json);
-    size_t nw = plan_tensor_words(o);
+    size_t nw = tensor_words(o);
     uint64_t *words = calloc(nw ? nw : 1, sizeof(*words));
-    struct plan_tensor t;
+    struct tensor t;
     struct proto_err err;
     char got[32];
     int rc;
 
     proto_err_clear(&err);
-    rc = plan_tensor_decode(o, &t, words, nw, &err);
+    rc = tensor_decode(o, &t, words, nw, &err);
     if (c->min != NULL) {
         ck_assert_msg(rc == 0, "%s: %s: %s", c->json, err.path, err.message);
         snprintf(got, sizeof(got), "%llu",
@@ -730,9 +730,9 @@ START_TEST(test_plan_tensor_encode_round_trips)
 {
     const struct min_case *c = &min_cases[_i];
     const msgpack_object *o = fx_json(c->json), *back;
-    size_t nw = plan_tensor_words(o), len;
+    size_t nw = tensor_words(o), len;
     uint64_t *w1 = calloc(nw ? nw : 1, 8), *w2 = calloc(nw ? nw : 1, 8);
-    struct plan_tensor t, u;
+    struct tensor t, u;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     const char *a, *b;
@@ -743,13 +743,13 @@ START_TEST(test_plan_tensor_encode_round_trips)
         free(w2);
         return;
     }
-    ck_assert_int_eq(plan_tensor_decode(o, &t, w1, nw, NULL), 0);
+    ck_assert_int_eq(tensor_decode(o, &t, w1, nw, NULL), 0);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    ck_assert_int_eq(plan_tensor_encode(&t, &pk), 0);
+    ck_assert_int_eq(tensor_encode(&t, &pk), 0);
     back = fx_unpack(sb.data, sb.size);
-    ck_assert_int_eq(plan_tensor_decode(back, &u, w2, nw, NULL), 0);
-    ck_assert(plan_tensor_equal(&t, &u));
+    ck_assert_int_eq(tensor_decode(back, &u, w2, nw, NULL), 0);
+    ck_assert(tensor_equal(&t, &u));
     /* The serde form as received: the same bytes as the input. */
     a = fx_pack(o, &alen);
     b = fx_pack(back, &len);
@@ -1058,24 +1058,24 @@ START_TEST(test_plan_enum_names_round_trip)
 {
     int i;
 
-    for (i = 0; i < PLAN_ETYPE_COUNT; i++) {
+    for (i = 0; i < TENSOR_ETYPE_COUNT; i++) {
         msgpack_object o;
-        const char *name = plan_etype_name(i);
+        const char *name = tensor_etype_name(i);
         int got = -1;
 
         o.type = MSGPACK_OBJECT_STR;
         o.via.str.ptr = name;
         o.via.str.size = (uint32_t)strlen(name);
-        ck_assert_int_eq(plan_etype_decode(&o, &got, NULL), 0);
+        ck_assert_int_eq(tensor_etype_decode(&o, &got, NULL), 0);
         ck_assert_int_eq(got, i);
     }
-    ck_assert_uint_eq(plan_etype_size(PLAN_ETYPE_BF16), 2);
-    ck_assert_uint_eq(plan_etype_size(PLAN_ETYPE_U32), 4);
-    ck_assert_uint_eq(plan_etype_size(PLAN_ETYPE_COUNT), 0);
+    ck_assert_uint_eq(tensor_etype_size(TENSOR_ETYPE_BF16), 2);
+    ck_assert_uint_eq(tensor_etype_size(TENSOR_ETYPE_U32), 4);
+    ck_assert_uint_eq(tensor_etype_size(TENSOR_ETYPE_COUNT), 0);
     ck_assert_ptr_null(plan_usage_name(PLAN_USAGE_COUNT));
     ck_assert_str_eq(plan_access_name(PLAN_ACCESS_READ_WRITE), "read_write");
     ck_assert_str_eq(plan_role_name(PLAN_ROLE_OUTPUT), "output");
-    ck_assert_str_eq(plan_layout_name(PLAN_LAYOUT_BLOCKED), "blocked");
+    ck_assert_str_eq(tensor_layout_name(TENSOR_LAYOUT_BLOCKED), "blocked");
 }
 END_TEST
 

@@ -61,7 +61,7 @@ preload(unsigned long cut_at, unsigned garble)
 {
     char spy[512], v[32];
 
-    snprintf(spy, sizeof(spy), "%s/tests/libvfs_fault_preload.so",
+    snprintf(spy, sizeof(spy), "%s/tests/lib/libvfs_fault_preload.so",
              TEST_BINARY_DIR);
     ck_assert_msg(access(spy, R_OK) == 0, "%s is missing", spy);
     setenv("LD_PRELOAD", spy, 1);

@@ -15,7 +15,7 @@
 #include <json-c/json.h>
 #include <msgpack.h>
 
-#include "receipt.h"
+#include "receipt_json.h"
 
 #define VEC_DIR TEST_DATA_DIR "/vectors"
 

@@ -90,7 +90,7 @@ START_TEST(test_e2e_writer_only_one_read_write_open_per_run)
     int flags, status, rw = 0, ro = 0, runs = 2, r;
     FILE *f;
 
-    snprintf(spy, sizeof(spy), "%s/tests/libsqlite_open_spy.so",
+    snprintf(spy, sizeof(spy), "%s/tests/lib/libsqlite_open_spy.so",
              TEST_BINARY_DIR);
     ck_assert_msg(access(spy, R_OK) == 0, "%s is missing", spy);
     snprintf(log_path, sizeof(log_path), "%s/writer-only-%d.log",

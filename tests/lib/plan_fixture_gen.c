@@ -7,7 +7,7 @@
  * Into the first directory: fixture, retention, retained, readback and
  * readback-request, each as .msgpack and .json (the golden files that
  * check_plan and check_retention compare with). Into the second: the seed
- * corpus of fuzz_plan. Built by tests/plan.cmake; not a test itself.
+ * corpus of fuzz_plan. Built by tests/lib/CMakeLists.txt; not a test itself.
  * Single-threaded.
  */
 #include <stdio.h>

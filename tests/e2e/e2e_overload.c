@@ -947,7 +947,7 @@ END_TEST
 
 /* ---- plan writes faster than the disk ---- */
 
-/* The disk: every fsync sleeps this long (tests/slowsync_preload.c). The
+/* The disk: every fsync sleeps this long (tests/lib/slowsync_preload.c). The
  * flood also starts with the writer held at a gate inside its first commit
  * until reading has paused: on a busy machine the writer, grouping up to
  * 64 frames a commit, could keep up with producers slowed by their CPU, and
@@ -1020,7 +1020,7 @@ pf_flood(int nils)
     size_t loglen;
     int i, waited, pauses = 0;
 
-    snprintf(lib, sizeof(lib), "%s/tests/libslowsync_preload.so",
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libslowsync_preload.so",
              TEST_BINARY_DIR);
     ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
     setenv("LD_PRELOAD", lib, 1);
