@@ -21,7 +21,7 @@
 #include "store_internal.h"
 #include "store_migrations.h"
 
-#define CACHE_SLOTS   1024
+#define CACHE_SLOTS   2048 /* 1024 sets of two */
 #define CACHE_STR_MAX 256
 
 enum {
@@ -637,17 +637,26 @@ store_txn_broken(struct store *s)
     return s->broken || sqlite3_get_autocommit(s->db);
 }
 
+/* The cache's hash of a string: eight bytes a step (strings here are ids
+ * and hashes of 20 to 70 bytes), mixed as in splitmix64. */
 static uint64_t
-fnv1a(const char *p, size_t n)
+str_hash(const char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    size_t i;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, w;
 
-    for (i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
     }
-    return h;
+    if (n > 0) {
+        w = 0;
+        memcpy(&w, p, n);
+        h = (h ^ w) * 0x94d049bb133111ebull;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
 }
 
 /* Runs a statement to completion, for inserts and updates. */
@@ -678,16 +687,19 @@ static int
 intern(struct store *s, const char *p, size_t n, int64_t *id,
        struct proto_err *err)
 {
-    uint64_t h = fnv1a(p, n);
-    struct cache_slot *c = &s->cache[h % CACHE_SLOTS];
+    uint64_t h = str_hash(p, n);
+    /* Two ways a set: a few hundred distinct strings (plans, graphs,
+     * models) would often collide in one slot and each evict the other. */
+    struct cache_slot *c = &s->cache[h % (CACHE_SLOTS / 2) * 2];
     sqlite3_stmt *st;
-    int rc;
+    int rc, way;
 
-    if (c->id != 0 && c->hash == h && c->len == n &&
-        memcmp(c->val, p, n) == 0) {
-        *id = c->id;
-        return 0;
-    }
+    for (way = 0; way < 2; way++)
+        if (c[way].id != 0 && c[way].hash == h && c[way].len == n &&
+            memcmp(c[way].val, p, n) == 0) {
+            *id = c[way].id;
+            return 0;
+        }
     st = s->st[ST_INTERN_GET];
     /* An empty string still needs a non-NULL pointer for a zero-length
      * blob, or SQLite would bind NULL. */
@@ -707,6 +719,9 @@ intern(struct store *s, const char *p, size_t n, int64_t *id,
         *id = sqlite3_last_insert_rowid(s->db);
     }
     if (n <= CACHE_STR_MAX) {
+        /* The newest in way 0, the one it replaces in way 1. */
+        if (c[0].id != 0)
+            c[1] = c[0];
         c->hash = h;
         c->id = *id;
         c->len = n;
@@ -754,8 +769,8 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
         sqlite3_bind_blob(st, col, r->extra, (int)r->extra_len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, col);
+    /* Every parameter is bound again for the next row: no clear. */
     rc = step_done(s, st, err, "store a receipt");
-    sqlite3_clear_bindings(st);
     if (rc)
         return rc;
     *rowid = id;

@@ -44,6 +44,7 @@ struct sums {
     struct pending *p; /* TXN_MAX */
     int *slots;        /* TXN_SLOTS: index into p by key, -1 = free */
     int n;
+    int last; /* the entry the last receipt went to, -1: none */
 };
 
 /* The statements of one rollups table. */
@@ -402,6 +403,7 @@ sums_clear(struct sums *m)
     for (i = 0; i < TXN_SLOTS; i++)
         m->slots[i] = -1;
     m->n = 0;
+    m->last = -1;
 }
 
 static int
@@ -444,6 +446,10 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
      * model, plan and backends: summing them here first turns a chunk into
      * one row update per key instead of one per receipt. */
     bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
+    if (m->last >= 0 && key_eq(&m->p[m->last].k, &bk)) {
+        p = &m->p[m->last];
+        goto add;
+    }
     j = key_slot(&bk);
     while (m->slots[j] >= 0 && !key_eq(&m->p[m->slots[j]].k, &bk))
         j = (j + 1) & (TXN_SLOTS - 1);
@@ -461,6 +467,8 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
         memset(p, 0, sizeof(*p));
         p->k = bk;
     }
+    m->last = (int)(p - m->p);
+add:
     status = receipt_status(r);
     p->g.receipts++;
     p->g.fallback += status == RECEIPT_STATUS_FALLBACK;
@@ -591,8 +599,9 @@ store_rollup_seal(struct store *s, struct store_rollup *ru, int64_t first_id,
     return set_merge(s, ru, first_id, NULL, err);
 }
 
-/* Keys per slice at least: a slice costs about 2 us a key. */
-#define MERGE_MIN_KEYS 64
+/* Keys per slice at least. A key costs a row update of about 5-10 us, so
+ * a slice of this many adds well under a millisecond to a commit. */
+#define MERGE_MIN_KEYS 32
 
 int
 store_rollup_merge_step(struct store *s, struct store_rollup *ru,
@@ -602,10 +611,13 @@ store_rollup_merge_step(struct store *s, struct store_rollup *ru,
 
     if (ru == NULL || ru->sealed_end <= ru->sealed_from)
         return 0;
-    /* Paced by what arrives: the merge is done when the tail is half a
-     * chunk long, well before it is sealed itself. */
+    /* Paced by what arrives: a commit of k receipts merges the keys of k
+     * receipts of the chunk, and a quarter more, so that the merge is
+     * done when the tail is four fifths of a chunk long, before it is
+     * sealed itself; at least MERGE_MIN_KEYS, so that a light load, whose
+     * commits are many and small, is done long before. */
     span = (uint64_t)(ru->sealed_end - ru->sealed_from);
-    quota = (uint64_t)ru->sealed.n * 2 * ru->added / (span ? span : 1);
+    quota = (uint64_t)ru->sealed.n * 5 * ru->added / 4 / (span ? span : 1);
     ru->added = 0;
     if (quota < MERGE_MIN_KEYS)
         quota = MERGE_MIN_KEYS;

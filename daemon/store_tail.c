@@ -60,6 +60,9 @@ struct store_tail {
     size_t nlists, cap;
     size_t *slots; /* open addressing into lists; nslots a power of two */
     size_t nslots;
+    /* Per kind, 1 + the list the last receipt went to (0: none): the
+     * receipts of one write mostly share their source, status, model. */
+    size_t last[STORE_KIND_COUNT];
     sqlite3_stmt *put_posting, *put_chunk, *put_dedupe;
     /* The dedupe records of the tail's `receipt` writes: written with the
      * chunk, in key order, instead of one B-tree leaf per source in every
@@ -88,6 +91,7 @@ clear_lists(struct store_tail *t)
     for (i = 0; i < t->nlists; i++)
         free(t->lists[i].ids);
     t->nlists = 0;
+    memset(t->last, 0, sizeof(t->last));
     if (t->slots != NULL)
         memset(t->slots, 0xff, t->nslots * sizeof(*t->slots));
     if (t->seqs != NULL)
@@ -281,8 +285,14 @@ add_keys(struct store_tail *t, int64_t id, int64_t received_at,
     assert(id >= t->first_id && id - t->first_id < UINT32_MAX);
     off = (uint32_t)(id - t->first_id);
     for (k = 1; k < STORE_KIND_COUNT; k++) {
-        struct list *l = list_for(t, k, keys[k]);
-        if (l == NULL || list_add(l, off) != 0)
+        struct list *l = t->last[k] ? &t->lists[t->last[k] - 1] : NULL;
+
+        if (l == NULL || l->value != keys[k]) {
+            if ((l = list_for(t, k, keys[k])) == NULL)
+                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            t->last[k] = (size_t)(l - t->lists) + 1;
+        }
+        if (list_add(l, off) != 0)
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
     t->n++;
