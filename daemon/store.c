@@ -10,6 +10,7 @@
  */
 #include "store.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,6 +593,23 @@ store_commit(struct store *s, struct proto_err *err)
     if (rc != 0)
         s->broken = 1;
     return rc;
+}
+
+int
+store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
+{
+    int rc;
+
+    if (!store_rollup_merging(s->rollup))
+        return 0;
+    if ((rc = store_begin(s, err)) != 0 ||
+        (rc = store_rollup_merge_keys(
+             s, s->rollup, keys > INT_MAX ? INT_MAX : (int)keys, err)) != 0 ||
+        (rc = run(s, ST_COMMIT, err, "commit")) != 0) {
+        store_rollback(s);
+        return rc;
+    }
+    return store_rollup_merging(s->rollup);
 }
 
 void

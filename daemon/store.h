@@ -225,6 +225,17 @@ int store_query_stats(struct store *s, uint64_t deadline_ms,
 int store_wal_frames(const struct store *s);
 int store_checkpoint(struct store *s, struct proto_err *err);
 
+/*
+ * A quiet moment's share of the rollup merge (store_rollup.c): when the
+ * last chunk's sums are not all in the rollup rows yet, merges up to keys
+ * more in a transaction of its own, so that an idle store ends with none
+ * pending and queries need not read the chunk's rows. Returns 1 while
+ * more remain, 0 when none do, or a negative PROTO_E* code (the
+ * transaction rolled back). Writer thread only, no transaction open.
+ */
+#define STORE_MERGE_IDLE_KEYS 256
+int store_merge_idle(struct store *s, unsigned keys, struct proto_err *err);
+
 /* CLOCK_MONOTONIC in milliseconds, for deadlines. */
 uint64_t store_now_ms(void);
 

@@ -83,8 +83,9 @@ struct store_rollup_key {
  * makes the tail's sums the chunk [first_id, end_id) to merge, after
  * merging what was left of the last one. store_rollup_merge_step merges
  * the next slice, sized to what the tail took since the last one;
- * store_rollup_merge_all merges the rest. store_rollup_discard_all
- * empties both (rollback: the tail reloads them, store_tail_reload).
+ * store_rollup_merge_keys merges up to keys more (INT_MAX: the rest).
+ * store_rollup_discard_all empties both (rollback: the tail reloads them,
+ * store_tail_reload).
  */
 int store_rollup_add(struct store *s, struct store_rollup **rup,
                      const struct store_rollup_key *k, const struct receipt *r,
@@ -94,8 +95,8 @@ int store_rollup_seal(struct store *s, struct store_rollup *ru,
                       int64_t first_id, int64_t end_id, struct proto_err *err);
 int store_rollup_merge_step(struct store *s, struct store_rollup *ru,
                             struct proto_err *err);
-int store_rollup_merge_all(struct store *s, struct store_rollup *ru,
-                           struct proto_err *err);
+int store_rollup_merge_keys(struct store *s, struct store_rollup *ru, int keys,
+                            struct proto_err *err);
 int store_rollup_merging(const struct store_rollup *ru);
 void store_rollup_discard_all(struct store_rollup *ru);
 void store_rollup_free(struct store_rollup *ru);

@@ -22,6 +22,7 @@
  * Dedupe records are never pruned: a producer that resends a pruned
  * (source, seq) must still be told it is a duplicate, not store it again.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,7 +442,7 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
         rc = store_tail_flush(s, store_tail_of(s), err);
     /* The rollup rows it rewrites must hold every chunk whole. */
     if (rc == 0)
-        rc = store_rollup_merge_all(s, *store_rollups(s), err);
+        rc = store_rollup_merge_keys(s, *store_rollups(s), INT_MAX, err);
     if (rc == 0)
         rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
     if (rc == 0)

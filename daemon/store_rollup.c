@@ -625,10 +625,10 @@ store_rollup_merge_step(struct store *s, struct store_rollup *ru,
 }
 
 int
-store_rollup_merge_all(struct store *s, struct store_rollup *ru,
-                       struct proto_err *err)
+store_rollup_merge_keys(struct store *s, struct store_rollup *ru, int keys,
+                        struct proto_err *err)
 {
-    return ru == NULL ? 0 : merge(s, ru, INT_MAX, err);
+    return ru == NULL ? 0 : merge(s, ru, keys, err);
 }
 
 int

@@ -265,6 +265,20 @@ wait_for_work(struct writer *w)
     }
 }
 
+/* One slice of the rollup merge in a quiet moment: 1 while more remain. */
+static int
+merge_idle(struct writer *w)
+{
+    struct proto_err err;
+    int rc;
+
+    proto_err_clear(&err);
+    rc = store_merge_idle(w->store, STORE_MERGE_IDLE_KEYS, &err);
+    if (rc < 0)
+        log_warnx("writer: merging the rollups failed: %s", err.message);
+    return rc;
+}
+
 static void
 checkpoint(struct writer *w)
 {
@@ -333,8 +347,14 @@ run(void *arg)
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
         /* Replies are on their way; with nothing waiting, this is the
-         * moment to copy the WAL into the database, out of any commit's
-         * latency. */
+         * moment to finish merging the last chunk's rollups, a slice at a
+         * time while nothing arrives, and to copy the WAL into the
+         * database, out of any commit's latency. */
+        while (quiet && merge_idle(w) > 0) {
+            uv_mutex_lock(&w->mu);
+            quiet = w->q_head == NULL && !w->stop;
+            uv_mutex_unlock(&w->mu);
+        }
         if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
             checkpoint(w);
     }
