@@ -18,7 +18,6 @@
 
 #include <sqlite3.h>
 
-#include "envelope.h"
 #include "store_internal.h"
 #include "store_migrations.h"
 

@@ -28,7 +28,8 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "receipt.h"
+#include "op.h"
+#include "receipt_types.h"
 
 struct store;
 

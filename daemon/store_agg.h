@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "receipt.h"
+#include "receipt_types.h"
 #include "store.h"
 
 /* What groups are made of (the `group_by` of PROTOCOL section 9). */

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "mpobj.h"
+#include "str.h"
 #include "store.h"
 
 /* A plan's key. Both strings borrowed; graph may be empty. */

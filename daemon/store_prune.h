@@ -6,8 +6,6 @@
 
 #include <stdint.h>
 
-#include <msgpack.h>
-
 #include "error.h"
 #include "store.h"
 

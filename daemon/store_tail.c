@@ -28,7 +28,6 @@
 
 #include <roaring/roaring.h>
 
-#include "envelope.h"
 #include "store_internal.h"
 
 /* One key value's receipts in the tail, as offsets from the tail's first

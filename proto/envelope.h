@@ -16,20 +16,7 @@
 
 #include "error.h"
 #include "mpobj.h"
-
-#define PROTO_VERSION 1
-
-enum proto_op {
-    PROTO_OP_HELLO,
-    PROTO_OP_PING,
-    PROTO_OP_RECEIPT,
-    PROTO_OP_RECEIPTS,
-    PROTO_OP_PLAN,
-    PROTO_OP_RETENTION,
-    PROTO_OP_READBACK,
-    PROTO_OP_QUERY,
-    PROTO_OP_COUNT
-};
+#include "op.h"
 
 struct envelope {
     int op;     /* enum proto_op */

@@ -13,12 +13,7 @@
 #include <msgpack.h>
 
 #include "error.h"
-
-/* A borrowed byte string: not NUL-terminated. */
-struct proto_str {
-    const char *ptr;
-    size_t len;
-};
+#include "str.h"
 
 /* "a string", "an array", ... for messages. Never NULL. */
 const char *mpobj_type_name(const msgpack_object *o);
