@@ -595,6 +595,12 @@ store_commit(struct store *s, struct proto_err *err)
 }
 
 int
+store_merge_pending(const struct store *s)
+{
+    return store_rollup_merging(s->rollup);
+}
+
+int
 store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     int rc;

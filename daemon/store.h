@@ -236,6 +236,8 @@ int store_checkpoint(struct store *s, struct proto_err *err);
  */
 #define STORE_MERGE_IDLE_KEYS 256
 int store_merge_idle(struct store *s, unsigned keys, struct proto_err *err);
+/* Whether a merge is under way (store_merge_idle has work). */
+int store_merge_pending(const struct store *s);
 
 /* CLOCK_MONOTONIC in milliseconds, for deadlines. */
 uint64_t store_now_ms(void);

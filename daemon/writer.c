@@ -20,6 +20,10 @@
 #include "log.h"
 #include "store_prune.h"
 
+/* Nothing queued for this long: a quiet moment for a slice of the rollup
+ * merge (wait_for_work). */
+#define WRITER_MERGE_IDLE_NS 20000000u
+
 struct writer {
     uv_loop_t *loop;
     uv_async_t async;
@@ -45,6 +49,7 @@ struct writer {
     _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
     _Atomic int failing;
+    int merge_failing;                  /* writer thread only */
     char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
 };
 
@@ -231,6 +236,24 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
     return r.more;
 }
 
+/* One slice of the rollup merge in a quiet moment. A failing store is
+ * logged once until a slice succeeds again (the next quiet moment comes
+ * 20 ms later). */
+static void
+merge_idle(struct writer *w)
+{
+    struct proto_err err;
+
+    proto_err_clear(&err);
+    if (store_merge_idle(w->store, STORE_MERGE_IDLE_KEYS, &err) >= 0) {
+        w->merge_failing = 0;
+        return;
+    }
+    if (!w->merge_failing)
+        log_warnx("writer: merging the rollups failed: %s", err.message);
+    w->merge_failing = 1;
+}
+
 /*
  * Waits, with mu held, until a job is queued or stop is set. With
  * retention on, a wait that times out (the writer was idle for
@@ -248,6 +271,20 @@ wait_for_work(struct writer *w)
         uint64_t idle_ns, age = w->prune_age_ms;
         uint32_t batch = w->prune_batch;
 
+        /* The last chunk's rollups not all merged yet: after
+         * WRITER_MERGE_IDLE_NS with nothing queued, a slice. Under load
+         * the commits merge them as they go; this is for a writer that
+         * went idle in the middle. */
+        if (store_merge_pending(w->store)) {
+            if (uv_cond_timedwait(&w->cond, &w->mu, WRITER_MERGE_IDLE_NS) ==
+                    UV_ETIMEDOUT &&
+                w->q_head == NULL && !w->stop) {
+                uv_mutex_unlock(&w->mu);
+                merge_idle(w);
+                uv_mutex_lock(&w->mu);
+            }
+            continue;
+        }
         if (age == 0 || batch == 0) {
             uv_cond_wait(&w->cond, &w->mu);
             continue;
@@ -263,20 +300,6 @@ wait_for_work(struct writer *w)
         more = prune_step(w, age, batch);
         uv_mutex_lock(&w->mu);
     }
-}
-
-/* One slice of the rollup merge in a quiet moment: 1 while more remain. */
-static int
-merge_idle(struct writer *w)
-{
-    struct proto_err err;
-    int rc;
-
-    proto_err_clear(&err);
-    rc = store_merge_idle(w->store, STORE_MERGE_IDLE_KEYS, &err);
-    if (rc < 0)
-        log_warnx("writer: merging the rollups failed: %s", err.message);
-    return rc;
 }
 
 static void
@@ -347,14 +370,8 @@ run(void *arg)
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
         /* Replies are on their way; with nothing waiting, this is the
-         * moment to finish merging the last chunk's rollups, a slice at a
-         * time while nothing arrives, and to copy the WAL into the
-         * database, out of any commit's latency. */
-        while (quiet && merge_idle(w) > 0) {
-            uv_mutex_lock(&w->mu);
-            quiet = w->q_head == NULL && !w->stop;
-            uv_mutex_unlock(&w->mu);
-        }
+         * moment to copy the WAL into the database, out of any commit's
+         * latency. */
         if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
             checkpoint(w);
     }
