@@ -507,8 +507,6 @@ do_query(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     if (query_start(c->srv->queries, c->srv, slot, env->has_id, env->id,
                     env->body, &err) != 0)
         answer_error(slot, env->has_id, env->id, &err);
-    else
-        c->n_queries++;
     free(frame);
 }
 
@@ -647,24 +645,17 @@ write_done(struct writer_job *job)
     char *reply;
     int failed;
 
+    server_count_write(srv, job);
     if (job->rc != 0) {
-        srv->n.unavailable++;
         reply = reply_error(x->has_id, x->id, &job->err, &len);
         goto done;
     }
-    srv->n.quarantined += job->w.n_quarantine;
-    srv->n.quarantine_evictions += job->w.evicted;
     if (x->reply_err) {
         srv->n.rejected += x->rejected;
         reply = reply_error(x->has_id, x->id, &x->err, &len);
         goto done;
     }
-    if (job->w.duplicate) {
-        srv->n.duplicates++;
-        /* The stored and quarantined figures of a duplicate were counted
-         * the first time. */
-        srv->n.quarantined -= job->w.n_quarantine;
-    } else {
+    if (!job->w.duplicate) {
         srv->n.accepted += x->accepted;
         srv->n.rejected += x->rejected;
         srv->n.stray_coverage += x->stray;

@@ -502,27 +502,21 @@ static void
 write_done(struct writer_job *job)
 {
     struct pctx *x = (struct pctx *)job->ctx;
-    struct server *srv = x->srv;
     struct proto_err err;
     struct reply rb;
     size_t len = 0;
     char *reply = NULL;
     int failed;
 
+    server_count_write(x->srv, job);
     if (job->rc != 0) {
-        if (job->rc == PROTO_EUNAVAILABLE)
-            srv->n.unavailable++;
         reply = reply_error(x->has_id, x->id, &job->err, &len);
         goto done;
     }
-    srv->n.quarantined += job->w.n_quarantine;
-    srv->n.quarantine_evictions += job->w.evicted;
     if (x->refused) {
         reply = reply_error(x->has_id, x->id, &x->err, &len);
         goto done;
     }
-    if (job->w.duplicate)
-        srv->n.duplicates++;
     failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0;
     if (!failed && job->w.duplicate)
         failed = dispatch_pack_dup_outcome(&rb.pk, job->w.dup_outcome,
@@ -654,7 +648,6 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         answer_error(slot, env->has_id, env->id, &err);
         return;
     }
-    c->n_queries++;
     return;
 fail:
     free(frame);

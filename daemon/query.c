@@ -701,6 +701,9 @@ queue(struct qreq *q, struct server *srv, struct proto_err *err)
         return proto_err_set(err, PROTO_EOVERLOADED, NULL,
                              "cannot queue the %s; try later", what);
     }
+    /* The connection's count of queries in flight is this file's alone:
+     * up here, down in after_cb. */
+    q->slot->c->n_queries++;
     return 0;
 }
 

@@ -73,6 +73,23 @@ server_submit(struct server *srv, struct writer_job *job)
 }
 
 void
+server_count_write(struct server *srv, const struct writer_job *job)
+{
+    if (job->rc != 0) {
+        if (job->rc == PROTO_EUNAVAILABLE)
+            srv->n.unavailable++;
+        return;
+    }
+    srv->n.quarantine_evictions += job->w.evicted;
+    /* What a duplicate stored and quarantined was counted the first
+     * time. */
+    if (job->w.duplicate)
+        srv->n.duplicates++;
+    else
+        srv->n.quarantined += job->w.n_quarantine;
+}
+
+void
 server_delivery_cb(void *arg, int end, size_t bytes)
 {
     struct server *srv = arg;

@@ -82,6 +82,12 @@ void server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg);
 /* Hands a job to the writer and accounts its bytes (job taken). */
 void server_submit(struct server *srv, struct writer_job *job);
 
+/* Counts a finished write in srv->n, for every handler alike: an
+ * unavailable store, what went to quarantine and was evicted, a
+ * duplicate. The handler counts its own op's figures (accepted,
+ * rejected). */
+void server_count_write(struct server *srv, const struct writer_job *job);
+
 /* The writer's delivery callback (writer.h), arg the server: the bytes
  * delivered leave the backpressure account, and replies wait until the
  * delivery ends to leave as one write per connection. */
