@@ -26,6 +26,7 @@
 #include <msgpack.h>
 
 #include "envelope.h"
+#include "invariant.h"
 #include "mpcheck.h"
 #include "mpobj.h"
 #include "net.h"
@@ -583,8 +584,9 @@ sender_send(struct import *im, struct sender *s, char *err, size_t err_len)
         if (msgpack_sbuffer_write(&sb, im->items[s->next + i].data,
                                   im->items[s->next + i].len) != 0)
             cli_oom();
-    if (net_frame_finish(&s->c, &sb, start) != 0)
-        cli_oom(); /* cannot happen: sizes were checked above */
+    /* Sizes were checked above. */
+    if (NEVER(net_frame_finish(&s->c, &sb, start) != 0))
+        cli_oom();
     p->first = s->next;
     p->n = n;
     rc = net_send(&s->c, sb.data, sb.size, err, err_len);

@@ -27,6 +27,7 @@
 #include "dispatch_plan.h"
 #include "reply.h"
 #include "envelope.h"
+#include "invariant.h"
 #include "log.h"
 #include "mpcheck.h"
 #include "mpobj.h"
@@ -268,7 +269,8 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
      * up to it: walked counts the items it has passed, each is passed
      * once, and a batch costs at most one walk however many items fail.
      * A clean batch is not walked at all. */
-    if (mpcheck_iter_init(&it, frame + env->body_off, env->body_len) != 0)
+    if (NEVER(mpcheck_iter_init(&it, frame + env->body_off, env->body_len) !=
+              0))
         goto unwalkable;
     /* The rejected entries are packed as they are found; the array header
      * (which needs their count) is written in front of them at the end. */
@@ -289,7 +291,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             job->w.n_receipts = nvalid;
         } else {
             while (walked <= i) {
-                if (mpcheck_iter_next(&it, &raw, &ilen) != 0) {
+                if (NEVER(mpcheck_iter_next(&it, &raw, &ilen) != 0)) {
                     msgpack_sbuffer_destroy(&rej);
                     goto unwalkable;
                 }
@@ -354,9 +356,9 @@ nomem:
     writer_job_free(job);
     return;
 unwalkable:
-    /* Cannot happen: mpcheck() accepted these bytes, and the walk reads
-     * headers as it does. Were it to, refusing the batch beats keeping
-     * the wrong bytes of an item. */
+    /* NEVER: mpcheck() accepted these bytes, and the walk reads headers as
+     * it does. Were it to, refusing the batch beats keeping the wrong
+     * bytes of an item. */
     proto_err_set(&err, PROTO_EMALFORMED, "",
                   "the batch's items cannot be found in the frame");
     answer_error(slot, env->has_id, env->id, &err);

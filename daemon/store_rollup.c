@@ -17,12 +17,12 @@
  * Pruning (store_prune.c) rewrites the rollup rows of the buckets it
  * touched from the receipts left in them.
  */
-#include <assert.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "invariant.h"
 #include "store_agg.h"
 #include "store_internal.h"
 
@@ -458,8 +458,7 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
     } else {
         /* The tail checks store_rollup_full() before every receipt, and
          * the sealed sums are those of one chunk of the tail. */
-        assert(m->n < TXN_MAX);
-        if (m->n >= TXN_MAX)
+        if (NEVER(m->n >= TXN_MAX))
             return proto_err_set(err, PROTO_ENOMEM, NULL,
                                  "too many rollup keys in memory");
         m->slots[j] = m->n;

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "invariant.h"
 #include "mpcheck.h"
 
 /*
@@ -106,18 +107,18 @@ value_span(const char *frame, size_t len, const msgpack_object *root,
     /* Pair i's value is element 2i + 1: skip the pairs before it and its
      * key. */
     for (k = 0; k < 2 * i + 1; k++)
-        if (mpcheck_iter_next(&it, &el, &ellen) != 0)
+        if (NEVER(mpcheck_iter_next(&it, &el, &ellen) != 0))
             return -1;
     if (i + 1 == root->via.map.size) {
         /* The value is all that is left: nothing follows it in a frame
          * mpcheck() accepted. */
-        if (it.n != 1 || it.left == 0)
+        if (NEVER(it.n != 1 || it.left == 0))
             return -1;
         *off = (size_t)(it.at - frame);
         *vlen = it.left;
         return 0;
     }
-    if (mpcheck_iter_next(&it, &el, &ellen) != 0)
+    if (NEVER(mpcheck_iter_next(&it, &el, &ellen) != 0))
         return -1;
     *off = (size_t)(el - frame);
     *vlen = ellen;
