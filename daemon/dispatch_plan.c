@@ -1,9 +1,9 @@
 /*
- * dispatch_plan.c: the ops plan, retention and readback, and the query
- * kinds plans and retained.
+ * dispatch_plan.c: the ops plan, retention and readback (the query kinds
+ * plans and retained are query_plan.c's).
  *
- * Threads. dispatch_plan_frame() and dispatch_plan_write_done() run on the
- * loop thread. A write's apply callback runs on the writer thread inside
+ * Threads. dispatch_plan_frame() and a job's done run on the loop thread.
+ * A write's apply runs on the writer thread inside
  * the job's savepoint and touches only the job (its struct pctx, the
  * frame and what was decoded from it) and the store; the loop does not
  * look at a job between submitting it and getting it back. A readback runs
@@ -652,127 +652,4 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 fail:
     free(frame);
     answer_error(slot, env->has_id, env->id, &err);
-}
-
-/* ---- the query kinds ---- */
-
-struct rows {
-    msgpack_sbuffer sb; /* the rows, packed one after another */
-    msgpack_packer pk;
-    uint32_t n;
-};
-
-static int
-plans_row_cb(void *arg, const struct store_plan_row *row)
-{
-    struct rows *rs = arg;
-    msgpack_packer *pk = &rs->pk;
-
-    if (msgpack_pack_map(pk, 7) != 0 ||
-        reply_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
-        reply_kv_str(pk, "graph_hash", row->graph) != 0 ||
-        reply_kv_uint(pk, "registered_at", (uint64_t)row->registered_at) != 0 ||
-        reply_kv_str(pk, "source", row->source) != 0 ||
-        reply_kv_uint(pk, "nodes", row->nodes) != 0 ||
-        reply_kv_uint(pk, "values", row->values) != 0 ||
-        reply_kv_uint(pk, "retained", row->retained) != 0)
-        return PROTO_ENOMEM;
-    rs->n++;
-    return 0;
-}
-
-static int
-retained_row_cb(void *arg, const struct store_retained_row *row)
-{
-    struct rows *rs = arg;
-    msgpack_packer *pk = &rs->pk;
-    msgpack_unpacked up;
-    const msgpack_object *o;
-    size_t off = 0;
-    uint32_t i;
-    int failed;
-
-    /* A row is the stored RetainedCompletionValue with its plan's key and
-     * the time it was first retained in front. */
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, row->value, row->len, &off) !=
-            MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(&up);
-        return PROTO_EUNAVAILABLE;
-    }
-    o = &up.data;
-    failed = msgpack_pack_map(pk, 3 + o->via.map.size) != 0 ||
-             reply_kv_str(pk, "prepared_plan_id", row->plan) != 0 ||
-             reply_kv_str(pk, "graph_hash", row->graph) != 0 ||
-             reply_kv_uint(pk, "retained_at", (uint64_t)row->retained_at) != 0;
-    for (i = 0; i < o->via.map.size && !failed; i++)
-        failed = msgpack_pack_object(pk, o->via.map.ptr[i].key) != 0 ||
-                 msgpack_pack_object(pk, o->via.map.ptr[i].val) != 0;
-    msgpack_unpacked_destroy(&up);
-    if (failed)
-        return PROTO_ENOMEM;
-    rs->n++;
-    return 0;
-}
-
-/* Packs {"rows": [...], "truncated"} around the rows of rs. */
-static int
-finish_rows(struct rows *rs, int rc, int truncated, msgpack_packer *pk,
-            struct proto_err *err)
-{
-    int failed;
-
-    if (rc == PROTO_ENOMEM)
-        proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    else if (rc == PROTO_EUNAVAILABLE && err->message[0] == '\0')
-        proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
-                      "a stored retained value does not decode");
-    if (rc == 0) {
-        failed = msgpack_pack_map(pk, 2) != 0 ||
-                 envelope_pack_cstr(pk, "rows") != 0 ||
-                 msgpack_pack_array(pk, rs->n) != 0 ||
-                 (rs->sb.size > 0 &&
-                  msgpack_sbuffer_write(pk->data, rs->sb.data, rs->sb.size)) ||
-                 envelope_pack_cstr(pk, "truncated") != 0 ||
-                 (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
-        if (failed)
-            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    }
-    msgpack_sbuffer_destroy(&rs->sb);
-    return rc;
-}
-
-int
-dispatch_plan_query_plans(struct store *s, const struct store_filter *f,
-                          uint64_t deadline_ms, msgpack_packer *pk,
-                          struct proto_err *err)
-{
-    struct rows rs;
-    int truncated = 0, rc;
-
-    memset(&rs, 0, sizeof(rs));
-    msgpack_sbuffer_init(&rs.sb);
-    msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
-    proto_err_clear(err);
-    rc = store_query_plans(s, f, deadline_ms, plans_row_cb, &rs, &truncated,
-                           err);
-    return finish_rows(&rs, rc, truncated, pk, err);
-}
-
-int
-dispatch_plan_query_retained(struct store *s, const struct store_filter *f,
-                             uint64_t deadline_ms, msgpack_packer *pk,
-                             struct proto_err *err)
-{
-    struct rows rs;
-    int truncated = 0, rc;
-
-    memset(&rs, 0, sizeof(rs));
-    msgpack_sbuffer_init(&rs.sb);
-    msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
-    proto_err_clear(err);
-    rc = store_query_retained(s, f, deadline_ms, retained_row_cb, &rs,
-                              &truncated, err);
-    return finish_rows(&rs, rc, truncated, pk, err);
 }

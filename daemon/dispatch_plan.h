@@ -1,6 +1,6 @@
 /*
  * dispatch_plan.h: the ops plan, retention and readback (PROTOCOL sections
- * 3, 5 to 7) and the query kinds plans and retained (section 9).
+ * 3, 5 to 7).
  *
  * plan and retention are writes: the body is decoded and validated on the
  * loop thread (pure proto/ code), then handed to the writer as a job whose
@@ -35,18 +35,5 @@ struct writer_job;
  */
 void dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
                          const struct envelope *env, char *frame, uint32_t len);
-
-/*
- * The query kinds `plans` and `retained`, for query.c's kind table: run on
- * a query thread with the read-only store s, using f's plan, graph,
- * source, since, until and limit, and pack {"rows": [...], "truncated"}
- * into pk. Return 0 or a PROTO_E* code with err set.
- */
-int dispatch_plan_query_plans(struct store *s, const struct store_filter *f,
-                              uint64_t deadline_ms, msgpack_packer *pk,
-                              struct proto_err *err);
-int dispatch_plan_query_retained(struct store *s, const struct store_filter *f,
-                                 uint64_t deadline_ms, msgpack_packer *pk,
-                                 struct proto_err *err);
 
 #endif

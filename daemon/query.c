@@ -21,6 +21,7 @@
 #include "envelope.h"
 #include "log.h"
 #include "query_agg.h"
+#include "query_plan.h"
 #include "receipt.h"
 #include "reply.h"
 #include "server.h"
@@ -363,7 +364,7 @@ run_receipts(struct qreq *q, struct store *s, msgpack_packer *pk,
              struct proto_err *err)
 {
     struct rows rs;
-    int truncated = 0, rc, failed;
+    int truncated = 0, rc;
 
     memset(&rs, 0, sizeof(rs));
     msgpack_sbuffer_init(&rs.sb);
@@ -374,17 +375,8 @@ run_receipts(struct qreq *q, struct store *s, msgpack_packer *pk,
                               &truncated, err);
     if (rc == PROTO_ENOMEM)
         proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    if (rc == 0) {
-        failed = msgpack_pack_map(pk, 2) != 0 ||
-                 envelope_pack_cstr(pk, "rows") != 0 ||
-                 msgpack_pack_array(pk, rs.n) != 0 ||
-                 (rs.sb.size > 0 &&
-                  msgpack_sbuffer_write(pk->data, rs.sb.data, rs.sb.size)) ||
-                 envelope_pack_cstr(pk, "truncated") != 0 ||
-                 (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
-        if (failed)
-            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    }
+    if (rc == 0 && reply_rows(pk, &rs.sb, rs.n, truncated) != 0)
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     msgpack_sbuffer_destroy(&rs.sb);
     msgpack_sbuffer_destroy(&rs.tmp);
     return rc;
@@ -451,7 +443,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
     return 0;
 }
 
-/* Plans and retained values (dispatch_plan.c). */
+/* Plans and retained values (query_plan.c). */
 static int
 parse_retained(struct qreq *q, const msgpack_object *body,
                struct proto_err *err)
@@ -468,14 +460,14 @@ static int
 run_plans(struct qreq *q, struct store *s, msgpack_packer *pk,
           struct proto_err *err)
 {
-    return dispatch_plan_query_plans(s, &q->f, q->deadline_ms, pk, err);
+    return query_plan_plans(s, &q->f, q->deadline_ms, pk, err);
 }
 
 static int
 run_retained(struct qreq *q, struct store *s, msgpack_packer *pk,
              struct proto_err *err)
 {
-    return dispatch_plan_query_retained(s, &q->f, q->deadline_ms, pk, err);
+    return query_plan_retained(s, &q->f, q->deadline_ms, pk, err);
 }
 
 /* Fallbacks, coverage, gaps and quarantine (query_agg.c). */

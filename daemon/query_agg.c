@@ -17,6 +17,7 @@
 
 #include "envelope.h"
 #include "receipt.h"
+#include "reply.h"
 #include "store_agg.h"
 
 static const char *const group_names[STORE_GROUP_COUNT] = {
@@ -150,11 +151,7 @@ static int
 pack_result(msgpack_packer *pk, const msgpack_sbuffer *rb, uint32_t nrows,
             int truncated, struct proto_err *err)
 {
-    if (msgpack_pack_map(pk, 2) != 0 || pack_key(pk, "rows") ||
-        msgpack_pack_array(pk, nrows) != 0 ||
-        (rb->size > 0 && msgpack_sbuffer_write(pk->data, rb->data, rb->size)) ||
-        pack_key(pk, "truncated") ||
-        (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0)
+    if (reply_rows(pk, rb, nrows, truncated) != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
 }

@@ -72,3 +72,16 @@ reply_kv_str(msgpack_packer *pk, const char *k, struct proto_str v)
     return envelope_pack_cstr(pk, k) != 0 || msgpack_pack_str(pk, v.len) != 0 ||
            msgpack_pack_str_body(pk, v.ptr, v.len) != 0;
 }
+
+int
+reply_rows(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
+           int truncated)
+{
+    return msgpack_pack_map(pk, 2) != 0 ||
+           envelope_pack_cstr(pk, "rows") != 0 ||
+           msgpack_pack_array(pk, n) != 0 ||
+           (rows->size > 0 &&
+            msgpack_sbuffer_write(pk->data, rows->data, rows->size) != 0) ||
+           envelope_pack_cstr(pk, "truncated") != 0 ||
+           (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0;
+}

@@ -46,6 +46,12 @@ char *reply_finish(struct reply *r, int failed, size_t *len);
 char *reply_error(int has_id, uint64_t id, const struct proto_err *err,
                   size_t *len);
 
+/* The result of a query kind that lists rows: {"rows": [the n rows packed
+ * one after another in rows], "truncated": truncated}. Nonzero on
+ * failure. */
+int reply_rows(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
+               int truncated);
+
 /* Packs one key and its value; nonzero on failure. */
 int reply_kv_uint(msgpack_packer *pk, const char *k, uint64_t v);
 int reply_kv_cstr(msgpack_packer *pk, const char *k, const char *v);
