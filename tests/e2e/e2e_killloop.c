@@ -347,6 +347,39 @@ count_query(sqlite3 *db, const char *sql)
     return v;
 }
 
+/* The receipts the rollups cover (migrations/0007 and 0008): those below
+ * rollup_from, and of the chunk being merged those up to its key. */
+#define COVERED_ROWS                                                           \
+    "SELECT r.plan_id, r.graph_id, r.model_id, r.requested_backend, "          \
+    "r.executed_backend, r.source_id, r.received_at / 3600000, count(*), "     \
+    "sum(r.status = 0) FROM receipts r, rollup_merge m WHERE r.id < "          \
+    "m.rollup_from OR (r.id < (SELECT value FROM counters WHERE name = "       \
+    "'tail_from') AND m.plan_id IS NOT NULL AND (r.plan_id, r.graph_id, "      \
+    "r.model_id, r.requested_backend, r.executed_backend, r.source_id, "       \
+    "r.received_at / 3600000) <= (m.plan_id, m.graph_id, m.model_id, "         \
+    "m.requested_backend, m.executed_backend, m.source_id, m.bucket)) "        \
+    "GROUP BY 1, 2, 3, 4, 5, 6, 7"
+#define ROLLUP_ROWS                                                            \
+    "SELECT plan_id, graph_id, model_id, requested_backend, "                  \
+    "executed_backend, source_id, bucket, receipts, fallback FROM rollups"
+
+/* However often the daemon was killed, mid-chunk or mid-merge, every hour
+ * rollup row counts exactly the receipts it covers, and no row is missing
+ * or left over. */
+static void
+check_rollups(sqlite3 *db)
+{
+    long missing = count_query(db, "SELECT count(*) FROM (" COVERED_ROWS
+                                   " EXCEPT " ROLLUP_ROWS ")");
+    long extra = count_query(db, "SELECT count(*) FROM (" ROLLUP_ROWS
+                                 " EXCEPT " COVERED_ROWS ")");
+
+    ck_assert_msg(missing == 0 && extra == 0,
+                  "the rollups disagree with the receipts: %ld key-hours "
+                  "missing or wrong, %ld left over",
+                  missing, extra);
+}
+
 /*
  * Checks the file against what the clients saw acknowledged. With
  * all_sent_acked, every seq sent must have been acknowledged (the kill loop
@@ -376,6 +409,7 @@ check_store(int all_sent_acked, unsigned long *total_acked)
                             "ON s.id = r.source_id WHERE CAST(s.value AS "
                             "TEXT) NOT LIKE 'kill-client-%'");
     ck_assert_msg(other == 0, "%ld receipts of unknown sources", other);
+    check_rollups(db);
     *total_acked = 0;
     for (i = 0; i < NCLIENTS; i++) {
         struct client *c = &clients[i];
