@@ -212,3 +212,45 @@ mpobj_field(const msgpack_object *o, const char *key, int required,
         *v = NULL;
     return 0;
 }
+
+int
+mpobj_expect_map(const msgpack_object *o, const char *what,
+                 struct proto_err *err)
+{
+    if (o->type == MSGPACK_OBJECT_MAP)
+        return 0;
+    return proto_err_set(err, PROTO_EINVALID, NULL,
+                         "expected %s as a map, got %s", what,
+                         mpobj_type_name(o));
+}
+
+int
+mpobj_expect_array(const msgpack_object *o, const char *what,
+                   struct proto_err *err)
+{
+    if (o->type == MSGPACK_OBJECT_ARRAY)
+        return 0;
+    return proto_err_set(err, PROTO_EINVALID, NULL,
+                         "expected %s as an array, got %s", what,
+                         mpobj_type_name(o));
+}
+
+int
+mpobj_variant(const msgpack_object *o, const msgpack_object **name,
+              const msgpack_object **payload, struct proto_err *err)
+{
+    if (o->type == MSGPACK_OBJECT_STR || o->type == MSGPACK_OBJECT_BIN) {
+        *name = o;
+        *payload = NULL;
+        return 0;
+    }
+    if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 1) {
+        *name = &o->via.map.ptr[0].key;
+        *payload = &o->via.map.ptr[0].val;
+        return 0;
+    }
+    return proto_err_set(err, PROTO_EINVALID, NULL,
+                         "expected an enum as a string or a map of one "
+                         "entry, got %s",
+                         mpobj_type_name(o));
+}

@@ -55,4 +55,19 @@ const msgpack_object *mpobj_map_get(const msgpack_object *o, const char *key,
 int mpobj_field(const msgpack_object *o, const char *key, int required,
                 const msgpack_object **v, struct proto_err *err);
 
+/* PROTO_EINVALID ("expected <what> as a map, got ...") unless o is a map
+ * (an array); the caller adds the path. */
+int mpobj_expect_map(const msgpack_object *o, const char *what,
+                     struct proto_err *err);
+int mpobj_expect_array(const msgpack_object *o, const char *what,
+                       struct proto_err *err);
+
+/*
+ * Splits a serde enum into its variant name and payload: a string is a
+ * unit variant (payload NULL), a map of exactly one entry is a variant
+ * carrying data. PROTO_EINVALID otherwise.
+ */
+int mpobj_variant(const msgpack_object *o, const msgpack_object **name,
+                  const msgpack_object **payload, struct proto_err *err);
+
 #endif

@@ -79,51 +79,6 @@ at(int rc, struct proto_err *err, const char *key)
 }
 
 static int
-expect_map(const msgpack_object *o, const char *what, struct proto_err *err)
-{
-    if (o->type == MSGPACK_OBJECT_MAP)
-        return 0;
-    return proto_err_set(err, PROTO_EINVALID, NULL,
-                         "expected %s as a map, got %s", what,
-                         mpobj_type_name(o));
-}
-
-static int
-expect_array(const msgpack_object *o, const char *what, struct proto_err *err)
-{
-    if (o->type == MSGPACK_OBJECT_ARRAY)
-        return 0;
-    return proto_err_set(err, PROTO_EINVALID, NULL,
-                         "expected %s as an array, got %s", what,
-                         mpobj_type_name(o));
-}
-
-/*
- * Splits a serde enum into its variant name and payload: a string is a
- * unit variant (payload NULL), a map of exactly one entry is a variant
- * carrying data.
- */
-static int
-variant(const msgpack_object *o, const msgpack_object **name,
-        const msgpack_object **payload, struct proto_err *err)
-{
-    if (o->type == MSGPACK_OBJECT_STR || o->type == MSGPACK_OBJECT_BIN) {
-        *name = o;
-        *payload = NULL;
-        return 0;
-    }
-    if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 1) {
-        *name = &o->via.map.ptr[0].key;
-        *payload = &o->via.map.ptr[0].val;
-        return 0;
-    }
-    return proto_err_set(err, PROTO_EINVALID, NULL,
-                         "expected an enum as a string or a map of one "
-                         "entry, got %s",
-                         mpobj_type_name(o));
-}
-
-static int
 pack_str(msgpack_packer *pk, const char *s, size_t n)
 {
     if (msgpack_pack_str(pk, n) != 0)
@@ -256,7 +211,7 @@ component_decode(const msgpack_object *o, struct plan_component *c,
     int rc, et = 0;
 
     memset(c, 0, sizeof(*c));
-    if ((rc = expect_map(o, "a storage component", err)) != 0)
+    if ((rc = mpobj_expect_map(o, "a storage component", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "component_id", 0, &v, err)) != 0)
         return rc;
@@ -461,13 +416,13 @@ static int
 alias_decode(const msgpack_object *o, struct plan_value *val,
              struct proto_err *err)
 {
-    /* Set on every path, but gcc cannot see it once variant() has only
+    /* Set on every path, but gcc cannot see it once mpobj_variant() has only
      * this caller here and is inlined. */
     const msgpack_object *name = NULL, *payload = NULL, *ti;
     uint64_t idx;
     int rc, kind = 0;
 
-    if ((rc = variant(o, &name, &payload, err)) != 0)
+    if ((rc = mpobj_variant(o, &name, &payload, err)) != 0)
         return rc;
     if ((rc = enum_decode(name, alias_names, PLAN_ALIAS_COUNT, "alias", &kind,
                           err)) != 0 ||
@@ -479,7 +434,7 @@ alias_decode(const msgpack_object *o, struct plan_value *val,
     val->alias = (uint8_t)kind;
     if (kind == PLAN_ALIAS_NO)
         return 0;
-    if ((rc = expect_map(payload, alias_names[kind], err)) != 0)
+    if ((rc = mpobj_expect_map(payload, alias_names[kind], err)) != 0)
         return at(rc, err, alias_names[kind]);
     if ((rc = mpobj_field(payload, "tensor_index", 1, &ti, err)) != 0 ||
         (rc = at(mpobj_uint(ti, UINT32_MAX, &idx, err), err, "tensor_index")) !=
@@ -500,7 +455,7 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
     int rc, e = 0;
 
     memset(val, 0, sizeof(*val));
-    if ((rc = expect_map(o, "a value binding", err)) != 0)
+    if ((rc = mpobj_expect_map(o, "a value binding", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "value_id", 1, &v, err)) != 0 ||
         (rc = at(identity_decode(v, &val->value_id, err), err, "value_id")) !=
@@ -551,11 +506,11 @@ value_decode(const msgpack_object *o, struct plan_value *val, struct decoder *d,
 
     if ((rc = mpobj_field(o, "storage", 1, &v, err)) != 0)
         return rc;
-    if ((rc = expect_map(v, "storage", err)) != 0)
+    if ((rc = mpobj_expect_map(v, "storage", err)) != 0)
         return at(rc, err, "storage");
     if ((rc = mpobj_field(v, "components", 1, &comps, err)) != 0)
         return at(rc, err, "storage");
-    if ((rc = expect_array(comps, "components", err)) != 0)
+    if ((rc = mpobj_expect_array(comps, "components", err)) != 0)
         return at(at(rc, err, "components"), err, "storage");
     val->ncomponents = comps->via.array.size;
     val->components =
@@ -581,14 +536,14 @@ node_decode(const msgpack_object *o, struct plan_node *node, struct decoder *d,
     int rc;
 
     memset(node, 0, sizeof(*node));
-    if ((rc = expect_map(o, "a plan node", err)) != 0)
+    if ((rc = mpobj_expect_map(o, "a plan node", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "id", 1, &v, err)) != 0 ||
         (rc = at(identity_decode(v, &node->id, err), err, "id")) != 0)
         return rc;
     if ((rc = mpobj_field(o, "values", 1, &v, err)) != 0)
         return rc;
-    if ((rc = expect_array(v, "values", err)) != 0)
+    if ((rc = mpobj_expect_array(v, "values", err)) != 0)
         return at(rc, err, "values");
     node->nvalues = v->via.array.size;
     node->values = carve(&d->arena, sizeof(*node->values) * node->nvalues);
@@ -610,7 +565,7 @@ plan_fill(const msgpack_object *o, struct plan *p, struct decoder *d,
     uint32_t i;
     int rc;
 
-    if ((rc = expect_map(o, "a plan body", err)) != 0)
+    if ((rc = mpobj_expect_map(o, "a plan body", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "prepared_plan_id", 1, &v, err)) != 0 ||
         (rc = at(identity_decode(v, &p->prepared_plan_id, err), err,
@@ -622,7 +577,7 @@ plan_fill(const msgpack_object *o, struct plan *p, struct decoder *d,
         return rc;
     if ((rc = mpobj_field(o, "nodes", 1, &v, err)) != 0)
         return rc;
-    if ((rc = expect_array(v, "nodes", err)) != 0)
+    if ((rc = mpobj_expect_array(v, "nodes", err)) != 0)
         return at(rc, err, "nodes");
     p->nnodes = v->via.array.size;
     p->nodes = carve(&d->arena, sizeof(*p->nodes) * p->nnodes);

@@ -70,51 +70,6 @@ at(int rc, struct proto_err *err, const char *key)
     return rc;
 }
 
-static int
-expect_map(const msgpack_object *o, const char *what, struct proto_err *err)
-{
-    if (o->type == MSGPACK_OBJECT_MAP)
-        return 0;
-    return proto_err_set(err, PROTO_EINVALID, NULL,
-                         "expected %s as a map, got %s", what,
-                         mpobj_type_name(o));
-}
-
-static int
-expect_array(const msgpack_object *o, const char *what, struct proto_err *err)
-{
-    if (o->type == MSGPACK_OBJECT_ARRAY)
-        return 0;
-    return proto_err_set(err, PROTO_EINVALID, NULL,
-                         "expected %s as an array, got %s", what,
-                         mpobj_type_name(o));
-}
-
-/*
- * Splits a serde enum into its variant name and payload: a string is a
- * unit variant (payload NULL), a map of exactly one entry is a variant
- * carrying data.
- */
-static int
-variant(const msgpack_object *o, const msgpack_object **name,
-        const msgpack_object **payload, struct proto_err *err)
-{
-    if (o->type == MSGPACK_OBJECT_STR || o->type == MSGPACK_OBJECT_BIN) {
-        *name = o;
-        *payload = NULL;
-        return 0;
-    }
-    if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 1) {
-        *name = &o->via.map.ptr[0].key;
-        *payload = &o->via.map.ptr[0].val;
-        return 0;
-    }
-    return proto_err_set(err, PROTO_EINVALID, NULL,
-                         "expected an enum as a string or a map of one "
-                         "entry, got %s",
-                         mpobj_type_name(o));
-}
-
 /* Reads an array of exactly rank u64 values, each non-zero when nonzero. */
 static int
 u64_array(const msgpack_object *o, uint32_t rank, int nonzero, uint64_t *dst,
@@ -123,7 +78,7 @@ u64_array(const msgpack_object *o, uint32_t rank, int nonzero, uint64_t *dst,
     uint32_t i;
     int rc;
 
-    if ((rc = expect_array(o, what, err)) != 0)
+    if ((rc = mpobj_expect_array(o, what, err)) != 0)
         return rc;
     if (o->via.array.size != rank)
         return proto_err_set(err, PROTO_EINVALID, NULL,
@@ -207,7 +162,7 @@ blocked_decode(const msgpack_object *o, struct tensor *t, uint64_t *w,
     uint64_t *block = w, *phys = w + 2 * (size_t)rank, ax;
     int rc, padded = 0;
 
-    if ((rc = expect_map(o, "the blocked layout", err)) != 0)
+    if ((rc = mpobj_expect_map(o, "the blocked layout", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "block", 1, &v, err)) != 0)
         return rc;
@@ -217,7 +172,7 @@ blocked_decode(const msgpack_object *o, struct tensor *t, uint64_t *w,
 
     if ((rc = mpobj_field(o, "axis_order", 1, &v, err)) != 0)
         return rc;
-    if ((rc = expect_array(v, "axis_order", err)) != 0)
+    if ((rc = mpobj_expect_array(v, "axis_order", err)) != 0)
         return at(rc, err, "axis_order");
     if (v->via.array.size != rank)
         return proto_err_set(err, PROTO_EINVALID, "axis_order",
@@ -248,7 +203,7 @@ blocked_decode(const msgpack_object *o, struct tensor *t, uint64_t *w,
 
     if ((rc = mpobj_field(o, "padding", 1, &v, err)) != 0)
         return rc;
-    if ((rc = variant(v, &name, &payload, err)) != 0)
+    if ((rc = mpobj_variant(v, &name, &payload, err)) != 0)
         return at(rc, err, "padding");
     if (mpobj_str_eq(name, "exact") && payload == NULL) {
         t->padding = TENSOR_PADDING_EXACT;
@@ -267,7 +222,7 @@ blocked_decode(const msgpack_object *o, struct tensor *t, uint64_t *w,
                              "expected padding \"exact\" or {\"zero_fill\": "
                              "{\"physical_dimensions\": [...]}}");
     t->padding = TENSOR_PADDING_ZERO_FILL;
-    if ((rc = expect_map(payload, "zero_fill", err)) != 0)
+    if ((rc = mpobj_expect_map(payload, "zero_fill", err)) != 0)
         return at(rc, err, "padding.zero_fill");
     if ((rc = mpobj_field(payload, "physical_dimensions", 1, &pd, err)) != 0)
         return at(rc, err, "padding.zero_fill");
@@ -319,11 +274,11 @@ tensor_decode(const msgpack_object *o, struct tensor *t, uint64_t *words,
     int rc, et = 0;
 
     memset(t, 0, sizeof(*t));
-    if ((rc = expect_map(o, "a tensor spec", err)) != 0)
+    if ((rc = mpobj_expect_map(o, "a tensor spec", err)) != 0)
         return rc;
     if ((rc = mpobj_field(o, "dimensions", 1, &v, err)) != 0)
         return rc;
-    if ((rc = expect_array(v, "dimensions", err)) != 0)
+    if ((rc = mpobj_expect_array(v, "dimensions", err)) != 0)
         return at(rc, err, "dimensions");
     rank = v->via.array.size;
     /* The caller sized words with tensor_words(); a smaller buffer is
@@ -351,7 +306,7 @@ tensor_decode(const msgpack_object *o, struct tensor *t, uint64_t *words,
 
     if ((rc = mpobj_field(o, "layout", 1, &v, err)) != 0)
         return rc;
-    if ((rc = variant(v, &name, &payload, err)) != 0)
+    if ((rc = mpobj_variant(v, &name, &payload, err)) != 0)
         return at(rc, err, "layout");
     if (mpobj_str_eq(name, "contiguous") && payload == NULL) {
         t->layout = TENSOR_LAYOUT_CONTIGUOUS;
@@ -360,7 +315,7 @@ tensor_decode(const msgpack_object *o, struct tensor *t, uint64_t *words,
         uint64_t *strides = words + rank;
 
         t->layout = TENSOR_LAYOUT_STRIDED;
-        if ((rc = expect_map(payload, "the strided layout", err)) != 0)
+        if ((rc = mpobj_expect_map(payload, "the strided layout", err)) != 0)
             return at(rc, err, "layout.strided");
         if ((rc = mpobj_field(payload, "byte_strides", 1, &s, err)) != 0)
             return at(rc, err, "layout.strided");

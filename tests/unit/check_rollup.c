@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 
+#include "aggcheck.h"
 #include "envelope.h"
 #include "store.h"
 #include "store_agg.h"
@@ -88,10 +89,7 @@ job(struct store *s, int key0, int n, int spread, int64_t at)
 static void
 assert_rollups_equal_scan(void)
 {
-    static const struct {
-        int has_since, has_until;
-        int64_t since, until;
-    } ranges[] = {
+    static const struct aggcheck_range ranges[] = {
         { 0, 0, 0, 0 },
         { 1, 1, 86400000 + 3600000 + 7, 3 * 86400000 + 5 },
         { 1, 0, 10 * 3600000 + 5, 0 },
@@ -100,41 +98,9 @@ assert_rollups_equal_scan(void)
     struct store_opts o = { .readonly = 1 };
     struct proto_err err;
     struct store *s;
-    size_t r, i, j;
 
     ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
-    for (r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
-        struct store_agg a = { 0 }, b = { 0 };
-        struct store_filter f;
-
-        memset(&f, 0, sizeof(f));
-        f.requested = f.executed = f.status = -1;
-        f.limit = 100;
-        f.has_since = ranges[r].has_since;
-        f.has_until = ranges[r].has_until;
-        f.since = ranges[r].since;
-        f.until = ranges[r].until;
-        ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
-                                         STORE_AGG_COUNTERS, 0, &a, &err),
-                         0);
-        ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
-                                         STORE_AGG_COUNTERS | STORE_AGG_SCAN, 0,
-                                         &b, &err),
-                         0);
-        ck_assert_uint_eq(a.n, b.n);
-        for (i = 0; i < a.n; i++) {
-            for (j = 0; j < b.n && b.groups[j].k1 != a.groups[i].k1; j++)
-                ;
-            ck_assert_uint_lt(j, b.n);
-            ck_assert_uint_eq(a.groups[i].receipts, b.groups[j].receipts);
-            ck_assert_uint_eq(a.groups[i].fallback, b.groups[j].fallback);
-            ck_assert_msg(memcmp(a.groups[i].c, b.groups[j].c,
-                                 sizeof(a.groups[i].c)) == 0,
-                          "range %zu: counters differ from the scan", r);
-        }
-        store_agg_free(&a);
-        store_agg_free(&b);
-    }
+    aggcheck_equal_scan(s, ranges, sizeof(ranges) / sizeof(ranges[0]));
     store_free(s);
 }
 
