@@ -71,9 +71,12 @@ static void write_done(struct writer_job *job);
 static const struct writer_job_ops write_ops = { NULL, write_done, 0 };
 
 static struct writer_job *
-job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-        char *frame, uint32_t len)
+job_new(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct writer_job *job = writer_job_new();
     struct wctx *x = calloc(1, sizeof(*x));
 
@@ -83,7 +86,7 @@ job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         return NULL;
     }
     x->slot = slot;
-    x->srv = c->srv;
+    x->srv = rq->srv;
     x->op = env->op;
     x->has_id = env->has_id;
     x->id = env->id;
@@ -92,9 +95,9 @@ job_new(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->frame = frame;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = -1;
-    memcpy(x->source, c->source, c->source_len + 1);
+    memcpy(x->source, rq->source, rq->source_len + 1);
     job->w.source = x->source;
-    job->w.source_len = c->source_len;
+    job->w.source_len = rq->source_len;
     job->w.has_seq = env->has_seq;
     job->w.seq = env->seq;
     job->w.received_at = (int64_t)server_now_unix_ms();
@@ -136,16 +139,19 @@ count_stray(struct wctx *x, const struct receipt *r)
 }
 
 static void
-do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-           char *frame, uint32_t len)
+do_receipt(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct writer_job *job;
     struct proto_err err;
     struct receipt *r;
     size_t boff = 0, blen = len;
     int rc;
 
-    job = job_new(c, slot, env, frame, len);
+    job = job_new(rq);
     if (job == NULL) {
         free(frame);
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
@@ -182,7 +188,7 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
             return;
         }
         ((struct wctx *)job->ctx)->rejected = 1;
-        server_submit(c->srv, job);
+        server_submit(rq->srv, job);
         return;
     }
     count_stray((struct wctx *)job->ctx, r);
@@ -193,7 +199,7 @@ do_receipt(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->w.n_receipts = 1;
     job->items = 1;
     job->bytes += sizeof(*r) + r->extra_len;
-    server_submit(c->srv, job);
+    server_submit(rq->srv, job);
 }
 
 static int
@@ -207,9 +213,12 @@ pack_rejected(msgpack_packer *pk, size_t index, const struct proto_err *e)
 }
 
 static void
-do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-            char *frame, uint32_t len)
+do_receipts(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct store_quarantine_item *q = NULL;
     struct proto_err err, *errs = NULL;
     struct writer_job *job;
@@ -222,7 +231,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     msgpack_packer pk, rpk;
     int rc, failed;
 
-    job = job_new(c, slot, env, frame, len);
+    job = job_new(rq);
     if (job == NULL) {
         free(frame);
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
@@ -245,14 +254,14 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
                                env->body ? env->body_len : len, "receipts",
                                &err))
             goto nomem;
-        server_submit(c->srv, job);
+        server_submit(rq->srv, job);
         return;
     }
     n = env->body->via.array.size;
-    if (n > c->srv->cfg->max_batch) {
+    if (n > rq->srv->cfg->max_batch) {
         proto_err_set(&err, PROTO_ETOO_LARGE, "",
                       "batch of %lu receipts is over max_batch %lu; split it",
-                      (unsigned long)n, (unsigned long)c->srv->cfg->max_batch);
+                      (unsigned long)n, (unsigned long)rq->srv->cfg->max_batch);
         answer_error(slot, env->has_id, env->id, &err);
         writer_job_free(job);
         return;
@@ -348,7 +357,7 @@ do_receipts(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     job->items = n;
     x->accepted = nvalid;
     x->rejected = nbad;
-    server_submit(c->srv, job);
+    server_submit(rq->srv, job);
     return;
 nomem:
     proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
@@ -367,10 +376,13 @@ unwalkable:
 
 /* Quarantines a frame that is not a usable request, and replies err. */
 static void
-do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-             char *frame, uint32_t len, const struct proto_err *err)
+do_bad_frame(const struct request *rq, const struct proto_err *err)
 {
-    struct writer_job *job = job_new(c, slot, env, frame, len);
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
+    struct writer_job *job = job_new(rq);
 
     if (job == NULL) {
         free(frame);
@@ -386,15 +398,19 @@ do_bad_frame(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         writer_job_free(job);
         return;
     }
-    server_submit(c->srv, job);
+    server_submit(rq->srv, job);
 }
 
 static void
-do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-         char *frame, uint32_t len)
+do_hello(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
+    struct conn *c = rq->conn;
     const msgpack_object *b = env->body, *o;
-    const struct config *cfg = c->srv->cfg;
+    const struct config *cfg = rq->srv->cfg;
     struct proto_str src = { "", 0 }, tok = { NULL, 0 };
     struct proto_err err;
     uint64_t proto;
@@ -445,7 +461,7 @@ do_hello(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         /* A TCP peer is who its token says; a wrong or missing token ends
          * the connection after the reply, so tokens cannot be guessed at
          * leisure on one connection. */
-        if (tok.ptr == NULL || access_check_token(c->srv->access, tok.ptr,
+        if (tok.ptr == NULL || access_check_token(rq->srv->access, tok.ptr,
                                                   tok.len, NULL, &err) != 0) {
             if (tok.ptr == NULL)
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
@@ -480,15 +496,17 @@ fail:
 }
 
 static void
-do_ping(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-        char *frame, uint32_t len)
+do_ping(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct reply rb;
     size_t rlen;
     char *reply;
     int failed;
 
-    (void)c;
     (void)len;
     free(frame);
     failed = reply_begin_ok(&rb, env->has_id, env->id, REPLY_SMALL) != 0 ||
@@ -498,15 +516,18 @@ do_ping(struct conn *c, struct conn_slot *slot, const struct envelope *env,
 }
 
 static void
-do_query(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-         char *frame, uint32_t len)
+do_query(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct proto_err err;
 
     (void)len;
     proto_err_clear(&err);
     /* query_start copies what it keeps out of the body. */
-    if (query_start(c->srv->queries, c->srv, slot, env->has_id, env->id,
+    if (query_start(rq->srv->queries, rq->srv, slot, env->has_id, env->id,
                     env->body, &err) != 0)
         answer_error(slot, env->has_id, env->id, &err);
     free(frame);
@@ -558,6 +579,10 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
 {
     struct conn_slot *slot = conn_slot_new(c);
     struct envelope env;
+    /* What a handler sees (dispatch.h): the connection itself only for
+     * hello, set once the envelope names the op. */
+    struct request rq = { c->srv, slot,      &env,          frame,
+                          len,    c->source, c->source_len, NULL };
     struct proto_err err;
     msgpack_unpacked up;
     int rc;
@@ -579,7 +604,7 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
          * evicts its oldest rows, so a reader or a TCP peer that has not
          * authenticated must not be able to push out evidence. Theirs
          * are answered below. */
-        do_bad_frame(c, slot, &env, frame, len, &err);
+        do_bad_frame(&rq, &err);
         goto out;
     }
     if (rc != 0) {
@@ -598,7 +623,9 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
         free(frame);
         goto out;
     }
-    dispatch_op_find(env.op)->handle(c, slot, &env, frame, len);
+    if (env.op == PROTO_OP_HELLO)
+        rq.conn = c;
+    dispatch_op_find(env.op)->handle(&rq);
 out:
     msgpack_unpacked_destroy(&up);
 }

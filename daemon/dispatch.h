@@ -17,7 +17,28 @@
 struct conn;
 struct conn_slot;
 struct envelope;
+struct server;
 struct writer_job;
+
+/*
+ * What a handler sees of one request: the frame (len bytes, malloc'd;
+ * taken: freed now or kept by the job or query made from it) and its
+ * envelope (borrowed for the call), the reply slot (completed exactly
+ * once, now or later), the server's shared parts, and of the connection
+ * only its source ("" before hello). hello, which sets the connection's
+ * source and role and closes it after a refused token, alone gets the
+ * connection itself; conn is NULL for every other op.
+ */
+struct request {
+    struct server *srv;
+    struct conn_slot *slot;
+    const struct envelope *env;
+    char *frame;
+    uint32_t len;
+    const char *source; /* NUL-terminated */
+    size_t source_len;
+    struct conn *conn;
+};
 
 /*
  * A row of the op table: the handler of one op. Whether the op writes is
@@ -27,14 +48,8 @@ struct writer_job;
 struct dispatch_op {
     int op;   /* enum proto_op; the row's index in the table */
     int open; /* answered whatever the peer's access level (hello) */
-    /*
-     * Handles a parsed request on the loop thread: frame (len bytes,
-     * malloc'd) is taken, freed now or kept by the job or query made from
-     * it; env is borrowed for the call; slot is completed exactly once,
-     * now or later.
-     */
-    void (*handle)(struct conn *c, struct conn_slot *slot,
-                   const struct envelope *env, char *frame, uint32_t len);
+    /* Handles a parsed request on the loop thread (struct request). */
+    void (*handle)(const struct request *rq);
 };
 
 /* The op table's row for op (enum proto_op), or NULL outside the enum.

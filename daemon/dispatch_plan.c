@@ -139,13 +139,15 @@ static void write_done(struct writer_job *job);
  * One refused on the loop is only quarantined, by store_apply(). */
 static const struct writer_job_ops apply_ops = { job_apply, write_done, 1 };
 static const struct writer_job_ops refused_ops = { NULL, write_done, 0 };
-static void do_readback(struct conn *c, struct conn_slot *slot,
-                        const struct envelope *env, char *frame, uint32_t len);
+static void do_readback(const struct request *rq);
 
 static void
-do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-         char *frame, uint32_t len)
+do_write(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct writer_job *job = writer_job_new();
     struct pctx *x = calloc(1, sizeof(*x));
     struct plan *plan = NULL;
@@ -164,18 +166,18 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
         return;
     }
     x->slot = slot;
-    x->srv = c->srv;
+    x->srv = rq->srv;
     x->op = env->op;
     x->has_id = env->has_id;
     x->id = env->id;
-    memcpy(x->source, c->source, c->source_len + 1);
+    memcpy(x->source, rq->source, rq->source_len + 1);
     job->ctx = x;
     job->frame = frame;
     job->items = 1;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = env->op;
     job->w.source = x->source;
-    job->w.source_len = c->source_len;
+    job->w.source_len = rq->source_len;
     job->w.has_seq = env->has_seq;
     job->w.seq = env->seq;
     job->w.received_at = (int64_t)server_now_unix_ms();
@@ -232,7 +234,7 @@ do_write(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     }
     if (rc != 0)
         goto refused;
-    server_submit(c->srv, job);
+    server_submit(rq->srv, job);
     return;
 refused:
     /* Refused before the store was asked: nothing to resolve and no seq to
@@ -240,17 +242,16 @@ refused:
     job->ops = &refused_ops;
     job->w.has_seq = 0;
     refuse(x, &job->w, &err, 1);
-    server_submit(c->srv, job);
+    server_submit(rq->srv, job);
 }
 
 void
-dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
-                    const struct envelope *env, char *frame, uint32_t len)
+dispatch_plan_frame(const struct request *rq)
 {
-    if (env->op == PROTO_OP_READBACK)
-        do_readback(c, slot, env, frame, len);
+    if (rq->env->op == PROTO_OP_READBACK)
+        do_readback(rq);
     else
-        do_write(c, slot, env, frame, len);
+        do_write(rq);
 }
 
 /* ---- plan and retention: the writer thread's side ---- */
@@ -610,9 +611,12 @@ out:
 }
 
 static void
-do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
-            char *frame, uint32_t len)
+do_readback(const struct request *rq)
 {
+    struct conn_slot *slot = rq->slot;
+    const struct envelope *env = rq->env;
+    char *frame = rq->frame;
+    uint32_t len = rq->len;
     struct rbreq *q = NULL;
     struct readback rb;
     struct proto_err err;
@@ -643,7 +647,7 @@ do_readback(struct conn *c, struct conn_slot *slot, const struct envelope *env,
     move_str(&q->rb.graph_hash, &at);
     move_str(&q->rb.value_id, &at);
     free(frame);
-    if (query_submit(c->srv->queries, c->srv, slot, env->has_id, env->id,
+    if (query_submit(rq->srv->queries, rq->srv, slot, env->has_id, env->id,
                      readback_run, q, free, &err) != 0) {
         answer_error(slot, env->has_id, env->id, &err);
         return;

@@ -25,15 +25,14 @@ struct conn_slot;
 struct envelope;
 struct store;
 struct store_filter;
+struct request;
 struct writer_job;
 
 /*
- * Handles a parsed request of op plan, retention or readback on the loop
- * thread. frame (len bytes) is taken: the job or the readback keeps it,
- * because the decoded body borrows its strings; env is borrowed for the
- * call. slot is completed exactly once, now or later.
+ * Handles a parsed request (dispatch.h) of op plan, retention or readback
+ * on the loop thread. The frame is taken: the job or the readback keeps
+ * it, because the decoded body borrows its strings.
  */
-void dispatch_plan_frame(struct conn *c, struct conn_slot *slot,
-                         const struct envelope *env, char *frame, uint32_t len);
+void dispatch_plan_frame(const struct request *rq);
 
 #endif
