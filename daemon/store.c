@@ -537,8 +537,24 @@ int
 store_counter(struct store *s, const char *name, int64_t dflt, int64_t *v,
               struct proto_err *err)
 {
-    return store_one_int(s, "SELECT value FROM counters WHERE name = ?1", name,
-                         strlen(name), 0, dflt, v, err, "read a counter");
+    sqlite3_stmt *st = s->st[ST_COUNTER_GET];
+    int rc;
+
+    /* A read-only store prepares no statements: it reads its few counters
+     * once a query. */
+    if (st == NULL)
+        return store_one_int(s, "SELECT value FROM counters WHERE name = ?1",
+                             name, strlen(name), 0, dflt, v, err,
+                             "read a counter");
+    *v = dflt;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "read a counter");
+    return 0;
 }
 
 struct store_tail *
@@ -820,24 +836,6 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
 }
 
 static int
-counter_get(struct store *s, const char *name, int64_t *v,
-            struct proto_err *err)
-{
-    sqlite3_stmt *st = s->st[ST_COUNTER_GET];
-    int rc;
-
-    *v = 0;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        *v = sqlite3_column_int64(st, 0);
-    sqlite3_reset(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return store_fail(s, rc, err, "read a counter");
-    return 0;
-}
-
-static int
 counter_add(struct store *s, const char *name, int64_t delta,
             struct proto_err *err)
 {
@@ -856,7 +854,7 @@ put_quarantine(struct store *s, const struct store_write *w, int64_t source_id,
     int64_t total, freed = 0, evicted = 0;
     int rc;
 
-    if ((rc = counter_get(s, "quarantine_bytes", &total, err)))
+    if ((rc = store_counter(s, "quarantine_bytes", 0, &total, err)))
         return rc;
     if ((uint64_t)q->len > s->quarantine_max) {
         /* Too large for the whole bound: keeping it would evict everything
