@@ -37,6 +37,7 @@
 
 #include "e2e_util.h"
 #include "frame.h"
+#include "skip.h"
 
 #define T 5000 /* reply timeout, ms */
 
@@ -281,6 +282,14 @@ status_reports_unavailable(int nfd, int timeout_ms, char *got, size_t cap)
     return 0;
 }
 
+/*
+ * The store fills up: every write is answered unavailable, queries keep
+ * working, stats and STATUS= say why. Variant 0 fills a 4 MiB tmpfs
+ * (ENOSPC), then deletes a filler file and ingest resumes without a
+ * restart; it needs to mount, so as another user it reports SKIP.
+ * Variant 1 caps the database at 80 pages (SQLITE_FULL, no space to free)
+ * and runs everywhere.
+ */
 START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
 {
     char base[200], mnt[256], db[300], filler[300], notify[300], got[512];
@@ -307,7 +316,19 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
     ck_assert_int_ge(nfd, 0);
     ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
 
-    if (mount("tmpfs", mnt, "tmpfs", 0, "size=4m") == 0) {
+    if (_i == 0) {
+        if (mount("tmpfs", mnt, "tmpfs", 0, "size=4m") != 0) {
+            int e = errno;
+
+            unsetenv("NOTIFY_SOCKET");
+            close(nfd);
+            unlink(notify);
+            rmdir(mnt);
+            rmdir(base);
+            skip_now("mount -t tmpfs not permitted (%s): the full disk "
+                     "case needs it",
+                     strerror(e));
+        }
         mounted = 1;
         /* A filler file the operator deletes later to free space. */
         snprintf(filler, sizeof(filler), "%s/filler", mnt);
@@ -323,11 +344,7 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
         extra[n++] = db;
         fprintf(stderr, "e2e_overload: full disk on a 4 MiB tmpfs\n");
     } else {
-        fprintf(stderr,
-                "e2e_overload: mount -t tmpfs not permitted (%s): the full "
-                "disk test falls back to --max-db-pages 80, which does "
-                "not exercise ENOSPC\n",
-                strerror(errno));
+        fprintf(stderr, "e2e_overload: a store capped at 80 pages\n");
         extra[n++] = "--max-db-pages";
         extra[n++] = "80";
     }
@@ -1137,6 +1154,8 @@ overload_suite(void)
         const TTest *fn;
     } tests[] = {
         { "full_disk", test_e2e_overload_full_disk_unavailable_then_resumes },
+        { "db_page_limit",
+          test_e2e_overload_full_disk_unavailable_then_resumes },
         { "flood", test_e2e_overload_flood_past_max_connections },
         { "emfile", test_e2e_overload_emfile_low_descriptor_limit },
         { "slowloris", test_e2e_overload_slowloris_cut_off_by_frame_timeout },
@@ -1150,9 +1169,17 @@ overload_suite(void)
         TCase *tc = tcase_create(tests[i].name);
 
         tcase_set_timeout(tc, 60);
-        /* The WAL case runs twice: the promise, then its control. */
-        tcase_add_loop_test(tc, tests[i].fn, 0,
-                            strcmp(tests[i].name, "wal") == 0 ? 2 : 1);
+        if (strcmp(tests[i].name, "full_disk") == 0) {
+            /* Mounting a tmpfs needs root: a case of its own for CTest. */
+            tcase_set_tags(tc, "as_root");
+            tcase_add_loop_test(tc, tests[i].fn, 0, 1);
+        } else if (strcmp(tests[i].name, "db_page_limit") == 0) {
+            tcase_add_loop_test(tc, tests[i].fn, 1, 2);
+        } else {
+            /* The WAL case runs twice: the promise, then its control. */
+            tcase_add_loop_test(tc, tests[i].fn, 0,
+                                strcmp(tests[i].name, "wal") == 0 ? 2 : 1);
+        }
         suite_add_tcase(s, tc);
     }
     return s;
@@ -1162,10 +1189,10 @@ int
 main(void)
 {
     SRunner *sr = srunner_create(overload_suite());
-    int failed;
+    int status;
 
     srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
+    status = skip_status(sr);
     srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return status;
 }
