@@ -616,7 +616,7 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
     uint64_t start = store_now_ms(), next = start + STORE_MIGRATING_EVERY_MS;
     sqlite3_stmt *st = NULL;
     char sql[2048];
-    int rc, more = 1;
+    int rc, more = 1, first = 1;
 
     if (row_sql(sql, sizeof(sql), "id >= ?1 ORDER BY id LIMIT ?2") != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
@@ -629,11 +629,18 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
 
         if ((rc = store_exec(s, "BEGIN IMMEDIATE", err, "index receipts")))
             break;
-        store_rollup_discard_all(*store_rollups(s));
         if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
-            (rc = store_string_id(s, "", 0, &t->empty_source, err)) ||
-            (rc = reload_sealed(s, from, err)))
+            (rc = store_string_id(s, "", 0, &t->empty_source, err)))
             goto rollback;
+        /* The merge a crash left pending, once: after each commit below
+         * the memory holds what the rows say (the seal swapped the tail's
+         * sums in and emptied the tail's). */
+        if (first) {
+            store_rollup_discard_all(*store_rollups(s));
+            if ((rc = reload_sealed(s, from, err)))
+                goto rollback;
+            first = 0;
+        }
         reset(t, from);
         sqlite3_bind_int64(st, 1, from);
         sqlite3_bind_int64(st, 2, (int64_t)t->chunk + 1);
