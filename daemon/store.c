@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "store_internal.h"
+#include "store_seq.h"
 #include "store_migrations.h"
 
 #define CACHE_SLOTS   2048 /* 1024 sets of two */
@@ -103,6 +104,7 @@ struct store {
     size_t n_marks;
     uint64_t deadline_ms;        /* for the progress handler of queries */
     struct store_rollup *rollup; /* statements of store_rollup.c */
+    struct store_seq *seqs;      /* statements of store_seq.c */
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
@@ -473,6 +475,7 @@ store_free(struct store *s)
         sqlite3_finalize(s->st[i]);
     store_tail_free(s->tail);
     store_rollup_free(s->rollup);
+    store_seq_free(s->seqs);
     sqlite3_close(s->db);
     free(s->cache);
     free(s->marks);
@@ -567,6 +570,12 @@ struct store_rollup **
 store_rollups(struct store *s)
 {
     return &s->rollup;
+}
+
+struct store_seq **
+store_seqs(struct store *s)
+{
+    return &s->seqs;
 }
 
 int
@@ -942,6 +951,22 @@ dedupe_get(struct store *s, struct store_write *w, int64_t source_id,
     return 1;
 }
 
+/* The same for a `receipt` of an earlier chunk (store_seq.c). */
+static int
+seq_run_get(struct store *s, struct store_write *w, int64_t source_id,
+            struct proto_err *err)
+{
+    struct store_seq_entry e;
+    int rc = store_seq_find(s, source_id, w->seq, &e, err);
+
+    if (rc == 1) {
+        w->duplicate = 1;
+        w->receipt_id = e.receipt_id;
+        w->status = e.status;
+    }
+    return rc;
+}
+
 static struct seqmark *
 seqmark_slot(struct store *s, int64_t source_id)
 {
@@ -960,6 +985,7 @@ seq_maybe_seen(struct store *s, int64_t source_id, uint64_t seq,
 {
     struct seqmark *m;
     sqlite3_stmt *st;
+    int64_t runs;
     int rc;
 
     if (seq > (uint64_t)INT64_MAX)
@@ -983,6 +1009,10 @@ seq_maybe_seen(struct store *s, int64_t source_id, uint64_t seq,
                      ? -1
                      : sqlite3_column_int64(st, 0);
         sqlite3_reset(st);
+        if ((rc = store_seq_max(s, source_id, &runs, err)))
+            return rc;
+        if (runs > m->hwm)
+            m->hwm = runs;
         /* The tail's `receipt` records are not in the table yet. */
         if (store_tail_seq_max(s->tail, source_id) > m->hwm)
             m->hwm = store_tail_seq_max(s->tail, source_id);
@@ -1045,8 +1075,8 @@ store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
     if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
         return 0;
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
-    if (rc > 0)
-        rc = dedupe_get(s, w, *source_id, err);
+    if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
+        rc = seq_run_get(s, w, *source_id, err);
     if (rc == 0 && store_tail_seq_find(s->tail, *source_id, w->seq,
                                        &w->receipt_id, &w->status)) {
         /* A `receipt` of the tail, recorded with the tail. */

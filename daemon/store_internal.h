@@ -56,6 +56,15 @@ size_t store_query_receipts_sql(char *sql, size_t cap,
  * the next step or reset of st. */
 void store_column_str(sqlite3_stmt *st, int col, struct proto_str *out);
 
+/* LEB128: seven bits a byte, low first; at most 10 bytes for a u64.
+ * store_varint_get returns the byte after v, NULL when cut at end. */
+const unsigned char *store_varint_get(const unsigned char *p,
+                                      const unsigned char *end, uint64_t *v);
+unsigned char *store_varint_put(unsigned char *p, uint64_t v);
+
+/* The seq runs' statements (store_seq.c), made on first use. */
+struct store_seq **store_seqs(struct store *s);
+
 /* Rollups (store_rollup.c): one row per key and hour of received_at. */
 #define STORE_BUCKET_MS 3600000
 /* And in rollups_day, one row per key and day. */

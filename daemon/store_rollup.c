@@ -123,9 +123,8 @@ store_rollup_columns(char *sql, size_t cap, const char *prefix)
                             prefix, prefix, prefix, prefix, prefix);
 }
 
-/* LEB128: seven bits a byte, low first; at most 10 bytes for a u64. */
-static const unsigned char *
-get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v)
+const unsigned char *
+store_varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v)
 {
     unsigned shift = 0;
 
@@ -139,8 +138,8 @@ get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v)
     return NULL;
 }
 
-static unsigned char *
-put_varint(unsigned char *p, uint64_t v)
+unsigned char *
+store_varint_put(unsigned char *p, uint64_t v)
 {
     while (v >= 0x80) {
         *p++ = (unsigned char)(v | 0x80);
@@ -175,7 +174,7 @@ read_figures(const unsigned char *p, size_t n, struct store_agg_group *g)
         if (!(mask >> i & 1))
             continue;
         for (w = 0; w < PER_COUNTER && p != NULL; w++)
-            p = get_varint(p, end, &v[w]);
+            p = store_varint_get(p, end, &v[w]);
         if (p == NULL)
             break;
         c.measured = v[0];
@@ -201,11 +200,11 @@ store_rollup_figures(const struct store_agg_group *g,
         if (c->measured == 0)
             continue;
         mask |= (uint32_t)1 << i;
-        p = put_varint(p, c->measured);
-        p = put_varint(p, c->sum_lo);
-        p = put_varint(p, c->sum_hi);
-        p = put_varint(p, c->min);
-        p = put_varint(p, c->max);
+        p = store_varint_put(p, c->measured);
+        p = store_varint_put(p, c->sum_lo);
+        p = store_varint_put(p, c->sum_hi);
+        p = store_varint_put(p, c->min);
+        p = store_varint_put(p, c->max);
     }
     out[0] = (unsigned char)mask;
     out[1] = (unsigned char)(mask >> 8);

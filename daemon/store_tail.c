@@ -29,6 +29,7 @@
 #include <roaring/roaring.h>
 
 #include "store_internal.h"
+#include "store_seq.h"
 
 /* One key value's receipts in the tail, as offsets from the tail's first
  * id, ascending (ids are assigned in order). */
@@ -37,14 +38,6 @@ struct list {
     int64_t value;
     uint32_t *ids;
     size_t n, cap;
-};
-
-/* A `receipt` write's dedupe record, held with the tail (see below). */
-struct seqent {
-    int64_t source_id; /* 0 = free slot */
-    int64_t seq;       /* the bit pattern of the u64, as stored */
-    int64_t receipt_id;
-    int status;
 };
 
 struct store_tail {
@@ -62,13 +55,13 @@ struct store_tail {
     /* Per kind, 1 + the list the last receipt went to (0: none): the
      * receipts of one write mostly share their source, status, model. */
     size_t last[STORE_KIND_COUNT];
-    sqlite3_stmt *put_posting, *put_chunk, *put_dedupe;
-    /* The dedupe records of the tail's `receipt` writes: written with the
-     * chunk, in key order, instead of one B-tree leaf per source in every
-     * commit. They are what the rows say (source, seq, id, status), so a
-     * reload rebuilds them like the rest. Open addressing, seqcap a power
-     * of two. */
-    struct seqent *seqs;
+    sqlite3_stmt *put_posting, *put_chunk;
+    /* The records of the tail's `receipt` writes: written with the chunk
+     * as one run per source (store_seq.c) instead of one B-tree leaf per
+     * source in every commit. They are what the rows say (source, seq,
+     * id, status), so a reload rebuilds them like the rest. Open
+     * addressing, seqcap a power of two. */
+    struct store_seq_entry *seqs;
     size_t nseqs, seqcap;
     int64_t empty_source; /* the string id of "" (no hello): no dedupe */
 };
@@ -107,7 +100,7 @@ seq_slot(int64_t source_id, int64_t seq, size_t cap)
     return (size_t)(h >> 29) & (cap - 1);
 }
 
-static struct seqent *
+static struct store_seq_entry *
 seq_lookup(const struct store_tail *t, int64_t source_id, int64_t seq)
 {
     size_t j;
@@ -127,13 +120,13 @@ int
 store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
                    int64_t receipt_id, int status, struct proto_err *err)
 {
-    struct seqent *e;
+    struct store_seq_entry *e;
 
     if (source_id == t->empty_source)
         return 0;
     if ((t->nseqs + 1) * 2 > t->seqcap) {
         size_t cap = t->seqcap ? t->seqcap * 2 : 1024, i;
-        struct seqent *old = t->seqs, *n = calloc(cap, sizeof(*n));
+        struct store_seq_entry *old = t->seqs, *n = calloc(cap, sizeof(*n));
 
         if (n == NULL)
             return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -151,6 +144,7 @@ store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
     e->seq = (int64_t)seq;
     e->receipt_id = receipt_id;
     e->status = status;
+    e->hash = 0;
     t->nseqs++;
     return 0;
 }
@@ -159,7 +153,7 @@ int
 store_tail_seq_find(const struct store_tail *t, int64_t source_id, uint64_t seq,
                     int64_t *receipt_id, int *status)
 {
-    const struct seqent *e = seq_lookup(t, source_id, (int64_t)seq);
+    const struct store_seq_entry *e = seq_lookup(t, source_id, (int64_t)seq);
 
     if (e == NULL || e->source_id == 0)
         return 0;
@@ -183,8 +177,10 @@ store_tail_seq_max(const struct store_tail *t, int64_t source_id)
 static int
 seqent_cmp_cb(const void *pa, const void *pb)
 {
-    const struct seqent *a = *(const struct seqent *const *)pa;
-    const struct seqent *b = *(const struct seqent *const *)pb;
+    const struct store_seq_entry *a =
+        *(const struct store_seq_entry *const *)pa;
+    const struct store_seq_entry *b =
+        *(const struct store_seq_entry *const *)pb;
 
     if (a->source_id != b->source_id)
         return a->source_id < b->source_id ? -1 : 1;
@@ -404,42 +400,25 @@ write_chunk(struct store *s, struct store_tail *t, int64_t end_id,
     return 0;
 }
 
-/* Writes the tail's dedupe records in key order (a source's seqs land on
- * one or two leaves). OR IGNORE: a reload also lists the rows of a
- * `receipts` batch, whose record was written with the batch. */
+/* Writes the tail's `receipt` records as runs, in key order. A reload
+ * also lists the rows of a `receipts` batch, whose record went to the
+ * dedupe table with the batch: a lookup asks that table first. */
 static int
-write_dedupe(struct store *s, struct store_tail *t, struct proto_err *err)
+write_seqs(struct store *s, struct store_tail *t, struct proto_err *err)
 {
-    struct seqent **order;
+    const struct store_seq_entry **order;
     size_t i, n = 0;
-    int rc = 0;
+    int rc;
 
     if (t->nseqs == 0)
         return 0;
-    if ((rc = prepare(s,
-                      "INSERT OR IGNORE INTO dedupe (source_id, seq, op, "
-                      "receipt_id, status, outcome) VALUES (?1, ?2, ?3, ?4, "
-                      "?5, NULL)",
-                      &t->put_dedupe, err)))
-        return rc;
     if ((order = malloc(t->nseqs * sizeof(*order))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (i = 0; i < t->seqcap; i++)
         if (t->seqs[i].source_id != 0)
             order[n++] = &t->seqs[i];
     qsort(order, n, sizeof(*order), seqent_cmp_cb);
-    for (i = 0; i < n && rc == 0; i++) {
-        sqlite3_stmt *st = t->put_dedupe;
-
-        sqlite3_bind_int64(st, 1, order[i]->source_id);
-        sqlite3_bind_int64(st, 2, order[i]->seq);
-        sqlite3_bind_int(st, 3, PROTO_OP_RECEIPT);
-        sqlite3_bind_int64(st, 4, order[i]->receipt_id);
-        sqlite3_bind_int(st, 5, order[i]->status);
-        rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "record a seq");
-    }
+    rc = store_seq_write(s, t->first_id, order, n, err);
     free(order);
     return rc;
 }
@@ -739,7 +718,6 @@ store_tail_free(struct store_tail *t)
     free(t->slots);
     sqlite3_finalize(t->put_posting);
     sqlite3_finalize(t->put_chunk);
-    sqlite3_finalize(t->put_dedupe);
     free(t->seqs);
     free(t);
 }
@@ -758,7 +736,7 @@ store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
 
     if (t->n == 0)
         return 0;
-    if ((rc = write_chunk(s, t, end, err)) || (rc = write_dedupe(s, t, err)) ||
+    if ((rc = write_chunk(s, t, end, err)) || (rc = write_seqs(s, t, err)) ||
         (rc = store_rollup_seal(s, *store_rollups(s), t->first_id, end, err)) ||
         (rc = store_counter_set(s, "tail_from", end, err)))
         return rc;

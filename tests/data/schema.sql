@@ -17,7 +17,7 @@ CREATE TABLE dedupe (
     op INTEGER NOT NULL,                   -- enum proto_op of envelope.h
     receipt_id INTEGER,
     status INTEGER,
-    outcome BLOB,
+    outcome BLOB, payload_hash INTEGER,
     PRIMARY KEY (source_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE plans (
@@ -156,6 +156,15 @@ CREATE TABLE rollups_day (
                  executed_backend, source_id, bucket)
 ) WITHOUT ROWID;
 CREATE INDEX rollups_day_bucket ON rollups_day (bucket);
+CREATE TABLE seq_runs (
+    source_id INTEGER NOT NULL,
+    hi INTEGER NOT NULL,                   -- the run's highest seq
+    chunk INTEGER NOT NULL,                -- chunks.first_id
+    lo INTEGER NOT NULL,                   -- its lowest
+    n INTEGER NOT NULL,                    -- entries
+    entries BLOB NOT NULL,
+    PRIMARY KEY (source_id, hi, chunk)
+) WITHOUT ROWID;
 CREATE TABLE sqlite_sequence(name,seq);
 CREATE TABLE strings (
     id INTEGER PRIMARY KEY,

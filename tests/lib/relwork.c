@@ -28,6 +28,7 @@
 #include "receipt.h"
 #include "relpack.h"
 #include "store.h"
+#include "store_seq.h"
 #endif
 
 #ifndef RELWORK_MIGRATIONS_DIR
@@ -641,6 +642,34 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
         }
         sqlite3_finalize(st);
     }
+#ifdef RELWORK_WITH_STORE
+    /* Since migrations/0009 the records of a chunk's `receipt` writes are
+     * its seq runs, decoded as the store decodes them. */
+    if (table_exists(db, "seq_runs") &&
+        sqlite3_prepare_v2(db,
+                           "SELECT r.chunk, r.lo, r.entries FROM seq_runs r "
+                           "JOIN strings s ON s.id = r.source_id WHERE "
+                           "CAST(s.value AS BLOB) = CAST(?1 AS BLOB)",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, SOURCE, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            struct store_seq_run c;
+            struct store_seq_entry e;
+
+            if (store_seq_run_init(&c, sqlite3_column_blob(st, 2),
+                                   (size_t)sqlite3_column_bytes(st, 2),
+                                   sqlite3_column_int64(st, 0),
+                                   sqlite3_column_int64(st, 1)) != 0) {
+                res->corrupt++;
+                continue;
+            }
+            while (store_seq_run_next(&c, &e) == 1)
+                if (e.seq >= 0 && e.seq < nseq)
+                    dd[e.seq] = 1;
+        }
+        sqlite3_finalize(st);
+    }
+#endif
     sqlite3_close_v2(db);
 
 acked:

@@ -640,6 +640,107 @@ START_TEST(test_store_seq_mark_counts_the_tail)
 }
 END_TEST
 
+/* The one integer an SQL statement yields. */
+static int64_t
+scalar_of(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v;
+
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/*
+ * Seq runs that overlap (store_seq.c): a source whose seqs do not rise
+ * (odd seqs in the first chunks, even ones later, and some above 2^63),
+ * one `receipt` record in the dedupe table as stores before migration
+ * 0009 wrote them, and seqs still in the tail. Every resend finds its
+ * first receipt, and `gaps` merges all three in unsigned order.
+ */
+START_TEST(test_store_seq_runs_overlap)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 32 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    static int64_t ids[300];
+    int64_t big[3], old_id;
+    struct gapseen g;
+    struct proto_err err;
+    struct store *s, *q;
+    sqlite3 *db;
+    int dup, trunc, i;
+    uint64_t seq;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (seq = 1; seq < 200; seq += 2)
+        ids[seq] = put_single(s, seq, &dup);
+    for (i = 0; i < 3; i++)
+        big[i] = put_single(s, UINT64_MAX - 2 * (uint64_t)i, &dup);
+    for (seq = 0; seq < 200; seq += 2)
+        ids[seq] = put_single(s, seq, &dup);
+    /* 200 .. 209 stay in the tail (203 receipts, chunks of 32). */
+    for (seq = 200; seq < 210; seq++)
+        ids[seq] = put_single(s, seq, &dup);
+    store_free(s);
+    /* A `receipt` record written the old way: seq 250, in dedupe only. */
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db,
+                     "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
+                     "status) SELECT id, 250, 0, 7, 1 FROM strings WHERE "
+                     "value = CAST('src' AS BLOB)",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_changes(db), 1);
+    ck_assert_int_gt(scalar_of(db, "SELECT count(*) FROM seq_runs"), 2);
+    /* Runs overlap: some run's range holds another's lowest seq. */
+    ck_assert_int_gt(scalar_of(db, "SELECT count(*) FROM seq_runs a JOIN "
+                                   "seq_runs b ON a.source_id = b.source_id "
+                                   "AND a.chunk <> b.chunk AND b.lo > a.lo "
+                                   "AND b.lo < a.hi"),
+                     0);
+    sqlite3_close(db);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (seq = 0; seq < 210; seq++) {
+        ck_assert_int_eq(put_single(s, seq, &dup), ids[seq]);
+        ck_assert_int_eq(dup, 1);
+    }
+    for (i = 0; i < 3; i++) {
+        ck_assert_int_eq(put_single(s, UINT64_MAX - 2 * (uint64_t)i, &dup),
+                         big[i]);
+        ck_assert_int_eq(dup, 1);
+    }
+    old_id = put_single(s, 250, &dup);
+    ck_assert_int_eq(dup, 1);
+    ck_assert_int_eq(old_id, 7);
+    /* Seqs between the runs were never written. */
+    put_single(s, UINT64_MAX - 1, &dup);
+    ck_assert_int_eq(dup, 0);
+    store_free(s);
+
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&g, 0, sizeof(g));
+    f.source = "src";
+    f.source_len = 3;
+    ck_assert_int_eq(store_query_gaps(q, &f, 0, gap_cb, &g, &trunc, &err), 0);
+    ck_assert_int_eq(g.sources, 1);
+    ck_assert_uint_eq(g.first, 0);
+    ck_assert_uint_eq(g.last, UINT64_MAX);
+    /* 0..209, 250, and UINT64_MAX - 4, - 2, - 1 and UINT64_MAX: missing
+     * 210..249, 251..UINT64_MAX - 5 and UINT64_MAX - 3. */
+    ck_assert_uint_eq(g.received, 210 + 1 + 4);
+    ck_assert_uint_eq(g.missing, 40 + (UINT64_MAX - 5 - 251 + 1) + 1);
+    store_free(q);
+}
+END_TEST
+
 /* ---- the receipts query against the plain SQL of the old layout ---- */
 
 struct ids {
@@ -897,6 +998,7 @@ suite(void)
     ADD("pages_match_old_query", test_store_pages_match_the_old_query);
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
     ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
+    ADD("seq_runs_overlap", test_store_seq_runs_overlap);
 #undef ADD
     tc = tcase_create("migrate_earlier");
     tcase_add_checked_fixture(tc, setup, teardown);
