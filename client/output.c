@@ -1072,6 +1072,9 @@ static const struct metric_info metrics[] = {
     { "duplicates", "counter",
       "Writes already stored under their (source, seq), answered without "
       "storing again." },
+    { "conflicts", "counter",
+      "Writes refused because their (source, seq) named another payload; "
+      "each kept in quarantine." },
     { "quarantined", "counter", "Rejected payloads put in quarantine." },
     { "quarantine_rows", "gauge", "Payloads in quarantine now." },
     { "quarantine_bytes", "gauge", "Bytes of payloads in quarantine now." },

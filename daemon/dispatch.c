@@ -27,6 +27,7 @@
 #include "dispatch_plan.h"
 #include "reply.h"
 #include "envelope.h"
+#include "hash.h"
 #include "invariant.h"
 #include "log.h"
 #include "mpcheck.h"
@@ -193,6 +194,7 @@ do_receipt(const struct request *rq)
     }
     count_stray((struct wctx *)job->ctx, r);
     ((struct wctx *)job->ctx)->accepted = 1;
+    dispatch_payload(job, frame + boff, blen, "receipt");
     job->receipts = r;
     job->w.op = PROTO_OP_RECEIPT;
     job->w.receipts = r;
@@ -350,6 +352,7 @@ do_receipts(const struct request *rq)
     job->w.outcome = job->outcome;
     job->bytes += job->w.outcome_len;
     job->w.op = PROTO_OP_RECEIPTS;
+    dispatch_payload(job, frame + env->body_off, env->body_len, "receipts");
     job->w.receipts = items;
     job->w.n_receipts = nvalid;
     job->w.quarantine = q;
@@ -630,6 +633,39 @@ out:
     msgpack_unpacked_destroy(&up);
 }
 
+/* Said in quarantine and in the reply: a seq is a write's name. */
+#define CONFLICT_MSG                                                           \
+    "this source's seq was committed before with another payload; a seq "      \
+    "names one write of a source, so a new write needs a new seq"
+
+void
+dispatch_payload(struct writer_job *job, const char *raw, size_t len,
+                 const char *op)
+{
+    if (!job->w.has_seq)
+        return;
+    job->w.payload_hash = proto_hash32(raw, len);
+    job->conflict_q.raw = raw;
+    job->conflict_q.len = len;
+    job->conflict_q.op = op;
+    job->conflict_q.code = PROTO_ECONFLICT;
+    job->conflict_q.path = "seq";
+    job->conflict_q.message = CONFLICT_MSG;
+    job->w.conflict_q = &job->conflict_q;
+}
+
+void
+dispatch_conflict_error(const struct writer_job *job, struct proto_err *err)
+{
+    int op = job->w.conflict_op;
+
+    proto_err_set(err, PROTO_ECONFLICT, "seq",
+                  "seq %llu: %s (first a `%s` write; the payload is kept in "
+                  "quarantine)",
+                  (unsigned long long)job->w.seq, CONFLICT_MSG,
+                  op >= 0 && op < PROTO_OP_COUNT ? envelope_op_name(op) : "?");
+}
+
 int
 dispatch_pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len)
 {
@@ -682,6 +718,14 @@ write_done(struct writer_job *job)
     if (x->reply_err) {
         srv->n.rejected += x->rejected;
         reply = reply_error(x->has_id, x->id, &x->err, &len);
+        goto done;
+    }
+    if (job->w.conflict) {
+        struct proto_err cerr;
+
+        srv->n.rejected += x->accepted + x->rejected;
+        dispatch_conflict_error(job, &cerr);
+        reply = reply_error(x->has_id, x->id, &cerr, &len);
         goto done;
     }
     if (!job->w.duplicate) {

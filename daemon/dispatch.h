@@ -79,4 +79,15 @@ void dispatch_frame(struct conn *c, char *frame, uint32_t len);
  */
 int dispatch_pack_dup_outcome(msgpack_packer *pk, const char *blob, size_t len);
 
+/*
+ * A write with a seq: the payload's bytes raw[0..len) (borrowed from the
+ * job's frame) are hashed for the seq's record and kept in quarantine if
+ * the (source, seq) names another write (docs/protocol.md, "seq").
+ * dispatch_conflict_error is the reply's error for such a job.
+ */
+void dispatch_payload(struct writer_job *job, const char *raw, size_t len,
+                      const char *op);
+void dispatch_conflict_error(const struct writer_job *job,
+                             struct proto_err *err);
+
 #endif

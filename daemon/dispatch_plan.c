@@ -234,6 +234,7 @@ do_write(const struct request *rq)
     }
     if (rc != 0)
         goto refused;
+    dispatch_payload(job, x->raw, x->raw_len, envelope_op_name(env->op));
     server_submit(rq->srv, job);
     return;
 refused:
@@ -516,6 +517,11 @@ write_done(struct writer_job *job)
     }
     if (x->refused) {
         reply = reply_error(x->has_id, x->id, &x->err, &len);
+        goto done;
+    }
+    if (job->w.conflict) {
+        dispatch_conflict_error(job, &err);
+        reply = reply_error(x->has_id, x->id, &err, &len);
         goto done;
     }
     failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0;

@@ -396,7 +396,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 34) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 35) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -407,6 +407,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "accepted", sn->n.accepted) != 0 ||
         kv_uint(pk, "rejected", sn->n.rejected) != 0 ||
         kv_uint(pk, "duplicates", sn->n.duplicates) != 0 ||
+        kv_uint(pk, "conflicts", sn->n.conflicts) != 0 ||
         kv_uint(pk, "quarantined", sn->n.quarantined) != 0 ||
         kv_uint(pk, "quarantine_rows", st.quarantined) != 0 ||
         kv_uint(pk, "quarantine_bytes", st.quarantine_bytes) != 0 ||

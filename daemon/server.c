@@ -83,7 +83,11 @@ server_count_write(struct server *srv, const struct writer_job *job)
     srv->n.quarantine_evictions += job->w.evicted;
     /* What a duplicate stored and quarantined was counted the first
      * time. */
-    if (job->w.duplicate)
+    if (job->w.conflict) {
+        /* Nothing but the payload, in quarantine. */
+        srv->n.conflicts++;
+        srv->n.quarantined += job->w.conflict_q != NULL;
+    } else if (job->w.duplicate)
         srv->n.duplicates++;
     else
         srv->n.quarantined += job->w.n_quarantine;

@@ -31,6 +31,7 @@ struct server_counters {
     uint64_t accepted;   /* receipts stored */
     uint64_t rejected;   /* receipts refused (invalid or unsupported) */
     uint64_t duplicates; /* writes answered from dedupe */
+    uint64_t conflicts;  /* writes whose (source, seq) named another */
     uint64_t quarantined;
     uint64_t quarantine_evictions; /* since start */
     uint64_t stray_coverage;       /* receipts with meaningless coverage

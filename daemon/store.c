@@ -49,10 +49,11 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_INTERN_GET] = "SELECT id FROM strings WHERE value = ?1",
     [ST_INTERN_PUT] = "INSERT INTO strings (value) VALUES (?1)",
     [ST_RECEIPT_PUT] = NULL, /* built from the coverage table */
-    [ST_DEDUPE_GET] = "SELECT op, receipt_id, status, outcome FROM dedupe "
-                      "WHERE source_id = ?1 AND seq = ?2",
+    [ST_DEDUPE_GET] = "SELECT op, receipt_id, status, outcome, payload_hash "
+                      "FROM dedupe WHERE source_id = ?1 AND seq = ?2",
     [ST_DEDUPE_PUT] = "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
-                      "status, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                      "status, outcome, payload_hash) VALUES (?1, ?2, ?3, "
+                      "?4, ?5, ?6, ?7)",
     /* The highest seq below 2^63 (stored as a signed integer) of a
      * source: one seek of the primary key. */
     [ST_DEDUPE_MAX] = "SELECT max(seq) FROM dedupe WHERE source_id = ?1 AND "
@@ -914,7 +915,21 @@ put_quarantine(struct store *s, const struct store_write *w, int64_t source_id,
     return 0;
 }
 
-/* Looks up a recorded outcome; returns 1 when found, 0 when not. */
+/* Whether the recorded write of w's (source, seq), of op and payload
+ * hash (0: not known), was another write than w; sets w->conflict. */
+static int
+other_payload(struct store_write *w, int op, uint32_t hash)
+{
+    if (op == w->op &&
+        (hash == 0 || w->payload_hash == 0 || hash == w->payload_hash))
+        return 0;
+    w->conflict = 1;
+    w->conflict_op = op;
+    return 1;
+}
+
+/* Looks up a recorded outcome; returns 1 when found (a duplicate, or a
+ * conflict), 0 when not. */
 static int
 dedupe_get(struct store *s, struct store_write *w, int64_t source_id,
            struct proto_err *err)
@@ -932,6 +947,11 @@ dedupe_get(struct store *s, struct store_write *w, int64_t source_id,
     if (rc != SQLITE_ROW) {
         sqlite3_reset(st);
         return store_fail(s, rc, err, "look up a seq");
+    }
+    if (other_payload(w, sqlite3_column_int(st, 0),
+                      (uint32_t)sqlite3_column_int64(st, 4))) {
+        sqlite3_reset(st);
+        return 1;
     }
     w->duplicate = 1;
     w->receipt_id = sqlite3_column_int64(st, 1);
@@ -959,7 +979,7 @@ seq_run_get(struct store *s, struct store_write *w, int64_t source_id,
     struct store_seq_entry e;
     int rc = store_seq_find(s, source_id, w->seq, &e, err);
 
-    if (rc == 1) {
+    if (rc == 1 && !other_payload(w, PROTO_OP_RECEIPT, e.hash)) {
         w->duplicate = 1;
         w->receipt_id = e.receipt_id;
         w->status = e.status;
@@ -1054,6 +1074,10 @@ dedupe_put(struct store *s, const struct store_write *w, int64_t source_id,
         sqlite3_bind_blob(st, 6, w->outcome_len ? w->outcome : "",
                           (int)w->outcome_len, SQLITE_STATIC);
     }
+    if (w->payload_hash != 0)
+        sqlite3_bind_int64(st, 7, w->payload_hash);
+    else
+        sqlite3_bind_null(st, 7);
     rc = step_done(s, st, err, "record a seq");
     sqlite3_clear_bindings(st);
     return rc;
@@ -1063,9 +1087,11 @@ int
 store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
                   struct proto_err *err)
 {
+    const struct store_seq_entry *e;
     int rc;
 
     w->duplicate = 0;
+    w->conflict = 0;
     w->receipt_id = 0;
     w->evicted = 0;
     w->refused = 0;
@@ -1077,12 +1103,19 @@ store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
         rc = seq_run_get(s, w, *source_id, err);
-    if (rc == 0 && store_tail_seq_find(s->tail, *source_id, w->seq,
-                                       &w->receipt_id, &w->status)) {
+    if (rc == 0 &&
+        (e = store_tail_seq_get(s->tail, *source_id, w->seq)) != NULL) {
         /* A `receipt` of the tail, recorded with the tail. */
-        w->duplicate = 1;
         rc = 1;
+        if (!other_payload(w, PROTO_OP_RECEIPT, e->hash)) {
+            w->duplicate = 1;
+            w->receipt_id = e->receipt_id;
+            w->status = e->status;
+        }
     }
+    if (rc == 1 && w->conflict && w->conflict_q != NULL &&
+        (rc = put_quarantine(s, w, *source_id, w->conflict_q, err)) == 0)
+        rc = 1;
     return rc;
 }
 
@@ -1102,7 +1135,7 @@ store_write_end(struct store *s, struct store_write *w, int64_t source_id,
      * tail and is written with the chunk (store_tail.c). */
     if (w->op == PROTO_OP_RECEIPT && w->n_receipts == 1)
         rc = store_tail_seq_add(s->tail, source_id, w->seq, w->receipt_id,
-                                w->status, err);
+                                w->status, w->payload_hash, err);
     else
         rc = dedupe_put(s, w, source_id, err);
     if (rc)

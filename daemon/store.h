@@ -124,9 +124,17 @@ struct store_write {
     size_t n_quarantine;
     const void *outcome; /* PROTO_OP_RECEIPTS: the result to record */
     size_t outcome_len;
+    /* The payload's proto_hash32, recorded with the seq; 0: none. A later
+     * write of the (source, seq) with another op, or another hash where
+     * both are known, is a conflict: nothing of it is stored but
+     * conflict_q, its payload kept in quarantine. */
+    uint32_t payload_hash;
+    const struct store_quarantine_item *conflict_q;
 
     /* Outputs. */
     int duplicate;      /* (source, seq) had a recorded outcome */
+    int conflict;       /* (source, seq) was a write of another payload */
+    int conflict_op;    /* that write's op */
     int64_t receipt_id; /* PROTO_OP_RECEIPT: id of the (first) row */
     int status;         /* PROTO_OP_RECEIPT: its fallback status */
     void *dup_outcome;  /* PROTO_OP_RECEIPTS duplicate: malloc'd copy of the

@@ -118,7 +118,8 @@ seq_lookup(const struct store_tail *t, int64_t source_id, int64_t seq)
 
 int
 store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
-                   int64_t receipt_id, int status, struct proto_err *err)
+                   int64_t receipt_id, int status, uint32_t hash,
+                   struct proto_err *err)
 {
     struct store_seq_entry *e;
 
@@ -144,22 +145,17 @@ store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
     e->seq = (int64_t)seq;
     e->receipt_id = receipt_id;
     e->status = status;
-    e->hash = 0;
+    e->hash = hash;
     t->nseqs++;
     return 0;
 }
 
-int
-store_tail_seq_find(const struct store_tail *t, int64_t source_id, uint64_t seq,
-                    int64_t *receipt_id, int *status)
+const struct store_seq_entry *
+store_tail_seq_get(const struct store_tail *t, int64_t source_id, uint64_t seq)
 {
     const struct store_seq_entry *e = seq_lookup(t, source_id, (int64_t)seq);
 
-    if (e == NULL || e->source_id == 0)
-        return 0;
-    *receipt_id = e->receipt_id;
-    *status = e->status;
-    return 1;
+    return e == NULL || e->source_id == 0 ? NULL : e;
 }
 
 int64_t
@@ -438,7 +434,7 @@ add_row_seq(struct store_tail *t, sqlite3_stmt *st, struct proto_err *err)
         return 0;
     return store_tail_seq_add(
         t, sqlite3_column_int64(st, 5), (uint64_t)sqlite3_column_int64(st, 11),
-        sqlite3_column_int64(st, 0), sqlite3_column_int(st, 6), err);
+        sqlite3_column_int64(st, 0), sqlite3_column_int(st, 6), 0, err);
 }
 
 static int

@@ -62,6 +62,9 @@ struct writer_job {
     struct store_quarantine_item *quarantine;
     char *outcome;          /* encoded result, for dedupe (receipts op) */
     struct proto_err *errs; /* per-item errors the quarantine points into */
+    /* What is kept of the payload should its (source, seq) turn out to
+     * name another write (w.conflict_q points here). */
+    struct store_quarantine_item conflict_q;
 
     /* Outputs. */
     int rc; /* 0 or PROTO_EUNAVAILABLE/PROTO_ENOMEM */

@@ -712,6 +712,98 @@ START_TEST(test_e2e_dedupe_across_reconnects_and_restart)
 }
 END_TEST
 
+/*
+ * A seq names one write of a source: a resend of the same bytes is a
+ * duplicate; other bytes, or another op, under a committed seq get
+ * `conflict` at path "seq", store nothing, and leave the payload in
+ * quarantine. The same after a restart (the record is then a seq run or
+ * a dedupe row), and `stats` counts the conflicts.
+ */
+START_TEST(test_e2e_reused_seq_is_a_conflict)
+{
+    struct e2e_receipt a = { .schema = 2, .coverage = 0x41, .decode_steps = 1 };
+    struct e2e_receipt b = { .schema = 2, .coverage = 0x41, .decode_steps = 2 };
+    const char *const extra[] = { "--chunk-receipts", "4", NULL };
+    struct e2e_reply rep;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint64_t id, rid = 10;
+    char *body;
+    size_t len;
+    int fd, status, pass, i;
+
+    start(extra);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "node-3/rt-1"), 0);
+    id = send_receipt(fd, 1, 1, 7, &a, &rep);
+    e2e_reply_free(&rep);
+    /* a batch of one under seq 8 */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1);
+    e2e_pack_receipt(&pk, &a);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPTS, 2, 1, 8, sb.data, sb.size), 0);
+    expect_ok(fd, 2, &rep);
+    e2e_reply_free(&rep);
+    for (pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            /* Enough receipts from elsewhere to make chunks, then a
+             * restart. */
+            for (i = 0; i < 9; i++) {
+                send_receipt(fd, rid++, 1, 100 + (uint64_t)i, &a, &rep);
+                e2e_reply_free(&rep);
+            }
+            close(fd);
+            ck_assert_int_eq(e2e_stop(&d, SIGTERM, 5000, &status), 0);
+            ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            ck_assert_int_eq(e2e_restart(&d, NULL), 0);
+            fd = e2e_connect(&d);
+            ck_assert_int_ge(fd, 0);
+            ck_assert_int_eq(e2e_hello(fd, "node-3/rt-1"), 0);
+        }
+        ck_assert_uint_eq(send_receipt(fd, rid++, 1, 7, &a, &rep), id);
+        ck_assert(e2e_get(rep.r.result, "duplicate")->via.boolean);
+        e2e_reply_free(&rep);
+        body = e2e_receipt_bytes(&b, &len);
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPT, rid++, 1, 7, body, len), 0);
+        expect_err(fd, PROTO_ECONFLICT, "seq", &rep);
+        e2e_reply_free(&rep);
+        /* a `receipt` under the batch's seq, with the batch's own bytes */
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPT, rid++, 1, 8, body, len), 0);
+        expect_err(fd, PROTO_ECONFLICT, "seq", &rep);
+        e2e_reply_free(&rep);
+        free(body);
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, rid, 1, 8, sb.data, sb.size), 0);
+        expect_ok(fd, rid++, &rep);
+        ck_assert(e2e_get(rep.r.result, "duplicate")->via.boolean);
+        e2e_reply_free(&rep);
+        ck_assert_uint_eq(e2e_stat(fd, rid++, "conflicts"), 2);
+    }
+    /* The four conflicting payloads are kept; no receipt of b. */
+    query(fd, rid++, "quarantine", 0, 0, NULL, NULL, &rep);
+    ck_assert_uint_eq(rows_of(&rep)->via.array.size, 4);
+    for (i = 0; i < 4; i++)
+        ck_assert(e2e_get_str_eq(&rows_of(&rep)->via.array.ptr[i], "code",
+                                 "conflict"));
+    e2e_reply_free(&rep);
+    query(fd, rid++, "receipts", 0, 0, "source", "node-3/rt-1", &rep);
+    ck_assert_uint_eq(rows_of(&rep)->via.array.size, 2 + 9);
+    for (i = 0; i < 11; i++)
+        ck_assert_uint_eq(
+            e2e_get_uint(e2e_get(&rows_of(&rep)->via.array.ptr[i], "counters"),
+                         "decode_steps"),
+            1);
+    e2e_reply_free(&rep);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+}
+END_TEST
+
 static sqlite3 *
 open_ro(void)
 {
@@ -1789,6 +1881,7 @@ suite(void)
         { "pipelining", test_e2e_pipelined_replies_in_order, 0 },
         { "source_of_its_time", test_e2e_write_keeps_source_of_its_time, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
+        { "seq_conflict", test_e2e_reused_seq_is_a_conflict, 0 },
         { "batch_quarantine", test_e2e_batch_rejects_items_into_quarantine, 0 },
         { "batch_quarantine_positions",
           test_e2e_batch_quarantines_items_at_every_position, 0 },

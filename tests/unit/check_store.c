@@ -689,12 +689,13 @@ START_TEST(test_store_seq_runs_overlap)
     for (seq = 200; seq < 210; seq++)
         ids[seq] = put_single(s, seq, &dup);
     store_free(s);
-    /* A `receipt` record written the old way: seq 250, in dedupe only. */
+    /* A `receipt` record written the old way (op 2, PROTO_OP_RECEIPT):
+     * seq 250, in dedupe only. */
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     ck_assert_int_eq(
         sqlite3_exec(db,
                      "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
-                     "status) SELECT id, 250, 0, 7, 1 FROM strings WHERE "
+                     "status) SELECT id, 250, 2, 7, 1 FROM strings WHERE "
                      "value = CAST('src' AS BLOB)",
                      NULL, NULL, NULL),
         SQLITE_OK);
@@ -738,6 +739,128 @@ START_TEST(test_store_seq_runs_overlap)
     ck_assert_uint_eq(g.received, 210 + 1 + 4);
     ck_assert_uint_eq(g.missing, 40 + (UINT64_MAX - 5 - 251 + 1) + 1);
     store_free(q);
+}
+END_TEST
+
+/* ---- a seq names one write: a differing resend is a conflict ---- */
+
+/* One write of op (`receipt` or a one-item `receipts`) from "src" with
+ * seq and payload hash; its outputs in *w. */
+static void
+put_hashed(struct store *s, int op, uint64_t seq, uint32_t hash,
+           struct store_write *w)
+{
+    static const char raw[] = "the payload";
+    static struct store_quarantine_item q;
+    struct proto_err err;
+    static struct receipt r;
+
+    make_receipt(&r, "plan-1", 7);
+    memset(w, 0, sizeof(*w));
+    q = (struct store_quarantine_item){ raw,       strlen(raw),
+                                        "receipt", PROTO_ECONFLICT,
+                                        "seq",     "reused" };
+    w->op = op;
+    w->source = "src";
+    w->source_len = 3;
+    w->has_seq = 1;
+    w->seq = seq;
+    w->received_at = 1700000000000;
+    w->receipts = &r;
+    w->n_receipts = 1;
+    w->payload_hash = hash;
+    w->conflict_q = &q;
+    if (op == PROTO_OP_RECEIPTS) {
+        w->outcome = "\x80";
+        w->outcome_len = 1;
+    }
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+}
+
+/* The quarantine rows of conflicts put_hashed() kept. */
+static int64_t
+conflicts_kept(void)
+{
+    sqlite3 *db;
+    int64_t n;
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    n = scalar_of(db, "SELECT count(*) FROM quarantine WHERE code = "
+                      "'conflict' AND path = 'seq' AND raw = CAST('the "
+                      "payload' AS BLOB)");
+    sqlite3_close(db);
+    return n;
+}
+
+/*
+ * A resend with the first payload's hash is a duplicate; another hash, or
+ * another op, is a conflict that stores nothing but the payload in
+ * quarantine: while the seq is in the tail, once it is in a seq run (a
+ * chunk of 8), after a restart, and for a `receipts` batch's record in
+ * the dedupe table. A hash not known (0) on either side compares equal.
+ */
+START_TEST(test_store_seq_conflicts)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 8 };
+    struct store_write w;
+    struct proto_err err;
+    struct store *s;
+    int64_t first;
+    uint64_t seq;
+    int round;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    put_hashed(s, PROTO_OP_RECEIPT, 1, 0xaaaa, &w);
+    first = w.receipt_id;
+    put_hashed(s, PROTO_OP_RECEIPTS, 100, 0xbbbb, &w);
+    ck_assert_int_eq(w.duplicate, 0);
+    for (round = 0; round < 3; round++) {
+        /* 0: seq 1 in the tail; 1: in a run; 2: the same after a restart. */
+        put_hashed(s, PROTO_OP_RECEIPT, 1, 0xaaaa, &w);
+        ck_assert_int_eq(w.duplicate, 1);
+        ck_assert_int_eq(w.conflict, 0);
+        ck_assert_int_eq(w.receipt_id, first);
+        put_hashed(s, PROTO_OP_RECEIPT, 1, 0, &w);
+        ck_assert_int_eq(w.duplicate, 1);
+        put_hashed(s, PROTO_OP_RECEIPT, 1, 0xcccc, &w);
+        ck_assert_int_eq(w.duplicate, 0);
+        ck_assert_int_eq(w.conflict, 1);
+        ck_assert_int_eq(w.conflict_op, PROTO_OP_RECEIPT);
+        /* Another op under a `receipt`'s seq. */
+        put_hashed(s, PROTO_OP_RECEIPTS, 1, 0xaaaa, &w);
+        ck_assert_int_eq(w.conflict, 1);
+        ck_assert_int_eq(w.conflict_op, PROTO_OP_RECEIPT);
+        /* And under a batch's. */
+        put_hashed(s, PROTO_OP_RECEIPTS, 100, 0xbbbb, &w);
+        ck_assert_int_eq(w.duplicate, 1);
+        put_hashed(s, PROTO_OP_RECEIPTS, 100, 0xdddd, &w);
+        ck_assert_int_eq(w.conflict, 1);
+        ck_assert_int_eq(w.conflict_op, PROTO_OP_RECEIPTS);
+        put_hashed(s, PROTO_OP_RECEIPT, 100, 0xbbbb, &w);
+        ck_assert_int_eq(w.conflict, 1);
+        ck_assert_int_eq(w.conflict_op, PROTO_OP_RECEIPTS);
+        if (round == 0)
+            for (seq = 2; seq < 12; seq++)
+                put_hashed(s, PROTO_OP_RECEIPT, seq, 0x1000 + (uint32_t)seq,
+                           &w);
+        if (round == 1) {
+            store_free(s);
+            ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+        }
+    }
+    store_free(s);
+    ck_assert_int_eq(conflicts_kept(), 3 * 4);
+    /* Nothing of a conflicting write was stored: 1 + 1 + 10 rows. */
+    {
+        sqlite3 *db;
+
+        ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+        ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM receipts"), 12);
+        sqlite3_close(db);
+    }
 }
 END_TEST
 
@@ -999,6 +1122,7 @@ suite(void)
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
     ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
     ADD("seq_runs_overlap", test_store_seq_runs_overlap);
+    ADD("seq_conflicts", test_store_seq_conflicts);
 #undef ADD
     tc = tcase_create("migrate_earlier");
     tcase_add_checked_fixture(tc, setup, teardown);
