@@ -74,6 +74,13 @@ static const char *const stmt_sql[ST_COUNT] = {
                           "?3, ?4, ?5, ?6, ?7, ?8)",
 };
 
+/* Receipts inserted by one statement: 2^k rows for k < PUT_LEVELS, the
+ * statement k = 0 being st[ST_RECEIPT_PUT] (put_stmt). One multi-row
+ * INSERT opens its cursor, seeks the right edge and halts once for all
+ * its rows, which cost about a third as much as binding a row
+ * (docs/ingest.md). */
+#define PUT_LEVELS 6
+
 /* Per source, the highest seq its dedupe records hold (below 2^63): a
  * write with a higher seq cannot be a resend, so it needs no lookup. An
  * entry is never below the truth (it starts from the table and only
@@ -100,8 +107,9 @@ struct store {
     int broken;
     uint64_t quarantine_max;
     sqlite3_stmt *st[ST_COUNT];
-    struct cache_slot *cache; /* CACHE_SLOTS entries; read-write only */
-    struct seqmark *marks;    /* SEQMARK_SLOTS entries; read-write only */
+    sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
+    struct cache_slot *cache;      /* CACHE_SLOTS entries; read-write only */
+    struct seqmark *marks;         /* SEQMARK_SLOTS entries; read-write only */
     size_t n_marks;
     uint64_t deadline_ms;        /* for the progress handler of queries */
     struct store_rollup *rollup; /* statements of store_rollup.c */
@@ -358,12 +366,17 @@ done:
     return rc;
 }
 
+/* Parameters a receipts row binds. */
+#define RECEIPT_COLS                                                           \
+    (1 + STORE_RECEIPT_FIXED_COLS + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 1)
+
+/* The INSERT of rows receipts, one VALUES tuple each. */
 static char *
-receipt_insert_sql(void)
+receipt_insert_sql(int rows)
 {
-    size_t cap = 4096, n;
+    size_t cap = 1024 + (size_t)rows * RECEIPT_COLS * 3, n;
     char *sql = malloc(cap);
-    int i, cols;
+    int i, j, cols;
 
     if (sql == NULL)
         return NULL;
@@ -379,12 +392,14 @@ receipt_insert_sql(void)
     for (i = 0; i < RECEIPT_NARTIFACTS; i++)
         n += (size_t)snprintf(sql + n, cap - n, ", %s",
                               receipt_artifact_names[i]);
-    n += (size_t)snprintf(sql + n, cap - n, ", extra) VALUES (?");
-    cols = 1 + STORE_RECEIPT_FIXED_COLS + RECEIPT_NCOUNTERS +
-           RECEIPT_NARTIFACTS + 1;
-    for (i = 1; i < cols; i++)
-        n += (size_t)snprintf(sql + n, cap - n, ", ?");
-    snprintf(sql + n, cap - n, ")");
+    n += (size_t)snprintf(sql + n, cap - n, ", extra) VALUES ");
+    cols = RECEIPT_COLS;
+    for (j = 0; j < rows; j++) {
+        n += (size_t)snprintf(sql + n, cap - n, "%s(?", j ? ", " : "");
+        for (i = 1; i < cols; i++)
+            n += (size_t)snprintf(sql + n, cap - n, ", ?");
+        n += (size_t)snprintf(sql + n, cap - n, ")");
+    }
     return sql;
 }
 
@@ -394,7 +409,7 @@ prepare_all(struct store *s, struct proto_err *err)
     char *rsql;
     int i, rc;
 
-    rsql = receipt_insert_sql();
+    rsql = receipt_insert_sql(1);
     if (rsql == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (i = 0; i < ST_COUNT; i++) {
@@ -474,6 +489,8 @@ store_free(struct store *s)
         return;
     for (i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
+    for (i = 0; i < PUT_LEVELS; i++)
+        sqlite3_finalize(s->put[i]);
     store_tail_free(s->tail);
     store_rollup_free(s->rollup);
     store_seq_free(s->seqs);
@@ -780,36 +797,68 @@ intern(struct store *s, const char *p, size_t n, int64_t *id,
 }
 
 static int
-put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
-            const struct receipt *r, int64_t *rowid, struct proto_err *err)
+put_stmt(struct store *s, int k, sqlite3_stmt **out, struct proto_err *err)
 {
-    sqlite3_stmt *st = s->st[ST_RECEIPT_PUT];
+    char *sql;
+    int rc;
+
+    if (k == 0) {
+        *out = s->st[ST_RECEIPT_PUT];
+        return 0;
+    }
+    if (s->put[k] == NULL) {
+        if ((sql = receipt_insert_sql(1 << k)) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                &s->put[k], NULL);
+        free(sql);
+        if (rc != SQLITE_OK)
+            return store_fail(s, rc, err, "prepare its statements");
+    }
+    *out = s->put[k];
+    return 0;
+}
+
+/* What a receipt's row is keyed by, kept from its binding to its tail. */
+struct put_row {
+    int64_t id;
+    int64_t ids[5]; /* model, plan, graph, tuning, stop reason */
+    int status;
+};
+
+/* Interns r's strings, takes an id, and binds the row at parameter base
+ * (0-based) of st. */
+static int
+bind_row(struct store *s, sqlite3_stmt *st, int base,
+         const struct store_write *w, int64_t source_id,
+         const struct receipt *r, struct put_row *row, struct proto_err *err)
+{
     const struct proto_str *strs[5] = { &r->model_instance_id,
                                         &r->prepared_plan_id, &r->graph_hash,
                                         &r->tuning_profile, &r->stop_reason };
-    int64_t ids[5], keys[STORE_KIND_COUNT], id;
-    int i, col, rc, status = receipt_status(r);
+    int i, col, rc;
 
     for (i = 0; i < 5; i++)
-        if ((rc = intern(s, strs[i]->ptr, strs[i]->len, &ids[i], err)))
+        if ((rc = intern(s, strs[i]->ptr, strs[i]->len, &row->ids[i], err)))
             return rc;
-    id = store_tail_next_id(s->tail);
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, w->received_at);
-    sqlite3_bind_int64(st, 3, source_id);
+    row->id = store_tail_next_id(s->tail);
+    row->status = receipt_status(r);
+    sqlite3_bind_int64(st, base + 1, row->id);
+    sqlite3_bind_int64(st, base + 2, w->received_at);
+    sqlite3_bind_int64(st, base + 3, source_id);
     if (w->has_seq)
-        sqlite3_bind_int64(st, 4, (int64_t)w->seq);
+        sqlite3_bind_int64(st, base + 4, (int64_t)w->seq);
     else
-        sqlite3_bind_null(st, 4);
-    sqlite3_bind_int(st, 5, r->schema_version);
-    sqlite3_bind_int(st, 6, r->requested_backend);
-    sqlite3_bind_int(st, 7, r->executed_backend);
-    sqlite3_bind_int(st, 8, status);
+        sqlite3_bind_null(st, base + 4);
+    sqlite3_bind_int(st, base + 5, r->schema_version);
+    sqlite3_bind_int(st, base + 6, r->requested_backend);
+    sqlite3_bind_int(st, base + 7, r->executed_backend);
+    sqlite3_bind_int(st, base + 8, row->status);
     for (i = 0; i < 5; i++)
-        sqlite3_bind_int64(st, 9 + i, ids[i]);
+        sqlite3_bind_int64(st, base + 9 + i, row->ids[i]);
     /* u64 values keep their bit pattern in SQLite's signed integers. */
-    sqlite3_bind_int64(st, 14, (int64_t)r->counter_coverage);
-    col = 1 + STORE_RECEIPT_FIXED_COLS + 1;
+    sqlite3_bind_int64(st, base + 14, (int64_t)r->counter_coverage);
+    col = base + 1 + STORE_RECEIPT_FIXED_COLS + 1;
     for (i = 0; i < RECEIPT_NCOUNTERS; i++)
         sqlite3_bind_int64(st, col++, (int64_t)r->counters[i]);
     for (i = 0; i < RECEIPT_NARTIFACTS; i++)
@@ -818,31 +867,70 @@ put_receipt(struct store *s, const struct store_write *w, int64_t source_id,
         sqlite3_bind_blob(st, col, r->extra, (int)r->extra_len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, col);
-    /* Every parameter is bound again for the next row: no clear. */
-    rc = step_done(s, st, err, "store a receipt");
-    if (rc)
-        return rc;
-    *rowid = id;
+    return 0;
+}
+
+/* The receipt whose row was just written, into the tail's postings and
+ * rollups (in memory until the tail becomes a chunk, in the same
+ * transaction as some later commit). */
+static int
+tail_row(struct store *s, const struct store_write *w, int64_t source_id,
+         const struct receipt *r, const struct put_row *row,
+         struct proto_err *err)
+{
+    int64_t keys[STORE_KIND_COUNT];
+    struct store_rollup_key k = { row->ids[1],          row->ids[2],
+                                  row->ids[0],          source_id,
+                                  r->requested_backend, r->executed_backend,
+                                  w->received_at };
+
     keys[0] = 0;
-    keys[STORE_KIND_PLAN] = ids[1];
-    keys[STORE_KIND_GRAPH] = ids[2];
-    keys[STORE_KIND_MODEL] = ids[0];
+    keys[STORE_KIND_PLAN] = row->ids[1];
+    keys[STORE_KIND_GRAPH] = row->ids[2];
+    keys[STORE_KIND_MODEL] = row->ids[0];
     keys[STORE_KIND_SOURCE] = source_id;
-    keys[STORE_KIND_STATUS] = status;
+    keys[STORE_KIND_STATUS] = row->status;
     keys[STORE_KIND_REQUESTED] = r->requested_backend;
     keys[STORE_KIND_EXECUTED] = r->executed_backend;
-    {
-        /* Postings and rollups: in memory until the tail becomes a
-         * chunk, in the same transaction as some later commit. */
-        struct store_rollup_key k = { ids[1],
-                                      ids[2],
-                                      ids[0],
-                                      source_id,
-                                      r->requested_backend,
-                                      r->executed_backend,
-                                      w->received_at };
-        return store_tail_add(s, s->tail, id, w->received_at, keys, &k, r, err);
+    return store_tail_add(s, s->tail, row->id, w->received_at, keys, &k, r,
+                          err);
+}
+
+/* Appends w's receipts, as few statements as the powers of two in their
+ * number; w->receipt_id and w->status are the first one's. Every
+ * parameter is bound again for the next rows: no clear. */
+static int
+put_receipts(struct store *s, struct store_write *w, int64_t source_id,
+             struct proto_err *err)
+{
+    struct put_row rows[1 << (PUT_LEVELS - 1)];
+    size_t done = 0, j, g;
+    sqlite3_stmt *st = NULL;
+    int k, rc;
+
+    while (done < w->n_receipts) {
+        for (k = PUT_LEVELS - 1; (size_t)1 << k > w->n_receipts - done; k--)
+            ;
+        g = (size_t)1 << k;
+        if ((rc = put_stmt(s, k, &st, err)))
+            return rc;
+        for (j = 0; j < g; j++)
+            if ((rc = bind_row(s, st, (int)j * RECEIPT_COLS, w, source_id,
+                               &w->receipts[done + j], &rows[j], err)))
+                return rc;
+        if ((rc = step_done(s, st, err, "store a receipt")))
+            return rc;
+        for (j = 0; j < g; j++)
+            if ((rc = tail_row(s, w, source_id, &w->receipts[done + j],
+                               &rows[j], err)))
+                return rc;
+        if (done == 0) {
+            w->receipt_id = rows[0].id;
+            w->status = rows[0].status;
+        }
+        done += g;
     }
+    return 0;
 }
 
 static int
@@ -1147,20 +1235,13 @@ store_write_end(struct store *s, struct store_write *w, int64_t source_id,
 int
 store_apply(struct store *s, struct store_write *w, struct proto_err *err)
 {
-    int64_t source_id, rowid;
-    size_t i;
+    int64_t source_id;
     int rc;
 
     if ((rc = store_write_begin(s, w, &source_id, err)))
         return rc == 1 ? 0 : rc;
-    for (i = 0; i < w->n_receipts; i++) {
-        if ((rc = put_receipt(s, w, source_id, &w->receipts[i], &rowid, err)))
-            return rc;
-        if (i == 0) {
-            w->receipt_id = rowid;
-            w->status = receipt_status(&w->receipts[i]);
-        }
-    }
+    if ((rc = put_receipts(s, w, source_id, err)))
+        return rc;
     return store_write_end(s, w, source_id, err);
 }
 

@@ -752,9 +752,11 @@ store_tail_add(struct store *s, struct store_tail *t, int64_t id,
      * tail becomes a chunk now, before this receipt (whose row is already
      * written, so the chunk ends at its id). */
     if (store_rollup_full(*store_rollups(s))) {
+        int64_t next = t->next_id; /* ids of rows after this one are taken */
+
         t->next_id = id;
         rc = store_tail_flush(s, t, err);
-        t->next_id = id + 1;
+        t->next_id = next;
         if (rc != 0)
             return rc;
     }
