@@ -57,10 +57,33 @@ size_t store_query_receipts_sql(char *sql, size_t cap,
 void store_column_str(sqlite3_stmt *st, int col, struct proto_str *out);
 
 /* LEB128: seven bits a byte, low first; at most 10 bytes for a u64.
- * store_varint_get returns the byte after v, NULL when cut at end. */
-const unsigned char *store_varint_get(const unsigned char *p,
-                                      const unsigned char *end, uint64_t *v);
-unsigned char *store_varint_put(unsigned char *p, uint64_t v);
+ * store_varint_get returns the byte after v, NULL when cut at end.
+ * Inline: the rollup figures read and write hundreds a row. */
+static inline const unsigned char *
+store_varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v)
+{
+    unsigned shift = 0;
+
+    *v = 0;
+    while (p < end && shift < 64) {
+        *v |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p++ & 0x80))
+            return p;
+        shift += 7;
+    }
+    return NULL;
+}
+
+static inline unsigned char *
+store_varint_put(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
 
 /* The seq runs' statements (store_seq.c), made on first use. */
 struct store_seq **store_seqs(struct store *s);

@@ -123,32 +123,6 @@ store_rollup_columns(char *sql, size_t cap, const char *prefix)
                             prefix, prefix, prefix, prefix, prefix);
 }
 
-const unsigned char *
-store_varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v)
-{
-    unsigned shift = 0;
-
-    *v = 0;
-    while (p < end && shift < 64) {
-        *v |= (uint64_t)(*p & 0x7f) << shift;
-        if (!(*p++ & 0x80))
-            return p;
-        shift += 7;
-    }
-    return NULL;
-}
-
-unsigned char *
-store_varint_put(unsigned char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
-}
-
 /* The figures blob: a little-endian u32 with bit i set for every counter
  * i measured at least once, then for each of them, in bit order, five
  * LEB128 varints: measured, sum low word, sum high word, min, max. A
