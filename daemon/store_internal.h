@@ -52,6 +52,18 @@ int64_t store_clamp_i64(uint64_t v);
 size_t store_query_receipts_sql(char *sql, size_t cap,
                                 const struct store_filter *f);
 
+/*
+ * The loop of a query of rows: steps st (prepared on s, its parameters
+ * bound, its SQL asking for limit + 1 rows) under the deadline, calls
+ * one_cb(st, cb, arg) for each of the first limit rows and sets
+ * *truncated when there was one more; finalizes st. Returns 0, one_cb's
+ * non-zero return, or an error as store_fail.
+ */
+typedef int (*store_row_fn)(sqlite3_stmt *st, void *cb, void *arg);
+int store_query_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
+                     uint64_t deadline_ms, store_row_fn one_cb, void *cb,
+                     void *arg, int *truncated, struct proto_err *err);
+
 /* A text or blob column as a borrowed string ("" for NULL), valid until
  * the next step or reset of st. */
 void store_column_str(sqlite3_stmt *st, int col, struct proto_str *out);

@@ -566,3 +566,35 @@ out:
     store_deadline_disarm(s);
     return rc;
 }
+
+int
+store_query_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
+                 uint64_t deadline_ms, store_row_fn one_cb, void *cb, void *arg,
+                 int *truncated, struct proto_err *err)
+{
+    uint32_t got = 0;
+    int rc;
+
+    *truncated = 0;
+    store_deadline_arm(s, deadline_ms);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (got == limit) {
+            *truncated = 1;
+            rc = SQLITE_DONE;
+            break;
+        }
+        got++;
+        if ((rc = one_cb(st, cb, arg)) != 0) {
+            store_deadline_disarm(s);
+            sqlite3_finalize(st);
+            return rc;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        rc = store_fail(s, rc, err, "run a query");
+    else
+        rc = 0;
+    store_deadline_disarm(s);
+    sqlite3_finalize(st);
+    return rc;
+}

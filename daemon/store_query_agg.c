@@ -493,6 +493,35 @@ column_text(sqlite3_stmt *st, int col, struct proto_str *out)
         out->ptr = "";
 }
 
+struct qrow_ctx {
+    store_qrow_cb cb;
+    int with_raw;
+};
+
+static int
+qrow_cb(sqlite3_stmt *st, void *ctx, void *arg)
+{
+    const struct qrow_ctx *qc = ctx;
+    struct store_qrow q;
+
+    memset(&q, 0, sizeof(q));
+    q.id = sqlite3_column_int64(st, 0);
+    q.received_at = sqlite3_column_int64(st, 1);
+    column_text(st, 2, &q.source);
+    column_text(st, 3, &q.op);
+    column_text(st, 4, &q.code);
+    column_text(st, 5, &q.path);
+    column_text(st, 6, &q.message);
+    q.size = (uint64_t)sqlite3_column_int64(st, 7);
+    if (qc->with_raw) {
+        q.raw = sqlite3_column_blob(st, 8);
+        q.raw_len = (size_t)sqlite3_column_bytes(st, 8);
+        if (q.raw == NULL)
+            q.raw = "";
+    }
+    return qc->cb(arg, &q);
+}
+
 int
 store_query_quarantine(struct store *s, const struct store_filter *f,
                        int has_id, uint64_t id, int with_raw,
@@ -501,9 +530,8 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
 {
     char sql[1024];
     size_t n = 0, cap = sizeof(sql);
-    struct store_qrow q;
+    struct qrow_ctx qc;
     sqlite3_stmt *st;
-    uint32_t got = 0;
     int rc;
 
     *truncated = 0;
@@ -532,41 +560,9 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
     store_bind_i64(st, ":since", store_clamp_i64(f->since));
     store_bind_i64(st, ":until", store_clamp_i64(f->until));
     store_bind_i64(st, ":limit", (int64_t)f->limit + 1);
-    store_deadline_arm(s, deadline_ms);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (got == f->limit) {
-            *truncated = 1;
-            rc = SQLITE_DONE;
-            break;
-        }
-        memset(&q, 0, sizeof(q));
-        q.id = sqlite3_column_int64(st, 0);
-        q.received_at = sqlite3_column_int64(st, 1);
-        column_text(st, 2, &q.source);
-        column_text(st, 3, &q.op);
-        column_text(st, 4, &q.code);
-        column_text(st, 5, &q.path);
-        column_text(st, 6, &q.message);
-        q.size = (uint64_t)sqlite3_column_int64(st, 7);
-        if (with_raw) {
-            q.raw = sqlite3_column_blob(st, 8);
-            q.raw_len = (size_t)sqlite3_column_bytes(st, 8);
-            if (q.raw == NULL)
-                q.raw = "";
-        }
-        got++;
-        if ((rc = cb(arg, &q)) != 0) {
-            store_deadline_disarm(s);
-            sqlite3_finalize(st);
-            return rc;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        rc = store_fail(s, rc, err, "run a query");
-    else
-        rc = 0;
-    store_deadline_disarm(s);
-    sqlite3_finalize(st);
-    return rc;
+    qc.cb = cb;
+    qc.with_raw = with_raw;
+    return store_query_rows(s, st, f->limit, deadline_ms, qrow_cb, &qc, arg,
+                            truncated, err);
 }
 #undef ADD

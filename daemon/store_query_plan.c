@@ -31,40 +31,6 @@ bind_filter(sqlite3_stmt *st, const struct store_filter *f)
     store_bind_i64(st, ":limit", (int64_t)f->limit + 1);
 }
 
-/* Steps st, calling one_cb for each row up to limit; finalizes st. */
-static int
-run_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
-         uint64_t deadline_ms,
-         int (*one_cb)(sqlite3_stmt *st, void *cb, void *arg), void *cb,
-         void *arg, int *truncated, struct proto_err *err)
-{
-    uint32_t got = 0;
-    int rc;
-
-    *truncated = 0;
-    store_deadline_arm(s, deadline_ms);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (got == limit) {
-            *truncated = 1;
-            rc = SQLITE_DONE;
-            break;
-        }
-        got++;
-        if ((rc = one_cb(st, cb, arg)) != 0) {
-            store_deadline_disarm(s);
-            sqlite3_finalize(st);
-            return rc;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        rc = store_fail(s, rc, err, "run a query");
-    else
-        rc = 0;
-    store_deadline_disarm(s);
-    sqlite3_finalize(st);
-    return rc;
-}
-
 static int
 plan_row_cb(sqlite3_stmt *st, void *cb, void *arg)
 {
@@ -115,8 +81,8 @@ store_query_plans(struct store *s, const struct store_filter *f,
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
     bind_filter(st, f);
-    return run_rows(s, st, f->limit, deadline_ms, plan_row_cb, &cb, arg,
-                    truncated, err);
+    return store_query_rows(s, st, f->limit, deadline_ms, plan_row_cb, &cb, arg,
+                            truncated, err);
 }
 
 static int
@@ -161,8 +127,8 @@ store_query_retained(struct store *s, const struct store_filter *f,
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
     bind_filter(st, f);
-    return run_rows(s, st, f->limit, deadline_ms, retained_row_cb, &cb, arg,
-                    truncated, err);
+    return store_query_rows(s, st, f->limit, deadline_ms, retained_row_cb, &cb,
+                            arg, truncated, err);
 }
 
 int

@@ -13,6 +13,22 @@
 #include "store_internal.h"
 #include "store_prune.h"
 
+/* One record into recs[*n] (store_query_rows stops at the limit). */
+static int
+prune_row_cb(sqlite3_stmt *st, void *recs, void *n)
+{
+    struct store_prune_rec *r = &((struct store_prune_rec *)recs)[*(size_t *)n];
+
+    r->id = sqlite3_column_int64(st, 0);
+    r->pruned_at = sqlite3_column_int64(st, 1);
+    r->cutoff = sqlite3_column_int64(st, 2);
+    r->rows = sqlite3_column_int64(st, 3);
+    r->oldest = sqlite3_column_int64(st, 4);
+    r->newest = sqlite3_column_int64(st, 5);
+    ++*(size_t *)n;
+    return 0;
+}
+
 int
 store_query_prunes(struct store *s, const struct store_filter *f,
                    uint64_t deadline_ms, struct store_prune_rec **out,
@@ -30,7 +46,7 @@ store_query_prunes(struct store *s, const struct store_filter *f,
         return proto_err_set(err, PROTO_EINVALID, "limit",
                              "limit is outside 1..10000");
     /* The limit is bounded above, so this is at most about 480 KiB. */
-    recs = malloc(((size_t)f->limit + 1) * sizeof(*recs));
+    recs = malloc((size_t)f->limit * sizeof(*recs));
     if (recs == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     rc = sqlite3_prepare_v2(store_db(s),
@@ -52,26 +68,12 @@ store_query_prunes(struct store *s, const struct store_filter *f,
                        f->has_until && f->until <= INT64_MAX ? (int64_t)f->until
                                                              : INT64_MAX);
     sqlite3_bind_int64(st, 3, (int64_t)f->limit + 1);
-    store_deadline_arm(s, deadline_ms);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_prune_rec *r = &recs[n++];
-
-        r->id = sqlite3_column_int64(st, 0);
-        r->pruned_at = sqlite3_column_int64(st, 1);
-        r->cutoff = sqlite3_column_int64(st, 2);
-        r->rows = sqlite3_column_int64(st, 3);
-        r->oldest = sqlite3_column_int64(st, 4);
-        r->newest = sqlite3_column_int64(st, 5);
-    }
-    store_deadline_disarm(s);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    rc = store_query_rows(s, st, f->limit, deadline_ms, prune_row_cb, recs, &n,
+                          truncated, err);
+    if (rc != 0) {
         free(recs);
-        return store_fail(s, rc, err, "read the prune records");
+        return rc;
     }
-    *truncated = n > f->limit;
-    if (*truncated)
-        n = f->limit;
     *out = recs;
     *nout = n;
     return 0;
