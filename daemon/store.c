@@ -19,6 +19,8 @@
 #include <sqlite3.h>
 
 #include "store_internal.h"
+#include "store_rollup.h"
+#include "store_tail.h"
 #include "store_seq.h"
 #include "store_migrations.h"
 

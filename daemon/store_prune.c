@@ -30,6 +30,8 @@
 
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_rollup.h"
+#include "store_tail.h"
 #include "store_prune.h"
 
 /* One removed receipt, reduced to what locates its rollup rows. */

@@ -15,6 +15,7 @@
 #include <roaring/roaring.h>
 
 #include "store_internal.h"
+#include "store_tail.h"
 
 static const char *const dict_cols[5] = { "model_id", "plan_id", "graph_id",
                                           "tuning_id", "stop_reason_id" };

@@ -25,6 +25,8 @@
 
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_rollup.h"
+#include "store_tail.h"
 
 #define ADD(...)                                                               \
     n += (size_t)snprintf(sql + n, n < cap ? cap - n : 0, __VA_ARGS__)

@@ -25,6 +25,8 @@
 #include "invariant.h"
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_rollup.h"
+#include "store_tail.h"
 
 /* Words per measured counter in the figures blob. */
 #define PER_COUNTER 5

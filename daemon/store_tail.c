@@ -29,6 +29,8 @@
 #include <roaring/roaring.h>
 
 #include "store_internal.h"
+#include "store_rollup.h"
+#include "store_tail.h"
 #include "store_seq.h"
 
 /* One key value's receipts in the tail, as offsets from the tail's first

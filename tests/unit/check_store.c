@@ -26,6 +26,7 @@
 #include "envelope.h"
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_tail.h"
 
 static char dir[512];
 static char path[600];

@@ -1,0 +1,105 @@
+/*
+ * store_rollup.h: the rollups (store_rollup.c), for the other store
+ * files: the writer's sums per key, the merge of a chunk's sums into the
+ * rollup rows, and the figures blob. Nothing outside the store includes
+ * this.
+ */
+#ifndef RECEIPTD_DAEMON_STORE_ROLLUP_H
+#define RECEIPTD_DAEMON_STORE_ROLLUP_H
+
+#include "store_internal.h"
+
+/* Rollups (store_rollup.c): one row per key and hour of received_at. */
+#define STORE_BUCKET_MS 3600000
+/* And in rollups_day, one row per key and day. */
+#define STORE_DAY_MS 86400000
+#define STORE_LEVELS 2
+
+struct store_rollup;
+struct store_agg_group;
+
+struct store_rollup_key {
+    int64_t plan_id, graph_id, model_id, source_id;
+    int requested, executed;
+    int64_t received_at;
+};
+
+/*
+ * The writer's sums per key (store_rollup.c): the tail's, and the last
+ * chunk's while they are merged into the rollup rows a slice per commit
+ * (migrations/0008). *rup holds the prepared statements and the sums,
+ * made on first use (free with store_rollup_free); NULL is a no-op for
+ * all but the functions that take rup.
+ *
+ * store_rollup_add adds a tail receipt; store_rollup_full tells that no
+ * new key fits (the tail must become a chunk first). store_rollup_seal
+ * makes the tail's sums the chunk [first_id, end_id) to merge, after
+ * merging what was left of the last one. store_rollup_merge_step merges
+ * the next slice, sized to what the tail took since the last one;
+ * store_rollup_merge_keys merges up to keys more (INT_MAX: the rest).
+ * store_rollup_discard_all empties both (rollback: the tail reloads them,
+ * store_tail_reload).
+ */
+int store_rollup_add(struct store *s, struct store_rollup **rup,
+                     const struct store_rollup_key *k, const struct receipt *r,
+                     struct proto_err *err);
+int store_rollup_full(const struct store_rollup *ru);
+int store_rollup_seal(struct store *s, struct store_rollup *ru,
+                      int64_t first_id, int64_t end_id, struct proto_err *err);
+int store_rollup_merge_step(struct store *s, struct store_rollup *ru,
+                            struct proto_err *err);
+int store_rollup_merge_keys(struct store *s, struct store_rollup *ru, int keys,
+                            struct proto_err *err);
+int store_rollup_merging(const struct store_rollup *ru);
+void store_rollup_discard_all(struct store_rollup *ru);
+void store_rollup_free(struct store_rollup *ru);
+
+/* How far the merge of a chunk's sums is (the rollup_merge row): the
+ * rollups cover the receipts below from, and those of [from, tail_from)
+ * whose key is at most key (none when !has_key). from is INT64_MAX on a
+ * store without the row. */
+struct store_rollup_merge {
+    int64_t from;
+    int has_key;
+    struct store_rollup_key key; /* received_at: the bucket's start */
+};
+int store_rollup_merge_state(struct store *s, struct store_rollup_merge *m,
+                             struct proto_err *err);
+/* Whether a receipt's key k (received_at its own) comes after last. */
+int store_rollup_key_after(const struct store_rollup_key *k,
+                           const struct store_rollup_key *last);
+/* Rebuilding the merge from the rows (store_tail_reload): reseal starts
+ * the chunk [first_id, end_id) empty, add_sealed adds a receipt not yet
+ * merged, resealed puts them in key order. */
+int store_rollup_reseal(struct store *s, struct store_rollup **rup,
+                        int64_t first_id, int64_t end_id,
+                        struct proto_err *err);
+int store_rollup_add_sealed(struct store_rollup *ru,
+                            const struct store_rollup_key *k,
+                            const struct receipt *r, struct proto_err *err);
+void store_rollup_resealed(struct store_rollup *ru);
+
+/* The writer's rollup sums (store.c owns them). */
+struct store_rollup **store_rollups(struct store *s);
+
+/* The rollup figure columns, each name after prefix ("r."), in the order
+ * store_rollup_read() expects; returns the length as snprintf does. */
+size_t store_rollup_columns(char *sql, size_t cap, const char *prefix);
+
+/* Adds the figures at columns col.. of st to g. */
+void store_rollup_read(sqlite3_stmt *st, int col, struct store_agg_group *g);
+
+/* The largest figures blob: a mask and five varints per counter. */
+#define STORE_ROLLUP_FIGURES_MAX (4 + RECEIPT_NCOUNTERS * 5 * 10)
+
+/* Encodes the counters of g as the figures blob into out; its length. */
+size_t store_rollup_figures(const struct store_agg_group *g,
+                            unsigned char out[STORE_ROLLUP_FIGURES_MAX]);
+
+/* Binds the figure columns of g (store_rollup_columns' order) from
+ * parameter col on; buf holds the blob until the statement is reset. */
+void store_rollup_bind(sqlite3_stmt *st, int col,
+                       const struct store_agg_group *g,
+                       unsigned char buf[STORE_ROLLUP_FIGURES_MAX]);
+
+#endif
