@@ -1,6 +1,9 @@
 /*
- * query.c: the `query` op: body parsing (loop thread), execution and reply
- * encoding (a libuv threadpool thread), completion (loop thread).
+ * query.c: the `query` op: the kind table and the parsing every kind
+ * shares (loop thread), execution and reply encoding (a libuv threadpool
+ * thread), completion (loop thread). Each kind parses and runs in its own
+ * room (query_kind.h): receipts, stats and prunes here, the aggregates in
+ * query_agg.c, plans and retained values in query_plan.c.
  *
  * A request copies every filter string out of the frame, so the frame is
  * freed at once. The pool hands each running query its own read-only
@@ -21,6 +24,7 @@
 #include "envelope.h"
 #include "log.h"
 #include "query_agg.h"
+#include "query_kind.h"
 #include "query_plan.h"
 #include "receipt.h"
 #include "reply.h"
@@ -44,18 +48,8 @@ struct query_pool {
     unsigned n_idle;
 };
 
-struct qreq;
-
-struct query_kind {
-    const char *name;
-    int (*parse)(struct qreq *q, const msgpack_object *body,
-                 struct proto_err *err);
-    int (*run)(struct qreq *q, struct store *s, msgpack_packer *pk,
-               struct proto_err *err);
-};
-
 /* The loop's figures, copied when a stats query starts. */
-struct snapshot {
+struct query_snapshot {
     uint64_t now_ms, started_ms, connections, pending_bytes;
     struct server_counters n;
     struct writer_stats w;
@@ -71,14 +65,8 @@ struct qreq {
     void (*job_free)(void *);      /* ... freed by this at the end */
     int has_id;
     uint64_t id;
-    struct store_filter f;
-    char *strs[4]; /* owned copies of plan, graph, model, source */
-    struct snapshot snap;
-    int group_by; /* fallbacks, coverage: enum store_group */
-    int has_qid;  /* quarantine: one row by its id */
-    uint64_t qid;
-    int raw; /* quarantine: with the payload bytes */
-    uint64_t deadline_ms;
+    struct query_args a;
+    struct query_snapshot snap;
     char *reply;
     size_t len;
 };
@@ -186,9 +174,9 @@ opt_str(const msgpack_object *body, const char *key, char **copy,
     return 0;
 }
 
-static int
-opt_uint(const msgpack_object *body, const char *key, int *has, uint64_t *v,
-         struct proto_err *err)
+int
+query_opt_uint(const msgpack_object *body, const char *key, int *has,
+               uint64_t *v, struct proto_err *err)
 {
     const msgpack_object *o = mpobj_map_get(body, key, NULL);
 
@@ -202,10 +190,10 @@ opt_uint(const msgpack_object *body, const char *key, int *has, uint64_t *v,
     return 0;
 }
 
-static int
-opt_enum(const msgpack_object *body, const char *key,
-         int (*from_name)(const char *, size_t), const char *expected, int *out,
-         struct proto_err *err)
+int
+query_opt_enum(const msgpack_object *body, const char *key,
+               int (*from_name)(const char *, size_t), const char *expected,
+               int *out, struct proto_err *err)
 {
     const msgpack_object *o = mpobj_map_get(body, key, NULL);
     struct proto_str s;
@@ -229,28 +217,29 @@ opt_enum(const msgpack_object *body, const char *key,
     "cpu, wgpu-dx12, wgpu-vulkan, wgpu-metal, cuda, metal or unknown"
 
 /* The filters every kind shares (PROTOCOL section 9). */
-static int
-parse_common(struct qreq *q, const msgpack_object *body, struct proto_err *err)
+int
+query_parse_common(struct query_args *a, const msgpack_object *body,
+                   struct proto_err *err)
 {
-    struct store_filter *f = &q->f;
+    struct store_filter *f = &a->f;
     uint64_t limit = QUERY_LIMIT_DEFAULT;
     int has_limit = 0, rc;
 
     if ((rc =
-             opt_str(body, "plan", &q->strs[0], &f->plan, &f->plan_len, err)) ||
-        (rc = opt_str(body, "graph", &q->strs[1], &f->graph, &f->graph_len,
+             opt_str(body, "plan", &a->strs[0], &f->plan, &f->plan_len, err)) ||
+        (rc = opt_str(body, "graph", &a->strs[1], &f->graph, &f->graph_len,
                       err)) ||
-        (rc = opt_str(body, "model", &q->strs[2], &f->model, &f->model_len,
+        (rc = opt_str(body, "model", &a->strs[2], &f->model, &f->model_len,
                       err)) ||
-        (rc = opt_str(body, "source", &q->strs[3], &f->source, &f->source_len,
+        (rc = opt_str(body, "source", &a->strs[3], &f->source, &f->source_len,
                       err)) ||
-        (rc = opt_enum(body, "requested", receipt_backend_from_name, BACKENDS,
-                       &f->requested, err)) ||
-        (rc = opt_enum(body, "executed", receipt_backend_from_name, BACKENDS,
-                       &f->executed, err)) ||
-        (rc = opt_uint(body, "since", &f->has_since, &f->since, err)) ||
-        (rc = opt_uint(body, "until", &f->has_until, &f->until, err)) ||
-        (rc = opt_uint(body, "limit", &has_limit, &limit, err)))
+        (rc = query_opt_enum(body, "requested", receipt_backend_from_name,
+                             BACKENDS, &f->requested, err)) ||
+        (rc = query_opt_enum(body, "executed", receipt_backend_from_name,
+                             BACKENDS, &f->executed, err)) ||
+        (rc = query_opt_uint(body, "since", &f->has_since, &f->since, err)) ||
+        (rc = query_opt_uint(body, "until", &f->has_until, &f->until, err)) ||
+        (rc = query_opt_uint(body, "limit", &has_limit, &limit, err)))
         return rc;
     if (has_limit && (limit < 1 || limit > QUERY_LIMIT_MAX))
         return proto_err_set(err, PROTO_EINVALID, "limit",
@@ -262,24 +251,25 @@ parse_common(struct qreq *q, const msgpack_object *body, struct proto_err *err)
 }
 
 static int
-parse_receipts(struct qreq *q, const msgpack_object *body,
+parse_receipts(struct query_args *a, const msgpack_object *body,
                struct proto_err *err)
 {
     int rc;
 
-    if ((rc = parse_common(q, body, err)) ||
-        (rc = opt_uint(body, "before_id", &q->f.has_before_id, &q->f.before_id,
-                       err)) ||
-        (rc = opt_enum(body, "status", receipt_status_from_name,
-                       "fallback, clean or unproven", &q->f.status, err)))
+    if ((rc = query_parse_common(a, body, err)) ||
+        (rc = query_opt_uint(body, "before_id", &a->f.has_before_id,
+                             &a->f.before_id, err)) ||
+        (rc = query_opt_enum(body, "status", receipt_status_from_name,
+                             "fallback, clean or unproven", &a->f.status, err)))
         return rc;
     return 0;
 }
 
 static int
-parse_stats(struct qreq *q, const msgpack_object *body, struct proto_err *err)
+parse_stats(struct query_args *a, const msgpack_object *body,
+            struct proto_err *err)
 {
-    (void)q;
+    (void)a;
     (void)body;
     (void)err;
     return 0;
@@ -359,9 +349,9 @@ receipt_row_cb(void *arg, const struct store_row *row)
     return 0;
 }
 
-static int
-run_receipts(struct qreq *q, struct store *s, msgpack_packer *pk,
-             struct proto_err *err)
+int
+query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
+                   struct proto_err *err)
 {
     struct rows rs;
     int truncated = 0, rc;
@@ -371,7 +361,7 @@ run_receipts(struct qreq *q, struct store *s, msgpack_packer *pk,
     msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
     msgpack_sbuffer_init(&rs.tmp);
     msgpack_packer_init(&rs.tpk, &rs.tmp, msgpack_sbuffer_write);
-    rc = store_query_receipts(s, &q->f, q->deadline_ms, receipt_row_cb, &rs,
+    rc = store_query_receipts(s, &a->f, a->deadline_ms, receipt_row_cb, &rs,
                               &truncated, err);
     if (rc == PROTO_ENOMEM)
         proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -383,15 +373,15 @@ run_receipts(struct qreq *q, struct store *s, msgpack_packer *pk,
 }
 
 static int
-run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
+run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
           struct proto_err *err)
 {
-    const struct snapshot *sn = &q->snap;
+    const struct query_snapshot *sn = a->snap;
     struct store_stats st;
     uint64_t groups = sn->w.groups, plans, retained;
     int rc, failed;
 
-    if ((rc = store_query_stats(s, q->deadline_ms, &st, err)) ||
+    if ((rc = store_query_stats(s, a->deadline_ms, &st, err)) ||
         (rc = store_plan_counts(s, &plans, &retained, err)))
         return rc;
     failed =
@@ -444,119 +434,6 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
     return 0;
 }
 
-/* Plans and retained values (query_plan.c). */
-static int
-parse_retained(struct qreq *q, const msgpack_object *body,
-               struct proto_err *err)
-{
-    int rc = parse_common(q, body, err);
-
-    if (rc == 0 && q->f.plan == NULL)
-        return proto_err_set(err, PROTO_EINVALID, "plan",
-                             "the retained query needs a plan");
-    return rc;
-}
-
-static int
-run_plans(struct qreq *q, struct store *s, msgpack_packer *pk,
-          struct proto_err *err)
-{
-    return query_plan_plans(s, &q->f, q->deadline_ms, pk, err);
-}
-
-static int
-run_retained(struct qreq *q, struct store *s, msgpack_packer *pk,
-             struct proto_err *err)
-{
-    return query_plan_retained(s, &q->f, q->deadline_ms, pk, err);
-}
-
-/* Fallbacks, coverage, gaps and quarantine (query_agg.c). */
-static int
-parse_grouped(struct qreq *q, const msgpack_object *body, int dflt,
-              struct proto_err *err)
-{
-    int rc;
-
-    if ((rc = parse_common(q, body, err)) ||
-        (rc = opt_enum(body, "group_by", query_agg_group_from_name,
-                       "plan, graph, model, backends, source or none",
-                       &q->group_by, err)))
-        return rc;
-    if (q->group_by < 0)
-        q->group_by = dflt;
-    return 0;
-}
-
-static int
-parse_fallbacks(struct qreq *q, const msgpack_object *body,
-                struct proto_err *err)
-{
-    return parse_grouped(q, body, STORE_GROUP_PLAN, err);
-}
-
-static int
-parse_coverage(struct qreq *q, const msgpack_object *body,
-               struct proto_err *err)
-{
-    return parse_grouped(q, body, STORE_GROUP_NONE, err);
-}
-
-static int
-parse_quarantine(struct qreq *q, const msgpack_object *body,
-                 struct proto_err *err)
-{
-    const msgpack_object *o;
-    int rc;
-
-    if ((rc = parse_common(q, body, err)) ||
-        (rc = opt_uint(body, "id", &q->has_qid, &q->qid, err)))
-        return rc;
-    o = mpobj_map_get(body, "raw", NULL);
-    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
-        if (o->type != MSGPACK_OBJECT_BOOLEAN)
-            return proto_err_set(err, PROTO_EINVALID, "raw",
-                                 "expected raw as a boolean");
-        q->raw = o->via.boolean;
-    }
-    return 0;
-}
-
-static int
-run_fallbacks(struct qreq *q, struct store *s, msgpack_packer *pk,
-              struct proto_err *err)
-{
-    /* Without groups the answer is the fallback receipts themselves, as
-     * rows of the `receipts` kind. */
-    if (q->group_by == STORE_GROUP_NONE) {
-        q->f.status = RECEIPT_STATUS_FALLBACK;
-        return run_receipts(q, s, pk, err);
-    }
-    return query_agg_fallbacks(s, &q->f, q->group_by, q->deadline_ms, pk, err);
-}
-
-static int
-run_coverage(struct qreq *q, struct store *s, msgpack_packer *pk,
-             struct proto_err *err)
-{
-    return query_agg_coverage(s, &q->f, q->group_by, q->deadline_ms, pk, err);
-}
-
-static int
-run_gaps(struct qreq *q, struct store *s, msgpack_packer *pk,
-         struct proto_err *err)
-{
-    return query_agg_gaps(s, &q->f, q->deadline_ms, pk, err);
-}
-
-static int
-run_quarantine(struct qreq *q, struct store *s, msgpack_packer *pk,
-               struct proto_err *err)
-{
-    return query_agg_quarantine(s, &q->f, q->has_qid, q->qid, q->raw,
-                                q->deadline_ms, pk, err);
-}
-
 static int
 pack_prune(msgpack_packer *pk, const struct store_prune_rec *r)
 {
@@ -579,14 +456,14 @@ pack_prune(msgpack_packer *pk, const struct store_prune_rec *r)
 
 /* What retention removed, and when (store_query_prune.c). */
 static int
-run_prunes(struct qreq *q, struct store *s, msgpack_packer *pk,
+run_prunes(struct query_args *a, struct store *s, msgpack_packer *pk,
            struct proto_err *err)
 {
     struct store_prune_rec *recs;
     size_t n, i;
     int rc, truncated;
 
-    rc = store_query_prunes(s, &q->f, q->deadline_ms, &recs, &n, &truncated,
+    rc = store_query_prunes(s, &a->f, a->deadline_ms, &recs, &n, &truncated,
                             err);
     if (rc != 0)
         return rc;
@@ -603,16 +480,17 @@ run_prunes(struct qreq *q, struct store *s, msgpack_packer *pk,
     return 0;
 }
 
-static const struct query_kind kinds[] = {
-    { "receipts", parse_receipts, run_receipts },
-    { "stats", parse_stats, run_stats },
-    { "plans", parse_common, run_plans },
-    { "retained", parse_retained, run_retained },
-    { "fallbacks", parse_fallbacks, run_fallbacks },
-    { "coverage", parse_coverage, run_coverage },
-    { "gaps", parse_common, run_gaps },
-    { "quarantine", parse_quarantine, run_quarantine },
-    { "prunes", parse_common, run_prunes },
+static const struct query_kind kind_receipts = { "receipts", parse_receipts,
+                                                 query_run_receipts };
+static const struct query_kind kind_stats = { "stats", parse_stats, run_stats };
+static const struct query_kind kind_prunes = { "prunes", query_parse_common,
+                                               run_prunes };
+
+/* Every kind, in the order the error message names them. */
+static const struct query_kind *const kinds[] = {
+    &kind_receipts,    &query_kind_fallbacks,  &query_kind_coverage,
+    &query_kind_gaps,  &query_kind_quarantine, &kind_stats,
+    &query_kind_plans, &query_kind_retained,   &kind_prunes,
 };
 
 #define KIND_NAMES                                                             \
@@ -627,7 +505,7 @@ qreq_free(struct qreq *q)
     int i;
 
     for (i = 0; i < 4; i++)
-        free(q->strs[i]);
+        free(q->a.strs[i]);
     if (q->job_free != NULL)
         q->job_free(q->job_arg);
     free(q->reply);
@@ -649,9 +527,9 @@ work_cb(uv_work_t *w)
         if (reply_begin_ok(&r, q->has_id, q->id, 0) != 0)
             rc = proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory");
         else if (q->kind != NULL)
-            rc = q->kind->run(q, s, &r.pk, &err);
+            rc = q->kind->run(&q->a, s, &r.pk, &err);
         else
-            rc = q->job_run(q->job_arg, s, q->deadline_ms, &r.pk, &err);
+            rc = q->job_run(q->job_arg, s, q->a.deadline_ms, &r.pk, &err);
         pool_put(q->qp, s);
         if ((q->reply = reply_finish(&r, rc != 0, &q->len)) != NULL)
             return;
@@ -687,7 +565,8 @@ queue(struct qreq *q, struct server *srv, struct proto_err *err)
 {
     const char *what = q->kind != NULL ? "query" : "request";
 
-    q->deadline_ms = q->qp->timeout_ms ? store_now_ms() + q->qp->timeout_ms : 0;
+    q->a.deadline_ms =
+        q->qp->timeout_ms ? store_now_ms() + q->qp->timeout_ms : 0;
     q->work.data = q;
     if (uv_queue_work(srv->loop, &q->work, work_cb, after_cb) != 0) {
         qreq_free(q);
@@ -724,8 +603,8 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
         return PROTO_EINVALID;
     }
     for (i = 0; i < NKINDS; i++)
-        if (strlen(kinds[i].name) == kind.len &&
-            memcmp(kinds[i].name, kind.ptr, kind.len) == 0)
+        if (strlen(kinds[i]->name) == kind.len &&
+            memcmp(kinds[i]->name, kind.ptr, kind.len) == 0)
             break;
     if (i == NKINDS)
         return proto_err_set(
@@ -737,11 +616,12 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     q->qp = qp;
     q->slot = slot;
-    q->kind = &kinds[i];
+    q->kind = kinds[i];
     q->has_id = has_id;
     q->id = id;
-    q->f.requested = q->f.executed = q->f.status = -1;
-    if ((rc = q->kind->parse(q, body, err)) != 0) {
+    q->a.f.requested = q->a.f.executed = q->a.f.status = -1;
+    q->a.snap = &q->snap;
+    if ((rc = q->kind->parse(&q->a, body, err)) != 0) {
         qreq_free(q);
         return rc;
     }

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "mpobj.h"
+#include "query_kind.h"
 #include "receipt.h"
 #include "reply.h"
 #include "store_agg.h"
@@ -400,3 +402,100 @@ query_agg_quarantine(struct store *s, const struct store_filter *f, int has_id,
     msgpack_sbuffer_destroy(&rb);
     return rc;
 }
+
+/* ---- the kinds (query_kind.h) ---- */
+
+static int
+parse_grouped(struct query_args *a, const msgpack_object *body, int dflt,
+              struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = query_parse_common(a, body, err)) ||
+        (rc = query_opt_enum(body, "group_by", query_agg_group_from_name,
+                             "plan, graph, model, backends, source or none",
+                             &a->group_by, err)))
+        return rc;
+    if (a->group_by < 0)
+        a->group_by = dflt;
+    return 0;
+}
+
+static int
+parse_fallbacks(struct query_args *a, const msgpack_object *body,
+                struct proto_err *err)
+{
+    return parse_grouped(a, body, STORE_GROUP_PLAN, err);
+}
+
+static int
+parse_coverage(struct query_args *a, const msgpack_object *body,
+               struct proto_err *err)
+{
+    return parse_grouped(a, body, STORE_GROUP_NONE, err);
+}
+
+static int
+parse_quarantine(struct query_args *a, const msgpack_object *body,
+                 struct proto_err *err)
+{
+    const msgpack_object *o;
+    int rc;
+
+    if ((rc = query_parse_common(a, body, err)) ||
+        (rc = query_opt_uint(body, "id", &a->has_qid, &a->qid, err)))
+        return rc;
+    o = mpobj_map_get(body, "raw", NULL);
+    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
+        if (o->type != MSGPACK_OBJECT_BOOLEAN)
+            return proto_err_set(err, PROTO_EINVALID, "raw",
+                                 "expected raw as a boolean");
+        a->raw = o->via.boolean;
+    }
+    return 0;
+}
+
+static int
+run_fallbacks(struct query_args *a, struct store *s, msgpack_packer *pk,
+              struct proto_err *err)
+{
+    /* Without groups the answer is the fallback receipts themselves, as
+     * rows of the `receipts` kind. */
+    if (a->group_by == STORE_GROUP_NONE) {
+        a->f.status = RECEIPT_STATUS_FALLBACK;
+        return query_run_receipts(a, s, pk, err);
+    }
+    return query_agg_fallbacks(s, &a->f, a->group_by, a->deadline_ms, pk, err);
+}
+
+static int
+run_coverage(struct query_args *a, struct store *s, msgpack_packer *pk,
+             struct proto_err *err)
+{
+    return query_agg_coverage(s, &a->f, a->group_by, a->deadline_ms, pk, err);
+}
+
+static int
+run_gaps(struct query_args *a, struct store *s, msgpack_packer *pk,
+         struct proto_err *err)
+{
+    return query_agg_gaps(s, &a->f, a->deadline_ms, pk, err);
+}
+
+static int
+run_quarantine(struct query_args *a, struct store *s, msgpack_packer *pk,
+               struct proto_err *err)
+{
+    return query_agg_quarantine(s, &a->f, a->has_qid, a->qid, a->raw,
+                                a->deadline_ms, pk, err);
+}
+
+const struct query_kind query_kind_fallbacks = { "fallbacks", parse_fallbacks,
+                                                 run_fallbacks };
+const struct query_kind query_kind_coverage = { "coverage", parse_coverage,
+                                                run_coverage };
+const struct query_kind query_kind_gaps = { "gaps", query_parse_common,
+                                            run_gaps };
+const struct query_kind query_kind_quarantine = { "quarantine",
+                                                  parse_quarantine,
+                                                  run_quarantine };

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "envelope.h"
+#include "query_kind.h"
 #include "reply.h"
 #include "store_plan.h"
 
@@ -121,3 +122,36 @@ query_plan_retained(struct store *s, const struct store_filter *f,
                               &truncated, err);
     return finish_rows(&rs, rc, truncated, pk, err);
 }
+
+/* ---- the kinds (query_kind.h) ---- */
+
+static int
+parse_retained(struct query_args *a, const msgpack_object *body,
+               struct proto_err *err)
+{
+    int rc = query_parse_common(a, body, err);
+
+    if (rc == 0 && a->f.plan == NULL)
+        return proto_err_set(err, PROTO_EINVALID, "plan",
+                             "the retained query needs a plan");
+    return rc;
+}
+
+static int
+run_plans(struct query_args *a, struct store *s, msgpack_packer *pk,
+          struct proto_err *err)
+{
+    return query_plan_plans(s, &a->f, a->deadline_ms, pk, err);
+}
+
+static int
+run_retained(struct query_args *a, struct store *s, msgpack_packer *pk,
+             struct proto_err *err)
+{
+    return query_plan_retained(s, &a->f, a->deadline_ms, pk, err);
+}
+
+const struct query_kind query_kind_plans = { "plans", query_parse_common,
+                                             run_plans };
+const struct query_kind query_kind_retained = { "retained", parse_retained,
+                                                run_retained };

@@ -1,0 +1,62 @@
+/*
+ * query_kind.h: one kind of the `query` op (PROTOCOL section 9), as the
+ * file that owns it offers it to query.c's table: its name, how its body
+ * is parsed (loop thread) and how it runs and packs its result map (a
+ * query thread). receipts, stats and prunes live in query.c, fallbacks,
+ * coverage, gaps and quarantine in query_agg.c, plans and retained in
+ * query_plan.c; the parsing helpers every kind shares are query.c's.
+ */
+#ifndef RECEIPTD_DAEMON_QUERY_KIND_H
+#define RECEIPTD_DAEMON_QUERY_KIND_H
+
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#include "error.h"
+#include "store.h"
+
+struct query_snapshot;
+
+/* What a kind's parse fills and its run reads. The strings of f point
+ * into strs, owned copies (the frame is freed once parsed). */
+struct query_args {
+    struct store_filter f;
+    char *strs[4]; /* plan, graph, model, source */
+    int group_by;  /* fallbacks, coverage: enum store_group */
+    int has_qid;   /* quarantine: one row by its id */
+    uint64_t qid;
+    int raw; /* quarantine: with the payload bytes */
+    uint64_t deadline_ms;
+    const struct query_snapshot *snap; /* stats: the loop's figures */
+};
+
+struct query_kind {
+    const char *name;
+    int (*parse)(struct query_args *a, const msgpack_object *body,
+                 struct proto_err *err);
+    int (*run)(struct query_args *a, struct store *s, msgpack_packer *pk,
+               struct proto_err *err);
+};
+
+/* The filters every kind shares (plan, graph, model, source, requested,
+ * executed, since, until, limit); a kind's parse starts with it. */
+int query_parse_common(struct query_args *a, const msgpack_object *body,
+                       struct proto_err *err);
+/* Optional fields of body: a uint (*has set when present) and a name
+ * from_name knows (-1 when absent; expected lists the names). */
+int query_opt_uint(const msgpack_object *body, const char *key, int *has,
+                   uint64_t *v, struct proto_err *err);
+int query_opt_enum(const msgpack_object *body, const char *key,
+                   int (*from_name)(const char *, size_t), const char *expected,
+                   int *out, struct proto_err *err);
+
+/* The `receipts` kind's run, which `fallbacks` without groups is too. */
+int query_run_receipts(struct query_args *a, struct store *s,
+                       msgpack_packer *pk, struct proto_err *err);
+
+extern const struct query_kind query_kind_fallbacks, query_kind_coverage,
+    query_kind_gaps, query_kind_quarantine;
+extern const struct query_kind query_kind_plans, query_kind_retained;
+
+#endif
