@@ -22,6 +22,7 @@
 #include "dispatch.h"
 #include "dispatch_plan.h"
 #include "envelope.h"
+#include "invariant.h"
 #include "log.h"
 #include "query_agg.h"
 #include "query_kind.h"
@@ -323,9 +324,11 @@ receipt_row_cb(void *arg, const struct store_row *row)
     if (receipt_encode_flags(&row->r, &rs->tpk, RECEIPT_ENCODE_TUNING) != 0)
         return PROTO_ENOMEM;
     msgpack_unpacked_init(&up);
+    /* What receipt_encode() just packed unpacks (but for memory), and is
+     * a map. */
     if (msgpack_unpack_next(&up, rs->tmp.data, rs->tmp.size, &off) !=
             MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
+        NEVER(up.data.type != MSGPACK_OBJECT_MAP)) {
         msgpack_unpacked_destroy(&up);
         return PROTO_ENOMEM;
     }
