@@ -5,6 +5,8 @@
  */
 #include "hash.h"
 
+#include <string.h>
+
 #define K1 0x9e3779b97f4a7c15ull
 #define K2 0xbf58476d1ce4e5b9ull
 
@@ -19,10 +21,23 @@ fmix64(uint64_t h)
     return h;
 }
 
-/* Little-endian whatever the machine, so a store keeps its hashes when
- * its file moves; a load on x86. */
+/* Eight bytes little-endian whatever the machine, so a store keeps its
+ * hashes when its file moves: one load on x86. */
 static uint64_t
-le64(const unsigned char *b, size_t n)
+le64(const unsigned char *b)
+{
+    uint64_t w;
+
+    memcpy(&w, b, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+    return w;
+}
+
+/* The last n < 8 bytes, the same way. */
+static uint64_t
+le_tail(const unsigned char *b, size_t n)
 {
     uint64_t w = 0;
     size_t i;
@@ -40,11 +55,11 @@ proto_hash32(const void *p, size_t n)
     uint32_t out;
 
     for (; n >= 8; b += 8, n -= 8) {
-        w = le64(b, 8);
+        w = le64(b);
         h = (h ^ (w * K2)) * K1;
         h ^= h >> 29;
     }
-    w = le64(b, n);
+    w = le_tail(b, n);
     h = fmix64((h ^ (w * K2)) * K1);
     out = (uint32_t)(h ^ (h >> 32));
     return out != 0 ? out : 1;
