@@ -146,6 +146,20 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
         if (off >= len)
             return proto_err_set(err, PROTO_EMALFORMED, NULL,
                                  "msgpack object truncated at byte %zu", off);
+        type = p[off];
+        /* Most of a receipt is fixints and short strings: those need
+         * neither header() nor the container checks. */
+        if (type <= 0x7f || type >= 0xe0 || (type & 0xe0) == 0xa0) {
+            payload = type >= 0xa0 && type <= 0xbf ? type & 0x1f : 0;
+            if (payload > len - off - 1)
+                return proto_err_set(err, PROTO_EMALFORMED, NULL,
+                                     "msgpack object at byte %zu claims %llu "
+                                     "bytes but only %zu remain",
+                                     off, (unsigned long long)payload,
+                                     len - off - 1);
+            off += 1 + (size_t)payload;
+            goto complete;
+        }
         if (header(p + off, len - off, &hdr, &payload, &children) != 0) {
             if (p[off] == 0xc1)
                 return proto_err_set(err, PROTO_EMALFORMED, NULL,
@@ -167,7 +181,6 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
                                  "elements but only %zu bytes remain",
                                  off, (unsigned long long)children,
                                  len - off - hdr);
-        type = p[off];
         /* An empty container is a level too: msgpack-c gives every
          * container, empty or not, one of its 32 stack entries, so counting
          * it here keeps "mpcheck passed" meaning "msgpack-c will unpack". */
@@ -180,6 +193,7 @@ mpcheck(const char *buf, size_t len, struct proto_err *err)
             need[depth++] = children;
             continue;
         }
+    complete:
         /* A complete object: count it against its containers. */
         while (depth > 0 && --need[depth - 1] == 0)
             depth--;
