@@ -7,7 +7,8 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev clang-format \
 libuv1-dev libmsgpack-dev libsqlite3-dev sqlite3 check libsystemd-dev \
 libjson-c-dev libconfig-dev nettle-dev libroaring-dev \
-libpq-dev systemd dpkg-dev file"
+libpq-dev systemd dpkg-dev file \
+python3 python3-msgpack"
 
 missing=""
 for p in $PKGS; do
