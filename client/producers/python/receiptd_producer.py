@@ -225,7 +225,7 @@ class Producer:
         if window < 1:
             raise ValueError("window: expected at least 1")
         if tcp is not None:
-            self._addr = (socket_family_inet(tcp), _parse_tcp(tcp))
+            self._addr = (_inet_family(tcp), _parse_tcp(tcp))
         else:
             path = socket or os.environ.get("RECEIPTD_SOCKET") or DEFAULT_SOCKET
             self._addr = (_AF_UNIX, path)
@@ -251,7 +251,7 @@ class Producer:
         self._in = bytearray()
         self._done = []  # outcomes not yet returned by poll/flush
         self._query_results = {}
-        self._connect(first=True)
+        self._connect()
 
     # -- the public calls ------------------------------------------------
 
@@ -370,7 +370,7 @@ class Producer:
         payload = b"".join(parts)
         return struct.pack(">I", len(payload)) + payload
 
-    def _connect(self, first=False):
+    def _connect(self):
         """Connects and says hello, retrying for retry_for seconds. On
         return the connection is up and every unanswered request is
         queued again, oldest first."""
@@ -537,7 +537,7 @@ class Producer:
 _AF_UNIX = "unix"
 
 
-def socket_family_inet(addr):
+def _inet_family(addr):
     host, _ = _parse_tcp(addr)
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
