@@ -381,9 +381,9 @@ class Producer:
                 self._open()
                 return
             except (OSError, ProducerError) as e:
+                self.close()
                 if isinstance(e, RemoteError):
                     raise
-                self.close()
                 if time.monotonic() - lost >= self.retry_for:
                     raise ProducerError("cannot reach receiptd at %s for %.0f s: %s"
                                         % (self._addr[1], self.retry_for, e)) from e

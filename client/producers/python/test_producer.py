@@ -11,6 +11,7 @@ every receipt is stored exactly once. Exits 77 (SKIP) when python3-msgpack
 is not installed.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -40,7 +41,8 @@ VECTORS = None
 class Daemon:
     """The real receiptd on a socket and database in a temporary directory."""
 
-    def __init__(self):
+    def __init__(self, extra=()):
+        self.extra = list(extra)
         self.dir = tempfile.mkdtemp(prefix="rp-")
         self.sock = os.path.join(self.dir, "receiptd.sock")
         self.db = os.path.join(self.dir, "receiptd.db")
@@ -49,7 +51,8 @@ class Daemon:
         self.start()
 
     def start(self):
-        self.proc = subprocess.Popen([DAEMON, "--socket", self.sock, "--db", self.db],
+        self.proc = subprocess.Popen([DAEMON, "--socket", self.sock, "--db", self.db]
+                                     + self.extra,
                                      stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -149,6 +152,40 @@ class Vectors(unittest.TestCase):
         del r["counters"]["evictions"]
         with self.assertRaisesRegex(ValueError, r"^counters\.evictions: missing"):
             rp.receipt_to_array(r)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OverTcp(unittest.TestCase):
+    """TCP with a token: hello authenticates, a wrong token is final."""
+
+    TOKEN = "producer-token"
+
+    def setUp(self):
+        self.port = free_port()
+        fd, self.conf = tempfile.mkstemp(suffix=".conf")
+        with os.fdopen(fd, "w") as f:
+            f.write('access: {\n    tokens = ( { name = "py"; sha256 = "%s"; } );\n};\n'
+                    % hashlib.sha256(self.TOKEN.encode()).hexdigest())
+        self.d = Daemon(["--config", self.conf, "--tcp", "127.0.0.1:%d" % self.port])
+
+    def tearDown(self):
+        self.d.close()
+        os.unlink(self.conf)
+
+    def test_a_token_opens_tcp_and_a_wrong_one_is_refused(self):
+        addr = "127.0.0.1:%d" % self.port
+        with rp.Producer(tcp=addr, token=self.TOKEN, source="py/tcp") as p:
+            p.send(receipt(3))
+            self.assertTrue(p.flush()[0].ok)
+            self.assertEqual(all_receipts(p, "py/tcp")[0]["source"], "py/tcp")
+        with self.assertRaises(rp.RemoteError) as cm:
+            rp.Producer(tcp=addr, token="not-it", source="py/tcp", retry_for=1)
+        self.assertEqual(cm.exception.code, "unauthorized")
 
 
 class AgainstTheDaemon(unittest.TestCase):
