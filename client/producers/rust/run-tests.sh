@@ -9,8 +9,8 @@
 #
 # The crate is copied into WORK_DIR (cargo writes Cargo.lock beside
 # Cargo.toml, and the source tree stays clean); the build's target
-# directory stays there between runs. Exits 77 (SKIP) when cargo, rustc or
-# one of the crates is not installed.
+# directory stays there between runs. Exits 77 (SKIP) when cargo, rustc,
+# rustfmt or one of the crates is not installed.
 set -eu
 
 [ $# -eq 6 ] || {
@@ -63,4 +63,8 @@ export CARGO_HOME CARGO_TARGET_DIR RUSTC RUSTFLAGS RUSTDOC RECEIPTD RECEIPTD_VEC
 cd "$work/crate"
 "$cargo" --version
 "$rustc" --version
+# Formatting is checked like clang_format checks the C (Debian's rustfmt).
+rustfmt=$(dirname "$rustc")/rustfmt
+[ -x "$rustfmt" ] || skip "no Debian rustfmt"
+"$rustfmt" --check --edition 2021 src/lib.rs tests/*.rs
 exec "$cargo" test --offline -- --test-threads=1 --nocapture

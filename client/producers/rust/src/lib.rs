@@ -30,5 +30,6 @@ pub use producer::{
     Address, Config, Encoding, Error, Outcome, Producer, Rejected, RemoteError, WriteResult,
 };
 pub use receipt::{
-    coverage, Artifacts, Backend, Counters, CountersV2, ExecutionReceipt, ExecutionReceiptV2, Latency,
+    coverage, Artifacts, Backend, Counters, CountersV2, ExecutionReceipt, ExecutionReceiptV2,
+    Latency,
 };

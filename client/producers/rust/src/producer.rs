@@ -388,8 +388,8 @@ impl Producer {
     /// docs/protocol.md) and decodes its result into `R`. Writes queued
     /// before it are sent first.
     pub fn query<Q: Serialize, R: DeserializeOwned>(&mut self, body: &Q) -> Result<R, Error> {
-        let body = rmp_serde::to_vec_named(body)
-            .map_err(|e| Error::Invalid(format!("query: {}", e)))?;
+        let body =
+            rmp_serde::to_vec_named(body).map_err(|e| Error::Invalid(format!("query: {}", e)))?;
         let token = self.next_token;
         self.next_token += 1;
         self.queue.push_back(Request {
@@ -578,7 +578,10 @@ impl Producer {
             Some(r) => {
                 let due = r.id;
                 self.inflight.push_front(r);
-                return Err(Stop::Lost(format!("reply id {} where {} was due", head.id, due)));
+                return Err(Stop::Lost(format!(
+                    "reply id {} where {} was due",
+                    head.id, due
+                )));
             }
             None => return Err(Stop::Lost(format!("a reply to nothing (id {})", head.id))),
         };
@@ -678,14 +681,19 @@ impl Producer {
             let mut buf = [0u8; 4096];
             let n = self.stream_mut()?.read(&mut buf)?;
             if n == 0 {
-                return Err(Stop::Lost("the daemon closed the connection in hello".into()));
+                return Err(Stop::Lost(
+                    "the daemon closed the connection in hello".into(),
+                ));
             }
             self.inbuf.extend_from_slice(&buf[..n]);
         };
-        let reply: Reply<HelloResult> = rmp_serde::from_slice(&frame)
-            .map_err(|e| Stop::Lost(format!("hello reply: {}", e)))?;
+        let reply: Reply<HelloResult> =
+            rmp_serde::from_slice(&frame).map_err(|e| Stop::Lost(format!("hello reply: {}", e)))?;
         if reply.id != req.id {
-            return Err(Stop::Lost(format!("hello reply id {}, sent {}", reply.id, req.id)));
+            return Err(Stop::Lost(format!(
+                "hello reply id {}, sent {}",
+                reply.id, req.id
+            )));
         }
         if !reply.ok {
             return Err(Stop::Fatal(Error::Remote(reply.error.unwrap_or_default())));
@@ -703,7 +711,10 @@ impl Producer {
 }
 
 fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// A request frame: the length prefix, then `{"op", "id", ["seq",]

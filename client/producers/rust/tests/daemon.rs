@@ -4,6 +4,8 @@
 //! restarted, after which every receipt is stored exactly once.
 
 use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,7 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use receiptd_producer::{
-    coverage, Artifacts, Backend, Config, Counters, Encoding, ExecutionReceipt, Latency, Producer,
+    coverage, Artifacts, Backend, Config, Counters, Encoding, Error, ExecutionReceipt, Latency,
+    Producer,
 };
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +25,7 @@ static DIRS: AtomicUsize = AtomicUsize::new(0);
 struct Daemon {
     dir: PathBuf,
     sock: PathBuf,
+    extra: Vec<String>,
     child: Arc<Mutex<Option<Child>>>,
 }
 
@@ -29,7 +33,7 @@ fn binary() -> String {
     std::env::var("RECEIPTD").expect("RECEIPTD: the receiptd binary to test (run-tests.sh sets it)")
 }
 
-fn spawn(dir: &PathBuf, sock: &PathBuf) -> Child {
+fn spawn(dir: &PathBuf, sock: &PathBuf, extra: &[String]) -> Child {
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -40,13 +44,17 @@ fn spawn(dir: &PathBuf, sock: &PathBuf) -> Child {
         .arg(sock)
         .arg("--db")
         .arg(dir.join("receiptd.db"))
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .expect("start receiptd");
     let deadline = Instant::now() + Duration::from_secs(20);
     while UnixStream::connect(sock).is_err() {
-        assert!(Instant::now() < deadline, "receiptd did not listen within 20 s");
+        assert!(
+            Instant::now() < deadline,
+            "receiptd did not listen within 20 s"
+        );
         thread::sleep(Duration::from_millis(20));
     }
     child
@@ -54,6 +62,10 @@ fn spawn(dir: &PathBuf, sock: &PathBuf) -> Child {
 
 impl Daemon {
     fn start() -> Daemon {
+        Daemon::start_with(Vec::new())
+    }
+
+    fn start_with(extra: Vec<String>) -> Daemon {
         let dir = std::env::temp_dir().join(format!(
             "rp-rs-{}-{}",
             std::process::id(),
@@ -62,10 +74,11 @@ impl Daemon {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("receiptd.sock");
-        let child = spawn(&dir, &sock);
+        let child = spawn(&dir, &sock, &extra);
         Daemon {
             dir,
             sock,
+            extra,
             child: Arc::new(Mutex::new(Some(child))),
         }
     }
@@ -78,9 +91,10 @@ impl Daemon {
             c.wait().unwrap();
         }
         let (dir, sock, slot) = (self.dir.clone(), self.sock.clone(), self.child.clone());
+        let extra = self.extra.clone();
         thread::spawn(move || {
             thread::sleep(pause);
-            *slot.lock().unwrap() = Some(spawn(&dir, &sock));
+            *slot.lock().unwrap() = Some(spawn(&dir, &sock, &extra));
         })
     }
 }
@@ -100,7 +114,11 @@ fn receipt(i: u64) -> ExecutionReceipt {
     ExecutionReceipt {
         schema_version: 3,
         requested_backend: Backend::Cuda,
-        executed_backend: if fallback { Backend::Cpu } else { Backend::Cuda },
+        executed_backend: if fallback {
+            Backend::Cpu
+        } else {
+            Backend::Cuda
+        },
         model_instance_id: format!("model-{}", i % 3),
         prepared_plan_id: format!("plan-{}", i % 5),
         graph_hash: format!("g{}", i % 2),
@@ -275,12 +293,79 @@ fn kill_9_mid_stream_loses_nothing_and_stores_nothing_twice() {
     let rows = rows(&mut p, source);
     let mut seqs: Vec<u64> = rows.iter().map(|r| r.seq.unwrap()).collect();
     seqs.sort_unstable();
-    assert_eq!(seqs, (1..=TOTAL).collect::<Vec<u64>>(), "each seq stored once");
+    assert_eq!(
+        seqs,
+        (1..=TOTAL).collect::<Vec<u64>>(),
+        "each seq stored once"
+    );
     for r in &rows {
         assert_eq!(r.counters.decode_steps, r.seq.unwrap() - 1);
     }
-    let gaps: Rows<Gap> = p.query(&GapsQuery { kind: "gaps", source }).unwrap();
+    let gaps: Rows<Gap> = p
+        .query(&GapsQuery {
+            kind: "gaps",
+            source,
+        })
+        .unwrap();
     assert_eq!(gaps.rows.len(), 1);
     assert_eq!((gaps.rows[0].first_seq, gaps.rows[0].last_seq), (1, TOTAL));
     assert!(gaps.rows[0].missing.is_empty());
+}
+
+/// The SHA-256 the daemon's configuration holds for a token, from
+/// `receiptd --hash-token`.
+fn hash_token(token: &str) -> String {
+    let mut c = Command::new(binary())
+        .arg("--hash-token")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(token.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_token_opens_tcp_and_a_wrong_one_is_refused() {
+    let token = "producer-token";
+    let conf = std::env::temp_dir().join(format!("rp-rs-{}-tcp.conf", std::process::id()));
+    fs::write(
+        &conf,
+        format!(
+            "access: {{\n    tokens = ( {{ name = \"rs\"; sha256 = \"{}\"; }} );\n}};\n",
+            hash_token(token)
+        ),
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let d = Daemon::start_with(vec![
+        "--config".into(),
+        conf.display().to_string(),
+        "--tcp".into(),
+        addr.clone(),
+    ]);
+    let mut p = Producer::connect(Config::tcp(&addr, "rs/tcp", token)).unwrap();
+    p.send(&receipt(3)).unwrap();
+    assert!(p.flush().unwrap()[0].result.is_ok());
+    assert_eq!(rows(&mut p, "rs/tcp").len(), 1);
+
+    let mut cfg = Config::tcp(&addr, "rs/tcp", "not-it");
+    cfg.retry_for = Duration::from_secs(1);
+    match Producer::connect(cfg) {
+        Err(Error::Remote(e)) => assert_eq!(e.code, "unauthorized", "{}", e),
+        Err(e) => panic!("refused with {}", e),
+        Ok(_) => panic!("a wrong token was accepted"),
+    }
+    drop(d);
+    let _ = fs::remove_file(&conf);
 }

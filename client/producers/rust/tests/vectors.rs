@@ -114,8 +114,18 @@ where
     let from_compact: T =
         rmp_serde::from_slice(&compact).unwrap_or_else(|e| panic!("{}: {}", name, e));
     assert_eq!(from_named, from_compact, "{}: the two forms differ", name);
-    assert_eq!(rmp_serde::to_vec_named(&from_named).unwrap(), named, "{} named", name);
-    assert_eq!(rmp_serde::to_vec(&from_named).unwrap(), compact, "{} compact", name);
+    assert_eq!(
+        rmp_serde::to_vec_named(&from_named).unwrap(),
+        named,
+        "{} named",
+        name
+    );
+    assert_eq!(
+        rmp_serde::to_vec(&from_named).unwrap(),
+        compact,
+        "{} compact",
+        name
+    );
 }
 
 #[test]
