@@ -2,21 +2,24 @@
 # Smoke test of the Debian package, for CI on a clean Debian 12 machine
 # (root, no network beyond Debian's packages):
 #
-#   systemd/deb-smoke.sh BUILD_DIR
+#   systemd/deb-smoke.sh DEB_DIR
 #
-# builds the .deb with CPack in BUILD_DIR (configured with
-# -DCMAKE_INSTALL_PREFIX=/usr and built), installs it with apt, checks the
-# user, directories and conffile the package sets up, runs the installed
-# daemon with the installed configuration (through systemd's socket
-# activation when systemd is the running init, else as the receiptd user
-# by hand), checks that `receiptctl ping` answers on the packaged socket
-# and that a user outside the socket's group is refused, then purges the
-# package. The receiptd user and /var/lib/receiptd survive a purge by
-# design; this script removes them too, but only if it created them.
+# takes receiptd_*.deb from DEB_DIR (built by scripts/build-deb.sh),
+# installs it with apt, checks the user, directories and conffile the
+# package sets up, runs the installed daemon with the installed
+# configuration (through systemd's socket activation when systemd is the
+# running init, else as the receiptd user by hand), checks that
+# `receiptctl ping` answers on the packaged socket and that a user outside
+# the socket's group is refused, sends a receipt in with the installed
+# receiptctl and reads it back out with a query, then purges the package
+# and checks that its files are gone. The receiptd user and
+# /var/lib/receiptd survive a purge by design; this script removes them
+# too, but only if it created them.
 set -eu
 
-build=${1:?usage: deb-smoke.sh BUILD_DIR}
+debs=${1:?usage: deb-smoke.sh DEB_DIR}
 sock=/run/receiptd/receiptd.sock
+vector=$(cd "$(dirname "$0")/.." && pwd)/tests/data/vectors/s2_seed_roundtrip.json
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deb-smoke: needs root (it installs a package)" >&2
@@ -31,9 +34,8 @@ id receiptd >/dev/null 2>&1 && had_user=1
 had_state=0
 [ -e /var/lib/receiptd ] && had_state=1
 
-(cd "$build" && rm -f receiptd_*.deb && cpack -G DEB >/dev/null)
 # apt takes a local file only as a path with a slash: make it absolute.
-deb=$(cd "$build" && ls "$PWD"/receiptd_*.deb)
+deb=$(cd "$debs" && ls "$PWD"/receiptd_*.deb)
 echo "== package $deb"
 dpkg-deb -f "$deb" Package Version Depends Installed-Size
 
@@ -79,8 +81,8 @@ check "/etc/receiptd/receiptd.conf is a conffile" \
 	"dpkg-query -W -f='\${Conffiles}' receiptd | grep -q /etc/receiptd/receiptd.conf"
 daemon=$(dpkg -L receiptd | grep -E '/s?bin/receiptd$' | head -n 1)
 check "the daemon is installed ($daemon)" "[ -x \"$daemon\" ]"
-unit_exec=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' \
-	/usr/lib/systemd/system/receiptd.service)
+unit=$(dpkg -L receiptd | grep '/systemd/system/receiptd.service$')
+unit_exec=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")
 check "the unit starts the installed binary ($unit_exec)" \
 	"[ \"$unit_exec\" = \"$daemon\" ]"
 check "the packaged configuration validates" \
@@ -109,11 +111,30 @@ check "socket mode 0660, group receiptd" \
 check "a user outside the group is refused" \
 	"! setpriv --reuid=nobody --regid=nogroup --clear-groups receiptctl ping >/dev/null 2>&1"
 
+echo "== a receipt in, a query out"
+check "receiptctl import stores the receipt" \
+	"receiptctl import \"$vector\" >/dev/null"
+check "receiptctl receipts returns it" \
+	"receiptctl receipts --model model-1 --format json | grep -q '\"prepared_plan_id\": *\"plan-1\"'"
+check "stats counts it" \
+	"receiptctl stats --format json | grep -q '\"accepted\": *1[,}]'"
+
 if [ -n "$daemon_pid" ]; then
 	kill -TERM "$daemon_pid"
 	wait "$daemon_pid" && st=0 || st=$?
 	daemon_pid=""
 	check "the daemon exits 0 on SIGTERM" "[ $st -eq 0 ]"
 fi
+
+echo "== apt purge"
+if [ -d /run/systemd/system ]; then
+	systemctl stop receiptd.service receiptd.socket 2>/dev/null || true
+fi
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq receiptd >/dev/null
+check "purged: no binaries, units or configuration left" \
+	"[ ! -e /usr/sbin/receiptd ] && [ ! -e /usr/bin/receiptctl ] &&
+	 [ ! -e \"$unit\" ] && [ ! -e /etc/receiptd/receiptd.conf ]"
+check "purged: dpkg no longer knows the package" \
+	"! dpkg-query -W -f='\${Status}' receiptd 2>/dev/null | grep -q installed"
 
 exit "$fail"
