@@ -168,13 +168,14 @@ int
 cli_print_result(const struct cli_opts *o, const char *kind,
                  const msgpack_object *result)
 {
+    struct output_spec spec = { kind, o->group_by };
     char err[OUTPUT_ERR_MAX];
     int rc;
 
     if (o->format == OUTPUT_PROMETHEUS)
         rc = output_prometheus(stdout, result, err, sizeof(err));
     else
-        rc = output_result(stdout, o->format, kind, result, err, sizeof(err));
+        rc = output_result(stdout, o->format, &spec, result, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "receiptctl: %s: %s\n", kind, err);
         return CLI_EXIT_CONNECT;
