@@ -19,6 +19,8 @@
 #define CLI_EXIT_DAEMON  1 /* the daemon answered with an error */
 #define CLI_EXIT_USAGE   2 /* bad command line or unreadable input */
 #define CLI_EXIT_CONNECT 3 /* cannot connect, or the connection failed */
+#define CLI_EXIT_TRUNCATED                                                     \
+    4 /* --fail-on-truncate: the answer was cut at --limit */
 
 #define CLI_DEFAULT_SOCKET "/run/receiptd/receiptd.sock"
 
@@ -35,8 +37,9 @@ struct cli_opts {
     int has_since, has_until, has_limit, has_before, has_count;
     uint64_t since, until, limit, before_id, participant, count;
     uint32_t batch;
-    int dry_run; /* import: check locally, send nothing */
-    char **args; /* positional arguments after the subcommand */
+    int dry_run;          /* import: check locally, send nothing */
+    int fail_on_truncate; /* queries: exit CLI_EXIT_TRUNCATED when cut */
+    char **args;          /* positional arguments after the subcommand */
     int nargs;
 };
 

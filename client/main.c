@@ -39,17 +39,6 @@
 #define DEFAULT_BATCH   1000
 #define QUERY_LIMIT_MAX 10000
 
-/* Option groups: each subcommand accepts the union of some of them. */
-#define G_CONN     0x001u /* --socket --tcp --token --timeout */
-#define G_FORMAT   0x002u /* --format */
-#define G_FILTER   0x004u /* --plan ... --limit */
-#define G_BEFORE   0x008u /* --before-id */
-#define G_STATUS   0x010u /* --status */
-#define G_GROUP    0x020u /* --group-by */
-#define G_IMPORT   0x040u /* --batch, --source as the hello source */
-#define G_READBACK 0x080u /* --value --participant --element-type --count */
-#define G_PLAN     0x100u /* --plan --graph only */
-
 enum opt_id {
     O_SOCKET = 256,
     O_TCP,
@@ -74,66 +63,123 @@ enum opt_id {
     O_ELEMENT_TYPE,
     O_COUNT,
     O_DRY_RUN,
+    O_FAIL_ON_TRUNCATE,
     O_HELP,
     O_VERSION,
 };
 
+/* Each subcommand lists the options it applies, one bit per option: an
+ * option a command would not apply is refused, never ignored. */
+#define B(id) (1ull << ((id)-O_SOCKET))
+#define CONN  (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TIMEOUT))
+#define OUT   (CONN | B(O_FORMAT))
+#define QUERY (OUT | B(O_LIMIT) | B(O_FAIL_ON_TRUNCATE))
+#define RECEIPT_FILTERS                                                        \
+    (B(O_PLAN) | B(O_GRAPH) | B(O_MODEL) | B(O_SOURCE) | B(O_REQUESTED) |      \
+     B(O_EXECUTED) | B(O_SINCE) | B(O_UNTIL))
+#define TIME (B(O_SINCE) | B(O_UNTIL))
+
 struct optdesc {
     const char *name;
     int id;
-    unsigned groups;
     const char *arg;
     const char *help;
 };
 
 static const struct optdesc optdescs[] = {
-    { "socket", O_SOCKET, G_CONN, "PATH",
+    { "socket", O_SOCKET, "PATH",
       "Unix socket of the daemon (default: $RECEIPTD_SOCKET, "
       "then " CLI_DEFAULT_SOCKET ")" },
-    { "tcp", O_TCP, G_CONN, "HOST:PORT", "connect over TCP instead" },
-    { "token", O_TOKEN, G_CONN, "TOKEN",
-      "token to authenticate with (sent in hello)" },
-    { "timeout", O_TIMEOUT, G_CONN, "SECONDS",
+    { "tcp", O_TCP, "HOST:PORT", "connect over TCP instead" },
+    { "token", O_TOKEN, "TOKEN", "token to authenticate with (sent in hello)" },
+    { "timeout", O_TIMEOUT, "SECONDS",
       "give up waiting on the daemon after this long (default 60; 0: never)" },
-    { "format", O_FORMAT, G_FORMAT, "FMT",
-      "output: table (default), json or csv" },
-    { "plan", O_PLAN, G_FILTER | G_PLAN | G_READBACK, "ID",
-      "prepared_plan_id" },
-    { "graph", O_GRAPH, G_FILTER | G_PLAN | G_READBACK, "HASH", "graph_hash" },
-    { "model", O_MODEL, G_FILTER, "ID", "model_instance_id" },
-    { "source", O_SOURCE, G_FILTER | G_IMPORT, "NAME",
-      "producer source (import: the source to say hello as, default "
-      "receiptctl/<hostname>)" },
-    { "requested", O_REQUESTED, G_FILTER, "BACKEND",
+    { "format", O_FORMAT, "FMT", "output: table (default), json or csv" },
+    { "plan", O_PLAN, "ID", "prepared_plan_id" },
+    { "graph", O_GRAPH, "HASH", "graph_hash" },
+    { "model", O_MODEL, "ID", "model_instance_id" },
+    { "source", O_SOURCE, "NAME", "producer source" },
+    { "requested", O_REQUESTED, "BACKEND",
       "requested backend (cpu, wgpu-dx12, wgpu-vulkan, wgpu-metal, cuda, "
       "metal, unknown)" },
-    { "executed", O_EXECUTED, G_FILTER, "BACKEND", "executed backend" },
-    { "since", O_SINCE, G_FILTER, "TIME",
+    { "executed", O_EXECUTED, "BACKEND", "executed backend" },
+    { "since", O_SINCE, "TIME",
       "received at or after TIME: 1h, 30m, 7d, 2w, unix ms or RFC 3339" },
-    { "until", O_UNTIL, G_FILTER, "TIME", "received before TIME" },
-    { "limit", O_LIMIT, G_FILTER, "N",
-      "at most N rows (1-10000; default 100)" },
-    { "before-id", O_BEFORE_ID, G_BEFORE, "ID",
+    { "until", O_UNTIL, "TIME", "received before TIME" },
+    { "limit", O_LIMIT, "N", "at most N rows (1-10000; default 100)" },
+    { "before-id", O_BEFORE_ID, "ID",
       "only receipt ids below ID (page backwards)" },
-    { "status", O_STATUS, G_STATUS, "STATUS", "fallback, clean or unproven" },
-    { "group-by", O_GROUP_BY, G_GROUP, "KEY",
+    { "status", O_STATUS, "STATUS", "fallback, clean or unproven" },
+    { "group-by", O_GROUP_BY, "KEY",
       "plan, graph, model, backends, source or none" },
-    { "batch", O_BATCH, G_IMPORT, "N",
+    { "batch", O_BATCH, "N",
       "receipts per request (default 1000; the daemon's max_batch caps it)" },
-    { "value", O_VALUE, G_READBACK, "ID", "retained value_id" },
-    { "participant", O_PARTICIPANT, G_READBACK, "N",
-      "participant_index (default 0)" },
-    { "element-type", O_ELEMENT_TYPE, G_READBACK, "ET",
+    { "value", O_VALUE, "ID", "retained value_id" },
+    { "participant", O_PARTICIPANT, "N", "participant_index (default 0)" },
+    { "element-type", O_ELEMENT_TYPE, "ET",
       "element type of the readback (bool, u8, u32, i8, i32, f16, bf16, f32)" },
-    { "count", O_COUNT, G_READBACK, "N", "element_count of the readback" },
-    { "dry-run", O_DRY_RUN, G_IMPORT, NULL,
+    { "count", O_COUNT, "N", "element_count of the readback" },
+    { "dry-run", O_DRY_RUN, NULL,
       "check the files locally and send nothing (no daemon needed)" },
+    { "fail-on-truncate", O_FAIL_ON_TRUNCATE, NULL,
+      "exit 4 when --limit cut the answer short (the rows are still "
+      "printed)" },
 };
+
+/* Where one command means something else by an option than its generic
+ * help says. */
+static const struct {
+    const char *cmd;
+    int id;
+    const char *help;
+} opthelp[] = {
+    { "stats", O_FORMAT,
+      "output: table (default), json, jsonl, csv or prometheus" },
+    { "receipts", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "fallbacks", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "coverage", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "gaps", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "quarantine", O_FORMAT,
+      "output: table (default), json, jsonl (the listing only) or csv" },
+    { "plans", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "prunes", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "retained", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "import", O_SOURCE,
+      "the source to say hello as (default receiptctl/<hostname>)" },
+    { "gaps", O_SOURCE, "only this producer source" },
+    { "quarantine", O_SINCE,
+      "kept at or after TIME: 1h, 30m, 7d, 2w, unix "
+      "ms or RFC 3339" },
+    { "quarantine", O_UNTIL, "kept before TIME" },
+    { "plans", O_SINCE,
+      "registered at or after TIME: 1h, 30m, 7d, 2w, unix "
+      "ms or RFC 3339" },
+    { "plans", O_UNTIL, "registered before TIME" },
+    { "prunes", O_SINCE,
+      "pruned at or after TIME: 1h, 30m, 7d, 2w, unix ms "
+      "or RFC 3339" },
+    { "prunes", O_UNTIL, "pruned before TIME" },
+    { "gaps", O_LIMIT,
+      "at most N sources, and N missing ranges per source "
+      "(1-10000; default 100)" },
+};
+
+/* The formats a command prints: queries add jsonl, stats prometheus. */
+static int
+format_ok(const char *cmd, int format)
+{
+    if (format == OUTPUT_PROMETHEUS)
+        return strcmp(cmd, "stats") == 0;
+    if (format == OUTPUT_JSONL)
+        return strcmp(cmd, "ping") != 0 && strcmp(cmd, "import") != 0 &&
+               strcmp(cmd, "readback-check") != 0;
+    return 1;
+}
 
 struct cmd {
     const char *name;
     int (*fn)(struct cli_opts *);
-    unsigned groups;
+    uint64_t opts; /* B() of every option it applies */
     const char *args;
     const char *summary;
     const char *help;
@@ -456,6 +502,25 @@ cmd_quarantine(struct cli_opts *o)
                       o->args[0]);
         return CLI_EXIT_USAGE;
     }
+    /* show and replay fetch payloads by id: the listing's filters would
+     * be ignored, so they are refused. */
+    {
+        const char *flag = o->source                   ? "--source"
+                           : o->has_since              ? "--since"
+                           : o->has_until              ? "--until"
+                           : o->has_limit              ? "--limit"
+                           : o->fail_on_truncate       ? "--fail-on-truncate"
+                           : o->format == OUTPUT_JSONL ? "--format jsonl"
+                                                       : NULL;
+
+        if (flag != NULL) {
+            cli_usage_err(o->prog,
+                          "%s applies to the listing, not to 'quarantine "
+                          "%s'",
+                          flag, o->args[0]);
+            return CLI_EXIT_USAGE;
+        }
+    }
     return replay_run(o);
 }
 
@@ -464,10 +529,10 @@ cmd_quarantine(struct cli_opts *o)
 static int cmd_help(struct cli_opts *o);
 
 static const struct cmd cmds[] = {
-    { "ping", cmd_ping, G_CONN | G_FORMAT, "", "check that the daemon answers",
+    { "ping", cmd_ping, OUT, "", "check that the daemon answers",
       "Says hello and pings the daemon; prints its version, limits and the\n"
       "round-trip time." },
-    { "stats", cmd_stats, G_CONN | G_FORMAT, "", "the daemon's own counters",
+    { "stats", cmd_stats, OUT, "", "the daemon's own counters",
       "Shows the daemon's counters: uptime, connections, frames, accepted,\n"
       "rejected, duplicates, quarantined, commit latency, store size.\n"
       "--format prometheus prints them in the Prometheus text format for\n"
@@ -478,28 +543,28 @@ static const struct cmd cmds[] = {
       "When the daemon does not answer it prints receiptd_up 0 (and exits\n"
       "non-zero), so the file says the daemon is down." },
     { "receipts", cmd_receipts,
-      G_CONN | G_FORMAT | G_FILTER | G_BEFORE | G_STATUS, "",
+      QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS), "",
       "stored receipts, newest first",
       "Lists stored receipts, newest first. Page backwards with --before-id\n"
       "set to the smallest receipt_id of the previous page. Tables show the\n"
       "identifying columns; --format json or csv carries every field." },
-    { "fallbacks", cmd_fallbacks, G_CONN | G_FORMAT | G_FILTER | G_GROUP, "",
+    { "fallbacks", cmd_fallbacks, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
       "fallback counts and rates per group",
       "Counts receipts per group (--group-by plan, graph, model, backends or\n"
       "source; default plan) as fallback, unproven and clean, with the\n"
       "fallback rate. --group-by none lists the fallback receipts\n"
       "themselves, newest first." },
-    { "coverage", cmd_coverage, G_CONN | G_FORMAT | G_FILTER | G_GROUP, "",
+    { "coverage", cmd_coverage, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
       "counter coverage and sum/min/max/mean",
       "Per counter (and per group with --group-by): receipts, measured,\n"
       "unknown, coverage, and sum, min, max and mean over measured receipts\n"
       "only; an unknown counter is never counted as zero." },
-    { "gaps", cmd_gaps, G_CONN | G_FORMAT | G_FILTER, "",
+    { "gaps", cmd_gaps, QUERY | B(O_SOURCE), "",
       "missing seq ranges per source",
       "Per source: first and last seq, receipts received, and the missing\n"
       "seq ranges in between (receipts lost before they reached the\n"
       "daemon)." },
-    { "quarantine", cmd_quarantine, G_CONN | G_FORMAT | G_FILTER,
+    { "quarantine", cmd_quarantine, QUERY | B(O_SOURCE) | TIME,
       "[show|replay ID...]", "rejected payloads; show, replay them",
       "Lists quarantined payloads (rejected writes kept with their bytes).\n"
       "'quarantine show ID...' prints a payload with its bytes decoded.\n"
@@ -509,24 +574,27 @@ static const struct cmd cmds[] = {
       "With --format json or csv, show and replay take one ID and print\n"
       "one document (replay: the daemon's result with quarantine_id and\n"
       "replayed_as)." },
-    { "plans", cmd_plans, G_CONN | G_FORMAT | G_FILTER, "", "registered plans",
+    { "plans", cmd_plans, QUERY | B(O_PLAN) | B(O_GRAPH) | B(O_SOURCE) | TIME,
+      "", "registered plans",
       "Lists registered plans with their node, value and retained counts." },
-    { "prunes", cmd_prunes, G_CONN | G_FORMAT | G_FILTER, "",
+    { "prunes", cmd_prunes, QUERY | TIME, "",
       "what retention removed, and when",
       "Lists the retention prunes, newest first: when each ran, its cutoff,\n"
       "the receipts it removed and the oldest and newest received_at among\n"
       "them. --since and --until select by the time of the prune." },
-    { "retained", cmd_retained, G_CONN | G_FORMAT | G_PLAN, "",
+    { "retained", cmd_retained, QUERY | B(O_PLAN) | B(O_GRAPH), "",
       "retained values of one plan",
       "Lists the retained completion values of the plan given by --plan\n"
       "(and --graph)." },
-    { "readback-check", cmd_readback_check, G_CONN | G_FORMAT | G_READBACK, "",
-      "check a completion readback",
+    { "readback-check", cmd_readback_check,
+      OUT | B(O_PLAN) | B(O_GRAPH) | B(O_VALUE) | B(O_PARTICIPANT) |
+          B(O_ELEMENT_TYPE) | B(O_COUNT),
+      "", "check a completion readback",
       "Asks the daemon to check a completion readback against a retained\n"
       "value (op readback; nothing is stored) and prints the resolved\n"
       "readback request. Needs --plan, --value, --element-type, --count." },
-    { "import", import_run, G_CONN | G_FORMAT | G_IMPORT, "FILE...",
-      "send receipts from files",
+    { "import", import_run, OUT | B(O_SOURCE) | B(O_BATCH) | B(O_DRY_RUN),
+      "FILE...", "send receipts from files",
       "Reads receipts from files (\"-\" is stdin): msgpack (one receipt or an\n"
       "array of receipts) or serde_json (one object, an array, or JSON\n"
       "lines). Each is checked locally first, then sent in 'receipts'\n"
@@ -593,23 +661,24 @@ wrap(FILE *out, const char *text, int col, int width)
 static void
 print_help(FILE *out, const struct cmd *c)
 {
-    size_t i;
+    size_t i, k;
     char left[64];
 
     fprintf(out, "usage: receiptctl %s%s%s%s\n\n%s\n", c->name,
-            c->groups ? " [OPTIONS]" : "", c->args[0] ? " " : "", c->args,
+            c->opts ? " [OPTIONS]" : "", c->args[0] ? " " : "", c->args,
             c->help);
-    if (c->groups == 0)
+    if (c->opts == 0)
         return;
     fputs("\noptions:\n", out);
     for (i = 0; i < sizeof(optdescs) / sizeof(optdescs[0]); i++) {
         const struct optdesc *d = &optdescs[i];
         const char *help = d->help;
 
-        if ((d->groups & c->groups) == 0)
+        if ((B(d->id) & c->opts) == 0)
             continue;
-        if (d->id == O_FORMAT && strcmp(c->name, "stats") == 0)
-            help = "output: table (default), json, csv or prometheus";
+        for (k = 0; k < sizeof(opthelp) / sizeof(opthelp[0]); k++)
+            if (opthelp[k].id == d->id && strcmp(opthelp[k].cmd, c->name) == 0)
+                help = opthelp[k].help;
         snprintf(left, sizeof(left), "--%s%s%s", d->name, d->arg ? " " : "",
                  d->arg ? d->arg : "");
         fprintf(out, "  %-24s ", left);
@@ -695,14 +764,13 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         break;
     case O_FORMAT:
         o->format = output_format_from_name(arg);
-        if (o->format < 0 || (o->format == OUTPUT_PROMETHEUS &&
-                              (c == NULL || strcmp(c->name, "stats") != 0))) {
-            cli_usage_err(prog,
-                          "--format: unknown format \"%s\" (expected "
-                          "table, json or csv%s)",
-                          arg,
-                          c && strcmp(c->name, "stats") == 0 ? " or prometheus"
-                                                             : "");
+        if (o->format < 0 || !format_ok(c->name, o->format)) {
+            cli_usage_err(
+                prog,
+                "--format: unknown format \"%s\" (expected "
+                "table, json%s or csv%s)",
+                arg, format_ok(c->name, OUTPUT_JSONL) ? ", jsonl" : "",
+                strcmp(c->name, "stats") == 0 ? " or prometheus" : "");
             return CLI_EXIT_USAGE;
         }
         break;
@@ -808,6 +876,9 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         break;
     case O_DRY_RUN:
         o->dry_run = 1;
+        break;
+    case O_FAIL_ON_TRUNCATE:
+        o->fail_on_truncate = 1;
         break;
     }
     return 0;
@@ -920,7 +991,7 @@ main(int argc, char **argv)
     for (i = 0; i < nuses; i++) {
         const struct optdesc *d = find_optdesc(uses[i].id);
 
-        if (d == NULL || (d->groups & c->groups) == 0) {
+        if (d == NULL || (B(d->id) & c->opts) == 0) {
             cli_usage_err(c->name, "--%s is not an option of %s",
                           d ? d->name : "?", c->name);
             free(pos);

@@ -1,0 +1,504 @@
+/*
+ * e2e_cli.c: what scripts rely on in receiptctl (issue 15), against the
+ * real receiptd on a temporary socket and database: fixed CSV schemas,
+ * JSON lines, unmeasured counters as null, filters a command does not
+ * apply refused, truncation on stderr, durations, tokens kept out of argv,
+ * the daemon's --check-config, and idempotent imports.
+ *
+ * Every case runs the real receiptctl binary (fork/exec) and reads its
+ * stdout, stderr and exit status.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "e2e_util.h"
+
+#define CTL TEST_BINARY_DIR "/client/receiptctl"
+
+static struct e2e_daemon d;
+
+struct run {
+    int status; /* exit code, or -1 when killed */
+    char *out;
+    char *err;
+};
+
+static void
+run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static char *
+slurp(const char *path)
+{
+    size_t len;
+    char *s = e2e_read_file(path, &len);
+
+    return s != NULL ? s : strdup("");
+}
+
+/*
+ * Runs receiptctl with args (NULL-terminated, without argv[0]), talking to
+ * the test's daemon through RECEIPTD_SOCKET; env, when not NULL, is a
+ * NULL-terminated list of NAME=VALUE set as well; stdin_path, when not
+ * NULL, is its standard input.
+ */
+static void
+run_env(struct run *r, const char *const *env, const char *stdin_path,
+        const char *const *args)
+{
+    char outp[300], errp[300];
+    const char *argv[64];
+    pid_t pid;
+    int st, i, fd;
+
+    argv[0] = "receiptctl";
+    for (i = 0; args[i] != NULL; i++)
+        argv[i + 1] = args[i];
+    argv[i + 1] = NULL;
+    snprintf(outp, sizeof(outp), "%s/ctl.out", d.dir);
+    snprintf(errp, sizeof(errp), "%s/ctl.err", d.dir);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        if (stdin_path != NULL) {
+            fd = open(stdin_path, O_RDONLY);
+            dup2(fd, 0);
+        }
+        setenv("RECEIPTD_SOCKET", d.sock, 1);
+        unsetenv("RECEIPTD_TOKEN");
+        for (i = 0; env != NULL && env[i] != NULL; i++)
+            putenv((char *)env[i]);
+        execv(CTL, (char *const *)argv);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r->out = slurp(outp);
+    r->err = slurp(errp);
+}
+
+static void
+run(struct run *r, const char *const *args)
+{
+    run_env(r, NULL, NULL, args);
+}
+
+/* Runs and expects exit 0. */
+static void
+run_ok(struct run *r, const char *const *args)
+{
+    run(r, args);
+    ck_assert_msg(r->status == 0, "%s: exit %d\nstdout: %s\nstderr: %s",
+                  args[0], r->status, r->out, r->err);
+}
+
+static int
+count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* The first line of s, copied into buf. */
+static const char *
+first_line(const char *s, char *buf, size_t len)
+{
+    size_t n = strcspn(s, "\n");
+
+    snprintf(buf, len, "%.*s", (int)n, s);
+    return buf;
+}
+
+/* A file in the daemon's directory holding text; its path in path. */
+static void
+write_tmp(char *path, size_t len, const char *name, const char *text)
+{
+    snprintf(path, len, "%s/%s", d.dir, name);
+    ck_assert_int_eq(e2e_write_file(path, text), 0);
+}
+
+static void
+setup(void)
+{
+    static const char *const extra[] = { "--log-level", "warning", NULL };
+
+    if (e2e_start(&d, extra) != 0) {
+        size_t len;
+        char *log = e2e_read_file(d.log, &len);
+
+        ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
+    }
+}
+
+static void
+teardown(void)
+{
+    int st = 0;
+
+    ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &st), 0);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    e2e_cleanup(&d);
+}
+
+/* A schema-1 receipt measuring only decode_steps (bit 0) and a schema-3
+ * one measuring everything, as JSON lines. */
+#define S1_LINE                                                                \
+    "{\"schema_version\":1,\"requested_backend\":\"cuda\","                    \
+    "\"executed_backend\":\"cpu\",\"model_instance_id\":\"m1\","               \
+    "\"prepared_plan_id\":\"plan-a\",\"graph_hash\":\"g\","                    \
+    "\"stop_reason\":\"eos\",\"counter_coverage\":1,"                          \
+    "\"counters\":{\"decode_steps\":5,\"graph_launches\":0,"                   \
+    "\"compute_dispatches\":0,\"device_fences\":0,"                            \
+    "\"host_to_device_bytes\":0,\"device_to_host_bytes\":0,"                   \
+    "\"fallback_count\":0,\"hot_path_allocations\":0,\"compile_calls\":0,"     \
+    "\"immutable_upload_bytes\":0},\"artifacts\":{\"temp_created_bytes\":0,"   \
+    "\"temp_removed_bytes\":0,\"temp_retained_bytes\":0,"                      \
+    "\"temp_cleanup_failures\":0}}\n"
+#define S3_LINE                                                                \
+    "{\"schema_version\":3,\"requested_backend\":\"cpu\","                     \
+    "\"executed_backend\":\"cpu\",\"model_instance_id\":\"m3\","               \
+    "\"prepared_plan_id\":\"plan-b\",\"graph_hash\":\"g\","                    \
+    "\"tuning_profile\":\"\",\"stop_reason\":\"eos\","                         \
+    "\"counter_coverage\":67108863,\"counters\":{\"decode_steps\":7,"          \
+    "\"graph_launches\":0,\"compute_dispatches\":0,\"device_fences\":0,"       \
+    "\"host_to_device_bytes\":0,\"device_to_host_bytes\":0,"                   \
+    "\"fallback_count\":0,\"hot_path_allocations\":0,\"compile_calls\":0,"     \
+    "\"immutable_upload_bytes\":0},\"latency\":{\"queue_delay_us\":3},"        \
+    "\"artifacts\":{\"temp_created_bytes\":0,\"temp_removed_bytes\":0,"        \
+    "\"temp_retained_bytes\":0,\"temp_cleanup_failures\":0}}\n"
+
+static void
+import_text(const char *name, const char *text)
+{
+    char path[400];
+    const char *args[] = { "import", path, NULL };
+    struct run r;
+
+    write_tmp(path, sizeof(path), name, text);
+    run_ok(&r, args);
+    run_free(&r);
+}
+
+/* ---- fixed schemas, JSON lines, null counters ---- */
+
+/* The CSV header of kind (with extra arguments) as it prints now. */
+static void
+csv_header(char *buf, size_t len, const char *const *args)
+{
+    struct run r;
+
+    run_ok(&r, args);
+    first_line(r.out, buf, len);
+    run_free(&r);
+}
+
+START_TEST(test_cli_csv_header_is_fixed_per_kind)
+{
+    static const char *const kinds[][6] = {
+        { "receipts", "--format", "csv", NULL },
+        { "fallbacks", "--format", "csv", NULL },
+        { "fallbacks", "--group-by", "backends", "--format", "csv", NULL },
+        { "fallbacks", "--group-by", "none", "--format", "csv", NULL },
+        { "coverage", "--format", "csv", NULL },
+        { "gaps", "--format", "csv", NULL },
+        { "prunes", "--format", "csv", NULL },
+        { "plans", "--format", "csv", NULL },
+        { "quarantine", "--format", "csv", NULL },
+    };
+    char before[9][2048], after[2048];
+    size_t i;
+
+    for (i = 0; i < 9; i++) {
+        csv_header(before[i], sizeof(before[i]), kinds[i]);
+        ck_assert_msg(before[i][0] != '\0', "%s: empty header", kinds[i][0]);
+    }
+    /* 44 receipt columns and extra, with no rows at all. */
+    {
+        int commas = 0;
+        const char *p;
+
+        for (p = before[0]; *p; p++)
+            commas += *p == ',';
+        ck_assert_int_eq(commas, 44);
+    }
+    ck_assert_str_eq(before[3], before[0]);
+    ck_assert_str_eq(before[6], "id,pruned_at,cutoff_at,rows,"
+                                "oldest_received_at,newest_received_at,extra");
+    import_text("mixed.jsonl", S1_LINE S3_LINE);
+    for (i = 0; i < 9; i++) {
+        csv_header(after, sizeof(after), kinds[i]);
+        ck_assert_msg(strcmp(after, before[i]) == 0,
+                      "%s: header changed with rows:\n%s\n%s", kinds[i][0],
+                      before[i], after);
+    }
+}
+END_TEST
+
+START_TEST(test_cli_jsonl_one_row_per_line)
+{
+    const char *args[] = { "receipts", "--format", "jsonl", NULL };
+    const char *none[] = { "gaps",     "--format", "jsonl",
+                           "--source", "nobody",   NULL };
+    struct json_object *j;
+    struct run r;
+    char *line, *save = NULL;
+    int n = 0;
+
+    import_text("two.jsonl", S1_LINE S3_LINE);
+    run_ok(&r, args);
+    ck_assert_int_eq(count_lines(r.out), 2);
+    for (line = strtok_r(r.out, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        j = json_tokener_parse(line);
+        ck_assert_msg(j != NULL, "not one JSON object: %s", line);
+        ck_assert(json_object_is_type(j, json_type_object));
+        ck_assert(json_object_object_get_ex(j, "receipt_id", NULL));
+        json_object_put(j);
+        n++;
+    }
+    ck_assert_int_eq(n, 2);
+    run_free(&r);
+
+    run_ok(&r, none);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+END_TEST
+
+/* decode_steps of the schema-1 receipt is measured (5); its fallback_count
+ * (bit 6) is not, so it is null in JSON and empty in CSV, never 0. */
+START_TEST(test_cli_unmeasured_counter_is_null)
+{
+    const char *json[] = {
+        "receipts", "--model", "m1", "--format", "json", NULL
+    };
+    const char *csv[] = {
+        "receipts", "--model", "m1", "--format", "csv", NULL
+    };
+    struct json_object *j, *row, *counters, *v;
+    struct run r;
+    char *hdr, *data, *tok, *save = NULL;
+    int col = 0, dcol = -1, fcol = -1;
+
+    import_text("s1.jsonl", S1_LINE);
+    run_ok(&r, json);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+    counters = json_object_object_get(row, "counters");
+    ck_assert_uint_eq(json_object_get_uint64(
+                          json_object_object_get(counters, "decode_steps")),
+                      5);
+    ck_assert(json_object_object_get_ex(counters, "fallback_count", &v));
+    ck_assert_ptr_null(v);
+    json_object_put(j);
+    run_free(&r);
+
+    run_ok(&r, csv);
+    hdr = r.out;
+    data = strchr(hdr, '\n');
+    ck_assert_ptr_nonnull(data);
+    *data++ = '\0';
+    for (tok = strtok_r(hdr, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save), col++) {
+        if (strcmp(tok, "counters.decode_steps") == 0)
+            dcol = col;
+        if (strcmp(tok, "counters.fallback_count") == 0)
+            fcol = col;
+    }
+    ck_assert_int_ge(dcol, 0);
+    ck_assert_int_gt(fcol, dcol);
+    /* Fields of the data line by position (no quoting in this row). */
+    {
+        const char *p = data;
+        int at = 0;
+        char dv[32] = "", fv[32] = "";
+
+        while (*p != '\0' && *p != '\n') {
+            size_t n = strcspn(p, ",\n");
+
+            if (at == dcol)
+                snprintf(dv, sizeof(dv), "%.*s", (int)n, p);
+            if (at == fcol)
+                snprintf(fv, sizeof(fv), "%.*s", (int)n, p);
+            p += n;
+            if (*p == ',')
+                p++;
+            at++;
+        }
+        ck_assert_str_eq(dv, "5");
+        ck_assert_str_eq(fv, "");
+    }
+    run_free(&r);
+}
+END_TEST
+
+/* ---- filters a command does not apply ---- */
+
+/* The daemon's count of frames read, through receiptctl. */
+static uint64_t
+frames_read(void)
+{
+    const char *args[] = { "stats", "--format", "json", NULL };
+    struct json_object *j, *row;
+    struct run r;
+    uint64_t n;
+
+    run_ok(&r, args);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+    n = json_object_get_uint64(json_object_object_get(row, "frames"));
+    json_object_put(j);
+    run_free(&r);
+    return n;
+}
+
+static const struct {
+    const char *args[8];
+    const char *want;
+} unapplied[] = {
+    { { "gaps", "--since", "1h", NULL }, "--since is not an option of gaps" },
+    { { "gaps", "--plan", "p", NULL }, "--plan is not an option of gaps" },
+    { { "quarantine", "--plan", "p", NULL },
+      "--plan is not an option of quarantine" },
+    { { "quarantine", "--requested", "cuda", NULL },
+      "--requested is not an option of quarantine" },
+    { { "plans", "--model", "m", NULL }, "--model is not an option of plans" },
+    { { "plans", "--requested", "cpu", NULL },
+      "--requested is not an option of plans" },
+    { { "prunes", "--source", "s", NULL },
+      "--source is not an option of prunes" },
+    { { "retained", "--plan", "p", "--since", "1h", NULL },
+      "--since is not an option of retained" },
+    { { "fallbacks", "--before-id", "9", NULL },
+      "--before-id is not an option of fallbacks" },
+    { { "stats", "--limit", "5", NULL }, "--limit is not an option of stats" },
+    { { "quarantine", "show", "1", "--limit", "3", NULL },
+      "--limit applies to the listing" },
+    { { "quarantine", "replay", "1", "--source", "s", NULL },
+      "--source applies to the listing" },
+    { { "ping", "--format", "jsonl", NULL }, "unknown format \"jsonl\"" },
+};
+
+START_TEST(test_cli_unapplied_filter_is_usage_error)
+{
+    struct run r;
+    uint64_t before = frames_read(), after;
+
+    run(&r, unapplied[_i].args);
+    ck_assert_msg(r.status == 2, "%s: exit %d, stderr %s", unapplied[_i].want,
+                  r.status, r.err);
+    ck_assert_msg(strstr(r.err, unapplied[_i].want) != NULL,
+                  "want \"%s\" in: %s", unapplied[_i].want, r.err);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+    /* Refused before anything was sent: one frame more is the stats
+     * query itself. */
+    after = frames_read();
+    ck_assert_uint_eq(after, before + 1);
+}
+END_TEST
+
+/* Each command's help lists the options it applies, and no other. */
+START_TEST(test_cli_help_lists_own_options_only)
+{
+    static const struct {
+        const char *cmd;
+        const char *has[4];
+        const char *lacks[6];
+    } cases[] = {
+        { "gaps",
+          { "--source", "--limit", "--fail-on-truncate", NULL },
+          { "--since", "--plan", "--model", "--requested", "--status", NULL } },
+        { "quarantine",
+          { "--source", "--since", "--until", NULL },
+          { "--plan", "--requested", "--graph", "--group-by", NULL } },
+        { "plans",
+          { "--plan", "--graph", "--source", NULL },
+          { "--model", "--requested", "--executed", NULL } },
+        { "prunes",
+          { "--since", "pruned at or after", NULL },
+          { "--source", "--plan", NULL } },
+        { "stats", { "prometheus", NULL }, { "--limit", "--since", NULL } },
+    };
+    size_t i, k;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *args[] = { cases[i].cmd, "--help", NULL };
+        struct run r;
+
+        run_ok(&r, args);
+        for (k = 0; cases[i].has[k] != NULL; k++)
+            ck_assert_msg(strstr(r.out, cases[i].has[k]) != NULL,
+                          "%s --help lacks %s:\n%s", cases[i].cmd,
+                          cases[i].has[k], r.out);
+        for (k = 0; cases[i].lacks[k] != NULL; k++) {
+            char opt[64];
+
+            snprintf(opt, sizeof(opt), "  %s ", cases[i].lacks[k]);
+            ck_assert_msg(strstr(r.out, opt) == NULL,
+                          "%s --help offers %s:\n%s", cases[i].cmd,
+                          cases[i].lacks[k], r.out);
+        }
+        run_free(&r);
+    }
+}
+END_TEST
+
+static Suite *
+e2e_cli_suite(void)
+{
+    Suite *s = suite_create("e2e_cli");
+    TCase *tc;
+
+    tc = tcase_create("output");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_csv_header_is_fixed_per_kind);
+    tcase_add_test(tc, test_cli_jsonl_one_row_per_line);
+    tcase_add_test(tc, test_cli_unmeasured_counter_is_null);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("filters");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_cli_unapplied_filter_is_usage_error, 0,
+                        (int)(sizeof(unapplied) / sizeof(unapplied[0])));
+    tcase_add_test(tc, test_cli_help_lists_own_options_only);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(e2e_cli_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
