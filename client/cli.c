@@ -185,6 +185,9 @@ cli_print_result(const struct cli_opts *o, const char *kind,
                 strerror(errno));
         return CLI_EXIT_DAEMON;
     }
+    if (o->format != OUTPUT_PROMETHEUS &&
+        output_truncation(stderr, &spec, result) && o->fail_on_truncate)
+        return CLI_EXIT_TRUNCATED;
     return 0;
 }
 

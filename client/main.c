@@ -10,7 +10,8 @@
  * accepts, so a misplaced flag is a usage error rather than silently
  * ignored. Exit codes: 0 ok, 1 the daemon answered with an error (or an
  * import had rejected items), 2 usage, 3 cannot connect or the connection
- * failed. Every error is one line on stderr. Single-threaded.
+ * failed, 4 a query cut at --limit under --fail-on-truncate. Every error is one
+ * line on stderr. Single-threaded.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -627,7 +628,8 @@ print_usage(FILE *out)
         fprintf(out, "  %-15s %s\n", cmds[i].name, cmds[i].summary);
     fputs("\n'receiptctl help COMMAND' or 'receiptctl COMMAND --help' for a\n"
           "command's options. Exit status: 0 ok, 1 the daemon answered with\n"
-          "an error, 2 usage, 3 cannot connect.\n",
+          "an error, 2 usage, 3 cannot connect, 4 cut at --limit with\n"
+          "--fail-on-truncate.\n",
           out);
 }
 

@@ -1328,11 +1328,6 @@ output_result(FILE *out, int format, const struct output_spec *spec,
     } else {
         print_table(out, &cols, cells, nrows);
     }
-    if (format == OUTPUT_TABLE && truncated)
-        fprintf(out,
-                "(truncated at %zu rows: more match; raise --limit "
-                "or page with --before-id)\n",
-                nrows);
     rc = 0;
     goto done;
 oom:
@@ -1347,6 +1342,78 @@ done:
     free(flat);
     cols_free(&cols);
     return rc;
+}
+
+/* The smallest receipt_id among rows, the cursor of the next page. */
+static int
+min_receipt_id(const msgpack_object *rows, uint64_t *out)
+{
+    const msgpack_object *v;
+    uint32_t i;
+    int found = 0;
+
+    for (i = 0; i < rows->via.array.size; i++) {
+        v = mpobj_map_get(&rows->via.array.ptr[i], "receipt_id", NULL);
+        if (v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+            (!found || v->via.u64 < *out)) {
+            *out = v->via.u64;
+            found = 1;
+        }
+    }
+    return found;
+}
+
+int
+output_truncation(FILE *out, const struct output_spec *spec,
+                  const msgpack_object *result)
+{
+    const msgpack_object *rows, *last, *v;
+    const char *kind = spec->kind;
+    uint32_t n, i;
+    uint64_t cursor = 0;
+    int truncated, cut = 0;
+
+    if (get_rows(result, &rows, &truncated, NULL, 0) != 0)
+        return 0;
+    n = rows->via.array.size;
+    /* gaps bounds the ranges of each source too; missing_seqs still
+     * counts them all. */
+    for (i = 0; strcmp(kind, "gaps") == 0 && i < n; i++) {
+        const msgpack_object *row = &rows->via.array.ptr[i];
+        const msgpack_object *src = mpobj_map_get(row, "source", NULL);
+
+        v = mpobj_map_get(row, "missing_truncated", NULL);
+        if (v == NULL || v->type != MSGPACK_OBJECT_BOOLEAN || !v->via.boolean)
+            continue;
+        fprintf(out,
+                "receiptctl: gaps: the missing ranges of source \"%.*s\" "
+                "are cut at --limit; missing_seqs counts them all\n",
+                src && src->type == MSGPACK_OBJECT_STR ? (int)src->via.str.size
+                                                       : 0,
+                src && src->type == MSGPACK_OBJECT_STR ? src->via.str.ptr : "");
+        cut = 1;
+    }
+    if (!truncated)
+        return cut;
+    fprintf(out,
+            "receiptctl: %s: truncated at %" PRIu32 " rows; more match: ", kind,
+            n);
+    if (strcmp(kind, "receipts") == 0 && min_receipt_id(rows, &cursor))
+        fprintf(out, "page on with --before-id %" PRIu64 ", or raise --limit\n",
+                cursor);
+    else
+        fputs("raise --limit or narrow the filters\n", out);
+    /* A coverage group is RECEIPT_NCOUNTERS rows; a cut one says so. */
+    last = n > 0 ? &rows->via.array.ptr[n - 1] : NULL;
+    v = last ? mpobj_map_get(last, "bit", NULL) : NULL;
+    if (strcmp(kind, "coverage") == 0 && v != NULL &&
+        v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+        v->via.u64 + 1 < RECEIPT_NCOUNTERS)
+        fprintf(out,
+                "receiptctl: coverage: the last group is incomplete: %" PRIu64
+                " of its %d counters\n",
+                v->via.u64 + 1, RECEIPT_NCOUNTERS);
+    return 1;
 }
 
 /* ---- Prometheus ---- */

@@ -80,6 +80,17 @@ int output_result(FILE *out, int format, const struct output_spec *spec,
 const char *const *output_columns(const struct output_spec *spec);
 
 /*
+ * Tells a person or a script, on out (stderr: never into the data), that
+ * result (borrowed) was cut short, and the way on: `--before-id` with the
+ * next cursor where the kind has one (receipts), otherwise a larger
+ * --limit or narrower filters. A coverage result cut inside a group says
+ * how many of the group's counters it holds; gaps names every source whose
+ * missing ranges were cut. Returns 1 when anything was cut, else 0.
+ */
+int output_truncation(FILE *out, const struct output_spec *spec,
+                      const msgpack_object *result);
+
+/*
  * Prints a `stats` result in the Prometheus text exposition format (version
  * 0.0.4), for node_exporter's textfile collector: receiptd_up 1 first, then
  * every numeric field of the first row as a metric named receiptd_<field>

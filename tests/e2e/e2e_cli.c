@@ -467,6 +467,68 @@ START_TEST(test_cli_help_lists_own_options_only)
 }
 END_TEST
 
+/* ---- truncation ---- */
+
+START_TEST(test_cli_truncation_note_on_stderr)
+{
+    const char *csv[] = { "receipts", "--limit", "1", "--format", "csv", NULL };
+    const char *fail[] = { "receipts", "--limit", "1",
+                           "--format", "jsonl",   "--fail-on-truncate",
+                           NULL };
+    const char *whole[] = { "receipts", "--limit", "2", "--fail-on-truncate",
+                            NULL };
+    const char *fb[] = { "fallbacks", "--group-by", "model", "--limit",
+                         "1",         "--format",   "csv",   NULL };
+    const char *cov[] = { "coverage", "--group-by", "model", "--limit",
+                          "30",       "--format",   "csv",   NULL };
+    char next[64], *at;
+    const char *page[] = { "receipts", "--limit",  "1",     "--before-id",
+                           next,       "--format", "jsonl", NULL };
+    struct run r;
+
+    import_text("two.jsonl", S1_LINE S3_LINE);
+    run_ok(&r, csv);
+    ck_assert_int_eq(count_lines(r.out), 2); /* header and one row */
+    ck_assert_ptr_null(strstr(r.out, "truncated"));
+    at = strstr(r.err, "--before-id ");
+    ck_assert_msg(at != NULL, "no cursor in: %s", r.err);
+    snprintf(next, sizeof(next), "%.*s", (int)strcspn(at + 12, ", \n"),
+             at + 12);
+    run_free(&r);
+
+    /* The cursor the note names is the way on: the other receipt. */
+    run_ok(&r, page);
+    ck_assert_int_eq(count_lines(r.out), 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"model_instance_id\":\"m1\""));
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+
+    run(&r, fail);
+    ck_assert_int_eq(r.status, 4);
+    ck_assert_int_eq(count_lines(r.out), 1); /* the rows still print */
+    ck_assert_ptr_nonnull(strstr(r.err, "truncated at 1 rows"));
+    run_free(&r);
+
+    run_ok(&r, whole);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+
+    /* An aggregate has no cursor: the note does not offer one. */
+    run_ok(&r, fb);
+    ck_assert_ptr_nonnull(strstr(r.err, "raise --limit or narrow"));
+    ck_assert_ptr_null(strstr(r.err, "--before-id"));
+    run_free(&r);
+
+    /* 30 coverage rows are one model's 26 counters and 4 of the next. */
+    run_ok(&r, cov);
+    ck_assert_int_eq(count_lines(r.out), 31);
+    ck_assert_msg(strstr(r.err, "the last group is incomplete: 4 of its 26 "
+                                "counters") != NULL,
+                  "%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *
 e2e_cli_suite(void)
 {
@@ -487,6 +549,7 @@ e2e_cli_suite(void)
     tcase_add_loop_test(tc, test_cli_unapplied_filter_is_usage_error, 0,
                         (int)(sizeof(unapplied) / sizeof(unapplied[0])));
     tcase_add_test(tc, test_cli_help_lists_own_options_only);
+    tcase_add_test(tc, test_cli_truncation_note_on_stderr);
     suite_add_tcase(s, tc);
     return s;
 }
