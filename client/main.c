@@ -27,6 +27,7 @@
 #include <msgpack.h>
 
 #include "cli.h"
+#include "duration.h"
 #include "envelope.h"
 #include "import.h"
 #include "mpobj.h"
@@ -93,8 +94,9 @@ static const struct optdesc optdescs[] = {
       "then " CLI_DEFAULT_SOCKET ")" },
     { "tcp", O_TCP, "HOST:PORT", "connect over TCP instead" },
     { "token", O_TOKEN, "TOKEN", "token to authenticate with (sent in hello)" },
-    { "timeout", O_TIMEOUT, "SECONDS",
-      "give up waiting on the daemon after this long (default 60; 0: never)" },
+    { "timeout", O_TIMEOUT, "DURATION",
+      "give up waiting on the daemon after this long: seconds or units, "
+      "500ms, 2m (default 60s; 0: never)" },
     { "format", O_FORMAT, "FMT", "output: table (default), json or csv" },
     { "plan", O_PLAN, "ID", "prepared_plan_id" },
     { "graph", O_GRAPH, "HASH", "graph_hash" },
@@ -740,7 +742,7 @@ static int
 apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
           uint64_t now)
 {
-    char err[TIMESPEC_ERR_MAX];
+    char err[TIMESPEC_ERR_MAX], derr[DURATION_ERR_MAX];
     const char *prog = c ? c->name : NULL;
     uint64_t v;
 
@@ -755,14 +757,15 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         o->token = arg;
         break;
     case O_TIMEOUT:
-        if (cli_parse_u64(arg, 0, 86400, &v) != 0) {
-            cli_usage_err(prog,
-                          "--timeout: expected seconds from 0 to 86400, "
-                          "got \"%s\"",
-                          arg);
+        if (duration_parse(arg, 1000, &v, derr, sizeof(derr)) != 0) {
+            cli_usage_err(prog, "--timeout: %s", derr);
             return CLI_EXIT_USAGE;
         }
-        o->timeout_ms = (int)(v * 1000);
+        if (v > 86400000) {
+            cli_usage_err(prog, "--timeout: \"%s\" is over a day", arg);
+            return CLI_EXIT_USAGE;
+        }
+        o->timeout_ms = (int)v;
         break;
     case O_FORMAT:
         o->format = output_format_from_name(arg);

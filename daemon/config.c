@@ -17,6 +17,7 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "duration.h"
 
 /* The compatibility macro of config.h would hide libconfig's own
  * config_init(), which this file calls. */
@@ -186,11 +187,6 @@ static const struct unit {
     { "TB", 1000000000000ull },
 };
 
-static const struct unit duration_units[] = {
-    { "ms", 1 },      { "s", 1000 },     { "m", 60000 },     { "min", 60000 },
-    { "h", 3600000 }, { "d", 86400000 }, { "w", 604800000 },
-};
-
 /* Reads decimal digits at *p into *v; 0, or -1 when there are none or the
  * value overflows. */
 static int
@@ -255,57 +251,10 @@ config_parse_size(const char *s, uint64_t *bytes)
     return 0;
 }
 
-/*
- * config_parse_duration_ms() with the unit of a lone number without one
- * given: plain milliseconds (1000 in the file, where it means seconds; 1
- * for a flag whose name ends in -ms).
- */
-static int
-parse_duration(const char *s, uint64_t plain, uint64_t *ms)
-{
-    const struct unit *u;
-    uint64_t n, total = 0, part;
-    int pairs = 0;
-
-    while (*s == ' ')
-        s++;
-    while (*s != '\0') {
-        if (read_number(&s, &n) < 0)
-            return -1;
-        while (*s == ' ')
-            s++;
-        if (*s == '\0' && pairs == 0) {
-            /* A lone number is in the plain unit (seconds in the file, as
-             * an integer there is). */
-            if (n > UINT64_MAX / plain)
-                return -1;
-            *ms = n * plain;
-            return 0;
-        }
-        u = read_unit(&s, duration_units,
-                      sizeof(duration_units) / sizeof(duration_units[0]));
-        if (u == NULL)
-            return -1;
-        if (n > UINT64_MAX / u->mult)
-            return -1;
-        part = n * u->mult;
-        if (total > UINT64_MAX - part)
-            return -1;
-        total += part;
-        pairs++;
-        while (*s == ' ')
-            s++;
-    }
-    if (pairs == 0)
-        return -1;
-    *ms = total;
-    return 0;
-}
-
 int
 config_parse_duration_ms(const char *s, uint64_t *ms)
 {
-    return parse_duration(s, 1000, ms);
+    return duration_parse(s, 1000, ms, NULL, 0);
 }
 
 /* ---- The key table. ---- */
@@ -384,8 +333,9 @@ const struct config_key config_keys[] = {
      * name does. */
     { .section = "store",
       .name = "retention",
-      .flag = "retention-age-s",
-      .arg = "S",
+      .flag = "retention",
+      .alias = "retention-age-s",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_SEC,
       M(retention_max_age_s),
       .min = 1,
@@ -442,8 +392,9 @@ const struct config_key config_keys[] = {
       .help = "open connections" },
     { .section = "limits",
       .name = "idle_timeout",
-      .flag = "idle-timeout-ms",
-      .arg = "MS",
+      .flag = "idle-timeout",
+      .alias = "idle-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(idle_timeout_ms),
       .min = 100,
@@ -453,8 +404,9 @@ const struct config_key config_keys[] = {
               "replies, for this long" },
     { .section = "limits",
       .name = "frame_timeout",
-      .flag = "frame-timeout-ms",
-      .arg = "MS",
+      .flag = "frame-timeout",
+      .alias = "frame-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(frame_timeout_ms),
       .min = 100,
@@ -462,8 +414,9 @@ const struct config_key config_keys[] = {
       .help = "a started frame must complete within this" },
     { .section = "limits",
       .name = "hello_timeout",
-      .flag = "hello-timeout-ms",
-      .arg = "MS",
+      .flag = "hello-timeout",
+      .alias = "hello-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(hello_timeout_ms),
       .min = 100,
@@ -507,8 +460,9 @@ const struct config_key config_keys[] = {
       .help = "bytes per group commit" },
     { .section = "limits",
       .name = "query_timeout",
-      .flag = "query-timeout-ms",
-      .arg = "MS",
+      .flag = "query-timeout",
+      .alias = "query-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(query_timeout_ms),
       .min = 1,
@@ -677,23 +631,17 @@ format_value(const struct config_key *k, uint64_t v, char *buf, size_t len)
         { "MiB", 1ull << 20 },
         { "KiB", 1ull << 10 },
     };
-    static const struct unit dur[] = {
-        { "w", 604800000 }, { "d", 86400000 }, { "h", 3600000 },
-        { "m", 60000 },     { "s", 1000 },
-    };
     const struct unit *u = NULL;
     size_t i, n = 0;
 
+    if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC) {
+        /* Seconds fit milliseconds for every value the table allows. */
+        duration_format(k->kind == CONFIG_KIND_SEC ? v * 1000 : v, buf, len);
+        return;
+    }
     if (k->kind == CONFIG_KIND_SIZE) {
         u = bin;
         n = sizeof(bin) / sizeof(bin[0]);
-    } else if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC) {
-        u = dur;
-        n = sizeof(dur) / sizeof(dur[0]);
-        if (k->kind == CONFIG_KIND_SEC) {
-            /* Seconds fit milliseconds for every value the table allows. */
-            v *= 1000;
-        }
     }
     for (i = 0; i < n; i++) {
         if (v != 0 && v % u[i].mult == 0) {
@@ -703,8 +651,6 @@ format_value(const struct config_key *k, uint64_t v, char *buf, size_t len)
     }
     if (k->kind == CONFIG_KIND_SIZE)
         snprintf(buf, len, "%" PRIu64 "B", v);
-    else if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC)
-        snprintf(buf, len, "%" PRIu64 "ms", v);
     else
         snprintf(buf, len, "%" PRIu64, v);
 }
@@ -778,9 +724,10 @@ wider_than_int(struct load *ld, const config_setting_t *s, char *text,
 
 /* ---- One parser and range per key, for the file and the flags. ---- */
 
-/* Where a value comes from: a flag's name gives the unit of a number
- * written without one; in the file such a number is bytes or seconds. */
-enum source { FROM_FILE, FROM_FLAG };
+/* Where a value comes from: in the file and on a flag a number written
+ * without a unit is bytes or seconds; the old name of a duration flag
+ * (its alias, "idle-timeout-ms") gives the unit of such a number. */
+enum source { FROM_FILE, FROM_ALIAS };
 
 /* Checks v, in the member's unit, against k's range. */
 static int
@@ -854,16 +801,16 @@ parse_number(const struct config_key *k, const char *text, enum source from,
         return -1;
     case CONFIG_KIND_MSEC:
     case CONFIG_KIND_SEC:
-        if (parse_duration(
+        if (duration_parse(
                 text,
-                from == FROM_FLAG && k->kind == CONFIG_KIND_MSEC ? 1 : 1000,
-                &ms) < 0) {
+                from == FROM_ALIAS && k->kind == CONFIG_KIND_MSEC ? 1 : 1000,
+                &ms, NULL, 0) < 0) {
             snprintf(why, len,
                      "\"%s\" is not a duration: write %s as an integer or "
                      "numbers with units (ms, s, m, h, d, w), e.g. \"10s\", "
                      "\"7d\", \"1h30m\"",
                      text,
-                     from == FROM_FLAG && k->kind == CONFIG_KIND_MSEC
+                     from == FROM_ALIAS && k->kind == CONFIG_KIND_MSEC
                          ? "milliseconds"
                          : "seconds");
             return -1;
@@ -1047,7 +994,7 @@ set_text(struct config *c, const struct config_key *k, const char *text,
     case CONFIG_KIND_MSEC:
     case CONFIG_KIND_SEC:
         if (parse_number(k, text, from, &v, why, len) < 0 ||
-            (from == FROM_FILE && !has_unit(text) &&
+            (from != FROM_ALIAS && !has_unit(text) &&
              check_plain(k, v, why, len) < 0) ||
             check_range(k, v, why, len) < 0)
             return -1;
@@ -1792,7 +1739,21 @@ config_set_flag(struct config *c, const struct config_key *k, const char *text,
                  "--%s: ", k->flag != NULL ? k->flag : k->name);
     if (n < 0 || n >= CONFIG_ERR_MAX)
         n = 0;
-    return set_text(c, k, text, FROM_FLAG, err + n, CONFIG_ERR_MAX - (size_t)n);
+    return set_text(c, k, text, FROM_FILE, err + n, CONFIG_ERR_MAX - (size_t)n);
+}
+
+int
+config_set_alias(struct config *c, const struct config_key *k, const char *text,
+                 char err[CONFIG_ERR_MAX])
+{
+    int n;
+
+    n = snprintf(err, CONFIG_ERR_MAX,
+                 "--%s: ", k->alias != NULL ? k->alias : k->name);
+    if (n < 0 || n >= CONFIG_ERR_MAX)
+        n = 0;
+    return set_text(c, k, text, k->alias != NULL ? FROM_ALIAS : FROM_FILE,
+                    err + n, CONFIG_ERR_MAX - (size_t)n);
 }
 
 void

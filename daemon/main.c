@@ -47,6 +47,7 @@ enum {
     OPT_VERSION,
     OPT_HELP,
     OPT_KEY = 512,
+    OPT_ALIAS = 1024, /* plus the index of the key whose older name it is */
 };
 
 static const struct special {
@@ -89,7 +90,7 @@ options_init(void)
 {
     size_t n = 0, i;
 
-    options = calloc(N_SPECIALS + config_n_keys + 1, sizeof(*options));
+    options = calloc(N_SPECIALS + 2 * config_n_keys + 1, sizeof(*options));
     if (options == NULL)
         fatal("calloc");
     for (i = 0; i < N_SPECIALS; i++)
@@ -100,6 +101,12 @@ options_init(void)
         options[n].name = config_keys[i].flag;
         options[n].has_arg = required_argument;
         options[n].val = OPT_KEY + (int)i;
+        n++;
+        if (config_keys[i].alias == NULL)
+            continue;
+        options[n].name = config_keys[i].alias;
+        options[n].has_arg = required_argument;
+        options[n].val = OPT_ALIAS + (int)i;
         n++;
     }
 }
@@ -162,9 +169,9 @@ usage(FILE *f)
                "file,\n"
                "shown with its default and range, and accepts what the file "
                "does.\n"
-               "SIZE is bytes or a number with a unit (64KiB, 1MB); MS is\n"
-               "milliseconds and S seconds, or a duration with units (250ms, "
-               "7d).\n"
+               "SIZE is bytes or a number with a unit (64KiB, 1MB); "
+               "DURATION is\n"
+               "seconds or numbers with units (250ms, 5m, 1h30m, 7d).\n"
                "\n");
     usage_option(f, specials[0].opt.name, specials[0].arg, specials[0].help);
     for (i = 0; i < config_n_keys; i++) {
@@ -173,7 +180,11 @@ usage(FILE *f)
         if (k->flag == NULL)
             continue;
         config_key_describe(k, &defaults, what, sizeof(what));
-        snprintf(text, sizeof(text), "%s (%s)", k->help, what);
+        if (k->alias != NULL)
+            snprintf(text, sizeof(text), "%s (%s; formerly --%s)", k->help,
+                     what, k->alias);
+        else
+            snprintf(text, sizeof(text), "%s (%s)", k->help, what);
         usage_option(f, k->flag, k->arg, text);
     }
     for (i = 1; i < N_SPECIALS; i++)
@@ -362,6 +373,12 @@ parse_flags(struct config *c, struct flags *f, char err[CONFIG_ERR_MAX])
         if (ch >= OPT_KEY && ch < OPT_KEY + (int)config_n_keys) {
             if (config_set_flag(c, &config_keys[ch - OPT_KEY], optarg, err) !=
                 0)
+                return 1;
+            continue;
+        }
+        if (ch >= OPT_ALIAS && ch < OPT_ALIAS + (int)config_n_keys) {
+            if (config_set_alias(c, &config_keys[ch - OPT_ALIAS], optarg,
+                                 err) != 0)
                 return 1;
             continue;
         }

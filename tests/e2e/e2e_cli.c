@@ -529,6 +529,106 @@ START_TEST(test_cli_truncation_note_on_stderr)
 }
 END_TEST
 
+/* ---- one duration grammar ---- */
+
+START_TEST(test_cli_durations_are_one_grammar)
+{
+    static const char *const ok[] = { "500ms", "2m", "1h 30m", "60", NULL };
+    static const struct {
+        const char *v, *want;
+    } bad[] = {
+        { "1y", "--timeout: \"1y\": unknown or missing unit \"y\"" },
+        { "1h30", "unknown or missing unit" },
+        { "2d", "--timeout: \"2d\" is over a day" },
+    };
+    char conf[400], bin[300], text[200], other[300];
+    struct run r;
+    size_t i;
+    int fd;
+
+    /* Not the running daemon's socket: --check-config refuses that. */
+    snprintf(other, sizeof(other), "%s/other.sock", d.dir);
+    for (i = 0; ok[i] != NULL; i++) {
+        const char *args[] = { "ping", "--timeout", ok[i], NULL };
+
+        run_ok(&r, args);
+        run_free(&r);
+    }
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *args[] = { "ping", "--timeout", bad[i].v, NULL };
+
+        run(&r, args);
+        ck_assert_int_eq(r.status, 2);
+        ck_assert_msg(strstr(r.err, bad[i].want) != NULL, "%s", r.err);
+        run_free(&r);
+    }
+
+    /* The daemon reads the same strings on its flags and in its file. */
+    snprintf(bin, sizeof(bin), "%s/daemon/receiptd", TEST_BINARY_DIR);
+    for (i = 0; ok[i] != NULL; i++) {
+        const char *flag[] = {
+            bin,  "--check-config", "--socket", other, "--db",
+            d.db, "--idle-timeout", ok[i],      NULL
+        };
+        pid_t pid;
+        int st;
+
+        snprintf(conf, sizeof(conf), "%s/durations.conf", d.dir);
+        snprintf(text, sizeof(text), "limits: { idle_timeout = %s%s%s; };\n",
+                 strcmp(ok[i], "60") == 0 ? "" : "\"", ok[i],
+                 strcmp(ok[i], "60") == 0 ? "" : "\"");
+        ck_assert_int_eq(e2e_write_file(conf, text), 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            fd = open("/dev/null", O_WRONLY);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            execv(bin, (char *const *)flag);
+            _exit(127);
+        }
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "receiptd --idle-timeout %s refused", ok[i]);
+        flag[6] = "--config";
+        flag[7] = conf;
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+            fd = open("/dev/null", O_WRONLY);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            execv(bin, (char *const *)flag);
+            _exit(127);
+        }
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s refused",
+                      text);
+    }
+}
+END_TEST
+
+/* A daemon started with --idle-timeout 1s closes a silent connection after
+ * about that long: the flag's plain unit is no longer milliseconds. */
+START_TEST(test_cli_daemon_idle_timeout_flag_takes_units)
+{
+    static const char *const extra[] = { "--idle-timeout", "1s", "--log-level",
+                                         "warning", NULL };
+    struct e2e_daemon d2;
+    int st = 0, fd;
+
+    ck_assert_int_eq(e2e_start(&d2, extra), 0);
+    fd = e2e_connect(&d2);
+    ck_assert_int_ge(fd, 0);
+    /* Open at 500 ms, closed by 3 s. */
+    ck_assert_int_eq(e2e_wait_closed(fd, 500), 0);
+    ck_assert_int_eq(e2e_wait_closed(fd, 2500), 1);
+    close(fd);
+    ck_assert_int_eq(e2e_stop(&d2, SIGTERM, 10000, &st), 0);
+    e2e_cleanup(&d2);
+}
+END_TEST
+
 static Suite *
 e2e_cli_suite(void)
 {
@@ -550,6 +650,13 @@ e2e_cli_suite(void)
                         (int)(sizeof(unapplied) / sizeof(unapplied[0])));
     tcase_add_test(tc, test_cli_help_lists_own_options_only);
     tcase_add_test(tc, test_cli_truncation_note_on_stderr);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("durations");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_durations_are_one_grammar);
+    tcase_add_test(tc, test_cli_daemon_idle_timeout_flag_takes_units);
     suite_add_tcase(s, tc);
     return s;
 }

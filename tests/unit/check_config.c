@@ -743,28 +743,26 @@ spell_number(const struct config_key *k, unsigned long long v)
         spell(flag, file, ok, 1);
         break;
     case CONFIG_KIND_MSEC:
-        /* The flag's plain number is milliseconds, the file's seconds. */
-        snprintf(flag, sizeof(flag), "%llu", v);
+        /* A flag reads a duration as the file does: a plain number is
+         * seconds (the alias's milliseconds are checked on their own). */
+        snprintf(flag, sizeof(flag), "%llums", v);
         snprintf(file, sizeof(file), "\"%llums\"", v);
         spell(flag, file, ok, 1);
-        snprintf(flag, sizeof(flag), "%llums", v);
-        spell(flag, file, ok, 1);
         if (v % 1000 == 0) {
+            snprintf(flag, sizeof(flag), "%llu", v / 1000);
             int_literal(file, sizeof(file), v / 1000);
             spell(flag, file, ok, 1);
         }
         break;
     case CONFIG_KIND_SEC:
-        snprintf(flag, sizeof(flag), "%llu", v);
+        snprintf(flag, sizeof(flag), "%llus", v);
         snprintf(file, sizeof(file), "\"%llus\"", v);
         spell(flag, file, ok, 1);
-        snprintf(flag, sizeof(flag), "%llus", v);
-        spell(flag, file, ok, 1);
-        /* The file's plain numbers have a rule of their own (below). */
-        if (v == 0 || v >= k->plain_min) {
-            int_literal(file, sizeof(file), v);
-            spell(flag, file, ok, 1);
-        }
+        /* Plain numbers have a rule of their own (below), the same for
+         * the flag and the file. */
+        snprintf(flag, sizeof(flag), "%llu", v);
+        int_literal(file, sizeof(file), v);
+        spell(flag, file, ok && (v == 0 || v >= k->plain_min), 1);
         break;
     default:
         ck_abort_msg("%s is not a number", k->name);
@@ -928,13 +926,23 @@ START_TEST(test_config_key_table_is_complete_and_consistent)
                     strcmp(k->section, config_keys[j].section) == 0))),
                 "%s twice", k->name);
         }
-        /* A flag's name says the unit of its plain numbers. */
-        if (k->kind == CONFIG_KIND_MSEC)
-            ck_assert_msg(n > 3 && strcmp(k->flag + n - 3, "-ms") == 0, "--%s",
-                          k->flag);
+        /* A duration flag reads plain numbers as seconds, as the file
+         * does; only its older name (alias) says another unit. */
+        if (k->kind == CONFIG_KIND_MSEC) {
+            ck_assert_msg(!(n > 3 && strcmp(k->flag + n - 3, "-ms") == 0),
+                          "--%s", k->flag);
+            ck_assert_msg(
+                k->alias == NULL ||
+                    (strlen(k->alias) > 3 &&
+                     strcmp(k->alias + strlen(k->alias) - 3, "-ms") == 0),
+                "--%s", k->alias);
+        }
         if (k->kind == CONFIG_KIND_SEC)
-            ck_assert_msg(n > 2 && strcmp(k->flag + n - 2, "-s") == 0, "--%s",
-                          k->flag);
+            ck_assert_msg(
+                k->alias == NULL ||
+                    (strlen(k->alias) > 2 &&
+                     strcmp(k->alias + strlen(k->alias) - 2, "-s") == 0),
+                "--%s", k->alias);
         if (k->plain_min != 0)
             ck_assert_int_eq(k->kind, CONFIG_KIND_SEC);
         if (number) {
@@ -983,16 +991,21 @@ END_TEST
 /* Issue 13: the file refused query_timeout = 0, the flag took it. */
 START_TEST(test_config_flag_query_timeout_zero_is_refused_like_the_file)
 {
-    const struct config_key *k = key_by_flag("query-timeout-ms");
+    const struct config_key *k = key_by_flag("query-timeout");
     char err[CONFIG_ERR_MAX] = "";
     struct config c;
 
     ck_assert_int_eq(config_defaults(&c), 0);
     ck_assert_int_eq(config_set_flag(&c, k, "0", err), -1);
+    ck_assert_str_eq(err, "--query-timeout: out of range: must be 1ms to "
+                          "1h");
+    ck_assert_int_eq(config_set_alias(&c, k, "0", err), -1);
     ck_assert_str_eq(err, "--query-timeout-ms: out of range: must be 1ms to "
                           "1h");
-    ck_assert_int_eq(config_set_flag(&c, k, "1", err), 0);
+    ck_assert_int_eq(config_set_alias(&c, k, "1", err), 0);
     ck_assert_uint_eq(c.query_timeout_ms, 1);
+    ck_assert_int_eq(config_set_flag(&c, k, "1", err), 0);
+    ck_assert_uint_eq(c.query_timeout_ms, 1000);
     config_free(&c);
     ck_assert_int_eq(load_literal(k, "0", &c, err), -1);
     ck_assert_str_eq(reason(k, err), "out of range: must be 1ms to 1h");
@@ -1069,7 +1082,7 @@ END_TEST
  * slip for days); the flag's name gives it. */
 START_TEST(test_config_retention_plain_number_needs_an_hour_in_the_file)
 {
-    const struct config_key *k = key_by_flag("retention-age-s");
+    const struct config_key *k = key_by_flag("retention");
     char err[CONFIG_ERR_MAX] = "";
     struct config c;
 
@@ -1086,7 +1099,9 @@ START_TEST(test_config_retention_plain_number_needs_an_hour_in_the_file)
     ck_assert_uint_eq(c.retention_max_age_s, 0);
     config_free(&c);
     ck_assert_int_eq(config_defaults(&c), 0);
-    ck_assert_int_eq(config_set_flag(&c, k, "7", err), 0);
+    /* The flag reads what the file does; its old name gives the unit. */
+    ck_assert_int_eq(config_set_flag(&c, k, "7", err), -1);
+    ck_assert_int_eq(config_set_alias(&c, k, "7", err), 0);
     ck_assert_uint_eq(c.retention_max_age_s, 7);
     ck_assert_int_eq(config_set_flag(&c, k, "7d", err), 0);
     ck_assert_uint_eq(c.retention_max_age_s, 7 * 86400);
@@ -1104,13 +1119,19 @@ START_TEST(test_config_flags_take_units_and_keep_c_on_failure)
                      0);
     ck_assert_uint_eq(c.max_frame, 2u << 20);
     ck_assert_int_eq(
-        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "500", err), 0);
+        config_set_alias(&c, key_by_flag("idle-timeout"), "500", err), 0);
     ck_assert_uint_eq(c.idle_timeout_ms, 500);
     ck_assert_int_eq(
-        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "1m30s", err), 0);
+        config_set_flag(&c, key_by_flag("idle-timeout"), "500ms", err), 0);
+    ck_assert_uint_eq(c.idle_timeout_ms, 500);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout"), "5m", err), 0);
+    ck_assert_uint_eq(c.idle_timeout_ms, 300000);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout"), "1m30s", err), 0);
     ck_assert_uint_eq(c.idle_timeout_ms, 90000);
     ck_assert_int_eq(
-        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "1h30", err), -1);
+        config_set_alias(&c, key_by_flag("idle-timeout"), "1h30", err), -1);
     ck_assert_str_eq(err, "--idle-timeout-ms: \"1h30\" is not a duration: "
                           "write milliseconds as an integer or numbers with "
                           "units (ms, s, m, h, d, w), e.g. \"10s\", \"7d\", "
@@ -1141,7 +1162,7 @@ START_TEST(test_config_key_describe_shows_key_default_and_range)
     ck_assert_int_eq(config_defaults(&c), 0);
     config_key_describe(key_by_flag("max-unsent-bytes"), &c, buf, sizeof(buf));
     ck_assert_str_eq(buf, "limits.max_unsent = 4MiB; 4KiB to 1GiB");
-    config_key_describe(key_by_flag("idle-timeout-ms"), &c, buf, sizeof(buf));
+    config_key_describe(key_by_flag("idle-timeout"), &c, buf, sizeof(buf));
     ck_assert_str_eq(buf, "limits.idle_timeout = 5m; 0 = off, or 100ms to 1w");
     config_key_describe(key_by_flag("socket"), &c, buf, sizeof(buf));
     ck_assert_str_eq(buf, "listen.socket");
