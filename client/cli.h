@@ -29,7 +29,8 @@ struct cli_opts {
     const char *prog; /* the subcommand's name, for messages */
     const char *socket;
     const char *tcp;
-    const char *token;
+    const char *token;      /* --token (visible to ps: prefer the next two) */
+    const char *token_file; /* --token-file */
     int timeout_ms;
     int format;
     const char *plan, *graph, *model, *source, *requested, *executed;
@@ -56,10 +57,15 @@ void cli_usage_err(const char *prog, const char *fmt, ...)
  */
 void cli_daemon_err(const char *what, const struct envelope_reply *r);
 
+/* The longest token the daemon accepts (access.h's ACCESS_TOKEN_MAX). */
+#define CLI_TOKEN_MAX 1024
+
 /*
  * Connects c to --tcp, --socket, $RECEIPTD_SOCKET or the packaged default,
  * in that order, and says hello when want_hello, a token or a source
- * (borrowed, may be NULL) asks for it. Returns 0 (close c with net_close)
+ * (borrowed, may be NULL) asks for it. The token comes from --token, then
+ * --token-file (its first line), then $RECEIPTD_TOKEN; a copy read from a
+ * file is wiped once hello is answered. Returns 0 (close c with net_close)
  * or an exit code, printed, with c closed.
  */
 int cli_open_conn(struct cli_opts *o, struct net_conn *c, const char *source,

@@ -45,6 +45,7 @@ enum opt_id {
     O_SOCKET = 256,
     O_TCP,
     O_TOKEN,
+    O_TOKEN_FILE,
     O_TIMEOUT,
     O_FORMAT,
     O_PLAN,
@@ -73,7 +74,8 @@ enum opt_id {
 /* Each subcommand lists the options it applies, one bit per option: an
  * option a command would not apply is refused, never ignored. */
 #define B(id) (1ull << ((id)-O_SOCKET))
-#define CONN  (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TIMEOUT))
+#define CONN                                                                   \
+    (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TOKEN_FILE) | B(O_TIMEOUT))
 #define OUT   (CONN | B(O_FORMAT))
 #define QUERY (OUT | B(O_LIMIT) | B(O_FAIL_ON_TRUNCATE))
 #define RECEIPT_FILTERS                                                        \
@@ -93,7 +95,11 @@ static const struct optdesc optdescs[] = {
       "Unix socket of the daemon (default: $RECEIPTD_SOCKET, "
       "then " CLI_DEFAULT_SOCKET ")" },
     { "tcp", O_TCP, "HOST:PORT", "connect over TCP instead" },
-    { "token", O_TOKEN, "TOKEN", "token to authenticate with (sent in hello)" },
+    { "token", O_TOKEN, "TOKEN",
+      "token to authenticate with (sent in hello); other users see it in "
+      "ps: prefer --token-file or $RECEIPTD_TOKEN" },
+    { "token-file", O_TOKEN_FILE, "PATH",
+      "read the token from the first line of PATH" },
     { "timeout", O_TIMEOUT, "DURATION",
       "give up waiting on the daemon after this long: seconds or units, "
       "500ms, 2m (default 60s; 0: never)" },
@@ -756,6 +762,9 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_TOKEN:
         o->token = arg;
         break;
+    case O_TOKEN_FILE:
+        o->token_file = arg;
+        break;
     case O_TIMEOUT:
         if (duration_parse(arg, 1000, &v, derr, sizeof(derr)) != 0) {
             cli_usage_err(prog, "--timeout: %s", derr);
@@ -1009,6 +1018,11 @@ main(int argc, char **argv)
     }
     if (o.tcp != NULL && o.socket != NULL) {
         cli_usage_err(c->name, "--socket and --tcp exclude each other");
+        free(pos);
+        return CLI_EXIT_USAGE;
+    }
+    if (o.token != NULL && o.token_file != NULL) {
+        cli_usage_err(c->name, "--token and --token-file exclude each other");
         free(pos);
         return CLI_EXIT_USAGE;
     }

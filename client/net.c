@@ -338,12 +338,17 @@ net_hello(struct net_conn *c, const char *source, const char *token,
         (token != NULL && (envelope_pack_cstr(&pk, "token") != 0 ||
                            envelope_pack_cstr(&pk, token) != 0)) ||
         net_frame_finish(c, &sb, start) != 0) {
+        if (token != NULL && sb.data != NULL)
+            explicit_bzero(sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
         memset(rep, 0, sizeof(*rep));
         msgpack_unpacked_init(&rep->up);
         return seterr(err, err_len, NET_ENOMEM, "cannot build hello");
     }
     rc = net_call(c, &sb, id, rep, err, err_len);
+    /* The frame held the token: it is not left behind in freed memory. */
+    if (token != NULL)
+        explicit_bzero(sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     if (rc != 0)
         return rc;

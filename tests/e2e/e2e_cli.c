@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -629,6 +632,145 @@ START_TEST(test_cli_daemon_idle_timeout_flag_takes_units)
 }
 END_TEST
 
+/* ---- secrets ---- */
+
+static int
+free_port(void)
+{
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+    port = ntohs(sin.sin_port);
+    close(fd);
+    return port;
+}
+
+/* The TCP token need not appear in argv: --token-file or RECEIPTD_TOKEN. */
+START_TEST(test_cli_token_from_file_or_environment)
+{
+    char conf[300], listen_at[64], good[400], bad[400], empty[400],
+        missing[400];
+    const char *extra[] = { "--config",    conf,      "--tcp", listen_at,
+                            "--log-level", "warning", NULL };
+    const char *by_file[] = { "ping",         "--tcp", listen_at,
+                              "--token-file", good,    NULL };
+    const char *by_bad_file[] = { "stats",        "--tcp", listen_at,
+                                  "--token-file", bad,     NULL };
+    const char *by_empty[] = { "ping",         "--tcp", listen_at,
+                               "--token-file", empty,   NULL };
+    const char *by_missing[] = { "ping",         "--tcp", listen_at,
+                                 "--token-file", missing, NULL };
+    const char *both[] = { "ping", "--tcp",        listen_at, "--token",
+                           "test", "--token-file", good,      NULL };
+    const char *by_env[] = { "ping", "--tcp", listen_at, NULL };
+    static const char *const env_good[] = { "RECEIPTD_TOKEN=test", NULL };
+    static const char *const env_bad[] = { "RECEIPTD_TOKEN=nope", NULL };
+    struct e2e_daemon t;
+    struct run r;
+    int st = 0;
+
+    snprintf(conf, sizeof(conf), "%s/e2e-cli-tcp-%d.conf", TEST_BINARY_DIR,
+             (int)getpid());
+    /* SHA-256 of "test": the daemon is only ever given the hash. */
+    ck_assert_int_eq(
+        e2e_write_file(conf, "access: {\n  tokens = ( { name = \"ctl\"; "
+                             "sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f"
+                             "1b2b0b822cd15d6c15b0f00a08\"; } );\n};\n"),
+        0);
+    snprintf(listen_at, sizeof(listen_at), "127.0.0.1:%d", free_port());
+    ck_assert_int_eq(e2e_start(&t, extra), 0);
+    unlink(conf);
+    write_tmp(good, sizeof(good), "good.token", "test\n");
+    write_tmp(bad, sizeof(bad), "bad.token", "nope");
+    write_tmp(empty, sizeof(empty), "empty.token", "\n");
+    snprintf(missing, sizeof(missing), "%s/missing.token", d.dir);
+
+    run_ok(&r, by_file);
+    ck_assert_ptr_nonnull(strstr(r.out, "ok: receiptd/"));
+    run_free(&r);
+
+    run(&r, by_bad_file);
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "unauthorized"));
+    run_free(&r);
+
+    run(&r, by_empty);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "a token is one line of 1 to 1024"));
+    run_free(&r);
+
+    run(&r, by_missing);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "No such file or directory"));
+    run_free(&r);
+
+    run(&r, both);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "exclude each other"));
+    run_free(&r);
+
+    run_env(&r, env_good, NULL, by_env);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    run_free(&r);
+
+    run_env(&r, env_bad, NULL, by_env);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "unauthorized"));
+    run_free(&r);
+
+    /* No token at all over TCP: the daemon's refusal. */
+    run(&r, by_env);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "needs a token"));
+    run_free(&r);
+
+    ck_assert_int_eq(e2e_stop(&t, SIGTERM, 10000, &st), 0);
+    e2e_cleanup(&t);
+}
+END_TEST
+
+/* The daemon's file holds hashes only: a plaintext token is refused with
+ * the way to make its hash. */
+START_TEST(test_cli_daemon_refuses_plaintext_tokens)
+{
+    char conf[400], bin[300], sock[300], out[400];
+    const char *argv[] = { bin,  "--check-config", "--config", conf, "--socket",
+                           sock, "--db",           d.db,       NULL };
+    char *log;
+    pid_t pid;
+    int st, fd;
+
+    snprintf(bin, sizeof(bin), "%s/daemon/receiptd", TEST_BINARY_DIR);
+    snprintf(sock, sizeof(sock), "%s/other.sock", d.dir);
+    snprintf(out, sizeof(out), "%s/check.out", d.dir);
+    write_tmp(conf, sizeof(conf), "plain.conf",
+              "access: {\n  tokens = ( { name = \"ctl\"; token = \"test\"; "
+              "} );\n};\n");
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    log = slurp(out);
+    ck_assert_msg(strstr(log, "plain.conf:2:") != NULL &&
+                      strstr(log, "unknown key \"token\"") != NULL,
+                  "%s", log);
+    free(log);
+}
+END_TEST
+
 static Suite *
 e2e_cli_suite(void)
 {
@@ -657,6 +799,13 @@ e2e_cli_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_durations_are_one_grammar);
     tcase_add_test(tc, test_cli_daemon_idle_timeout_flag_takes_units);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("secrets");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_token_from_file_or_environment);
+    tcase_add_test(tc, test_cli_daemon_refuses_plaintext_tokens);
     suite_add_tcase(s, tc);
     return s;
 }
