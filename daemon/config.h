@@ -30,6 +30,9 @@ struct config_token {
     unsigned char sha256[32]; /* SHA-256 of the token's bytes */
 };
 
+#define CONFIG_KEYS_MAX  32  /* config_keys[] holds fewer (check_config) */
+#define CONFIG_WHERE_MAX 300 /* "file:line"; a longer path is cut */
+
 struct config {
     /* Listeners. */
     char *socket_path;    /* Unix socket; NULL or "" = none */
@@ -73,6 +76,11 @@ struct config {
     size_t n_tokens;
 
     int log_level; /* LOG_ERR..LOG_DEBUG of syslog.h */
+
+    /* Where each key's value came from, by its index in config_keys[]:
+     * "file:line" for the file, "--flag" for a flag, "" for the default.
+     * Errors about the value, cross-field ones included, start with it. */
+    char where[CONFIG_KEYS_MAX][CONFIG_WHERE_MAX];
 };
 
 /*
@@ -189,8 +197,29 @@ int config_load_file(struct config *c, const char *path,
                      char err[CONFIG_ERR_MAX]);
 
 /* Checks cross-field rules (a listener exists, limits within ceilings, a
- * TCP listener has tokens). Returns 0, or -1 with a reason in err. */
+ * TCP listener has tokens). Returns 0, or -1 with a reason in err, which
+ * starts with where the value at fault was set ("file:line: section.key: "
+ * or "--flag: "). */
 int config_validate(const struct config *c, char err[CONFIG_ERR_MAX]);
+
+/* What config_preflight() checks of the listeners. */
+enum config_preflight {
+    CONFIG_PREFLIGHT_START,   /* free to take: no daemon on the socket, the
+                               * TCP address can be bound */
+    CONFIG_PREFLIGHT_RELOAD,  /* a daemon answers on the socket (the one a
+                               * SIGHUP would reload); TCP not checked */
+    CONFIG_PREFLIGHT_ADOPTED, /* sockets passed by systemd: not checked */
+};
+
+/*
+ * What start would refuse beyond the values themselves, checked without
+ * changing anything: the directories of the Unix socket and the database
+ * exist and are writable (and the database file, when it exists), and the
+ * listeners as mode says. Returns 0, or -1 with "where: section.key:
+ * reason" in err.
+ */
+int config_preflight(const struct config *c, enum config_preflight mode,
+                     char err[CONFIG_ERR_MAX]);
 
 /*
  * For a reload: the settings that differ between the running configuration

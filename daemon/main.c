@@ -43,6 +43,8 @@ enum {
     OPT_MAX_DB_PAGES,
     OPT_PRUNE_IDLE,
     OPT_CHECK_CONFIG,
+    OPT_PRINT,
+    OPT_FOR_RELOAD,
     OPT_HASH_TOKEN,
     OPT_VERSION,
     OPT_HELP,
@@ -67,7 +69,16 @@ static const struct special {
       "tests)" },
     { { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
       NULL,
-      "validate the configuration and exit" },
+      "check the configuration as start would (values, directories, "
+      "listeners, no daemon on the socket) and exit" },
+    { { "print", no_argument, NULL, OPT_PRINT },
+      NULL,
+      "with --check-config: print the effective configuration (defaults, "
+      "file and flags) in the file's syntax" },
+    { { "for-reload", no_argument, NULL, OPT_FOR_RELOAD },
+      NULL,
+      "with --check-config: check for a SIGHUP of the daemon that serves "
+      "the socket, not for a start beside it" },
     { { "hash-token", no_argument, NULL, OPT_HASH_TOKEN },
       NULL,
       "read a TCP token on stdin, print its SHA-256 for access.tokens, and "
@@ -215,6 +226,8 @@ struct flags {
     uint64_t max_pages;
     uint32_t prune_idle_ms; /* idle time before a prune batch; 0 = 1000 */
     int check_only;
+    int print;
+    int for_reload;
     int hash_token;
 };
 
@@ -393,6 +406,12 @@ parse_flags(struct config *c, struct flags *f, char err[CONFIG_ERR_MAX])
             break;
         case OPT_CHECK_CONFIG:
             f->check_only = 1;
+            break;
+        case OPT_PRINT:
+            f->print = 1;
+            break;
+        case OPT_FOR_RELOAD:
+            f->for_reload = 1;
             break;
         case OPT_HASH_TOKEN:
             f->hash_token = 1;
@@ -623,7 +642,36 @@ main(int argc, char **argv)
         fprintf(stderr, "receiptd: %s\n", cerr);
         return quit(cfg, 1);
     }
+    if ((ms.flags.print || ms.flags.for_reload) && !ms.flags.check_only) {
+        fprintf(stderr, "receiptd: --%s goes with --check-config\n",
+                ms.flags.print ? "print" : "for-reload");
+        return quit(cfg, 2);
+    }
+    /* What start would refuse, refused before the store is created or
+     * migrated; sockets systemd passes are its own to check. */
+    if (config_preflight(cfg,
+                         ms.flags.for_reload ? CONFIG_PREFLIGHT_RELOAD
+                         : getenv("LISTEN_FDS") != NULL
+                             ? CONFIG_PREFLIGHT_ADOPTED
+                             : CONFIG_PREFLIGHT_START,
+                         cerr) != 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        access_policy_close(&ms.access);
+        return quit(cfg, 1);
+    }
     if (ms.flags.check_only) {
+        if (ms.flags.print) {
+            printf("# receiptd %s: the effective configuration\n",
+                   RECEIPTD_VERSION);
+            if (config_dump(cfg, stdout) != 0 || fflush(stdout) != 0) {
+                access_policy_close(&ms.access);
+                return quit(cfg, 1);
+            }
+            access_policy_close(&ms.access);
+            config_free(cfg);
+            free(cfg);
+            return 0;
+        }
         printf("receiptd: configuration OK\n");
         access_policy_close(&ms.access);
         config_free(cfg);

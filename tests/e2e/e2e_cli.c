@@ -771,6 +771,210 @@ START_TEST(test_cli_daemon_refuses_plaintext_tokens)
 }
 END_TEST
 
+/* ---- --check-config ---- */
+
+/*
+ * Runs receiptd with args (NULL-terminated, without argv[0]); its stdout
+ * and stderr together in *out (the caller frees). Returns the exit
+ * status, or -1 when it was killed.
+ */
+static int
+run_daemon(const char *const *args, char **out)
+{
+    char bin[300], path[400];
+    const char *argv[32];
+    pid_t pid;
+    int st, i, fd;
+
+    snprintf(bin, sizeof(bin), "%s/daemon/receiptd", TEST_BINARY_DIR);
+    snprintf(path, sizeof(path), "%s/receiptd.out", d.dir);
+    argv[0] = bin;
+    for (i = 0; args[i] != NULL; i++)
+        argv[i + 1] = args[i];
+    argv[i + 1] = NULL;
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        unsetenv("LISTEN_FDS");
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    *out = slurp(path);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_cli_check_config_refuses_what_start_would)
+{
+    char conf[400], sock[300], db[300], nodir[300], want[600], port[64];
+    const char *check[] = {
+        "--check-config", "--config", conf, "--db", db, NULL
+    };
+    const char *start[] = { "--config", conf, "--db", db, NULL };
+    const char *served[] = { "--check-config", "--socket", d.sock,
+                             "--db",           db,         NULL };
+    const char *missing[] = { "--check-config", "--socket", nodir,
+                              "--db",           db,         NULL };
+    const char *nodb[] = { "--check-config", "--socket", sock,
+                           "--db",           nodir,      NULL };
+    const char *busy[] = { "--check-config", "--config", conf, NULL };
+    struct sockaddr_in sin;
+    socklen_t sl = sizeof(sin);
+    struct stat st;
+    char *out;
+    int lfd;
+
+    snprintf(sock, sizeof(sock), "%s/other.sock", d.dir);
+    snprintf(db, sizeof(db), "%s/other.db", d.dir);
+    snprintf(nodir, sizeof(nodir), "%s/no-such-dir/x", d.dir);
+
+    /* A host name: refused with its line, and start creates no store. */
+    write_tmp(conf, sizeof(conf), "name.conf",
+              "listen: {\n    socket = \"\";\n    tcp = \"localhost:7411\";"
+              "\n};\n");
+    ck_assert_int_eq(run_daemon(check, &out), 1);
+    snprintf(want, sizeof(want),
+             "%s:3: listen.tcp: \"localhost:7411\": the host must be a "
+             "numeric address",
+             conf);
+    ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+    free(out);
+    ck_assert_int_eq(run_daemon(start, &out), 1);
+    ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+    free(out);
+    ck_assert_int_ne(stat(db, &st), 0);
+
+    /* A cross-field error keeps the line that caused it. */
+    write_tmp(conf, sizeof(conf), "notoken.conf",
+              "# no tokens\nlisten: {\n    socket = \"\";\n"
+              "    tcp = \"127.0.0.1:7411\";\n};\n");
+    ck_assert_int_eq(run_daemon(check, &out), 1);
+    snprintf(want, sizeof(want),
+             "%s:4: listen.tcp: TCP listener 127.0.0.1:7411 needs at least "
+             "one token",
+             conf);
+    ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+    free(out);
+
+    /* The running daemon's socket. */
+    ck_assert_int_eq(run_daemon(served, &out), 1);
+    ck_assert_msg(strstr(out, "--socket: a daemon already serves") != NULL,
+                  "%s", out);
+    free(out);
+    /* For a reload of that daemon the socket must be served. */
+    {
+        const char *reload[] = { "--check-config",
+                                 "--for-reload",
+                                 "--socket",
+                                 d.sock,
+                                 "--db",
+                                 db,
+                                 NULL };
+        const char *noreload[] = {
+            "--check-config", "--for-reload", "--socket", sock, "--db", db, NULL
+        };
+
+        ck_assert_int_eq(run_daemon(reload, &out), 0);
+        free(out);
+        ck_assert_int_eq(run_daemon(noreload, &out), 1);
+        ck_assert_msg(strstr(out, "no daemon serves") != NULL, "%s", out);
+        free(out);
+    }
+    /* Start refuses the same before it creates or migrates a store. */
+    ck_assert_int_eq(run_daemon(served + 1, &out), 1);
+    ck_assert_msg(strstr(out, "--socket: a daemon already serves") != NULL,
+                  "%s", out);
+    free(out);
+    ck_assert_int_ne(stat(db, &st), 0);
+
+    /* Directories that do not exist. */
+    ck_assert_int_eq(run_daemon(missing, &out), 1);
+    ck_assert_msg(strstr(out, "--socket: the directory ") != NULL &&
+                      strstr(out, "no-such-dir: No such file") != NULL,
+                  "%s", out);
+    free(out);
+    ck_assert_int_eq(run_daemon(nodb, &out), 1);
+    ck_assert_msg(strstr(out, "--db: the directory ") != NULL, "%s", out);
+    free(out);
+    ck_assert_int_ne(stat(db, &st), 0);
+
+    /* A TCP port another process listens on. */
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(listen(lfd, 1), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+    snprintf(port, sizeof(port), "127.0.0.1:%d", ntohs(sin.sin_port));
+    snprintf(want, sizeof(want),
+             "listen: {\n    socket = \"\";\n    tcp = \"%s\";\n};\n"
+             "store: {\n    path = \"%s\";\n};\n"
+             "access: {\n  tokens = ( { name = \"a\"; sha256 = \"9f86d08188"
+             "4c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"; } );"
+             "\n};\n",
+             port, db);
+    write_tmp(conf, sizeof(conf), "busy.conf", want);
+    ck_assert_int_eq(run_daemon(busy, &out), 1);
+    snprintf(want, sizeof(want),
+             "%s:3: listen.tcp: cannot listen on %s: ", conf, port);
+    ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+    free(out);
+    close(lfd);
+    /* Once the port is free the same file is fine. */
+    ck_assert_int_eq(run_daemon(busy, &out), 0);
+    free(out);
+}
+END_TEST
+
+/* --check-config --print is the effective configuration, flags applied,
+ * in the file's syntax: fed back, it checks out and prints the same. */
+START_TEST(test_cli_check_config_print_is_effective)
+{
+    char conf[400], again[400], sock[300], db[300];
+    const char *print[] = { "--check-config",
+                            "--print",
+                            "--config",
+                            conf,
+                            "--socket",
+                            sock,
+                            "--db",
+                            db,
+                            "--idle-timeout",
+                            "90s",
+                            "--max-batch",
+                            "77",
+                            NULL };
+    const char *reprint[] = { "--check-config", "--print", "--config", again,
+                              NULL };
+    const char *alone[] = { "--print", "--socket", sock, "--db", db, NULL };
+    char *out, *out2;
+
+    snprintf(sock, sizeof(sock), "%s/other.sock", d.dir);
+    snprintf(db, sizeof(db), "%s/other.db", d.dir);
+    write_tmp(conf, sizeof(conf), "print.conf",
+              "limits: {\n    idle_timeout = \"5m\";\n"
+              "    max_batch = 500;\n    query_timeout = \"2s\";\n};\n");
+    ck_assert_int_eq(run_daemon(print, &out), 0);
+    ck_assert_msg(strstr(out, "idle_timeout = \"90s\";") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "max_batch = 77;") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "query_timeout = \"2s\";") != NULL, "%s", out);
+    ck_assert_ptr_null(strstr(out, "configuration OK"));
+    write_tmp(again, sizeof(again), "again.conf", out);
+    ck_assert_int_eq(run_daemon(reprint, &out2), 0);
+    ck_assert_str_eq(out2, out);
+    free(out);
+    free(out2);
+
+    ck_assert_int_eq(run_daemon(alone, &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--print goes with --check-config"));
+    free(out);
+}
+END_TEST
+
 static Suite *
 e2e_cli_suite(void)
 {
@@ -806,6 +1010,13 @@ e2e_cli_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_token_from_file_or_environment);
     tcase_add_test(tc, test_cli_daemon_refuses_plaintext_tokens);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("check_config");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_check_config_refuses_what_start_would);
+    tcase_add_test(tc, test_cli_check_config_print_is_effective);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -397,20 +397,27 @@ enum {
 
 static const char *const validate_want[V_COUNT] = {
     [V_OK] = "",
-    [V_NO_LISTENER] = "no listener: set a Unix socket path or a TCP address",
-    [V_NO_DB] = "no database path",
-    [V_FRAME_SMALL] = "max_frame 63 is outside 64..67108864 bytes",
-    [V_FRAME_LARGE] = "max_frame 67108865 is outside 64..67108864 bytes",
-    [V_BATCH_ZERO] = "max_batch 0 is outside 1..1000000",
-    [V_CONN_ZERO] = "max_connections must be at least 1",
-    [V_WORLD_MODE] = "socket mode 0666 gives access to every local user",
-    [V_TCP_NO_TOKEN] =
-        "TCP listener 0.0.0.0:7411 needs at least one token in access.tokens",
+    [V_NO_LISTENER] =
+        "listen.socket: no listener: set a Unix socket path or a TCP address",
+    [V_NO_DB] = "store.path: no database path",
+    [V_FRAME_SMALL] =
+        "limits.max_frame: max_frame 63 is outside 64..67108864 bytes",
+    [V_FRAME_LARGE] =
+        "limits.max_frame: max_frame 67108865 is outside 64..67108864 bytes",
+    [V_BATCH_ZERO] = "limits.max_batch: max_batch 0 is outside 1..1000000",
+    [V_CONN_ZERO] =
+        "limits.max_connections: max_connections must be at least 1",
+    [V_WORLD_MODE] = "listen.socket_mode: socket mode 0666 gives access to "
+                     "every local user",
+    [V_TCP_NO_TOKEN] = "listen.tcp: TCP listener 0.0.0.0:7411 needs at least "
+                       "one token in access.tokens",
     [V_TCP_WITH_TOKEN] = "",
-    [V_QUARANTINE_SMALL] = "store.quarantine_max (1048576 bytes) is smaller "
-                           "than limits.max_frame (2097152 bytes)",
-    [V_PENDING_SMALL] = "limits.max_pending (1048576 bytes) is smaller than "
-                        "limits.max_unsent (4194304 bytes)",
+    [V_QUARANTINE_SMALL] = "store.quarantine_max: store.quarantine_max "
+                           "(1048576 bytes) is smaller than limits.max_frame "
+                           "(2097152 bytes)",
+    [V_PENDING_SMALL] = "limits.max_pending: limits.max_pending (1048576 "
+                        "bytes) is smaller than limits.max_unsent (4194304 "
+                        "bytes)",
 };
 
 START_TEST(test_config_validate_cross_field_table)
@@ -472,6 +479,52 @@ START_TEST(test_config_validate_cross_field_table)
 }
 END_TEST
 
+static const struct config_key *key_by_flag(const char *flag);
+
+/* A cross-field error names where the value at fault was set: the file's
+ * line, or the flag that overrode it. */
+START_TEST(test_config_validate_names_the_line_or_flag)
+{
+    char path[] = "/tmp/check-config-XXXXXX", err[CONFIG_ERR_MAX] = "",
+         want[CONFIG_ERR_MAX];
+    struct config c;
+    FILE *f;
+    int fd;
+
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    fputs("# receiptd\nlisten: {\n    socket = \"/run/r.sock\";\n"
+          "    tcp = \"127.0.0.1:7411\";\n};\n"
+          "store: { path = \"/var/lib/r.db\"; };\n"
+          "limits: {\n    max_frame = \"4MiB\";\n};\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, path, err), 0);
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    snprintf(want, sizeof(want),
+             "%s:4: listen.tcp: TCP listener 127.0.0.1:7411 needs at least "
+             "one token in access.tokens",
+             path);
+    ck_assert_str_eq(err, want);
+    free(c.tcp_listen);
+    c.tcp_listen = NULL;
+    /* quarantine_max keeps its default: the line that broke it is
+     * max_frame's. */
+    c.quarantine_max_bytes = 1u << 20;
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    snprintf(want, sizeof(want), "%s:8: limits.max_frame: ", path);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    ck_assert_int_eq(config_set_flag(&c, key_by_flag("max-frame"), "8MiB", err),
+                     0);
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    ck_assert_msg(strncmp(err, "--max-frame: ", 13) == 0, "%s", err);
+    config_free(&c);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_config_restart_needed_names_fixed_settings)
 {
     char what[CONFIG_ERR_MAX] = "x";
@@ -529,8 +582,8 @@ START_TEST(test_config_reload_keeps_flags_and_running_listeners)
                   "accepted a TCP listener without tokens");
     /* The running TCP listener stays, and include.conf has no token for
      * it, so the reload must be refused as a whole. */
-    ck_assert_str_eq(err, "TCP listener 0.0.0.0:7411 needs at least one token "
-                          "in access.tokens");
+    ck_assert_str_eq(err, "listen.tcp: TCP listener 0.0.0.0:7411 needs at "
+                          "least one token in access.tokens");
     ck_assert_ptr_null(next.db_path);
 
     free(running.tcp_listen);
@@ -825,7 +878,10 @@ spell_key(const struct config_key *k)
         spell_text("", 1);
         spell_text("127.0.0.1:7411", 1);
         spell_text("[::1]:7411", 1);
-        spell_text("host:65535", 1);
+        spell_text("127.0.0.1:65535", 1);
+        /* Host names are not resolved: start would refuse them. */
+        spell_text("host:65535", 0);
+        spell_text("[::1x]:7411", 0);
         spell_text("::1:7411", 0);
         spell_text("localhost", 0);
         spell_text("host:0", 0);
@@ -1222,6 +1278,7 @@ config_suite(void)
 
     tc = tcase_create("validate");
     tcase_add_loop_test(tc, test_config_validate_cross_field_table, 0, V_COUNT);
+    tcase_add_test(tc, test_config_validate_names_the_line_or_flag);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("restart_needed");
