@@ -38,6 +38,7 @@ struct cli_opts {
     int has_since, has_until, has_limit, has_before, has_count;
     uint64_t since, until, limit, before_id, participant, count;
     uint32_t batch;
+    int has_batch;        /* --batch was given */
     int dry_run;          /* import: check locally, send nothing */
     int fail_on_truncate; /* queries: exit CLI_EXIT_TRUNCATED when cut */
     char **args;          /* positional arguments after the subcommand */

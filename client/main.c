@@ -122,7 +122,8 @@ static const struct optdesc optdescs[] = {
     { "group-by", O_GROUP_BY, "KEY",
       "plan, graph, model, backends, source or none" },
     { "batch", O_BATCH, "N",
-      "receipts per request (default 1000; the daemon's max_batch caps it)" },
+      "receipts per request without --source (default 1000; the daemon's "
+      "max_batch caps it)" },
     { "value", O_VALUE, "ID", "retained value_id" },
     { "participant", O_PARTICIPANT, "N", "participant_index (default 0)" },
     { "element-type", O_ELEMENT_TYPE, "ET",
@@ -607,10 +608,15 @@ static const struct cmd cmds[] = {
       "Reads receipts from files (\"-\" is stdin): msgpack (one receipt or an\n"
       "array of receipts) or serde_json (one object, an array, or JSON\n"
       "lines). Each is checked locally first, then sent in 'receipts'\n"
-      "batches (--batch, default 1000), pipelined. Prints each rejected\n"
-      "item as FILE:INDEX: code: path: message, then the counts. Exits 1\n"
-      "when any item was rejected. A file holding a map with a \"nodes\"\n"
-      "key is a plan: it is registered with one 'plan' request." },
+      "batches (--batch, default 1000), pipelined. With --source, each\n"
+      "receipt is a 'receipt' write numbered by its position in the input\n"
+      "(seq, from 1 over all the files in order), so running the same\n"
+      "import again after an interruption stores each receipt once.\n"
+      "Prints each rejected item as FILE:LINE: (JSON; arrays add the\n"
+      "item's index) or FILE: item INDEX: (msgpack), then code, path and\n"
+      "message, then the counts. Exits 1 when any item was rejected. On a\n"
+      "terminal, progress goes to stderr. A file holding a map with a\n"
+      "\"nodes\" key is a plan: it is registered with one 'plan' request." },
     { "help", cmd_help, 0, "[COMMAND]", "show help",
       "Shows the list of commands, or one command's help." },
 };
@@ -862,6 +868,7 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
             return CLI_EXIT_USAGE;
         }
         o->batch = (uint32_t)v;
+        o->has_batch = 1;
         break;
     case O_VALUE:
         o->value = arg;

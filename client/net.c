@@ -175,12 +175,20 @@ size_t
 net_frame_begin(struct net_conn *c, msgpack_sbuffer *sb, msgpack_packer *pk,
                 int op, int has_body, uint64_t *id)
 {
+    return net_frame_begin_seq(c, sb, pk, op, 0, 0, has_body, id);
+}
+
+size_t
+net_frame_begin_seq(struct net_conn *c, msgpack_sbuffer *sb, msgpack_packer *pk,
+                    int op, int has_seq, uint64_t seq, int has_body,
+                    uint64_t *id)
+{
     size_t start = frame_sbuffer_begin(sb);
 
     if (start == (size_t)-1)
         return start;
     *id = c->next_id++;
-    if (envelope_request(pk, op, *id, 0, 0, has_body) != 0)
+    if (envelope_request(pk, op, *id, has_seq, seq, has_body) != 0)
         return (size_t)-1;
     return start;
 }

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <msgpack.h>
+#include <pty.h>
 
 #include "e2e_util.h"
 
@@ -975,6 +977,232 @@ START_TEST(test_cli_check_config_print_is_effective)
 }
 END_TEST
 
+/* ---- import ---- */
+
+/* n JSON lines, receipts whose model is m<i> (i from 1). */
+static char *
+lines(int n)
+{
+    size_t cap = (size_t)n * (sizeof(S1_LINE) + 8) + 1, len = 0;
+    char *buf = malloc(cap), *p;
+    int i;
+
+    ck_assert_ptr_nonnull(buf);
+    for (i = 1; i <= n; i++) {
+        p = strstr(S1_LINE, "\"m1\"");
+        len += (size_t)snprintf(buf + len, cap - len, "%.*s\"m%d\"%s",
+                                (int)(p - S1_LINE), S1_LINE, i, p + 4);
+    }
+    return buf;
+}
+
+/* The `gaps` row of source as JSON (owned), or NULL when it has none. */
+static struct json_object *
+gaps_row(const char *source)
+{
+    const char *args[] = {
+        "gaps", "--source", source, "--format", "jsonl", NULL
+    };
+    struct run r;
+    struct json_object *j;
+
+    run_ok(&r, args);
+    j = r.out[0] != '\0' ? json_tokener_parse(r.out) : NULL;
+    run_free(&r);
+    return j;
+}
+
+static uint64_t
+juint(struct json_object *j, const char *key)
+{
+    return json_object_get_uint64(json_object_object_get(j, key));
+}
+
+/* An import cut short, run again whole, stores each receipt once: items
+ * are numbered by their position (seq) under the --source given. */
+START_TEST(test_cli_import_resumes_idempotently)
+{
+    char part[400], whole[400];
+    const char *first[] = { "import", "--source", "e2e/resume", part, NULL };
+    const char *again[] = { "import", "--source", "e2e/resume", whole, NULL };
+    const char *count[] = { "receipts", "--source", "e2e/resume", "--format",
+                            "jsonl",    "--limit",  "100",        NULL };
+    const char *batch[] = { "import", "--source", "x", "--batch",
+                            "5",      whole,      NULL };
+    char *all = lines(7), *cut;
+    struct json_object *g;
+    struct run r;
+
+    /* The first run got through three items before it stopped. */
+    cut = strdup(all);
+    *strchr(strchr(strchr(cut, '\n') + 1, '\n') + 1, '\n') = '\0';
+    write_tmp(part, sizeof(part), "part.jsonl", cut);
+    write_tmp(whole, sizeof(whole), "whole.jsonl", all);
+    run_ok(&r, first);
+    ck_assert_str_eq(r.out, "accepted 3, already stored 0, rejected 0\n");
+    ck_assert_str_eq(r.err, ""); /* no progress when stderr is no terminal */
+    run_free(&r);
+
+    run_ok(&r, again);
+    ck_assert_str_eq(r.out, "accepted 4, already stored 3, rejected 0\n");
+    run_free(&r);
+    run_ok(&r, again);
+    ck_assert_str_eq(r.out, "accepted 0, already stored 7, rejected 0\n");
+    run_free(&r);
+
+    run_ok(&r, count);
+    ck_assert_int_eq(count_lines(r.out), 7);
+    run_free(&r);
+    /* Seqs 1..7, none missing. */
+    g = gaps_row("e2e/resume");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_uint_eq(juint(g, "first_seq"), 1);
+    ck_assert_uint_eq(juint(g, "last_seq"), 7);
+    ck_assert_uint_eq(juint(g, "received"), 7);
+    ck_assert_uint_eq(juint(g, "missing_seqs"), 0);
+    json_object_put(g);
+
+    run(&r, batch);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--batch does not apply with"));
+    run_free(&r);
+    free(cut);
+    free(all);
+}
+END_TEST
+
+/* JSON lines: file:LINE:, 1-based; msgpack: items named by index; a file
+ * that is neither is called that. */
+START_TEST(test_cli_import_errors_name_line_or_item)
+{
+    char jl[400], mp[400], csv[400], want[600];
+    const char *args[] = { "import", jl, mp, csv, NULL };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_receipt er = { .schema = 3,
+                              .plan = "p",
+                              .graph = "g",
+                              .model = "m",
+                              .requested = "cpu",
+                              .executed = "cpu" };
+    struct run r;
+    FILE *f;
+
+    /* Line 3 is blank, so the bad receipt is the third item on line 4. */
+    write_tmp(jl, sizeof(jl), "bad.jsonl",
+              S1_LINE S1_LINE "\n{\"schema_version\":\"one\"}\n" S1_LINE);
+    snprintf(mp, sizeof(mp), "%s/bad.msgpack", d.dir);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 3);
+    ck_assert_int_eq(e2e_pack_receipt(&pk, &er), 0);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "schema_version", 14);
+    msgpack_pack_str_with_body(&pk, "one", 3);
+    ck_assert_int_eq(e2e_pack_receipt(&pk, &er), 0);
+    f = fopen(mp, "wb");
+    ck_assert_ptr_nonnull(f);
+    fwrite(sb.data, 1, sb.size, f);
+    fclose(f);
+    msgpack_sbuffer_destroy(&sb);
+    write_tmp(csv, sizeof(csv), "receipts.csv", "schema_version,model\n1,m\n");
+
+    run(&r, args);
+    ck_assert_int_eq(r.status, 1);
+    snprintf(want, sizeof(want), "%s:4: invalid: schema_version: ", jl);
+    ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+    snprintf(want, sizeof(want), "%s: item 1: invalid: schema_version: ", mp);
+    ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+    snprintf(want, sizeof(want),
+             "%s: malformed: the file is neither JSON nor msgpack (it starts "
+             "with \"schema_version,m\")",
+             csv);
+    ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "accepted 5, rejected 3\n") != NULL, "%s",
+                  r.out);
+    run_free(&r);
+}
+END_TEST
+
+/* On a terminal, stderr shows items, bytes, the rate and the time left,
+ * and the line is erased at the end; stdout keeps only the outcome. */
+START_TEST(test_cli_import_progress_on_a_terminal)
+{
+    char file[400], outp[400], buf[8192];
+    const char *argv[] = { "receiptctl", "import", file, NULL };
+    char *all = lines(2000), *out;
+    int master, slave, st, fd;
+    size_t got = 0;
+    ssize_t n;
+    pid_t pid;
+
+    write_tmp(file, sizeof(file), "many.jsonl", all);
+    free(all);
+    snprintf(outp, sizeof(outp), "%s/progress.out", d.dir);
+    ck_assert_int_eq(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(master);
+        fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(slave, 2);
+        setenv("RECEIPTD_SOCKET", d.sock, 1);
+        execv(CTL, (char *const *)argv);
+        _exit(127);
+    }
+    close(slave);
+    /* Read the terminal until the child closes it. */
+    while (got < sizeof(buf) - 1 &&
+           (n = read(master, buf + got, sizeof(buf) - 1 - got)) > 0)
+        got += (size_t)n;
+    buf[got] = '\0';
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    close(master);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert_msg(strstr(buf, "\rimport: ") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, " items, ") != NULL && strstr(buf, " of ") &&
+                      strstr(buf, "items/s") != NULL,
+                  "%s", buf);
+    ck_assert_msg(strstr(buf, "\r\033[K") != NULL, "not erased: %s", buf);
+    out = slurp(outp);
+    ck_assert_str_eq(out, "accepted 2000, rejected 0\n");
+    free(out);
+}
+END_TEST
+
+/* Invalid items keep their numbers, so gaps shows them as missing; a gaps
+ * answer whose ranges were cut at --limit says so on stderr. */
+START_TEST(test_cli_gaps_cut_ranges_are_noted)
+{
+    char file[400];
+    const char *imp[] = { "import", "--source", "e2e/holes", file, NULL };
+    const char *gaps[] = { "gaps", "--source", "e2e/holes", "--limit",
+                           "2",    "--format", "csv",       NULL };
+    const char *fail[] = { "gaps", "--source",           "e2e/holes", "--limit",
+                           "2",    "--fail-on-truncate", NULL };
+    struct run r;
+
+    write_tmp(file, sizeof(file), "holes.jsonl",
+              S1_LINE "{}\n" S1_LINE "{}\n" S1_LINE "{}\n" S1_LINE);
+    run(&r, imp);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "accepted 4, already stored 0, "
+                                        "rejected 3\n"));
+    run_free(&r);
+    run_ok(&r, gaps);
+    ck_assert_int_eq(count_lines(r.out), 2);
+    ck_assert_ptr_nonnull(strstr(r.out, ",1,7,4,3,true,"));
+    ck_assert_msg(strstr(r.err, "the missing ranges of source \"e2e/holes\" "
+                                "are cut at --limit") != NULL,
+                  "%s", r.err);
+    run_free(&r);
+    run(&r, fail);
+    ck_assert_int_eq(r.status, 4);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *
 e2e_cli_suite(void)
 {
@@ -1017,6 +1245,15 @@ e2e_cli_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_check_config_refuses_what_start_would);
     tcase_add_test(tc, test_cli_check_config_print_is_effective);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("import");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_import_resumes_idempotently);
+    tcase_add_test(tc, test_cli_import_errors_name_line_or_item);
+    tcase_add_test(tc, test_cli_import_progress_on_a_terminal);
+    tcase_add_test(tc, test_cli_gaps_cut_ranges_are_noted);
     suite_add_tcase(s, tc);
     return s;
 }
