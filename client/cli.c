@@ -229,7 +229,7 @@ int
 cli_print_result(const struct cli_opts *o, const char *kind,
                  const msgpack_object *result)
 {
-    struct output_spec spec = { kind, o->group_by };
+    struct output_spec spec = { kind, o->group_by, o->columns };
     char err[OUTPUT_ERR_MAX];
     int rc;
 

@@ -41,6 +41,7 @@ struct cli_opts {
     int has_batch;        /* --batch was given */
     int dry_run;          /* import: check locally, send nothing */
     int fail_on_truncate; /* queries: exit CLI_EXIT_TRUNCATED when cut */
+    const char *columns;  /* --columns, for tables and CSV */
     char **args;          /* positional arguments after the subcommand */
     int nargs;
 };

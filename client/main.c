@@ -15,6 +15,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +69,7 @@ enum opt_id {
     O_COUNT,
     O_DRY_RUN,
     O_FAIL_ON_TRUNCATE,
+    O_COLUMNS,
     O_HELP,
     O_VERSION,
 };
@@ -77,7 +80,7 @@ enum opt_id {
 #define CONN                                                                   \
     (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TOKEN_FILE) | B(O_TIMEOUT))
 #define OUT   (CONN | B(O_FORMAT))
-#define QUERY (OUT | B(O_LIMIT) | B(O_FAIL_ON_TRUNCATE))
+#define QUERY (OUT | B(O_LIMIT) | B(O_FAIL_ON_TRUNCATE) | B(O_COLUMNS))
 #define RECEIPT_FILTERS                                                        \
     (B(O_PLAN) | B(O_GRAPH) | B(O_MODEL) | B(O_SOURCE) | B(O_REQUESTED) |      \
      B(O_EXECUTED) | B(O_SINCE) | B(O_UNTIL))
@@ -131,6 +134,9 @@ static const struct optdesc optdescs[] = {
     { "count", O_COUNT, "N", "element_count of the readback" },
     { "dry-run", O_DRY_RUN, NULL,
       "check the files locally and send nothing (no daemon needed)" },
+    { "columns", O_COLUMNS, "LIST",
+      "table and csv: these columns, comma-separated, in this order (names "
+      "as in the csv header, e.g. receipt_id,counters.decode_steps)" },
     { "fail-on-truncate", O_FAIL_ON_TRUNCATE, NULL,
       "exit 4 when --limit cut the answer short (the rows are still "
       "printed)" },
@@ -269,6 +275,19 @@ run_query_answered(struct cli_opts *o, const char *kind, int *answered)
     if (o->nargs > 0) {
         cli_usage_err(o->prog, "unexpected argument \"%s\"", o->args[0]);
         return CLI_EXIT_USAGE;
+    }
+    if (o->columns != NULL) {
+        struct output_spec spec = { kind, o->group_by, o->columns };
+        char err[OUTPUT_ERR_MAX];
+
+        if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
+            cli_usage_err(o->prog, "--columns applies to tables and csv");
+            return CLI_EXIT_USAGE;
+        }
+        if (output_check_columns(&spec, err, sizeof(err)) != 0) {
+            cli_usage_err(o->prog, "--columns: %s", err);
+            return CLI_EXIT_USAGE;
+        }
     }
     if ((rc = cli_open_conn(o, &c, NULL, 0)) != 0)
         return rc;
@@ -901,6 +920,9 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_FAIL_ON_TRUNCATE:
         o->fail_on_truncate = 1;
         break;
+    case O_COLUMNS:
+        o->columns = arg;
+        break;
     }
     return 0;
 }
@@ -922,6 +944,11 @@ main(int argc, char **argv)
     int npos = 0, ch, help = 0, rc;
     uint64_t now = timespec_now_ms();
 
+    /* Display widths of UTF-8 text (tables): the user's character set, or
+     * C.UTF-8 where that is not UTF-8; numbers keep the C locale. */
+    if (setlocale(LC_CTYPE, "") == NULL ||
+        strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+        setlocale(LC_CTYPE, "C.UTF-8");
     memset(&o, 0, sizeof(o));
     o.timeout_ms = DEFAULT_TIMEOUT * 1000;
     o.format = OUTPUT_TABLE;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <libsmartcols/libsmartcols.h>
 
 #include "mpobj.h"
 #include "receipt_types.h"
@@ -926,98 +927,53 @@ render(struct cell *c, const char *col, const msgpack_object *v, int format)
     return c->text == NULL ? -1 : 0;
 }
 
-/* Display width: code points, not bytes, so UTF-8 names line up. */
-static size_t
-width(const char *s)
-{
-    size_t w = 0;
-
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xc0) != 0x80)
-            w++;
-    return w;
-}
-
-static void
-pad(FILE *out, size_t n)
-{
-    while (n-- > 0)
-        putc(' ', out);
-}
-
 static const char *
 cell_str(const struct cell *c)
 {
     return c->kind == CELL_ABSENT || c->kind == CELL_NIL ? "-" : c->text;
 }
 
-static void
-buf_pad(struct buf *b, size_t n)
-{
-    while (n-- > 0)
-        buf_add(b, " ", 1);
-}
-
-/* Ends a table line: trailing blanks (an empty last cell) are dropped. */
-static void
-emit_line(FILE *out, struct buf *line)
-{
-    if (line->p != NULL) {
-        while (line->len > 0 && line->p[line->len - 1] == ' ')
-            line->len--;
-        fwrite(line->p, 1, line->len, out);
-    }
-    putc('\n', out);
-    line->len = 0;
-}
-
-static void
+/*
+ * Tables go through util-linux's libsmartcols, which measures display
+ * width (CJK and emoji take two columns), and on a terminal narrower than
+ * the table truncates the text columns rather than wrapping every line;
+ * piped, nothing is cut. A column with any number in it is right-aligned
+ * throughout, header and nils included, so the digits line up.
+ */
+static int
 print_table(FILE *out, const struct cols *cols, const struct cell *cells,
-            size_t nrows)
+            size_t nrows, int headings)
 {
-    struct buf line = { 0 };
-    size_t *w, i, j;
-    char *right;
+    struct libscols_table *tb = scols_new_table();
+    struct libscols_line *ln;
+    size_t i, j;
+    int flags, rc = -1;
 
-    w = calloc(cols->n ? cols->n : 1, sizeof(*w));
-    right = calloc(cols->n ? cols->n : 1, 1);
-    if (w == NULL || right == NULL) {
-        free(w);
-        free(right);
-        return;
-    }
-    /* A column with any number in it is right-aligned throughout, header
-     * and nils included, so the digits line up. */
+    if (tb == NULL)
+        return -1;
+    scols_table_set_stream(tb, out);
+    scols_table_set_column_separator(tb, "  ");
+    scols_table_enable_noheadings(tb, !headings);
     for (j = 0; j < cols->n; j++) {
-        w[j] = width(cols->names[j]);
-        for (i = 0; i < nrows; i++) {
-            const struct cell *c = &cells[i * cols->n + j];
-            size_t cw = width(cell_str(c));
-
-            if (cw > w[j])
-                w[j] = cw;
-            if (c->kind == CELL_NUM)
-                right[j] = 1;
-        }
+        flags = SCOLS_FL_TRUNC;
+        for (i = 0; i < nrows; i++)
+            if (cells[i * cols->n + j].kind == CELL_NUM)
+                flags = SCOLS_FL_RIGHT;
+        if (scols_table_new_column(tb, cols->names[j], 0, flags) == NULL)
+            goto done;
     }
-    for (i = 0; i <= nrows; i++) {
-        for (j = 0; j < cols->n; j++) {
-            const char *s = i == 0 ? cols->names[j]
-                                   : cell_str(&cells[(i - 1) * cols->n + j]);
-
-            if (j > 0)
-                buf_add(&line, "  ", 2);
-            if (right[j])
-                buf_pad(&line, w[j] - width(s));
-            buf_puts(&line, s);
-            if (!right[j])
-                buf_pad(&line, w[j] - width(s));
-        }
-        emit_line(out, &line);
+    for (i = 0; i < nrows; i++) {
+        if ((ln = scols_table_new_line(tb, NULL)) == NULL)
+            goto done;
+        for (j = 0; j < cols->n; j++)
+            if (scols_line_set_data(ln, j, cell_str(&cells[i * cols->n + j])) !=
+                0)
+                goto done;
     }
-    free(line.p);
-    free(w);
-    free(right);
+    rc = scols_print_table(tb) == 0 ? 0 : -1;
+done:
+    scols_unref_table(tb);
+    return rc;
 }
 
 static void
@@ -1046,29 +1002,44 @@ print_csv(FILE *out, const struct cols *cols, const struct cell *cells,
 }
 
 /* `stats` is one row of many fields: a two-column name/value table reads
- * better than one very wide line. Numbers line up on the widest number,
- * whatever the length of the text values. */
-static void
-print_vertical(FILE *out, const struct cols *cols, const struct cell *cells)
+ * better than one very wide line. Numbers (ASCII) line up on the widest
+ * number, whatever the length of the text values. */
+static int
+print_vertical(FILE *out, const struct cols *cols, struct cell *cells)
 {
-    size_t j, wn = 0, wv = 0;
+    struct cols two = { 0 };
+    struct cell *kv;
+    size_t j, wv = 0, n;
+    char *t;
+    int rc = -1;
 
+    for (j = 0; j < cols->n; j++)
+        if (cells[j].kind == CELL_NUM && strlen(cell_str(&cells[j])) > wv)
+            wv = strlen(cell_str(&cells[j]));
+    kv = calloc(cols->n ? 2 * cols->n : 1, sizeof(*kv));
+    if (kv == NULL || cols_add(&two, "name") != 0 ||
+        cols_add(&two, "value") != 0)
+        goto done;
     for (j = 0; j < cols->n; j++) {
-        if (width(cols->names[j]) > wn)
-            wn = width(cols->names[j]);
-        if (cells[j].kind == CELL_NUM && width(cell_str(&cells[j])) > wv)
-            wv = width(cell_str(&cells[j]));
+        kv[2 * j].kind = CELL_TEXT;
+        kv[2 * j].text = cols->names[j];
+        kv[2 * j + 1].kind = CELL_TEXT;
+        kv[2 * j + 1].text = (char *)cell_str(&cells[j]);
+        if (cells[j].kind == CELL_NUM && (n = strlen(cells[j].text)) < wv) {
+            if ((t = malloc(wv + 1)) == NULL)
+                goto done;
+            memset(t, ' ', wv - n);
+            memcpy(t + wv - n, cells[j].text, n + 1);
+            free(cells[j].text);
+            cells[j].text = t;
+            kv[2 * j + 1].text = t;
+        }
     }
-    for (j = 0; j < cols->n; j++) {
-        const char *s = cell_str(&cells[j]);
-
-        fputs(cols->names[j], out);
-        pad(out, wn - width(cols->names[j]) + 2);
-        if (cells[j].kind == CELL_NUM)
-            pad(out, wv - width(s));
-        fputs(s, out);
-        putc('\n', out);
-    }
+    rc = print_table(out, &two, kv, cols->n, 0);
+done:
+    free(kv);
+    cols_free(&two);
+    return rc;
 }
 
 static int
@@ -1230,6 +1201,20 @@ extra_text(const char *const *fixed, const struct row *r)
     return s;
 }
 
+/* The value of column col in a row, NULL for a counter whose coverage bit
+ * is clear (shown as "-" in tables). */
+static const msgpack_object *
+measured(const msgpack_object *row, const struct row *flat, const char *col)
+{
+    const msgpack_object *v = row_get(flat, col);
+    uint64_t mask;
+    int bit = counter_bit(col);
+
+    if (v != NULL && bit >= 0 && row_coverage(row, &mask) && !(mask >> bit & 1))
+        return NULL;
+    return v;
+}
+
 /* One CSV cell of a fixed column. */
 static int
 fixed_cell(struct cell *c, const char *const *fixed, const char *col,
@@ -1251,6 +1236,118 @@ fixed_cell(struct cell *c, const char *const *fixed, const char *col,
     if (v != NULL && bit >= 0 && row_coverage(row, &mask) && !(mask >> bit & 1))
         v = NULL;
     return render(c, col, v, OUTPUT_CSV);
+}
+
+/* n with a comma every three digits. */
+static void
+grouped(uint64_t n, struct buf *b)
+{
+    char d[32];
+    size_t len, i;
+
+    len = (size_t)snprintf(d, sizeof(d), "%" PRIu64, n);
+    for (i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            buf_add(b, ",", 1);
+        buf_add(b, d + i, 1);
+    }
+}
+
+static int
+ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/*
+ * A stats cell for people: integers with digit grouping, and units from
+ * the field's name (bytes in IEC units, _ms and _us as such). JSON, CSV
+ * and Prometheus keep the exact numbers.
+ */
+static int
+stats_cell(struct cell *c, const char *col, const msgpack_object *v)
+{
+    static const char *const iec[] = {
+        "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"
+    };
+    struct buf b = { 0 };
+    const char *unit = ends_with(col, "_ms")   ? " ms"
+                       : ends_with(col, "_us") ? " us"
+                                               : "";
+    double x;
+    int k;
+
+    if (c->kind != CELL_NUM || v == NULL || is_time_col(col))
+        return 0;
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+        ends_with(col, "_bytes") && v->via.u64 >= 1024) {
+        x = (double)v->via.u64;
+        for (k = -1; x >= 1024.0 && k < 5; k++)
+            x /= 1024.0;
+        buf_printf(&b, "%.1f %s", x, iec[k]);
+    } else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        grouped(v->via.u64, &b);
+        buf_puts(&b, ends_with(col, "_bytes") ? " B" : unit);
+    } else if (v->type == MSGPACK_OBJECT_FLOAT32 ||
+               v->type == MSGPACK_OBJECT_FLOAT64) {
+        buf_printf(&b, "%.2f%s", v->via.f64, unit);
+    } else {
+        return 0;
+    }
+    free(c->text);
+    c->text = buf_take(&b);
+    return c->text == NULL ? -1 : 0;
+}
+
+/* The columns of a comma-separated list, in its order. */
+static int
+add_chosen(struct cols *c, const char *list)
+{
+    const char *p = list;
+    char name[256];
+    size_t n;
+
+    while (*p != '\0') {
+        n = strcspn(p, ",");
+        snprintf(name, sizeof(name), "%.*s", (int)n, p);
+        if (n > 0 && cols_add(c, name) != 0)
+            return -1;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+int
+output_check_columns(const struct output_spec *spec, char *err, size_t err_len)
+{
+    const char *const *fixed = output_columns(spec);
+    const char *p = spec->columns;
+    size_t n, i;
+
+    if (*p == '\0')
+        return seterr(err, err_len, "no column named");
+    while (*p != '\0') {
+        n = strcspn(p, ",");
+        if (n == 0)
+            return seterr(err, err_len, "an empty column name in \"%s\"",
+                          spec->columns);
+        for (i = 0; fixed != NULL && fixed[i] != NULL; i++)
+            if (strlen(fixed[i]) == n && strncmp(fixed[i], p, n) == 0)
+                break;
+        if (fixed != NULL && fixed[i] == NULL)
+            return seterr(err, err_len,
+                          "%s has no column \"%.*s\" (its columns: the "
+                          "header of --format csv)",
+                          spec->kind, (int)n, p);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
 }
 
 int
@@ -1294,7 +1391,10 @@ output_result(FILE *out, int format, const struct output_spec *spec,
     for (i = 0; i < nrows; i++)
         if (flatten(&flat[i], NULL, &rows->via.array.ptr[i]) != 0)
             goto oom;
-    if (format == OUTPUT_CSV && fixed != NULL) {
+    if (spec->columns != NULL) {
+        if (add_chosen(&cols, spec->columns) != 0)
+            goto oom;
+    } else if (format == OUTPUT_CSV && fixed != NULL) {
         for (i = 0; fixed[i] != NULL; i++)
             if (cols_add(&cols, fixed[i]) != 0)
                 goto oom;
@@ -1316,7 +1416,9 @@ output_result(FILE *out, int format, const struct output_spec *spec,
                      ? fixed_cell(&cells[i * cols.n + j], fixed, cols.names[j],
                                   &rows->via.array.ptr[i], &flat[i])
                      : render(&cells[i * cols.n + j], cols.names[j],
-                              row_get(&flat[i], cols.names[j]), format)) != 0)
+                              measured(&rows->via.array.ptr[i], &flat[i],
+                                       cols.names[j]),
+                              format)) != 0)
                 goto oom;
 
     if (format == OUTPUT_CSV) {
@@ -1324,9 +1426,14 @@ output_result(FILE *out, int format, const struct output_spec *spec,
     } else if (nrows == 0) {
         fputs("(no rows)\n", out);
     } else if (nrows == 1 && strcmp(kind, "stats") == 0) {
-        print_vertical(out, &cols, cells);
-    } else {
-        print_table(out, &cols, cells, nrows);
+        for (j = 0; j < cols.n; j++)
+            if (stats_cell(&cells[j], cols.names[j],
+                           row_get(&flat[0], cols.names[j])) != 0)
+                goto oom;
+        if (print_vertical(out, &cols, cells) != 0)
+            goto oom;
+    } else if (print_table(out, &cols, cells, nrows, 1) != 0) {
+        goto oom;
     }
     rc = 0;
     goto done;
@@ -1631,7 +1738,8 @@ output_record(FILE *out, const msgpack_object *map, char *err, size_t err_len)
         if (render(&cells[j], cols.names[j], row_get(&flat, cols.names[j]),
                    FORMAT_RECORD) != 0)
             goto oom;
-    print_vertical(out, &cols, cells);
+    if (print_vertical(out, &cols, cells) != 0)
+        goto oom;
     rc = 0;
     goto done;
 oom:

@@ -35,7 +35,15 @@ enum output_format {
 struct output_spec {
     const char *kind;
     const char *group_by;
+    const char *columns; /* --columns: "a,b,c" for tables and CSV; NULL */
 };
+
+/*
+ * Checks spec->columns against the kind's columns (output_columns()).
+ * Returns 0, or -1 with a sentence in err naming the unknown column.
+ */
+int output_check_columns(const struct output_spec *spec, char *err,
+                         size_t err_len);
 
 #define OUTPUT_ERR_MAX 256
 
@@ -53,10 +61,12 @@ int output_format_from_name(const char *name);
  * list does not name (unknown keys a producer sent, fields of a newer
  * daemon); a map-valued column (`tensor`) is its JSON text.
  *
- * Tables: one line per row, the kind's columns present in any row (receipt
- * rows: their identifying columns only), numbers right-aligned, nil and
- * absent values shown as "-", `coverage` and `fallback_rate` as
- * percentages, `*_at` and `time` columns as RFC 3339 UTC.
+ * Tables (libsmartcols: display widths, truncation on a narrow terminal):
+ * one line per row, the kind's columns present in any row (receipt rows:
+ * their identifying columns only) or those spec->columns names, numbers
+ * right-aligned, nil and absent values shown as "-", `coverage` and
+ * `fallback_rate` as percentages, `*_at` and `time` columns as RFC 3339
+ * UTC; `stats` as name/value lines with digit grouping and units.
  * JSON: the whole result as one document. JSONL: one row per line, as a
  * compact JSON object, and nothing else.
  *

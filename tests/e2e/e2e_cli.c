@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <locale.h>
+#include <wchar.h>
 
 #include <json-c/json.h>
 #include <msgpack.h>
@@ -1203,6 +1205,107 @@ START_TEST(test_cli_gaps_cut_ranges_are_noted)
 }
 END_TEST
 
+/* ---- tables for people ---- */
+
+/* The display width of the UTF-8 text s[0..n). */
+static int
+display_width(const char *s, size_t n)
+{
+    wchar_t w[512];
+    char tmp[2048];
+    size_t k;
+
+    snprintf(tmp, sizeof(tmp), "%.*s", (int)n, s);
+    k = mbstowcs(w, tmp, 511);
+    ck_assert_msg(k != (size_t)-1, "not UTF-8: %s", tmp);
+    w[k] = L'\0';
+    return wcswidth(w, k);
+}
+
+/* A receipt line of S1_LINE with another model. */
+static void
+model_line(char *buf, size_t len, const char *model)
+{
+    const char *p = strstr(S1_LINE, "\"m1\"");
+
+    snprintf(buf, len, "%.*s\"%s\"%s", (int)(p - S1_LINE), S1_LINE, model,
+             p + 4);
+}
+
+START_TEST(test_cli_table_widths_and_columns)
+{
+    const char *tbl[] = { "receipts", "--columns",
+                          "model_instance_id,counters.fallback_count,"
+                          "receipt_id,counters.decode_steps",
+                          NULL };
+    const char *csv[] = {
+        "receipts", "--columns", "receipt_id,model_instance_id",
+        "--format", "csv",       NULL
+    };
+    const char *bad[] = { "receipts", "--columns", "receipt_id,nope", NULL };
+    const char *json[] = { "receipts", "--columns", "receipt_id",
+                           "--format", "json",      NULL };
+    const char *stats[] = { "stats", NULL };
+    char a[2048], b[2048], c[2048], all[6200];
+    char *line, *save = NULL;
+    struct run r;
+    int w = -1, n = 0;
+
+    model_line(a, sizeof(a),
+               "\xe6\xa8\xa1\xe5\x9e\x8b-\xe4\xb8\x80"); /* 模型-一 */
+    model_line(b, sizeof(b), "\xf0\x9f\xa6\x80-rt");     /* crab */
+    model_line(c, sizeof(c), "plain-ascii-model");
+    snprintf(all, sizeof(all), "%s%s%s", a, b, c);
+    import_text("wide.jsonl", all);
+
+    run_ok(&r, tbl);
+    /* Left-aligned text, then right-aligned numbers: every line has the
+     * same display width when the widths are measured right. */
+    for (line = strtok_r(r.out, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save), n++) {
+        int lw = display_width(line, strlen(line));
+
+        if (w < 0)
+            w = lw;
+        ck_assert_msg(lw == w, "line %d is %d columns wide, the first %d:\n%s",
+                      n, lw, w, line);
+    }
+    ck_assert_int_eq(n, 4);
+    run_free(&r);
+    run_ok(&r, tbl);
+    ck_assert_msg(strncmp(r.out, "model_instance_id", 17) == 0, "%s", r.out);
+    /* fallback_count is not measured (bit 6 clear): "-", not 0. */
+    ck_assert_msg(strstr(r.out, "plain-ascii-model  -  ") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "5\n") != NULL, "%s", r.out);
+    run_free(&r);
+
+    run_ok(&r, csv);
+    ck_assert_msg(strncmp(r.out, "receipt_id,model_instance_id\n", 29) == 0,
+                  "%s", r.out);
+    ck_assert_int_eq(count_lines(r.out), 4);
+    run_free(&r);
+
+    run(&r, bad);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--columns: receipts has no column "
+                                        "\"nope\""));
+    run_free(&r);
+    run(&r, json);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--columns applies to tables and csv"));
+    run_free(&r);
+
+    /* stats for people: units from the field names, digits grouped. */
+    run_ok(&r, stats);
+    ck_assert_msg(strstr(r.out, " ms\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "iB\n") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "writer_cpu_us") != NULL &&
+                      strstr(r.out, " us\n") != NULL,
+                  "%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *
 e2e_cli_suite(void)
 {
@@ -1255,6 +1358,12 @@ e2e_cli_suite(void)
     tcase_add_test(tc, test_cli_import_progress_on_a_terminal);
     tcase_add_test(tc, test_cli_gaps_cut_ranges_are_noted);
     suite_add_tcase(s, tc);
+
+    tc = tcase_create("tables");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_table_widths_and_columns);
+    suite_add_tcase(s, tc);
     return s;
 }
 
@@ -1264,6 +1373,8 @@ main(void)
     SRunner *sr = srunner_create(e2e_cli_suite());
     int failed;
 
+    /* The test measures display widths as a UTF-8 terminal would. */
+    setlocale(LC_CTYPE, "C.UTF-8");
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <stdint.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,7 @@ static char *
 render_by(int format, const char *kind, const char *group_by,
           const msgpack_object *res, int *rc)
 {
-    struct output_spec spec = { kind, group_by };
+    struct output_spec spec = { kind, group_by, NULL };
     char *buf = NULL, err[OUTPUT_ERR_MAX] = "";
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -615,6 +616,8 @@ main(void)
     SRunner *sr = srunner_create(output_suite());
     int failed;
 
+    /* As receiptctl does: tables measure UTF-8 text by display width. */
+    setlocale(LC_CTYPE, "C.UTF-8");
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
