@@ -579,6 +579,70 @@ START_TEST(test_output_prometheus_lines_are_well_formed)
 }
 END_TEST
 
+/* ---- truncation notes ---- */
+
+/* The note output_truncation() writes for kind over the JSON result. */
+static char *
+note(const char *kind, const char *json, int *cut)
+{
+    struct output_spec spec = { kind, NULL, NULL };
+    struct result r;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    ck_assert_ptr_nonnull(f);
+    result_from_json(&r, json);
+    *cut = output_truncation(f, &spec, &r.up.data);
+    fclose(f);
+    result_free(&r);
+    return buf;
+}
+
+START_TEST(test_output_truncation_names_the_way_on)
+{
+    char *got;
+    int cut;
+
+    got = note("receipts",
+               "{\"rows\": [{\"receipt_id\": 9}, {\"receipt_id\": 7}], "
+               "\"truncated\": true}",
+               &cut);
+    ck_assert_int_eq(cut, 1);
+    ck_assert_str_eq(got, "receiptctl: receipts: truncated at 2 rows; more "
+                          "match: page on with --before-id 7, or raise "
+                          "--limit\n");
+    free(got);
+    got = note("coverage",
+               "{\"rows\": [{\"counter\": \"x\", \"bit\": 25}, {\"bit\": 3}], "
+               "\"truncated\": true}",
+               &cut);
+    ck_assert_int_eq(cut, 1);
+    ck_assert_ptr_nonnull(strstr(got, "raise --limit or narrow the filters\n"
+                                      "receiptctl: coverage: the last group "
+                                      "is incomplete: 4 of its 26 counters"));
+    free(got);
+    got = note("coverage", "{\"rows\": [{\"bit\": 25}], \"truncated\": true}",
+               &cut);
+    ck_assert_ptr_null(strstr(got, "incomplete"));
+    free(got);
+    got = note("gaps",
+               "{\"rows\": [{\"source\": \"s1\", \"missing_truncated\": "
+               "true}, {\"source\": \"s2\", \"missing_truncated\": false}], "
+               "\"truncated\": false}",
+               &cut);
+    ck_assert_int_eq(cut, 1);
+    ck_assert_str_eq(got, "receiptctl: gaps: the missing ranges of source "
+                          "\"s1\" are cut at --limit; missing_seqs counts "
+                          "them all\n");
+    free(got);
+    got = note("plans", "{\"rows\": [], \"truncated\": false}", &cut);
+    ck_assert_int_eq(cut, 0);
+    ck_assert_str_eq(got, "");
+    free(got);
+}
+END_TEST
+
 static Suite *
 output_suite(void)
 {
@@ -594,6 +658,9 @@ output_suite(void)
     tcase_add_loop_test(tc, test_output_csv_and_table_keep_u64_max_exact, 0, 2);
     tcase_add_test(tc, test_output_bin_fields);
     tcase_add_test(tc, test_output_record_matches_golden);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("truncation");
+    tcase_add_test(tc, test_output_truncation_names_the_way_on);
     suite_add_tcase(s, tc);
     tc = tcase_create("csv");
     tcase_add_loop_test(tc, test_output_csv_field_quotes_rfc4180, 0,
