@@ -59,22 +59,83 @@ socket_path(const struct cli_opts *o)
  * Connects and, when a token or source must be presented, says hello.
  * Returns 0 or an exit code (the error already printed).
  */
+/*
+ * Reads the token of --token-file into buf (cap bytes): the file's bytes
+ * up to one final newline, 1 to CLI_TOKEN_MAX of them, no NUL or newline
+ * inside. Returns 0, or CLI_EXIT_USAGE with the reason printed.
+ */
+static int
+read_token_file(const char *path, char *buf, size_t cap)
+{
+    char tmp[CLI_TOKEN_MAX + 3];
+    size_t n;
+    FILE *f;
+
+    if ((f = fopen(path, "rb")) == NULL) {
+        fprintf(stderr, "receiptctl: --token-file: %s: %s\n", path,
+                strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    n = fread(tmp, 1, sizeof(tmp), f);
+    if (ferror(f)) {
+        fprintf(stderr, "receiptctl: --token-file: %s: %s\n", path,
+                strerror(errno));
+        fclose(f);
+        explicit_bzero(tmp, sizeof(tmp));
+        return CLI_EXIT_USAGE;
+    }
+    fclose(f);
+    if (n > 0 && tmp[n - 1] == '\n')
+        n--;
+    if (n > 0 && tmp[n - 1] == '\r')
+        n--;
+    if (n == 0 || n > CLI_TOKEN_MAX || n >= cap ||
+        memchr(tmp, '\0', n) != NULL || memchr(tmp, '\n', n) != NULL) {
+        fprintf(stderr,
+                "receiptctl: --token-file: %s: a token is one line of 1 to "
+                "%d bytes\n",
+                path, CLI_TOKEN_MAX);
+        explicit_bzero(tmp, sizeof(tmp));
+        return CLI_EXIT_USAGE;
+    }
+    memcpy(buf, tmp, n);
+    buf[n] = '\0';
+    explicit_bzero(tmp, sizeof(tmp));
+    return 0;
+}
+
 int
 cli_open_conn(struct cli_opts *o, struct net_conn *c, const char *source,
               int want_hello)
 {
-    char err[NET_ERR_MAX];
+    char err[NET_ERR_MAX], filetok[CLI_TOKEN_MAX + 1];
+    const char *token = o->token;
     struct net_reply rep;
     int rc;
 
+    if (token == NULL && o->token_file != NULL) {
+        if ((rc = read_token_file(o->token_file, filetok, sizeof(filetok))) !=
+            0)
+            return rc;
+        token = filetok;
+    }
+    if (token == NULL) {
+        token = getenv("RECEIPTD_TOKEN");
+        if (token != NULL && token[0] == '\0')
+            token = NULL;
+    }
     if (net_connect(c, socket_path(o), o->tcp, o->timeout_ms, err,
                     sizeof(err)) != 0) {
         fprintf(stderr, "receiptctl: %s\n", err);
+        if (token == filetok)
+            explicit_bzero(filetok, sizeof(filetok));
         return CLI_EXIT_CONNECT;
     }
-    if (!want_hello && o->token == NULL && source == NULL)
+    if (!want_hello && token == NULL && source == NULL)
         return 0;
-    rc = net_hello(c, source, o->token, &rep, err, sizeof(err));
+    rc = net_hello(c, source, token, &rep, err, sizeof(err));
+    if (token == filetok)
+        explicit_bzero(filetok, sizeof(filetok));
     if (rc == 1) {
         cli_daemon_err("hello", &rep.r);
         rc = CLI_EXIT_DAEMON;
@@ -168,13 +229,14 @@ int
 cli_print_result(const struct cli_opts *o, const char *kind,
                  const msgpack_object *result)
 {
+    struct output_spec spec = { kind, o->group_by, o->columns };
     char err[OUTPUT_ERR_MAX];
     int rc;
 
     if (o->format == OUTPUT_PROMETHEUS)
         rc = output_prometheus(stdout, result, err, sizeof(err));
     else
-        rc = output_result(stdout, o->format, kind, result, err, sizeof(err));
+        rc = output_result(stdout, o->format, &spec, result, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "receiptctl: %s: %s\n", kind, err);
         return CLI_EXIT_CONNECT;
@@ -184,6 +246,9 @@ cli_print_result(const struct cli_opts *o, const char *kind,
                 strerror(errno));
         return CLI_EXIT_DAEMON;
     }
+    if (o->format != OUTPUT_PROMETHEUS &&
+        output_truncation(stderr, &spec, result) && o->fail_on_truncate)
+        return CLI_EXIT_TRUNCATED;
     return 0;
 }
 

@@ -19,6 +19,8 @@
 #define CLI_EXIT_DAEMON  1 /* the daemon answered with an error */
 #define CLI_EXIT_USAGE   2 /* bad command line or unreadable input */
 #define CLI_EXIT_CONNECT 3 /* cannot connect, or the connection failed */
+#define CLI_EXIT_TRUNCATED                                                     \
+    4 /* --fail-on-truncate: the answer was cut at --limit */
 
 #define CLI_DEFAULT_SOCKET "/run/receiptd/receiptd.sock"
 
@@ -27,7 +29,8 @@ struct cli_opts {
     const char *prog; /* the subcommand's name, for messages */
     const char *socket;
     const char *tcp;
-    const char *token;
+    const char *token;      /* --token (visible to ps: prefer the next two) */
+    const char *token_file; /* --token-file */
     int timeout_ms;
     int format;
     const char *plan, *graph, *model, *source, *requested, *executed;
@@ -35,8 +38,11 @@ struct cli_opts {
     int has_since, has_until, has_limit, has_before, has_count;
     uint64_t since, until, limit, before_id, participant, count;
     uint32_t batch;
-    int dry_run; /* import: check locally, send nothing */
-    char **args; /* positional arguments after the subcommand */
+    int has_batch;        /* --batch was given */
+    int dry_run;          /* import: check locally, send nothing */
+    int fail_on_truncate; /* queries: exit CLI_EXIT_TRUNCATED when cut */
+    const char *columns;  /* --columns, for tables and CSV */
+    char **args;          /* positional arguments after the subcommand */
     int nargs;
 };
 
@@ -53,10 +59,15 @@ void cli_usage_err(const char *prog, const char *fmt, ...)
  */
 void cli_daemon_err(const char *what, const struct envelope_reply *r);
 
+/* The longest token the daemon accepts (access.h's ACCESS_TOKEN_MAX). */
+#define CLI_TOKEN_MAX 1024
+
 /*
  * Connects c to --tcp, --socket, $RECEIPTD_SOCKET or the packaged default,
  * in that order, and says hello when want_hello, a token or a source
- * (borrowed, may be NULL) asks for it. Returns 0 (close c with net_close)
+ * (borrowed, may be NULL) asks for it. The token comes from --token, then
+ * --token-file (its first line), then $RECEIPTD_TOKEN; a copy read from a
+ * file is wiped once hello is answered. Returns 0 (close c with net_close)
  * or an exit code, printed, with c closed.
  */
 int cli_open_conn(struct cli_opts *o, struct net_conn *c, const char *source,

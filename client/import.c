@@ -1,7 +1,9 @@
 /*
  * import.c: `receiptctl import FILE...`: receipts from msgpack or
  * serde_json files, checked locally with proto/receipt.h, then sent in
- * pipelined `receipts` batches.
+ * pipelined `receipts` batches, or, with --source, as `receipt` writes
+ * numbered by their position in the input (seq), so an import run again
+ * after an interruption stores each receipt once.
  *
  * Files are read one at a time; each receipt is decoded (JSON strictly, one
  * item at a time so a bad item does not hide the others), re-encoded as
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -40,16 +43,26 @@
  * reply cap while this process is busy writing. */
 #define IMPORT_WINDOW 8
 
+/* Single `receipt` writes in flight when numbered: enough for the daemon's
+ * group commit to gather hundreds per transaction, well under its 4,096
+ * requests awaiting replies per connection and its reply budget. */
+#define IMPORT_SEQ_WINDOW 512
+
 struct item {
     size_t file;
     size_t index;
-    char *data; /* owned msgpack bytes of one receipt */
+    size_t line;  /* 1-based line of a JSON item; 0 for msgpack */
+    uint64_t seq; /* its position in the input, 1-based; 0: not numbered */
+    char *data;   /* owned msgpack bytes of one receipt */
     size_t len;
 };
 
 struct reject {
     size_t file;
     size_t index;
+    size_t line;   /* as in struct item */
+    int has_index; /* the item's index says more than its line (msgpack,
+                    * a JSON array) */
     char code[32];
     char path[PROTO_ERR_PATH_MAX];
     char message[PROTO_ERR_MSG_MAX];
@@ -63,7 +76,21 @@ struct import {
     struct reject *rej;
     size_t nrej, rcap;
     uint64_t accepted;
-    size_t acked; /* items whose batch got a reply */
+    uint64_t duplicates; /* numbered writes the daemon already had */
+    size_t acked;        /* items whose batch got a reply */
+    /* Numbering (--source): every receipt of the input takes the next
+     * position, valid or not, so a corrected file keeps its numbers. */
+    int numbered;
+    uint64_t pos;
+    /* Where the file being read is: its bytes, and the line count up to
+     * line_at, for JSON items' line numbers. */
+    const char *base, *line_at;
+    size_t line;
+    int in_array; /* reading the items of a JSON array */
+    /* Progress on a terminal. */
+    int progress;
+    uint64_t t0_ms, last_ms, bytes_total, bytes_before;
+    size_t cur_len;
     /* Where full batches go while files are still being read. */
     struct sender *snd;
     struct cli_opts *o;
@@ -75,8 +102,8 @@ static void sender_pump(struct import *im, struct sender *s, struct cli_opts *o,
                         const char *source, int final);
 
 static void
-add_reject(struct import *im, size_t file, size_t index, const char *code,
-           const char *path, const char *message)
+add_reject_at(struct import *im, size_t file, size_t index, size_t line,
+              const char *code, const char *path, const char *message)
 {
     struct reject *r;
 
@@ -92,14 +119,45 @@ add_reject(struct import *im, size_t file, size_t index, const char *code,
     r = &im->rej[im->nrej++];
     r->file = file;
     r->index = index;
+    r->line = line;
+    r->has_index = line == 0 || im->in_array;
     snprintf(r->code, sizeof(r->code), "%s", code);
     snprintf(r->path, sizeof(r->path), "%s", path ? path : "");
     snprintf(r->message, sizeof(r->message), "%s", message);
 }
 
+/* The 1-based line of p in the file being read (p at or after the last
+ * one asked: items come in order). */
+static size_t
+line_of(struct import *im, const char *p)
+{
+    for (; im->line_at < p; im->line_at++)
+        if (*im->line_at == '\n')
+            im->line++;
+    return im->line;
+}
+
+static void
+add_reject(struct import *im, size_t file, size_t index, const char *code,
+           const char *path, const char *message)
+{
+    add_reject_at(im, file, index, 0, code, path, message);
+}
+
+/* A failure of the file as a whole (not of one item in it). */
+static void
+add_file_reject(struct import *im, size_t file, const char *message)
+{
+    add_reject_at(im, file, 0, 0, "malformed", "", message);
+    im->rej[im->nrej - 1].has_index = 0;
+}
+
+static void progress(struct import *im, int final);
+
 /* Copies sb's bytes as the next item. */
 static void
-add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
+add_item(struct import *im, size_t file, size_t index, size_t line,
+         msgpack_sbuffer *sb)
 {
     struct item *it;
 
@@ -115,6 +173,8 @@ add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
     it = &im->items[im->nitems++];
     it->file = file;
     it->index = index;
+    it->line = line;
+    it->seq = im->numbered ? im->pos : 0;
     it->len = sb->size;
     /* An sbuffer starts at 8 KiB; a receipt is a few hundred bytes, and
      * thousands of them wait while their batches are in flight (all of a
@@ -127,6 +187,7 @@ add_item(struct import *im, size_t file, size_t index, msgpack_sbuffer *sb)
      * memory as a whole: at most IMPORT_WINDOW + 1 batches wait. */
     if (im->snd != NULL)
         sender_pump(im, im->snd, im->o, im->source, 0);
+    progress(im, 0);
 }
 
 /* Decodes one receipt from the JSON text buf[0..len) (strictly: integers
@@ -135,6 +196,7 @@ static void
 json_item(struct import *im, size_t file, size_t index, const char *buf,
           size_t len)
 {
+    size_t line = line_of(im, buf);
     struct json_object *obj = NULL;
     struct receipt r;
     struct proto_err err;
@@ -142,12 +204,14 @@ json_item(struct import *im, size_t file, size_t index, const char *buf,
     msgpack_packer pk;
     int rc;
 
+    im->pos++;
     proto_err_clear(&err);
     rc = receipt_json_parse(buf, len, &obj, &err);
     if (rc == 0)
         rc = receipt_decode_json(obj, &r, &err);
     if (rc != 0) {
-        add_reject(im, file, index, proto_code_name(rc), err.path, err.message);
+        add_reject_at(im, file, index, line, proto_code_name(rc), err.path,
+                      err.message);
         json_object_put(obj);
         return;
     }
@@ -157,7 +221,7 @@ json_item(struct import *im, size_t file, size_t index, const char *buf,
         cli_oom();
     receipt_clear(&r);
     json_object_put(obj);
-    add_item(im, file, index, &sb);
+    add_item(im, file, index, line, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -218,18 +282,13 @@ skip_space(const char *buf, size_t len, size_t off)
     return off;
 }
 
-/*
- * Splits the array at buf[0..len) (buf[0] == '[') into its elements.
- * Returns 0, or -1 after rejecting the item where the text broke.
- */
+/* The elements of the array at buf[0..len), from off. */
 static int
-json_array(struct import *im, size_t file, size_t *index, const char *buf,
-           size_t len)
+json_array_items(struct import *im, size_t file, size_t *index, const char *buf,
+                 size_t len, size_t off)
 {
-    size_t off = skip_space(buf, len, 1), n;
+    size_t n;
 
-    if (off < len && buf[off] == ']')
-        return 0;
     while (off < len) {
         n = value_len(buf + off, len - off);
         if (n == 0)
@@ -242,10 +301,29 @@ json_array(struct import *im, size_t file, size_t *index, const char *buf,
             break;
         off = skip_space(buf, len, off + 1);
     }
-    add_reject(im, file, *index, "malformed", "",
-               "the JSON array is not well formed here; the rest of the "
-               "file was not read");
+    add_reject_at(im, file, *index, line_of(im, buf + off), "malformed", "",
+                  "the JSON array is not well formed here; the rest of the "
+                  "file was not read");
     return -1;
+}
+
+/*
+ * Splits the array at buf[0..len) (buf[0] == '[') into its elements.
+ * Returns 0, or -1 after rejecting the item where the text broke.
+ */
+static int
+json_array(struct import *im, size_t file, size_t *index, const char *buf,
+           size_t len)
+{
+    size_t off = skip_space(buf, len, 1);
+    int rc;
+
+    if (off < len && buf[off] == ']')
+        return 0;
+    im->in_array = 1;
+    rc = json_array_items(im, file, index, buf, len, off);
+    im->in_array = 0;
+    return rc;
 }
 
 /* A JSON array of receipts, one receipt, or JSON lines (several values one
@@ -264,8 +342,8 @@ load_json(struct import *im, size_t file, const char *buf, size_t len)
             return;
         }
         if (n == 0) {
-            add_reject(im, file, index, "malformed", "",
-                       "the file ends inside a JSON value");
+            add_reject_at(im, file, index, line_of(im, buf + off), "malformed",
+                          "", "the file ends inside a JSON value");
             return;
         }
         if (buf[off] == '[') {
@@ -288,6 +366,7 @@ msgpack_item(struct import *im, size_t file, size_t index,
     msgpack_packer pk;
     int rc;
 
+    im->pos++;
     proto_err_clear(&err);
     rc = receipt_decode(o, &r, &err);
     if (rc != 0) {
@@ -301,29 +380,53 @@ msgpack_item(struct import *im, size_t file, size_t index,
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     if (msgpack_pack_object(&pk, *o) != 0)
         cli_oom();
-    add_item(im, file, index, &sb);
+    add_item(im, file, index, 0, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
 
 /* One receipt (map, or array form starting with schema_version) or an
  * array of receipts (an array whose elements are maps or arrays). */
+/* Whether byte b starts a msgpack map or array (fix, 16 or 32). */
+static int
+looks_msgpack(unsigned char b)
+{
+    return (b >= 0x80 && b <= 0x9f) || b == 0xdc || b == 0xdd || b == 0xde ||
+           b == 0xdf;
+}
+
 static void
 load_msgpack(struct import *im, size_t file, const char *buf, size_t len)
 {
+    char msg[PROTO_ERR_MSG_MAX];
     struct proto_err err;
     msgpack_unpacked up;
     const msgpack_object *o;
     size_t off = 0;
     uint32_t i;
 
+    /* A receipt, or an array of them, starts with a map or an array
+     * header; anything else is not msgpack we could read at all. */
+    if (!looks_msgpack((unsigned char)buf[0])) {
+        char head[24];
+        size_t k, n = len < 16 ? len : 16;
+
+        for (k = 0; k < n; k++)
+            head[k] = buf[k] >= 0x20 && buf[k] < 0x7f ? buf[k] : '.';
+        head[n] = '\0';
+        snprintf(msg, sizeof(msg),
+                 "the file is neither JSON nor msgpack (it starts with "
+                 "\"%s\")",
+                 head);
+        add_file_reject(im, file, msg);
+        return;
+    }
     if (mpcheck(buf, len, &err) != 0) {
-        add_reject(im, file, 0, "malformed", "", err.message);
+        add_file_reject(im, file, err.message);
         return;
     }
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, buf, len, &off) != MSGPACK_UNPACK_SUCCESS) {
-        add_reject(im, file, 0, "malformed", "",
-                   "the file is not one msgpack object");
+        add_file_reject(im, file, "the file is not one msgpack object");
         msgpack_unpacked_destroy(&up);
         return;
     }
@@ -433,6 +536,9 @@ load_file(struct import *im, size_t file)
     }
     buf = fb.p;
     len = fb.len;
+    im->base = im->line_at = buf;
+    im->line = 1;
+    im->cur_len = len;
     if (len >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0)
         off = 3;
     while (off < len && is_space(buf[off]))
@@ -442,9 +548,12 @@ load_file(struct import *im, size_t file)
     if (off < len && (buf[off] == '{' || buf[off] == '['))
         load_json(im, file, buf + off, len - off);
     else if (len == 0)
-        add_reject(im, file, 0, "malformed", "", "the file is empty");
+        add_file_reject(im, file, "the file is empty");
     else
         load_msgpack(im, file, buf, len);
+    im->bytes_before += len;
+    im->base = im->line_at = NULL;
+    im->cur_len = 0;
     filebuf_release(&fb);
     return 0;
 }
@@ -468,9 +577,9 @@ reject_batch(struct import *im, const struct pending *p,
     else
         snprintf(code, sizeof(code), "%s", proto_code_name(r->err.code));
     for (i = 0; i < p->n; i++)
-        add_reject(im, im->items[p->first + i].file,
-                   im->items[p->first + i].index, code, r->err.path,
-                   r->err.message);
+        add_reject_at(
+            im, im->items[p->first + i].file, im->items[p->first + i].index,
+            im->items[p->first + i].line, code, r->err.path, r->err.message);
 }
 
 /* Applies a `receipts` result to the batch it answers. */
@@ -502,9 +611,28 @@ batch_result(struct import *im, const struct pending *p,
         cli_copy_str(code, sizeof(code), e, "code");
         cli_copy_str(path, sizeof(path), e, "path");
         cli_copy_str(msg, sizeof(msg), e, "message");
-        add_reject(im, im->items[p->first + k].file,
-                   im->items[p->first + k].index, code, path, msg);
+        add_reject_at(im, im->items[p->first + k].file,
+                      im->items[p->first + k].index,
+                      im->items[p->first + k].line, code, path, msg);
     }
+    return 0;
+}
+
+/* Applies a `receipt` result (one numbered write): stored now, or already
+ * by an earlier run ("duplicate": true). */
+static int
+single_result(struct import *im, const msgpack_object *res)
+{
+    const msgpack_object *dup;
+
+    if (res == NULL || res->type != MSGPACK_OBJECT_MAP ||
+        mpobj_map_get(res, "receipt_id", NULL) == NULL)
+        return -1;
+    dup = mpobj_map_get(res, "duplicate", NULL);
+    if (dup != NULL && dup->type == MSGPACK_OBJECT_BOOLEAN && dup->via.boolean)
+        im->duplicates++;
+    else
+        im->accepted++;
     return 0;
 }
 
@@ -516,11 +644,11 @@ batch_result(struct import *im, const struct pending *p,
  */
 struct sender {
     struct net_conn c;
-    int state; /* 0 not connected yet, 1 connected, -1 failed */
-    int rc;    /* the exit code of a failure */
-    uint32_t batch;
-    struct pending win[IMPORT_WINDOW];
-    size_t head, inflight, next;
+    int state;           /* 0 not connected yet, 1 connected, -1 failed */
+    int rc;              /* the exit code of a failure */
+    uint32_t batch;      /* 1 when numbered: one `receipt` write each */
+    struct pending *win; /* window ring of wcap slots */
+    size_t wcap, head, inflight, next;
 };
 
 /* Envelope of a batch around its items: map header, "op": "receipts",
@@ -540,9 +668,15 @@ sender_recv(struct import *im, struct sender *s, char *err, size_t err_len)
         snprintf(err, err_len, "a reply came out of order");
         rc = NET_EPROTO;
     }
-    if (rc == 0 && !rep.r.ok)
+    if (rc == 0 && !rep.r.ok) {
         reject_batch(im, p, &rep.r);
-    else if (rc == 0 && batch_result(im, p, rep.r.result) != 0) {
+    } else if (rc == 0 && im->numbered) {
+        if (single_result(im, rep.r.result) != 0) {
+            snprintf(err, err_len,
+                     "the daemon's receipt result has no receipt_id");
+            rc = NET_EPROTO;
+        }
+    } else if (rc == 0 && batch_result(im, p, rep.r.result) != 0) {
         snprintf(err, err_len,
                  "the daemon's receipts result is not "
                  "{\"accepted\", \"rejected\"}");
@@ -556,7 +690,7 @@ sender_recv(struct import *im, struct sender *s, char *err, size_t err_len)
         free(im->items[i].data);
         im->items[i].data = NULL;
     }
-    s->head = (s->head + 1) % IMPORT_WINDOW;
+    s->head = (s->head + 1) % s->wcap;
     s->inflight--;
     return 0;
 }
@@ -565,7 +699,7 @@ sender_recv(struct import *im, struct sender *s, char *err, size_t err_len)
 static int
 sender_send(struct import *im, struct sender *s, char *err, size_t err_len)
 {
-    struct pending *p = &s->win[(s->head + s->inflight) % IMPORT_WINDOW];
+    struct pending *p = &s->win[(s->head + s->inflight) % s->wcap];
     size_t n, size = BATCH_OVERHEAD, i, start;
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -577,9 +711,18 @@ sender_send(struct import *im, struct sender *s, char *err, size_t err_len)
         size += im->items[s->next + n].len;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    start = net_frame_begin(&s->c, &sb, &pk, PROTO_OP_RECEIPTS, 1, &p->id);
-    if (start == (size_t)-1 || msgpack_pack_array(&pk, n) != 0)
-        cli_oom();
+    if (im->numbered) {
+        /* One receipt under its position: the daemon stores (source, seq)
+         * once, across runs. */
+        start = net_frame_begin_seq(&s->c, &sb, &pk, PROTO_OP_RECEIPT, 1,
+                                    im->items[s->next].seq, 1, &p->id);
+        if (start == (size_t)-1)
+            cli_oom();
+    } else {
+        start = net_frame_begin(&s->c, &sb, &pk, PROTO_OP_RECEIPTS, 1, &p->id);
+        if (start == (size_t)-1 || msgpack_pack_array(&pk, n) != 0)
+            cli_oom();
+    }
     for (i = 0; i < n; i++)
         if (msgpack_sbuffer_write(&sb, im->items[s->next + i].data,
                                   im->items[s->next + i].len) != 0)
@@ -624,6 +767,8 @@ sender_pump(struct import *im, struct sender *s, struct cli_opts *o,
             s->state = 1;
             if (s->c.max_batch < s->batch)
                 s->batch = s->c.max_batch;
+            if (im->numbered)
+                s->batch = 1;
         }
         if (queued > 0 &&
             im->items[s->next].len + BATCH_OVERHEAD > s->c.max_frame) {
@@ -633,8 +778,8 @@ sender_pump(struct import *im, struct sender *s, struct cli_opts *o,
                      "the receipt is %zu bytes; the daemon's max_frame is "
                      "%" PRIu32,
                      im->items[s->next].len, s->c.max_frame);
-            add_reject(im, im->items[s->next].file, im->items[s->next].index,
-                       "too_large", "", msg);
+            add_reject_at(im, im->items[s->next].file, im->items[s->next].index,
+                          im->items[s->next].line, "too_large", "", msg);
             /* Counted as answered: the daemon will never see it. */
             free(im->items[s->next].data);
             im->items[s->next].data = NULL;
@@ -643,12 +788,13 @@ sender_pump(struct import *im, struct sender *s, struct cli_opts *o,
             continue;
         }
         if (queued > 0 && (final || queued >= s->batch) &&
-            s->inflight < IMPORT_WINDOW)
+            s->inflight < s->wcap)
             rc = sender_send(im, s, err, sizeof(err));
-        else if (s->inflight > 0 && (final || s->inflight == IMPORT_WINDOW))
+        else if (s->inflight > 0 && (final || s->inflight == s->wcap))
             rc = sender_recv(im, s, err, sizeof(err));
         else
             break;
+        progress(im, 0);
     }
     if (rc != 0) {
         fprintf(stderr, "receiptctl: import: %s\n", err);
@@ -667,6 +813,82 @@ reject_cmp(const void *a, const void *b)
     if (x->index != y->index)
         return x->index < y->index ? -1 : 1;
     return 0;
+}
+
+/* ---- progress on a terminal ---- */
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Bytes of input read so far: whole files before, and the current one up
+ * to the last line counted (JSON) or the share of its items (msgpack). */
+static uint64_t
+bytes_done(const struct import *im)
+{
+    uint64_t b = im->bytes_before;
+
+    if (im->base != NULL && im->line_at != NULL)
+        b += (uint64_t)(im->line_at - im->base);
+    return b;
+}
+
+static void
+human_bytes(uint64_t v, char *buf, size_t len)
+{
+    if (v >= 10u << 20)
+        snprintf(buf, len, "%.1f MiB", (double)v / (1 << 20));
+    else if (v >= 10u << 10)
+        snprintf(buf, len, "%.1f KiB", (double)v / (1 << 10));
+    else
+        snprintf(buf, len, "%" PRIu64 " B", v);
+}
+
+/*
+ * On a terminal only: one line on stderr, rewritten at most every 200 ms,
+ * with the items answered, the bytes read (of the total when every input
+ * is a regular file), the rate and the time left; final erases it.
+ */
+static void
+progress(struct import *im, int final)
+{
+    char done[32], total[32], eta[32] = "";
+    uint64_t t, b, ms;
+    double rate;
+
+    if (!im->progress)
+        return;
+    t = now_ms();
+    if (final) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        return;
+    }
+    if (t - im->last_ms < 200)
+        return;
+    im->last_ms = t;
+    ms = t - im->t0_ms ? t - im->t0_ms : 1;
+    b = bytes_done(im);
+    rate = (double)im->acked * 1000.0 / (double)ms;
+    human_bytes(b, done, sizeof(done));
+    if (im->bytes_total > 0) {
+        human_bytes(im->bytes_total, total, sizeof(total));
+        if (b > 0 && b < im->bytes_total)
+            snprintf(eta, sizeof(eta), ", ETA %.0fs",
+                     (double)(im->bytes_total - b) * (double)ms / (double)b /
+                         1000.0);
+        fprintf(stderr, "\rimport: %zu items, %s of %s, %.0f items/s%s\033[K",
+                im->acked, done, total, rate, eta);
+    } else {
+        fprintf(stderr, "\rimport: %zu items, %s, %.0f items/s\033[K",
+                im->acked, done, rate);
+    }
+    fflush(stderr);
 }
 
 /*
@@ -693,6 +915,9 @@ print_import(const struct cli_opts *o, struct import *im,
 
         json_object_object_add(j, "accepted",
                                json_object_new_uint64(im->accepted));
+        if (im->numbered)
+            json_object_object_add(j, "duplicates",
+                                   json_object_new_uint64(im->duplicates));
         a = json_object_new_array();
         for (i = 0; i < im->nrej; i++) {
             const struct reject *r = &im->rej[i];
@@ -700,6 +925,9 @@ print_import(const struct cli_opts *o, struct import *im,
             e = json_object_new_object();
             json_object_object_add(e, "file",
                                    json_object_new_string(im->files[r->file]));
+            json_object_object_add(e, "line",
+                                   r->line > 0 ? json_object_new_uint64(r->line)
+                                               : NULL);
             json_object_object_add(e, "index",
                                    json_object_new_uint64(r->index));
             json_object_object_add(e, "code", json_object_new_string(r->code));
@@ -720,7 +948,7 @@ print_import(const struct cli_opts *o, struct import *im,
         return;
     }
     if (o->format == OUTPUT_CSV) {
-        puts("file,index,code,path,message");
+        puts("file,line,index,code,path,message");
         for (i = 0; plans != NULL && i < json_object_array_length(plans); i++) {
             struct json_object *e = json_object_array_get_idx(plans, i), *v;
             static const char *const cols[] = { "code", "path", "message" };
@@ -732,7 +960,7 @@ print_import(const struct cli_opts *o, struct import *im,
             json_object_object_get_ex(e, "file", &v);
             t = json_object_get_string(v);
             output_csv_field(stdout, t, strlen(t));
-            fputs(",0", stdout);
+            fputs(",,0", stdout);
             for (k = 0; k < 3; k++) {
                 json_object_object_get_ex(e, cols[k], &v);
                 t = json_object_get_string(v);
@@ -747,7 +975,10 @@ print_import(const struct cli_opts *o, struct import *im,
 
             output_csv_field(stdout, im->files[r->file],
                              strlen(im->files[r->file]));
-            printf(",%zu,", r->index);
+            if (r->line > 0)
+                printf(",%zu,%zu,", r->line, r->index);
+            else
+                printf(",,%zu,", r->index);
             output_csv_field(stdout, r->code, strlen(r->code));
             putchar(',');
             output_csv_field(stdout, r->path, strlen(r->path));
@@ -760,15 +991,26 @@ print_import(const struct cli_opts *o, struct import *im,
     for (i = 0; i < im->nrej; i++) {
         const struct reject *r = &im->rej[i];
 
-        printf("%s:%zu: %s: %s%s%s\n", im->files[r->file], r->index, r->code,
-               r->path, r->path[0] ? ": " : "", r->message);
+        /* JSON: the line, as editors take it (file:LINE:); msgpack has
+         * no lines, so its items are named by their index. */
+        if (r->line > 0)
+            printf("%s:%zu:", im->files[r->file], r->line);
+        else
+            printf("%s:", im->files[r->file]);
+        if (r->has_index)
+            printf(" item %zu:", r->index);
+        printf(" %s: %s%s%s\n", r->code, r->path, r->path[0] ? ": " : "",
+               r->message);
     }
     if (o->dry_run) {
         printf("valid %" PRIu64 ", invalid %zu (dry run: nothing sent)\n",
                im->accepted, im->nrej);
         return;
     }
-    printf("accepted %" PRIu64 ", rejected %zu", im->accepted, im->nrej);
+    printf("accepted %" PRIu64, im->accepted);
+    if (im->numbered)
+        printf(", already stored %" PRIu64, im->duplicates);
+    printf(", rejected %zu", im->nrej);
     /* Items sent without a reply may or may not be stored: say so rather
      * than count them either way. */
     if (im->acked < im->nitems)
@@ -812,6 +1054,13 @@ import_run(struct cli_opts *o)
         cli_usage_err(o->prog, "no files to import");
         return CLI_EXIT_USAGE;
     }
+    /* Numbered receipts go one per write: a batch would share one seq. */
+    if (o->source != NULL && o->has_batch && !o->dry_run) {
+        cli_usage_err(o->prog, "--batch does not apply with --source (each "
+                               "receipt is a write of its own, numbered by "
+                               "its position)");
+        return CLI_EXIT_USAGE;
+    }
     for (i = 0; i < (size_t)o->nargs; i++)
         if (check_readable(o->args[i]) != 0)
             return CLI_EXIT_USAGE;
@@ -834,6 +1083,24 @@ import_run(struct cli_opts *o)
     im.snd = o->dry_run ? NULL : &snd;
     im.o = o;
     im.source = source;
+    /* An explicit source is a producer that may run again: number its
+     * items so a second run stores each once. */
+    im.numbered = o->source != NULL && !o->dry_run;
+    snd.wcap = im.numbered ? IMPORT_SEQ_WINDOW : IMPORT_WINDOW;
+    if ((snd.win = calloc(snd.wcap, sizeof(*snd.win))) == NULL)
+        cli_oom();
+    im.progress = isatty(2);
+    im.t0_ms = now_ms();
+    for (i = 0; i < im.nfiles; i++) {
+        struct stat st;
+
+        if (strcmp(im.files[i], "-") == 0 || stat(im.files[i], &st) != 0 ||
+            !S_ISREG(st.st_mode)) {
+            im.bytes_total = 0;
+            break;
+        }
+        im.bytes_total += (uint64_t)st.st_size;
+    }
     if (o->source == NULL) {
         if (gethostname(host, sizeof(host)) != 0)
             snprintf(host, sizeof(host), "localhost");
@@ -858,6 +1125,7 @@ import_run(struct cli_opts *o)
     }
     if (snd.state == 1)
         net_close(&snd.c);
+    progress(&im, 1);
     print_import(o, &im, plans);
     fflush(stdout);
     if (rc == 0)
@@ -868,5 +1136,6 @@ import_run(struct cli_opts *o)
         free(im.items[i].data);
     free(im.items);
     free(im.rej);
+    free(snd.win);
     return rc != 0 ? rc : prc;
 }

@@ -10,10 +10,13 @@
  * accepts, so a misplaced flag is a usage error rather than silently
  * ignored. Exit codes: 0 ok, 1 the daemon answered with an error (or an
  * import had rejected items), 2 usage, 3 cannot connect or the connection
- * failed. Every error is one line on stderr. Single-threaded.
+ * failed, 4 a query cut at --limit under --fail-on-truncate. Every error is one
+ * line on stderr. Single-threaded.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,6 +29,7 @@
 #include <msgpack.h>
 
 #include "cli.h"
+#include "duration.h"
 #include "envelope.h"
 #include "import.h"
 #include "mpobj.h"
@@ -39,21 +43,11 @@
 #define DEFAULT_BATCH   1000
 #define QUERY_LIMIT_MAX 10000
 
-/* Option groups: each subcommand accepts the union of some of them. */
-#define G_CONN     0x001u /* --socket --tcp --token --timeout */
-#define G_FORMAT   0x002u /* --format */
-#define G_FILTER   0x004u /* --plan ... --limit */
-#define G_BEFORE   0x008u /* --before-id */
-#define G_STATUS   0x010u /* --status */
-#define G_GROUP    0x020u /* --group-by */
-#define G_IMPORT   0x040u /* --batch, --source as the hello source */
-#define G_READBACK 0x080u /* --value --participant --element-type --count */
-#define G_PLAN     0x100u /* --plan --graph only */
-
 enum opt_id {
     O_SOCKET = 256,
     O_TCP,
     O_TOKEN,
+    O_TOKEN_FILE,
     O_TIMEOUT,
     O_FORMAT,
     O_PLAN,
@@ -74,66 +68,134 @@ enum opt_id {
     O_ELEMENT_TYPE,
     O_COUNT,
     O_DRY_RUN,
+    O_FAIL_ON_TRUNCATE,
+    O_COLUMNS,
     O_HELP,
     O_VERSION,
 };
 
+/* Each subcommand lists the options it applies, one bit per option: an
+ * option a command would not apply is refused, never ignored. */
+#define B(id) (1ull << ((id)-O_SOCKET))
+#define CONN                                                                   \
+    (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TOKEN_FILE) | B(O_TIMEOUT))
+#define OUT   (CONN | B(O_FORMAT))
+#define QUERY (OUT | B(O_LIMIT) | B(O_FAIL_ON_TRUNCATE) | B(O_COLUMNS))
+#define RECEIPT_FILTERS                                                        \
+    (B(O_PLAN) | B(O_GRAPH) | B(O_MODEL) | B(O_SOURCE) | B(O_REQUESTED) |      \
+     B(O_EXECUTED) | B(O_SINCE) | B(O_UNTIL))
+#define TIME (B(O_SINCE) | B(O_UNTIL))
+
 struct optdesc {
     const char *name;
     int id;
-    unsigned groups;
     const char *arg;
     const char *help;
 };
 
 static const struct optdesc optdescs[] = {
-    { "socket", O_SOCKET, G_CONN, "PATH",
+    { "socket", O_SOCKET, "PATH",
       "Unix socket of the daemon (default: $RECEIPTD_SOCKET, "
       "then " CLI_DEFAULT_SOCKET ")" },
-    { "tcp", O_TCP, G_CONN, "HOST:PORT", "connect over TCP instead" },
-    { "token", O_TOKEN, G_CONN, "TOKEN",
-      "token to authenticate with (sent in hello)" },
-    { "timeout", O_TIMEOUT, G_CONN, "SECONDS",
-      "give up waiting on the daemon after this long (default 60; 0: never)" },
-    { "format", O_FORMAT, G_FORMAT, "FMT",
-      "output: table (default), json or csv" },
-    { "plan", O_PLAN, G_FILTER | G_PLAN | G_READBACK, "ID",
-      "prepared_plan_id" },
-    { "graph", O_GRAPH, G_FILTER | G_PLAN | G_READBACK, "HASH", "graph_hash" },
-    { "model", O_MODEL, G_FILTER, "ID", "model_instance_id" },
-    { "source", O_SOURCE, G_FILTER | G_IMPORT, "NAME",
-      "producer source (import: the source to say hello as, default "
-      "receiptctl/<hostname>)" },
-    { "requested", O_REQUESTED, G_FILTER, "BACKEND",
+    { "tcp", O_TCP, "HOST:PORT", "connect over TCP instead" },
+    { "token", O_TOKEN, "TOKEN",
+      "token to authenticate with (sent in hello); other users see it in "
+      "ps: prefer --token-file or $RECEIPTD_TOKEN" },
+    { "token-file", O_TOKEN_FILE, "PATH",
+      "read the token from the first line of PATH" },
+    { "timeout", O_TIMEOUT, "DURATION",
+      "give up waiting on the daemon after this long: seconds or units, "
+      "500ms, 2m (default 60s; 0: never)" },
+    { "format", O_FORMAT, "FMT", "output: table (default), json or csv" },
+    { "plan", O_PLAN, "ID", "prepared_plan_id" },
+    { "graph", O_GRAPH, "HASH", "graph_hash" },
+    { "model", O_MODEL, "ID", "model_instance_id" },
+    { "source", O_SOURCE, "NAME", "producer source" },
+    { "requested", O_REQUESTED, "BACKEND",
       "requested backend (cpu, wgpu-dx12, wgpu-vulkan, wgpu-metal, cuda, "
       "metal, unknown)" },
-    { "executed", O_EXECUTED, G_FILTER, "BACKEND", "executed backend" },
-    { "since", O_SINCE, G_FILTER, "TIME",
+    { "executed", O_EXECUTED, "BACKEND", "executed backend" },
+    { "since", O_SINCE, "TIME",
       "received at or after TIME: 1h, 30m, 7d, 2w, unix ms or RFC 3339" },
-    { "until", O_UNTIL, G_FILTER, "TIME", "received before TIME" },
-    { "limit", O_LIMIT, G_FILTER, "N",
-      "at most N rows (1-10000; default 100)" },
-    { "before-id", O_BEFORE_ID, G_BEFORE, "ID",
+    { "until", O_UNTIL, "TIME", "received before TIME" },
+    { "limit", O_LIMIT, "N", "at most N rows (1-10000; default 100)" },
+    { "before-id", O_BEFORE_ID, "ID",
       "only receipt ids below ID (page backwards)" },
-    { "status", O_STATUS, G_STATUS, "STATUS", "fallback, clean or unproven" },
-    { "group-by", O_GROUP_BY, G_GROUP, "KEY",
+    { "status", O_STATUS, "STATUS", "fallback, clean or unproven" },
+    { "group-by", O_GROUP_BY, "KEY",
       "plan, graph, model, backends, source or none" },
-    { "batch", O_BATCH, G_IMPORT, "N",
-      "receipts per request (default 1000; the daemon's max_batch caps it)" },
-    { "value", O_VALUE, G_READBACK, "ID", "retained value_id" },
-    { "participant", O_PARTICIPANT, G_READBACK, "N",
-      "participant_index (default 0)" },
-    { "element-type", O_ELEMENT_TYPE, G_READBACK, "ET",
+    { "batch", O_BATCH, "N",
+      "receipts per request without --source (default 1000; the daemon's "
+      "max_batch caps it)" },
+    { "value", O_VALUE, "ID", "retained value_id" },
+    { "participant", O_PARTICIPANT, "N", "participant_index (default 0)" },
+    { "element-type", O_ELEMENT_TYPE, "ET",
       "element type of the readback (bool, u8, u32, i8, i32, f16, bf16, f32)" },
-    { "count", O_COUNT, G_READBACK, "N", "element_count of the readback" },
-    { "dry-run", O_DRY_RUN, G_IMPORT, NULL,
+    { "count", O_COUNT, "N", "element_count of the readback" },
+    { "dry-run", O_DRY_RUN, NULL,
       "check the files locally and send nothing (no daemon needed)" },
+    { "columns", O_COLUMNS, "LIST",
+      "table and csv: these columns, comma-separated, in this order (names "
+      "as in the csv header, e.g. receipt_id,counters.decode_steps)" },
+    { "fail-on-truncate", O_FAIL_ON_TRUNCATE, NULL,
+      "exit 4 when --limit cut the answer short (the rows are still "
+      "printed)" },
 };
+
+/* Where one command means something else by an option than its generic
+ * help says. */
+static const struct {
+    const char *cmd;
+    int id;
+    const char *help;
+} opthelp[] = {
+    { "stats", O_FORMAT,
+      "output: table (default), json, jsonl, csv or prometheus" },
+    { "receipts", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "fallbacks", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "coverage", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "gaps", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "quarantine", O_FORMAT,
+      "output: table (default), json, jsonl (the listing only) or csv" },
+    { "plans", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "prunes", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "retained", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "import", O_SOURCE,
+      "the source to say hello as (default receiptctl/<hostname>)" },
+    { "gaps", O_SOURCE, "only this producer source" },
+    { "quarantine", O_SINCE,
+      "kept at or after TIME: 1h, 30m, 7d, 2w, unix "
+      "ms or RFC 3339" },
+    { "quarantine", O_UNTIL, "kept before TIME" },
+    { "plans", O_SINCE,
+      "registered at or after TIME: 1h, 30m, 7d, 2w, unix "
+      "ms or RFC 3339" },
+    { "plans", O_UNTIL, "registered before TIME" },
+    { "prunes", O_SINCE,
+      "pruned at or after TIME: 1h, 30m, 7d, 2w, unix ms "
+      "or RFC 3339" },
+    { "prunes", O_UNTIL, "pruned before TIME" },
+    { "gaps", O_LIMIT,
+      "at most N sources, and N missing ranges per source "
+      "(1-10000; default 100)" },
+};
+
+/* The formats a command prints: queries add jsonl, stats prometheus. */
+static int
+format_ok(const char *cmd, int format)
+{
+    if (format == OUTPUT_PROMETHEUS)
+        return strcmp(cmd, "stats") == 0;
+    if (format == OUTPUT_JSONL)
+        return strcmp(cmd, "ping") != 0 && strcmp(cmd, "import") != 0 &&
+               strcmp(cmd, "readback-check") != 0;
+    return 1;
+}
 
 struct cmd {
     const char *name;
     int (*fn)(struct cli_opts *);
-    unsigned groups;
+    uint64_t opts; /* B() of every option it applies */
     const char *args;
     const char *summary;
     const char *help;
@@ -213,6 +275,19 @@ run_query_answered(struct cli_opts *o, const char *kind, int *answered)
     if (o->nargs > 0) {
         cli_usage_err(o->prog, "unexpected argument \"%s\"", o->args[0]);
         return CLI_EXIT_USAGE;
+    }
+    if (o->columns != NULL) {
+        struct output_spec spec = { kind, o->group_by, o->columns };
+        char err[OUTPUT_ERR_MAX];
+
+        if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
+            cli_usage_err(o->prog, "--columns applies to tables and csv");
+            return CLI_EXIT_USAGE;
+        }
+        if (output_check_columns(&spec, err, sizeof(err)) != 0) {
+            cli_usage_err(o->prog, "--columns: %s", err);
+            return CLI_EXIT_USAGE;
+        }
     }
     if ((rc = cli_open_conn(o, &c, NULL, 0)) != 0)
         return rc;
@@ -456,6 +531,25 @@ cmd_quarantine(struct cli_opts *o)
                       o->args[0]);
         return CLI_EXIT_USAGE;
     }
+    /* show and replay fetch payloads by id: the listing's filters would
+     * be ignored, so they are refused. */
+    {
+        const char *flag = o->source                   ? "--source"
+                           : o->has_since              ? "--since"
+                           : o->has_until              ? "--until"
+                           : o->has_limit              ? "--limit"
+                           : o->fail_on_truncate       ? "--fail-on-truncate"
+                           : o->format == OUTPUT_JSONL ? "--format jsonl"
+                                                       : NULL;
+
+        if (flag != NULL) {
+            cli_usage_err(o->prog,
+                          "%s applies to the listing, not to 'quarantine "
+                          "%s'",
+                          flag, o->args[0]);
+            return CLI_EXIT_USAGE;
+        }
+    }
     return replay_run(o);
 }
 
@@ -464,10 +558,10 @@ cmd_quarantine(struct cli_opts *o)
 static int cmd_help(struct cli_opts *o);
 
 static const struct cmd cmds[] = {
-    { "ping", cmd_ping, G_CONN | G_FORMAT, "", "check that the daemon answers",
+    { "ping", cmd_ping, OUT, "", "check that the daemon answers",
       "Says hello and pings the daemon; prints its version, limits and the\n"
       "round-trip time." },
-    { "stats", cmd_stats, G_CONN | G_FORMAT, "", "the daemon's own counters",
+    { "stats", cmd_stats, OUT, "", "the daemon's own counters",
       "Shows the daemon's counters: uptime, connections, frames, accepted,\n"
       "rejected, duplicates, quarantined, commit latency, store size.\n"
       "--format prometheus prints them in the Prometheus text format for\n"
@@ -478,28 +572,28 @@ static const struct cmd cmds[] = {
       "When the daemon does not answer it prints receiptd_up 0 (and exits\n"
       "non-zero), so the file says the daemon is down." },
     { "receipts", cmd_receipts,
-      G_CONN | G_FORMAT | G_FILTER | G_BEFORE | G_STATUS, "",
+      QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS), "",
       "stored receipts, newest first",
       "Lists stored receipts, newest first. Page backwards with --before-id\n"
       "set to the smallest receipt_id of the previous page. Tables show the\n"
       "identifying columns; --format json or csv carries every field." },
-    { "fallbacks", cmd_fallbacks, G_CONN | G_FORMAT | G_FILTER | G_GROUP, "",
+    { "fallbacks", cmd_fallbacks, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
       "fallback counts and rates per group",
       "Counts receipts per group (--group-by plan, graph, model, backends or\n"
       "source; default plan) as fallback, unproven and clean, with the\n"
       "fallback rate. --group-by none lists the fallback receipts\n"
       "themselves, newest first." },
-    { "coverage", cmd_coverage, G_CONN | G_FORMAT | G_FILTER | G_GROUP, "",
+    { "coverage", cmd_coverage, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
       "counter coverage and sum/min/max/mean",
       "Per counter (and per group with --group-by): receipts, measured,\n"
       "unknown, coverage, and sum, min, max and mean over measured receipts\n"
       "only; an unknown counter is never counted as zero." },
-    { "gaps", cmd_gaps, G_CONN | G_FORMAT | G_FILTER, "",
+    { "gaps", cmd_gaps, QUERY | B(O_SOURCE), "",
       "missing seq ranges per source",
       "Per source: first and last seq, receipts received, and the missing\n"
       "seq ranges in between (receipts lost before they reached the\n"
       "daemon)." },
-    { "quarantine", cmd_quarantine, G_CONN | G_FORMAT | G_FILTER,
+    { "quarantine", cmd_quarantine, QUERY | B(O_SOURCE) | TIME,
       "[show|replay ID...]", "rejected payloads; show, replay them",
       "Lists quarantined payloads (rejected writes kept with their bytes).\n"
       "'quarantine show ID...' prints a payload with its bytes decoded.\n"
@@ -509,31 +603,39 @@ static const struct cmd cmds[] = {
       "With --format json or csv, show and replay take one ID and print\n"
       "one document (replay: the daemon's result with quarantine_id and\n"
       "replayed_as)." },
-    { "plans", cmd_plans, G_CONN | G_FORMAT | G_FILTER, "", "registered plans",
+    { "plans", cmd_plans, QUERY | B(O_PLAN) | B(O_GRAPH) | B(O_SOURCE) | TIME,
+      "", "registered plans",
       "Lists registered plans with their node, value and retained counts." },
-    { "prunes", cmd_prunes, G_CONN | G_FORMAT | G_FILTER, "",
+    { "prunes", cmd_prunes, QUERY | TIME, "",
       "what retention removed, and when",
       "Lists the retention prunes, newest first: when each ran, its cutoff,\n"
       "the receipts it removed and the oldest and newest received_at among\n"
       "them. --since and --until select by the time of the prune." },
-    { "retained", cmd_retained, G_CONN | G_FORMAT | G_PLAN, "",
+    { "retained", cmd_retained, QUERY | B(O_PLAN) | B(O_GRAPH), "",
       "retained values of one plan",
       "Lists the retained completion values of the plan given by --plan\n"
       "(and --graph)." },
-    { "readback-check", cmd_readback_check, G_CONN | G_FORMAT | G_READBACK, "",
-      "check a completion readback",
+    { "readback-check", cmd_readback_check,
+      OUT | B(O_PLAN) | B(O_GRAPH) | B(O_VALUE) | B(O_PARTICIPANT) |
+          B(O_ELEMENT_TYPE) | B(O_COUNT),
+      "", "check a completion readback",
       "Asks the daemon to check a completion readback against a retained\n"
       "value (op readback; nothing is stored) and prints the resolved\n"
       "readback request. Needs --plan, --value, --element-type, --count." },
-    { "import", import_run, G_CONN | G_FORMAT | G_IMPORT, "FILE...",
-      "send receipts from files",
+    { "import", import_run, OUT | B(O_SOURCE) | B(O_BATCH) | B(O_DRY_RUN),
+      "FILE...", "send receipts from files",
       "Reads receipts from files (\"-\" is stdin): msgpack (one receipt or an\n"
       "array of receipts) or serde_json (one object, an array, or JSON\n"
       "lines). Each is checked locally first, then sent in 'receipts'\n"
-      "batches (--batch, default 1000), pipelined. Prints each rejected\n"
-      "item as FILE:INDEX: code: path: message, then the counts. Exits 1\n"
-      "when any item was rejected. A file holding a map with a \"nodes\"\n"
-      "key is a plan: it is registered with one 'plan' request." },
+      "batches (--batch, default 1000), pipelined. With --source, each\n"
+      "receipt is a 'receipt' write numbered by its position in the input\n"
+      "(seq, from 1 over all the files in order), so running the same\n"
+      "import again after an interruption stores each receipt once.\n"
+      "Prints each rejected item as FILE:LINE: (JSON; arrays add the\n"
+      "item's index) or FILE: item INDEX: (msgpack), then code, path and\n"
+      "message, then the counts. Exits 1 when any item was rejected. On a\n"
+      "terminal, progress goes to stderr. A file holding a map with a\n"
+      "\"nodes\" key is a plan: it is registered with one 'plan' request." },
     { "help", cmd_help, 0, "[COMMAND]", "show help",
       "Shows the list of commands, or one command's help." },
 };
@@ -559,7 +661,8 @@ print_usage(FILE *out)
         fprintf(out, "  %-15s %s\n", cmds[i].name, cmds[i].summary);
     fputs("\n'receiptctl help COMMAND' or 'receiptctl COMMAND --help' for a\n"
           "command's options. Exit status: 0 ok, 1 the daemon answered with\n"
-          "an error, 2 usage, 3 cannot connect.\n",
+          "an error, 2 usage, 3 cannot connect, 4 cut at --limit with\n"
+          "--fail-on-truncate.\n",
           out);
 }
 
@@ -593,23 +696,24 @@ wrap(FILE *out, const char *text, int col, int width)
 static void
 print_help(FILE *out, const struct cmd *c)
 {
-    size_t i;
+    size_t i, k;
     char left[64];
 
     fprintf(out, "usage: receiptctl %s%s%s%s\n\n%s\n", c->name,
-            c->groups ? " [OPTIONS]" : "", c->args[0] ? " " : "", c->args,
+            c->opts ? " [OPTIONS]" : "", c->args[0] ? " " : "", c->args,
             c->help);
-    if (c->groups == 0)
+    if (c->opts == 0)
         return;
     fputs("\noptions:\n", out);
     for (i = 0; i < sizeof(optdescs) / sizeof(optdescs[0]); i++) {
         const struct optdesc *d = &optdescs[i];
         const char *help = d->help;
 
-        if ((d->groups & c->groups) == 0)
+        if ((B(d->id) & c->opts) == 0)
             continue;
-        if (d->id == O_FORMAT && strcmp(c->name, "stats") == 0)
-            help = "output: table (default), json, csv or prometheus";
+        for (k = 0; k < sizeof(opthelp) / sizeof(opthelp[0]); k++)
+            if (opthelp[k].id == d->id && strcmp(opthelp[k].cmd, c->name) == 0)
+                help = opthelp[k].help;
         snprintf(left, sizeof(left), "--%s%s%s", d->name, d->arg ? " " : "",
                  d->arg ? d->arg : "");
         fprintf(out, "  %-24s ", left);
@@ -669,7 +773,7 @@ static int
 apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
           uint64_t now)
 {
-    char err[TIMESPEC_ERR_MAX];
+    char err[TIMESPEC_ERR_MAX], derr[DURATION_ERR_MAX];
     const char *prog = c ? c->name : NULL;
     uint64_t v;
 
@@ -683,26 +787,29 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_TOKEN:
         o->token = arg;
         break;
+    case O_TOKEN_FILE:
+        o->token_file = arg;
+        break;
     case O_TIMEOUT:
-        if (cli_parse_u64(arg, 0, 86400, &v) != 0) {
-            cli_usage_err(prog,
-                          "--timeout: expected seconds from 0 to 86400, "
-                          "got \"%s\"",
-                          arg);
+        if (duration_parse(arg, 1000, &v, derr, sizeof(derr)) != 0) {
+            cli_usage_err(prog, "--timeout: %s", derr);
             return CLI_EXIT_USAGE;
         }
-        o->timeout_ms = (int)(v * 1000);
+        if (v > 86400000) {
+            cli_usage_err(prog, "--timeout: \"%s\" is over a day", arg);
+            return CLI_EXIT_USAGE;
+        }
+        o->timeout_ms = (int)v;
         break;
     case O_FORMAT:
         o->format = output_format_from_name(arg);
-        if (o->format < 0 || (o->format == OUTPUT_PROMETHEUS &&
-                              (c == NULL || strcmp(c->name, "stats") != 0))) {
-            cli_usage_err(prog,
-                          "--format: unknown format \"%s\" (expected "
-                          "table, json or csv%s)",
-                          arg,
-                          c && strcmp(c->name, "stats") == 0 ? " or prometheus"
-                                                             : "");
+        if (o->format < 0 || !format_ok(c->name, o->format)) {
+            cli_usage_err(
+                prog,
+                "--format: unknown format \"%s\" (expected "
+                "table, json%s or csv%s)",
+                arg, format_ok(c->name, OUTPUT_JSONL) ? ", jsonl" : "",
+                strcmp(c->name, "stats") == 0 ? " or prometheus" : "");
             return CLI_EXIT_USAGE;
         }
         break;
@@ -780,6 +887,7 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
             return CLI_EXIT_USAGE;
         }
         o->batch = (uint32_t)v;
+        o->has_batch = 1;
         break;
     case O_VALUE:
         o->value = arg;
@@ -809,6 +917,12 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_DRY_RUN:
         o->dry_run = 1;
         break;
+    case O_FAIL_ON_TRUNCATE:
+        o->fail_on_truncate = 1;
+        break;
+    case O_COLUMNS:
+        o->columns = arg;
+        break;
     }
     return 0;
 }
@@ -830,6 +944,11 @@ main(int argc, char **argv)
     int npos = 0, ch, help = 0, rc;
     uint64_t now = timespec_now_ms();
 
+    /* Display widths of UTF-8 text (tables): the user's character set, or
+     * C.UTF-8 where that is not UTF-8; numbers keep the C locale. */
+    if (setlocale(LC_CTYPE, "") == NULL ||
+        strcmp(nl_langinfo(CODESET), "UTF-8") != 0)
+        setlocale(LC_CTYPE, "C.UTF-8");
     memset(&o, 0, sizeof(o));
     o.timeout_ms = DEFAULT_TIMEOUT * 1000;
     o.format = OUTPUT_TABLE;
@@ -920,7 +1039,7 @@ main(int argc, char **argv)
     for (i = 0; i < nuses; i++) {
         const struct optdesc *d = find_optdesc(uses[i].id);
 
-        if (d == NULL || (d->groups & c->groups) == 0) {
+        if (d == NULL || (B(d->id) & c->opts) == 0) {
             cli_usage_err(c->name, "--%s is not an option of %s",
                           d ? d->name : "?", c->name);
             free(pos);
@@ -933,6 +1052,11 @@ main(int argc, char **argv)
     }
     if (o.tcp != NULL && o.socket != NULL) {
         cli_usage_err(c->name, "--socket and --tcp exclude each other");
+        free(pos);
+        return CLI_EXIT_USAGE;
+    }
+    if (o.token != NULL && o.token_file != NULL) {
+        cli_usage_err(c->name, "--token and --token-file exclude each other");
         free(pos);
         return CLI_EXIT_USAGE;
     }

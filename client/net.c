@@ -175,12 +175,20 @@ size_t
 net_frame_begin(struct net_conn *c, msgpack_sbuffer *sb, msgpack_packer *pk,
                 int op, int has_body, uint64_t *id)
 {
+    return net_frame_begin_seq(c, sb, pk, op, 0, 0, has_body, id);
+}
+
+size_t
+net_frame_begin_seq(struct net_conn *c, msgpack_sbuffer *sb, msgpack_packer *pk,
+                    int op, int has_seq, uint64_t seq, int has_body,
+                    uint64_t *id)
+{
     size_t start = frame_sbuffer_begin(sb);
 
     if (start == (size_t)-1)
         return start;
     *id = c->next_id++;
-    if (envelope_request(pk, op, *id, 0, 0, has_body) != 0)
+    if (envelope_request(pk, op, *id, has_seq, seq, has_body) != 0)
         return (size_t)-1;
     return start;
 }
@@ -338,12 +346,17 @@ net_hello(struct net_conn *c, const char *source, const char *token,
         (token != NULL && (envelope_pack_cstr(&pk, "token") != 0 ||
                            envelope_pack_cstr(&pk, token) != 0)) ||
         net_frame_finish(c, &sb, start) != 0) {
+        if (token != NULL && sb.data != NULL)
+            explicit_bzero(sb.data, sb.size);
         msgpack_sbuffer_destroy(&sb);
         memset(rep, 0, sizeof(*rep));
         msgpack_unpacked_init(&rep->up);
         return seterr(err, err_len, NET_ENOMEM, "cannot build hello");
     }
     rc = net_call(c, &sb, id, rep, err, err_len);
+    /* The frame held the token: it is not left behind in freed memory. */
+    if (token != NULL)
+        explicit_bzero(sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     if (rc != 0)
         return rc;

@@ -83,6 +83,12 @@ void net_close(struct net_conn *c);
 size_t net_frame_begin(struct net_conn *c, msgpack_sbuffer *sb,
                        msgpack_packer *pk, int op, int has_body, uint64_t *id);
 
+/* The same with a "seq" in the envelope when has_seq, for exactly-once
+ * writes under the connection's hello source. */
+size_t net_frame_begin_seq(struct net_conn *c, msgpack_sbuffer *sb,
+                           msgpack_packer *pk, int op, int has_seq,
+                           uint64_t seq, int has_body, uint64_t *id);
+
 /* Patches the frame's length. Returns 0, or -1 when the frame is larger
  * than max_frame (the daemon would refuse it). */
 int net_frame_finish(struct net_conn *c, msgpack_sbuffer *sb, size_t start);

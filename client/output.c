@@ -20,8 +20,10 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <libsmartcols/libsmartcols.h>
 
 #include "mpobj.h"
+#include "receipt_types.h"
 #include "timespec.h"
 
 /* A growable byte string; always NUL-terminated when p != NULL. */
@@ -125,6 +127,8 @@ output_format_from_name(const char *name)
         return OUTPUT_CSV;
     if (strcmp(name, "prometheus") == 0)
         return OUTPUT_PROMETHEUS;
+    if (strcmp(name, "jsonl") == 0)
+        return OUTPUT_JSONL;
     return -1;
 }
 
@@ -425,11 +429,9 @@ row_get(const struct row *r, const char *name)
 
 /* ---- columns ---- */
 
-#define GROUP_COLS                                                             \
-    "prepared_plan_id", "graph_hash", "model_instance_id",                     \
-        "requested_backend", "executed_backend", "source"
-
-static const char *const receipt_cols[] = {
+/* The identifying fields of a receipt row, in PROTOCOL's order; then its
+ * counters, latency and artifacts (receipt_full_cols()). */
+static const char *const receipt_head[] = {
     "receipt_id",
     "received_at",
     "source",
@@ -447,6 +449,14 @@ static const char *const receipt_cols[] = {
     NULL,
 };
 
+static const char *const artifact_cols[] = {
+    "artifacts.temp_created_bytes",
+    "artifacts.temp_removed_bytes",
+    "artifacts.temp_retained_bytes",
+    "artifacts.temp_cleanup_failures",
+    NULL,
+};
+
 /* A receipt has 40-odd fields; a table shows the ones that identify it. */
 static const char *const receipt_table_cols[] = {
     "receipt_id",       "received_at",
@@ -457,40 +467,190 @@ static const char *const receipt_table_cols[] = {
     "stop_reason",      NULL,
 };
 
-static const char *const fallbacks_cols[] = {
-    GROUP_COLS, "receipts",      "fallback", "unproven",
-    "clean",    "fallback_rate", NULL,
+#define EXTRA_COL "extra"
+
+static const char *const fallbacks_tail[] = {
+    "receipts", "fallback", "unproven", "clean", "fallback_rate", NULL,
 };
 
-static const char *const coverage_cols[] = {
-    GROUP_COLS, "counter", "bit", "receipts", "measured", "unknown",
-    "coverage", "sum",     "min", "max",      "mean",     NULL,
+static const char *const coverage_tail[] = {
+    "counter", "bit", "receipts", "measured", "unknown", "coverage",
+    "sum",     "min", "max",      "mean",     NULL,
 };
 
 /* The ranges last: they are the one column that can be long. */
 static const char *const gaps_cols[] = {
-    "source",       "first_seq",         "last_seq", "received",
-    "missing_seqs", "missing_truncated", "missing",  NULL,
+    "source",   "first_seq",    "last_seq",
+    "received", "missing_seqs", "missing_truncated",
+    "missing",  EXTRA_COL,      NULL,
 };
 
 static const char *const quarantine_cols[] = {
-    "id", "time", "source", "op", "code", "path", "message", "size", NULL,
+    "id",      "time", "source", "op",      "code", "path",
+    "message", "size", "raw",    EXTRA_COL, NULL,
 };
 
 static const char *const plans_cols[] = {
-    "prepared_plan_id", "graph_hash", "source", "registered_at", "nodes",
-    "values",           "retained",   NULL,
+    "prepared_plan_id", "graph_hash", "source",
+    "registered_at",    "nodes",      "values",
+    "retained",         EXTRA_COL,    NULL,
 };
 
 static const char *const retained_cols[] = {
-    "value_id",    "producer_node_id",     "output_ordinal",
-    "resource_id", "logical_offset_bytes", "retained_at",
-    NULL,
+    "prepared_plan_id", "graph_hash",     "retained_at", "value_id",
+    "producer_node_id", "output_ordinal", "resource_id", "logical_offset_bytes",
+    "tensor",           EXTRA_COL,        NULL,
 };
 
 static const char *const readback_cols[] = {
-    "node_id", "participant_index", "resource_id", "logical_offset_bytes", NULL,
+    "node_id",     "participant_index",
+    "resource_id", "logical_offset_bytes",
+    EXTRA_COL,     NULL,
 };
+
+static const char *const prunes_cols[] = {
+    "id",
+    "pruned_at",
+    "cutoff_at",
+    "rows",
+    "oldest_received_at",
+    "newest_received_at",
+    EXTRA_COL,
+    NULL,
+};
+
+/* The daemon's stats row, in the order it sends them. */
+static const char *const stats_cols[] = {
+    "uptime_ms",
+    "started_at",
+    "connections",
+    "connections_total",
+    "connections_refused",
+    "frames",
+    "framing_errors",
+    "accepted",
+    "rejected",
+    "duplicates",
+    "quarantined",
+    "quarantine_rows",
+    "quarantine_bytes",
+    "quarantine_evictions",
+    "stray_coverage",
+    "unavailable",
+    "commit_groups",
+    "writer_cpu_us",
+    "checkpoints",
+    "checkpoint_us",
+    "commit_failures",
+    "store_failing",
+    "store_last_error",
+    "commit_last_ms",
+    "commit_mean_ms",
+    "commit_max_ms",
+    "pending_writes",
+    "pending_bytes",
+    "store_size_bytes",
+    "plans",
+    "retained_values",
+    "pruned",
+    "prune_runs",
+    "prune_failures",
+    EXTRA_COL,
+    NULL,
+};
+
+/* Group columns of fallbacks and coverage rows, by group_by. */
+static const struct {
+    const char *group_by;
+    const char *cols[3];
+} group_cols[] = {
+    { "plan", { "prepared_plan_id", NULL } },
+    { "graph", { "graph_hash", NULL } },
+    { "model", { "model_instance_id", NULL } },
+    { "backends", { "requested_backend", "executed_backend", NULL } },
+    { "source", { "source", NULL } },
+    { "none", { NULL } },
+};
+
+/* Up to 2 group columns, the longer tail, extra and NULL. */
+#define GROUPED_MAX      16
+#define RECEIPT_COLS_MAX (14 + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 2)
+
+static const char **
+append(const char **dst, const char *const *src)
+{
+    while (*src != NULL)
+        *dst++ = *src++;
+    return dst;
+}
+
+static const char *const *
+receipt_full_cols(void)
+{
+    static const char *cols[RECEIPT_COLS_MAX];
+    const char **p;
+    size_t i;
+
+    if (cols[0] != NULL)
+        return cols;
+    p = append(cols, receipt_head);
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        *p++ = receipt_counters[i].path;
+    p = append(p, artifact_cols);
+    *p++ = EXTRA_COL;
+    *p = NULL;
+    return cols;
+}
+
+static int
+is_receipt_kind(const struct output_spec *spec)
+{
+    return strcmp(spec->kind, "receipts") == 0 ||
+           (strcmp(spec->kind, "fallbacks") == 0 && spec->group_by != NULL &&
+            strcmp(spec->group_by, "none") == 0);
+}
+
+const char *const *
+output_columns(const struct output_spec *spec)
+{
+    static const char *grouped[GROUPED_MAX];
+    const char *gb;
+    const char **p;
+    size_t i;
+
+    if (is_receipt_kind(spec))
+        return receipt_full_cols();
+    if (strcmp(spec->kind, "fallbacks") == 0 ||
+        strcmp(spec->kind, "coverage") == 0) {
+        gb = spec->group_by != NULL                 ? spec->group_by
+             : strcmp(spec->kind, "fallbacks") == 0 ? "plan"
+                                                    : "none";
+        p = grouped;
+        for (i = 0; i < sizeof(group_cols) / sizeof(group_cols[0]); i++)
+            if (strcmp(group_cols[i].group_by, gb) == 0)
+                p = append(p, group_cols[i].cols);
+        p = append(p, strcmp(spec->kind, "fallbacks") == 0 ? fallbacks_tail
+                                                           : coverage_tail);
+        *p++ = EXTRA_COL;
+        *p = NULL;
+        return grouped;
+    }
+    if (strcmp(spec->kind, "gaps") == 0)
+        return gaps_cols;
+    if (strcmp(spec->kind, "quarantine") == 0)
+        return quarantine_cols;
+    if (strcmp(spec->kind, "plans") == 0)
+        return plans_cols;
+    if (strcmp(spec->kind, "retained") == 0)
+        return retained_cols;
+    if (strcmp(spec->kind, "readback") == 0)
+        return readback_cols;
+    if (strcmp(spec->kind, "prunes") == 0)
+        return prunes_cols;
+    if (strcmp(spec->kind, "stats") == 0)
+        return stats_cols;
+    return NULL;
+}
 
 struct cols {
     char **names;
@@ -575,28 +735,6 @@ choose_cols(struct cols *c, const struct row *rows, size_t nrows,
             if (cols_add(c, rows[i].leaves[j].name) != 0)
                 return -1;
     return 0;
-}
-
-static const char *const *
-known_cols(const char *kind, int receipt_rows, int table)
-{
-    if (receipt_rows || strcmp(kind, "receipts") == 0)
-        return table ? receipt_table_cols : receipt_cols;
-    if (strcmp(kind, "fallbacks") == 0)
-        return fallbacks_cols;
-    if (strcmp(kind, "coverage") == 0)
-        return coverage_cols;
-    if (strcmp(kind, "gaps") == 0)
-        return gaps_cols;
-    if (strcmp(kind, "quarantine") == 0)
-        return quarantine_cols;
-    if (strcmp(kind, "plans") == 0)
-        return plans_cols;
-    if (strcmp(kind, "retained") == 0)
-        return retained_cols;
-    if (strcmp(kind, "readback") == 0)
-        return readback_cols;
-    return NULL;
 }
 
 /* ---- cells ---- */
@@ -789,98 +927,53 @@ render(struct cell *c, const char *col, const msgpack_object *v, int format)
     return c->text == NULL ? -1 : 0;
 }
 
-/* Display width: code points, not bytes, so UTF-8 names line up. */
-static size_t
-width(const char *s)
-{
-    size_t w = 0;
-
-    for (; *s; s++)
-        if (((unsigned char)*s & 0xc0) != 0x80)
-            w++;
-    return w;
-}
-
-static void
-pad(FILE *out, size_t n)
-{
-    while (n-- > 0)
-        putc(' ', out);
-}
-
 static const char *
 cell_str(const struct cell *c)
 {
     return c->kind == CELL_ABSENT || c->kind == CELL_NIL ? "-" : c->text;
 }
 
-static void
-buf_pad(struct buf *b, size_t n)
-{
-    while (n-- > 0)
-        buf_add(b, " ", 1);
-}
-
-/* Ends a table line: trailing blanks (an empty last cell) are dropped. */
-static void
-emit_line(FILE *out, struct buf *line)
-{
-    if (line->p != NULL) {
-        while (line->len > 0 && line->p[line->len - 1] == ' ')
-            line->len--;
-        fwrite(line->p, 1, line->len, out);
-    }
-    putc('\n', out);
-    line->len = 0;
-}
-
-static void
+/*
+ * Tables go through util-linux's libsmartcols, which measures display
+ * width (CJK and emoji take two columns), and on a terminal narrower than
+ * the table truncates the text columns rather than wrapping every line;
+ * piped, nothing is cut. A column with any number in it is right-aligned
+ * throughout, header and nils included, so the digits line up.
+ */
+static int
 print_table(FILE *out, const struct cols *cols, const struct cell *cells,
-            size_t nrows)
+            size_t nrows, int headings)
 {
-    struct buf line = { 0 };
-    size_t *w, i, j;
-    char *right;
+    struct libscols_table *tb = scols_new_table();
+    struct libscols_line *ln;
+    size_t i, j;
+    int flags, rc = -1;
 
-    w = calloc(cols->n ? cols->n : 1, sizeof(*w));
-    right = calloc(cols->n ? cols->n : 1, 1);
-    if (w == NULL || right == NULL) {
-        free(w);
-        free(right);
-        return;
-    }
-    /* A column with any number in it is right-aligned throughout, header
-     * and nils included, so the digits line up. */
+    if (tb == NULL)
+        return -1;
+    scols_table_set_stream(tb, out);
+    scols_table_set_column_separator(tb, "  ");
+    scols_table_enable_noheadings(tb, !headings);
     for (j = 0; j < cols->n; j++) {
-        w[j] = width(cols->names[j]);
-        for (i = 0; i < nrows; i++) {
-            const struct cell *c = &cells[i * cols->n + j];
-            size_t cw = width(cell_str(c));
-
-            if (cw > w[j])
-                w[j] = cw;
-            if (c->kind == CELL_NUM)
-                right[j] = 1;
-        }
+        flags = SCOLS_FL_TRUNC;
+        for (i = 0; i < nrows; i++)
+            if (cells[i * cols->n + j].kind == CELL_NUM)
+                flags = SCOLS_FL_RIGHT;
+        if (scols_table_new_column(tb, cols->names[j], 0, flags) == NULL)
+            goto done;
     }
-    for (i = 0; i <= nrows; i++) {
-        for (j = 0; j < cols->n; j++) {
-            const char *s = i == 0 ? cols->names[j]
-                                   : cell_str(&cells[(i - 1) * cols->n + j]);
-
-            if (j > 0)
-                buf_add(&line, "  ", 2);
-            if (right[j])
-                buf_pad(&line, w[j] - width(s));
-            buf_puts(&line, s);
-            if (!right[j])
-                buf_pad(&line, w[j] - width(s));
-        }
-        emit_line(out, &line);
+    for (i = 0; i < nrows; i++) {
+        if ((ln = scols_table_new_line(tb, NULL)) == NULL)
+            goto done;
+        for (j = 0; j < cols->n; j++)
+            if (scols_line_set_data(ln, j, cell_str(&cells[i * cols->n + j])) !=
+                0)
+                goto done;
     }
-    free(line.p);
-    free(w);
-    free(right);
+    rc = scols_print_table(tb) == 0 ? 0 : -1;
+done:
+    scols_unref_table(tb);
+    return rc;
 }
 
 static void
@@ -909,29 +1002,44 @@ print_csv(FILE *out, const struct cols *cols, const struct cell *cells,
 }
 
 /* `stats` is one row of many fields: a two-column name/value table reads
- * better than one very wide line. Numbers line up on the widest number,
- * whatever the length of the text values. */
-static void
-print_vertical(FILE *out, const struct cols *cols, const struct cell *cells)
+ * better than one very wide line. Numbers (ASCII) line up on the widest
+ * number, whatever the length of the text values. */
+static int
+print_vertical(FILE *out, const struct cols *cols, struct cell *cells)
 {
-    size_t j, wn = 0, wv = 0;
+    struct cols two = { 0 };
+    struct cell *kv;
+    size_t j, wv = 0, n;
+    char *t;
+    int rc = -1;
 
+    for (j = 0; j < cols->n; j++)
+        if (cells[j].kind == CELL_NUM && strlen(cell_str(&cells[j])) > wv)
+            wv = strlen(cell_str(&cells[j]));
+    kv = calloc(cols->n ? 2 * cols->n : 1, sizeof(*kv));
+    if (kv == NULL || cols_add(&two, "name") != 0 ||
+        cols_add(&two, "value") != 0)
+        goto done;
     for (j = 0; j < cols->n; j++) {
-        if (width(cols->names[j]) > wn)
-            wn = width(cols->names[j]);
-        if (cells[j].kind == CELL_NUM && width(cell_str(&cells[j])) > wv)
-            wv = width(cell_str(&cells[j]));
+        kv[2 * j].kind = CELL_TEXT;
+        kv[2 * j].text = cols->names[j];
+        kv[2 * j + 1].kind = CELL_TEXT;
+        kv[2 * j + 1].text = (char *)cell_str(&cells[j]);
+        if (cells[j].kind == CELL_NUM && (n = strlen(cells[j].text)) < wv) {
+            if ((t = malloc(wv + 1)) == NULL)
+                goto done;
+            memset(t, ' ', wv - n);
+            memcpy(t + wv - n, cells[j].text, n + 1);
+            free(cells[j].text);
+            cells[j].text = t;
+            kv[2 * j + 1].text = t;
+        }
     }
-    for (j = 0; j < cols->n; j++) {
-        const char *s = cell_str(&cells[j]);
-
-        fputs(cols->names[j], out);
-        pad(out, wn - width(cols->names[j]) + 2);
-        if (cells[j].kind == CELL_NUM)
-            pad(out, wv - width(s));
-        fputs(s, out);
-        putc('\n', out);
-    }
+    rc = print_table(out, &two, kv, cols->n, 0);
+done:
+    free(kv);
+    cols_free(&two);
+    return rc;
 }
 
 static int
@@ -963,10 +1071,291 @@ is_receipt_rows(const msgpack_object *rows)
            mpobj_map_get(&rows->via.array.ptr[0], "receipt_id", NULL) != NULL;
 }
 
+/* The coverage bit of a counter column ("counters.decode_steps"), or -1. */
+static int
+counter_bit(const char *name)
+{
+    int i;
+
+    if (strncmp(name, "counters.", 9) != 0 && strncmp(name, "latency.", 8) != 0)
+        return -1;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        if (strcmp(receipt_counters[i].path, name) == 0)
+            return i;
+    return -1;
+}
+
+/* The row's counter_coverage, when it has one. */
+static int
+row_coverage(const msgpack_object *row, uint64_t *mask)
+{
+    const msgpack_object *c = mpobj_map_get(row, "counter_coverage", NULL);
+
+    if (c == NULL || c->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return 0;
+    *mask = c->via.u64;
+    return 1;
+}
+
+/*
+ * In a receipt row turned into JSON, a counter whose coverage bit is clear
+ * becomes null: the 0 a producer had to send for it is no measurement.
+ */
+static void
+null_unmeasured(struct json_object *row, const msgpack_object *src)
+{
+    struct json_object *sec;
+    uint64_t mask;
+    char part[32];
+    const char *dot;
+    int i;
+
+    if (!row_coverage(src, &mask))
+        return;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++) {
+        if (mask >> i & 1)
+            continue;
+        dot = strchr(receipt_counters[i].path, '.');
+        snprintf(part, sizeof(part), "%.*s",
+                 (int)(dot - receipt_counters[i].path),
+                 receipt_counters[i].path);
+        if (json_object_object_get_ex(row, part, &sec) &&
+            json_object_is_type(sec, json_type_object) &&
+            json_object_object_get_ex(sec, dot + 1, NULL))
+            json_object_object_add(sec, dot + 1, NULL);
+    }
+}
+
+/* The result (or one row) as JSON, receipt counters nulled as above. */
+static struct json_object *
+result_json(const msgpack_object *result, const msgpack_object *rows)
+{
+    struct json_object *j = output_to_json(result), *jrows;
+    uint32_t i;
+
+    if (j == NULL || !json_object_object_get_ex(j, "rows", &jrows))
+        return j;
+    for (i = 0; i < rows->via.array.size; i++)
+        null_unmeasured(json_object_array_get_idx(jrows, i),
+                        &rows->via.array.ptr[i]);
+    return j;
+}
+
+static int
+print_jsonl(FILE *out, const msgpack_object *rows)
+{
+    struct json_object *j;
+    uint32_t i;
+
+    for (i = 0; i < rows->via.array.size; i++) {
+        if ((j = output_to_json(&rows->via.array.ptr[i])) == NULL)
+            return -1;
+        null_unmeasured(j, &rows->via.array.ptr[i]);
+        fputs(json_object_to_json_string_ext(
+                  j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+              out);
+        putc('\n', out);
+        json_object_put(j);
+    }
+    return 0;
+}
+
+/* Whether leaf name belongs to one of the fixed columns (itself, or under
+ * a map-valued column such as "tensor"). */
+static int
+in_fixed(const char *const *fixed, const char *name)
+{
+    size_t i, n;
+
+    for (i = 0; fixed[i] != NULL; i++) {
+        n = strlen(fixed[i]);
+        if (strncmp(fixed[i], name, n) == 0 &&
+            (name[n] == '\0' || name[n] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The leaves of a row that no fixed column names, as one JSON object;
+ * "" when there are none. NULL on no memory. */
+static char *
+extra_text(const char *const *fixed, const struct row *r)
+{
+    struct json_object *j = NULL;
+    char *s;
+    size_t i;
+
+    for (i = 0; i < r->n; i++) {
+        if (in_fixed(fixed, r->leaves[i].name))
+            continue;
+        if (j == NULL && (j = json_object_new_object()) == NULL)
+            return NULL;
+        json_object_object_add(j, r->leaves[i].name,
+                               output_to_json(r->leaves[i].v));
+    }
+    if (j == NULL)
+        return strdup("");
+    s = strdup(json_object_to_json_string_ext(
+        j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(j);
+    return s;
+}
+
+/* The value of column col in a row, NULL for a counter whose coverage bit
+ * is clear (shown as "-" in tables). */
+static const msgpack_object *
+measured(const msgpack_object *row, const struct row *flat, const char *col)
+{
+    const msgpack_object *v = row_get(flat, col);
+    uint64_t mask;
+    int bit = counter_bit(col);
+
+    if (v != NULL && bit >= 0 && row_coverage(row, &mask) && !(mask >> bit & 1))
+        return NULL;
+    return v;
+}
+
+/* One CSV cell of a fixed column. */
+static int
+fixed_cell(struct cell *c, const char *const *fixed, const char *col,
+           const msgpack_object *row, const struct row *flat)
+{
+    const msgpack_object *v;
+    uint64_t mask;
+    int bit;
+
+    if (strcmp(col, EXTRA_COL) == 0) {
+        c->kind = CELL_TEXT;
+        c->text = extra_text(fixed, flat);
+        return c->text == NULL ? -1 : 0;
+    }
+    v = row_get(flat, col);
+    if (v == NULL && strchr(col, '.') == NULL)
+        v = mpobj_map_get(row, col, NULL); /* a map-valued column */
+    bit = counter_bit(col);
+    if (v != NULL && bit >= 0 && row_coverage(row, &mask) && !(mask >> bit & 1))
+        v = NULL;
+    return render(c, col, v, OUTPUT_CSV);
+}
+
+/* n with a comma every three digits. */
+static void
+grouped(uint64_t n, struct buf *b)
+{
+    char d[32];
+    size_t len, i;
+
+    len = (size_t)snprintf(d, sizeof(d), "%" PRIu64, n);
+    for (i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            buf_add(b, ",", 1);
+        buf_add(b, d + i, 1);
+    }
+}
+
+static int
+ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/*
+ * A stats cell for people: integers with digit grouping, and units from
+ * the field's name (bytes in IEC units, _ms and _us as such). JSON, CSV
+ * and Prometheus keep the exact numbers.
+ */
+static int
+stats_cell(struct cell *c, const char *col, const msgpack_object *v)
+{
+    static const char *const iec[] = {
+        "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"
+    };
+    struct buf b = { 0 };
+    const char *unit = ends_with(col, "_ms")   ? " ms"
+                       : ends_with(col, "_us") ? " us"
+                                               : "";
+    double x;
+    int k;
+
+    if (c->kind != CELL_NUM || v == NULL || is_time_col(col))
+        return 0;
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+        ends_with(col, "_bytes") && v->via.u64 >= 1024) {
+        x = (double)v->via.u64;
+        for (k = -1; x >= 1024.0 && k < 5; k++)
+            x /= 1024.0;
+        buf_printf(&b, "%.1f %s", x, iec[k]);
+    } else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        grouped(v->via.u64, &b);
+        buf_puts(&b, ends_with(col, "_bytes") ? " B" : unit);
+    } else if (v->type == MSGPACK_OBJECT_FLOAT32 ||
+               v->type == MSGPACK_OBJECT_FLOAT64) {
+        buf_printf(&b, "%.2f%s", v->via.f64, unit);
+    } else {
+        return 0;
+    }
+    free(c->text);
+    c->text = buf_take(&b);
+    return c->text == NULL ? -1 : 0;
+}
+
+/* The columns of a comma-separated list, in its order. */
+static int
+add_chosen(struct cols *c, const char *list)
+{
+    const char *p = list;
+    char name[256];
+    size_t n;
+
+    while (*p != '\0') {
+        n = strcspn(p, ",");
+        snprintf(name, sizeof(name), "%.*s", (int)n, p);
+        if (n > 0 && cols_add(c, name) != 0)
+            return -1;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
 int
-output_result(FILE *out, int format, const char *kind,
+output_check_columns(const struct output_spec *spec, char *err, size_t err_len)
+{
+    const char *const *fixed = output_columns(spec);
+    const char *p = spec->columns;
+    size_t n, i;
+
+    if (*p == '\0')
+        return seterr(err, err_len, "no column named");
+    while (*p != '\0') {
+        n = strcspn(p, ",");
+        if (n == 0)
+            return seterr(err, err_len, "an empty column name in \"%s\"",
+                          spec->columns);
+        for (i = 0; fixed != NULL && fixed[i] != NULL; i++)
+            if (strlen(fixed[i]) == n && strncmp(fixed[i], p, n) == 0)
+                break;
+        if (fixed != NULL && fixed[i] == NULL)
+            return seterr(err, err_len,
+                          "%s has no column \"%.*s\" (its columns: the "
+                          "header of --format csv)",
+                          spec->kind, (int)n, p);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+int
+output_result(FILE *out, int format, const struct output_spec *spec,
               const msgpack_object *result, char *err, size_t err_len)
 {
+    const char *const *fixed = output_columns(spec);
+    const char *kind = spec->kind;
     const msgpack_object *rows;
     struct row *flat = NULL;
     struct cols cols = { 0 };
@@ -977,7 +1366,7 @@ output_result(FILE *out, int format, const char *kind,
     if (get_rows(result, &rows, &truncated, err, err_len) != 0)
         return -1;
     if (format == OUTPUT_JSON) {
-        struct json_object *j_res = output_to_json(result);
+        struct json_object *j_res = result_json(result, rows);
 
         if (j_res == NULL)
             return seterr(err, err_len, "out of memory");
@@ -989,6 +1378,10 @@ output_result(FILE *out, int format, const char *kind,
         json_object_put(j_res);
         return 0;
     }
+    if (format == OUTPUT_JSONL)
+        return print_jsonl(out, rows) == 0
+                   ? 0
+                   : seterr(err, err_len, "out of memory");
     if (format != OUTPUT_TABLE && format != OUTPUT_CSV)
         return seterr(err, err_len, "this format is only for stats");
 
@@ -998,19 +1391,34 @@ output_result(FILE *out, int format, const char *kind,
     for (i = 0; i < nrows; i++)
         if (flatten(&flat[i], NULL, &rows->via.array.ptr[i]) != 0)
             goto oom;
-    if (choose_cols(
-            &cols, flat, nrows,
-            known_cols(kind, is_receipt_rows(rows), format == OUTPUT_TABLE),
-            format == OUTPUT_TABLE &&
-                (is_receipt_rows(rows) || strcmp(kind, "receipts") == 0)) != 0)
+    if (spec->columns != NULL) {
+        if (add_chosen(&cols, spec->columns) != 0)
+            goto oom;
+    } else if (format == OUTPUT_CSV && fixed != NULL) {
+        for (i = 0; fixed[i] != NULL; i++)
+            if (cols_add(&cols, fixed[i]) != 0)
+                goto oom;
+    } else if (choose_cols(&cols, flat, nrows,
+                           is_receipt_kind(spec) || is_receipt_rows(rows)
+                               ? receipt_table_cols
+                               : fixed,
+                           format == OUTPUT_TABLE && (is_receipt_rows(rows) ||
+                                                      is_receipt_kind(spec))) !=
+               0) {
         goto oom;
+    }
     if (nrows * cols.n > 0 &&
         (cells = calloc(nrows * cols.n, sizeof(*cells))) == NULL)
         goto oom;
     for (i = 0; i < nrows; i++)
         for (j = 0; j < cols.n; j++)
-            if (render(&cells[i * cols.n + j], cols.names[j],
-                       row_get(&flat[i], cols.names[j]), format) != 0)
+            if ((format == OUTPUT_CSV && fixed != NULL
+                     ? fixed_cell(&cells[i * cols.n + j], fixed, cols.names[j],
+                                  &rows->via.array.ptr[i], &flat[i])
+                     : render(&cells[i * cols.n + j], cols.names[j],
+                              measured(&rows->via.array.ptr[i], &flat[i],
+                                       cols.names[j]),
+                              format)) != 0)
                 goto oom;
 
     if (format == OUTPUT_CSV) {
@@ -1018,15 +1426,15 @@ output_result(FILE *out, int format, const char *kind,
     } else if (nrows == 0) {
         fputs("(no rows)\n", out);
     } else if (nrows == 1 && strcmp(kind, "stats") == 0) {
-        print_vertical(out, &cols, cells);
-    } else {
-        print_table(out, &cols, cells, nrows);
+        for (j = 0; j < cols.n; j++)
+            if (stats_cell(&cells[j], cols.names[j],
+                           row_get(&flat[0], cols.names[j])) != 0)
+                goto oom;
+        if (print_vertical(out, &cols, cells) != 0)
+            goto oom;
+    } else if (print_table(out, &cols, cells, nrows, 1) != 0) {
+        goto oom;
     }
-    if (format == OUTPUT_TABLE && truncated)
-        fprintf(out,
-                "(truncated at %zu rows: more match; raise --limit "
-                "or page with --before-id)\n",
-                nrows);
     rc = 0;
     goto done;
 oom:
@@ -1041,6 +1449,78 @@ done:
     free(flat);
     cols_free(&cols);
     return rc;
+}
+
+/* The smallest receipt_id among rows, the cursor of the next page. */
+static int
+min_receipt_id(const msgpack_object *rows, uint64_t *out)
+{
+    const msgpack_object *v;
+    uint32_t i;
+    int found = 0;
+
+    for (i = 0; i < rows->via.array.size; i++) {
+        v = mpobj_map_get(&rows->via.array.ptr[i], "receipt_id", NULL);
+        if (v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+            (!found || v->via.u64 < *out)) {
+            *out = v->via.u64;
+            found = 1;
+        }
+    }
+    return found;
+}
+
+int
+output_truncation(FILE *out, const struct output_spec *spec,
+                  const msgpack_object *result)
+{
+    const msgpack_object *rows, *last, *v;
+    const char *kind = spec->kind;
+    uint32_t n, i;
+    uint64_t cursor = 0;
+    int truncated, cut = 0;
+
+    if (get_rows(result, &rows, &truncated, NULL, 0) != 0)
+        return 0;
+    n = rows->via.array.size;
+    /* gaps bounds the ranges of each source too; missing_seqs still
+     * counts them all. */
+    for (i = 0; strcmp(kind, "gaps") == 0 && i < n; i++) {
+        const msgpack_object *row = &rows->via.array.ptr[i];
+        const msgpack_object *src = mpobj_map_get(row, "source", NULL);
+
+        v = mpobj_map_get(row, "missing_truncated", NULL);
+        if (v == NULL || v->type != MSGPACK_OBJECT_BOOLEAN || !v->via.boolean)
+            continue;
+        fprintf(out,
+                "receiptctl: gaps: the missing ranges of source \"%.*s\" "
+                "are cut at --limit; missing_seqs counts them all\n",
+                src && src->type == MSGPACK_OBJECT_STR ? (int)src->via.str.size
+                                                       : 0,
+                src && src->type == MSGPACK_OBJECT_STR ? src->via.str.ptr : "");
+        cut = 1;
+    }
+    if (!truncated)
+        return cut;
+    fprintf(out,
+            "receiptctl: %s: truncated at %" PRIu32 " rows; more match: ", kind,
+            n);
+    if (strcmp(kind, "receipts") == 0 && min_receipt_id(rows, &cursor))
+        fprintf(out, "page on with --before-id %" PRIu64 ", or raise --limit\n",
+                cursor);
+    else
+        fputs("raise --limit or narrow the filters\n", out);
+    /* A coverage group is RECEIPT_NCOUNTERS rows; a cut one says so. */
+    last = n > 0 ? &rows->via.array.ptr[n - 1] : NULL;
+    v = last ? mpobj_map_get(last, "bit", NULL) : NULL;
+    if (strcmp(kind, "coverage") == 0 && v != NULL &&
+        v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+        v->via.u64 + 1 < RECEIPT_NCOUNTERS)
+        fprintf(out,
+                "receiptctl: coverage: the last group is incomplete: %" PRIu64
+                " of its %d counters\n",
+                v->via.u64 + 1, RECEIPT_NCOUNTERS);
+    return 1;
 }
 
 /* ---- Prometheus ---- */
@@ -1261,7 +1741,8 @@ output_record(FILE *out, const msgpack_object *map, char *err, size_t err_len)
         if (render(&cells[j], cols.names[j], row_get(&flat, cols.names[j]),
                    FORMAT_RECORD) != 0)
             goto oom;
-    print_vertical(out, &cols, cells);
+    if (print_vertical(out, &cols, cells) != 0)
+        goto oom;
     rc = 0;
     goto done;
 oom:

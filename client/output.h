@@ -23,34 +23,82 @@ enum output_format {
     OUTPUT_JSON,
     OUTPUT_CSV,
     OUTPUT_PROMETHEUS,
+    OUTPUT_JSONL,
 };
+
+/*
+ * What was asked, which decides the columns: the query kind ("fallbacks",
+ * "receipts", ...; "readback" for readback-check) and, for fallbacks and
+ * coverage, the group_by sent (NULL: the kind's default). Strings are
+ * borrowed.
+ */
+struct output_spec {
+    const char *kind;
+    const char *group_by;
+    const char *columns; /* --columns: "a,b,c" for tables and CSV; NULL */
+};
+
+/*
+ * Checks spec->columns against the kind's columns (output_columns()).
+ * Returns 0, or -1 with a sentence in err naming the unknown column.
+ */
+int output_check_columns(const struct output_spec *spec, char *err,
+                         size_t err_len);
 
 #define OUTPUT_ERR_MAX 256
 
-/* The format for "table", "json", "csv" or "prometheus", or -1. */
+/* The format for "table", "json", "jsonl", "csv" or "prometheus", or -1. */
 int output_format_from_name(const char *name);
 
 /*
- * Prints a query result of the given kind ("fallbacks", "receipts", ...;
- * borrowed, decides the column order of tables and CSV) to out in format
- * (OUTPUT_TABLE, OUTPUT_JSON or OUTPUT_CSV; OUTPUT_PROMETHEUS is for
+ * Prints a query result (spec borrowed) to out in format (OUTPUT_TABLE,
+ * OUTPUT_JSON, OUTPUT_JSONL or OUTPUT_CSV; OUTPUT_PROMETHEUS is for
  * output_prometheus()).
  *
- * Tables: one line per row, columns in a stable order (the kind's known
- * columns first, then any others in order of first appearance), numbers
+ * Every kind has a fixed list of columns (output_columns()): CSV prints
+ * exactly those, in that order, whatever rows come back (none included),
+ * and a last column `extra` holding, as one JSON object, any field the
+ * list does not name (unknown keys a producer sent, fields of a newer
+ * daemon); a map-valued column (`tensor`) is its JSON text.
+ *
+ * Tables (libsmartcols: display widths, truncation on a narrow terminal):
+ * one line per row, the kind's columns present in any row (receipt rows:
+ * their identifying columns only) or those spec->columns names, numbers
  * right-aligned, nil and absent values shown as "-", `coverage` and
- * `fallback_rate` as percentages, `*_at` and `time` columns as RFC 3339 UTC.
- * Receipt rows show their identifying columns only; JSON and CSV carry every
- * field. A truncated result ends with a note line.
- * JSON: the whole result as one document. CSV: a header line, then one
- * line per row, nested maps flattened to dotted column names
- * ("counters.decode_steps"), RFC 4180 quoting.
+ * `fallback_rate` as percentages, `*_at` and `time` columns as RFC 3339
+ * UTC; `stats` as name/value lines with digit grouping and units.
+ * JSON: the whole result as one document. JSONL: one row per line, as a
+ * compact JSON object, and nothing else.
+ *
+ * In receipt rows of every format but the table, a counter whose
+ * counter_coverage bit is clear is nil (JSON null, an empty CSV field),
+ * never the 0 the producer had to send for it.
+ *
+ * Nothing is printed about truncation here: see output_truncation().
  *
  * Returns 0, or -1 with a sentence in err when result is not
  * {"rows": [map, ...], ...} or memory ran out.
  */
-int output_result(FILE *out, int format, const char *kind,
+int output_result(FILE *out, int format, const struct output_spec *spec,
                   const msgpack_object *result, char *err, size_t err_len);
+
+/*
+ * The fixed columns of spec's result, NULL-terminated, `extra` last; NULL
+ * for a kind with none. The array is static or, for receipt rows, built
+ * once; never freed by the caller.
+ */
+const char *const *output_columns(const struct output_spec *spec);
+
+/*
+ * Tells a person or a script, on out (stderr: never into the data), that
+ * result (borrowed) was cut short, and the way on: `--before-id` with the
+ * next cursor where the kind has one (receipts), otherwise a larger
+ * --limit or narrower filters. A coverage result cut inside a group says
+ * how many of the group's counters it holds; gaps names every source whose
+ * missing ranges were cut. Returns 1 when anything was cut, else 0.
+ */
+int output_truncation(FILE *out, const struct output_spec *spec,
+                      const msgpack_object *result);
 
 /*
  * Prints a `stats` result in the Prometheus text exposition format (version

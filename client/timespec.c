@@ -9,6 +9,8 @@
  */
 #include "timespec.h"
 
+#include "duration.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -183,27 +185,6 @@ timespec_parse_rfc3339(const char *s, uint64_t *out, char *err, size_t err_len)
     return 0;
 }
 
-static int
-unit_ms(const char *u, size_t len, uint64_t *out)
-{
-    static const struct {
-        const char *name;
-        uint64_t ms;
-    } units[] = {
-        { "ms", 1 },       { "s", MS_PER_S }, { "m", MS_PER_MIN },
-        { "h", MS_PER_H }, { "d", MS_PER_D }, { "w", MS_PER_W },
-    };
-    size_t i;
-
-    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strlen(units[i].name) == len &&
-            memcmp(units[i].name, u, len) == 0) {
-            *out = units[i].ms;
-            return 0;
-        }
-    return -1;
-}
-
 /* Parses a run of decimal digits into a u64 with overflow checks. */
 static int
 number(const char **p, uint64_t *out)
@@ -226,33 +207,18 @@ number(const char **p, uint64_t *out)
     return 0;
 }
 
+/* A duration before now, in the grammar every duration shares
+ * (proto/duration.h); a plain number here is unix milliseconds instead. */
 static int
 duration(const char *s, uint64_t *out, char *err, size_t err_len)
 {
-    const char *p = s, *u;
-    uint64_t total = 0, n, mul;
-
-    while (*p != '\0') {
-        if (number(&p, &n) != 0)
-            return fail(err, err_len,
-                        "\"%s\" is not a time: expected a duration like 1h, "
-                        "30m, 7d or 2w, unix milliseconds, or an RFC 3339 "
-                        "timestamp",
-                        s);
-        u = p;
-        while (isalpha((unsigned char)*p))
-            p++;
-        if (p == u || unit_ms(u, (size_t)(p - u), &mul) != 0)
-            return fail(err, err_len,
-                        "\"%s\": unknown or missing unit \"%.*s\" "
-                        "(expected ms, s, m, h, d or w)",
-                        s, (int)(p - u), u);
-        if (n > UINT64_MAX / mul || total > UINT64_MAX - n * mul)
-            return fail(err, err_len, "\"%s\": duration too long", s);
-        total += n * mul;
-    }
-    *out = total;
-    return 0;
+    if (!isdigit((unsigned char)*s))
+        return fail(err, err_len,
+                    "\"%s\" is not a time: expected a duration like 1h, "
+                    "30m, 7d or 2w, unix milliseconds, or an RFC 3339 "
+                    "timestamp",
+                    s);
+    return duration_parse(s, 0, out, err, err_len);
 }
 
 int

@@ -17,6 +17,7 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "duration.h"
 
 /* The compatibility macro of config.h would hide libconfig's own
  * config_init(), which this file calls. */
@@ -26,9 +27,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <syslog.h>
 
 #include "frame.h"
@@ -186,11 +193,6 @@ static const struct unit {
     { "TB", 1000000000000ull },
 };
 
-static const struct unit duration_units[] = {
-    { "ms", 1 },      { "s", 1000 },     { "m", 60000 },     { "min", 60000 },
-    { "h", 3600000 }, { "d", 86400000 }, { "w", 604800000 },
-};
-
 /* Reads decimal digits at *p into *v; 0, or -1 when there are none or the
  * value overflows. */
 static int
@@ -255,57 +257,10 @@ config_parse_size(const char *s, uint64_t *bytes)
     return 0;
 }
 
-/*
- * config_parse_duration_ms() with the unit of a lone number without one
- * given: plain milliseconds (1000 in the file, where it means seconds; 1
- * for a flag whose name ends in -ms).
- */
-static int
-parse_duration(const char *s, uint64_t plain, uint64_t *ms)
-{
-    const struct unit *u;
-    uint64_t n, total = 0, part;
-    int pairs = 0;
-
-    while (*s == ' ')
-        s++;
-    while (*s != '\0') {
-        if (read_number(&s, &n) < 0)
-            return -1;
-        while (*s == ' ')
-            s++;
-        if (*s == '\0' && pairs == 0) {
-            /* A lone number is in the plain unit (seconds in the file, as
-             * an integer there is). */
-            if (n > UINT64_MAX / plain)
-                return -1;
-            *ms = n * plain;
-            return 0;
-        }
-        u = read_unit(&s, duration_units,
-                      sizeof(duration_units) / sizeof(duration_units[0]));
-        if (u == NULL)
-            return -1;
-        if (n > UINT64_MAX / u->mult)
-            return -1;
-        part = n * u->mult;
-        if (total > UINT64_MAX - part)
-            return -1;
-        total += part;
-        pairs++;
-        while (*s == ' ')
-            s++;
-    }
-    if (pairs == 0)
-        return -1;
-    *ms = total;
-    return 0;
-}
-
 int
 config_parse_duration_ms(const char *s, uint64_t *ms)
 {
-    return parse_duration(s, 1000, ms);
+    return duration_parse(s, 1000, ms, NULL, 0);
 }
 
 /* ---- The key table. ---- */
@@ -384,8 +339,9 @@ const struct config_key config_keys[] = {
      * name does. */
     { .section = "store",
       .name = "retention",
-      .flag = "retention-age-s",
-      .arg = "S",
+      .flag = "retention",
+      .alias = "retention-age-s",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_SEC,
       M(retention_max_age_s),
       .min = 1,
@@ -442,8 +398,9 @@ const struct config_key config_keys[] = {
       .help = "open connections" },
     { .section = "limits",
       .name = "idle_timeout",
-      .flag = "idle-timeout-ms",
-      .arg = "MS",
+      .flag = "idle-timeout",
+      .alias = "idle-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(idle_timeout_ms),
       .min = 100,
@@ -453,8 +410,9 @@ const struct config_key config_keys[] = {
               "replies, for this long" },
     { .section = "limits",
       .name = "frame_timeout",
-      .flag = "frame-timeout-ms",
-      .arg = "MS",
+      .flag = "frame-timeout",
+      .alias = "frame-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(frame_timeout_ms),
       .min = 100,
@@ -462,8 +420,9 @@ const struct config_key config_keys[] = {
       .help = "a started frame must complete within this" },
     { .section = "limits",
       .name = "hello_timeout",
-      .flag = "hello-timeout-ms",
-      .arg = "MS",
+      .flag = "hello-timeout",
+      .alias = "hello-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(hello_timeout_ms),
       .min = 100,
@@ -507,8 +466,9 @@ const struct config_key config_keys[] = {
       .help = "bytes per group commit" },
     { .section = "limits",
       .name = "query_timeout",
-      .flag = "query-timeout-ms",
-      .arg = "MS",
+      .flag = "query-timeout",
+      .alias = "query-timeout-ms",
+      .arg = "DURATION",
       .kind = CONFIG_KIND_MSEC,
       M(query_timeout_ms),
       .min = 1,
@@ -548,6 +508,9 @@ const struct config_key config_keys[] = {
 const size_t config_n_keys = sizeof(config_keys) / sizeof(config_keys[0]);
 
 #define N_KEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+
+_Static_assert(N_KEYS <= CONFIG_KEYS_MAX,
+               "struct config's where[] must have a row per key");
 
 static const struct {
     const char *name;
@@ -677,23 +640,17 @@ format_value(const struct config_key *k, uint64_t v, char *buf, size_t len)
         { "MiB", 1ull << 20 },
         { "KiB", 1ull << 10 },
     };
-    static const struct unit dur[] = {
-        { "w", 604800000 }, { "d", 86400000 }, { "h", 3600000 },
-        { "m", 60000 },     { "s", 1000 },
-    };
     const struct unit *u = NULL;
     size_t i, n = 0;
 
+    if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC) {
+        /* Seconds fit milliseconds for every value the table allows. */
+        duration_format(k->kind == CONFIG_KIND_SEC ? v * 1000 : v, buf, len);
+        return;
+    }
     if (k->kind == CONFIG_KIND_SIZE) {
         u = bin;
         n = sizeof(bin) / sizeof(bin[0]);
-    } else if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC) {
-        u = dur;
-        n = sizeof(dur) / sizeof(dur[0]);
-        if (k->kind == CONFIG_KIND_SEC) {
-            /* Seconds fit milliseconds for every value the table allows. */
-            v *= 1000;
-        }
     }
     for (i = 0; i < n; i++) {
         if (v != 0 && v % u[i].mult == 0) {
@@ -703,8 +660,6 @@ format_value(const struct config_key *k, uint64_t v, char *buf, size_t len)
     }
     if (k->kind == CONFIG_KIND_SIZE)
         snprintf(buf, len, "%" PRIu64 "B", v);
-    else if (k->kind == CONFIG_KIND_MSEC || k->kind == CONFIG_KIND_SEC)
-        snprintf(buf, len, "%" PRIu64 "ms", v);
     else
         snprintf(buf, len, "%" PRIu64, v);
 }
@@ -778,9 +733,10 @@ wider_than_int(struct load *ld, const config_setting_t *s, char *text,
 
 /* ---- One parser and range per key, for the file and the flags. ---- */
 
-/* Where a value comes from: a flag's name gives the unit of a number
- * written without one; in the file such a number is bytes or seconds. */
-enum source { FROM_FILE, FROM_FLAG };
+/* Where a value comes from: in the file and on a flag a number written
+ * without a unit is bytes or seconds; the old name of a duration flag
+ * (its alias, "idle-timeout-ms") gives the unit of such a number. */
+enum source { FROM_FILE, FROM_ALIAS };
 
 /* Checks v, in the member's unit, against k's range. */
 static int
@@ -854,16 +810,16 @@ parse_number(const struct config_key *k, const char *text, enum source from,
         return -1;
     case CONFIG_KIND_MSEC:
     case CONFIG_KIND_SEC:
-        if (parse_duration(
+        if (duration_parse(
                 text,
-                from == FROM_FLAG && k->kind == CONFIG_KIND_MSEC ? 1 : 1000,
-                &ms) < 0) {
+                from == FROM_ALIAS && k->kind == CONFIG_KIND_MSEC ? 1 : 1000,
+                &ms, NULL, 0) < 0) {
             snprintf(why, len,
                      "\"%s\" is not a duration: write %s as an integer or "
                      "numbers with units (ms, s, m, h, d, w), e.g. \"10s\", "
                      "\"7d\", \"1h30m\"",
                      text,
-                     from == FROM_FLAG && k->kind == CONFIG_KIND_MSEC
+                     from == FROM_ALIAS && k->kind == CONFIG_KIND_MSEC
                          ? "milliseconds"
                          : "seconds");
             return -1;
@@ -889,7 +845,9 @@ static int
 check_tcp(const char *a)
 {
     const char *colon, *port;
-    char *end;
+    char *end, host[INET6_ADDRSTRLEN + 1];
+    struct in6_addr in6;
+    struct in_addr in4;
     unsigned long p;
 
     if (a[0] == '[') {
@@ -910,7 +868,20 @@ check_tcp(const char *a)
     p = strtoul(port, &end, 10);
     if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
         return -1;
-    return 0;
+    /* Host names are not resolved (README, design choices): the host is a
+     * numeric address, or start would refuse it after opening the store. */
+    if (a[0] == '[') {
+        if ((size_t)(colon - a) - 2 >= sizeof(host))
+            return -2;
+        memcpy(host, a + 1, (size_t)(colon - a) - 2);
+        host[colon - a - 2] = '\0';
+        return inet_pton(AF_INET6, host, &in6) == 1 ? 0 : -2;
+    }
+    if ((size_t)(colon - a) >= sizeof(host))
+        return -2;
+    memcpy(host, a, (size_t)(colon - a));
+    host[colon - a] = '\0';
+    return inet_pton(AF_INET, host, &in4) == 1 ? 0 : -2;
 }
 
 /* Checks a string value of k (a name, path, socket or TCP address). */
@@ -918,6 +889,7 @@ static int
 check_string(const struct config_key *k, const char *v, char *why, size_t len)
 {
     size_t n = strlen(v);
+    int rc = 0;
 
     switch (k->kind) {
     case CONFIG_KIND_SOCKET:
@@ -941,7 +913,15 @@ check_string(const struct config_key *k, const char *v, char *why, size_t len)
         }
         return 0;
     case CONFIG_KIND_TCP:
-        if (n > 0 && check_tcp(v) < 0) {
+        if (n > 0 && (rc = check_tcp(v)) == -2) {
+            snprintf(why, len,
+                     "\"%s\": the host must be a numeric address "
+                     "(\"127.0.0.1:7411\", \"[::1]:7411\"); names are not "
+                     "resolved",
+                     v);
+            return -1;
+        }
+        if (n > 0 && rc < 0) {
             snprintf(why, len,
                      "\"%s\" is not HOST:PORT (port 1-65535; an IPv6 address "
                      "in brackets, \"[::1]:7411\")",
@@ -1047,7 +1027,7 @@ set_text(struct config *c, const struct config_key *k, const char *text,
     case CONFIG_KIND_MSEC:
     case CONFIG_KIND_SEC:
         if (parse_number(k, text, from, &v, why, len) < 0 ||
-            (from == FROM_FILE && !has_unit(text) &&
+            (from != FROM_ALIAS && !has_unit(text) &&
              check_plain(k, v, why, len) < 0) ||
             check_range(k, v, why, len) < 0)
             return -1;
@@ -1331,6 +1311,10 @@ static int
 load_key(struct load *ld, const config_setting_t *s, const struct config_key *k,
          struct config *c)
 {
+    const char *file = config_setting_source_file(s);
+
+    snprintf(c->where[k - config_keys], CONFIG_WHERE_MAX, "%s:%d",
+             file != NULL ? file : ld->path, config_setting_source_line(s));
     switch (k->kind) {
     case CONFIG_KIND_STRING:
     case CONFIG_KIND_PATH:
@@ -1508,64 +1492,244 @@ config_load_file(struct config *c, const char *path, char err[CONFIG_ERR_MAX])
     return 0;
 }
 
+/* The key of the struct config member at offset off. */
+static const struct config_key *
+key_of(size_t off)
+{
+    size_t i;
+
+    for (i = 0; i < N_KEYS; i++)
+        if (config_keys[i].off == off)
+            return &config_keys[i];
+    return NULL;
+}
+
+#define KEY(member) key_of(offsetof(struct config, member))
+
+static int blame(const struct config *c, char err[CONFIG_ERR_MAX],
+                 const struct config_key *k1, const struct config_key *k2,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/*
+ * Writes "where: section.key: reason" into err for the key at fault: k1,
+ * or k2 (may be NULL) when only k2 was set, so a cross-field error points
+ * at the line that made it. A value from a flag reads "--flag: reason";
+ * a default "section.key: reason". Returns -1.
+ */
+static int
+blame(const struct config *c, char err[CONFIG_ERR_MAX],
+      const struct config_key *k1, const struct config_key *k2, const char *fmt,
+      ...)
+{
+    const struct config_key *k = k1;
+    const char *where;
+    va_list ap;
+    size_t used;
+
+    if (k2 != NULL && c->where[k1 - config_keys][0] == '\0' &&
+        c->where[k2 - config_keys][0] != '\0')
+        k = k2;
+    where = c->where[k - config_keys];
+    if (where[0] == '-')
+        snprintf(err, CONFIG_ERR_MAX, "%s: ", where);
+    else
+        snprintf(err, CONFIG_ERR_MAX, "%s%s%s%s%s: ", where,
+                 where[0] != '\0' ? ": " : "",
+                 k->section != NULL ? k->section : "",
+                 k->section != NULL ? "." : "", k->name);
+    used = strlen(err);
+    va_start(ap, fmt);
+    vsnprintf(err + used, CONFIG_ERR_MAX - used, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int
 config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
 {
     if ((c->socket_path == NULL || c->socket_path[0] == '\0') &&
-        (c->tcp_listen == NULL || c->tcp_listen[0] == '\0')) {
-        snprintf(err, CONFIG_ERR_MAX,
-                 "no listener: set a Unix socket path or a TCP address");
-        return -1;
-    }
-    if (c->db_path == NULL || c->db_path[0] == '\0') {
-        snprintf(err, CONFIG_ERR_MAX, "no database path");
-        return -1;
-    }
-    if (c->max_frame < 64 || c->max_frame > FRAME_MAX_CEILING) {
-        snprintf(err, CONFIG_ERR_MAX, "max_frame %lu is outside 64..%lu bytes",
-                 (unsigned long)c->max_frame, (unsigned long)FRAME_MAX_CEILING);
-        return -1;
-    }
-    if (c->max_batch < 1 || c->max_batch > 1000000) {
-        snprintf(err, CONFIG_ERR_MAX, "max_batch %lu is outside 1..1000000",
-                 (unsigned long)c->max_batch);
-        return -1;
-    }
-    if (c->max_connections < 1) {
-        snprintf(err, CONFIG_ERR_MAX, "max_connections must be at least 1");
-        return -1;
-    }
-    if ((c->socket_mode & 0007) != 0 || c->socket_mode > 0777) {
-        snprintf(err, CONFIG_ERR_MAX,
-                 "socket mode %04o gives access to every local user",
-                 (unsigned)c->socket_mode);
-        return -1;
-    }
+        (c->tcp_listen == NULL || c->tcp_listen[0] == '\0'))
+        return blame(c, err, KEY(socket_path), KEY(tcp_listen),
+                     "no listener: set a Unix socket path or a TCP address");
+    if (c->db_path == NULL || c->db_path[0] == '\0')
+        return blame(c, err, KEY(db_path), NULL, "no database path");
+    if (c->max_frame < 64 || c->max_frame > FRAME_MAX_CEILING)
+        return blame(c, err, KEY(max_frame), NULL,
+                     "max_frame %lu is outside 64..%lu bytes",
+                     (unsigned long)c->max_frame,
+                     (unsigned long)FRAME_MAX_CEILING);
+    if (c->max_batch < 1 || c->max_batch > 1000000)
+        return blame(c, err, KEY(max_batch), NULL,
+                     "max_batch %lu is outside 1..1000000",
+                     (unsigned long)c->max_batch);
+    if (c->max_connections < 1)
+        return blame(c, err, KEY(max_connections), NULL,
+                     "max_connections must be at least 1");
+    if ((c->socket_mode & 0007) != 0 || c->socket_mode > 0777)
+        return blame(c, err, KEY(socket_mode), NULL,
+                     "socket mode %04o gives access to every local user",
+                     (unsigned)c->socket_mode);
     /* TCP is off by default; a TCP listener with no token would let no one
      * in (every connection must authenticate), which is never intended. */
-    if (c->tcp_listen != NULL && c->tcp_listen[0] != '\0' && c->n_tokens == 0) {
-        snprintf(err, CONFIG_ERR_MAX,
-                 "TCP listener %s needs at least one token in access.tokens",
-                 c->tcp_listen);
-        return -1;
-    }
+    if (c->tcp_listen != NULL && c->tcp_listen[0] != '\0' && c->n_tokens == 0)
+        return blame(c, err, KEY(tcp_listen), NULL,
+                     "TCP listener %s needs at least one token in "
+                     "access.tokens",
+                     c->tcp_listen);
     /* A rejected frame of the largest allowed size must fit quarantine, and
      * one connection's unsent replies must fit the global budget. */
-    if (c->quarantine_max_bytes < c->max_frame) {
-        snprintf(err, CONFIG_ERR_MAX,
-                 "store.quarantine_max (%" PRIu64 " bytes) is smaller than "
-                 "limits.max_frame (%lu bytes)",
-                 c->quarantine_max_bytes, (unsigned long)c->max_frame);
-        return -1;
-    }
-    if (c->max_pending_bytes < c->max_unsent_bytes) {
-        snprintf(err, CONFIG_ERR_MAX,
-                 "limits.max_pending (%" PRIu64 " bytes) is smaller than "
-                 "limits.max_unsent (%" PRIu64 " bytes)",
-                 c->max_pending_bytes, c->max_unsent_bytes);
-        return -1;
-    }
+    if (c->quarantine_max_bytes < c->max_frame)
+        return blame(c, err, KEY(quarantine_max_bytes), KEY(max_frame),
+                     "store.quarantine_max (%" PRIu64 " bytes) is smaller "
+                     "than limits.max_frame (%lu bytes)",
+                     c->quarantine_max_bytes, (unsigned long)c->max_frame);
+    if (c->max_pending_bytes < c->max_unsent_bytes)
+        return blame(c, err, KEY(max_pending_bytes), KEY(max_unsent_bytes),
+                     "limits.max_pending (%" PRIu64 " bytes) is smaller than "
+                     "limits.max_unsent (%" PRIu64 " bytes)",
+                     c->max_pending_bytes, c->max_unsent_bytes);
     return 0;
+}
+
+/* ---- What start would refuse. ---- */
+
+/* The directory of path (a copy in dir, len bytes). */
+static void
+dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+
+    if (slash == NULL)
+        snprintf(dir, len, ".");
+    else if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+/* The directory that will hold path exists and the daemon may create files
+ * in it. */
+static int
+check_dir(const struct config *c, const struct config_key *k, const char *path,
+          char err[CONFIG_ERR_MAX])
+{
+    char dir[PATH_MAX_LEN + 1];
+    struct stat st;
+
+    dir_of(path, dir, sizeof(dir));
+    if (stat(dir, &st) != 0)
+        return blame(c, err, k, NULL, "the directory %s: %s", dir,
+                     strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return blame(c, err, k, NULL, "%s is not a directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return blame(c, err, k, NULL, "cannot create files in %s: %s", dir,
+                     strerror(errno));
+    return 0;
+}
+
+static int
+check_socket(const struct config *c, enum config_preflight mode,
+             char err[CONFIG_ERR_MAX])
+{
+    const struct config_key *k = KEY(socket_path);
+    struct sockaddr_un sun;
+    int fd, rc;
+
+    if (check_dir(c, k, c->socket_path, err) != 0)
+        return -1;
+    /* A socket file that accepts is a daemon already serving it; one that
+     * refuses is left over from a crash and start replaces it. */
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", c->socket_path);
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+        return blame(c, err, k, NULL, "socket: %s", strerror(errno));
+    rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+    close(fd);
+    if (rc == 0 && mode == CONFIG_PREFLIGHT_START)
+        return blame(c, err, k, NULL,
+                     "a daemon already serves %s, so start would refuse "
+                     "(--for-reload checks a file for the running one)",
+                     c->socket_path);
+    if (rc != 0 && mode == CONFIG_PREFLIGHT_RELOAD)
+        return blame(c, err, k, NULL, "no daemon serves %s to reload",
+                     c->socket_path);
+    return 0;
+}
+
+static int
+check_tcp_bind(const struct config *c, char err[CONFIG_ERR_MAX])
+{
+    const struct config_key *k = KEY(tcp_listen);
+    const char *a = c->tcp_listen, *colon;
+    struct sockaddr_storage ss;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    char host[INET6_ADDRSTRLEN + 1];
+    socklen_t sl;
+    int fd, one = 1, rc;
+    unsigned long port;
+
+    /* The syntax was checked when the value was read. */
+    memset(&ss, 0, sizeof(ss));
+    if (a[0] == '[') {
+        colon = strchr(a, ']') + 1;
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - a - 2), a + 1);
+        v6->sin6_family = AF_INET6;
+        if (inet_pton(AF_INET6, host, &v6->sin6_addr) != 1)
+            return blame(c, err, k, NULL, "\"%s\" is not an address", a);
+        sl = sizeof(*v6);
+    } else {
+        colon = strrchr(a, ':');
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - a), a);
+        v4->sin_family = AF_INET;
+        if (inet_pton(AF_INET, host, &v4->sin_addr) != 1)
+            return blame(c, err, k, NULL, "\"%s\" is not an address", a);
+        sl = sizeof(*v4);
+    }
+    port = strtoul(colon + 1, NULL, 10);
+    if (ss.ss_family == AF_INET6)
+        v6->sin6_port = htons((uint16_t)port);
+    else
+        v4->sin_port = htons((uint16_t)port);
+    if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+        return blame(c, err, k, NULL, "socket: %s", strerror(errno));
+    /* As libuv binds: SO_REUSEADDR, so a port in TIME_WAIT is no error. */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    rc = bind(fd, (struct sockaddr *)&ss, sl);
+    if (rc != 0) {
+        rc = errno;
+        close(fd);
+        return blame(c, err, k, NULL, "cannot listen on %s: %s%s", a,
+                     strerror(rc),
+                     rc == EADDRINUSE ? " (another process has it)" : "");
+    }
+    close(fd);
+    return 0;
+}
+
+int
+config_preflight(const struct config *c, enum config_preflight mode,
+                 char err[CONFIG_ERR_MAX])
+{
+    const struct config_key *k = KEY(db_path);
+
+    if (mode != CONFIG_PREFLIGHT_ADOPTED && c->socket_path != NULL &&
+        c->socket_path[0] != '\0' && check_socket(c, mode, err) != 0)
+        return -1;
+    /* A reloading daemon keeps the address it holds (restart-only). */
+    if (mode == CONFIG_PREFLIGHT_START && c->tcp_listen != NULL &&
+        c->tcp_listen[0] != '\0' && check_tcp_bind(c, err) != 0)
+        return -1;
+    if (access(c->db_path, F_OK) == 0) {
+        if (access(c->db_path, R_OK | W_OK) != 0)
+            return blame(c, err, k, NULL, "cannot write %s: %s", c->db_path,
+                         strerror(errno));
+        /* SQLite creates its -wal and -shm files beside it. */
+        return check_dir(c, k, c->db_path, err);
+    }
+    return check_dir(c, k, c->db_path, err);
 }
 
 /* NULL and "" both mean "none". */
@@ -1792,9 +1956,31 @@ config_set_flag(struct config *c, const struct config_key *k, const char *text,
                  "--%s: ", k->flag != NULL ? k->flag : k->name);
     if (n < 0 || n >= CONFIG_ERR_MAX)
         n = 0;
-    return set_text(c, k, text, FROM_FLAG, err + n, CONFIG_ERR_MAX - (size_t)n);
+    if (set_text(c, k, text, FROM_FILE, err + n, CONFIG_ERR_MAX - (size_t)n) !=
+        0)
+        return -1;
+    snprintf(c->where[k - config_keys], CONFIG_WHERE_MAX, "--%s",
+             k->flag != NULL ? k->flag : k->name);
+    return 0;
 }
 
+int
+config_set_alias(struct config *c, const struct config_key *k, const char *text,
+                 char err[CONFIG_ERR_MAX])
+{
+    int n;
+
+    n = snprintf(err, CONFIG_ERR_MAX,
+                 "--%s: ", k->alias != NULL ? k->alias : k->name);
+    if (n < 0 || n >= CONFIG_ERR_MAX)
+        n = 0;
+    if (set_text(c, k, text, k->alias != NULL ? FROM_ALIAS : FROM_FILE, err + n,
+                 CONFIG_ERR_MAX - (size_t)n) != 0)
+        return -1;
+    snprintf(c->where[k - config_keys], CONFIG_WHERE_MAX, "--%s",
+             k->alias != NULL ? k->alias : k->name);
+    return 0;
+}
 void
 config_key_describe(const struct config_key *k, const struct config *c,
                     char *buf, size_t len)

@@ -30,6 +30,9 @@ struct config_token {
     unsigned char sha256[32]; /* SHA-256 of the token's bytes */
 };
 
+#define CONFIG_KEYS_MAX  32  /* config_keys[] holds fewer (check_config) */
+#define CONFIG_WHERE_MAX 300 /* "file:line"; a longer path is cut */
+
 struct config {
     /* Listeners. */
     char *socket_path;    /* Unix socket; NULL or "" = none */
@@ -73,6 +76,11 @@ struct config {
     size_t n_tokens;
 
     int log_level; /* LOG_ERR..LOG_DEBUG of syslog.h */
+
+    /* Where each key's value came from, by its index in config_keys[]:
+     * "file:line" for the file, "--flag" for a flag, "" for the default.
+     * Errors about the value, cross-field ones included, start with it. */
+    char where[CONFIG_KEYS_MAX][CONFIG_WHERE_MAX];
 };
 
 /*
@@ -84,10 +92,12 @@ struct config {
  * cannot accept different values.
  *
  * Units: the file writes a size as bytes or a string with a unit ("64MiB")
- * and a duration as seconds or a string with units ("250ms", "1h30m"). A
- * flag takes the same strings; a flag's name gives the unit of a number
- * written without one: bytes, milliseconds for a CONFIG_KIND_MSEC key (its
- * flag ends in "-ms") and seconds for a CONFIG_KIND_SEC key ("-s").
+ * and a duration as seconds or a string with units ("250ms", "1h30m";
+ * the grammar of proto/duration.h, which receiptctl shares). A flag takes
+ * exactly the same ("--idle-timeout 5m", "--idle-timeout 300"). The older
+ * flag names of durations ("--idle-timeout-ms") stay as aliases whose
+ * plain number is in the unit they name: milliseconds for "-ms", seconds
+ * for "-s".
  */
 enum config_kind {
     CONFIG_KIND_STRING,  /* a name such as a group; "" means none */
@@ -108,15 +118,17 @@ struct config_key {
     const char *section; /* NULL for a top-level key */
     const char *name;    /* the key inside its section: "chunk_receipts" */
     const char *flag;    /* the long option without "--"; NULL: file only */
+    const char *alias;   /* an older name of the flag whose plain number is
+                          * in the unit it says ("idle-timeout-ms"); NULL */
     const char *arg;     /* the flag's argument in --help: "SIZE", "MS" */
     enum config_kind kind;
     size_t off;         /* offset of the member in struct config */
     size_t width;       /* its size: 4 or 8 for numbers */
     uint64_t min, max;  /* a number's range, in the member's unit */
     int zero_ok;        /* 0 is also accepted (it means "off") */
-    uint64_t plain_min; /* a number the file writes without a unit must be 0
-                         * or at least this (0: no such rule); flags name
-                         * their unit, so it does not apply to them */
+    uint64_t plain_min; /* a number written without a unit must be 0 or at
+                         * least this (0: no such rule); an alias names its
+                         * unit, so it does not apply there */
     const char *help;   /* what the setting does, for --help */
 };
 
@@ -132,6 +144,14 @@ extern const size_t config_n_keys;
  */
 int config_set_flag(struct config *c, const struct config_key *k,
                     const char *text, char err[CONFIG_ERR_MAX]);
+
+/*
+ * The same for k's alias, the flag's older name: a number without a unit
+ * is in the unit the alias names (milliseconds for "-ms"), as it always
+ * was. "--alias: reason" in err.
+ */
+int config_set_alias(struct config *c, const struct config_key *k,
+                     const char *text, char err[CONFIG_ERR_MAX]);
 
 /*
  * For --help: writes k's file key, its value in c (the defaults, for
@@ -177,8 +197,29 @@ int config_load_file(struct config *c, const char *path,
                      char err[CONFIG_ERR_MAX]);
 
 /* Checks cross-field rules (a listener exists, limits within ceilings, a
- * TCP listener has tokens). Returns 0, or -1 with a reason in err. */
+ * TCP listener has tokens). Returns 0, or -1 with a reason in err, which
+ * starts with where the value at fault was set ("file:line: section.key: "
+ * or "--flag: "). */
 int config_validate(const struct config *c, char err[CONFIG_ERR_MAX]);
+
+/* What config_preflight() checks of the listeners. */
+enum config_preflight {
+    CONFIG_PREFLIGHT_START,   /* free to take: no daemon on the socket, the
+                               * TCP address can be bound */
+    CONFIG_PREFLIGHT_RELOAD,  /* a daemon answers on the socket (the one a
+                               * SIGHUP would reload); TCP not checked */
+    CONFIG_PREFLIGHT_ADOPTED, /* sockets passed by systemd: not checked */
+};
+
+/*
+ * What start would refuse beyond the values themselves, checked without
+ * changing anything: the directories of the Unix socket and the database
+ * exist and are writable (and the database file, when it exists), and the
+ * listeners as mode says. Returns 0, or -1 with "where: section.key:
+ * reason" in err.
+ */
+int config_preflight(const struct config *c, enum config_preflight mode,
+                     char err[CONFIG_ERR_MAX]);
 
 /*
  * For a reload: the settings that differ between the running configuration

@@ -404,6 +404,14 @@ do_bad_frame(const struct request *rq, const struct proto_err *err)
     server_submit(rq->srv, job);
 }
 
+/* Frees a hello frame after zeroing it: it may hold a TCP token. */
+static void
+wipe(char *frame, uint32_t len)
+{
+    explicit_bzero(frame, len);
+    free(frame);
+}
+
 static void
 do_hello(const struct request *rq)
 {
@@ -422,7 +430,6 @@ do_hello(const struct request *rq)
     size_t rlen;
     int dup, failed;
 
-    (void)len;
     proto_err_clear(&err);
     if (b == NULL || b->type != MSGPACK_OBJECT_MAP) {
         proto_err_set(&err, PROTO_EINVALID, b ? "" : "body",
@@ -469,7 +476,7 @@ do_hello(const struct request *rq)
             if (tok.ptr == NULL)
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
                               "a TCP connection needs a token in hello");
-            free(frame);
+            wipe(frame, len);
             answer_error(slot, env->has_id, env->id, &err);
             conn_close_after_replies(c);
             return;
@@ -480,8 +487,9 @@ do_hello(const struct request *rq)
     c->source[src.len] = '\0';
     c->source_len = src.len;
     /* The source is copied and the token was only checked (never kept):
-     * nothing borrows the frame. */
-    free(frame);
+     * nothing borrows the frame, which is wiped so no plaintext token
+     * outlives the handshake in freed memory. */
+    wipe(frame, len);
 
     failed =
         reply_begin_ok(&rb, env->has_id, env->id, REPLY_SMALL) != 0 ||
@@ -494,7 +502,7 @@ do_hello(const struct request *rq)
     conn_slot_complete(slot, reply, rlen);
     return;
 fail:
-    free(frame);
+    wipe(frame, len);
     answer_error(slot, env->has_id, env->id, &err);
 }
 

@@ -43,10 +43,13 @@ enum {
     OPT_MAX_DB_PAGES,
     OPT_PRUNE_IDLE,
     OPT_CHECK_CONFIG,
+    OPT_PRINT,
+    OPT_FOR_RELOAD,
     OPT_HASH_TOKEN,
     OPT_VERSION,
     OPT_HELP,
     OPT_KEY = 512,
+    OPT_ALIAS = 1024, /* plus the index of the key whose older name it is */
 };
 
 static const struct special {
@@ -66,7 +69,16 @@ static const struct special {
       "tests)" },
     { { "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
       NULL,
-      "validate the configuration and exit" },
+      "check the configuration as start would (values, directories, "
+      "listeners, no daemon on the socket) and exit" },
+    { { "print", no_argument, NULL, OPT_PRINT },
+      NULL,
+      "with --check-config: print the effective configuration (defaults, "
+      "file and flags) in the file's syntax" },
+    { { "for-reload", no_argument, NULL, OPT_FOR_RELOAD },
+      NULL,
+      "with --check-config: check for a SIGHUP of the daemon that serves "
+      "the socket, not for a start beside it" },
     { { "hash-token", no_argument, NULL, OPT_HASH_TOKEN },
       NULL,
       "read a TCP token on stdin, print its SHA-256 for access.tokens, and "
@@ -89,7 +101,7 @@ options_init(void)
 {
     size_t n = 0, i;
 
-    options = calloc(N_SPECIALS + config_n_keys + 1, sizeof(*options));
+    options = calloc(N_SPECIALS + 2 * config_n_keys + 1, sizeof(*options));
     if (options == NULL)
         fatal("calloc");
     for (i = 0; i < N_SPECIALS; i++)
@@ -100,6 +112,12 @@ options_init(void)
         options[n].name = config_keys[i].flag;
         options[n].has_arg = required_argument;
         options[n].val = OPT_KEY + (int)i;
+        n++;
+        if (config_keys[i].alias == NULL)
+            continue;
+        options[n].name = config_keys[i].alias;
+        options[n].has_arg = required_argument;
+        options[n].val = OPT_ALIAS + (int)i;
         n++;
     }
 }
@@ -162,9 +180,9 @@ usage(FILE *f)
                "file,\n"
                "shown with its default and range, and accepts what the file "
                "does.\n"
-               "SIZE is bytes or a number with a unit (64KiB, 1MB); MS is\n"
-               "milliseconds and S seconds, or a duration with units (250ms, "
-               "7d).\n"
+               "SIZE is bytes or a number with a unit (64KiB, 1MB); "
+               "DURATION is\n"
+               "seconds or numbers with units (250ms, 5m, 1h30m, 7d).\n"
                "\n");
     usage_option(f, specials[0].opt.name, specials[0].arg, specials[0].help);
     for (i = 0; i < config_n_keys; i++) {
@@ -173,7 +191,11 @@ usage(FILE *f)
         if (k->flag == NULL)
             continue;
         config_key_describe(k, &defaults, what, sizeof(what));
-        snprintf(text, sizeof(text), "%s (%s)", k->help, what);
+        if (k->alias != NULL)
+            snprintf(text, sizeof(text), "%s (%s; formerly --%s)", k->help,
+                     what, k->alias);
+        else
+            snprintf(text, sizeof(text), "%s (%s)", k->help, what);
         usage_option(f, k->flag, k->arg, text);
     }
     for (i = 1; i < N_SPECIALS; i++)
@@ -204,6 +226,8 @@ struct flags {
     uint64_t max_pages;
     uint32_t prune_idle_ms; /* idle time before a prune batch; 0 = 1000 */
     int check_only;
+    int print;
+    int for_reload;
     int hash_token;
 };
 
@@ -365,6 +389,12 @@ parse_flags(struct config *c, struct flags *f, char err[CONFIG_ERR_MAX])
                 return 1;
             continue;
         }
+        if (ch >= OPT_ALIAS && ch < OPT_ALIAS + (int)config_n_keys) {
+            if (config_set_alias(c, &config_keys[ch - OPT_ALIAS], optarg,
+                                 err) != 0)
+                return 1;
+            continue;
+        }
         switch (ch) {
         case OPT_CONFIG:
             break;
@@ -376,6 +406,12 @@ parse_flags(struct config *c, struct flags *f, char err[CONFIG_ERR_MAX])
             break;
         case OPT_CHECK_CONFIG:
             f->check_only = 1;
+            break;
+        case OPT_PRINT:
+            f->print = 1;
+            break;
+        case OPT_FOR_RELOAD:
+            f->for_reload = 1;
             break;
         case OPT_HASH_TOKEN:
             f->hash_token = 1;
@@ -606,7 +642,36 @@ main(int argc, char **argv)
         fprintf(stderr, "receiptd: %s\n", cerr);
         return quit(cfg, 1);
     }
+    if ((ms.flags.print || ms.flags.for_reload) && !ms.flags.check_only) {
+        fprintf(stderr, "receiptd: --%s goes with --check-config\n",
+                ms.flags.print ? "print" : "for-reload");
+        return quit(cfg, 2);
+    }
+    /* What start would refuse, refused before the store is created or
+     * migrated; sockets systemd passes are its own to check. */
+    if (config_preflight(cfg,
+                         ms.flags.for_reload ? CONFIG_PREFLIGHT_RELOAD
+                         : getenv("LISTEN_FDS") != NULL
+                             ? CONFIG_PREFLIGHT_ADOPTED
+                             : CONFIG_PREFLIGHT_START,
+                         cerr) != 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        access_policy_close(&ms.access);
+        return quit(cfg, 1);
+    }
     if (ms.flags.check_only) {
+        if (ms.flags.print) {
+            printf("# receiptd %s: the effective configuration\n",
+                   RECEIPTD_VERSION);
+            if (config_dump(cfg, stdout) != 0 || fflush(stdout) != 0) {
+                access_policy_close(&ms.access);
+                return quit(cfg, 1);
+            }
+            access_policy_close(&ms.access);
+            config_free(cfg);
+            free(cfg);
+            return 0;
+        }
         printf("receiptd: configuration OK\n");
         access_policy_close(&ms.access);
         config_free(cfg);

@@ -16,7 +16,9 @@ if ! diff -u "$data/receiptd-help.txt" "$tmp/help"; then
 	fail=1
 fi
 
-base="--check-config --socket /run/receiptd/receiptd.sock --db /var/lib/receiptd/receipts.db"
+# Paths in the test's own directory: --check-config checks that they can
+# be created, as start would.
+base="--check-config --socket $tmp/receiptd.sock --db $tmp/receipts.db"
 
 # expect ok|refused DESCRIPTION ARGS...
 expect() {

@@ -864,7 +864,7 @@ START_TEST(test_e2e_receiptctl_plan_commands)
     fclose(f);
     expect_run(import_bad, 1, "nodes[0].values");
     /* ... and in CSV it is a rejected item like a receipt. */
-    expect_run(import_bad_csv, 1, "bad-plan.json,0,invalid,nodes[0].values,");
+    expect_run(import_bad_csv, 1, "bad-plan.json,,0,invalid,nodes[0].values,");
 
     fd = connect_hello(NULL);
     call(fd, PROTO_OP_PING, 9, 0, 0, NULL, 0, &rep);

@@ -397,20 +397,27 @@ enum {
 
 static const char *const validate_want[V_COUNT] = {
     [V_OK] = "",
-    [V_NO_LISTENER] = "no listener: set a Unix socket path or a TCP address",
-    [V_NO_DB] = "no database path",
-    [V_FRAME_SMALL] = "max_frame 63 is outside 64..67108864 bytes",
-    [V_FRAME_LARGE] = "max_frame 67108865 is outside 64..67108864 bytes",
-    [V_BATCH_ZERO] = "max_batch 0 is outside 1..1000000",
-    [V_CONN_ZERO] = "max_connections must be at least 1",
-    [V_WORLD_MODE] = "socket mode 0666 gives access to every local user",
-    [V_TCP_NO_TOKEN] =
-        "TCP listener 0.0.0.0:7411 needs at least one token in access.tokens",
+    [V_NO_LISTENER] =
+        "listen.socket: no listener: set a Unix socket path or a TCP address",
+    [V_NO_DB] = "store.path: no database path",
+    [V_FRAME_SMALL] =
+        "limits.max_frame: max_frame 63 is outside 64..67108864 bytes",
+    [V_FRAME_LARGE] =
+        "limits.max_frame: max_frame 67108865 is outside 64..67108864 bytes",
+    [V_BATCH_ZERO] = "limits.max_batch: max_batch 0 is outside 1..1000000",
+    [V_CONN_ZERO] =
+        "limits.max_connections: max_connections must be at least 1",
+    [V_WORLD_MODE] = "listen.socket_mode: socket mode 0666 gives access to "
+                     "every local user",
+    [V_TCP_NO_TOKEN] = "listen.tcp: TCP listener 0.0.0.0:7411 needs at least "
+                       "one token in access.tokens",
     [V_TCP_WITH_TOKEN] = "",
-    [V_QUARANTINE_SMALL] = "store.quarantine_max (1048576 bytes) is smaller "
-                           "than limits.max_frame (2097152 bytes)",
-    [V_PENDING_SMALL] = "limits.max_pending (1048576 bytes) is smaller than "
-                        "limits.max_unsent (4194304 bytes)",
+    [V_QUARANTINE_SMALL] = "store.quarantine_max: store.quarantine_max "
+                           "(1048576 bytes) is smaller than limits.max_frame "
+                           "(2097152 bytes)",
+    [V_PENDING_SMALL] = "limits.max_pending: limits.max_pending (1048576 "
+                        "bytes) is smaller than limits.max_unsent (4194304 "
+                        "bytes)",
 };
 
 START_TEST(test_config_validate_cross_field_table)
@@ -472,6 +479,52 @@ START_TEST(test_config_validate_cross_field_table)
 }
 END_TEST
 
+static const struct config_key *key_by_flag(const char *flag);
+
+/* A cross-field error names where the value at fault was set: the file's
+ * line, or the flag that overrode it. */
+START_TEST(test_config_validate_names_the_line_or_flag)
+{
+    char path[] = "/tmp/check-config-XXXXXX", err[CONFIG_ERR_MAX] = "",
+         want[CONFIG_ERR_MAX];
+    struct config c;
+    FILE *f;
+    int fd;
+
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    fputs("# receiptd\nlisten: {\n    socket = \"/run/r.sock\";\n"
+          "    tcp = \"127.0.0.1:7411\";\n};\n"
+          "store: { path = \"/var/lib/r.db\"; };\n"
+          "limits: {\n    max_frame = \"4MiB\";\n};\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(config_defaults(&c), 0);
+    ck_assert_int_eq(config_load_file(&c, path, err), 0);
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    snprintf(want, sizeof(want),
+             "%s:4: listen.tcp: TCP listener 127.0.0.1:7411 needs at least "
+             "one token in access.tokens",
+             path);
+    ck_assert_str_eq(err, want);
+    free(c.tcp_listen);
+    c.tcp_listen = NULL;
+    /* quarantine_max keeps its default: the line that broke it is
+     * max_frame's. */
+    c.quarantine_max_bytes = 1u << 20;
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    snprintf(want, sizeof(want), "%s:8: limits.max_frame: ", path);
+    ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    ck_assert_int_eq(config_set_flag(&c, key_by_flag("max-frame"), "8MiB", err),
+                     0);
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    ck_assert_msg(strncmp(err, "--max-frame: ", 13) == 0, "%s", err);
+    config_free(&c);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_config_restart_needed_names_fixed_settings)
 {
     char what[CONFIG_ERR_MAX] = "x";
@@ -529,8 +582,8 @@ START_TEST(test_config_reload_keeps_flags_and_running_listeners)
                   "accepted a TCP listener without tokens");
     /* The running TCP listener stays, and include.conf has no token for
      * it, so the reload must be refused as a whole. */
-    ck_assert_str_eq(err, "TCP listener 0.0.0.0:7411 needs at least one token "
-                          "in access.tokens");
+    ck_assert_str_eq(err, "listen.tcp: TCP listener 0.0.0.0:7411 needs at "
+                          "least one token in access.tokens");
     ck_assert_ptr_null(next.db_path);
 
     free(running.tcp_listen);
@@ -743,28 +796,26 @@ spell_number(const struct config_key *k, unsigned long long v)
         spell(flag, file, ok, 1);
         break;
     case CONFIG_KIND_MSEC:
-        /* The flag's plain number is milliseconds, the file's seconds. */
-        snprintf(flag, sizeof(flag), "%llu", v);
+        /* A flag reads a duration as the file does: a plain number is
+         * seconds (the alias's milliseconds are checked on their own). */
+        snprintf(flag, sizeof(flag), "%llums", v);
         snprintf(file, sizeof(file), "\"%llums\"", v);
         spell(flag, file, ok, 1);
-        snprintf(flag, sizeof(flag), "%llums", v);
-        spell(flag, file, ok, 1);
         if (v % 1000 == 0) {
+            snprintf(flag, sizeof(flag), "%llu", v / 1000);
             int_literal(file, sizeof(file), v / 1000);
             spell(flag, file, ok, 1);
         }
         break;
     case CONFIG_KIND_SEC:
-        snprintf(flag, sizeof(flag), "%llu", v);
+        snprintf(flag, sizeof(flag), "%llus", v);
         snprintf(file, sizeof(file), "\"%llus\"", v);
         spell(flag, file, ok, 1);
-        snprintf(flag, sizeof(flag), "%llus", v);
-        spell(flag, file, ok, 1);
-        /* The file's plain numbers have a rule of their own (below). */
-        if (v == 0 || v >= k->plain_min) {
-            int_literal(file, sizeof(file), v);
-            spell(flag, file, ok, 1);
-        }
+        /* Plain numbers have a rule of their own (below), the same for
+         * the flag and the file. */
+        snprintf(flag, sizeof(flag), "%llu", v);
+        int_literal(file, sizeof(file), v);
+        spell(flag, file, ok && (v == 0 || v >= k->plain_min), 1);
         break;
     default:
         ck_abort_msg("%s is not a number", k->name);
@@ -827,7 +878,10 @@ spell_key(const struct config_key *k)
         spell_text("", 1);
         spell_text("127.0.0.1:7411", 1);
         spell_text("[::1]:7411", 1);
-        spell_text("host:65535", 1);
+        spell_text("127.0.0.1:65535", 1);
+        /* Host names are not resolved: start would refuse them. */
+        spell_text("host:65535", 0);
+        spell_text("[::1x]:7411", 0);
         spell_text("::1:7411", 0);
         spell_text("localhost", 0);
         spell_text("host:0", 0);
@@ -928,13 +982,23 @@ START_TEST(test_config_key_table_is_complete_and_consistent)
                     strcmp(k->section, config_keys[j].section) == 0))),
                 "%s twice", k->name);
         }
-        /* A flag's name says the unit of its plain numbers. */
-        if (k->kind == CONFIG_KIND_MSEC)
-            ck_assert_msg(n > 3 && strcmp(k->flag + n - 3, "-ms") == 0, "--%s",
-                          k->flag);
+        /* A duration flag reads plain numbers as seconds, as the file
+         * does; only its older name (alias) says another unit. */
+        if (k->kind == CONFIG_KIND_MSEC) {
+            ck_assert_msg(!(n > 3 && strcmp(k->flag + n - 3, "-ms") == 0),
+                          "--%s", k->flag);
+            ck_assert_msg(
+                k->alias == NULL ||
+                    (strlen(k->alias) > 3 &&
+                     strcmp(k->alias + strlen(k->alias) - 3, "-ms") == 0),
+                "--%s", k->alias);
+        }
         if (k->kind == CONFIG_KIND_SEC)
-            ck_assert_msg(n > 2 && strcmp(k->flag + n - 2, "-s") == 0, "--%s",
-                          k->flag);
+            ck_assert_msg(
+                k->alias == NULL ||
+                    (strlen(k->alias) > 2 &&
+                     strcmp(k->alias + strlen(k->alias) - 2, "-s") == 0),
+                "--%s", k->alias);
         if (k->plain_min != 0)
             ck_assert_int_eq(k->kind, CONFIG_KIND_SEC);
         if (number) {
@@ -983,16 +1047,21 @@ END_TEST
 /* Issue 13: the file refused query_timeout = 0, the flag took it. */
 START_TEST(test_config_flag_query_timeout_zero_is_refused_like_the_file)
 {
-    const struct config_key *k = key_by_flag("query-timeout-ms");
+    const struct config_key *k = key_by_flag("query-timeout");
     char err[CONFIG_ERR_MAX] = "";
     struct config c;
 
     ck_assert_int_eq(config_defaults(&c), 0);
     ck_assert_int_eq(config_set_flag(&c, k, "0", err), -1);
+    ck_assert_str_eq(err, "--query-timeout: out of range: must be 1ms to "
+                          "1h");
+    ck_assert_int_eq(config_set_alias(&c, k, "0", err), -1);
     ck_assert_str_eq(err, "--query-timeout-ms: out of range: must be 1ms to "
                           "1h");
-    ck_assert_int_eq(config_set_flag(&c, k, "1", err), 0);
+    ck_assert_int_eq(config_set_alias(&c, k, "1", err), 0);
     ck_assert_uint_eq(c.query_timeout_ms, 1);
+    ck_assert_int_eq(config_set_flag(&c, k, "1", err), 0);
+    ck_assert_uint_eq(c.query_timeout_ms, 1000);
     config_free(&c);
     ck_assert_int_eq(load_literal(k, "0", &c, err), -1);
     ck_assert_str_eq(reason(k, err), "out of range: must be 1ms to 1h");
@@ -1069,7 +1138,7 @@ END_TEST
  * slip for days); the flag's name gives it. */
 START_TEST(test_config_retention_plain_number_needs_an_hour_in_the_file)
 {
-    const struct config_key *k = key_by_flag("retention-age-s");
+    const struct config_key *k = key_by_flag("retention");
     char err[CONFIG_ERR_MAX] = "";
     struct config c;
 
@@ -1086,7 +1155,9 @@ START_TEST(test_config_retention_plain_number_needs_an_hour_in_the_file)
     ck_assert_uint_eq(c.retention_max_age_s, 0);
     config_free(&c);
     ck_assert_int_eq(config_defaults(&c), 0);
-    ck_assert_int_eq(config_set_flag(&c, k, "7", err), 0);
+    /* The flag reads what the file does; its old name gives the unit. */
+    ck_assert_int_eq(config_set_flag(&c, k, "7", err), -1);
+    ck_assert_int_eq(config_set_alias(&c, k, "7", err), 0);
     ck_assert_uint_eq(c.retention_max_age_s, 7);
     ck_assert_int_eq(config_set_flag(&c, k, "7d", err), 0);
     ck_assert_uint_eq(c.retention_max_age_s, 7 * 86400);
@@ -1104,13 +1175,19 @@ START_TEST(test_config_flags_take_units_and_keep_c_on_failure)
                      0);
     ck_assert_uint_eq(c.max_frame, 2u << 20);
     ck_assert_int_eq(
-        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "500", err), 0);
+        config_set_alias(&c, key_by_flag("idle-timeout"), "500", err), 0);
     ck_assert_uint_eq(c.idle_timeout_ms, 500);
     ck_assert_int_eq(
-        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "1m30s", err), 0);
+        config_set_flag(&c, key_by_flag("idle-timeout"), "500ms", err), 0);
+    ck_assert_uint_eq(c.idle_timeout_ms, 500);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout"), "5m", err), 0);
+    ck_assert_uint_eq(c.idle_timeout_ms, 300000);
+    ck_assert_int_eq(
+        config_set_flag(&c, key_by_flag("idle-timeout"), "1m30s", err), 0);
     ck_assert_uint_eq(c.idle_timeout_ms, 90000);
     ck_assert_int_eq(
-        config_set_flag(&c, key_by_flag("idle-timeout-ms"), "1h30", err), -1);
+        config_set_alias(&c, key_by_flag("idle-timeout"), "1h30", err), -1);
     ck_assert_str_eq(err, "--idle-timeout-ms: \"1h30\" is not a duration: "
                           "write milliseconds as an integer or numbers with "
                           "units (ms, s, m, h, d, w), e.g. \"10s\", \"7d\", "
@@ -1141,7 +1218,7 @@ START_TEST(test_config_key_describe_shows_key_default_and_range)
     ck_assert_int_eq(config_defaults(&c), 0);
     config_key_describe(key_by_flag("max-unsent-bytes"), &c, buf, sizeof(buf));
     ck_assert_str_eq(buf, "limits.max_unsent = 4MiB; 4KiB to 1GiB");
-    config_key_describe(key_by_flag("idle-timeout-ms"), &c, buf, sizeof(buf));
+    config_key_describe(key_by_flag("idle-timeout"), &c, buf, sizeof(buf));
     ck_assert_str_eq(buf, "limits.idle_timeout = 5m; 0 = off, or 100ms to 1w");
     config_key_describe(key_by_flag("socket"), &c, buf, sizeof(buf));
     ck_assert_str_eq(buf, "listen.socket");
@@ -1201,6 +1278,7 @@ config_suite(void)
 
     tc = tcase_create("validate");
     tcase_add_loop_test(tc, test_config_validate_cross_field_table, 0, V_COUNT);
+    tcase_add_test(tc, test_config_validate_names_the_line_or_flag);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("restart_needed");

@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <stdint.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +112,10 @@ result_free(struct result *r)
 
 /* Runs fn-style output into a string (caller frees). */
 static char *
-render(int format, const char *kind, const msgpack_object *res, int *rc)
+render_by(int format, const char *kind, const char *group_by,
+          const msgpack_object *res, int *rc)
 {
+    struct output_spec spec = { kind, group_by, NULL };
     char *buf = NULL, err[OUTPUT_ERR_MAX] = "";
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -121,13 +124,19 @@ render(int format, const char *kind, const msgpack_object *res, int *rc)
     if (format == OUTPUT_PROMETHEUS)
         *rc = output_prometheus(f, res, err, sizeof(err));
     else
-        *rc = output_result(f, format, kind, res, err, sizeof(err));
+        *rc = output_result(f, format, &spec, res, err, sizeof(err));
     fclose(f);
     if (*rc != 0) {
         free(buf);
         return strdup(err);
     }
     return buf;
+}
+
+static char *
+render(int format, const char *kind, const msgpack_object *res, int *rc)
+{
+    return render_by(format, kind, NULL, res, rc);
 }
 
 static char *
@@ -219,7 +228,7 @@ static const char receipts_json[] =
     " \"eos\\nline2\", \"counter_coverage\": 67108863, \"counters\":"
     " {\"decode_steps\": 18446744073709551615, \"fallback_count\": 1},"
     " \"latency\": {\"queue_delay_us\": 5}, \"artifacts\":"
-    " {\"temp_created_bytes\": 0}},"
+    " {\"temp_created_bytes\": 0}, \"flavour\": \"x\"},"
     "{\"receipt_id\": 41, \"received_at\": 1796011100000, \"source\": \"\","
     " \"seq\": null, \"fallback\": \"clean\", \"schema_version\": 1,"
     " \"requested_backend\": \"cpu\", \"executed_backend\": \"cpu\","
@@ -255,26 +264,33 @@ struct golden_case {
     const char *kind;
     const char *input;
     int format;
+    const char *group_by;
 };
 
 static const struct golden_case golden_cases[] = {
-    { "fallbacks.table", "fallbacks", fallbacks_json, OUTPUT_TABLE },
-    { "fallbacks.csv", "fallbacks", fallbacks_json, OUTPUT_CSV },
-    { "fallbacks.json", "fallbacks", fallbacks_json, OUTPUT_JSON },
+    { "fallbacks.table", "fallbacks", fallbacks_json, OUTPUT_TABLE, NULL },
+    { "fallbacks.csv", "fallbacks", fallbacks_json, OUTPUT_CSV, NULL },
+    { "fallbacks.json", "fallbacks", fallbacks_json, OUTPUT_JSON, NULL },
     { "fallbacks_backends.table", "fallbacks", fallbacks_backends_json,
-      OUTPUT_TABLE },
-    { "coverage.table", "coverage", coverage_json, OUTPUT_TABLE },
-    { "coverage.csv", "coverage", coverage_json, OUTPUT_CSV },
-    { "coverage.json", "coverage", coverage_json, OUTPUT_JSON },
-    { "receipts.table", "receipts", receipts_json, OUTPUT_TABLE },
-    { "receipts.csv", "receipts", receipts_json, OUTPUT_CSV },
-    { "receipts.json", "receipts", receipts_json, OUTPUT_JSON },
-    { "gaps.table", "gaps", gaps_json, OUTPUT_TABLE },
-    { "gaps.csv", "gaps", gaps_json, OUTPUT_CSV },
-    { "stats.table", "stats", stats_json, OUTPUT_TABLE },
-    { "stats.prom", "stats", stats_json, OUTPUT_PROMETHEUS },
-    { "empty.table", "receipts", empty_json, OUTPUT_TABLE },
-    { "empty.csv", "receipts", empty_json, OUTPUT_CSV },
+      OUTPUT_TABLE, "backends" },
+    { "fallbacks_backends.csv", "fallbacks", fallbacks_backends_json,
+      OUTPUT_CSV, "backends" },
+    { "coverage.table", "coverage", coverage_json, OUTPUT_TABLE, NULL },
+    { "coverage.csv", "coverage", coverage_json, OUTPUT_CSV, NULL },
+    { "coverage.json", "coverage", coverage_json, OUTPUT_JSON, NULL },
+    { "receipts.table", "receipts", receipts_json, OUTPUT_TABLE, NULL },
+    { "receipts.csv", "receipts", receipts_json, OUTPUT_CSV, NULL },
+    { "receipts.json", "receipts", receipts_json, OUTPUT_JSON, NULL },
+    { "receipts.jsonl", "receipts", receipts_json, OUTPUT_JSONL, NULL },
+    { "gaps.table", "gaps", gaps_json, OUTPUT_TABLE, NULL },
+    { "gaps.csv", "gaps", gaps_json, OUTPUT_CSV, NULL },
+    { "stats.table", "stats", stats_json, OUTPUT_TABLE, NULL },
+    { "stats.prom", "stats", stats_json, OUTPUT_PROMETHEUS, NULL },
+    { "stats.csv", "stats", stats_json, OUTPUT_CSV, NULL },
+    { "empty.table", "receipts", empty_json, OUTPUT_TABLE, NULL },
+    { "empty.csv", "receipts", empty_json, OUTPUT_CSV, NULL },
+    { "empty_prunes.csv", "prunes", empty_json, OUTPUT_CSV, NULL },
+    { "empty_fallbacks.csv", "fallbacks", empty_json, OUTPUT_CSV, NULL },
 };
 
 START_TEST(test_output_matches_golden)
@@ -285,7 +301,7 @@ START_TEST(test_output_matches_golden)
     int rc;
 
     result_from_json(&r, gc->input);
-    got = render(gc->format, gc->kind, &r.up.data, &rc);
+    got = render_by(gc->format, gc->kind, gc->group_by, &r.up.data, &rc);
     ck_assert_msg(rc == 0, "%s: %s", gc->golden, got);
     check_golden(gc->golden, got);
     free(got);
@@ -388,7 +404,9 @@ START_TEST(test_output_bin_fields)
     free(got);
     got = render(OUTPUT_CSV, "quarantine", &up.data, &rc);
     ck_assert_int_eq(rc, 0);
-    ck_assert_str_eq(got, "id,raw\n9,gaFh/w==\n");
+    /* The header is the kind's whole fixed list, raw among it. */
+    ck_assert_str_eq(got, "id,time,source,op,code,path,message,size,raw,extra\n"
+                          "9,,,,,,,,gaFh/w==,\n");
     free(got);
     got = render(OUTPUT_TABLE, "quarantine", &up.data, &rc);
     ck_assert_int_eq(rc, 0);
@@ -561,6 +579,70 @@ START_TEST(test_output_prometheus_lines_are_well_formed)
 }
 END_TEST
 
+/* ---- truncation notes ---- */
+
+/* The note output_truncation() writes for kind over the JSON result. */
+static char *
+note(const char *kind, const char *json, int *cut)
+{
+    struct output_spec spec = { kind, NULL, NULL };
+    struct result r;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    ck_assert_ptr_nonnull(f);
+    result_from_json(&r, json);
+    *cut = output_truncation(f, &spec, &r.up.data);
+    fclose(f);
+    result_free(&r);
+    return buf;
+}
+
+START_TEST(test_output_truncation_names_the_way_on)
+{
+    char *got;
+    int cut;
+
+    got = note("receipts",
+               "{\"rows\": [{\"receipt_id\": 9}, {\"receipt_id\": 7}], "
+               "\"truncated\": true}",
+               &cut);
+    ck_assert_int_eq(cut, 1);
+    ck_assert_str_eq(got, "receiptctl: receipts: truncated at 2 rows; more "
+                          "match: page on with --before-id 7, or raise "
+                          "--limit\n");
+    free(got);
+    got = note("coverage",
+               "{\"rows\": [{\"counter\": \"x\", \"bit\": 25}, {\"bit\": 3}], "
+               "\"truncated\": true}",
+               &cut);
+    ck_assert_int_eq(cut, 1);
+    ck_assert_ptr_nonnull(strstr(got, "raise --limit or narrow the filters\n"
+                                      "receiptctl: coverage: the last group "
+                                      "is incomplete: 4 of its 26 counters"));
+    free(got);
+    got = note("coverage", "{\"rows\": [{\"bit\": 25}], \"truncated\": true}",
+               &cut);
+    ck_assert_ptr_null(strstr(got, "incomplete"));
+    free(got);
+    got = note("gaps",
+               "{\"rows\": [{\"source\": \"s1\", \"missing_truncated\": "
+               "true}, {\"source\": \"s2\", \"missing_truncated\": false}], "
+               "\"truncated\": false}",
+               &cut);
+    ck_assert_int_eq(cut, 1);
+    ck_assert_str_eq(got, "receiptctl: gaps: the missing ranges of source "
+                          "\"s1\" are cut at --limit; missing_seqs counts "
+                          "them all\n");
+    free(got);
+    got = note("plans", "{\"rows\": [], \"truncated\": false}", &cut);
+    ck_assert_int_eq(cut, 0);
+    ck_assert_str_eq(got, "");
+    free(got);
+}
+END_TEST
+
 static Suite *
 output_suite(void)
 {
@@ -576,6 +658,9 @@ output_suite(void)
     tcase_add_loop_test(tc, test_output_csv_and_table_keep_u64_max_exact, 0, 2);
     tcase_add_test(tc, test_output_bin_fields);
     tcase_add_test(tc, test_output_record_matches_golden);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("truncation");
+    tcase_add_test(tc, test_output_truncation_names_the_way_on);
     suite_add_tcase(s, tc);
     tc = tcase_create("csv");
     tcase_add_loop_test(tc, test_output_csv_field_quotes_rfc4180, 0,
@@ -598,6 +683,8 @@ main(void)
     SRunner *sr = srunner_create(output_suite());
     int failed;
 
+    /* As receiptctl does: tables measure UTF-8 text by display width. */
+    setlocale(LC_CTYPE, "C.UTF-8");
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

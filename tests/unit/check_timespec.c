@@ -30,6 +30,10 @@ static const struct good goods[] = {
     { "7d", NOW - 7 * D },
     { "2w", NOW - 14 * D },
     { "1h30m", NOW - H - 30 * MIN },
+    /* The grammar every duration shares (proto/duration.h) allows spaces
+     * between a number and its unit, and "min". */
+    { "1 h", NOW - H },
+    { "1h 30min", NOW - H - 30 * MIN },
     { "1d12h", NOW - D - 12 * H },
     { "0s", NOW },
     { "now", NOW },
@@ -67,7 +71,6 @@ static const char *const bads[] = {
     "-1h",
     "+1h",
     "1.5h",
-    "1 h",
     "ms",
     "1hh",
     "yesterday",
