@@ -408,6 +408,23 @@ prepare_all(struct store *s, struct proto_err *err)
     return 0;
 }
 
+/*
+ * A read-write store that SQLite could open only for reading (a file the
+ * daemon's user may not write: SQLite falls back to read-only without an
+ * error) would answer every write unavailable; refuse it now, with the
+ * reason, before anything is migrated or the daemon says it is ready.
+ */
+static int
+writable_check(struct store *s, struct proto_err *err)
+{
+    if (s->readonly || sqlite3_db_readonly(s->db, "main") != 1)
+        return 0;
+    return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                         "the database file is not writable by this user "
+                         "(SQLite opened it read-only); check its owner and "
+                         "mode");
+}
+
 int
 store_open(const char *path, const struct store_opts *opts, struct store **out,
            struct proto_err *err)
@@ -437,6 +454,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
         return PROTO_EUNAVAILABLE;
     }
     sqlite3_extended_result_codes(s->db, 1);
+    if ((rc = writable_check(s, err)) != 0)
+        goto fail;
     target = opts->max_version > 0 && opts->max_version < store_migrations_count
                  ? opts->max_version
                  : store_migrations_count;
