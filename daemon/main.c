@@ -235,7 +235,12 @@ static void
 drained_cb(struct server *srv)
 {
     log_info("drained; stopping the writer");
-    /* Every connection is gone, so nothing more will be submitted. */
+    /* Every connection is gone, so nothing more will be submitted and no
+     * query runs. The query connections close first: the writer's final
+     * checkpoint must be the store's last connection for the WAL to be
+     * emptied into the database file. */
+    query_pool_free(srv->queries);
+    srv->queries = NULL;
     writer_stop(srv->writer);
     srv->writer = NULL;
     if (ms.watchdog_on)

@@ -226,6 +226,42 @@ store_checkpoint(struct store *s, struct proto_err *err)
     return 0;
 }
 
+int
+store_checkpoint_final(struct store *s, struct proto_err *err)
+{
+    int rc, log = -1, done = -1;
+
+    rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
+                                   &log, &done);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "checkpoint its WAL");
+    if (log != done)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "%d of %d WAL frames were copied into the "
+                             "database",
+                             done, log);
+    s->wal_frames = 0;
+    return 0;
+}
+
+int
+store_file_check(struct store *s, struct proto_err *err)
+{
+    int moved = 0;
+
+    /* The unix VFS stats the path and compares the inode with the open
+     * file's: one stat(2), once per commit group. A VFS that does not
+     * know the control (SQLITE_NOTFOUND) leaves moved at 0. */
+    if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) ==
+            SQLITE_OK &&
+        moved)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the database file was deleted or replaced "
+                             "while the daemon had it open; what it commits "
+                             "now would be lost at the next start");
+    return 0;
+}
+
 static int
 set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
 {

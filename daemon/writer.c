@@ -49,7 +49,8 @@ struct writer {
     _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
     _Atomic int failing;
-    int merge_failing;                  /* writer thread only */
+    _Atomic int file_gone; /* logged that the database file went away */
+    int merge_failing;     /* writer thread only */
     char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
 };
 
@@ -164,6 +165,28 @@ apply_jobs(struct writer *w, struct writer_job *head, int all_savepoints,
     return 0;
 }
 
+/*
+ * The group committed, but into a file that is no longer the database
+ * (deleted or replaced under the daemon): nothing of it would survive a
+ * restart, so it is answered unavailable like a failed group. Logged as
+ * an error once, until a group commits into the right file again.
+ */
+static void
+file_gone(struct writer *w, struct writer_job *head,
+          const struct proto_err *why)
+{
+    uv_mutex_lock(&w->mu);
+    snprintf(w->last_error, sizeof(w->last_error), "%s", why->message);
+    uv_mutex_unlock(&w->mu);
+    if (!atomic_exchange(&w->file_gone, 1))
+        log_errx("writer: %s; every write is answered unavailable until the "
+                 "daemon is restarted on the database",
+                 why->message);
+    atomic_store(&w->failing, 1);
+    atomic_fetch_add(&w->failures, 1);
+    fail_group(head, why);
+}
+
 /* Applies one group in one transaction. */
 static void
 commit_group(struct writer *w, struct writer_job *head)
@@ -185,6 +208,10 @@ commit_group(struct writer *w, struct writer_job *head)
     }
     if (store_commit(w->store, &err) != 0)
         goto failed;
+    if (store_file_check(w->store, &err) != 0) {
+        file_gone(w, head, &err);
+        return;
+    }
     dt = now_us() - t0;
     atomic_store(&w->last_us, dt);
     atomic_fetch_add(&w->total_us, dt);
@@ -193,6 +220,7 @@ commit_group(struct writer *w, struct writer_job *head)
         atomic_store(&w->max_us, dt);
     atomic_fetch_add(&w->groups, 1);
     atomic_store(&w->failing, 0);
+    atomic_store(&w->file_gone, 0);
     return;
 failed:
     store_rollback(w->store);
@@ -482,6 +510,22 @@ close_cb(uv_handle_t *h)
     free(w);
 }
 
+/* The thread has ended, so the store is the loop's now. Nothing was
+ * lost if this fails (the WAL holds the rest and the next start reads it),
+ * but a backup that copies the database file alone would miss it. */
+static void
+final_checkpoint(struct writer *w)
+{
+    struct proto_err err;
+
+    proto_err_clear(&err);
+    if (w->store != NULL && store_checkpoint_final(w->store, &err) != 0)
+        log_warnx("writer: the final checkpoint did not complete: %s; the "
+                  "rest of the store stays in its -wal file until the next "
+                  "start (a copy of the database file alone would miss it)",
+                  err.message);
+}
+
 void
 writer_stop(struct writer *w)
 {
@@ -493,6 +537,7 @@ writer_stop(struct writer *w)
         uv_thread_join(&w->thread);
         w->thread_started = 0;
         deliver(w);
+        final_checkpoint(w);
     }
     uv_close((uv_handle_t *)&w->async, close_cb);
 }
