@@ -1,0 +1,409 @@
+/*
+ * e2e_harden.c: the attacks and accidents of issue 17, each against the
+ * real receiptd binary on a real socket and SQLite file: two daemons on one
+ * store, a store SQLite can only read, a clean stop after a query, a
+ * database deleted or replaced under the daemon, unauthenticated TCP peers
+ * filling the connection cap, work before authentication and failed
+ * authentication.
+ *
+ * Each test starts its own daemon (e2e_util.c) in Check's fork mode and
+ * is single-threaded. docs/reliability.md ("Hardening") gives each
+ * attack's figure before and after its fix.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "e2e_util.h"
+#include "frame.h"
+#include "skip.h"
+
+#define T 5000 /* reply timeout, ms */
+
+static struct e2e_daemon d;
+
+static long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void
+start(const char *const *extra)
+{
+    ck_assert_msg(e2e_start(&d, extra) == 0, "receiptd did not start");
+}
+
+/* Every test that leaves its daemon running ends with a clean SIGTERM. */
+static void
+teardown(void)
+{
+    int status = 0, rc = 0;
+
+    if (e2e_alive(&d))
+        rc = e2e_stop(&d, SIGTERM, 10000, &status);
+    e2e_cleanup(&d);
+    ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "receiptd did not exit cleanly (status %d)", status);
+}
+
+/* Sends one receipt with seq and returns the reply's code: 0 for ok, else
+ * the error's code. */
+static int
+send_receipt(int fd, uint64_t id, uint64_t seq)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    size_t len;
+    char *body = e2e_receipt_bytes(&r, &len);
+    int code;
+
+    ck_assert_ptr_nonnull(body);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, id, 1, seq, body, len),
+                     0);
+    free(body);
+    ck_assert_msg(e2e_recv(fd, T, &rep) == 0, "receipt %llu unanswered",
+                  (unsigned long long)id);
+    code = rep.r.ok ? 0 : rep.r.err.code;
+    e2e_reply_free(&rep);
+    return code;
+}
+
+/* Sends a query {kind}; the reply stays in rep for the caller. */
+static void
+query(int fd, uint64_t id, const char *kind, struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, kind);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, rep), 0);
+    ck_assert_msg(rep->r.ok, "query %s: %s: %s", kind,
+                  proto_code_name(rep->r.err.code), rep->r.err.message);
+}
+
+/* 1 when the daemon's log holds s. */
+static int
+log_has(const char *path, const char *s)
+{
+    size_t len;
+    char *text = e2e_read_file(path, &len);
+    int found = text != NULL && strstr(text, s) != NULL;
+
+    free(text);
+    return found;
+}
+
+/* The receipts in a database file opened on its own, or -1 when it has no
+ * receipts table (or does not open). */
+static long
+count_receipts(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    long n = -1;
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM receipts", -1, &st,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        n = (long)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Copies the file at from to to (only that file, as a naive backup does). */
+static void
+copy_file(const char *from, const char *to)
+{
+    size_t len;
+    char *buf = e2e_read_file(from, &len);
+    FILE *f;
+
+    ck_assert_ptr_nonnull(buf);
+    f = fopen(to, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+    free(buf);
+}
+
+/* ---- item 9: one daemon per database ---- */
+
+/*
+ * A second daemon on the same --db (its own socket) must refuse to start,
+ * saying why, while the first keeps working; and a daemon whose lock is
+ * held must not create or migrate the database at all.
+ */
+START_TEST(test_e2e_harden_second_daemon_on_one_store_refused)
+{
+    struct e2e_daemon d2;
+    char lock[320], db[300];
+    int fd, lfd, status;
+
+    start(NULL);
+    d2 = d;
+    d2.pid = 0;
+    snprintf(d2.sock, sizeof(d2.sock), "%s/s2", d.dir);
+    snprintf(d2.log, sizeof(d2.log), "%s/receiptd2.log", d.dir);
+    ck_assert_msg(e2e_restart(&d2, NULL) != 0 && !e2e_alive(&d2),
+                  "a second daemon started on the same database");
+    ck_assert_msg(log_has(d2.log, "in use by another receiptd"),
+                  "the second daemon did not say why it refused");
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(send_receipt(fd, 1, 1), 0);
+    close(fd);
+    ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    /* The lock held by someone else on a store that does not exist yet:
+     * the daemon refuses before creating or migrating anything. */
+    snprintf(db, sizeof(db), "%s/fresh.db", d.dir);
+    snprintf(lock, sizeof(lock), "%s.lock", db);
+    lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(flock(lfd, LOCK_EX | LOCK_NB), 0);
+    {
+        const char *extra[] = { "--db", db, NULL };
+
+        ck_assert_msg(e2e_restart(&d, extra) != 0 && !e2e_alive(&d),
+                      "the daemon started on a locked store");
+    }
+    ck_assert_msg(access(db, F_OK) != 0,
+                  "the database was created although its lock was held");
+    close(lfd);
+    /* Released: the same daemon starts. */
+    {
+        const char *extra[] = { "--db", db, NULL };
+
+        ck_assert_int_eq(e2e_restart(&d, extra), 0);
+    }
+}
+END_TEST
+
+/* ---- item 10: ready only when writable ---- */
+
+/*
+ * The store exists but the daemon's user may not write it (a root-owned
+ * file under the service user): the daemon must refuse to start and say
+ * why, not log ready and answer every write unavailable. As root the
+ * daemon runs as nobody; as another user the file is made read-only.
+ */
+START_TEST(test_e2e_harden_readonly_store_refused)
+{
+    char bin[512], path[300];
+    const char *argv[12];
+    int status, fd, i;
+    long deadline;
+    pid_t pid;
+
+    start(NULL);
+    ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(chmod(d.db, 0644), 0);
+    if (geteuid() != 0)
+        ck_assert_int_eq(chmod(d.db, 0444), 0);
+    else {
+        /* nobody needs the directory (lock, socket, WAL) and the binary. */
+        ck_assert_int_eq(chmod(d.dir, 0777), 0);
+        unlink(d.sock);
+    }
+    unlink(d.log); /* the first run's "ready" */
+    snprintf(bin, sizeof(bin), "%s/daemon/receiptd", TEST_BINARY_DIR);
+    i = 0;
+    argv[i++] = bin;
+    argv[i++] = "--socket";
+    argv[i++] = d.sock;
+    argv[i++] = "--db";
+    argv[i++] = d.db;
+    argv[i] = NULL;
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        fd = open(d.log, O_WRONLY | O_CREAT | O_APPEND, 0666);
+        if (fd >= 0) {
+            dup2(fd, STDERR_FILENO);
+            close(fd);
+        }
+        if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
+                               setuid(65534) != 0))
+            _exit(126);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    deadline = now_ms() + 10000;
+    while (now_ms() < deadline) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            break;
+        usleep(10000);
+    }
+    if (now_ms() >= deadline) {
+        fd = e2e_connect(&d);
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ck_abort_msg("receiptd kept running on a store it cannot write "
+                     "(socket %s)",
+                     fd >= 0 ? "accepting" : "not accepting");
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        skip_now("nobody cannot execute %s", bin);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+                  "receiptd exited 0 on a store it cannot write");
+    ck_assert_msg(log_has(d.log, "not writable"),
+                  "receiptd did not say the store is not writable");
+    ck_assert_msg(!log_has(d.log, " ready:"), "receiptd logged ready");
+    snprintf(path, sizeof(path), "%s", d.db);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+}
+END_TEST
+
+/* ---- item 5: a clean stop leaves the data in the main file ---- */
+
+/*
+ * After a query (which opens the read-only connections), SIGTERM must
+ * checkpoint the WAL into the main file: a backup that copies the .db
+ * alone holds every receipt.
+ */
+START_TEST(test_e2e_harden_clean_stop_checkpoints_into_main_file)
+{
+    char wal[300], copy[300];
+    struct e2e_reply rep;
+    struct stat st;
+    int fd, status, i;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "backup"), 0);
+    for (i = 1; i <= 50; i++)
+        ck_assert_int_eq(send_receipt(fd, (uint64_t)i, (uint64_t)i), 0);
+    query(fd, 100, "stats", &rep);
+    e2e_reply_free(&rep);
+    close(fd);
+    ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    snprintf(wal, sizeof(wal), "%s-wal", d.db);
+    ck_assert_msg(stat(wal, &st) != 0 || st.st_size == 0,
+                  "the WAL still holds %lld bytes after a clean stop",
+                  (long long)st.st_size);
+    snprintf(copy, sizeof(copy), "%s/copy.db", d.dir);
+    copy_file(d.db, copy);
+    ck_assert_int_eq(count_receipts(copy), 50);
+    ck_assert_msg(!log_has(d.log, "final checkpoint did not complete"),
+                  "the final checkpoint was reported incomplete");
+}
+END_TEST
+
+/* ---- item 6: a deleted or replaced database is not acknowledged ---- */
+
+/*
+ * With the file removed (variant 0) or replaced by another file (variant
+ * 1) under the running daemon, no later write may be answered ok: they are
+ * answered unavailable and the log says why.
+ */
+START_TEST(test_e2e_harden_deleted_store_answers_unavailable)
+{
+    char path[300], other[300];
+    uint64_t id = 1, seq = 1;
+    int fd, i, ok = 0, unavailable = 0, code;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "victim"), 0);
+    for (i = 0; i < 10; i++)
+        ck_assert_int_eq(send_receipt(fd, id++, seq++), 0);
+    if (_i == 0) {
+        ck_assert_int_eq(unlink(d.db), 0);
+        snprintf(path, sizeof(path), "%s-wal", d.db);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s-shm", d.db);
+        unlink(path);
+    } else {
+        snprintf(other, sizeof(other), "%s/other.db", d.dir);
+        copy_file(d.db, other);
+        ck_assert_int_eq(rename(other, d.db), 0);
+    }
+    for (i = 0; i < 100; i++) {
+        code = send_receipt(fd, id++, seq++);
+        ok += code == 0;
+        unavailable += code == PROTO_EUNAVAILABLE;
+    }
+    close(fd);
+    ck_assert_msg(ok == 0,
+                  "%d of 100 writes acknowledged after the store "
+                  "was %s",
+                  ok, _i == 0 ? "deleted" : "replaced");
+    ck_assert_int_eq(unavailable, 100);
+    ck_assert_msg(log_has(d.log, "was deleted or replaced"),
+                  "the log does not say the database is gone");
+}
+END_TEST
+
+static Suite *
+harden_suite(void)
+{
+    Suite *s = suite_create("e2e_harden");
+    const struct {
+        const char *name;
+        const TTest *fn;
+        int loops;
+    } tests[] = {
+        { "one_daemon", test_e2e_harden_second_daemon_on_one_store_refused, 1 },
+        { "readonly", test_e2e_harden_readonly_store_refused, 1 },
+        { "clean_stop", test_e2e_harden_clean_stop_checkpoints_into_main_file,
+          1 },
+        { "deleted_db", test_e2e_harden_deleted_store_answers_unavailable, 2 },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        TCase *tc = tcase_create(tests[i].name);
+
+        tcase_set_timeout(tc, 60);
+        tcase_add_checked_fixture(tc, NULL, teardown);
+        tcase_add_loop_test(tc, tests[i].fn, 0, tests[i].loops);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(harden_suite());
+    int status;
+
+    srunner_run_all(sr, CK_NORMAL);
+    status = skip_status(sr);
+    srunner_free(sr);
+    return status;
+}
