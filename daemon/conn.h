@@ -28,6 +28,11 @@
 #define CONN_MAX_PENDING 4096
 #define CONN_MAX_QUERIES 4
 
+/* The largest frame a TCP peer may send before hello authenticates it: a
+ * hello with the longest token and source fits, and nothing larger is
+ * read (or decoded) for a peer nobody knows yet. */
+#define CONN_PREAUTH_FRAME_MAX 4096
+
 enum conn_kind { CONN_UNIX, CONN_TCP };
 
 struct conn_slot {
@@ -58,6 +63,8 @@ struct conn {
      * then: only hello is answered, within hello_timeout_ms). */
     int level;
     uint64_t accepted_ms; /* uv_now() at accept */
+    int unauth;           /* counted in srv->n_unauth (TCP, no token yet) */
+    int spoke;            /* a whole frame has arrived */
 
     int reading;      /* uv_read_start is in effect */
     int full;         /* unsent replies passed max_unsent_bytes */
@@ -93,6 +100,12 @@ struct conn *conn_new(struct server *srv, int kind);
 
 /* Starts reading and the idle timer; registers with the server. */
 void conn_start(struct conn *c);
+
+/*
+ * A TCP peer's token was valid: it gets level, leaves the budget of
+ * unauthenticated connections, and may send frames up to max_frame.
+ */
+void conn_authenticated(struct conn *c, int level);
 
 /* Closes at once (replies not yet written are dropped). Idempotent. */
 void conn_close(struct conn *c);
@@ -130,6 +143,16 @@ struct conn_slot *conn_slot_new(struct conn *c);
  * when its last slot completes.
  */
 void conn_slot_complete(struct conn_slot *s, char *reply, size_t len);
+
+/*
+ * conn_slot_complete() delay_ms from now (at once for 0): the reply waits
+ * in a timer of its own, and the connection, which cannot be freed while
+ * the slot is open, waits with it. For a refused hello, so that guessing
+ * tokens costs the guesser time. reply is taken. Returns 0, or -1 when no
+ * timer could be made (the slot is then completed at once).
+ */
+int conn_slot_complete_after(struct conn_slot *s, char *reply, size_t len,
+                             uint64_t delay_ms);
 
 /* Writes what the corked connections of srv have ready (see above). */
 void conn_flush_corked(struct server *srv);

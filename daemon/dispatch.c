@@ -463,15 +463,27 @@ do_hello(const struct request *rq)
          * leisure on one connection. */
         if (tok.ptr == NULL || access_check_token(rq->srv->access, tok.ptr,
                                                   tok.len, NULL, &err) != 0) {
+            struct sockaddr_storage ss;
+            int sslen = sizeof(ss);
+            uint64_t delay;
+
             if (tok.ptr == NULL)
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
                               "a TCP connection needs a token in hello");
             free(frame);
-            answer_error(slot, env->has_id, env->id, &err);
+            /* Counted, logged, and held longer at each failure in a row
+             * from one address (the connection waits with it). */
+            delay = server_auth_failed(
+                rq->srv, uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss,
+                                            &sslen) == 0
+                             ? (struct sockaddr *)&ss
+                             : NULL);
+            reply = reply_error(env->has_id, env->id, &err, &rlen);
             conn_close_after_replies(c);
+            conn_slot_complete_after(slot, reply, rlen, delay);
             return;
         }
-        c->level = ACCESS_WRITE;
+        conn_authenticated(c, ACCESS_WRITE);
     }
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';

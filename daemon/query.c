@@ -396,7 +396,7 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 34) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 36) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -404,6 +404,9 @@ run_stats(struct qreq *q, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "connections_refused", sn->n.connections_refused) != 0 ||
         kv_uint(pk, "frames", sn->n.frames) != 0 ||
         kv_uint(pk, "framing_errors", sn->n.framing_errors) != 0 ||
+        kv_uint(pk, "auth_failures", sn->n.auth_failures) != 0 ||
+        kv_uint(pk, "unauthenticated_refused", sn->n.unauthenticated_refused) !=
+            0 ||
         kv_uint(pk, "accepted", sn->n.accepted) != 0 ||
         kv_uint(pk, "rejected", sn->n.rejected) != 0 ||
         kv_uint(pk, "duplicates", sn->n.duplicates) != 0 ||

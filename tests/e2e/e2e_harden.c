@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,6 +369,269 @@ START_TEST(test_e2e_harden_deleted_store_answers_unavailable)
 }
 END_TEST
 
+/* ---- TCP: items 1, 3 and 4 ---- */
+
+#define TOKEN "s3cret-token"
+
+static int
+free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Starts the daemon with TCP on a free port, TOKEN's hash (from the
+ * binary itself) as its one token, and the extra flags. */
+static int
+start_tcp(const char *limits, const char *const *more)
+{
+    char cmd[600], hash[80], conf[300], text[600], tcp[64];
+    const char *extra[16] = { "--config", conf, "--tcp", tcp };
+    int port = free_port(), i, n = 4;
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd),
+             "printf '%%s\\n' '%s' | %s/daemon/receiptd --hash-token", TOKEN,
+             TEST_BINARY_DIR);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(hash, sizeof(hash), p));
+    ck_assert_int_eq(pclose(p), 0);
+    hash[strcspn(hash, "\n")] = '\0';
+    snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", port);
+    snprintf(conf, sizeof(conf), "%s/e2e_harden_%ld.conf", TEST_BINARY_DIR,
+             (long)getpid());
+    snprintf(text, sizeof(text),
+             "limits: { %s };\n"
+             "access: { tokens = ( { name = \"n\"; sha256 = \"%s\"; } ); };\n",
+             limits != NULL ? limits : "", hash);
+    ck_assert_int_eq(e2e_write_file(conf, text), 0);
+    for (i = 0; more != NULL && more[i] != NULL && n < 15; i++)
+        extra[n++] = more[i];
+    extra[n] = NULL;
+    start(extra);
+    unlink(conf);
+    return port;
+}
+
+/* Sends hello with token (NULL: none); returns the reply's code (0 ok), or
+ * -1 when there was no reply. */
+static int
+tcp_hello(int fd, const char *token, long *ms)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    long t0 = now_ms();
+    int code;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, token != NULL ? 3 : 2);
+    envelope_pack_cstr(&pk, "protocol");
+    msgpack_pack_uint64(&pk, 1);
+    envelope_pack_cstr(&pk, "source");
+    envelope_pack_cstr(&pk, "tcp-producer");
+    if (token != NULL) {
+        envelope_pack_cstr(&pk, "token");
+        envelope_pack_cstr(&pk, token);
+    }
+    code = e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    if (code != 0 || e2e_recv(fd, T, &rep) != 0)
+        return -1;
+    if (ms != NULL)
+        *ms = now_ms() - t0;
+    code = rep.r.ok ? 0 : rep.r.err.code;
+    e2e_reply_free(&rep);
+    return code;
+}
+
+/* A receipt that may not be answered: its code, or -1 with no reply. */
+static int
+try_receipt(int fd, uint64_t id)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    size_t len;
+    char *body = e2e_receipt_bytes(&r, &len);
+    int code = -1;
+
+    ck_assert_ptr_nonnull(body);
+    if (e2e_request(fd, PROTO_OP_RECEIPT, id, 0, 0, body, len) == 0 &&
+        e2e_recv(fd, 2000, &rep) == 0) {
+        code = rep.r.ok ? 0 : rep.r.err.code;
+        e2e_reply_free(&rep);
+    }
+    free(body);
+    return code;
+}
+
+#define SILENT_PEERS 150
+
+/*
+ * Item 1: TCP peers that never send a byte, more than max_connections of
+ * them, must not keep honest producers out: 20 local producers and one
+ * authenticated TCP producer all get their receipts stored.
+ */
+START_TEST(test_e2e_harden_unauthenticated_peers_do_not_fill_the_cap)
+{
+    const char *more[] = { "--max-connections", "100", NULL };
+    int silent[SILENT_PEERS], honest[20], port, authed, i, ok = 0, n = 0;
+
+    port = start_tcp(NULL, more);
+    authed = e2e_connect_tcp(port);
+    ck_assert_int_ge(authed, 0);
+    ck_assert_int_eq(tcp_hello(authed, TOKEN, NULL), 0);
+    for (i = 0; i < SILENT_PEERS; i++) {
+        silent[i] = e2e_connect_tcp(port);
+        n += silent[i] >= 0;
+    }
+    ck_assert_int_eq(n, SILENT_PEERS);
+    usleep(300 * 1000); /* every one accepted (or refused) */
+    for (i = 0; i < 20; i++) {
+        honest[i] = e2e_connect(&d);
+        ck_assert_int_ge(honest[i], 0);
+    }
+    for (i = 0; i < 20; i++) {
+        ok += e2e_hello(honest[i], "honest") == 0 &&
+              try_receipt(honest[i], 2) == 0;
+        close(honest[i]);
+    }
+    ck_assert_msg(ok == 20,
+                  "%d of 20 local producers got in past %d silent TCP peers",
+                  ok, SILENT_PEERS);
+    ck_assert_int_eq(try_receipt(authed, 3), 0);
+    close(authed);
+    for (i = 0; i < SILENT_PEERS; i++)
+        close(silent[i]);
+}
+END_TEST
+
+/*
+ * Item 3: before hello authenticates it, a TCP peer may send only a small
+ * frame (variant 0: a 1 MiB frame is refused as soon as its length is
+ * read); a Unix peer that sends no request is closed after hello_timeout,
+ * not after the idle timeout (variant 1).
+ */
+START_TEST(test_e2e_harden_no_work_before_authentication)
+{
+    const char *more[] = { "--hello-timeout-ms", "1000", NULL };
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    char nils[1000];
+    struct e2e_reply rep;
+    long t0;
+    int port, fd;
+
+    port = start_tcp(NULL, more);
+    if (_i == 0) {
+        fd = e2e_connect_tcp(port);
+        ck_assert_int_ge(fd, 0);
+        frame_put_header(hdr, 1u << 20);
+        memset(nils, 0xc0, sizeof(nils));
+        nils[0] = (char)0xdd; /* array 32 of what follows */
+        ck_assert_int_eq(e2e_send_all(fd, hdr, sizeof(hdr)), 0);
+        ck_assert_int_eq(e2e_send_all(fd, nils, sizeof(nils)), 0);
+        ck_assert_msg(e2e_recv(fd, 500, &rep) == 0,
+                      "no reply to a 1 MiB frame before hello");
+        ck_assert(!rep.r.ok);
+        ck_assert_int_eq(rep.r.err.code, PROTO_ETOO_LARGE);
+        e2e_reply_free(&rep);
+        ck_assert(e2e_wait_closed(fd, 1000));
+        close(fd);
+        /* Authenticated, the same frame size is the daemon's max_frame
+         * again: a 64 KiB batch goes through. */
+        fd = e2e_connect_tcp(port);
+        ck_assert_int_eq(tcp_hello(fd, TOKEN, NULL), 0);
+        {
+            msgpack_sbuffer sb;
+            msgpack_packer pk;
+            struct e2e_receipt r = { .schema = 3 };
+            int i;
+
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            msgpack_pack_array(&pk, 100);
+            for (i = 0; i < 100; i++)
+                ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+            ck_assert_uint_gt(sb.size, 8192);
+            ck_assert_int_eq(
+                e2e_request(fd, PROTO_OP_RECEIPTS, 2, 0, 0, sb.data, sb.size),
+                0);
+            msgpack_sbuffer_destroy(&sb);
+            ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+            ck_assert(rep.r.ok);
+            e2e_reply_free(&rep);
+        }
+        close(fd);
+    } else {
+        fd = e2e_connect(&d);
+        ck_assert_int_ge(fd, 0);
+        t0 = now_ms();
+        ck_assert_msg(e2e_wait_closed(fd, 5000),
+                      "a silent Unix peer was still open after 5 s");
+        ck_assert_int_ge(now_ms() - t0, 800);
+        close(fd);
+        /* One that sent a request (a ping, no hello) keeps the idle
+         * timeout. */
+        fd = e2e_connect(&d);
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, 1, 0, 0, NULL, 0), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        e2e_reply_free(&rep);
+        ck_assert_msg(!e2e_wait_closed(fd, 2000),
+                      "a Unix peer that sent a request was closed within 2 s");
+        close(fd);
+    }
+}
+END_TEST
+
+/*
+ * Item 4: wrong tokens are counted in stats, logged (rate-limited: one
+ * line for a burst) and, from one address, answered later each time; the
+ * right token from that address is answered at once.
+ */
+START_TEST(test_e2e_harden_failed_authentication_counted_logged_slowed)
+{
+    long ms = 0, total = 0, last = 0;
+    size_t len;
+    char *text, *p;
+    int port, fd, i, lines = 0;
+
+    port = start_tcp(NULL, NULL);
+    for (i = 0; i < 8; i++) {
+        fd = e2e_connect_tcp(port);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(tcp_hello(fd, "wrong", &ms), PROTO_EUNAUTHORIZED);
+        total += ms;
+        last = ms;
+        close(fd);
+    }
+    ck_assert_msg(total >= 1000 && last >= 500,
+                  "8 wrong tokens took %ld ms, the last %ld ms", total, last);
+    fd = e2e_connect_tcp(port);
+    ck_assert_int_eq(tcp_hello(fd, TOKEN, &ms), 0);
+    ck_assert_msg(ms < 300, "the right token waited %ld ms", ms);
+    ck_assert_uint_eq(e2e_stat(fd, 9, "auth_failures"), 8);
+    close(fd);
+    text = e2e_read_file(d.log, &len);
+    ck_assert_ptr_nonnull(text);
+    for (p = text; (p = strstr(p, "authentication failed")) != NULL; p++)
+        lines++;
+    free(text);
+    ck_assert_msg(lines == 1, "%d log lines for 8 failures in a burst", lines);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -382,6 +646,11 @@ harden_suite(void)
         { "clean_stop", test_e2e_harden_clean_stop_checkpoints_into_main_file,
           1 },
         { "deleted_db", test_e2e_harden_deleted_store_answers_unavailable, 2 },
+        { "unauth_cap",
+          test_e2e_harden_unauthenticated_peers_do_not_fill_the_cap, 1 },
+        { "preauth", test_e2e_harden_no_work_before_authentication, 2 },
+        { "auth_fail",
+          test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
     };
     size_t i;
 
