@@ -508,6 +508,9 @@ START_TEST(test_e2e_harden_unauthenticated_peers_do_not_fill_the_cap)
               try_receipt(honest[i], 2) == 0;
         close(honest[i]);
     }
+    printf("unauth_cap: %d of 20 local producers stored a receipt past %d "
+           "silent TCP peers (max_connections 100)\n",
+           ok, SILENT_PEERS);
     ck_assert_msg(ok == 20,
                   "%d of 20 local producers got in past %d silent TCP peers",
                   ok, SILENT_PEERS);
@@ -580,6 +583,9 @@ START_TEST(test_e2e_harden_no_work_before_authentication)
         t0 = now_ms();
         ck_assert_msg(e2e_wait_closed(fd, 5000),
                       "a silent Unix peer was still open after 5 s");
+        printf("preauth: a silent Unix peer was closed after %ld ms "
+               "(hello_timeout 1000 ms)\n",
+               now_ms() - t0);
         ck_assert_int_ge(now_ms() - t0, 800);
         close(fd);
         /* One that sent a request (a ping, no hello) keeps the idle
@@ -616,6 +622,9 @@ START_TEST(test_e2e_harden_failed_authentication_counted_logged_slowed)
         last = ms;
         close(fd);
     }
+    printf("auth_fail: 8 wrong tokens from one address took %ld ms, the "
+           "last %ld ms\n",
+           total, last);
     ck_assert_msg(total >= 1000 && last >= 500,
                   "8 wrong tokens took %ld ms, the last %ld ms", total, last);
     fd = e2e_connect_tcp(port);
