@@ -24,6 +24,23 @@
  * merge (wait_for_work). */
 #define WRITER_MERGE_IDLE_NS 20000000u
 
+/*
+ * Retention against a wall clock that jumps (writer thread only): the
+ * cutoff of the last prune batch and the monotonic time it was computed
+ * at. A cutoff may advance only as far as monotonic time did since; a
+ * clock that stays ahead for PRUNE_TRUST_MS is believed (an RTC that was
+ * wrong at boot, then corrected by NTP).
+ */
+#define PRUNE_SLACK_MS 2000u
+#define PRUNE_TRUST_MS (10u * 60u * 1000u)
+
+struct prune_clock {
+    int set;
+    int64_t cutoff;
+    uint64_t mono_ms;
+    uint64_t ahead_since_ms; /* monotonic; 0 = the clock is not ahead */
+};
+
 struct writer {
     uv_loop_t *loop;
     uv_async_t async;
@@ -49,8 +66,9 @@ struct writer {
     _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
     _Atomic int failing;
-    _Atomic int file_gone; /* logged that the database file went away */
-    int merge_failing;     /* writer thread only */
+    _Atomic int file_gone;     /* logged that the database file went away */
+    int merge_failing;         /* writer thread only */
+    struct prune_clock pclock; /* writer thread only */
     char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
 };
 
@@ -235,6 +253,61 @@ failed:
     fail_group(head, &err);
 }
 
+/*
+ * Bounds the wall clock's cutoff (issue 17): never past the newest stored
+ * receipt minus the age, and never further from the last batch's cutoff
+ * than the monotonic time elapsed since (plus a little slack), so a clock
+ * step forward (a bad RTC, then NTP) prunes nothing early. A jump is
+ * logged when it begins and when it is believed. Returns 0 (with *cutoff
+ * bounded; INT64_MIN when nothing is stored) or the store's error.
+ */
+static int
+prune_cutoff(struct writer *w, uint64_t age_ms, int64_t *cutoff,
+             struct proto_err *err)
+{
+    struct prune_clock *pc = &w->pclock;
+    uint64_t mono = now_us() / 1000u;
+    int64_t newest, limit;
+    int rc;
+
+    if ((rc = store_prune_newest(w->store, &newest, err)) != 0)
+        return rc;
+    if (newest == INT64_MIN) {
+        *cutoff = INT64_MIN; /* nothing stored: nothing to prune */
+        return 0;
+    }
+    if (newest - (int64_t)age_ms < *cutoff)
+        *cutoff = newest - (int64_t)age_ms;
+    if (pc->set) {
+        limit = pc->cutoff + (int64_t)(mono - pc->mono_ms) + PRUNE_SLACK_MS;
+        if (*cutoff > limit) {
+            if (pc->ahead_since_ms == 0) {
+                pc->ahead_since_ms = mono;
+                log_warnx("writer: retention: the wall clock moved %lld s "
+                          "further than the %llu s that passed; pruning "
+                          "follows the elapsed time (the clock is believed "
+                          "if it stays so for %u minutes)",
+                          (long long)((*cutoff - limit) / 1000),
+                          (unsigned long long)((mono - pc->mono_ms) / 1000),
+                          PRUNE_TRUST_MS / 60000u);
+            }
+            if (mono - pc->ahead_since_ms < PRUNE_TRUST_MS)
+                *cutoff = limit - PRUNE_SLACK_MS;
+            else {
+                log_warnx("writer: retention: the wall clock stayed ahead "
+                          "for %u minutes; believing it",
+                          PRUNE_TRUST_MS / 60000u);
+                pc->ahead_since_ms = 0;
+            }
+        } else
+            pc->ahead_since_ms = 0;
+    }
+    pc->set = 1;
+    pc->cutoff = *cutoff;
+    pc->mono_ms = mono;
+    return 0;
+}
+
 /* One prune batch, in its own transaction; called without mu, with an
  * empty queue. Returns whether more receipts may be due. */
 static int
@@ -250,6 +323,13 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
     cutoff = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)age_ms;
 
     proto_err_clear(&err);
+    if (prune_cutoff(w, age_ms, &cutoff, &err) != 0) {
+        atomic_fetch_add(&w->prune_failures, 1);
+        log_warnx("writer: pruning old receipts failed: %s", err.message);
+        return 0;
+    }
+    if (cutoff == INT64_MIN)
+        return 0;
     if (store_prune(w->store, cutoff, batch, &r, &err) != 0) {
         atomic_fetch_add(&w->prune_failures, 1);
         log_warnx("writer: pruning old receipts failed: %s", err.message);

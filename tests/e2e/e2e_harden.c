@@ -641,6 +641,75 @@ START_TEST(test_e2e_harden_failed_authentication_counted_logged_slowed)
 }
 END_TEST
 
+/* ---- item 8: retention and the wall clock ---- */
+
+/*
+ * With retention on (an hour), the daemon's wall clock steps 2 days ahead
+ * for 3 s (lib/clockstep_preload.c) while receipts keep arriving: nothing
+ * under a minute old may be pruned, and the jump is logged.
+ */
+START_TEST(test_e2e_harden_retention_ignores_a_clock_step)
+{
+    const char *flags[] = { "--retention-age-s", "3600", "--prune-idle-ms",
+                            "50", NULL };
+    char lib[512], clockf[300];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    uint64_t pruned, accepted;
+    int fd, i;
+
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libclockstep_preload.so",
+             TEST_BINARY_DIR);
+    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
+    snprintf(clockf, sizeof(clockf), "%s/e2e_harden_clock_%ld", TEST_BINARY_DIR,
+             (long)getpid());
+    unlink(clockf);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    setenv("RECEIPTD_CLOCK_FILE", clockf, 1);
+    start(flags);
+    unsetenv("LD_PRELOAD");
+
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "clock"), 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1000);
+    for (i = 0; i < 1000; i++)
+        ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPTS, 1, 1, 1, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    usleep(300 * 1000); /* a few quiet moments at the right time */
+
+    ck_assert_int_eq(e2e_write_file(clockf, "172800000\n"), 0);
+    for (i = 0; i < 30; i++) {
+        ck_assert_int_eq(
+            send_receipt(fd, (uint64_t)(10 + i), (uint64_t)(10 + i)), 0);
+        usleep(100 * 1000);
+    }
+    ck_assert_int_eq(e2e_write_file(clockf, "0\n"), 0);
+    usleep(500 * 1000);
+    unlink(clockf);
+    pruned = e2e_stat(fd, 100, "pruned");
+    accepted = e2e_stat(fd, 101, "accepted");
+    close(fd);
+    printf("retention: a +2 d clock step for 3 s pruned %llu of %llu "
+           "receipts under a minute old\n",
+           (unsigned long long)pruned, (unsigned long long)accepted);
+    ck_assert_uint_eq(accepted, 1030);
+    ck_assert_uint_eq(pruned, 0);
+    ck_assert_msg(log_has(d.log, "wall clock moved"),
+                  "the clock jump was not logged");
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -658,6 +727,7 @@ harden_suite(void)
         { "unauth_cap",
           test_e2e_harden_unauthenticated_peers_do_not_fill_the_cap, 1 },
         { "preauth", test_e2e_harden_no_work_before_authentication, 2 },
+        { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
     };
