@@ -44,6 +44,14 @@ struct wreq {
 };
 
 static void arm_timer(struct conn *c);
+
+/* Reply bytes leave the connection's and the server's account. */
+static void
+unsent_sub(struct conn *c, uint64_t n)
+{
+    c->unsent -= n;
+    c->srv->unsent_bytes -= n;
+}
 static void stash_free(struct conn *c);
 static void maybe_finish(struct conn *c);
 
@@ -56,6 +64,9 @@ maybe_free(struct conn *c)
         /* A corked connection has a slot waiting, and the flush at the
          * end of the delivery unlists it before any close callback. */
         assert(!c->corked);
+        /* Replies completed but never written (dropped at close) leave
+         * the server's account with the connection. */
+        srv->unsent_bytes -= c->unsent;
         stash_free(c);
         server_conn_freed(srv, c);
         free(c);
@@ -552,7 +563,7 @@ write_cb(uv_write_t *req, int status)
 
     for (i = 0; i < wr->n; i++)
         free(wr->bufs[i].base);
-    c->unsent -= wr->bytes;
+    unsent_sub(c, wr->bytes);
     c->n_writes--;
     c->wrote_ms = uv_now(c->srv->loop);
     free(wr);
@@ -599,7 +610,7 @@ flush(struct conn *c)
                 unsigned i;
                 for (i = 0; i < wr->n; i++)
                     free(wr->bufs[i].base);
-                c->unsent -= wr->bytes;
+                unsent_sub(c, wr->bytes);
                 free(wr);
                 conn_close(c);
                 return;
@@ -666,6 +677,7 @@ conn_slot_complete(struct conn_slot *s, char *reply, size_t len)
     s->reply = reply;
     s->len = reply != NULL ? len : 0;
     c->unsent += s->len;
+    c->srv->unsent_bytes += s->len;
     if (s == c->head) {
         if (c->srv->corked) {
             if (!c->corked) {

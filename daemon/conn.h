@@ -24,9 +24,13 @@
 /* Requests of one connection that may wait for their replies at once: a
  * client pipelining beyond this stops being read until half are answered,
  * so neither slots nor queued queries grow without bound. Queries are
- * capped lower because one reply may hold up to 10,000 rows. */
+ * capped lower because one reply may hold up to 10,000 rows (several MB):
+ * one at a time, so that what a connection owes (its unsent replies, the
+ * account of max_unsent_bytes) is never more than that and the one reply
+ * being computed (issue 17: four in flight let a reader that never reads
+ * hold 24-45 MB whatever max_unsent was). */
 #define CONN_MAX_PENDING 4096
-#define CONN_MAX_QUERIES 4
+#define CONN_MAX_QUERIES 1
 
 /* The largest frame a TCP peer may send before hello authenticates it: a
  * hello with the longest token and source fits, and nothing larger is

@@ -689,6 +689,18 @@ queue(struct qreq *q, struct server *srv, struct proto_err *err)
 {
     const char *what = q->kind != NULL ? "query" : "request";
 
+    /* Replies waiting for readers that do not read, over every
+     * connection, are bounded by max_pending_bytes: past it no new reply
+     * is computed (each connection's own share is bounded by
+     * max_unsent_bytes and one query at a time, conn.h). */
+    if (srv->unsent_bytes > srv->cfg->max_pending_bytes) {
+        qreq_free(q);
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "replies not yet read by their peers hold %llu "
+                             "MiB, over max_pending; try the %s later",
+                             (unsigned long long)(srv->unsent_bytes >> 20),
+                             what);
+    }
     q->deadline_ms = q->qp->timeout_ms ? store_now_ms() + q->qp->timeout_ms : 0;
     q->work.data = q;
     if (uv_queue_work(srv->loop, &q->work, work_cb, after_cb) != 0) {

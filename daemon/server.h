@@ -67,6 +67,9 @@ struct server {
     size_t n_unauth;    /* open TCP connections not yet authenticated */
 
     uint64_t pending_bytes; /* bytes held by jobs not yet delivered back */
+    uint64_t unsent_bytes;  /* replies of every connection not yet written
+                               out (conn.c); past max_pending_bytes new
+                               queries are refused (query.c) */
     /* While the writer's jobs are delivered, replies wait in their
      * connections (listed here) and leave when the batch ends. */
     int corked;

@@ -710,6 +710,96 @@ START_TEST(test_e2e_harden_retention_ignores_a_clock_step)
 }
 END_TEST
 
+/* ---- item 2: reply memory ---- */
+
+#ifdef __SANITIZE_ADDRESS__
+#define REPLY_RSS_LIMIT_KB (640 * 1024)
+#else
+#define REPLY_RSS_LIMIT_KB (200 * 1024)
+#endif
+#define HEAVY_READERS 10
+#define HEAVY_QUERIES 16
+
+/*
+ * Readers that pipeline heavy `receipts` queries (10,000 rows, several MB
+ * each) and never read: with max_unsent 64 KiB the daemon's memory must
+ * stay bounded (one connection owes at most its max_unsent and one reply;
+ * all of them together max_pending), while a producer keeps writing.
+ */
+START_TEST(test_e2e_harden_reply_memory_bounded)
+{
+    const char *flags[] = { "--max-unsent-bytes", "64KiB", NULL };
+    msgpack_sbuffer sb, qb;
+    msgpack_packer pk;
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    int fd, readers[HEAVY_READERS], i, j, rcv = 4096;
+    long rss, peak = 0, base, t0;
+
+    start(flags);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "heavy"), 0);
+    msgpack_sbuffer_init(&sb);
+    for (i = 0; i < 10; i++) {
+        sb.size = 0;
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 1000);
+        for (j = 0; j < 1000; j++)
+            ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPTS, (uint64_t)i + 1, 0,
+                                     0, sb.data, sb.size),
+                         0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(rep.r.ok);
+        e2e_reply_free(&rep);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    base = e2e_proc_kb(d.pid, "VmRSS:");
+
+    msgpack_sbuffer_init(&qb);
+    msgpack_packer_init(&pk, &qb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "receipts");
+    envelope_pack_cstr(&pk, "limit");
+    msgpack_pack_uint64(&pk, 10000);
+    for (i = 0; i < HEAVY_READERS; i++) {
+        readers[i] = e2e_connect(&d);
+        ck_assert_int_ge(readers[i], 0);
+        setsockopt(readers[i], SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+        for (j = 0; j < HEAVY_QUERIES; j++)
+            ck_assert_int_eq(e2e_request(readers[i], PROTO_OP_QUERY,
+                                         (uint64_t)j + 1, 0, 0, qb.data,
+                                         qb.size),
+                             0);
+    }
+    msgpack_sbuffer_destroy(&qb);
+    /* Whatever the daemon will compute for them is computed within a few
+     * seconds; the peak is what they hold. A producer still writes. */
+    t0 = now_ms();
+    i = 100;
+    while (now_ms() - t0 < 6000) {
+        rss = e2e_proc_kb(d.pid, "VmRSS:");
+        if (rss > peak)
+            peak = rss;
+        ck_assert_int_eq(send_receipt(fd, (uint64_t)i, (uint64_t)i), 0);
+        i++;
+        usleep(200 * 1000);
+    }
+    printf("reply_memory: %d readers x %d pipelined 10,000-row queries, "
+           "never read, max_unsent 64 KiB: peak RSS %ld MiB (%ld MiB "
+           "before they came)\n",
+           HEAVY_READERS, HEAVY_QUERIES, peak / 1024, base / 1024);
+    for (i = 0; i < HEAVY_READERS; i++)
+        close(readers[i]);
+    close(fd);
+    ck_assert_msg(peak < REPLY_RSS_LIMIT_KB,
+                  "the daemon reached %ld MiB for readers that never read",
+                  peak / 1024);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -727,6 +817,7 @@ harden_suite(void)
         { "unauth_cap",
           test_e2e_harden_unauthenticated_peers_do_not_fill_the_cap, 1 },
         { "preauth", test_e2e_harden_no_work_before_authentication, 2 },
+        { "reply_memory", test_e2e_harden_reply_memory_bounded, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
