@@ -800,6 +800,112 @@ START_TEST(test_e2e_harden_reply_memory_bounded)
 }
 END_TEST
 
+/* ---- item 12: quarantine amplification ---- */
+
+/*
+ * One `receipts` frame of 10,000 nil items (10 KB) must make one
+ * quarantine row, not 10,000, and a reply of the same order as the
+ * request; the row holds the rejected items as one array (replayable as a
+ * batch), the reply names the first 100 and counts them all.
+ */
+START_TEST(test_e2e_harden_quarantine_one_row_per_batch)
+{
+    char *nils;
+    size_t nlen = 3 + 10000;
+    msgpack_sbuffer sb, qb;
+    msgpack_packer pk;
+    struct e2e_receipt r = { .schema = 3 };
+    struct e2e_reply rep;
+    const msgpack_object *rej, *rows, *raw;
+    msgpack_unpacked up;
+    uint64_t qid;
+    size_t replylen;
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "nils"), 0);
+    nils = malloc(nlen);
+    ck_assert_ptr_nonnull(nils);
+    nils[0] = (char)0xdc; /* array 16 of 10,000 */
+    nils[1] = (char)(10000 >> 8);
+    nils[2] = (char)(10000 & 0xff);
+    memset(nils + 3, 0xc0, 10000);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPTS, 1, 0, 0, nils, nlen),
+                     0);
+    free(nils);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    replylen = rep.len;
+    rej = e2e_get(rep.r.result, "rejected");
+    ck_assert_ptr_nonnull(rej);
+    ck_assert_uint_eq(rej->via.array.size, 100);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "rejected_count"), 10000);
+    e2e_reply_free(&rep);
+    printf("quarantine: 10,000 nil items (10 KB) made %llu quarantine row(s) "
+           "and a reply of %zu bytes\n",
+           (unsigned long long)e2e_stat(fd, 2, "quarantine_rows"), replylen);
+    ck_assert_uint_eq(e2e_stat(fd, 3, "quarantine_rows"), 1);
+    ck_assert_uint_lt(replylen, 20000);
+
+    /* Two bad items among good ones: one row, holding both as an array. */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 4);
+    ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    msgpack_pack_nil(&pk);
+    ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    msgpack_pack_uint64(&pk, 5);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPTS, 4, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "accepted"), 2);
+    ck_assert_uint_eq(e2e_get(rep.r.result, "rejected")->via.array.size, 2);
+    e2e_reply_free(&rep);
+    ck_assert_uint_eq(e2e_stat(fd, 5, "quarantine_rows"), 2);
+    query(fd, 6, "quarantine", &rep);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->via.array.size, 2);
+    qid = e2e_get_uint(&rows->via.array.ptr[0], "id");
+    ck_assert(e2e_get_str_eq(&rows->via.array.ptr[0], "path", "[1]"));
+    e2e_reply_free(&rep);
+    msgpack_sbuffer_init(&qb);
+    msgpack_packer_init(&pk, &qb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "quarantine");
+    envelope_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, qid);
+    envelope_pack_cstr(&pk, "raw");
+    msgpack_pack_true(&pk);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 7, 0, 0, qb.data, qb.size),
+                     0);
+    msgpack_sbuffer_destroy(&qb);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    raw = e2e_get(&rows->via.array.ptr[0], "raw");
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_int_eq(raw->type, MSGPACK_OBJECT_BIN);
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(
+        msgpack_unpack_next(&up, raw->via.bin.ptr, raw->via.bin.size, NULL),
+        MSGPACK_UNPACK_SUCCESS);
+    ck_assert_int_eq(up.data.type, MSGPACK_OBJECT_ARRAY);
+    ck_assert_uint_eq(up.data.via.array.size, 2);
+    ck_assert_int_eq(up.data.via.array.ptr[0].type, MSGPACK_OBJECT_NIL);
+    ck_assert_uint_eq(up.data.via.array.ptr[1].via.u64, 5);
+    msgpack_unpacked_destroy(&up);
+    e2e_reply_free(&rep);
+    close(fd);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -818,6 +924,7 @@ harden_suite(void)
           test_e2e_harden_unauthenticated_peers_do_not_fill_the_cap, 1 },
         { "preauth", test_e2e_harden_no_work_before_authentication, 2 },
         { "reply_memory", test_e2e_harden_reply_memory_bounded, 1 },
+        { "quarantine", test_e2e_harden_quarantine_one_row_per_batch, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
