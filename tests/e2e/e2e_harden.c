@@ -906,6 +906,92 @@ START_TEST(test_e2e_harden_quarantine_one_row_per_batch)
 }
 END_TEST
 
+/* ---- item 11: unknown keys validated ---- */
+
+/* A valid receipt with one more key, key, whose value is depth arrays
+ * around a string (bad_utf8: the bytes ff fe). Returns the code of the
+ * reply (0 ok) and its path in path. */
+static int
+receipt_with_unknown(int fd, uint64_t id, const char *key, int depth,
+                     int bad_utf8, char *path, size_t cap)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    size_t len;
+    char *body = e2e_receipt_bytes(&r, &len);
+    int i, code;
+
+    ck_assert_ptr_nonnull(body);
+    /* The receipt is a fixmap: one more entry. */
+    ck_assert_uint_eq((unsigned char)body[0] & 0xf0u, 0x80u);
+    ck_assert_uint_lt((unsigned char)body[0] & 0x0fu, 15);
+    body[0]++;
+    msgpack_sbuffer_init(&sb);
+    msgpack_sbuffer_write(&sb, body, len);
+    free(body);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    envelope_pack_cstr(&pk, key);
+    for (i = 0; i < depth; i++)
+        msgpack_pack_array(&pk, 1);
+    if (bad_utf8) {
+        msgpack_pack_str(&pk, 2);
+        msgpack_pack_str_body(&pk, "\xff\xfe", 2);
+    } else
+        envelope_pack_cstr(&pk, "ok");
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPT, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    code = rep.r.ok ? 0 : rep.r.err.code;
+    snprintf(path, cap, "%s", rep.r.ok ? "" : rep.r.err.path);
+    e2e_reply_free(&rep);
+    return code;
+}
+
+/*
+ * Unknown keys are kept and returned by queries, so their values must be
+ * what the readers of a reply accept: invalid UTF-8 is refused naming the
+ * key, and so is a value nested deeper than the reply leaves room for;
+ * the deepest accepted one comes back through receiptctl as JSON.
+ */
+START_TEST(test_e2e_harden_unknown_keys_validated)
+{
+    char path[300], cmd[900], out[256];
+    FILE *p;
+    int fd, rc;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        receipt_with_unknown(fd, 1, "x_bad", 0, 1, path, sizeof(path)),
+        PROTO_EINVALID);
+    ck_assert_str_eq(path, "x_bad");
+    ck_assert_int_eq(
+        receipt_with_unknown(fd, 2, "x_deep", 28, 0, path, sizeof(path)),
+        PROTO_EINVALID);
+    ck_assert_str_eq(path, "x_deep");
+    ck_assert_int_eq(
+        receipt_with_unknown(fd, 3, "x_deep", 27, 0, path, sizeof(path)), 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd),
+             "%s/client/receiptctl --socket '%s' receipts --format json "
+             ">/dev/null 2>&1; echo $?",
+             TEST_BINARY_DIR, d.sock);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(out, sizeof(out), p));
+    pclose(p);
+    rc = atoi(out);
+    ck_assert_msg(rc == 0,
+                  "receiptctl receipts exited %d on the deepest accepted "
+                  "unknown value",
+                  rc);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -925,6 +1011,7 @@ harden_suite(void)
         { "preauth", test_e2e_harden_no_work_before_authentication, 2 },
         { "reply_memory", test_e2e_harden_reply_memory_bounded, 1 },
         { "quarantine", test_e2e_harden_quarantine_one_row_per_batch, 1 },
+        { "unknown_keys", test_e2e_harden_unknown_keys_validated, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
