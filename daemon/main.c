@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -509,6 +510,9 @@ lock_store(const char *db)
     }
     if (!writable)
         return;
+    /* Through the umask of main() the file would be 0640; the pid is for
+     * anyone who wonders why their daemon refused. */
+    (void)fchmod(fd, 0644);
     n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
         log_warn("store %s: cannot write the pid into %s", db, path);
@@ -670,6 +674,10 @@ main(int argc, char **argv)
     raise_fd_limit(cfg);
 
     loop = uv_default_loop();
+    /* The store's files (database, -wal, -shm, the lock) are created
+     * through the umask: 0640 at most whatever the caller's, since a
+     * daemon run by hand lacks the unit's UMask=0077. */
+    umask(umask(0) | 0027);
     lock_store(cfg->db_path);
     memset(&sopts, 0, sizeof(sopts));
     sopts.max_pages = ms.flags.max_pages;

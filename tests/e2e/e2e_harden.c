@@ -992,6 +992,36 @@ START_TEST(test_e2e_harden_unknown_keys_validated)
 }
 END_TEST
 
+/* ---- smaller items ---- */
+
+/* Run by hand with umask 0, the daemon's store files are still not
+ * readable by others nor writable by the group (the lock file, which holds
+ * only a pid, is 0644 on purpose). */
+START_TEST(test_e2e_harden_store_files_private_whatever_the_umask)
+{
+    const char *suffix[] = { "", "-wal", "-shm" };
+    char path[320];
+    struct stat st;
+    mode_t old = umask(0);
+    size_t i;
+    int fd;
+
+    start(NULL);
+    umask(old);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(send_receipt(fd, 1, 1), 0);
+    for (i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+        snprintf(path, sizeof(path), "%s%s", d.db, suffix[i]);
+        if (stat(path, &st) != 0)
+            continue;
+        ck_assert_msg((st.st_mode & 0027) == 0, "%s has mode %04o", path,
+                      (unsigned)(st.st_mode & 07777));
+    }
+    close(fd);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1012,6 +1042,7 @@ harden_suite(void)
         { "reply_memory", test_e2e_harden_reply_memory_bounded, 1 },
         { "quarantine", test_e2e_harden_quarantine_one_row_per_batch, 1 },
         { "unknown_keys", test_e2e_harden_unknown_keys_validated, 1 },
+        { "umask", test_e2e_harden_store_files_private_whatever_the_umask, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
