@@ -21,6 +21,7 @@
 #include "conn.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,8 @@ conn_authenticated(struct conn *c, int level)
 void
 conn_close(struct conn *c)
 {
+    struct conn_slot *s;
+
     if (c->closing)
         return;
     c->closing = 1;
@@ -170,6 +173,8 @@ conn_close(struct conn *c)
     c->reading = 0;
     frame_reader_close(&c->fr);
     free_done_slots(c);
+    for (s = c->head; s != NULL; s = s->next)
+        atomic_store(&s->abandoned, 1);
     if (c->unauth) {
         c->unauth = 0;
         c->srv->n_unauth--;

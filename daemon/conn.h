@@ -43,6 +43,10 @@ struct conn_slot {
     struct conn_slot *next;
     struct conn *c;
     int done;
+    /* Set (loop thread) when the connection closes before the slot is
+     * done; a query thread that sees it skips the work, since nobody will
+     * read the reply. */
+    _Atomic int abandoned;
     char *reply; /* owned once done; NULL for no reply */
     size_t len;
 };

@@ -10,6 +10,7 @@
  */
 #include "query.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -646,6 +647,13 @@ work_cb(uv_work_t *w)
     int rc;
 
     proto_err_clear(&err);
+    /* The peer has gone: its reply would be dropped, so the work (a
+     * query may read 10,000 rows) is not done. */
+    if (atomic_load(&q->slot->abandoned)) {
+        q->reply = NULL;
+        q->len = 0;
+        return;
+    }
     rc = pool_get(q->qp, &s, &err);
     if (rc == 0) {
         if (reply_begin_ok(&r, q->has_id, q->id, 0) != 0)
