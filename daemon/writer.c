@@ -32,7 +32,11 @@
  * wrong at boot, then corrected by NTP).
  */
 #define PRUNE_SLACK_MS 2000u
-#define PRUNE_TRUST_MS (10u * 60u * 1000u)
+/* Under a load that never leaves the writer idle for prune_idle_ms, a
+ * prune batch still runs between commit groups this often, so retention
+ * keeps up (one batch, bounded by prune_batch, delays the next group). */
+#define PRUNE_MAX_DELAY_MS 5000u
+#define PRUNE_TRUST_MS     (10u * 60u * 1000u)
 
 struct prune_clock {
     int set;
@@ -69,6 +73,7 @@ struct writer {
     _Atomic int file_gone;     /* logged that the database file went away */
     int merge_failing;         /* writer thread only */
     struct prune_clock pclock; /* writer thread only */
+    uint64_t pruned_ms;        /* writer thread: monotonic, last batch */
     char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
 };
 
@@ -322,6 +327,7 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
     clock_gettime(CLOCK_REALTIME, &ts);
     cutoff = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)age_ms;
 
+    w->pruned_ms = now_us() / 1000u;
     proto_err_clear(&err);
     if (prune_cutoff(w, age_ms, &cutoff, &err) != 0) {
         atomic_fetch_add(&w->prune_failures, 1);
@@ -430,7 +436,8 @@ run(void *arg)
 {
     struct writer *w = arg;
     struct writer_job *head, *tail, *j;
-    uint64_t items, bytes, n, cpu0;
+    uint64_t items, bytes, n, cpu0, age;
+    uint32_t batch;
     int quiet;
 
     for (;;) {
@@ -475,8 +482,15 @@ run(void *arg)
             w->d_head = head;
         w->d_tail = tail;
         quiet = w->q_head == NULL;
+        age = w->prune_age_ms;
+        batch = w->prune_batch;
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
+        /* Retention under constant load, when the idle moments never
+         * come (a write more often than prune_idle_ms). */
+        if (age > 0 && batch > 0 &&
+            now_us() / 1000u - w->pruned_ms >= PRUNE_MAX_DELAY_MS)
+            prune_step(w, age, batch);
         /* Replies are on their way; with nothing waiting, this is the
          * moment to copy the WAL into the database, out of any commit's
          * latency. */
@@ -533,6 +547,7 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
     w->max_bytes = max_bytes ? max_bytes : 1;
     w->cb = cb;
     w->cb_arg = arg;
+    w->pruned_ms = now_us() / 1000u;
     if (uv_mutex_init(&w->mu) != 0) {
         free(w);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "cannot create a mutex");

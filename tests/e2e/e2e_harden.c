@@ -1022,6 +1022,40 @@ START_TEST(test_e2e_harden_store_files_private_whatever_the_umask)
 }
 END_TEST
 
+/*
+ * Retention under a load that never leaves the writer idle for
+ * prune_idle_ms (1 s): a write every 100 ms for 8 s. Receipts older than
+ * the retention age (1 s) must still be pruned.
+ */
+START_TEST(test_e2e_harden_retention_prunes_under_constant_load)
+{
+    const char *flags[] = { "--retention-age-s", "1", "--prune-idle-ms", "1000",
+                            NULL };
+    uint64_t id = 1, pruned;
+    long t0;
+    int fd, i;
+
+    start(flags);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "busy"), 0);
+    for (i = 0; i < 50; i++, id++)
+        ck_assert_int_eq(send_receipt(fd, id, id), 0);
+    t0 = now_ms();
+    while (now_ms() - t0 < 8000) {
+        ck_assert_int_eq(send_receipt(fd, id, id), 0);
+        id++;
+        usleep(100 * 1000);
+    }
+    pruned = e2e_stat(fd, 1000000, "pruned");
+    close(fd);
+    printf("busy_prune: a write every 100 ms for 8 s, retention 1 s: %llu "
+           "of %llu receipts pruned\n",
+           (unsigned long long)pruned, (unsigned long long)(id - 1));
+    ck_assert_uint_ge(pruned, 50);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1043,6 +1077,8 @@ harden_suite(void)
         { "quarantine", test_e2e_harden_quarantine_one_row_per_batch, 1 },
         { "unknown_keys", test_e2e_harden_unknown_keys_validated, 1 },
         { "umask", test_e2e_harden_store_files_private_whatever_the_umask, 1 },
+        { "busy_prune", test_e2e_harden_retention_prunes_under_constant_load,
+          1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
