@@ -21,6 +21,7 @@
 #include "conn.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,14 @@ struct wreq {
 };
 
 static void arm_timer(struct conn *c);
+
+/* Reply bytes leave the connection's and the server's account. */
+static void
+unsent_sub(struct conn *c, uint64_t n)
+{
+    c->unsent -= n;
+    c->srv->unsent_bytes -= n;
+}
 static void stash_free(struct conn *c);
 static void maybe_finish(struct conn *c);
 
@@ -56,6 +65,9 @@ maybe_free(struct conn *c)
         /* A corked connection has a slot waiting, and the flush at the
          * end of the delivery unlists it before any close callback. */
         assert(!c->corked);
+        /* Replies completed but never written (dropped at close) leave
+         * the server's account with the connection. */
+        srv->unsent_bytes -= c->unsent;
         stash_free(c);
         server_conn_freed(srv, c);
         free(c);
@@ -69,6 +81,19 @@ close_cb(uv_handle_t *h)
 
     c->handles_open--;
     maybe_free(c);
+}
+
+/* What the frame reader admits: a TCP peer that has not authenticated gets
+ * only a frame a hello fits in. */
+static uint32_t
+frame_limit(const struct conn *c)
+{
+    uint32_t max = c->srv->cfg->max_frame;
+
+    if (c->kind == CONN_TCP && c->level == ACCESS_NONE &&
+        max > CONN_PREAUTH_FRAME_MAX)
+        return CONN_PREAUTH_FRAME_MAX;
+    return max;
 }
 
 struct conn *
@@ -95,7 +120,7 @@ conn_new(struct server *srv, int kind)
     c->handles_open = 2;
     c->level = ACCESS_NONE;
     c->accepted_ms = uv_now(srv->loop);
-    frame_reader_init(&c->fr, srv->cfg->max_frame);
+    frame_reader_init(&c->fr, frame_limit(c));
     server_conn_add(srv, c);
     return c;
 }
@@ -121,8 +146,24 @@ free_done_slots(struct conn *c)
 }
 
 void
+conn_authenticated(struct conn *c, int level)
+{
+    c->level = level;
+    if (c->unauth) {
+        c->unauth = 0;
+        c->srv->n_unauth--;
+    }
+    /* Between frames or inside the next one, whose length was already
+     * checked against the smaller limit: either way the larger one is
+     * safe to apply now. */
+    c->fr.max_frame = c->srv->cfg->max_frame;
+}
+
+void
 conn_close(struct conn *c)
 {
+    struct conn_slot *s;
+
     if (c->closing)
         return;
     c->closing = 1;
@@ -132,6 +173,12 @@ conn_close(struct conn *c)
     c->reading = 0;
     frame_reader_close(&c->fr);
     free_done_slots(c);
+    for (s = c->head; s != NULL; s = s->next)
+        atomic_store(&s->abandoned, 1);
+    if (c->unauth) {
+        c->unauth = 0;
+        c->srv->n_unauth--;
+    }
     server_conn_closing(c->srv, c);
     uv_close((uv_handle_t *)&c->timer, close_cb);
     uv_close(&c->u.handle, close_cb);
@@ -158,7 +205,7 @@ framing_error(struct conn *c, const struct proto_err *err)
 
     c->srv->n.framing_errors++;
     frame_reader_close(&c->fr);
-    frame_reader_init(&c->fr, c->srv->cfg->max_frame);
+    frame_reader_init(&c->fr, frame_limit(c));
     s = conn_slot_new(c);
     if (s == NULL) {
         conn_close(c);
@@ -198,12 +245,19 @@ feed(struct conn *c, const char *buf, size_t len, int force)
                                &flen, &err);
         off += used;
         if (rc != 0) {
+            if (rc == PROTO_ETOO_LARGE &&
+                frame_limit(c) < c->srv->cfg->max_frame)
+                proto_err_set(&err, PROTO_ETOO_LARGE, NULL,
+                              "a frame above %u bytes before hello "
+                              "authenticates the connection",
+                              (unsigned)CONN_PREAUTH_FRAME_MAX);
             framing_error(c, &err);
             return len;
         }
         if (frame != NULL) {
             c->srv->n.frames++;
             c->frame_started_ms = 0;
+            c->spoke = 1;
             /* dispatch takes the frame. */
             dispatch_frame(c, frame, flen);
         }
@@ -323,6 +377,23 @@ hello_due(const struct conn *c)
     return c->accepted_ms + c->srv->cfg->hello_timeout_ms;
 }
 
+/* The idle timeout of c: a Unix peer that has sent no request yet gets no
+ * more than hello_timeout_ms, as a TCP peer gets to authenticate, so peers
+ * that connect and wait cannot hold slots for the whole idle timeout. A
+ * producer says hello at once, and receiptctl sends its request at once;
+ * after its first request a peer has the idle timeout. */
+static uint32_t
+idle_ms(const struct conn *c)
+{
+    const struct config *cfg = c->srv->cfg;
+
+    if (c->kind == CONN_UNIX && !c->spoke && cfg->hello_timeout_ms > 0 &&
+        (cfg->idle_timeout_ms == 0 ||
+         cfg->hello_timeout_ms < cfg->idle_timeout_ms))
+        return cfg->hello_timeout_ms;
+    return cfg->idle_timeout_ms;
+}
+
 static int
 hello_overdue(const struct conn *c)
 {
@@ -416,8 +487,8 @@ arm_timer(struct conn *c)
         due = c->frame_started_ms + cfg->frame_timeout_ms;
     } else {
         c->frame_started_ms = 0;
-        if (cfg->idle_timeout_ms > 0)
-            due = now + cfg->idle_timeout_ms;
+        if (idle_ms(c) > 0)
+            due = now + idle_ms(c);
     }
     if (hello != 0 && (due == 0 || hello < due))
         due = hello;
@@ -497,7 +568,7 @@ write_cb(uv_write_t *req, int status)
 
     for (i = 0; i < wr->n; i++)
         free(wr->bufs[i].base);
-    c->unsent -= wr->bytes;
+    unsent_sub(c, wr->bytes);
     c->n_writes--;
     c->wrote_ms = uv_now(c->srv->loop);
     free(wr);
@@ -544,7 +615,7 @@ flush(struct conn *c)
                 unsigned i;
                 for (i = 0; i < wr->n; i++)
                     free(wr->bufs[i].base);
-                c->unsent -= wr->bytes;
+                unsent_sub(c, wr->bytes);
                 free(wr);
                 conn_close(c);
                 return;
@@ -611,6 +682,7 @@ conn_slot_complete(struct conn_slot *s, char *reply, size_t len)
     s->reply = reply;
     s->len = reply != NULL ? len : 0;
     c->unsent += s->len;
+    c->srv->unsent_bytes += s->len;
     if (s == c->head) {
         if (c->srv->corked) {
             if (!c->corked) {
@@ -626,4 +698,45 @@ conn_slot_complete(struct conn_slot *s, char *reply, size_t len)
         update_full(c);
         maybe_finish(c);
     }
+}
+
+struct delayed {
+    uv_timer_t timer;
+    struct conn_slot *slot;
+    char *reply;
+    size_t len;
+};
+
+static void
+delayed_close_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void
+delayed_cb(uv_timer_t *t)
+{
+    struct delayed *dl = t->data;
+
+    conn_slot_complete(dl->slot, dl->reply, dl->len);
+    uv_close((uv_handle_t *)&dl->timer, delayed_close_cb);
+}
+
+int
+conn_slot_complete_after(struct conn_slot *s, char *reply, size_t len,
+                         uint64_t delay_ms)
+{
+    struct delayed *dl = delay_ms > 0 ? calloc(1, sizeof(*dl)) : NULL;
+
+    if (dl == NULL) {
+        conn_slot_complete(s, reply, len);
+        return delay_ms > 0 ? -1 : 0;
+    }
+    dl->slot = s;
+    dl->reply = reply;
+    dl->len = len;
+    uv_timer_init(s->c->srv->loop, &dl->timer);
+    dl->timer.data = dl;
+    uv_timer_start(&dl->timer, delayed_cb, delay_ms, 0);
+    return 0;
 }

@@ -24,9 +24,18 @@
 /* Requests of one connection that may wait for their replies at once: a
  * client pipelining beyond this stops being read until half are answered,
  * so neither slots nor queued queries grow without bound. Queries are
- * capped lower because one reply may hold up to 10,000 rows. */
+ * capped lower because one reply may hold up to 10,000 rows (several MB):
+ * one at a time, so that what a connection owes (its unsent replies, the
+ * account of max_unsent_bytes) is never more than that and the one reply
+ * being computed (issue 17: four in flight let a reader that never reads
+ * hold 24-45 MB whatever max_unsent was). */
 #define CONN_MAX_PENDING 4096
-#define CONN_MAX_QUERIES 4
+#define CONN_MAX_QUERIES 1
+
+/* The largest frame a TCP peer may send before hello authenticates it: a
+ * hello with the longest token and source fits, and nothing larger is
+ * read (or decoded) for a peer nobody knows yet. */
+#define CONN_PREAUTH_FRAME_MAX 4096
 
 enum conn_kind { CONN_UNIX, CONN_TCP };
 
@@ -34,6 +43,10 @@ struct conn_slot {
     struct conn_slot *next;
     struct conn *c;
     int done;
+    /* Set (loop thread) when the connection closes before the slot is
+     * done; a query thread that sees it skips the work, since nobody will
+     * read the reply. */
+    _Atomic int abandoned;
     char *reply; /* owned once done; NULL for no reply */
     size_t len;
 };
@@ -58,6 +71,8 @@ struct conn {
      * then: only hello is answered, within hello_timeout_ms). */
     int level;
     uint64_t accepted_ms; /* uv_now() at accept */
+    int unauth;           /* counted in srv->n_unauth (TCP, no token yet) */
+    int spoke;            /* a whole frame has arrived */
 
     int reading;      /* uv_read_start is in effect */
     int full;         /* unsent replies passed max_unsent_bytes */
@@ -93,6 +108,12 @@ struct conn *conn_new(struct server *srv, int kind);
 
 /* Starts reading and the idle timer; registers with the server. */
 void conn_start(struct conn *c);
+
+/*
+ * A TCP peer's token was valid: it gets level, leaves the budget of
+ * unauthenticated connections, and may send frames up to max_frame.
+ */
+void conn_authenticated(struct conn *c, int level);
 
 /* Closes at once (replies not yet written are dropped). Idempotent. */
 void conn_close(struct conn *c);
@@ -130,6 +151,16 @@ struct conn_slot *conn_slot_new(struct conn *c);
  * when its last slot completes.
  */
 void conn_slot_complete(struct conn_slot *s, char *reply, size_t len);
+
+/*
+ * conn_slot_complete() delay_ms from now (at once for 0): the reply waits
+ * in a timer of its own, and the connection, which cannot be freed while
+ * the slot is open, waits with it. For a refused hello, so that guessing
+ * tokens costs the guesser time. reply is taken. Returns 0, or -1 when no
+ * timer could be made (the slot is then completed at once).
+ */
+int conn_slot_complete_after(struct conn_slot *s, char *reply, size_t len,
+                             uint64_t delay_ms);
 
 /* Writes what the corked connections of srv have ready (see above). */
 void conn_flush_corked(struct server *srv);

@@ -17,6 +17,7 @@
  */
 #include "dispatch.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,6 +215,75 @@ pack_rejected(msgpack_packer *pk, size_t index, const struct proto_err *e)
            reply_kv_cstr(pk, "message", e->message) != 0;
 }
 
+/* A batch's `rejected` list names at most this many items; past it the
+ * result adds rejected_count and rejected_truncated, so a reply stays
+ * proportional to its request (10,000 one-byte items used to cost 870 KB of
+ * reply). The quarantine row holds every rejected item. */
+#define DISPATCH_REJECTED_LISTED 100
+
+/* A rejected item's bytes in the frame. */
+struct span {
+    const char *p;
+    size_t n;
+};
+
+/*
+ * The one quarantine row of a batch's rejected items: their bytes as one
+ * msgpack array (replayable as a `receipts` batch), the first rejection's
+ * code and path ("[i]..."), and a message that says how many there are.
+ * One allocation, taken by the job (writer_job_free frees it). Returns it,
+ * or NULL when out of memory.
+ */
+static struct store_quarantine_item *
+batch_quarantine(const struct span *spans, size_t nbad, size_t first_index,
+                 const struct proto_err *first)
+{
+    struct store_quarantine_item *q;
+    struct proto_err *e;
+    unsigned char *raw;
+    size_t total = 5, i, off = 0;
+
+    for (i = 0; i < nbad; i++)
+        total += spans[i].n;
+    q = malloc(sizeof(*q) + sizeof(*e) + total);
+    if (q == NULL)
+        return NULL;
+    e = (struct proto_err *)(q + 1);
+    raw = (unsigned char *)(e + 1);
+    /* The array header in its shortest form, as msgpack-c writes it. */
+    if (nbad < 16)
+        raw[off++] = (unsigned char)(0x90u | nbad);
+    else if (nbad < 65536) {
+        raw[off++] = 0xdc;
+        raw[off++] = (unsigned char)(nbad >> 8);
+        raw[off++] = (unsigned char)nbad;
+    } else {
+        raw[off++] = 0xdd;
+        raw[off++] = (unsigned char)(nbad >> 24);
+        raw[off++] = (unsigned char)(nbad >> 16);
+        raw[off++] = (unsigned char)(nbad >> 8);
+        raw[off++] = (unsigned char)nbad;
+    }
+    for (i = 0; i < nbad; i++) {
+        memcpy(raw + off, spans[i].p, spans[i].n);
+        off += spans[i].n;
+    }
+    *e = *first;
+    proto_err_prefix_index(e, first_index);
+    if (nbad > 1)
+        snprintf(e->message, sizeof(e->message),
+                 "%.150s (the first of %zu rejected items of the batch, all "
+                 "kept here as one array)",
+                 first->message, nbad);
+    q->raw = raw;
+    q->len = off;
+    q->op = "receipts";
+    q->code = e->code;
+    q->path = e->path;
+    q->message = e->message;
+    return q;
+}
+
 static void
 do_receipts(const struct request *rq)
 {
@@ -222,13 +292,14 @@ do_receipts(const struct request *rq)
     char *frame = rq->frame;
     uint32_t len = rq->len;
     struct store_quarantine_item *q = NULL;
-    struct proto_err err, *errs = NULL;
+    struct proto_err err, first;
+    struct span *spans = NULL;
     struct writer_job *job;
     struct receipt *items = NULL;
     struct mpcheck_iter it;
     struct wctx *x;
     const char *raw = NULL;
-    size_t ilen = 0, i, n, walked = 0, nvalid = 0, nbad = 0;
+    size_t ilen = 0, i, n, walked = 0, nvalid = 0, nbad = 0, first_index = 0;
     msgpack_sbuffer sb, rej;
     msgpack_packer pk, rpk;
     int rc, failed;
@@ -308,40 +379,54 @@ do_receipts(const struct request *rq)
                 }
                 walked++;
             }
-            if (errs == NULL) {
-                errs = job->errs = calloc(n, sizeof(*errs));
-                q = job->quarantine = calloc(n, sizeof(*q));
-                if (errs == NULL || q == NULL) {
+            if (spans == NULL) {
+                spans = calloc(n, sizeof(*spans));
+                if (spans == NULL) {
                     msgpack_sbuffer_destroy(&rej);
                     goto nomem;
                 }
-                job->bytes += n * (sizeof(*errs) + sizeof(*q));
+                first = err;
+                first_index = i;
             }
-            errs[nbad] = err;
-            /* The quarantine item points into errs, which the job owns. */
-            q[nbad].raw = raw;
-            q[nbad].len = ilen;
-            q[nbad].op = "receipts";
-            q[nbad].code = errs[nbad].code;
-            q[nbad].path = errs[nbad].path;
-            q[nbad].message = errs[nbad].message;
+            spans[nbad].p = raw;
+            spans[nbad].n = ilen;
             nbad++;
-            if (pack_rejected(&rpk, i, &err) != 0) {
+            if (nbad <= DISPATCH_REJECTED_LISTED &&
+                pack_rejected(&rpk, i, &err) != 0) {
                 msgpack_sbuffer_destroy(&rej);
                 goto nomem;
             }
         }
     }
 
+    if (nbad > 0) {
+        q = job->quarantine =
+            batch_quarantine(spans, nbad, first_index, &first);
+        free(spans);
+        spans = NULL;
+        if (q == NULL) {
+            msgpack_sbuffer_destroy(&rej);
+            goto nomem;
+        }
+        job->bytes += sizeof(*q) + sizeof(first) + q->len;
+    }
+
     /* The result is encoded now, because it is also the first outcome the
      * dedupe table records for this (source, seq). */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    failed = msgpack_pack_map(&pk, 2) != 0 ||
-             reply_kv_uint(&pk, "accepted", nvalid) != 0 ||
-             envelope_pack_cstr(&pk, "rejected") != 0 ||
-             msgpack_pack_array(&pk, nbad) != 0 ||
-             (rej.size > 0 && msgpack_sbuffer_write(&sb, rej.data, rej.size));
+    failed =
+        msgpack_pack_map(&pk, nbad > DISPATCH_REJECTED_LISTED ? 4 : 2) != 0 ||
+        reply_kv_uint(&pk, "accepted", nvalid) != 0 ||
+        envelope_pack_cstr(&pk, "rejected") != 0 ||
+        msgpack_pack_array(&pk, nbad > DISPATCH_REJECTED_LISTED
+                                    ? DISPATCH_REJECTED_LISTED
+                                    : nbad) != 0 ||
+        (rej.size > 0 && msgpack_sbuffer_write(&sb, rej.data, rej.size)) ||
+        (nbad > DISPATCH_REJECTED_LISTED &&
+         (reply_kv_uint(&pk, "rejected_count", nbad) != 0 ||
+          envelope_pack_cstr(&pk, "rejected_truncated") != 0 ||
+          msgpack_pack_true(&pk) != 0));
     msgpack_sbuffer_destroy(&rej);
     if (failed) {
         msgpack_sbuffer_destroy(&sb);
@@ -356,18 +441,20 @@ do_receipts(const struct request *rq)
     job->w.receipts = items;
     job->w.n_receipts = nvalid;
     job->w.quarantine = q;
-    job->w.n_quarantine = nbad;
+    job->w.n_quarantine = q != NULL;
     job->items = n;
     x->accepted = nvalid;
     x->rejected = nbad;
     server_submit(rq->srv, job);
     return;
 nomem:
+    free(spans);
     proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
     answer_error(slot, env->has_id, env->id, &err);
     writer_job_free(job);
     return;
 unwalkable:
+    free(spans);
     /* NEVER: mpcheck() accepted these bytes, and the walk reads headers as
      * it does. Were it to, refusing the batch beats keeping the wrong
      * bytes of an item. */
@@ -473,15 +560,27 @@ do_hello(const struct request *rq)
          * leisure on one connection. */
         if (tok.ptr == NULL || access_check_token(rq->srv->access, tok.ptr,
                                                   tok.len, NULL, &err) != 0) {
+            struct sockaddr_storage ss;
+            int sslen = sizeof(ss);
+            uint64_t delay;
+
             if (tok.ptr == NULL)
                 proto_err_set(&err, PROTO_EUNAUTHORIZED, "token",
                               "a TCP connection needs a token in hello");
             wipe(frame, len);
-            answer_error(slot, env->has_id, env->id, &err);
+            /* Counted, logged, and held longer at each failure in a row
+             * from one address (the connection waits with it). */
+            delay = server_auth_failed(
+                rq->srv, uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss,
+                                            &sslen) == 0
+                             ? (struct sockaddr *)&ss
+                             : NULL);
+            reply = reply_error(env->has_id, env->id, &err, &rlen);
             conn_close_after_replies(c);
+            conn_slot_complete_after(slot, reply, rlen, delay);
             return;
         }
-        c->level = ACCESS_WRITE;
+        conn_authenticated(c, ACCESS_WRITE);
     }
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';

@@ -76,6 +76,18 @@ connection_cb(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
+    if (l->kind == CONN_TCP) {
+        /* Until its hello, a TCP peer is nobody: such peers share a small
+         * budget of their own, so they cannot fill max_connections. */
+        if (srv->n_unauth >= server_unauth_budget(srv)) {
+            srv->n.connections_refused++;
+            srv->n.unauthenticated_refused++;
+            conn_close(c);
+            return;
+        }
+        c->unauth = 1;
+        srv->n_unauth++;
+    }
     if (l->kind == CONN_UNIX) {
         struct access_peer peer;
         struct proto_err err;

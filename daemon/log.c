@@ -71,6 +71,12 @@ vlog(int lvl, int with_errno, const char *fmt, va_list ap)
     } while (0)
 
 void
+log_errx(const char *fmt, ...)
+{
+    LOG_BODY(LOG_ERR, 0);
+}
+
+void
 log_warn(const char *fmt, ...)
 {
     LOG_BODY(LOG_WARNING, 1);

@@ -17,6 +17,8 @@ void log_set_level(int level);
 int log_enabled(int level);
 
 /* A warning with ": " and strerror(errno) appended. */
+/* An error the daemon survives but an operator must act on (<3>). */
+void log_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A warning as given. */
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -8,14 +8,18 @@
  * the configuration reload hook. Everything here runs on the loop thread.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -256,7 +260,12 @@ static void
 drained_cb(struct server *srv)
 {
     log_info("drained; stopping the writer");
-    /* Every connection is gone, so nothing more will be submitted. */
+    /* Every connection is gone, so nothing more will be submitted and no
+     * query runs. The query connections close first: the writer's final
+     * checkpoint must be the store's last connection for the WAL to be
+     * emptied into the database file. */
+    query_pool_free(srv->queries);
+    srv->queries = NULL;
     writer_stop(srv->writer);
     srv->writer = NULL;
     if (ms.watchdog_on)
@@ -499,6 +508,52 @@ raise_fd_limit(const struct config *c)
                   (unsigned long long)rl.rlim_cur);
 }
 
+/*
+ * One daemon per database: two writers on one WAL can corrupt it with
+ * Debian's SQLite 3.40 (docs/plan.md). Takes flock(LOCK_EX) on DB.lock,
+ * beside the database, before the store is opened or migrated, and keeps
+ * the descriptor for the life of the process (the kernel releases the lock
+ * at exit, however the process ends). The lock file holds the owner's pid,
+ * for the message a second instance prints (0644: a pid is no secret, and
+ * a daemon run as another user can still lock it); it is left in place.
+ */
+static void
+lock_store(const char *db)
+{
+    char path[4096], pid[32] = "";
+    ssize_t n;
+    int fd, writable = 1;
+
+    if (snprintf(path, sizeof(path), "%s.lock", db) >= (int)sizeof(path))
+        fatalx("store %s: the path is too long", db);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    /* A lock file this user may only read (another user made it) locks as
+     * well; the store's own check then says whether it is writable. */
+    if (fd < 0 && errno == EACCES &&
+        (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0)
+        writable = 0;
+    if (fd < 0)
+        fatal("store %s: cannot open its lock file %s", db, path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK)
+            fatal("store %s: cannot lock %s", db, path);
+        n = pread(fd, pid, sizeof(pid) - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        fatalx("store %s is in use by another receiptd%s%s (it holds %s); "
+               "one daemon per database",
+               db, pid[0] != '\0' ? ", pid " : "", pid, path);
+    }
+    if (!writable)
+        return;
+    /* Through the umask of main() the file would be 0640; the pid is for
+     * anyone who wonders why their daemon refused. */
+    (void)fchmod(fd, 0644);
+    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        log_warn("store %s: cannot write the pid into %s", db, path);
+}
+
 /* Hands the retention settings to the writer (at start and on reload). */
 static void
 apply_retention(const struct config *c)
@@ -684,6 +739,11 @@ main(int argc, char **argv)
     raise_fd_limit(cfg);
 
     loop = uv_default_loop();
+    /* The store's files (database, -wal, -shm, the lock) are created
+     * through the umask: 0640 at most whatever the caller's, since a
+     * daemon run by hand lacks the unit's UMask=0077. */
+    umask(umask(0) | 0027);
+    lock_store(cfg->db_path);
     memset(&sopts, 0, sizeof(sopts));
     sopts.max_pages = ms.flags.max_pages;
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;

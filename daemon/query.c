@@ -13,6 +13,7 @@
  */
 #include "query.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -389,7 +390,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 35) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 37) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -397,6 +398,9 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "connections_refused", sn->n.connections_refused) != 0 ||
         kv_uint(pk, "frames", sn->n.frames) != 0 ||
         kv_uint(pk, "framing_errors", sn->n.framing_errors) != 0 ||
+        kv_uint(pk, "auth_failures", sn->n.auth_failures) != 0 ||
+        kv_uint(pk, "unauthenticated_refused", sn->n.unauthenticated_refused) !=
+            0 ||
         kv_uint(pk, "accepted", sn->n.accepted) != 0 ||
         kv_uint(pk, "rejected", sn->n.rejected) != 0 ||
         kv_uint(pk, "duplicates", sn->n.duplicates) != 0 ||
@@ -525,6 +529,13 @@ work_cb(uv_work_t *w)
     int rc;
 
     proto_err_clear(&err);
+    /* The peer has gone: its reply would be dropped, so the work (a
+     * query may read 10,000 rows) is not done. */
+    if (atomic_load(&q->slot->abandoned)) {
+        q->reply = NULL;
+        q->len = 0;
+        return;
+    }
     rc = pool_get(q->qp, &s, &err);
     if (rc == 0) {
         if (reply_begin_ok(&r, q->has_id, q->id, 0) != 0)
@@ -568,6 +579,18 @@ queue(struct qreq *q, struct server *srv, struct proto_err *err)
 {
     const char *what = q->kind != NULL ? "query" : "request";
 
+    /* Replies waiting for readers that do not read, over every
+     * connection, are bounded by max_pending_bytes: past it no new reply
+     * is computed (each connection's own share is bounded by
+     * max_unsent_bytes and one query at a time, conn.h). */
+    if (srv->unsent_bytes > srv->cfg->max_pending_bytes) {
+        qreq_free(q);
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "replies not yet read by their peers hold %llu "
+                             "MiB, over max_pending; try the %s later",
+                             (unsigned long long)(srv->unsent_bytes >> 20),
+                             what);
+    }
     q->a.deadline_ms =
         q->qp->timeout_ms ? store_now_ms() + q->qp->timeout_ms : 0;
     q->work.data = q;

@@ -9,6 +9,8 @@
  */
 #include "server.h"
 
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,6 +36,101 @@ server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     srv->started_ms = server_now_unix_ms();
+}
+
+size_t
+server_unauth_budget(const struct server *srv)
+{
+    size_t n = srv->cfg->max_connections / 8;
+
+    return n > 0 ? n : 1;
+}
+
+#define AUTH_FORGET_MS    60000u
+#define AUTH_LOG_EVERY_MS 10000u
+#define AUTH_DELAY_MIN_MS 25u
+#define AUTH_DELAY_MAX_MS 1000u
+
+/* The address of a peer as 16 bytes (IPv4 mapped into IPv6), and its
+ * text; 0, or -1 when it is neither. */
+static int
+peer_key(const struct sockaddr *sa, unsigned char key[16], char *text,
+         size_t cap)
+{
+    memset(key, 0, 16);
+    if (sa != NULL && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &in->sin_addr, 4);
+        uv_ip4_name(in, text, cap);
+        return 0;
+    }
+    if (sa != NULL && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+        memcpy(key, &in6->sin6_addr, 16);
+        uv_ip6_name(in6, text, cap);
+        return 0;
+    }
+    snprintf(text, cap, "an unknown address");
+    return -1;
+}
+
+uint64_t
+server_auth_failed(struct server *srv, const struct sockaddr *addr)
+{
+    static const unsigned char zero[16];
+    struct server_auth_slot *slot = NULL, *oldest = &srv->auth[0];
+    unsigned char key[16];
+    char text[64];
+    uint64_t now = uv_now(srv->loop);
+    uint32_t fails;
+    size_t i;
+
+    srv->n.auth_failures++;
+    if (peer_key(addr, key, text, sizeof(text)) == 0 &&
+        memcmp(key, zero, 16) != 0) {
+        /* A small table searched in full: failures are rare, and a table
+         * this size keeps one line of the cache per 4 slots. */
+        for (i = 0; i < SERVER_AUTH_SLOTS && slot == NULL; i++) {
+            if (memcmp(srv->auth[i].addr, key, 16) == 0)
+                slot = &srv->auth[i];
+            else if (srv->auth[i].last_ms < oldest->last_ms)
+                oldest = &srv->auth[i];
+        }
+        if (slot == NULL) {
+            slot = oldest;
+            memcpy(slot->addr, key, 16);
+            slot->fails = 0;
+        }
+        if (slot->fails > 0 && now - slot->last_ms >= AUTH_FORGET_MS)
+            slot->fails = 0;
+        slot->fails++;
+        slot->last_ms = now;
+    }
+    if (srv->auth_logged_ms == 0 ||
+        now - srv->auth_logged_ms >= AUTH_LOG_EVERY_MS) {
+        if (srv->auth_unlogged > 0)
+            log_warnx("authentication failed for a TCP peer from %s (%llu "
+                      "more failures in the last %u s; see stats "
+                      "auth_failures)",
+                      text, (unsigned long long)srv->auth_unlogged,
+                      (unsigned)((now - srv->auth_logged_ms) / 1000));
+        else
+            log_warnx("authentication failed for a TCP peer from %s", text);
+        srv->auth_logged_ms = now > 0 ? now : 1;
+        srv->auth_unlogged = 0;
+    } else
+        srv->auth_unlogged++;
+    fails = slot != NULL ? slot->fails : 1;
+    if (fails <= 1)
+        return 0;
+    if (fails - 2 >= 6)
+        return AUTH_DELAY_MAX_MS;
+    return AUTH_DELAY_MIN_MS << (fails - 2) < AUTH_DELAY_MAX_MS
+               ? AUTH_DELAY_MIN_MS << (fails - 2)
+               : AUTH_DELAY_MAX_MS;
 }
 
 static void

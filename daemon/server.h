@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/socket.h>
+
 #include <uv.h>
 
 #include "config.h"
@@ -38,6 +40,17 @@ struct server_counters {
                                       bits set */
     uint64_t unavailable;          /* writes answered unavailable */
     uint64_t framing_errors;
+    uint64_t auth_failures;           /* TCP hellos refused (token) */
+    uint64_t unauthenticated_refused; /* TCP peers over their budget */
+};
+
+/* Recent authentication failures by peer address (server_auth_failed). */
+#define SERVER_AUTH_SLOTS 256
+
+struct server_auth_slot {
+    unsigned char addr[16]; /* IPv4-mapped or IPv6; all zero = free */
+    uint32_t fails;         /* in a row, forgotten after a quiet minute */
+    uint64_t last_ms;       /* uv_now() of the latest */
 };
 
 struct server {
@@ -52,8 +65,12 @@ struct server {
     struct conn *conns; /* doubly linked, every connection not yet freed */
     size_t n_conns;     /* open (not closing) connections */
     size_t n_alive;     /* allocated connections, closing ones included */
+    size_t n_unauth;    /* open TCP connections not yet authenticated */
 
     uint64_t pending_bytes; /* bytes held by jobs not yet delivered back */
+    uint64_t unsent_bytes;  /* replies of every connection not yet written
+                               out (conn.c); past max_pending_bytes new
+                               queries are refused (query.c) */
     /* While the writer's jobs are delivered, replies wait in their
      * connections (listed here) and leave when the batch ends. */
     int corked;
@@ -66,6 +83,9 @@ struct server {
 
     uint64_t started_ms; /* unix ms */
     struct server_counters n;
+    struct server_auth_slot auth[SERVER_AUTH_SLOTS];
+    uint64_t auth_logged_ms;       /* last line about failed authentication */
+    uint64_t auth_unlogged;        /* failures since that line */
     char readbuf[SERVER_READ_BUF]; /* shared by every read callback: each
                                       read is consumed before the next */
 
@@ -96,6 +116,23 @@ void server_delivery_cb(void *arg, int end, size_t bytes);
 
 /* Re-evaluates the global backpressure switch after pending_bytes moved. */
 void server_backpressure(struct server *srv);
+
+/*
+ * How many TCP connections may wait unauthenticated at once: an eighth of
+ * max_connections (at least 1), so peers without a token can never take
+ * the slots of local and authenticated producers.
+ */
+size_t server_unauth_budget(const struct server *srv);
+
+/*
+ * A TCP hello was refused (wrong or missing token) from addr (borrowed;
+ * NULL when unknown): counts it, logs it (the first at once, then at most
+ * one line every 10 s with the count), and returns how long to hold the
+ * refusal, in ms: nothing for an address's first failure, then 25 ms
+ * doubling up to 1 s for each failure in a row from that address (a quiet
+ * minute forgets them).
+ */
+uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr);
 
 /* Connection registry, for conn.c. */
 void server_conn_add(struct server *srv, struct conn *c);

@@ -239,6 +239,42 @@ store_checkpoint(struct store *s, struct proto_err *err)
     return 0;
 }
 
+int
+store_checkpoint_final(struct store *s, struct proto_err *err)
+{
+    int rc, log = -1, done = -1;
+
+    rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
+                                   &log, &done);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "checkpoint its WAL");
+    if (log != done)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "%d of %d WAL frames were copied into the "
+                             "database",
+                             done, log);
+    s->wal_frames = 0;
+    return 0;
+}
+
+int
+store_file_check(struct store *s, struct proto_err *err)
+{
+    int moved = 0;
+
+    /* The unix VFS stats the path and compares the inode with the open
+     * file's: one stat(2), once per commit group. A VFS that does not
+     * know the control (SQLITE_NOTFOUND) leaves moved at 0. */
+    if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) ==
+            SQLITE_OK &&
+        moved)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the database file was deleted or replaced "
+                             "while the daemon had it open; what it commits "
+                             "now would be lost at the next start");
+    return 0;
+}
+
 static int
 set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
 {
@@ -428,6 +464,23 @@ prepare_all(struct store *s, struct proto_err *err)
     return 0;
 }
 
+/*
+ * A read-write store that SQLite could open only for reading (a file the
+ * daemon's user may not write: SQLite falls back to read-only without an
+ * error) would answer every write unavailable; refuse it now, with the
+ * reason, before anything is migrated or the daemon says it is ready.
+ */
+static int
+writable_check(struct store *s, struct proto_err *err)
+{
+    if (s->readonly || sqlite3_db_readonly(s->db, "main") != 1)
+        return 0;
+    return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                         "the database file is not writable by this user "
+                         "(SQLite opened it read-only); check its owner and "
+                         "mode");
+}
+
 int
 store_open(const char *path, const struct store_opts *opts, struct store **out,
            struct proto_err *err)
@@ -457,6 +510,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
         return PROTO_EUNAVAILABLE;
     }
     sqlite3_extended_result_codes(s->db, 1);
+    if ((rc = writable_check(s, err)) != 0)
+        goto fail;
     target = opts->max_version > 0 && opts->max_version < store_migrations_count
                  ? opts->max_version
                  : store_migrations_count;

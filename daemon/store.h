@@ -235,6 +235,25 @@ int store_wal_frames(const struct store *s);
 int store_checkpoint(struct store *s, struct proto_err *err);
 
 /*
+ * Whether the database file is still the one opened: 0, or
+ * PROTO_EUNAVAILABLE with err set when its path is gone or names another
+ * file (deleted, or replaced by a rename), when nothing committed from now
+ * on survives a restart. Costs one stat(2). Writer thread.
+ */
+int store_file_check(struct store *s, struct proto_err *err);
+
+/*
+ * The last checkpoint, when the writer stops: copies the whole WAL into the
+ * database and truncates it (TRUNCATE: waits up to the busy timeout for
+ * readers), so that the main file alone holds the store. Returns 0 only
+ * when every frame was copied; else an error saying why (SQLite's reason,
+ * such as a full disk, or how many frames stayed behind). Call when no
+ * other connection of the process reads (the query pool is closed).
+ * Writer thread, or the loop once the writer thread has ended.
+ */
+int store_checkpoint_final(struct store *s, struct proto_err *err);
+
+/*
  * A quiet moment's share of the rollup merge (store_rollup.c): when the
  * last chunk's sums are not all in the rollup rows yet, merges up to keys
  * more in a transaction of its own, so that an idle store ends with none

@@ -35,6 +35,12 @@ struct store_prune_result {
 int store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                 struct store_prune_result *out, struct proto_err *err);
 
+/* The received_at of the newest stored receipt (by id, the order they
+ * were stored in) into *ms, or INT64_MIN when the store holds none. For
+ * the writer's cutoff, which never goes past it minus the retention age.
+ * Writer thread, no transaction needed. Returns 0 or the store's error. */
+int store_prune_newest(struct store *s, int64_t *ms, struct proto_err *err);
+
 /* One record of the `prunes` table (unix milliseconds but id and rows). */
 struct store_prune_rec {
     int64_t id, pruned_at, cutoff, rows, oldest, newest;

@@ -24,6 +24,27 @@
  * merge (wait_for_work). */
 #define WRITER_MERGE_IDLE_NS 20000000u
 
+/*
+ * Retention against a wall clock that jumps (writer thread only): the
+ * cutoff of the last prune batch and the monotonic time it was computed
+ * at. A cutoff may advance only as far as monotonic time did since; a
+ * clock that stays ahead for PRUNE_TRUST_MS is believed (an RTC that was
+ * wrong at boot, then corrected by NTP).
+ */
+#define PRUNE_SLACK_MS 2000u
+/* Under a load that never leaves the writer idle for prune_idle_ms, a
+ * prune batch still runs between commit groups this often, so retention
+ * keeps up (one batch, bounded by prune_batch, delays the next group). */
+#define PRUNE_MAX_DELAY_MS 5000u
+#define PRUNE_TRUST_MS     (10u * 60u * 1000u)
+
+struct prune_clock {
+    int set;
+    int64_t cutoff;
+    uint64_t mono_ms;
+    uint64_t ahead_since_ms; /* monotonic; 0 = the clock is not ahead */
+};
+
 struct writer {
     uv_loop_t *loop;
     uv_async_t async;
@@ -49,7 +70,10 @@ struct writer {
     _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
     _Atomic int failing;
-    int merge_failing;                  /* writer thread only */
+    _Atomic int file_gone;     /* logged that the database file went away */
+    int merge_failing;         /* writer thread only */
+    struct prune_clock pclock; /* writer thread only */
+    uint64_t pruned_ms;        /* writer thread: monotonic, last batch */
     char last_error[PROTO_ERR_MSG_MAX]; /* guarded by mu */
 };
 
@@ -164,6 +188,28 @@ apply_jobs(struct writer *w, struct writer_job *head, int all_savepoints,
     return 0;
 }
 
+/*
+ * The group committed, but into a file that is no longer the database
+ * (deleted or replaced under the daemon): nothing of it would survive a
+ * restart, so it is answered unavailable like a failed group. Logged as
+ * an error once, until a group commits into the right file again.
+ */
+static void
+file_gone(struct writer *w, struct writer_job *head,
+          const struct proto_err *why)
+{
+    uv_mutex_lock(&w->mu);
+    snprintf(w->last_error, sizeof(w->last_error), "%s", why->message);
+    uv_mutex_unlock(&w->mu);
+    if (!atomic_exchange(&w->file_gone, 1))
+        log_errx("writer: %s; every write is answered unavailable until the "
+                 "daemon is restarted on the database",
+                 why->message);
+    atomic_store(&w->failing, 1);
+    atomic_fetch_add(&w->failures, 1);
+    fail_group(head, why);
+}
+
 /* Applies one group in one transaction. */
 static void
 commit_group(struct writer *w, struct writer_job *head)
@@ -185,6 +231,10 @@ commit_group(struct writer *w, struct writer_job *head)
     }
     if (store_commit(w->store, &err) != 0)
         goto failed;
+    if (store_file_check(w->store, &err) != 0) {
+        file_gone(w, head, &err);
+        return;
+    }
     dt = now_us() - t0;
     atomic_store(&w->last_us, dt);
     atomic_fetch_add(&w->total_us, dt);
@@ -193,6 +243,7 @@ commit_group(struct writer *w, struct writer_job *head)
         atomic_store(&w->max_us, dt);
     atomic_fetch_add(&w->groups, 1);
     atomic_store(&w->failing, 0);
+    atomic_store(&w->file_gone, 0);
     return;
 failed:
     store_rollback(w->store);
@@ -205,6 +256,61 @@ failed:
               "unavailable: %s",
               err.message);
     fail_group(head, &err);
+}
+
+/*
+ * Bounds the wall clock's cutoff (issue 17): never past the newest stored
+ * receipt minus the age, and never further from the last batch's cutoff
+ * than the monotonic time elapsed since (plus a little slack), so a clock
+ * step forward (a bad RTC, then NTP) prunes nothing early. A jump is
+ * logged when it begins and when it is believed. Returns 0 (with *cutoff
+ * bounded; INT64_MIN when nothing is stored) or the store's error.
+ */
+static int
+prune_cutoff(struct writer *w, uint64_t age_ms, int64_t *cutoff,
+             struct proto_err *err)
+{
+    struct prune_clock *pc = &w->pclock;
+    uint64_t mono = now_us() / 1000u;
+    int64_t newest, limit;
+    int rc;
+
+    if ((rc = store_prune_newest(w->store, &newest, err)) != 0)
+        return rc;
+    if (newest == INT64_MIN) {
+        *cutoff = INT64_MIN; /* nothing stored: nothing to prune */
+        return 0;
+    }
+    if (newest - (int64_t)age_ms < *cutoff)
+        *cutoff = newest - (int64_t)age_ms;
+    if (pc->set) {
+        limit = pc->cutoff + (int64_t)(mono - pc->mono_ms) + PRUNE_SLACK_MS;
+        if (*cutoff > limit) {
+            if (pc->ahead_since_ms == 0) {
+                pc->ahead_since_ms = mono;
+                log_warnx("writer: retention: the wall clock moved %lld s "
+                          "further than the %llu s that passed; pruning "
+                          "follows the elapsed time (the clock is believed "
+                          "if it stays so for %u minutes)",
+                          (long long)((*cutoff - limit) / 1000),
+                          (unsigned long long)((mono - pc->mono_ms) / 1000),
+                          PRUNE_TRUST_MS / 60000u);
+            }
+            if (mono - pc->ahead_since_ms < PRUNE_TRUST_MS)
+                *cutoff = limit - PRUNE_SLACK_MS;
+            else {
+                log_warnx("writer: retention: the wall clock stayed ahead "
+                          "for %u minutes; believing it",
+                          PRUNE_TRUST_MS / 60000u);
+                pc->ahead_since_ms = 0;
+            }
+        } else
+            pc->ahead_since_ms = 0;
+    }
+    pc->set = 1;
+    pc->cutoff = *cutoff;
+    pc->mono_ms = mono;
+    return 0;
 }
 
 /* One prune batch, in its own transaction; called without mu, with an
@@ -221,7 +327,15 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
     clock_gettime(CLOCK_REALTIME, &ts);
     cutoff = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)age_ms;
 
+    w->pruned_ms = now_us() / 1000u;
     proto_err_clear(&err);
+    if (prune_cutoff(w, age_ms, &cutoff, &err) != 0) {
+        atomic_fetch_add(&w->prune_failures, 1);
+        log_warnx("writer: pruning old receipts failed: %s", err.message);
+        return 0;
+    }
+    if (cutoff == INT64_MIN)
+        return 0;
     if (store_prune(w->store, cutoff, batch, &r, &err) != 0) {
         atomic_fetch_add(&w->prune_failures, 1);
         log_warnx("writer: pruning old receipts failed: %s", err.message);
@@ -322,7 +436,8 @@ run(void *arg)
 {
     struct writer *w = arg;
     struct writer_job *head, *tail, *j;
-    uint64_t items, bytes, n, cpu0;
+    uint64_t items, bytes, n, cpu0, age;
+    uint32_t batch;
     int quiet;
 
     for (;;) {
@@ -367,8 +482,15 @@ run(void *arg)
             w->d_head = head;
         w->d_tail = tail;
         quiet = w->q_head == NULL;
+        age = w->prune_age_ms;
+        batch = w->prune_batch;
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
+        /* Retention under constant load, when the idle moments never
+         * come (a write more often than prune_idle_ms). */
+        if (age > 0 && batch > 0 &&
+            now_us() / 1000u - w->pruned_ms >= PRUNE_MAX_DELAY_MS)
+            prune_step(w, age, batch);
         /* Replies are on their way; with nothing waiting, this is the
          * moment to copy the WAL into the database, out of any commit's
          * latency. */
@@ -425,6 +547,7 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
     w->max_bytes = max_bytes ? max_bytes : 1;
     w->cb = cb;
     w->cb_arg = arg;
+    w->pruned_ms = now_us() / 1000u;
     if (uv_mutex_init(&w->mu) != 0) {
         free(w);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "cannot create a mutex");
@@ -482,6 +605,22 @@ close_cb(uv_handle_t *h)
     free(w);
 }
 
+/* The thread has ended, so the store is the loop's now. Nothing was
+ * lost if this fails (the WAL holds the rest and the next start reads it),
+ * but a backup that copies the database file alone would miss it. */
+static void
+final_checkpoint(struct writer *w)
+{
+    struct proto_err err;
+
+    proto_err_clear(&err);
+    if (w->store != NULL && store_checkpoint_final(w->store, &err) != 0)
+        log_warnx("writer: the final checkpoint did not complete: %s; the "
+                  "rest of the store stays in its -wal file until the next "
+                  "start (a copy of the database file alone would miss it)",
+                  err.message);
+}
+
 void
 writer_stop(struct writer *w)
 {
@@ -493,6 +632,7 @@ writer_stop(struct writer *w)
         uv_thread_join(&w->thread);
         w->thread_started = 0;
         deliver(w);
+        final_checkpoint(w);
     }
     uv_close((uv_handle_t *)&w->async, close_cb);
 }

@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpcheck.h"
+#include "mpobj.h"
+
 const struct receipt_counter receipt_counters[RECEIPT_NCOUNTERS] = {
     { 0, "counters.decode_steps", "decode_steps", 1 },
     { 1, "counters.graph_launches", "graph_launches", 1 },
@@ -727,6 +730,52 @@ keyref_cmp(const void *a, const void *b)
 }
 
 /*
+ * An unknown key's value is returned by queries as it was sent, so it must
+ * be what every reader of a reply accepts: strings (and map keys) of valid
+ * UTF-8, and containers no deeper than RECEIPT_EXTRA_MAX_DEPTH, which
+ * leaves room for the reply around it (envelope, result, rows, row, and a
+ * nested map such as counters: five levels) within MPCHECK_MAX_DEPTH, the
+ * limit of the daemon's frames and of receiptctl's replies alike. depth is
+ * the containers around o. Returns 0 or PROTO_EINVALID with a message (the
+ * caller sets the path).
+ */
+static int
+extra_value_check(const msgpack_object *o, unsigned depth,
+                  struct proto_err *err)
+{
+    uint32_t i;
+
+    switch (o->type) {
+    case MSGPACK_OBJECT_STR:
+        if (!mpobj_utf8_valid(o->via.str.ptr, o->via.str.size))
+            return proto_err_set(err, PROTO_EINVALID, NULL,
+                                 "a string in this unknown key's value is "
+                                 "not valid UTF-8");
+        return 0;
+    case MSGPACK_OBJECT_ARRAY:
+    case MSGPACK_OBJECT_MAP:
+        if (depth + 1 > RECEIPT_EXTRA_MAX_DEPTH)
+            return proto_err_set(err, PROTO_EINVALID, NULL,
+                                 "this unknown key's value is nested deeper "
+                                 "than %d levels",
+                                 RECEIPT_EXTRA_MAX_DEPTH);
+        if (o->type == MSGPACK_OBJECT_ARRAY) {
+            for (i = 0; i < o->via.array.size; i++)
+                if (extra_value_check(&o->via.array.ptr[i], depth + 1, err))
+                    return PROTO_EINVALID;
+            return 0;
+        }
+        for (i = 0; i < o->via.map.size; i++)
+            if (extra_value_check(&o->via.map.ptr[i].key, depth + 1, err) ||
+                extra_value_check(&o->via.map.ptr[i].val, depth + 1, err))
+                return PROTO_EINVALID;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/*
  * Packs every unknown key into a new msgpack map, sorted by path, and hands
  * it to r. Sorting makes extra canonical (the same unknown keys give the
  * same bytes whatever order they came in, so a receipt that is encoded and
@@ -779,8 +828,12 @@ build_extra(const struct unknowns *unk, struct receipt *r,
         }
     }
     qsort(refs, nref, sizeof(*refs), keyref_cmp);
-    for (i = 1; i < nref; i++) {
-        if (keyref_cmp(&refs[i - 1], &refs[i]) == 0) {
+    for (i = 0; i < nref; i++) {
+        int dup = i > 0 && keyref_cmp(&refs[i - 1], &refs[i]) == 0;
+        struct proto_err verr;
+
+        proto_err_clear(&verr);
+        if (dup || extra_value_check(refs[i].val, 0, &verr) != 0) {
             char path[PROTO_ERR_PATH_MAX + 1];
 
             /* One byte more than fits, so that proto_err_set sees the
@@ -792,7 +845,8 @@ build_extra(const struct unknowns *unk, struct receipt *r,
                 path[k] = (char)keyref_at(&refs[i], k);
             path[n] = '\0';
             free(refs);
-            return proto_err_set(err, PROTO_EINVALID, path, "duplicate key");
+            return proto_err_set(err, PROTO_EINVALID, path, "%s",
+                                 dup ? "duplicate key" : verr.message);
         }
     }
     msgpack_sbuffer_init(&sb);

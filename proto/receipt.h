@@ -48,6 +48,11 @@ int receipt_encode(const struct receipt *r, msgpack_packer *pk);
 #define RECEIPT_ENCODE_TUNING   0x1
 #define RECEIPT_ENCODE_NO_EXTRA 0x2
 
+/* The deepest an unknown key's value may nest (receipt_decode refuses it
+ * as invalid past this): MPCHECK_MAX_DEPTH less the five levels a query
+ * reply puts around it. */
+#define RECEIPT_EXTRA_MAX_DEPTH 27
+
 /* receipt_encode() with options; flags 0 is receipt_encode(). */
 int receipt_encode_flags(const struct receipt *r, msgpack_packer *pk,
                          unsigned flags);

@@ -882,24 +882,36 @@ START_TEST(test_e2e_batch_rejects_items_into_quarantine)
                                         "s.id = q.source_id ORDER BY q.id",
                                         -1, &st, NULL),
                      SQLITE_OK);
+    /* One row for the batch's two rejected items (issue 17: one row per
+     * batch), their bytes as one array, named by the first; then the
+     * single receipt's row. */
     while (sqlite3_step(st) == SQLITE_ROW) {
-        size_t want_at = rows == 1 || rows == 2 ? bad2_at : bad1_at;
-        size_t want_len = rows == 0 ? bad1_len : bad2_len;
+        const unsigned char *blob = sqlite3_column_blob(st, 5);
+        size_t want_len = rows == 0 ? 1 + bad1_len + bad2_len : bad2_len;
+
         ck_assert_str_eq((const char *)sqlite3_column_text(st, 0),
-                         rows < 2 ? "receipts" : "receipt");
+                         rows == 0 ? "receipts" : "receipt");
         ck_assert_str_eq((const char *)sqlite3_column_text(st, 1),
                          rows == 0 ? "invalid" : "unsupported_schema");
+        if (rows == 0)
+            ck_assert_int_eq(
+                strncmp((const char *)sqlite3_column_text(st, 2), "[1].", 4),
+                0);
         ck_assert_int_gt(sqlite3_column_bytes(st, 3), 0);
         ck_assert_int_eq(sqlite3_column_int(st, 4), (int)want_len);
         ck_assert_int_eq(sqlite3_column_bytes(st, 5), (int)want_len);
-        ck_assert_mem_eq(sqlite3_column_blob(st, 5), sb.data + want_at,
-                         want_len);
+        if (rows == 0) {
+            ck_assert_uint_eq(blob[0], 0x92);
+            ck_assert_mem_eq(blob + 1, sb.data + bad1_at, bad1_len);
+            ck_assert_mem_eq(blob + 1 + bad1_len, sb.data + bad2_at, bad2_len);
+        } else
+            ck_assert_mem_eq(blob, sb.data + bad2_at, bad2_len);
         ck_assert_str_eq((const char *)sqlite3_column_text(st, 6), "q-node");
         rows++;
     }
     sqlite3_finalize(st);
     sqlite3_close(db);
-    ck_assert_int_eq(rows, 3);
+    ck_assert_int_eq(rows, 2);
     msgpack_sbuffer_destroy(&sb);
     close(fd);
 }
@@ -907,9 +919,10 @@ END_TEST
 
 /*
  * The quarantined bytes of every rejected item are its own, wherever it
- * sits in the batch: first, next to another rejected item, after accepted
- * ones, last, and in a batch where every item is rejected (dispatch walks
- * the batch only as far as the last rejected item).
+ * sits in the batch (the batch's one row is the array of them, in order):
+ * first, next to another rejected item, after accepted ones, last, and in a
+ * batch where every item is rejected (dispatch walks the batch only as far as
+ * the last rejected item).
  */
 START_TEST(test_e2e_batch_quarantines_items_at_every_position)
 {
@@ -982,17 +995,31 @@ START_TEST(test_e2e_batch_quarantines_items_at_every_position)
                                         "ORDER BY id",
                                         -1, &st, NULL),
                      SQLITE_OK);
-    for (b = 0; b < 2; b++)
+    /* One row per batch: an array of its rejected items, in order, each
+     * with its own bytes. */
+    for (b = 0; b < 2; b++) {
+        const unsigned char *blob;
+        size_t off = 1;
+
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        blob = sqlite3_column_blob(st, 0);
+        k = (size_t)sqlite3_column_bytes(st, 0);
+        for (i = 0, nbad = 0; i < nitems[b]; i++)
+            nbad += bad[b][i] != 0;
+        ck_assert_uint_gt(k, 0);
+        ck_assert_uint_eq(blob[0], 0x90 | nbad);
         for (i = 0; i < nitems[b]; i++) {
             if (!bad[b][i])
                 continue;
-            ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-            k = (size_t)sqlite3_column_bytes(st, 0);
-            ck_assert_msg(k == len[b][i], "batch %zu item %zu: %zu bytes", b, i,
-                          k);
-            ck_assert_mem_eq(sqlite3_column_blob(st, 0), sb[b].data + at[b][i],
-                             k);
+            ck_assert_msg(off + len[b][i] <= k,
+                          "batch %zu item %zu: row of "
+                          "%zu bytes",
+                          b, i, k);
+            ck_assert_mem_eq(blob + off, sb[b].data + at[b][i], len[b][i]);
+            off += len[b][i];
         }
+        ck_assert_uint_eq(off, k);
+    }
     ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
     sqlite3_finalize(st);
     sqlite3_close(db);
@@ -1135,8 +1162,18 @@ START_TEST(test_e2e_bin_body_key_reads_like_str)
                          rows % 2 == 0 ? "receipt" : "receipts");
         ck_assert_str_eq((const char *)sqlite3_column_text(st, 1),
                          "unsupported_schema");
-        ck_assert_int_eq(sqlite3_column_bytes(st, 2), (int)bad_len);
-        ck_assert_mem_eq(sqlite3_column_blob(st, 2), sb.data + bad_at, bad_len);
+        /* A batch's row is the array of its rejected items (one here). */
+        if (rows % 2 == 0) {
+            ck_assert_int_eq(sqlite3_column_bytes(st, 2), (int)bad_len);
+            ck_assert_mem_eq(sqlite3_column_blob(st, 2), sb.data + bad_at,
+                             bad_len);
+        } else {
+            const unsigned char *blob = sqlite3_column_blob(st, 2);
+
+            ck_assert_int_eq(sqlite3_column_bytes(st, 2), (int)bad_len + 1);
+            ck_assert_uint_eq(blob[0], 0x91);
+            ck_assert_mem_eq(blob + 1, sb.data + bad_at, bad_len);
+        }
         rows++;
     }
     sqlite3_finalize(st);
