@@ -1724,8 +1724,10 @@ config_preflight(const struct config *c, enum config_preflight mode,
         return -1;
     if (access(c->db_path, F_OK) == 0) {
         if (access(c->db_path, R_OK | W_OK) != 0)
-            return blame(c, err, k, NULL, "cannot write %s: %s", c->db_path,
-                         strerror(errno));
+            return blame(c, err, k, NULL,
+                         "the database file %s is not writable by this "
+                         "user: %s",
+                         c->db_path, strerror(errno));
         /* SQLite creates its -wal and -shm files beside it. */
         return check_dir(c, k, c->db_path, err);
     }
