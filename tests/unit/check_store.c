@@ -778,6 +778,10 @@ put_hashed(struct store *s, int op, uint64_t seq, uint32_t hash,
     ck_assert_int_eq(store_begin(s, &err), 0);
     ck_assert_int_eq(store_apply(s, w, &err), 0);
     ck_assert_int_eq(store_commit(s, &err), 0);
+    /* A duplicate batch's first outcome is the caller's to free. */
+    ck_assert(w->duplicate || w->dup_outcome == NULL);
+    free(w->dup_outcome);
+    w->dup_outcome = NULL;
 }
 
 /* The quarantine rows of conflicts put_hashed() kept. */
