@@ -119,6 +119,8 @@ static size_t qlen[NQ];
 static struct e2e_daemon d;
 static char notify_path[256];
 static int notify_fd = -1;
+/* The notifications up to READY=1, a line each (build_fleet). */
+static char notified[8192];
 static int fleet_ok;
 
 /* ---- generation ---- */
@@ -489,6 +491,23 @@ build_fleet(void)
     unsetenv("NOTIFY_SOCKET");
     if (i != 0)
         return -1;
+    /* Keep what came up to READY=1, then stop listening: a manager that
+     * never reads would fill the socket's queue (10 datagrams here) with
+     * the STATUS= lines of a long run, and sd_notify() would block the
+     * daemon's loop on the eleventh. */
+    for (;;) {
+        char got[1024];
+        size_t n = strlen(notified);
+
+        if (e2e_notify_await(notify_fd, "=", 5000, got, sizeof(got)) != 0)
+            break;
+        snprintf(notified + n, sizeof(notified) - n, "%s\n", got);
+        if (strstr(got, "READY=1") != NULL)
+            break;
+    }
+    close(notify_fd);
+    notify_fd = -1;
+    unlink(notify_path);
     return send_live();
 }
 
@@ -1375,9 +1394,9 @@ END_TEST
  * building the indexes of a large store takes minutes. */
 START_TEST(test_query_migration_is_logged_and_extends_the_start)
 {
-    char want[128], got[512], *log;
+    char want[128], *log;
+    const char *extend, *ready;
     size_t len;
-    int first_extend;
 
     ck_assert(fleet_ok);
     log = e2e_read_file(d.log, &len);
@@ -1390,20 +1409,13 @@ START_TEST(test_query_migration_is_logged_and_extends_the_start)
              store_schema_version());
     ck_assert_msg(strstr(log, want) != NULL, "the log has no \"%s\"", want);
     free(log);
-    /* The first of EXTEND_TIMEOUT_USEC and READY=1 to arrive. */
-    ck_assert_int_eq(e2e_notify_await(notify_fd, "=", 5000, got, sizeof(got)),
-                     0);
-    while (strstr(got, "EXTEND_TIMEOUT_USEC=") == NULL &&
-           strstr(got, "READY=1") == NULL)
-        ck_assert_int_eq(
-            e2e_notify_await(notify_fd, "=", 5000, got, sizeof(got)), 0);
-    first_extend = strstr(got, "EXTEND_TIMEOUT_USEC=") != NULL;
-    ck_assert_msg(first_extend, "READY=1 came before EXTEND_TIMEOUT_USEC: %s",
-                  got);
-    ck_assert_int_gt(
-        strtoull(strstr(got, "EXTEND_TIMEOUT_USEC=") + 20, NULL, 10), 0);
-    ck_assert_int_eq(
-        e2e_notify_await(notify_fd, "READY=1", 5000, got, sizeof(got)), 0);
+    /* EXTEND_TIMEOUT_USEC came, with a time, before READY=1. */
+    extend = strstr(notified, "EXTEND_TIMEOUT_USEC=");
+    ready = strstr(notified, "READY=1");
+    ck_assert_msg(ready != NULL, "no READY=1 in: %s", notified);
+    ck_assert_msg(extend != NULL && extend < ready,
+                  "READY=1 came before EXTEND_TIMEOUT_USEC: %s", notified);
+    ck_assert_int_gt(strtoull(extend + 20, NULL, 10), 0);
 }
 END_TEST
 
@@ -1471,8 +1483,6 @@ main(void)
                 rc != 0 ? "not within 60 s" : "exit status", status);
         failed++;
     }
-    if (notify_fd >= 0)
-        close(notify_fd);
     e2e_cleanup(&d);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
