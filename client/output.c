@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 #include <libsmartcols/libsmartcols.h>
 
+#include "error.h"
 #include "mpobj.h"
 #include "receipt_types.h"
 #include "timespec.h"
@@ -98,22 +99,6 @@ buf_take(struct buf *b)
     p = b->p;
     b->p = NULL;
     return p;
-}
-
-static int seterr(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-seterr(char *err, size_t err_len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err != NULL && err_len > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
 }
 
 int
@@ -1050,13 +1035,15 @@ get_rows(const msgpack_object *result, const msgpack_object **rows,
     uint32_t i;
 
     if (result == NULL || result->type != MSGPACK_OBJECT_MAP)
-        return seterr(err, err_len, "the reply's result is not a map");
+        return proto_errbuf(err, err_len, "the reply's result is not a map");
     r = mpobj_map_get(result, "rows", NULL);
     if (r == NULL || r->type != MSGPACK_OBJECT_ARRAY)
-        return seterr(err, err_len, "the reply's result has no \"rows\" array");
+        return proto_errbuf(err, err_len,
+                            "the reply's result has no \"rows\" array");
     for (i = 0; i < r->via.array.size; i++)
         if (r->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
-            return seterr(err, err_len, "row %" PRIu32 " is not a map", i);
+            return proto_errbuf(err, err_len, "row %" PRIu32 " is not a map",
+                                i);
     t = mpobj_map_get(result, "truncated", NULL);
     *truncated =
         t != NULL && t->type == MSGPACK_OBJECT_BOOLEAN && t->via.boolean;
@@ -1329,20 +1316,20 @@ output_check_columns(const struct output_spec *spec, char *err, size_t err_len)
     size_t n, i;
 
     if (*p == '\0')
-        return seterr(err, err_len, "no column named");
+        return proto_errbuf(err, err_len, "no column named");
     while (*p != '\0') {
         n = strcspn(p, ",");
         if (n == 0)
-            return seterr(err, err_len, "an empty column name in \"%s\"",
-                          spec->columns);
+            return proto_errbuf(err, err_len, "an empty column name in \"%s\"",
+                                spec->columns);
         for (i = 0; fixed != NULL && fixed[i] != NULL; i++)
             if (strlen(fixed[i]) == n && strncmp(fixed[i], p, n) == 0)
                 break;
         if (fixed != NULL && fixed[i] == NULL)
-            return seterr(err, err_len,
-                          "%s has no column \"%.*s\" (its columns: the "
-                          "header of --format csv)",
-                          spec->kind, (int)n, p);
+            return proto_errbuf(err, err_len,
+                                "%s has no column \"%.*s\" (its columns: the "
+                                "header of --format csv)",
+                                spec->kind, (int)n, p);
         p += n;
         if (*p == ',')
             p++;
@@ -1369,7 +1356,7 @@ output_result(FILE *out, int format, const struct output_spec *spec,
         struct json_object *j_res = result_json(result, rows);
 
         if (j_res == NULL)
-            return seterr(err, err_len, "out of memory");
+            return proto_errbuf(err, err_len, "out of memory");
         fputs(json_object_to_json_string_ext(
                   j_res, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                              JSON_C_TO_STRING_NOSLASHESCAPE),
@@ -1381,9 +1368,9 @@ output_result(FILE *out, int format, const struct output_spec *spec,
     if (format == OUTPUT_JSONL)
         return print_jsonl(out, rows) == 0
                    ? 0
-                   : seterr(err, err_len, "out of memory");
+                   : proto_errbuf(err, err_len, "out of memory");
     if (format != OUTPUT_TABLE && format != OUTPUT_CSV)
-        return seterr(err, err_len, "this format is only for stats");
+        return proto_errbuf(err, err_len, "this format is only for stats");
 
     nrows = rows->via.array.size;
     if (nrows > 0 && (flat = calloc(nrows, sizeof(*flat))) == NULL)
@@ -1438,7 +1425,7 @@ output_result(FILE *out, int format, const struct output_spec *spec,
     rc = 0;
     goto done;
 oom:
-    seterr(err, err_len, "out of memory while formatting the result");
+    proto_errbuf(err, err_len, "out of memory while formatting the result");
 done:
     if (cells != NULL)
         for (i = 0; i < nrows * cols.n; i++)
@@ -1643,10 +1630,10 @@ output_prometheus(FILE *out, const msgpack_object *result, char *err,
     if (get_rows(result, &rows, &truncated, err, err_len) != 0)
         return -1;
     if (rows->via.array.size == 0)
-        return seterr(err, err_len, "the stats result has no rows");
+        return proto_errbuf(err, err_len, "the stats result has no rows");
     if (flatten(&flat, NULL, &rows->via.array.ptr[0]) != 0) {
         row_free(&flat);
-        return seterr(err, err_len, "out of memory");
+        return proto_errbuf(err, err_len, "out of memory");
     }
     up(out, 1);
     for (i = 0; i < flat.n; i++) {
@@ -1667,7 +1654,7 @@ output_prometheus(FILE *out, const msgpack_object *result, char *err,
         if (name.oom) {
             free(name.p);
             row_free(&flat);
-            return seterr(err, err_len, "out of memory");
+            return proto_errbuf(err, err_len, "out of memory");
         }
         if (mi != NULL)
             fprintf(out, "# HELP %s %s\n", name.p, mi->help);
@@ -1732,7 +1719,7 @@ output_record(FILE *out, const msgpack_object *map, char *err, size_t err_len)
     int rc = -1;
 
     if (map == NULL || map->type != MSGPACK_OBJECT_MAP)
-        return seterr(err, err_len, "the record is not a map");
+        return proto_errbuf(err, err_len, "the record is not a map");
     if (flatten(&flat, NULL, map) != 0 ||
         choose_cols(&cols, &flat, 1, NULL, 0) != 0 ||
         (cols.n > 0 && (cells = calloc(cols.n, sizeof(*cells))) == NULL))
@@ -1746,7 +1733,7 @@ output_record(FILE *out, const msgpack_object *map, char *err, size_t err_len)
     rc = 0;
     goto done;
 oom:
-    seterr(err, err_len, "out of memory while formatting the record");
+    proto_errbuf(err, err_len, "out of memory while formatting the record");
 done:
     for (j = 0; cells != NULL && j < cols.n; j++)
         free(cells[j].text);

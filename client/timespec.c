@@ -10,9 +10,9 @@
 #include "timespec.h"
 
 #include "duration.h"
+#include "error.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -22,22 +22,6 @@
 #define MS_PER_H   (60ull * MS_PER_MIN)
 #define MS_PER_D   (24ull * MS_PER_H)
 #define MS_PER_W   (7ull * MS_PER_D)
-
-static int fail(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t err_len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err != NULL && err_len > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant). */
 static int64_t
@@ -113,23 +97,25 @@ timespec_parse_rfc3339(const char *s, uint64_t *out, char *err, size_t err_len)
 
     if (digits(&p, 4, &year) != 0 || *p++ != '-' || digits(&p, 2, &mon) != 0 ||
         *p++ != '-' || digits(&p, 2, &day) != 0)
-        return fail(err, err_len,
-                    "\"%s\" is not an RFC 3339 timestamp "
-                    "(expected YYYY-MM-DDTHH:MM:SSZ)",
-                    s);
+        return proto_errbuf(err, err_len,
+                            "\"%s\" is not an RFC 3339 timestamp "
+                            "(expected YYYY-MM-DDTHH:MM:SSZ)",
+                            s);
     if (*p != 'T' && *p != 't' && *p != ' ')
-        return fail(err, err_len,
-                    "\"%s\": expected 'T' and a time after the date", s);
+        return proto_errbuf(
+            err, err_len, "\"%s\": expected 'T' and a time after the date", s);
     p++;
     if (digits(&p, 2, &hour) != 0 || *p++ != ':' || digits(&p, 2, &min) != 0 ||
         *p++ != ':' || digits(&p, 2, &sec) != 0)
-        return fail(err, err_len,
-                    "\"%s\": expected the time as HH:MM:SS after the date", s);
+        return proto_errbuf(
+            err, err_len,
+            "\"%s\": expected the time as HH:MM:SS after the date", s);
     if (*p == '.') {
         p++;
         if (!isdigit((unsigned char)*p))
-            return fail(err, err_len,
-                        "\"%s\": expected digits after the decimal point", s);
+            return proto_errbuf(
+                err, err_len, "\"%s\": expected digits after the decimal point",
+                s);
         /* Sub-millisecond digits are truncated: receive times are whole
          * milliseconds on the wire. */
         while (isdigit((unsigned char)*p)) {
@@ -149,28 +135,34 @@ timespec_parse_rfc3339(const char *s, uint64_t *out, char *err, size_t err_len)
         sign = *p == '-' ? -1 : 1;
         p++;
         if (digits(&p, 2, &oh) != 0 || *p++ != ':' || digits(&p, 2, &om) != 0)
-            return fail(err, err_len,
-                        "\"%s\": expected the offset as +HH:MM or -HH:MM", s);
+            return proto_errbuf(
+                err, err_len, "\"%s\": expected the offset as +HH:MM or -HH:MM",
+                s);
     } else {
-        return fail(err, err_len,
-                    "\"%s\": expected 'Z' or an offset like +02:00 after the "
-                    "time",
-                    s);
+        return proto_errbuf(
+            err, err_len,
+            "\"%s\": expected 'Z' or an offset like +02:00 after the "
+            "time",
+            s);
     }
     if (*p != '\0')
-        return fail(err, err_len,
-                    "\"%s\": unexpected characters after the timestamp", s);
+        return proto_errbuf(err, err_len,
+                            "\"%s\": unexpected characters after the timestamp",
+                            s);
     if (mon < 1 || mon > 12)
-        return fail(err, err_len, "\"%s\": month %u is not 01-12", s, mon);
+        return proto_errbuf(err, err_len, "\"%s\": month %u is not 01-12", s,
+                            mon);
     if (day < 1 || day > month_days(year, mon))
-        return fail(err, err_len, "\"%s\": day %u does not exist in %04u-%02u",
-                    s, day, year, mon);
+        return proto_errbuf(err, err_len,
+                            "\"%s\": day %u does not exist in %04u-%02u", s,
+                            day, year, mon);
     /* Second 60 is RFC 3339's leap second; it counts as the next second,
      * as POSIX time has no room for it. */
     if (hour > 23 || min > 59 || sec > 60)
-        return fail(err, err_len, "\"%s\": time of day out of range", s);
+        return proto_errbuf(err, err_len, "\"%s\": time of day out of range",
+                            s);
     if (oh > 23 || om > 59)
-        return fail(err, err_len, "\"%s\": offset out of range", s);
+        return proto_errbuf(err, err_len, "\"%s\": offset out of range", s);
 
     days = days_from_civil(year, mon, day);
     total_ms = days * (int64_t)MS_PER_D + (int64_t)hour * (int64_t)MS_PER_H +
@@ -180,7 +172,8 @@ timespec_parse_rfc3339(const char *s, uint64_t *out, char *err, size_t err_len)
     total_ms -= sign * ((int64_t)oh * (int64_t)MS_PER_H +
                         (int64_t)om * (int64_t)MS_PER_MIN);
     if (total_ms < 0)
-        return fail(err, err_len, "\"%s\" is before 1970-01-01T00:00:00Z", s);
+        return proto_errbuf(err, err_len,
+                            "\"%s\" is before 1970-01-01T00:00:00Z", s);
     *out = (uint64_t)total_ms;
     return 0;
 }
@@ -213,11 +206,12 @@ static int
 duration(const char *s, uint64_t *out, char *err, size_t err_len)
 {
     if (!isdigit((unsigned char)*s))
-        return fail(err, err_len,
-                    "\"%s\" is not a time: expected a duration like 1h, "
-                    "30m, 7d or 2w, unix milliseconds, or an RFC 3339 "
-                    "timestamp",
-                    s);
+        return proto_errbuf(
+            err, err_len,
+            "\"%s\" is not a time: expected a duration like 1h, "
+            "30m, 7d or 2w, unix milliseconds, or an RFC 3339 "
+            "timestamp",
+            s);
     return duration_parse(s, 0, out, err, err_len);
 }
 
@@ -230,9 +224,9 @@ timespec_parse(const char *s, uint64_t now_ms, uint64_t *out, char *err,
     int rc;
 
     if (*s == '\0')
-        return fail(err, err_len,
-                    "empty time; expected a duration like 1h, "
-                    "unix milliseconds, or RFC 3339");
+        return proto_errbuf(err, err_len,
+                            "empty time; expected a duration like 1h, "
+                            "unix milliseconds, or RFC 3339");
     if (strcmp(s, "now") == 0) {
         *out = now_ms;
         return 0;
@@ -244,7 +238,7 @@ timespec_parse(const char *s, uint64_t now_ms, uint64_t *out, char *err,
         return timespec_parse_rfc3339(s, out, err, err_len);
     rc = number(&p, &v);
     if (rc == -2)
-        return fail(err, err_len, "\"%s\": number too large", s);
+        return proto_errbuf(err, err_len, "\"%s\": number too large", s);
     if (rc == 0 && *p == '\0') {
         *out = v;
         return 0;
@@ -252,7 +246,7 @@ timespec_parse(const char *s, uint64_t now_ms, uint64_t *out, char *err,
     if (duration(s, &v, err, err_len) != 0)
         return -1;
     if (v > now_ms)
-        return fail(err, err_len, "\"%s\" ago is before 1970", s);
+        return proto_errbuf(err, err_len, "\"%s\" ago is before 1970", s);
     *out = now_ms - v;
     return 0;
 }

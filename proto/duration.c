@@ -6,9 +6,10 @@
 #include "duration.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "error.h"
 
 static const struct {
     const char *name;
@@ -19,22 +20,6 @@ static const struct {
 };
 
 #define N_UNITS (sizeof(units) / sizeof(units[0]))
-
-static int fail(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-fail(char *err, size_t err_len, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err != NULL && err_len > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Reads decimal digits at *p; 0, -1 when there are none, -2 on overflow. */
 static int
@@ -67,20 +52,23 @@ duration_parse(const char *s, uint64_t plain_ms, uint64_t *ms, char *err,
     while (*p == ' ')
         p++;
     if (*p == '\0')
-        return fail(err, err_len, "\"%s\" is not a duration: it is empty", s);
+        return proto_errbuf(err, err_len,
+                            "\"%s\" is not a duration: it is empty", s);
     while (*p != '\0') {
         if ((rc = number(&p, &n)) == -2)
-            return fail(err, err_len, "\"%s\": duration too long", s);
+            return proto_errbuf(err, err_len, "\"%s\": duration too long", s);
         if (rc != 0)
-            return fail(err, err_len,
-                        "\"%s\" is not a duration: expected numbers with "
-                        "units (" DURATION_UNITS "), e.g. 500ms, 10s, 1h30m",
-                        s);
+            return proto_errbuf(
+                err, err_len,
+                "\"%s\" is not a duration: expected numbers with "
+                "units (" DURATION_UNITS "), e.g. 500ms, 10s, 1h30m",
+                s);
         while (*p == ' ')
             p++;
         if (*p == '\0' && parts == 0 && plain_ms != 0) {
             if (n > UINT64_MAX / plain_ms)
-                return fail(err, err_len, "\"%s\": duration too long", s);
+                return proto_errbuf(err, err_len, "\"%s\": duration too long",
+                                    s);
             *ms = n * plain_ms;
             return 0;
         }
@@ -93,13 +81,14 @@ duration_parse(const char *s, uint64_t plain_ms, uint64_t *ms, char *err,
                 memcmp(units[i].name, u, len) == 0)
                 break;
         if (i == N_UNITS)
-            return fail(err, err_len,
-                        "\"%s\": unknown or missing unit \"%.*s\" (expected "
-                        "ms, s, m, h, d or w)",
-                        s, (int)len, u);
+            return proto_errbuf(
+                err, err_len,
+                "\"%s\": unknown or missing unit \"%.*s\" (expected "
+                "ms, s, m, h, d or w)",
+                s, (int)len, u);
         mult = units[i].ms;
         if (n > UINT64_MAX / mult || total > UINT64_MAX - n * mult)
-            return fail(err, err_len, "\"%s\": duration too long", s);
+            return proto_errbuf(err, err_len, "\"%s\": duration too long", s);
         total += n * mult;
         parts++;
         while (*p == ' ')

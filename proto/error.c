@@ -142,3 +142,16 @@ proto_err_prefix_index(struct proto_err *err, size_t index)
     snprintf(head, sizeof(head), "[%zu]", index);
     prepend(err, head);
 }
+
+int
+proto_errbuf(char *err, size_t err_len, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err != NULL && err_len > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}

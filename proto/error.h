@@ -78,4 +78,10 @@ void proto_err_prefix_field(struct proto_err *err, const char *name);
 /* Prepends an index: "executed_backend" becomes "[17].executed_backend". */
 void proto_err_prefix_index(struct proto_err *err, size_t index);
 
+/* For parsers that report into a caller's buffer (durations, times,
+ * output options): formats into err[0..err_len) when err is not NULL and
+ * returns -1. */
+int proto_errbuf(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif
