@@ -73,6 +73,7 @@ struct conn {
     uint64_t accepted_ms; /* uv_now() at accept */
     int unauth;           /* counted in srv->n_unauth (TCP, no token yet) */
     int spoke;            /* a whole frame has arrived */
+    int graced;           /* a due deadline waited for bytes already sent */
 
     int reading;      /* uv_read_start is in effect */
     int full;         /* unsent replies passed max_unsent_bytes */

@@ -427,13 +427,11 @@ start_tcp(const char *limits, const char *const *more)
 /* Sends hello with token (NULL: none); returns the reply's code (0 ok), or
  * -1 when there was no reply. */
 static int
-tcp_hello(int fd, const char *token, long *ms)
+tcp_hello_send(int fd, const char *token)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    struct e2e_reply rep;
-    long t0 = now_ms();
-    int code;
+    int rc;
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -446,9 +444,19 @@ tcp_hello(int fd, const char *token, long *ms)
         envelope_pack_cstr(&pk, "token");
         envelope_pack_cstr(&pk, token);
     }
-    code = e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size);
+    rc = e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
-    if (code != 0 || e2e_recv(fd, T, &rep) != 0)
+    return rc;
+}
+
+static int
+tcp_hello(int fd, const char *token, long *ms)
+{
+    struct e2e_reply rep;
+    long t0 = now_ms();
+    int code;
+
+    if (tcp_hello_send(fd, token) != 0 || e2e_recv(fd, T, &rep) != 0)
         return -1;
     if (ms != NULL)
         *ms = now_ms() - t0;
@@ -1056,6 +1064,53 @@ START_TEST(test_e2e_harden_retention_prunes_under_constant_load)
 }
 END_TEST
 
+/*
+ * The daemon's loop stalls (SIGSTOP) past the hello and frame deadlines
+ * while the peers' bytes arrive: on SIGCONT a TCP hello sent during the
+ * stall is answered, and a Unix frame whose second half came during the
+ * stall is answered too, instead of both connections being closed.
+ */
+START_TEST(test_e2e_harden_loop_stall_reads_before_deadlines)
+{
+    const char *more[] = { "--hello-timeout-ms", "500", "--frame-timeout-ms",
+                           "500", NULL };
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    int port, tfd, ufd;
+
+    port = start_tcp(NULL, more);
+    tfd = e2e_connect_tcp(port);
+    ck_assert_int_ge(tfd, 0);
+    ufd = e2e_connect(&d);
+    ck_assert_int_ge(ufd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    envelope_request(&pk, PROTO_OP_PING, 7, 0, 0, 0);
+    frame_put_header(hdr, (uint32_t)sb.size);
+    ck_assert_int_eq(e2e_send_all(ufd, hdr, sizeof(hdr)), 0);
+    usleep(100 * 1000); /* the frame has begun */
+    ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+    ck_assert_int_eq(e2e_send_all(ufd, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(tcp_hello_send(tfd, TOKEN), 0);
+    usleep(1500 * 1000);
+    ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+    ck_assert_msg(e2e_recv(tfd, T, &rep) == 0,
+                  "the hello sent during the stall was not answered");
+    ck_assert_msg(rep.r.ok, "hello: %s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    ck_assert_msg(e2e_recv(ufd, T, &rep) == 0,
+                  "the frame completed during the stall was not answered");
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(rep.r.id, 7);
+    e2e_reply_free(&rep);
+    close(tfd);
+    close(ufd);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1079,6 +1134,7 @@ harden_suite(void)
         { "umask", test_e2e_harden_store_files_private_whatever_the_umask, 1 },
         { "busy_prune", test_e2e_harden_retention_prunes_under_constant_load,
           1 },
+        { "loop_stall", test_e2e_harden_loop_stall_reads_before_deadlines, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
