@@ -95,6 +95,12 @@ struct conn {
     unsigned n_writes; /* uv_write requests in flight */
     uint64_t wrote_ms; /* uv_now() when a write last completed or began */
 
+    /* The SHA-256 of the token that authenticated this TCP connection
+     * (has_token), so that a reload which removes it closes the
+     * connection (server_tokens_reloaded). */
+    unsigned char token_sha[32];
+    int has_token;
+
     /* Set by hello. A token is checked there and not kept. */
     char source[CONN_SOURCE_MAX + 1];
     size_t source_len;

@@ -571,6 +571,8 @@ do_hello(const struct request *rq)
             return;
         }
         conn_authenticated(c, ACCESS_WRITE);
+        access_token_hash(tok.ptr, tok.len, c->token_sha);
+        c->has_token = 1;
     }
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';

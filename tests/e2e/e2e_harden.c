@@ -1111,6 +1111,67 @@ START_TEST(test_e2e_harden_loop_stall_reads_before_deadlines)
 }
 END_TEST
 
+/* The SHA-256 of token in hex, from the binary itself. */
+static void
+hash_of(const char *token, char out[80])
+{
+    char cmd[600];
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd),
+             "printf '%%s\\n' '%s' | %s/daemon/receiptd --hash-token", token,
+             TEST_BINARY_DIR);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(out, 80, p));
+    ck_assert_int_eq(pclose(p), 0);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/*
+ * A token removed from the configuration by SIGHUP stops working on the
+ * connections it already authenticated: they are closed; a connection of
+ * a token that stays keeps working.
+ */
+START_TEST(test_e2e_harden_removed_token_closes_its_connections)
+{
+    char ha[80], hb[80], conf[300], text[600], tcp[64];
+    const char *extra[] = { "--config", conf, "--tcp", tcp, NULL };
+    struct e2e_reply rep;
+    int port = free_port(), fa, fb;
+
+    hash_of("token-a", ha);
+    hash_of("token-b", hb);
+    snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", port);
+    snprintf(conf, sizeof(conf), "%s/e2e_harden_hup_%ld.conf", TEST_BINARY_DIR,
+             (long)getpid());
+    snprintf(text, sizeof(text),
+             "access: { tokens = ( { name = \"a\"; sha256 = \"%s\"; },\n"
+             "                     { name = \"b\"; sha256 = \"%s\"; } ); };\n",
+             ha, hb);
+    ck_assert_int_eq(e2e_write_file(conf, text), 0);
+    start(extra);
+    fa = e2e_connect_tcp(port);
+    fb = e2e_connect_tcp(port);
+    ck_assert_int_eq(tcp_hello(fa, "token-a", NULL), 0);
+    ck_assert_int_eq(tcp_hello(fb, "token-b", NULL), 0);
+    snprintf(text, sizeof(text),
+             "access: { tokens = ( { name = \"b\"; sha256 = \"%s\"; } ); };\n",
+             hb);
+    ck_assert_int_eq(e2e_write_file(conf, text), 0);
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    ck_assert_msg(e2e_wait_closed(fa, 3000),
+                  "a connection of the removed token is still open");
+    ck_assert_int_eq(e2e_request(fb, PROTO_OP_PING, 2, 0, 0, NULL, 0), 0);
+    ck_assert_int_eq(e2e_recv(fb, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    close(fa);
+    close(fb);
+    unlink(conf);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1135,6 +1196,8 @@ harden_suite(void)
         { "busy_prune", test_e2e_harden_retention_prunes_under_constant_load,
           1 },
         { "loop_stall", test_e2e_harden_loop_stall_reads_before_deadlines, 1 },
+        { "token_removed", test_e2e_harden_removed_token_closes_its_connections,
+          1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
