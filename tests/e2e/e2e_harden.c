@@ -343,11 +343,31 @@ START_TEST(test_e2e_harden_deleted_store_answers_unavailable)
     for (i = 0; i < 10; i++)
         ck_assert_int_eq(send_receipt(fd, id++, seq++), 0);
     if (_i == 0) {
+        struct e2e_reply rep;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
         ck_assert_int_eq(unlink(d.db), 0);
         snprintf(path, sizeof(path), "%s-wal", d.db);
         unlink(path);
         snprintf(path, sizeof(path), "%s-shm", d.db);
         unlink(path);
+        /* A query now opens the first read-only connection, which fails:
+         * the error a client reads must not show the server's paths. */
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        envelope_pack_cstr(&pk, "kind");
+        envelope_pack_cstr(&pk, "receipts");
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_QUERY, 9999, 0, 0, sb.data, sb.size), 0);
+        msgpack_sbuffer_destroy(&sb);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(!rep.r.ok);
+        ck_assert_msg(strstr(rep.r.err.message, d.dir) == NULL,
+                      "a client was told the server's path: %s",
+                      rep.r.err.message);
+        e2e_reply_free(&rep);
     } else {
         snprintf(other, sizeof(other), "%s/other.db", d.dir);
         copy_file(d.db, other);
