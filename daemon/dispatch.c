@@ -173,6 +173,11 @@ do_receipt(const struct request *rq)
                            "an array");
     } else {
         rc = receipt_decode(env->body, r, &err);
+        /* A body of the wrong type is the body's fault. */
+        if (rc == PROTO_EINVALID && err.path[0] == '\0' &&
+            env->body->type != MSGPACK_OBJECT_MAP &&
+            env->body->type != MSGPACK_OBJECT_ARRAY)
+            snprintf(err.path, sizeof(err.path), "body");
     }
     if (rc == PROTO_ENOMEM) {
         free(r);
@@ -317,7 +322,7 @@ do_receipts(const struct request *rq)
             proto_err_set(&err, PROTO_EINVALID, "body",
                           "missing body; expected an array of receipts");
         else
-            proto_err_set(&err, PROTO_EINVALID, "",
+            proto_err_set(&err, PROTO_EINVALID, "body",
                           "expected the body as an array of receipts, got %s",
                           mpobj_type_name(env->body));
         x->rejected = 1;

@@ -1192,6 +1192,47 @@ START_TEST(test_e2e_harden_removed_token_closes_its_connections)
 }
 END_TEST
 
+/* A wrong-typed body and a key that is not UTF-8 name their field. */
+START_TEST(test_e2e_harden_paths_never_empty)
+{
+    static const char str_body[] = { (char)0xa1, 'x' };
+    /* {"schema_version": 3, "\xff": 1}: a key that is not UTF-8. */
+    static const char bad_key[] = { (char)0x82, (char)0xae, 's',        'c',
+                                    'h',        'e',        'm',        'a',
+                                    '_',        'v',        'e',        'r',
+                                    's',        'i',        'o',        'n',
+                                    3,          (char)0xa1, (char)0xff, 1 };
+    struct e2e_reply rep;
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPT, 1, 0, 0, str_body, sizeof(str_body)),
+        0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "body");
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPTS, 2, 0, 0, str_body, sizeof(str_body)),
+        0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "body");
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPT, 3, 0, 0, bad_key, sizeof(bad_key)),
+        0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "\\xff");
+    e2e_reply_free(&rep);
+    close(fd);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1218,6 +1259,7 @@ harden_suite(void)
         { "loop_stall", test_e2e_harden_loop_stall_reads_before_deadlines, 1 },
         { "token_removed", test_e2e_harden_removed_token_closes_its_connections,
           1 },
+        { "paths", test_e2e_harden_paths_never_empty, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
