@@ -22,6 +22,7 @@
 
 #include <assert.h>
 #include <stdatomic.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@ struct wreq {
 };
 
 static void arm_timer(struct conn *c);
+static void timer_cb(uv_timer_t *t);
 
 /* Reply bytes leave the connection's and the server's account. */
 static void
@@ -402,6 +404,27 @@ hello_overdue(const struct conn *c)
     return due != 0 && uv_now(c->srv->loop) >= due;
 }
 
+/*
+ * A deadline is due, but bytes the peer sent are waiting unread: the loop
+ * itself was late (a stall, SIGSTOP, a paused VM), and libuv runs timers
+ * before it polls. Looks again right after the read, once per arming, so
+ * the peer is judged on what it sent, not on when we looked. Returns 1
+ * when it did.
+ */
+static int
+deadline_grace(struct conn *c)
+{
+    uv_os_fd_t fd;
+    int waiting = 0;
+
+    if (c->graced || !c->reading || uv_fileno(&c->u.handle, &fd) != 0 ||
+        ioctl(fd, FIONREAD, &waiting) != 0 || waiting <= 0)
+        return 0;
+    c->graced = 1;
+    uv_timer_start(&c->timer, timer_cb, 1, 0);
+    return 1;
+}
+
 static void
 timer_cb(uv_timer_t *t)
 {
@@ -411,6 +434,8 @@ timer_cb(uv_timer_t *t)
     if (c->closing)
         return;
     if (hello_overdue(c)) {
+        if (deadline_grace(c))
+            return;
         log_info("closing a TCP connection that did not authenticate "
                  "within %lu ms",
                  (unsigned long)c->srv->cfg->hello_timeout_ms);
@@ -441,6 +466,8 @@ timer_cb(uv_timer_t *t)
             arm_timer(c);
             return;
         }
+        if (deadline_grace(c))
+            return;
         proto_err_set(&err, PROTO_EMALFORMED, NULL,
                       "frame not complete within %lu ms; a frame must "
                       "arrive within frame_timeout_ms once it has begun",
@@ -453,6 +480,8 @@ timer_cb(uv_timer_t *t)
         arm_timer(c);
         return;
     }
+    if (deadline_grace(c))
+        return;
     log_debug("closing an idle connection");
     conn_close(c);
 }
@@ -465,6 +494,7 @@ arm_timer(struct conn *c)
 
     if (c->closing)
         return;
+    c->graced = 0;
     if (c->want_close) {
         /* Nothing more is read, but the replies must still be taken: a
          * peer that half-closes (or breaks framing) and then reads nothing

@@ -73,6 +73,7 @@ struct conn {
     uint64_t accepted_ms; /* uv_now() at accept */
     int unauth;           /* counted in srv->n_unauth (TCP, no token yet) */
     int spoke;            /* a whole frame has arrived */
+    int graced;           /* a due deadline waited for bytes already sent */
 
     int reading;      /* uv_read_start is in effect */
     int full;         /* unsent replies passed max_unsent_bytes */
@@ -93,6 +94,12 @@ struct conn {
     uint64_t unsent;   /* reply bytes ready or being written */
     unsigned n_writes; /* uv_write requests in flight */
     uint64_t wrote_ms; /* uv_now() when a write last completed or began */
+
+    /* The SHA-256 of the token that authenticated this TCP connection
+     * (has_token), so that a reload which removes it closes the
+     * connection (server_tokens_reloaded). */
+    unsigned char token_sha[32];
+    int has_token;
 
     /* Set by hello. A token is checked there and not kept. */
     char source[CONN_SOURCE_MAX + 1];

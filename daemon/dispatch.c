@@ -174,6 +174,11 @@ do_receipt(const struct request *rq)
                            "an array");
     } else {
         rc = receipt_decode(env->body, r, &err);
+        /* A body of the wrong type is the body's fault. */
+        if (rc == PROTO_EINVALID && err.path[0] == '\0' &&
+            env->body->type != MSGPACK_OBJECT_MAP &&
+            env->body->type != MSGPACK_OBJECT_ARRAY)
+            snprintf(err.path, sizeof(err.path), "body");
     }
     if (rc == PROTO_ENOMEM) {
         free(r);
@@ -319,7 +324,7 @@ do_receipts(const struct request *rq)
             proto_err_set(&err, PROTO_EINVALID, "body",
                           "missing body; expected an array of receipts");
         else
-            proto_err_set(&err, PROTO_EINVALID, "",
+            proto_err_set(&err, PROTO_EINVALID, "body",
                           "expected the body as an array of receipts, got %s",
                           mpobj_type_name(env->body));
         x->rejected = 1;
@@ -581,6 +586,8 @@ do_hello(const struct request *rq)
             return;
         }
         conn_authenticated(c, ACCESS_WRITE);
+        access_token_hash(tok.ptr, tok.len, c->token_sha);
+        c->has_token = 1;
     }
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';

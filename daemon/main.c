@@ -610,6 +610,7 @@ hup_cb(uv_signal_t *h, int signum)
      * writer and the query pool are told. */
     access_policy_close(&ms.access);
     ms.access = access;
+    server_tokens_reloaded(&ms.srv);
     ms.srv.cfg = next;
     config_free(ms.cfg);
     free(ms.cfg);

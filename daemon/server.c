@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "access.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "listen.h"
@@ -36,6 +37,31 @@ server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     srv->started_ms = server_now_unix_ms();
+}
+
+void
+server_tokens_reloaded(struct server *srv)
+{
+    const struct access_policy *p = srv->access;
+    struct conn *c;
+    size_t i, closed = 0;
+    int kept;
+
+    for (c = srv->conns; c != NULL; c = c->next) {
+        if (c->closing || c->want_close || !c->has_token)
+            continue;
+        kept = 0;
+        for (i = 0; i < p->n_tokens && !kept; i++)
+            kept = memcmp(p->tokens[i].sha256, c->token_sha, 32) == 0;
+        if (kept)
+            continue;
+        conn_close_after_replies(c);
+        closed++;
+    }
+    if (closed > 0)
+        log_info("reload: closed %zu TCP connections whose token was "
+                 "removed",
+                 closed);
 }
 
 size_t

@@ -134,6 +134,14 @@ size_t server_unauth_budget(const struct server *srv);
  */
 uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr);
 
+/*
+ * After a reload replaced srv->access: every TCP connection whose token is
+ * no longer configured is closed once the replies it is owed are written
+ * (nothing more of it is read), as "applied at once" promises. Logs how
+ * many.
+ */
+void server_tokens_reloaded(struct server *srv);
+
 /* Connection registry, for conn.c. */
 void server_conn_add(struct server *srv, struct conn *c);
 void server_conn_closing(struct server *srv, struct conn *c);

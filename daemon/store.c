@@ -504,7 +504,10 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
                          : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     rc = sqlite3_open_v2(path, &s->db, flags, NULL);
     if (rc != SQLITE_OK) {
-        proto_err_set(err, PROTO_EUNAVAILABLE, NULL, "cannot open %s: %s", path,
+        /* No path: this text reaches clients (a query's connection), and
+         * the daemon's own messages name the store. */
+        proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                      "cannot open the database: %s",
                       s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
         store_free(s);
         return PROTO_EUNAVAILABLE;

@@ -612,13 +612,19 @@ static void
 final_checkpoint(struct writer *w)
 {
     struct proto_err err;
+    uint64_t t0 = now_us();
 
     proto_err_clear(&err);
-    if (w->store != NULL && store_checkpoint_final(w->store, &err) != 0)
+    if (w->store == NULL)
+        return;
+    if (store_checkpoint_final(w->store, &err) != 0)
         log_warnx("writer: the final checkpoint did not complete: %s; the "
                   "rest of the store stays in its -wal file until the next "
                   "start (a copy of the database file alone would miss it)",
                   err.message);
+    else
+        log_info("the WAL is checkpointed into the database (%.1f ms)",
+                 (double)(now_us() - t0) / 1000.0);
 }
 
 void

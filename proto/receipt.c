@@ -370,6 +370,29 @@ map_get(const msgpack_object *o, const struct fname *name, int *dup)
     return found;
 }
 
+/* Writes key[0..n) into out as printable ASCII, other bytes as \xNN,
+ * truncated to fit cap (NUL-terminated). */
+static void
+escape_key(const char *key, size_t n, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i, o = 0;
+    unsigned char b;
+
+    for (i = 0; i < n && o + 5 <= cap; i++) {
+        b = (unsigned char)key[i];
+        if (b >= 0x20 && b < 0x7f && b != '\\') {
+            out[o++] = (char)b;
+            continue;
+        }
+        out[o++] = '\\';
+        out[o++] = 'x';
+        out[o++] = hex[b >> 4];
+        out[o++] = hex[b & 15];
+    }
+    out[o] = '\0';
+}
+
 /*
  * One pass over a map: slot[i] receives the value of names[i] (NULL when
  * absent), *unknown the number of other keys. Keys must be strings of valid
@@ -397,10 +420,16 @@ collect(const msgpack_object *map, const struct fname *names, unsigned nnames,
                                  mpobj_type_name(&kv->key));
         k = name_index(p, n, names, nnames, hint);
         if (k < 0) {
-            if (!mpobj_utf8_valid(p, n))
-                return proto_err_set(err, PROTO_EINVALID, NULL,
+            if (!mpobj_utf8_valid(p, n)) {
+                char path[PROTO_ERR_PATH_MAX];
+
+                /* The key itself cannot be the path (a reply must be
+                 * valid UTF-8): its bytes, escaped. */
+                escape_key(p, n, path, sizeof(path));
+                return proto_err_set(err, PROTO_EINVALID, path,
                                      "expected keys of valid UTF-8, got a key "
                                      "that is not");
+            }
             (*unknown)++;
             continue;
         }

@@ -299,7 +299,7 @@ def main():
         "a valid schema-3 receipt (control)")
     add("body-missing", frame(request()), "reply", "invalid",
         "op receipt without a body (the path may be empty or \"body\")")
-    add("body-string", frame(request(body="receipt")), "reply", "invalid:",
+    add("body-string", frame(request(body="receipt")), "reply", "invalid:body",
         "a body that is a string")
     wrong = {
         "schema_version": "3", "requested_backend": 4,

@@ -63,6 +63,12 @@ judge_frame(const char *frame, size_t len, struct verdict *v)
         rc = receipt_decode(env.body, &r, &err);
         if (rc == 0)
             receipt_clear(&r);
+        /* As dispatch.c says it: a body of the wrong type is the body's
+         * fault. */
+        if (rc == PROTO_EINVALID && err.path[0] == '\0' && env.body != NULL &&
+            env.body->type != MSGPACK_OBJECT_MAP &&
+            env.body->type != MSGPACK_OBJECT_ARRAY)
+            snprintf(err.path, sizeof(err.path), "body");
     } else if (rc == 0 && env.op == PROTO_OP_RECEIPTS && env.body != NULL &&
                env.body->type == MSGPACK_OBJECT_ARRAY &&
                env.body->via.array.size > MAX_BATCH) {

@@ -343,11 +343,31 @@ START_TEST(test_e2e_harden_deleted_store_answers_unavailable)
     for (i = 0; i < 10; i++)
         ck_assert_int_eq(send_receipt(fd, id++, seq++), 0);
     if (_i == 0) {
+        struct e2e_reply rep;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
         ck_assert_int_eq(unlink(d.db), 0);
         snprintf(path, sizeof(path), "%s-wal", d.db);
         unlink(path);
         snprintf(path, sizeof(path), "%s-shm", d.db);
         unlink(path);
+        /* A query now opens the first read-only connection, which fails:
+         * the error a client reads must not show the server's paths. */
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 1);
+        envelope_pack_cstr(&pk, "kind");
+        envelope_pack_cstr(&pk, "receipts");
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_QUERY, 9999, 0, 0, sb.data, sb.size), 0);
+        msgpack_sbuffer_destroy(&sb);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(!rep.r.ok);
+        ck_assert_msg(strstr(rep.r.err.message, d.dir) == NULL,
+                      "a client was told the server's path: %s",
+                      rep.r.err.message);
+        e2e_reply_free(&rep);
     } else {
         snprintf(other, sizeof(other), "%s/other.db", d.dir);
         copy_file(d.db, other);
@@ -421,19 +441,27 @@ start_tcp(const char *limits, const char *const *more)
     extra[n] = NULL;
     start(extra);
     unlink(conf);
+    /* start() waits for the Unix socket, bound just before the TCP one. */
+    for (i = 0; i < 500; i++) {
+        int fd = e2e_connect_tcp(port);
+
+        if (fd >= 0) {
+            close(fd);
+            break;
+        }
+        usleep(10000);
+    }
     return port;
 }
 
 /* Sends hello with token (NULL: none); returns the reply's code (0 ok), or
  * -1 when there was no reply. */
 static int
-tcp_hello(int fd, const char *token, long *ms)
+tcp_hello_send(int fd, const char *token)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    struct e2e_reply rep;
-    long t0 = now_ms();
-    int code;
+    int rc;
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -446,9 +474,19 @@ tcp_hello(int fd, const char *token, long *ms)
         envelope_pack_cstr(&pk, "token");
         envelope_pack_cstr(&pk, token);
     }
-    code = e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size);
+    rc = e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
-    if (code != 0 || e2e_recv(fd, T, &rep) != 0)
+    return rc;
+}
+
+static int
+tcp_hello(int fd, const char *token, long *ms)
+{
+    struct e2e_reply rep;
+    long t0 = now_ms();
+    int code;
+
+    if (tcp_hello_send(fd, token) != 0 || e2e_recv(fd, T, &rep) != 0)
         return -1;
     if (ms != NULL)
         *ms = now_ms() - t0;
@@ -1056,6 +1094,155 @@ START_TEST(test_e2e_harden_retention_prunes_under_constant_load)
 }
 END_TEST
 
+/*
+ * The daemon's loop stalls (SIGSTOP) past the hello and frame deadlines
+ * while the peers' bytes arrive: on SIGCONT a TCP hello sent during the
+ * stall is answered, and a Unix frame whose second half came during the
+ * stall is answered too, instead of both connections being closed.
+ */
+START_TEST(test_e2e_harden_loop_stall_reads_before_deadlines)
+{
+    const char *more[] = { "--hello-timeout-ms", "500", "--frame-timeout-ms",
+                           "500", NULL };
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    int port, tfd, ufd;
+
+    port = start_tcp(NULL, more);
+    tfd = e2e_connect_tcp(port);
+    ck_assert_int_ge(tfd, 0);
+    ufd = e2e_connect(&d);
+    ck_assert_int_ge(ufd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    envelope_request(&pk, PROTO_OP_PING, 7, 0, 0, 0);
+    frame_put_header(hdr, (uint32_t)sb.size);
+    ck_assert_int_eq(e2e_send_all(ufd, hdr, sizeof(hdr)), 0);
+    usleep(100 * 1000); /* the frame has begun */
+    ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+    ck_assert_int_eq(e2e_send_all(ufd, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(tcp_hello_send(tfd, TOKEN), 0);
+    usleep(1500 * 1000);
+    ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+    ck_assert_msg(e2e_recv(tfd, T, &rep) == 0,
+                  "the hello sent during the stall was not answered");
+    ck_assert_msg(rep.r.ok, "hello: %s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    ck_assert_msg(e2e_recv(ufd, T, &rep) == 0,
+                  "the frame completed during the stall was not answered");
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(rep.r.id, 7);
+    e2e_reply_free(&rep);
+    close(tfd);
+    close(ufd);
+}
+END_TEST
+
+/* The SHA-256 of token in hex, from the binary itself. */
+static void
+hash_of(const char *token, char out[80])
+{
+    char cmd[600];
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd),
+             "printf '%%s\\n' '%s' | %s/daemon/receiptd --hash-token", token,
+             TEST_BINARY_DIR);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(fgets(out, 80, p));
+    ck_assert_int_eq(pclose(p), 0);
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/*
+ * A token removed from the configuration by SIGHUP stops working on the
+ * connections it already authenticated: they are closed; a connection of
+ * a token that stays keeps working.
+ */
+START_TEST(test_e2e_harden_removed_token_closes_its_connections)
+{
+    char ha[80], hb[80], conf[300], text[600], tcp[64];
+    const char *extra[] = { "--config", conf, "--tcp", tcp, NULL };
+    struct e2e_reply rep;
+    int port = free_port(), fa, fb;
+
+    hash_of("token-a", ha);
+    hash_of("token-b", hb);
+    snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", port);
+    snprintf(conf, sizeof(conf), "%s/e2e_harden_hup_%ld.conf", TEST_BINARY_DIR,
+             (long)getpid());
+    snprintf(text, sizeof(text),
+             "access: { tokens = ( { name = \"a\"; sha256 = \"%s\"; },\n"
+             "                     { name = \"b\"; sha256 = \"%s\"; } ); };\n",
+             ha, hb);
+    ck_assert_int_eq(e2e_write_file(conf, text), 0);
+    start(extra);
+    fa = e2e_connect_tcp(port);
+    fb = e2e_connect_tcp(port);
+    ck_assert_int_eq(tcp_hello(fa, "token-a", NULL), 0);
+    ck_assert_int_eq(tcp_hello(fb, "token-b", NULL), 0);
+    snprintf(text, sizeof(text),
+             "access: { tokens = ( { name = \"b\"; sha256 = \"%s\"; } ); };\n",
+             hb);
+    ck_assert_int_eq(e2e_write_file(conf, text), 0);
+    ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+    ck_assert_msg(e2e_wait_closed(fa, 3000),
+                  "a connection of the removed token is still open");
+    ck_assert_int_eq(e2e_request(fb, PROTO_OP_PING, 2, 0, 0, NULL, 0), 0);
+    ck_assert_int_eq(e2e_recv(fb, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    close(fa);
+    close(fb);
+    unlink(conf);
+}
+END_TEST
+
+/* A wrong-typed body and a key that is not UTF-8 name their field. */
+START_TEST(test_e2e_harden_paths_never_empty)
+{
+    static const char str_body[] = { (char)0xa1, 'x' };
+    /* {"schema_version": 3, "\xff": 1}: a key that is not UTF-8. */
+    static const char bad_key[] = { (char)0x82, (char)0xae, 's',        'c',
+                                    'h',        'e',        'm',        'a',
+                                    '_',        'v',        'e',        'r',
+                                    's',        'i',        'o',        'n',
+                                    3,          (char)0xa1, (char)0xff, 1 };
+    struct e2e_reply rep;
+    int fd;
+
+    start(NULL);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPT, 1, 0, 0, str_body, sizeof(str_body)),
+        0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "body");
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPTS, 2, 0, 0, str_body, sizeof(str_body)),
+        0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "body");
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_RECEIPT, 3, 0, 0, bad_key, sizeof(bad_key)),
+        0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "\\xff");
+    e2e_reply_free(&rep);
+    close(fd);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1079,6 +1266,10 @@ harden_suite(void)
         { "umask", test_e2e_harden_store_files_private_whatever_the_umask, 1 },
         { "busy_prune", test_e2e_harden_retention_prunes_under_constant_load,
           1 },
+        { "loop_stall", test_e2e_harden_loop_stall_reads_before_deadlines, 1 },
+        { "token_removed", test_e2e_harden_removed_token_closes_its_connections,
+          1 },
+        { "paths", test_e2e_harden_paths_never_empty, 1 },
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
