@@ -37,15 +37,6 @@
 
 static struct e2e_daemon d;
 
-static long
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 static void
 start(const char *const *extra)
 {
@@ -56,14 +47,7 @@ start(const char *const *extra)
 static void
 teardown(void)
 {
-    int status = 0, rc = 0;
-
-    if (e2e_alive(&d))
-        rc = e2e_stop(&d, SIGTERM, 10000, &status);
-    e2e_cleanup(&d);
-    ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "receiptd did not exit cleanly (status %d)", status);
+    e2e_stop_clean(&d);
 }
 
 /* Sends one receipt with seq and returns the reply's code: 0 for ok, else
@@ -260,13 +244,13 @@ START_TEST(test_e2e_harden_readonly_store_refused)
         execv(bin, (char *const *)argv);
         _exit(127);
     }
-    deadline = now_ms() + 10000;
-    while (now_ms() < deadline) {
+    deadline = e2e_now_ms() + 10000;
+    while (e2e_now_ms() < deadline) {
         if (waitpid(pid, &status, WNOHANG) == pid)
             break;
         usleep(10000);
     }
-    if (now_ms() >= deadline) {
+    if (e2e_now_ms() >= deadline) {
         fd = e2e_connect(&d);
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
@@ -483,13 +467,13 @@ static int
 tcp_hello(int fd, const char *token, long *ms)
 {
     struct e2e_reply rep;
-    long t0 = now_ms();
+    long t0 = e2e_now_ms();
     int code;
 
     if (tcp_hello_send(fd, token) != 0 || e2e_recv(fd, T, &rep) != 0)
         return -1;
     if (ms != NULL)
-        *ms = now_ms() - t0;
+        *ms = e2e_now_ms() - t0;
     code = rep.r.ok ? 0 : rep.r.err.code;
     e2e_reply_free(&rep);
     return code;
@@ -618,13 +602,13 @@ START_TEST(test_e2e_harden_no_work_before_authentication)
     } else {
         fd = e2e_connect(&d);
         ck_assert_int_ge(fd, 0);
-        t0 = now_ms();
+        t0 = e2e_now_ms();
         ck_assert_msg(e2e_wait_closed(fd, 5000),
                       "a silent Unix peer was still open after 5 s");
         printf("preauth: a silent Unix peer was closed after %ld ms "
                "(hello_timeout 1000 ms)\n",
-               now_ms() - t0);
-        ck_assert_int_ge(now_ms() - t0, 800);
+               e2e_now_ms() - t0);
+        ck_assert_int_ge(e2e_now_ms() - t0, 800);
         close(fd);
         /* One that sent a request (a ping, no hello) keeps the idle
          * timeout. */
@@ -815,9 +799,9 @@ START_TEST(test_e2e_harden_reply_memory_bounded)
     msgpack_sbuffer_destroy(&qb);
     /* Whatever the daemon will compute for them is computed within a few
      * seconds; the peak is what they hold. A producer still writes. */
-    t0 = now_ms();
+    t0 = e2e_now_ms();
     i = 100;
-    while (now_ms() - t0 < 6000) {
+    while (e2e_now_ms() - t0 < 6000) {
         rss = e2e_proc_kb(d.pid, "VmRSS:");
         if (rss > peak)
             peak = rss;
@@ -1079,8 +1063,8 @@ START_TEST(test_e2e_harden_retention_prunes_under_constant_load)
     ck_assert_int_eq(e2e_hello(fd, "busy"), 0);
     for (i = 0; i < 50; i++, id++)
         ck_assert_int_eq(send_receipt(fd, id, id), 0);
-    t0 = now_ms();
-    while (now_ms() - t0 < 8000) {
+    t0 = e2e_now_ms();
+    while (e2e_now_ms() - t0 < 8000) {
         ck_assert_int_eq(send_receipt(fd, id, id), 0);
         id++;
         usleep(100 * 1000);

@@ -55,19 +55,10 @@ static struct e2e_daemon d;
 static long slowest_ms; /* longest wait for an answer or a close */
 static char slowest[128];
 
-static long
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 static void
 note_time(const char *file, long t0)
 {
-    long dt = now_ms() - t0;
+    long dt = e2e_now_ms() - t0;
 
     if (dt > slowest_ms) {
         slowest_ms = dt;
@@ -144,7 +135,7 @@ run_case(int i, int eof, char *why, size_t whylen)
      * a failed send is not a failure of the test. */
     (void)e2e_send_all(fd, buf, len);
     free(buf);
-    t0 = now_ms();
+    t0 = e2e_now_ms();
 
     if (strcmp(e->outcome, HOSTILE_WAIT) == 0) {
         /* The peer stops sending mid-frame: the daemon must close, at EOF

@@ -51,14 +51,7 @@ start(const char *const *extra)
 static void
 teardown(void)
 {
-    int status = 0, rc = 0;
-
-    if (e2e_alive(&d))
-        rc = e2e_stop(&d, SIGTERM, 10000, &status);
-    e2e_cleanup(&d);
-    ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "receiptd did not exit cleanly (status %d)", status);
+    e2e_stop_clean(&d);
 }
 
 static void

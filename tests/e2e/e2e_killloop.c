@@ -68,15 +68,6 @@ static atomic_int stop_new; /* no new seqs once the kills are done */
 static atomic_int give_up;  /* the drain timed out */
 static char port_arg[32];
 
-static long
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /*
  * A free port below the ephemeral range. The daemon is restarted on the
  * same port hundreds of times, and while it is down the clients keep
@@ -297,10 +288,10 @@ spawn_nowait(void)
 static int
 wait_ready(void)
 {
-    long deadline = now_ms() + 10000;
+    long deadline = e2e_now_ms() + 10000;
     int fd;
 
-    while (now_ms() < deadline) {
+    while (e2e_now_ms() < deadline) {
         if (!e2e_alive(&d))
             return -1;
         if ((fd = e2e_connect(&d)) >= 0) {
@@ -491,7 +482,7 @@ START_TEST(test_e2e_killloop_every_acknowledged_receipt_once)
     unsigned seed = (unsigned)env_int("RELIABILITY_SEED", (int)time(NULL));
     unsigned long startup_kills = 0, total, replies = 0, reconnects = 0;
     unsigned long resent = 0, unavailable = 0;
-    long t0 = now_ms(), deadline;
+    long t0 = e2e_now_ms(), deadline;
 
     printf("e2e_killloop: seed %u (RELIABILITY_SEED), %d kills\n", seed, kills);
     fflush(stdout);
@@ -519,9 +510,9 @@ START_TEST(test_e2e_killloop_every_acknowledged_receipt_once)
     ck_assert_msg(wait_ready() == 0, "receiptd did not come back");
     atomic_store(&stop_new, 1);
     /* The clients own their state until joined: wait on their flags. */
-    deadline = now_ms() + T_DRAIN;
+    deadline = e2e_now_ms() + T_DRAIN;
     for (i = 0; i < NCLIENTS; i++) {
-        while (!atomic_load(&clients[i].done) && now_ms() < deadline)
+        while (!atomic_load(&clients[i].done) && e2e_now_ms() < deadline)
             usleep(10000);
     }
     for (i = 0; i < NCLIENTS; i++)
@@ -547,7 +538,7 @@ START_TEST(test_e2e_killloop_every_acknowledged_receipt_once)
     printf("e2e_killloop: %d kills survived (%lu during start-up) in %.1f "
            "s; %lu receipts acknowledged and found exactly once; %lu "
            "replies, %lu connections, %lu resends, %lu unavailable\n",
-           kills, startup_kills, (double)(now_ms() - t0) / 1000.0, total,
+           kills, startup_kills, (double)(e2e_now_ms() - t0) / 1000.0, total,
            replies, reconnects, resent, unavailable);
     fflush(stdout);
     ck_assert_uint_gt(total, 0);
@@ -569,7 +560,7 @@ START_TEST(test_e2e_killloop_graceful_stop_under_load)
     srand((unsigned)getpid() ^ (unsigned)time(NULL));
     start_all();
     usleep(1500000);
-    t0 = now_ms();
+    t0 = e2e_now_ms();
     ck_assert_msg(e2e_stop(&d, SIGTERM, 10000, &status) == 0,
                   "receiptd did not exit within 10 s of SIGTERM under load");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
@@ -588,7 +579,7 @@ START_TEST(test_e2e_killloop_graceful_stop_under_load)
     check_store(0, &total);
     printf("e2e_killloop[graceful stop]: exit 0 after %ld ms under load; "
            "%lu receipts acknowledged and found, %lu replies\n",
-           now_ms() - t0, total, replies);
+           e2e_now_ms() - t0, total, replies);
     fflush(stdout);
     ck_assert_uint_gt(total, 0);
     for (i = 0; i < NCLIENTS; i++)

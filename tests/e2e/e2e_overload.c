@@ -55,15 +55,6 @@
 
 static struct e2e_daemon d;
 
-static long
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 static void
 start(const char *const *extra)
 {
@@ -75,14 +66,7 @@ start(const char *const *extra)
 static void
 teardown(void)
 {
-    int status = 0, rc = 0;
-
-    if (e2e_alive(&d))
-        rc = e2e_stop(&d, SIGTERM, 10000, &status);
-    e2e_cleanup(&d);
-    ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "receiptd did not exit cleanly (status %d)", status);
+    e2e_stop_clean(&d);
 }
 
 static long
@@ -99,14 +83,14 @@ static long
 ping_ms(int fd, uint64_t id)
 {
     struct e2e_reply rep;
-    long t0 = now_ms();
+    long t0 = e2e_now_ms();
 
     ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, id, 0, 0, NULL, 0), 0);
     ck_assert_msg(e2e_recv(fd, T, &rep) == 0, "ping %llu unanswered",
                   (unsigned long long)id);
     ck_assert(rep.r.ok);
     e2e_reply_free(&rep);
-    return now_ms() - t0;
+    return e2e_now_ms() - t0;
 }
 
 /* Round trips recorded during an attack; the p99 is asserted at the end. */
@@ -261,13 +245,13 @@ rows_returned(int fd, uint64_t id, uint64_t n)
 static int
 status_reports_unavailable(int nfd, int timeout_ms, char *got, size_t cap)
 {
-    long deadline = now_ms() + timeout_ms;
+    long deadline = e2e_now_ms() + timeout_ms;
     char buf[1024];
     const char *s;
 
-    while (now_ms() < deadline) {
-        if (e2e_notify_await(nfd, "STATUS=", (int)(deadline - now_ms()), buf,
-                             sizeof(buf)) != 0)
+    while (e2e_now_ms() < deadline) {
+        if (e2e_notify_await(nfd, "STATUS=", (int)(deadline - e2e_now_ms()),
+                             buf, sizeof(buf)) != 0)
             break;
         s = strstr(buf, "STATUS=");
         snprintf(got, cap, "%s", s);
@@ -411,12 +395,12 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
                   "stats: store_last_error does not say full: %s", why);
 
     /* Free the space without restarting the daemon. */
-    t_free = now_ms();
+    t_free = e2e_now_ms();
     if (mounted)
         ck_assert_int_eq(unlink(filler), 0);
     else
         ck_assert_int_eq(rows_returned(qfd, id++, 1), 1); /* no space to free */
-    while (mounted && !resumed && now_ms() - t_free < 5000) {
+    while (mounted && !resumed && e2e_now_ms() - t_free < 5000) {
         ck_assert_int_eq(
             e2e_request(fd, PROTO_OP_RECEIPTS, id, 0, 0, sb.data, sb.size), 0);
         ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
@@ -424,7 +408,7 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
             ck_assert_uint_eq(e2e_get_uint(rep.r.result, "accepted"), 50);
             acked += 50;
             resumed = 1;
-            t_resume = now_ms() - t_free;
+            t_resume = e2e_now_ms() - t_free;
         } else {
             ck_assert_str_eq(proto_code_name(rep.r.err.code), "unavailable");
             usleep(100000);
@@ -485,7 +469,7 @@ close_all(int n)
 static int
 count_closed(int n, int want, int timeout_ms)
 {
-    long deadline = now_ms() + timeout_ms;
+    long deadline = e2e_now_ms() + timeout_ms;
     int i, closed;
 
     for (;;) {
@@ -498,7 +482,7 @@ count_closed(int n, int want, int timeout_ms)
             if (attackers[i] < 0)
                 closed++;
         }
-        if (closed >= want || now_ms() >= deadline)
+        if (closed >= want || e2e_now_ms() >= deadline)
             return closed;
         usleep(20000);
     }
@@ -508,10 +492,10 @@ count_closed(int n, int want, int timeout_ms)
 static void
 recovers(uint64_t id)
 {
-    long deadline = now_ms() + 5000;
+    long deadline = e2e_now_ms() + 5000;
     int fd = -1;
 
-    while (fd < 0 && now_ms() < deadline) {
+    while (fd < 0 && e2e_now_ms() < deadline) {
         fd = e2e_connect(&d);
         if (fd >= 0 && e2e_hello(fd, "overload/recovery") != 0) {
             close(fd);
@@ -627,7 +611,7 @@ START_TEST(test_e2e_overload_slowloris_cut_off_by_frame_timeout)
     }
     /* One byte per connection every 100 ms: never a whole frame within the
      * 1 s frame timeout. */
-    t0 = now_ms();
+    t0 = e2e_now_ms();
     for (round = 0; round < 40; round++) {
         alive = 0;
         for (i = 0; i < NATTACK; i++) {
@@ -655,9 +639,9 @@ START_TEST(test_e2e_overload_slowloris_cut_off_by_frame_timeout)
     fprintf(stderr,
             "e2e_overload: slowloris: %d connections, %d cut off within "
             "%ld ms, honest p99 %ld ms over %d pings, RSS %ld -> %ld kB\n",
-            NATTACK, closed, now_ms() - t0, p99, lat.n, rss0, rss_max);
+            NATTACK, closed, e2e_now_ms() - t0, p99, lat.n, rss0, rss_max);
     ck_assert_int_eq(closed, NATTACK);
-    ck_assert_int_lt(now_ms() - t0, 6000);
+    ck_assert_int_lt(e2e_now_ms() - t0, 6000);
     ck_assert_int_lt(p99, P99_LIMIT_MS);
     ck_assert_int_lt(rss_max, RSS_LIMIT_KB);
     close_all(NATTACK);
@@ -743,16 +727,16 @@ START_TEST(test_e2e_overload_peers_that_never_read)
      * it half-closed or not. Seen from the daemon, without reading a byte
      * on their sockets (reading would be progress): only the honest
      * connection is left. */
-    t0 = now_ms();
+    t0 = e2e_now_ms();
     k = (long)stat_of(honest, id++, "connections");
-    while (k > 1 && now_ms() - t0 < 6000) {
+    while (k > 1 && e2e_now_ms() - t0 < 6000) {
         usleep(100000);
         k = (long)stat_of(honest, id++, "connections");
     }
     fprintf(stderr,
             "e2e_overload: never-read: %ld connections left %ld ms after the "
             "last send (half of the peers half-closed)\n",
-            k, now_ms() - t0);
+            k, e2e_now_ms() - t0);
     ck_assert_msg(k == 1,
                   "%ld peers that read nothing still hold their connection",
                   k - 1);
@@ -760,7 +744,7 @@ START_TEST(test_e2e_overload_peers_that_never_read)
     fprintf(stderr,
             "e2e_overload: never-read: %d of %d closed %ld ms after the "
             "last send, idle timeout 2000 ms\n",
-            closed, NREADLESS, now_ms() - t0);
+            closed, NREADLESS, e2e_now_ms() - t0);
     ck_assert_int_eq(closed, NREADLESS);
     ck_assert_int_lt(p99, P99_LIMIT_MS);
     ck_assert_int_lt(rss_max, RSS_LIMIT_KB);
@@ -893,9 +877,9 @@ START_TEST(test_e2e_overload_wal_bounded_under_query_loop)
     atomic_store(&wal_stop, 0);
     for (i = 0; i < NREADERS; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, reader_main, NULL), 0);
-    t_end = now_ms() + seconds * 1000;
+    t_end = e2e_now_ms() + seconds * 1000;
     t_half = t_end - seconds * 500;
-    while (now_ms() < t_end) {
+    while (e2e_now_ms() < t_end) {
         ck_assert_int_eq(
             e2e_request(fd, PROTO_OP_RECEIPTS, id++, 0, 0, sb.data, sb.size),
             0);
@@ -906,7 +890,7 @@ START_TEST(test_e2e_overload_wal_bounded_under_query_loop)
         k = file_size(wal);
         if (k > wal_max)
             wal_max = k;
-        if (now_ms() < t_half) {
+        if (e2e_now_ms() < t_half) {
             wal_first = wal_max;
             seq_half = wal_restarts(wal);
         }

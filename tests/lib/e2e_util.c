@@ -6,6 +6,7 @@
  */
 #include "e2e_util.h"
 
+#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -28,8 +29,8 @@
 #define TEST_BINARY_DIR "."
 #endif
 
-static long
-now_ms(void)
+long
+e2e_now_ms(void)
 {
     struct timespec ts;
 
@@ -75,8 +76,8 @@ spawn(struct e2e_daemon *d, const char *const *extra)
         execv(bin, (char *const *)argv);
         _exit(127);
     }
-    deadline = now_ms() + 10000;
-    while (now_ms() < deadline) {
+    deadline = e2e_now_ms() + 10000;
+    while (e2e_now_ms() < deadline) {
         if (!e2e_alive(d))
             return -1;
         fd = e2e_connect(d);
@@ -131,13 +132,13 @@ e2e_alive(struct e2e_daemon *d)
 int
 e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status)
 {
-    long deadline = now_ms() + timeout_ms;
+    long deadline = e2e_now_ms() + timeout_ms;
     int st = 0;
 
     if (d->pid <= 0)
         return -1;
     kill(d->pid, sig);
-    while (now_ms() < deadline) {
+    while (e2e_now_ms() < deadline) {
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
             d->pid = 0;
             if (status != NULL)
@@ -266,7 +267,7 @@ read_full(int fd, char *buf, size_t len, long deadline)
     long left;
 
     while (got < len) {
-        left = deadline - now_ms();
+        left = deadline - e2e_now_ms();
         if (left <= 0)
             return -1;
         p.fd = fd;
@@ -287,7 +288,7 @@ int
 e2e_recv(int fd, int timeout_ms, struct e2e_reply *rep)
 {
     unsigned char hdr[4];
-    long deadline = now_ms() + timeout_ms;
+    long deadline = e2e_now_ms() + timeout_ms;
     struct proto_err err;
     uint32_t len;
     size_t off = 0;
@@ -323,14 +324,14 @@ e2e_reply_free(struct e2e_reply *rep)
 int
 e2e_wait_closed(int fd, int timeout_ms)
 {
-    long deadline = now_ms() + timeout_ms;
+    long deadline = e2e_now_ms() + timeout_ms;
     struct pollfd p;
     char buf[4096];
     ssize_t n;
     long left;
 
     for (;;) {
-        left = deadline - now_ms();
+        left = deadline - e2e_now_ms();
         if (left <= 0)
             return 0;
         p.fd = fd;
@@ -625,4 +626,17 @@ e2e_stat(int fd, uint64_t id, const char *key)
         v = e2e_get_uint(&rows->via.array.ptr[0], key);
     e2e_reply_free(&rep);
     return v;
+}
+
+void
+e2e_stop_clean(struct e2e_daemon *d)
+{
+    int status = 0, rc = 0;
+
+    if (e2e_alive(d))
+        rc = e2e_stop(d, SIGTERM, 10000, &status);
+    e2e_cleanup(d);
+    ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "receiptd did not exit cleanly (status %d)", status);
 }

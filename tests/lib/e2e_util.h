@@ -40,6 +40,14 @@ int e2e_restart(struct e2e_daemon *d, const char *const *extra);
  * killed). */
 int e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status);
 
+/* A test's teardown: stops d with SIGTERM (10 s) if it runs, cleans up,
+ * and fails the test unless it stopped in time and exited 0 (a drain that
+ * hangs, a crash, a sanitizer's leak report at exit). */
+void e2e_stop_clean(struct e2e_daemon *d);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+long e2e_now_ms(void);
+
 /* True while the daemon process runs. */
 int e2e_alive(struct e2e_daemon *d);
 
