@@ -6,18 +6,22 @@
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
  *                [--daemon PATH] [--pg-bin DIR]
  *
- * 1. Bare append: the rows the daemon stores for these receipts (the 44
- *    columns of `receipts`, strings as interned ids) inserted with plain
- *    sqlite3 calls into a table with only its integer primary key, WAL,
+ * 1. Bare append: the rows the daemon stores for these receipts (the 13
+ *    integer columns of `receipts`, strings as interned ids, and the
+ *    counters blob of migrations/0010) inserted with plain sqlite3 calls
+ *    into a table with only its integer primary key, WAL,
  *    synchronous=FULL, 10,000 rows per transaction, one prepared
  *    statement. Nothing is decoded: the store's own cost is what the
- *    daemon's figure is compared with.
+ *    daemon's figure is compared with. The ratios use this row; the same
+ *    append of one column per field (43 integers, the layout before 0010
+ *    and what a plain schema would have) is printed beside it.
  * 2. PostgreSQL COPY (with libpq and PostgreSQL 15 installed, else a
- *    note): the same rows as bigint, COPY binary of 10,000 rows each, into
- *    a table with two indexes ((plan_id, id), (received_at); id is given,
- *    not a key), on a private cluster started here on loopback with fsync
- *    and synchronous_commit on; as root the server runs as postgres (or
- *    nobody).
+ *    note): the same rows (integers as bigint, the counters as bytea),
+ *    COPY binary of 10,000 rows each, into a table with two indexes
+ *    ((plan_id, id), (received_at); id is given, not a key), on a private
+ *    cluster started here on loopback with fsync and synchronous_commit
+ *    on; as root the server runs as postgres (or nobody). Also the wide
+ *    row, printed beside it.
  * 3. Batch: the real daemon on a temporary directory, driven over its Unix
  *    socket. Each connection says hello with its own source and keeps
  *    `pipeline` `receipts` frames (each `batch` receipts, with an
@@ -79,7 +83,17 @@
  * artifacts, extra. */
 #define BENCH_NHEAD 13
 #define BENCH_NINT  (BENCH_NHEAD + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS)
-#define BENCH_NCOLS (BENCH_NINT + 1)
+/* The largest counters blob: two count bytes and 30 LEB128 values. */
+#define BENCH_BLOB_MAX (2 + (RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS) * 10)
+
+/* Which row the baselines write: the daemon's (13 integers, the counters
+ * blob, extra) or one column per field (43 integers, extra). */
+static int wide;
+/* The wide row's rates, printed beside the daemon's row's. */
+static double bare_wide = -1, pg_wide = -1;
+#define BENCH_NCOLS (wide ? BENCH_NINT + 1 : BENCH_NHEAD + 2)
+/* Integer columns: the rest are blobs. */
+#define BENCH_NINTCOLS (wide ? BENCH_NINT : BENCH_NHEAD)
 
 static int opt_conns = 16, opt_batch = 100, opt_single_conns = 64;
 static int opt_pipeline = 8, opt_idle = 1000;
@@ -294,11 +308,36 @@ row_of(long row, int64_t received_at, int64_t v[BENCH_NINT])
         v[BENCH_NHEAD + RECEIPT_NCOUNTERS + k] = k;
 }
 
+/*
+ * The counters blob of migrations/0010 for the values v[BENCH_NHEAD..]:
+ * written here, not by the store module, whose cost is what the baseline
+ * is compared with. Returns its length.
+ */
+static size_t
+counters_blob(const int64_t v[BENCH_NINT], unsigned char out[BENCH_BLOB_MAX])
+{
+    unsigned char *p = out;
+    int k;
+
+    for (k = BENCH_NHEAD; k < BENCH_NINT; k++) {
+        uint64_t x = (uint64_t)v[k];
+
+        if (k == BENCH_NHEAD || k == BENCH_NHEAD + RECEIPT_NCOUNTERS)
+            *p++ = k == BENCH_NHEAD ? RECEIPT_NCOUNTERS : RECEIPT_NARTIFACTS;
+        for (; x >= 0x80; x >>= 7)
+            *p++ = (unsigned char)(x | 0x80);
+        *p++ = (unsigned char)x;
+    }
+    return (size_t)(p - out);
+}
+
 static const char *
 col_name(int c)
 {
     if (c < BENCH_NHEAD)
         return head_cols[c];
+    if (!wide)
+        return c == BENCH_NHEAD ? "counters" : "extra";
     if (c < BENCH_NHEAD + RECEIPT_NCOUNTERS)
         return receipt_counters[c - BENCH_NHEAD].field;
     if (c < BENCH_NINT)
@@ -317,9 +356,10 @@ create_sql(char *buf, size_t size, const char *id_type, const char *int_type,
     int c;
 
     for (c = 0; c < BENCH_NCOLS && n < size; c++)
-        n += (size_t)snprintf(buf + n, size - n, ", %s %s%s", col_name(c),
-                              c < BENCH_NINT ? int_type : blob_type,
-                              c < BENCH_NINT && c != 2 ? " NOT NULL" : "");
+        n +=
+            (size_t)snprintf(buf + n, size - n, ", %s %s%s", col_name(c),
+                             c < BENCH_NINTCOLS ? int_type : blob_type,
+                             c != 2 && c != BENCH_NCOLS - 1 ? " NOT NULL" : "");
     if (n < size)
         snprintf(buf + n, size - n, ")");
 }
@@ -353,6 +393,7 @@ bare_append(void)
     sqlite3 *db;
     sqlite3_stmt *st;
     int64_t v[BENCH_NINT];
+    unsigned char blob[BENCH_BLOB_MAX];
     size_t n;
     long row;
     double t0, dt;
@@ -381,8 +422,11 @@ bare_append(void)
         if (row % BENCH_GROUP_ROWS == 0)
             sql_exec(db, "BEGIN");
         row_of(row, unix_ms(), v);
-        for (c = 0; c < BENCH_NINT; c++)
+        for (c = 0; c < BENCH_NINTCOLS; c++)
             sqlite3_bind_int64(st, c + 1, v[c]);
+        if (!wide)
+            sqlite3_bind_blob(st, BENCH_NHEAD + 1, blob,
+                              (int)counters_blob(v, blob), SQLITE_STATIC);
         sqlite3_bind_null(st, BENCH_NCOLS);
         if (sqlite3_step(st) != SQLITE_DONE)
             dief("insert", sqlite3_errmsg(db));
@@ -501,6 +545,7 @@ copy_stream(unsigned char *buf, long first, long n, int64_t received_at)
     static const unsigned char sig[11] = "PGCOPY\n\377\r\n";
     unsigned char *p = buf;
     int64_t v[BENCH_NINT];
+    unsigned char blob[BENCH_BLOB_MAX];
     long row;
     int c;
 
@@ -511,8 +556,15 @@ copy_stream(unsigned char *buf, long first, long n, int64_t received_at)
         row_of(row, received_at, v);
         p = put_be(p, 1 + BENCH_NCOLS, 2);
         p = put_be(put_be(p, 8, 4), (uint64_t)(row + 1), 8);
-        for (c = 0; c < BENCH_NINT; c++)
+        for (c = 0; c < BENCH_NINTCOLS; c++)
             p = put_be(put_be(p, 8, 4), (uint64_t)v[c], 8);
+        if (!wide) {
+            size_t len = counters_blob(v, blob);
+
+            p = put_be(p, len, 4);
+            memcpy(p, blob, len);
+            p += len;
+        }
         p = put_be(p, 0xffffffffu, 4);
     }
     p = put_be(p, 0xffff, 2);
@@ -522,7 +574,8 @@ copy_stream(unsigned char *buf, long first, long n, int64_t received_at)
 static size_t
 copy_size(long n)
 {
-    return 11 + 8 + (size_t)n * (2 + 12 * (1 + BENCH_NINT) + 4) + 2;
+    return 11 + 8 +
+           (size_t)n * (2 + 12 * (1 + BENCH_NINT) + 4 + 4 + BENCH_BLOB_MAX) + 2;
 }
 
 /* The COPY loop on a connected server. Rows per second, or -1. */
@@ -535,7 +588,8 @@ pg_copy_rows(PGconn *pc)
     double t0, dt = -1;
 
     create_sql(sql, sizeof(sql), "bigint NOT NULL", "bigint", "bytea");
-    if (buf == NULL || !pg_ok(pc, sql) ||
+    if (buf == NULL || !pg_ok(pc, "DROP TABLE IF EXISTS receipts") ||
+        !pg_ok(pc, sql) ||
         !pg_ok(pc, "CREATE INDEX receipts_plan ON receipts (plan_id, id)") ||
         !pg_ok(pc, "CREATE INDEX receipts_received_at ON receipts "
                    "(received_at)")) {
@@ -655,8 +709,11 @@ pg_copy(void)
     pc = PQconnectdb(conninfo);
     if (PQstatus(pc) != CONNECTION_OK)
         printf("  note: PostgreSQL: %s", PQerrorMessage(pc));
-    else
-        rate = pg_copy_rows(pc);
+    else if ((rate = pg_copy_rows(pc)) > 0) {
+        wide = 1;
+        pg_wide = pg_copy_rows(pc);
+        wide = 0;
+    }
     PQfinish(pc);
     {
         char *argv[] = { pg_ctl, "-D", data, "-m", "fast", "-w", "stop", NULL };
@@ -1283,18 +1340,28 @@ main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     settle();
     bare = phase_on("bare") ? bare_append() : -1;
-    if (bare > 0)
+    if (bare > 0) {
         printf(
             "%-34s %9.0f rows/s (sqlite3, WAL, synchronous=FULL, %d rows per "
-            "transaction, no index)\n",
+            "transaction, no index; the daemon's row)\n",
             "bare append", bare, BENCH_GROUP_ROWS);
+        settle();
+        wide = 1;
+        bare_wide = bare_append();
+        wide = 0;
+        printf("%-34s %9.0f rows/s (the same, one column per field)\n",
+               "bare append, wide row", bare_wide);
+    }
 #ifdef HAVE_LIBPQ
     settle();
     pg = phase_on("pg") ? pg_copy() : -1;
     if (pg > 0)
         printf("%-34s %9.0f rows/s (binary, %d rows per COPY, 2 indexes, "
-               "fsync and synchronous_commit on)\n",
+               "fsync and synchronous_commit on; the daemon's row)\n",
                "PostgreSQL COPY", pg, BENCH_GROUP_ROWS);
+    if (pg_wide > 0)
+        printf("%-34s %9.0f rows/s (the same, one column per field)\n",
+               "PostgreSQL COPY, wide row", pg_wide);
 #else
     printf("  note: PostgreSQL COPY skipped: built without libpq (Debian: "
            "libpq-dev)\n");
@@ -1356,6 +1423,8 @@ main(int argc, char **argv)
     printf("ratios:\n");
     print_ratio("batch / bare append", rb.rate, bare);
     print_ratio("batch / PostgreSQL COPY", rb.rate, pg);
+    print_ratio("batch / bare append, wide row", rb.rate, bare_wide);
+    print_ratio("batch / PostgreSQL COPY, wide row", rb.rate, pg_wide);
     print_ratio("single / batch", rs.rate, rb.rate);
 
     {

@@ -23,6 +23,7 @@
 #include "store_tail.h"
 #include "store_seq.h"
 #include "store_migrations.h"
+#include "store_row.h"
 
 #define CACHE_SLOTS   2048 /* 1024 sets of two */
 #define CACHE_STR_MAX 256
@@ -405,8 +406,7 @@ done:
 }
 
 /* Parameters a receipts row binds. */
-#define RECEIPT_COLS                                                           \
-    (1 + STORE_RECEIPT_FIXED_COLS + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 1)
+#define RECEIPT_COLS (1 + STORE_RECEIPT_FIXED_COLS + 2)
 
 /* The INSERT of rows receipts, one VALUES tuple each. */
 static char *
@@ -423,14 +423,7 @@ receipt_insert_sql(int rows)
         "INSERT INTO receipts (id, received_at, source_id, seq, "
         "schema_version, requested_backend, executed_backend, "
         "status, model_id, plan_id, graph_id, tuning_id, "
-        "stop_reason_id, counter_coverage");
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        n += (size_t)snprintf(sql + n, cap - n, ", %s",
-                              receipt_counters[i].field);
-    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
-        n += (size_t)snprintf(sql + n, cap - n, ", %s",
-                              receipt_artifact_names[i]);
-    n += (size_t)snprintf(sql + n, cap - n, ", extra) VALUES ");
+        "stop_reason_id, counter_coverage, counters, extra) VALUES ");
     cols = RECEIPT_COLS;
     for (j = 0; j < rows; j++) {
         n += (size_t)snprintf(sql + n, cap - n, "%s(?", j ? ", " : "");
@@ -518,6 +511,11 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
     target = opts->max_version > 0 && opts->max_version < store_migrations_count
                  ? opts->max_version
                  : store_migrations_count;
+    if (!s->readonly &&
+        (rc = store_counters_sql_function(s->db)) != SQLITE_OK) {
+        rc = store_fail(s, rc, err, "register the migration's function");
+        goto fail;
+    }
     if ((rc = set_pragmas(s, opts, err)) ||
         (rc = migrate(s, opts, target, err)))
         goto fail;
@@ -884,6 +882,7 @@ struct put_row {
     int64_t id;
     int64_t ids[5]; /* model, plan, graph, tuning, stop reason */
     int status;
+    unsigned char counters[STORE_COUNTERS_MAX]; /* bound until the step */
 };
 
 /* Interns r's strings, takes an id, and binds the row at parameter base
@@ -919,10 +918,9 @@ bind_row(struct store *s, sqlite3_stmt *st, int base,
     /* u64 values keep their bit pattern in SQLite's signed integers. */
     sqlite3_bind_int64(st, base + 14, (int64_t)r->counter_coverage);
     col = base + 1 + STORE_RECEIPT_FIXED_COLS + 1;
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        sqlite3_bind_int64(st, col++, (int64_t)r->counters[i]);
-    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
-        sqlite3_bind_int64(st, col++, (int64_t)r->artifacts[i]);
+    sqlite3_bind_blob(st, col++, row->counters,
+                      (int)store_counters_pack(r, row->counters),
+                      SQLITE_STATIC);
     if (r->extra != NULL)
         sqlite3_bind_blob(st, col, r->extra, (int)r->extra_len, SQLITE_STATIC);
     else

@@ -31,6 +31,7 @@
 #include "store_agg.h"
 #include "store_internal.h"
 #include "store_rollup.h"
+#include "store_row.h"
 #include "store_tail.h"
 #include "store_prune.h"
 
@@ -123,10 +124,14 @@ recompute(struct store *s, sqlite3_stmt *scan,
         /* The same rule as store_rollup_add: bits beyond the receipt's
          * schema count as neither measured nor a value. */
         bits &= receipt_meaningful_bits(schema);
-        for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-            if (bits >> i & 1)
-                store_agg_counter_add(
-                    &gp->c[i], (uint64_t)sqlite3_column_int64(scan, 9 + i));
+        if (bits != 0) {
+            struct receipt r;
+
+            store_counters_column(scan, 9, &r);
+            for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+                if (bits >> i & 1)
+                    store_agg_counter_add(&gp->c[i], r.counters[i]);
+        }
     }
     sqlite3_reset(scan);
     sqlite3_clear_bindings(scan);
@@ -208,7 +213,7 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
     char sql[20000];
     size_t i, e, m = 0, len;
     int64_t ms = prune_levels[l].ms;
-    int rc, c;
+    int rc;
 
     for (i = 0; i < n; i++) {
         keys[i] = v[i].k;
@@ -222,10 +227,8 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
     len = (size_t)snprintf(sql, sizeof(sql),
                            "SELECT plan_id, graph_id, model_id, "
                            "requested_backend, executed_backend, source_id, "
-                           "status, schema_version, counter_coverage");
-    for (c = 0; c < RECEIPT_NCOUNTERS; c++)
-        len += (size_t)snprintf(sql + len, sizeof(sql) - len, ", %s",
-                                receipt_counters[c].field);
+                           "status, schema_version, counter_coverage, "
+                           "counters");
     /* The chunks end below tail_from: the tail is not in the rollups. */
     snprintf(sql + len, sizeof(sql) - len,
              " FROM receipts WHERE id >= (SELECT coalesce(min(first_id), 0) "

@@ -15,6 +15,7 @@
 #include <roaring/roaring.h>
 
 #include "store_internal.h"
+#include "store_row.h"
 #include "store_tail.h"
 
 static const char *const dict_cols[5] = { "model_id", "plan_id", "graph_id",
@@ -47,12 +48,8 @@ store_query_receipts_sql(char *sql, size_t cap, const struct store_filter *f)
         "r.schema_version, r.requested_backend, r.executed_backend");
     for (i = 0; i < 5; i++)
         ADD(", d%d.value", i);
-    ADD(", r.counter_coverage");
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        ADD(", r.%s", receipt_counters[i].field);
-    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
-        ADD(", r.%s", receipt_artifact_names[i]);
-    ADD(", r.extra FROM receipts r JOIN strings src ON src.id = r.source_id");
+    ADD(", r.counter_coverage, r.counters, r.extra FROM receipts r JOIN "
+        "strings src ON src.id = r.source_id");
     for (i = 0; i < 5; i++)
         ADD(" JOIN strings d%d ON d%d.id = r.%s", i, i, dict_cols[i]);
     /* A rowid range (the tail, or the chunks of a time window), or one id
@@ -185,11 +182,8 @@ emit(struct page *p, sqlite3_stmt *st)
     for (i = 0; i < 5; i++)
         store_column_str(st, 8 + i, strs[i]);
     row.r.counter_coverage = (uint64_t)sqlite3_column_int64(st, 13);
-    col = 14;
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        row.r.counters[i] = (uint64_t)sqlite3_column_int64(st, col++);
-    for (i = 0; i < RECEIPT_NARTIFACTS; i++)
-        row.r.artifacts[i] = (uint64_t)sqlite3_column_int64(st, col++);
+    store_counters_column(st, 14, &row.r);
+    col = 15;
     if (sqlite3_column_type(st, col) == SQLITE_BLOB) {
         /* Borrowed for the callback only; the row must not be freed
          * with receipt_clear(). */

@@ -26,6 +26,7 @@
 #include "store_agg.h"
 #include "store_internal.h"
 #include "store_rollup.h"
+#include "store_row.h"
 #include "store_tail.h"
 
 #define ADD(...)                                                               \
@@ -196,10 +197,14 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
             g->fallback += status == RECEIPT_STATUS_FALLBACK;
             g->clean += status == RECEIPT_STATUS_CLEAN;
             g->unproven += status == RECEIPT_STATUS_UNPROVEN;
-            for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-                if (bits >> i & 1)
-                    store_agg_counter_add(
-                        &g->c[i], (uint64_t)sqlite3_column_int64(st, 5 + i));
+            if (bits != 0) {
+                struct receipt r;
+
+                store_counters_column(st, 5, &r);
+                for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+                    if (bits >> i & 1)
+                        store_agg_counter_add(&g->c[i], r.counters[i]);
+            }
         }
     }
     if (rc != SQLITE_DONE)
@@ -256,13 +261,10 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
 {
     char sql[4096];
     size_t n = 0, cap = sizeof(sql);
-    int i;
 
     ADD("SELECT %s", group_keys[group_by]);
     if (flags & STORE_AGG_COUNTERS) {
-        ADD(", status, schema_version, counter_coverage");
-        for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-            ADD(", %s", receipt_counters[i].field);
+        ADD(", status, schema_version, counter_coverage, counters");
     } else {
         ADD(", count(*), sum(status = %d), sum(status = %d), "
             "sum(status = %d)",

@@ -30,6 +30,7 @@
 
 #include "store_internal.h"
 #include "store_rollup.h"
+#include "store_row.h"
 #include "store_tail.h"
 #include "store_seq.h"
 
@@ -442,12 +443,8 @@ add_row_seq(struct store_tail *t, sqlite3_stmt *st, struct proto_err *err)
 static int
 row_sql(char *sql, size_t cap, const char *where)
 {
-    size_t n = (size_t)snprintf(sql, cap, "SELECT " ROW_COLS);
-    int i;
+    size_t n = (size_t)snprintf(sql, cap, "SELECT " ROW_COLS ", counters");
 
-    for (i = 0; i < RECEIPT_NCOUNTERS && n < cap; i++)
-        n += (size_t)snprintf(sql + n, cap - n, ", %s",
-                              receipt_counters[i].field);
     if (n < cap)
         n += (size_t)snprintf(sql + n, cap - n, " FROM receipts WHERE %s",
                               where);
@@ -472,8 +469,7 @@ read_row(sqlite3_stmt *st, int64_t *id, int64_t *at,
     r->executed_backend = (uint8_t)keys[STORE_KIND_EXECUTED];
     r->schema_version = (uint16_t)sqlite3_column_int(st, 9);
     r->counter_coverage = (uint64_t)sqlite3_column_int64(st, 10);
-    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        r->counters[i] = (uint64_t)sqlite3_column_int64(st, ROW_NCOLS + i);
+    store_counters_column(st, ROW_NCOLS, r);
     rk->plan_id = keys[STORE_KIND_PLAN];
     rk->graph_id = keys[STORE_KIND_GRAPH];
     rk->model_id = keys[STORE_KIND_MODEL];

@@ -28,6 +28,7 @@
 #include "receipt.h"
 #include "relpack.h"
 #include "store.h"
+#include "store_row.h"
 #include "store_seq.h"
 #endif
 
@@ -121,12 +122,16 @@ migrate(struct ctx *c)
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof(names[0]), name_cmp);
-    if (sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1, &st, NULL) ==
-        SQLITE_OK) {
+#ifdef RELWORK_WITH_STORE
+    /* 0010 copies the counters with the function the daemon registers. */
+    rc = store_counters_sql_function(c->db);
+#endif
+    if (rc == SQLITE_OK && sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1,
+                                              &st, NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             version = sqlite3_column_int(st, 0);
         rc = sqlite3_finalize(st);
-    } else {
+    } else if (rc == SQLITE_OK) {
         rc = sqlite3_errcode(c->db);
     }
     for (i = 0; i < n && rc == SQLITE_OK; i++) {
@@ -550,6 +555,22 @@ table_exists(sqlite3 *db, const char *name)
     return found;
 }
 
+/* The decode_steps of the counters blob in column col (migrations/0010). */
+static uint64_t
+decode_steps(sqlite3_stmt *st, int col)
+{
+#ifdef RELWORK_WITH_STORE
+    struct receipt r;
+
+    store_counters_column(st, col, &r);
+    return r.counters[0];
+#else
+    (void)st;
+    (void)col;
+    return UINT64_MAX;
+#endif
+}
+
 int
 relwork_check(const struct relwork *w, struct relwork_result *res)
 {
@@ -590,7 +611,7 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
     if (table_exists(db, "receipts") &&
         sqlite3_prepare_v2(
             db,
-            "SELECT r.seq, r.extra, r.decode_steps FROM "
+            "SELECT r.seq, r.extra, r.counters FROM "
             "receipts r JOIN "
             "strings s ON s.id = r.source_id WHERE CAST(s.value AS BLOB) = "
             "CAST(? AS BLOB)",
@@ -612,7 +633,7 @@ relwork_check(const struct relwork *w, struct relwork_result *res)
              * 3 * seq; the SQL driver writes payload(seq) as extra. */
             payload(seq, pay);
             if (w->use_store
-                    ? sqlite3_column_int64(st, 2) != 3 * (sqlite3_int64)seq
+                    ? decode_steps(st, 2) != 3 * (uint64_t)seq
                     : sqlite3_column_bytes(st, 1) != PAYLOAD ||
                           memcmp(sqlite3_column_blob(st, 1), pay, PAYLOAD) != 0)
                 res->corrupt++;
