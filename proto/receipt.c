@@ -927,6 +927,228 @@ receipt_decode(const msgpack_object *o, struct receipt *r,
     return rc;
 }
 
+/* ---- the fast path (receipt_decode_fast) ---- */
+
+/* A reader over the bytes of one receipt: every read checks the end, and
+ * a read that cannot be taken makes the whole decode decline. */
+struct rd {
+    const unsigned char *p, *end;
+};
+
+static int
+rd_map(struct rd *d, uint32_t *n)
+{
+    if (d->p >= d->end)
+        return -1;
+    if ((*d->p & 0xf0) == 0x80) {
+        *n = *d->p++ & 0x0f;
+        return 0;
+    }
+    if (*d->p == 0xde && d->end - d->p >= 3) {
+        *n = (uint32_t)d->p[1] << 8 | d->p[2];
+        d->p += 3;
+        return 0;
+    }
+    return -1;
+}
+
+/* A str (never a bin: receipt_decode() answers those). */
+static int
+rd_str(struct rd *d, const char **s, size_t *n)
+{
+    size_t h;
+
+    if (d->p >= d->end)
+        return -1;
+    if ((*d->p & 0xe0) == 0xa0) {
+        *n = *d->p & 0x1f;
+        h = 1;
+    } else if (*d->p == 0xd9 && d->end - d->p >= 2) {
+        *n = d->p[1];
+        h = 2;
+    } else if (*d->p == 0xda && d->end - d->p >= 3) {
+        *n = (size_t)d->p[1] << 8 | d->p[2];
+        h = 3;
+    } else {
+        return -1;
+    }
+    if ((size_t)(d->end - d->p) - h < *n)
+        return -1;
+    /* An empty str gets a real pointer, as receipt_decode() gives. */
+    *s = *n > 0 ? (const char *)d->p + h : "";
+    d->p += h + *n;
+    return 0;
+}
+
+/* An unsigned int in a positive fixint or a uint form. */
+static int
+rd_uint(struct rd *d, uint64_t *v)
+{
+    const unsigned char *p = d->p;
+    size_t w, i;
+
+    if (p >= d->end)
+        return -1;
+    if (*p < 0x80) {
+        *v = *p;
+        d->p++;
+        return 0;
+    }
+    if (*p < 0xcc || *p > 0xcf)
+        return -1;
+    w = (size_t)1 << (*p - 0xcc);
+    if ((size_t)(d->end - p) - 1 < w)
+        return -1;
+    *v = 0;
+    for (i = 1; i <= w; i++)
+        *v = *v << 8 | p[i];
+    d->p += 1 + w;
+    return 0;
+}
+
+/* A str field of at most max bytes of valid UTF-8. */
+static int
+rd_text(struct rd *d, size_t max, struct proto_str *out)
+{
+    const char *s;
+    size_t n;
+
+    if (rd_str(d, &s, &n) != 0 || n > max || !mpobj_utf8_valid(s, n))
+        return -1;
+    out->ptr = s;
+    out->len = n;
+    return 0;
+}
+
+static int
+rd_backend(struct rd *d, uint8_t *out)
+{
+    const char *s;
+    size_t n;
+    int b;
+
+    if (rd_str(d, &s, &n) != 0 ||
+        (b = name_scan(s, n, backend_names, RECEIPT_BACKEND_COUNT)) < 0)
+        return -1;
+    *out = (uint8_t)b;
+    return 0;
+}
+
+/* A map of u64 fields: names[0, nknown) may appear, each once, and
+ * names[0, nreq) must; *seen gets a bit for each that did. */
+static int
+rd_u64_map(struct rd *d, const struct fname *names, unsigned nknown,
+           unsigned nreq, uint64_t *out, uint32_t *seen_out)
+{
+    uint32_t n, i, seen = 0;
+    unsigned hint = 0;
+    const char *k;
+    size_t kn;
+    int f;
+
+    if (rd_map(d, &n) != 0 || n > nknown)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (rd_str(d, &k, &kn) != 0 ||
+            (f = name_index(k, kn, names, nknown, hint)) < 0 || seen >> f & 1 ||
+            rd_uint(d, &out[f]) != 0)
+            return -1;
+        seen |= (uint32_t)1 << f;
+        hint = (unsigned)f + 1;
+    }
+    *seen_out = seen;
+    return (seen & (((uint32_t)1 << nreq) - 1)) == ((uint32_t)1 << nreq) - 1
+               ? 0
+               : -1;
+}
+
+/*
+ * Top-level field f into r. The schema may come later in the map, so the
+ * rules that depend on it are checked once it is known, from *counters
+ * (the counters that came).
+ */
+static int
+rd_field(struct rd *d, int f, struct receipt *r, uint32_t *counters)
+{
+    uint32_t seen;
+    uint64_t v;
+
+    switch (f) {
+    case F_SCHEMA:
+        if (rd_uint(d, &v) != 0 || v < RECEIPT_SCHEMA_MIN ||
+            v > RECEIPT_SCHEMA_MAX)
+            return -1;
+        r->schema_version = (uint16_t)v;
+        return 0;
+    case F_REQUESTED:
+        return rd_backend(d, &r->requested_backend);
+    case F_EXECUTED:
+        return rd_backend(d, &r->executed_backend);
+    case F_MODEL:
+        return rd_text(d, RECEIPT_ID_MAX, &r->model_instance_id);
+    case F_PLAN:
+        return rd_text(d, RECEIPT_ID_MAX, &r->prepared_plan_id);
+    case F_GRAPH:
+        return rd_text(d, RECEIPT_ID_MAX, &r->graph_hash);
+    case F_TUNING:
+        return rd_text(d, RECEIPT_TUNING_MAX, &r->tuning_profile);
+    case F_STOP:
+        return rd_text(d, RECEIPT_ID_MAX, &r->stop_reason);
+    case F_COVERAGE:
+        return rd_uint(d, &r->counter_coverage);
+    case F_COUNTERS:
+        return rd_u64_map(d, counter_names, RECEIPT_NCOUNTERS_V3,
+                          RECEIPT_NCOUNTERS_V2, r->counters, counters);
+    case F_LATENCY:
+        return rd_u64_map(d, latency_names, RECEIPT_NLATENCY, 0,
+                          r->counters + RECEIPT_NCOUNTERS_V3, &seen);
+    case F_ARTIFACTS:
+        return rd_u64_map(d, artifact_names, RECEIPT_NARTIFACTS,
+                          RECEIPT_NARTIFACTS, r->artifacts, &seen);
+    default:
+        return -1;
+    }
+}
+
+size_t
+receipt_decode_fast(const char *buf, size_t len, struct receipt *r)
+{
+    /* Every top-level field but tuning_profile and latency is required,
+     * schema_version among them. */
+    const uint32_t required = (((uint32_t)1 << F_COUNT) - 1) &
+                              ~((uint32_t)1 << F_TUNING) &
+                              ~((uint32_t)1 << F_LATENCY);
+    struct rd d = { (const unsigned char *)buf,
+                    (const unsigned char *)buf + len };
+    uint32_t n, i, seen = 0, counters = 0;
+    unsigned hint = 0;
+    const char *k;
+    size_t kn;
+    int f;
+
+    memset(r, 0, sizeof(*r));
+    r->tuning_profile.ptr = "";
+    if (rd_map(&d, &n) != 0)
+        goto decline;
+    for (i = 0; i < n; i++) {
+        if (rd_str(&d, &k, &kn) != 0 ||
+            (f = name_index(k, kn, top_names, F_COUNT, hint)) < 0 ||
+            seen >> f & 1 || rd_field(&d, f, r, &counters) != 0)
+            goto decline;
+        seen |= (uint32_t)1 << f;
+        hint = (unsigned)f + 1;
+    }
+    /* Before schema 3 latency and the counters past the first ten are
+     * unknown keys, kept in extra: receipt_decode's. */
+    if ((seen & required) == required &&
+        (r->schema_version == 3 ||
+         (!(seen >> F_LATENCY & 1) && counters >> RECEIPT_NCOUNTERS_V2 == 0)))
+        return (size_t)(d.p - (const unsigned char *)buf);
+decline:
+    memset(r, 0, sizeof(*r));
+    return 0;
+}
+
 /*
  * The scope an extra key belongs to when encoding: the nested struct its
  * prefix names, when that struct exists in the schema and the rest of the

@@ -31,6 +31,20 @@ int receipt_decode(const msgpack_object *o, struct receipt *r,
                    struct proto_err *err);
 
 /*
+ * The fast path of receipt_decode() for what producers send: the map
+ * form, straight from the bytes buf[0..len) (one object from its start),
+ * without msgpack-c's unpacking. It takes only a receipt whose every key
+ * is a str naming a field of its schema, schema_version first, each once,
+ * with values of the plainest types (unsigned ints in their unsigned
+ * forms, strs); then r is what receipt_decode() gives for the same bytes
+ * (strings borrow buf, r->extra is NULL) and the return is the object's
+ * size in bytes. Anything else, valid or not, returns 0 with r zeroed and
+ * nothing said: the caller decodes it with receipt_decode(), which gives
+ * the answer and the error. Bounded by len; nothing is allocated.
+ */
+size_t receipt_decode_fast(const char *buf, size_t len, struct receipt *r);
+
+/*
  * Encodes r in map form, as rmp-serde's to_vec_named would for its schema
  * (byte for byte: declaration order, smallest integer and string forms;
  * schema 1 without tuning_profile unless it holds a value), with the extra

@@ -24,6 +24,44 @@ fuzz_same_str(const struct proto_str *a, const struct proto_str *b)
            (a->len == 0 || memcmp(a->ptr, b->ptr, a->len) == 0);
 }
 
+/* Field by field, extra byte for byte. */
+static int
+fuzz_same_receipt(const struct receipt *r, const struct receipt *o)
+{
+    return !(
+        r->schema_version != o->schema_version ||
+        r->requested_backend != o->requested_backend ||
+        r->executed_backend != o->executed_backend ||
+        !fuzz_same_str(&r->model_instance_id, &o->model_instance_id) ||
+        !fuzz_same_str(&r->prepared_plan_id, &o->prepared_plan_id) ||
+        !fuzz_same_str(&r->graph_hash, &o->graph_hash) ||
+        !fuzz_same_str(&r->tuning_profile, &o->tuning_profile) ||
+        !fuzz_same_str(&r->stop_reason, &o->stop_reason) ||
+        r->counter_coverage != o->counter_coverage ||
+        memcmp(r->counters, o->counters, sizeof(r->counters)) != 0 ||
+        memcmp(r->artifacts, o->artifacts, sizeof(r->artifacts)) != 0 ||
+        r->extra_len != o->extra_len ||
+        (r->extra_len > 0 && memcmp(r->extra, o->extra, r->extra_len) != 0));
+}
+
+/*
+ * receipt_decode_fast against receipt_decode's result rc and r for the
+ * one object buf[0..len): what the fast path takes is the whole object,
+ * accepted by receipt_decode too, and the same receipt.
+ */
+static inline void
+fuzz_check_fast_path(const char *buf, size_t len, int rc,
+                     const struct receipt *r)
+{
+    struct receipt f;
+    size_t used = receipt_decode_fast(buf, len, &f);
+
+    if (used == 0)
+        return;
+    if (used != len || rc != 0 || f.extra != NULL || !fuzz_same_receipt(r, &f))
+        abort();
+}
+
 static void
 fuzz_check_receipt_roundtrip(const struct receipt *r)
 {
@@ -45,19 +83,7 @@ fuzz_check_receipt_roundtrip(const struct receipt *r)
         abort();
     if (receipt_decode(&up.data, &r2, &err) != 0)
         abort();
-    if (r->schema_version != r2.schema_version ||
-        r->requested_backend != r2.requested_backend ||
-        r->executed_backend != r2.executed_backend ||
-        !fuzz_same_str(&r->model_instance_id, &r2.model_instance_id) ||
-        !fuzz_same_str(&r->prepared_plan_id, &r2.prepared_plan_id) ||
-        !fuzz_same_str(&r->graph_hash, &r2.graph_hash) ||
-        !fuzz_same_str(&r->tuning_profile, &r2.tuning_profile) ||
-        !fuzz_same_str(&r->stop_reason, &r2.stop_reason) ||
-        r->counter_coverage != r2.counter_coverage ||
-        memcmp(r->counters, r2.counters, sizeof(r->counters)) != 0 ||
-        memcmp(r->artifacts, r2.artifacts, sizeof(r->artifacts)) != 0 ||
-        r->extra_len != r2.extra_len ||
-        (r->extra_len > 0 && memcmp(r->extra, r2.extra, r->extra_len) != 0))
+    if (!fuzz_same_receipt(r, &r2))
         abort();
     receipt_clear(&r2);
     msgpack_unpacked_destroy(&up);

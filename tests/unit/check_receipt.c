@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 #include <msgpack.h>
 
+#include "mpcheck.h"
 #include "receipt.h"
 #include "receipt_json.h"
 
@@ -212,6 +213,107 @@ check_vector_form(size_t i, enum form f)
     msgpack_unpacked_destroy(&up);
     free(buf);
 }
+
+static int
+same_str(const struct proto_str *a, const struct proto_str *b)
+{
+    return a->len == b->len &&
+           (a->len == 0 || memcmp(a->ptr, b->ptr, a->len) == 0);
+}
+
+/* True when a and b are the same receipt, field by field. */
+static int
+same_receipt(const struct receipt *a, const struct receipt *b)
+{
+    return a->schema_version == b->schema_version &&
+           a->requested_backend == b->requested_backend &&
+           a->executed_backend == b->executed_backend &&
+           same_str(&a->model_instance_id, &b->model_instance_id) &&
+           same_str(&a->prepared_plan_id, &b->prepared_plan_id) &&
+           same_str(&a->graph_hash, &b->graph_hash) &&
+           same_str(&a->tuning_profile, &b->tuning_profile) &&
+           same_str(&a->stop_reason, &b->stop_reason) &&
+           a->counter_coverage == b->counter_coverage &&
+           memcmp(a->counters, b->counters, sizeof(a->counters)) == 0 &&
+           memcmp(a->artifacts, b->artifacts, sizeof(a->artifacts)) == 0 &&
+           a->extra_len == b->extra_len &&
+           (a->extra_len == 0 || memcmp(a->extra, b->extra, a->extra_len) == 0);
+}
+
+/*
+ * receipt_decode_fast on buf[0..len) against receipt_decode: when the
+ * fast path takes the bytes, it takes exactly the one object mpcheck sees
+ * there, receipt_decode accepts it too, and both give the same receipt
+ * with no extra. Returns whether the fast path took it.
+ */
+static int
+fast_matches_slow(const char *buf, size_t len)
+{
+    struct receipt fast, slow;
+    struct proto_err err;
+    msgpack_unpacked up;
+    size_t used = receipt_decode_fast(buf, len, &fast), off = 0;
+
+    if (used == 0) {
+        ck_assert_uint_eq(fast.schema_version, 0);
+        return 0;
+    }
+    ck_assert_uint_eq(used, mpcheck_skip(buf, len));
+    ck_assert_ptr_null(fast.extra);
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(msgpack_unpack_next(&up, buf, used, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    ck_assert_msg(receipt_decode(&up.data, &slow, &err) == 0,
+                  "the fast path took what receipt_decode refuses: %s: %s",
+                  err.path, err.message);
+    ck_assert_msg(same_receipt(&fast, &slow),
+                  "the fast path and receipt_decode differ");
+    receipt_clear(&slow);
+    msgpack_unpacked_destroy(&up);
+    return 1;
+}
+
+/* Every named vector takes the fast path and decodes to its expected
+ * values; the compact (array) form is left to receipt_decode. Then every
+ * byte of the named bytes changed (to four values) and every cut: what the
+ * fast path takes of them, receipt_decode takes alike. */
+START_TEST(test_receipt_decode_fast_path_matches)
+{
+    static const unsigned char values[] = { 0x00, 0x7f, 0xa3, 0xff };
+    struct json_object *v = vector_at((size_t)_i);
+    const char *named =
+        json_object_get_string(jget(jget(v, "files"), "named_msgpack"));
+    const char *compact =
+        json_object_get_string(jget(jget(v, "files"), "compact_msgpack"));
+    struct receipt r;
+    size_t len, clen, i, k, taken = 0;
+    char *buf = read_file(named, &len), *cbuf = read_file(compact, &clen);
+
+    ck_assert_uint_eq(receipt_decode_fast(buf, len, &r), len);
+    assert_expected(&r, v);
+    ck_assert_int_eq(fast_matches_slow(buf, len), 1);
+    /* The compact form is an array, except where the producer writes
+     * schema 1 as a map there too. */
+    if ((cbuf[0] & 0xf0) == 0x90 || (unsigned char)cbuf[0] == 0xdc)
+        ck_assert_uint_eq(receipt_decode_fast(cbuf, clen, &r), 0);
+    else
+        ck_assert_int_eq(fast_matches_slow(cbuf, clen), 1);
+    for (i = 0; i < len; i++) {
+        unsigned char was = (unsigned char)buf[i];
+
+        for (k = 0; k < sizeof(values); k++) {
+            buf[i] = (char)values[k];
+            taken += (size_t)fast_matches_slow(buf, len);
+        }
+        buf[i] = (char)was;
+        taken += (size_t)fast_matches_slow(buf, i);
+    }
+    /* Changed string bytes and counter values are still receipts. */
+    ck_assert_uint_gt(taken, 0);
+    free(buf);
+    free(cbuf);
+}
+END_TEST
 
 START_TEST(test_receipt_decode_vector_named)
 {
@@ -2163,6 +2265,9 @@ receipt_suite(void)
 
     tc = tcase_create("vectors_named");
     tcase_add_loop_test(tc, test_receipt_decode_vector_named, 0, n);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("vectors_fast_path");
+    tcase_add_loop_test(tc, test_receipt_decode_fast_path_matches, 0, n);
     suite_add_tcase(s, tc);
     tc = tcase_create("vectors_compact");
     tcase_add_loop_test(tc, test_receipt_decode_vector_compact, 0, n);
