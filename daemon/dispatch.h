@@ -38,6 +38,11 @@ struct request {
     const char *source; /* NUL-terminated */
     size_t source_len;
     struct conn *conn;
+    /* The receipts of a `receipt` or `receipts` frame that dispatch_frame's
+     * fast path decoded from the bytes (env->body is NULL then), given to
+     * the handler, which owns them; NULL otherwise. */
+    struct receipt *decoded;
+    size_t ndecoded;
 };
 
 /*

@@ -7,6 +7,7 @@
 
 #include "invariant.h"
 #include "mpcheck.h"
+#include "mpread.h"
 
 /*
  * The ops of PROTOCOL section 3. Whether an op writes decides who may send
@@ -208,6 +209,51 @@ envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
         return proto_err_set(err, PROTO_EMALFORMED, "body",
                              "the body's bytes cannot be found in the frame");
     env->body = o;
+    return 0;
+}
+
+int
+envelope_peek(const char *frame, size_t len, struct envelope *env)
+{
+    struct mpread d;
+    const char *k;
+    size_t kn;
+    uint32_t n, i;
+    int seen_op = 0, seen_seq = 0;
+
+    memset(env, 0, sizeof(*env));
+    mpread_init(&d, frame, len);
+    if (mpread_map(&d, &n) != 0)
+        return 0;
+    for (i = 0; i < n; i++) {
+        if (mpread_str(&d, &k, &kn) != 0)
+            return 0;
+        if (kn == 2 && memcmp(k, "op", 2) == 0 && !seen_op) {
+            if (mpread_str(&d, &k, &kn) != 0 ||
+                (env->op = envelope_op_from_name(k, kn)) < 0)
+                return 0;
+            seen_op = 1;
+        } else if (kn == 2 && memcmp(k, "id", 2) == 0 && !env->has_id) {
+            if (mpread_uint(&d, &env->id) != 0)
+                return 0;
+            env->has_id = 1;
+        } else if (kn == 3 && memcmp(k, "seq", 3) == 0 && !seen_seq) {
+            seen_seq = 1;
+            if (d.p < d.end && *d.p == 0xc0)
+                d.p++;
+            else if (mpread_uint(&d, &env->seq) != 0)
+                return 0;
+            else
+                env->has_seq = 1;
+        } else if (kn == 4 && memcmp(k, "body", 4) == 0 && i == n - 1 &&
+                   d.p < d.end) {
+            env->body_off = mpread_used(&d, frame);
+            env->body_len = len - env->body_off;
+            return seen_op && env->has_id;
+        } else {
+            return 0;
+        }
+    }
     return 0;
 }
 

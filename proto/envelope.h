@@ -64,6 +64,18 @@ int envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
                    struct envelope *env, struct proto_err *err);
 
 /*
+ * The fast path of envelope_parse() for what producers send: a map of str
+ * keys "op" (a str naming an op), "id" and "seq" (unsigned ints, seq also
+ * nil), and "body" last, each once, read from the bytes without unpacking.
+ * Returns 1 with env filled (env->body NULL: the body's bytes are
+ * frame[body_off, body_off + body_len), to the end of the frame, which
+ * the caller decodes or hands back) or 0 for any other frame, valid or
+ * not, with nothing said: envelope_parse() answers those. Bounded by len;
+ * nothing is allocated.
+ */
+int envelope_peek(const char *frame, size_t len, struct envelope *env);
+
+/*
  * Reply encoding. envelope_reply_ok() packs the map header, the id and
  * "ok": true and the "result" key: the caller packs exactly one object next.
  * envelope_reply_error() packs a whole error reply from err.

@@ -17,6 +17,7 @@
 
 #include "mpcheck.h"
 #include "mpobj.h"
+#include "mpread.h"
 
 const struct receipt_counter receipt_counters[RECEIPT_NCOUNTERS] = {
     { 0, "counters.decode_steps", "decode_steps", 1 },
@@ -929,91 +930,14 @@ receipt_decode(const msgpack_object *o, struct receipt *r,
 
 /* ---- the fast path (receipt_decode_fast) ---- */
 
-/* A reader over the bytes of one receipt: every read checks the end, and
- * a read that cannot be taken makes the whole decode decline. */
-struct rd {
-    const unsigned char *p, *end;
-};
-
-static int
-rd_map(struct rd *d, uint32_t *n)
-{
-    if (d->p >= d->end)
-        return -1;
-    if ((*d->p & 0xf0) == 0x80) {
-        *n = *d->p++ & 0x0f;
-        return 0;
-    }
-    if (*d->p == 0xde && d->end - d->p >= 3) {
-        *n = (uint32_t)d->p[1] << 8 | d->p[2];
-        d->p += 3;
-        return 0;
-    }
-    return -1;
-}
-
-/* A str (never a bin: receipt_decode() answers those). */
-static int
-rd_str(struct rd *d, const char **s, size_t *n)
-{
-    size_t h;
-
-    if (d->p >= d->end)
-        return -1;
-    if ((*d->p & 0xe0) == 0xa0) {
-        *n = *d->p & 0x1f;
-        h = 1;
-    } else if (*d->p == 0xd9 && d->end - d->p >= 2) {
-        *n = d->p[1];
-        h = 2;
-    } else if (*d->p == 0xda && d->end - d->p >= 3) {
-        *n = (size_t)d->p[1] << 8 | d->p[2];
-        h = 3;
-    } else {
-        return -1;
-    }
-    if ((size_t)(d->end - d->p) - h < *n)
-        return -1;
-    /* An empty str gets a real pointer, as receipt_decode() gives. */
-    *s = *n > 0 ? (const char *)d->p + h : "";
-    d->p += h + *n;
-    return 0;
-}
-
-/* An unsigned int in a positive fixint or a uint form. */
-static int
-rd_uint(struct rd *d, uint64_t *v)
-{
-    const unsigned char *p = d->p;
-    size_t w, i;
-
-    if (p >= d->end)
-        return -1;
-    if (*p < 0x80) {
-        *v = *p;
-        d->p++;
-        return 0;
-    }
-    if (*p < 0xcc || *p > 0xcf)
-        return -1;
-    w = (size_t)1 << (*p - 0xcc);
-    if ((size_t)(d->end - p) - 1 < w)
-        return -1;
-    *v = 0;
-    for (i = 1; i <= w; i++)
-        *v = *v << 8 | p[i];
-    d->p += 1 + w;
-    return 0;
-}
-
 /* A str field of at most max bytes of valid UTF-8. */
 static int
-rd_text(struct rd *d, size_t max, struct proto_str *out)
+rd_text(struct mpread *d, size_t max, struct proto_str *out)
 {
     const char *s;
     size_t n;
 
-    if (rd_str(d, &s, &n) != 0 || n > max || !mpobj_utf8_valid(s, n))
+    if (mpread_str(d, &s, &n) != 0 || n > max || !mpobj_utf8_valid(s, n))
         return -1;
     out->ptr = s;
     out->len = n;
@@ -1021,13 +945,13 @@ rd_text(struct rd *d, size_t max, struct proto_str *out)
 }
 
 static int
-rd_backend(struct rd *d, uint8_t *out)
+rd_backend(struct mpread *d, uint8_t *out)
 {
     const char *s;
     size_t n;
     int b;
 
-    if (rd_str(d, &s, &n) != 0 ||
+    if (mpread_str(d, &s, &n) != 0 ||
         (b = name_scan(s, n, backend_names, RECEIPT_BACKEND_COUNT)) < 0)
         return -1;
     *out = (uint8_t)b;
@@ -1037,7 +961,7 @@ rd_backend(struct rd *d, uint8_t *out)
 /* A map of u64 fields: names[0, nknown) may appear, each once, and
  * names[0, nreq) must; *seen gets a bit for each that did. */
 static int
-rd_u64_map(struct rd *d, const struct fname *names, unsigned nknown,
+rd_u64_map(struct mpread *d, const struct fname *names, unsigned nknown,
            unsigned nreq, uint64_t *out, uint32_t *seen_out)
 {
     uint32_t n, i, seen = 0;
@@ -1046,12 +970,12 @@ rd_u64_map(struct rd *d, const struct fname *names, unsigned nknown,
     size_t kn;
     int f;
 
-    if (rd_map(d, &n) != 0 || n > nknown)
+    if (mpread_map(d, &n) != 0 || n > nknown)
         return -1;
     for (i = 0; i < n; i++) {
-        if (rd_str(d, &k, &kn) != 0 ||
+        if (mpread_str(d, &k, &kn) != 0 ||
             (f = name_index(k, kn, names, nknown, hint)) < 0 || seen >> f & 1 ||
-            rd_uint(d, &out[f]) != 0)
+            mpread_uint(d, &out[f]) != 0)
             return -1;
         seen |= (uint32_t)1 << f;
         hint = (unsigned)f + 1;
@@ -1068,14 +992,14 @@ rd_u64_map(struct rd *d, const struct fname *names, unsigned nknown,
  * (the counters that came).
  */
 static int
-rd_field(struct rd *d, int f, struct receipt *r, uint32_t *counters)
+rd_field(struct mpread *d, int f, struct receipt *r, uint32_t *counters)
 {
     uint32_t seen;
     uint64_t v;
 
     switch (f) {
     case F_SCHEMA:
-        if (rd_uint(d, &v) != 0 || v < RECEIPT_SCHEMA_MIN ||
+        if (mpread_uint(d, &v) != 0 || v < RECEIPT_SCHEMA_MIN ||
             v > RECEIPT_SCHEMA_MAX)
             return -1;
         r->schema_version = (uint16_t)v;
@@ -1095,7 +1019,7 @@ rd_field(struct rd *d, int f, struct receipt *r, uint32_t *counters)
     case F_STOP:
         return rd_text(d, RECEIPT_ID_MAX, &r->stop_reason);
     case F_COVERAGE:
-        return rd_uint(d, &r->counter_coverage);
+        return mpread_uint(d, &r->counter_coverage);
     case F_COUNTERS:
         return rd_u64_map(d, counter_names, RECEIPT_NCOUNTERS_V3,
                           RECEIPT_NCOUNTERS_V2, r->counters, counters);
@@ -1118,8 +1042,7 @@ receipt_decode_fast(const char *buf, size_t len, struct receipt *r)
     const uint32_t required = (((uint32_t)1 << F_COUNT) - 1) &
                               ~((uint32_t)1 << F_TUNING) &
                               ~((uint32_t)1 << F_LATENCY);
-    struct rd d = { (const unsigned char *)buf,
-                    (const unsigned char *)buf + len };
+    struct mpread d;
     uint32_t n, i, seen = 0, counters = 0;
     unsigned hint = 0;
     const char *k;
@@ -1128,10 +1051,11 @@ receipt_decode_fast(const char *buf, size_t len, struct receipt *r)
 
     memset(r, 0, sizeof(*r));
     r->tuning_profile.ptr = "";
-    if (rd_map(&d, &n) != 0)
+    mpread_init(&d, buf, len);
+    if (mpread_map(&d, &n) != 0)
         goto decline;
     for (i = 0; i < n; i++) {
-        if (rd_str(&d, &k, &kn) != 0 ||
+        if (mpread_str(&d, &k, &kn) != 0 ||
             (f = name_index(k, kn, top_names, F_COUNT, hint)) < 0 ||
             seen >> f & 1 || rd_field(&d, f, r, &counters) != 0)
             goto decline;
@@ -1143,7 +1067,7 @@ receipt_decode_fast(const char *buf, size_t len, struct receipt *r)
     if ((seen & required) == required &&
         (r->schema_version == 3 ||
          (!(seen >> F_LATENCY & 1) && counters >> RECEIPT_NCOUNTERS_V2 == 0)))
-        return (size_t)(d.p - (const unsigned char *)buf);
+        return mpread_used(&d, buf);
 decline:
     memset(r, 0, sizeof(*r));
     return 0;
