@@ -1227,6 +1227,94 @@ START_TEST(test_e2e_harden_paths_never_empty)
 }
 END_TEST
 
+/* ---- the token in the read buffer ---- */
+
+/*
+ * A TCP hello's plaintext token must not stay in the daemon's memory once
+ * the hello is answered: neither in the frame (wiped before) nor in the
+ * server's shared read buffer, whole or split over two reads (the token
+ * in the first, the rest in a shorter second that overwrites less). Read
+ * through /proc/PID/mem; the configuration holds only the token's hash.
+ */
+START_TEST(test_e2e_harden_hello_token_not_left_in_memory)
+{
+    msgpack_sbuffer body, frame;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    size_t cut;
+    long n;
+    int port, whole, split;
+
+    port = start_tcp(NULL, NULL);
+    /* A wrong token of the same length first: the dynamic linker binds
+     * the hash functions at their first call and saves the vector
+     * registers (which held the token) on the stack while it does. */
+    whole = e2e_connect_tcp(port);
+    ck_assert_int_ge(whole, 0);
+    ck_assert_int_eq(tcp_hello(whole, "wrong-token!", NULL),
+                     PROTO_EUNAUTHORIZED);
+    close(whole);
+    whole = e2e_connect_tcp(port);
+    ck_assert_int_ge(whole, 0);
+    ck_assert_int_eq(tcp_hello(whole, TOKEN, NULL), 0);
+    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN));
+    if (n < 0)
+        skip_now("cannot read the daemon's memory (/proc/%d/mem)", (int)d.pid);
+    fprintf(stderr, "e2e_harden: token copies after a whole hello: %ld\n", n);
+    ck_assert_msg(n == 0,
+                  "the token is %ld times in the daemon's memory "
+                  "after a hello",
+                  n);
+
+    /* {"op": "hello", "id": 2, "body": {"protocol": 1, "token": TOKEN,
+     * "source": ...}}, sent up to the token's end, then the rest. */
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "protocol");
+    msgpack_pack_uint64(&pk, 1);
+    envelope_pack_cstr(&pk, "token");
+    envelope_pack_cstr(&pk, TOKEN);
+    cut = body.size;
+    envelope_pack_cstr(&pk, "source");
+    envelope_pack_cstr(&pk, "tcp-split");
+    msgpack_sbuffer_init(&frame);
+    msgpack_packer_init(&pk, &frame, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "op");
+    envelope_pack_cstr(&pk, "hello");
+    envelope_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, 2);
+    envelope_pack_cstr(&pk, "body");
+    cut += frame.size;
+    msgpack_sbuffer_write(&frame, body.data, body.size);
+    frame_put_header(hdr, (uint32_t)frame.size);
+    cut += sizeof(hdr);
+    split = e2e_connect_tcp(port);
+    ck_assert_int_ge(split, 0);
+    ck_assert_int_eq(e2e_send_all(split, hdr, sizeof(hdr)), 0);
+    ck_assert_int_eq(e2e_send_all(split, frame.data, cut - sizeof(hdr)), 0);
+    usleep(200000);
+    ck_assert_int_eq(e2e_send_all(split, frame.data + cut - sizeof(hdr),
+                                  frame.size - (cut - sizeof(hdr))),
+                     0);
+    ck_assert_int_eq(e2e_recv(split, T, &rep), 0);
+    ck_assert_msg(rep.r.ok, "split hello refused: %s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN));
+    fprintf(stderr, "e2e_harden: token copies after a split hello: %ld\n", n);
+    ck_assert_msg(n == 0,
+                  "the token is %ld times in the daemon's memory "
+                  "after a hello in two reads",
+                  n);
+    msgpack_sbuffer_destroy(&body);
+    msgpack_sbuffer_destroy(&frame);
+    close(whole);
+    close(split);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1257,6 +1345,7 @@ harden_suite(void)
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
+        { "hello_wiped", test_e2e_harden_hello_token_not_left_in_memory, 1 },
     };
     size_t i;
 

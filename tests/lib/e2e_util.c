@@ -608,6 +608,68 @@ e2e_proc_kb(pid_t pid, const char *field)
     return v;
 }
 
+long
+e2e_proc_mem_count(pid_t pid, const void *s, size_t len)
+{
+    char path[64], line[512], perms[8];
+    unsigned long lo, hi;
+    long found = 0;
+    FILE *maps;
+    char *buf = NULL;
+    size_t cap = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    maps = fopen(path, "r");
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (maps == NULL || fd < 0 || len == 0) {
+        if (maps != NULL)
+            fclose(maps);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    while (found >= 0 && fgets(line, sizeof(line), maps) != NULL) {
+        size_t n, i;
+        ssize_t got;
+        const char *p;
+
+        /* Mappings above 256 MiB are a sanitizer's shadow or reserve,
+         * not the daemon's own data. */
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 ||
+            perms[0] != 'r' || perms[1] != 'w' || hi <= lo ||
+            hi - lo > (256ul << 20))
+            continue;
+        n = hi - lo;
+        if (n > cap) {
+            char *nb = realloc(buf, n);
+
+            if (nb == NULL) {
+                found = -1;
+                break;
+            }
+            buf = nb;
+            cap = n;
+        }
+        got = pread(fd, buf, n, (off_t)lo);
+        if (got < 0) {
+            /* A mapping that went away meanwhile is skipped; no right to
+             * read at all fails the whole scan. */
+            if (errno == EPERM || errno == EACCES)
+                found = -1;
+            continue;
+        }
+        for (i = 0; (p = memmem(buf + i, (size_t)got - i, s, len)) != NULL;
+             i = (size_t)(p - buf) + 1)
+            found++;
+    }
+    free(buf);
+    close(fd);
+    fclose(maps);
+    return found;
+}
+
 uint64_t
 e2e_stat(int fd, uint64_t id, const char *key)
 {

@@ -144,4 +144,12 @@ int e2e_write_file(const char *path, const char *text);
 /* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
 long e2e_proc_kb(pid_t pid, const char *field);
 
+/*
+ * How many times the bytes s[0..len) occur in the writable memory of
+ * process pid (its heap, stacks, data and anonymous mappings, read through
+ * /proc/PID/mem), or -1 when that memory cannot be read (no permission to
+ * trace the process). Occurrences that straddle two mappings are missed.
+ */
+long e2e_proc_mem_count(pid_t pid, const void *s, size_t len);
+
 #endif
