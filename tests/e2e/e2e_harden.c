@@ -1227,6 +1227,123 @@ START_TEST(test_e2e_harden_paths_never_empty)
 }
 END_TEST
 
+/* ---- a full disk ---- */
+
+/* Sends a write with seq without reading its reply: a `receipts` batch
+ * of n receipts, or one `receipt` when n is 0. */
+static void
+send_seq(int fd, uint64_t id, uint64_t seq, int n)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int i;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (n > 0)
+        msgpack_pack_array(&pk, (uint32_t)n);
+    for (i = 0; i < (n > 0 ? n : 1); i++)
+        ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    ck_assert_int_eq(e2e_request(fd,
+                                 n > 0 ? PROTO_OP_RECEIPTS : PROTO_OP_RECEIPT,
+                                 id, 1, seq, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Reads the reply to id: 0 for ok, 1 for ok with duplicate, else the
+ * error's code. */
+static int
+seq_reply(int fd, uint64_t id)
+{
+    struct e2e_reply rep;
+    const msgpack_object *dup;
+    int code;
+
+    ck_assert_msg(e2e_recv(fd, T, &rep) == 0, "write %llu unanswered",
+                  (unsigned long long)id);
+    ck_assert_uint_eq(rep.r.id, id);
+    dup = rep.r.ok ? e2e_get(rep.r.result, "duplicate") : NULL;
+    code =
+        !rep.r.ok ? rep.r.err.code
+        : dup != NULL && dup->type == MSGPACK_OBJECT_BOOLEAN && dup->via.boolean
+            ? 1
+            : 0;
+    e2e_reply_free(&rep);
+    return code;
+}
+
+#define FULL_PAIRS 60
+
+/*
+ * The store is full (capped at 80 pages): a resend of a committed seq is
+ * answered `duplicate` with its first outcome even when the writer groups
+ * it with new writes that fail, whether its record is a batch's (the
+ * dedupe table) or a single receipt's (the tail). New writes pipelined
+ * between the resends are answered `unavailable`.
+ */
+START_TEST(test_e2e_harden_full_disk_resends_are_duplicates)
+{
+    const char *extra[] = { "--max-db-pages", "80", NULL };
+    uint64_t id = 10, seq = 1, singles = 4, batches = 0, i;
+    int fd, code, dups = 0, unavail = 0;
+
+    start(extra);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "harden/full"), 0);
+    for (i = 0; i < singles; i++) {
+        send_seq(fd, id, seq++, 0);
+        ck_assert_int_eq(seq_reply(fd, id++), 0);
+    }
+    for (;;) {
+        send_seq(fd, id, seq, 50);
+        code = seq_reply(fd, id++);
+        if (code != 0)
+            break;
+        batches++;
+        seq++;
+        ck_assert_msg(batches < 1000, "the store never filled up");
+    }
+    ck_assert_int_eq(code, PROTO_EUNAVAILABLE);
+    ck_assert_uint_gt(batches, 0);
+    fprintf(stderr,
+            "e2e_harden: full after %llu single receipts and %llu batches\n",
+            (unsigned long long)singles, (unsigned long long)batches);
+
+    /* Pipelined: a new batch, then a resend of a committed seq, FULL_PAIRS
+     * times; the writer takes them in groups. */
+    for (i = 0; i < FULL_PAIRS; i++) {
+        send_seq(fd, id + 2 * i, seq + 1 + i, 50);
+        if (i % 2 == 0)
+            send_seq(fd, id + 2 * i + 1, 1 + i % singles, 0);
+        else
+            send_seq(fd, id + 2 * i + 1, singles + 1 + i % batches, 50);
+    }
+    for (i = 0; i < FULL_PAIRS; i++) {
+        code = seq_reply(fd, id + 2 * i);
+        ck_assert_msg(code == PROTO_EUNAVAILABLE,
+                      "new write %llu on a full store: %d",
+                      (unsigned long long)i, code);
+        unavail++;
+        code = seq_reply(fd, id + 2 * i + 1);
+        dups += code == 1;
+        ck_assert_msg(code == 1,
+                      "resend %llu of a committed seq (%s) answered %s, not "
+                      "duplicate",
+                      (unsigned long long)i, i % 2 ? "batch" : "single",
+                      code == 0 ? "ok" : proto_code_name(code));
+    }
+    fprintf(stderr,
+            "e2e_harden: full store: %d of %d resends duplicate, %d new "
+            "writes unavailable\n",
+            dups, FULL_PAIRS, unavail);
+    ck_assert_uint_eq(e2e_stat(fd, 1, "duplicates"), (uint64_t)FULL_PAIRS);
+    close(fd);
+}
+END_TEST
+
 /* ---- the token in the read buffer ---- */
 
 /*
@@ -1346,6 +1463,7 @@ harden_suite(void)
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
         { "hello_wiped", test_e2e_harden_hello_token_not_left_in_memory, 1 },
+        { "full_dups", test_e2e_harden_full_disk_resends_are_duplicates, 1 },
     };
     size_t i;
 
