@@ -304,9 +304,9 @@ failed:
     uv_mutex_unlock(&w->mu);
     atomic_store(&w->failing, 1);
     atomic_fetch_add(&w->failures, 1);
-    log_warnx("writer: a group of writes was rolled back and answered "
+    log_warnx("writer: a group of writes to %s was rolled back and answered "
               "unavailable: %s",
-              err.message);
+              store_path(w->store), err.message);
     fail_group(head, &err);
     answer_committed(w, head);
 }
