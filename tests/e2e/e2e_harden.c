@@ -1344,6 +1344,76 @@ START_TEST(test_e2e_harden_full_disk_resends_are_duplicates)
 }
 END_TEST
 
+/* ---- a service manager that stops reading ---- */
+
+/*
+ * The daemon's notify socket is never read: its queue (10 datagrams by
+ * default) fills with READY=1, STATUS= and watchdog pings (WATCHDOG_USEC
+ * of 20 ms: one every 11 ms). The loop must not block on the next
+ * notification: pings and writes are answered all along, and `stats`
+ * counts the notifications dropped. READY=1 is in the queue.
+ */
+START_TEST(test_e2e_harden_notify_socket_never_read)
+{
+    char notify[300], got[256];
+    uint64_t dropped;
+    long t0, worst = 0;
+    int nfd, fd, i;
+
+    /* Variant 0: a path; variant 1: an abstract name. */
+    if (_i == 0)
+        snprintf(notify, sizeof(notify), "%s/e2e_harden_notify_%ld",
+                 strlen(TEST_BINARY_DIR) > 70 ? "/tmp" : TEST_BINARY_DIR,
+                 (long)getpid());
+    else
+        snprintf(notify, sizeof(notify), "@e2e_harden_notify_%ld",
+                 (long)getpid());
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
+    ck_assert_int_eq(setenv("WATCHDOG_USEC", "20000", 1), 0);
+    start(NULL);
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "harden/notify"), 0);
+    /* Well past the queue's 10 datagrams. */
+    usleep(500000);
+    for (i = 0; i < 20; i++) {
+        struct e2e_reply rep;
+
+        t0 = e2e_now_ms();
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, 100 + i, 0, 0, NULL, 0),
+                         0);
+        ck_assert_msg(e2e_recv(fd, T, &rep) == 0,
+                      "ping %d unanswered: the loop is blocked on the "
+                      "notify socket",
+                      i);
+        e2e_reply_free(&rep);
+        ck_assert_int_eq(send_receipt(fd, 200 + i, 1 + i), 0);
+        if (e2e_now_ms() - t0 > worst)
+            worst = e2e_now_ms() - t0;
+        usleep(20000);
+    }
+    dropped = e2e_stat(fd, 300, "notify_dropped");
+    fprintf(stderr,
+            "e2e_harden: notify socket never read: 20 pings and writes "
+            "answered (slowest %ld ms), %llu notifications dropped\n",
+            worst, (unsigned long long)dropped);
+    ck_assert_uint_ne(dropped, UINT64_MAX);
+    ck_assert_uint_gt(dropped, 0);
+    ck_assert_int_eq(e2e_notify_await(nfd, "READY=1", 1000, got, sizeof(got)),
+                     0);
+    ck_assert_msg(strcmp(got, "READY=1") == 0,
+                  "the first notification is not READY=1: %s", got);
+    close(fd);
+    close(nfd);
+    if (_i == 0)
+        unlink(notify);
+}
+END_TEST
+
 /* ---- the token in the read buffer ---- */
 
 /*
@@ -1464,6 +1534,7 @@ harden_suite(void)
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
         { "hello_wiped", test_e2e_harden_hello_token_not_left_in_memory, 1 },
         { "full_dups", test_e2e_harden_full_disk_resends_are_duplicates, 1 },
+        { "notify_deaf", test_e2e_harden_notify_socket_never_read, 2 },
     };
     size_t i;
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,8 +541,15 @@ e2e_notify_bind(const char *path)
     fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0'; /* abstract: the length is exact */
+    else
+        unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa,
+             path[0] == '@'
+                 ? (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+                               strlen(path))
+                 : (socklen_t)sizeof(sa)) != 0) {
         close(fd);
         return -1;
     }

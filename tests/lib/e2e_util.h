@@ -129,8 +129,9 @@ int e2e_hello(int fd, const char *source);
 /* Reads a whole file into a malloc'd buffer. */
 char *e2e_read_file(const char *path, size_t *len);
 
-/* A datagram socket bound at path (replaced if it exists), to pass as
- * NOTIFY_SOCKET. Returns the descriptor or -1. */
+/* A datagram socket bound at path (replaced if it exists), or at an
+ * abstract name when path begins with '@', to pass as NOTIFY_SOCKET.
+ * Returns the descriptor or -1. */
 int e2e_notify_bind(const char *path);
 
 /* Reads datagrams from fd until one contains s, within timeout_ms; the
