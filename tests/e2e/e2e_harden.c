@@ -1416,6 +1416,17 @@ END_TEST
 
 /* ---- the token in the read buffer ---- */
 
+/* Whether the daemon's stack is scanned too. Under AddressSanitizer its
+ * runtime's own calls (and the dynamic linker's lazy binding, which saves
+ * the vector registers) leave register spills in the dead part of the
+ * stack, which the daemon cannot clear; the read buffer and the heap are
+ * scanned in every build. */
+#ifdef __SANITIZE_ADDRESS__
+#define SCAN_STACK 0
+#else
+#define SCAN_STACK 1
+#endif
+
 /*
  * A TCP hello's plaintext token must not stay in the daemon's memory once
  * the hello is answered: neither in the frame (wiped before) nor in the
@@ -1445,7 +1456,7 @@ START_TEST(test_e2e_harden_hello_token_not_left_in_memory)
     whole = e2e_connect_tcp(port);
     ck_assert_int_ge(whole, 0);
     ck_assert_int_eq(tcp_hello(whole, TOKEN, NULL), 0);
-    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN));
+    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN), SCAN_STACK);
     if (n < 0)
         skip_now("cannot read the daemon's memory (/proc/%d/mem)", (int)d.pid);
     fprintf(stderr, "e2e_harden: token copies after a whole hello: %ld\n", n);
@@ -1489,7 +1500,7 @@ START_TEST(test_e2e_harden_hello_token_not_left_in_memory)
     ck_assert_int_eq(e2e_recv(split, T, &rep), 0);
     ck_assert_msg(rep.r.ok, "split hello refused: %s", rep.r.err.message);
     e2e_reply_free(&rep);
-    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN));
+    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN), SCAN_STACK);
     fprintf(stderr, "e2e_harden: token copies after a split hello: %ld\n", n);
     ck_assert_msg(n == 0,
                   "the token is %ld times in the daemon's memory "

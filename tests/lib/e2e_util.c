@@ -617,7 +617,7 @@ e2e_proc_kb(pid_t pid, const char *field)
 }
 
 long
-e2e_proc_mem_count(pid_t pid, const void *s, size_t len)
+e2e_proc_mem_count(pid_t pid, const void *s, size_t len, int stack)
 {
     char path[64], line[512], perms[8];
     unsigned long lo, hi;
@@ -647,7 +647,8 @@ e2e_proc_mem_count(pid_t pid, const void *s, size_t len)
          * not the daemon's own data. */
         if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 ||
             perms[0] != 'r' || perms[1] != 'w' || hi <= lo ||
-            hi - lo > (256ul << 20))
+            hi - lo > (256ul << 20) ||
+            (!stack && strstr(line, "[stack]") != NULL))
             continue;
         n = hi - lo;
         if (n > cap) {

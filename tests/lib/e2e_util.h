@@ -150,7 +150,8 @@ long e2e_proc_kb(pid_t pid, const char *field);
  * process pid (its heap, stacks, data and anonymous mappings, read through
  * /proc/PID/mem), or -1 when that memory cannot be read (no permission to
  * trace the process). Occurrences that straddle two mappings are missed.
+ * The main thread's stack is scanned only with stack set.
  */
-long e2e_proc_mem_count(pid_t pid, const void *s, size_t len);
+long e2e_proc_mem_count(pid_t pid, const void *s, size_t len, int stack);
 
 #endif
