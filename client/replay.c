@@ -277,10 +277,26 @@ out:
     return rc;
 }
 
+/* A str object over the literal s. */
+static msgpack_object
+str_object(const char *s)
+{
+    msgpack_object o;
+
+    o.type = MSGPACK_OBJECT_STR;
+    o.via.str.ptr = s;
+    o.via.str.size = (uint32_t)strlen(s);
+    return o;
+}
+
 /*
  * Prints quarantined payload qid: its row without the raw bytes, plus
  * "payload", the bytes decoded when they are one msgpack object (else the
- * bytes themselves, base64 in JSON and CSV).
+ * bytes themselves, base64 in JSON and CSV). The document printed,
+ * {"rows": [row], "truncated": false}, is built from objects that point
+ * into the reply and the decoded payload, not packed and unpacked again:
+ * msgpack's unpacker stops at 32 levels, and a payload up to 31 deep (all
+ * a frame can carry) sits 3 levels down in it.
  */
 static int
 show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
@@ -289,17 +305,15 @@ show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
     char what[64], err[OUTPUT_ERR_MAX];
     struct net_reply rep;
     struct proto_err perr;
-    msgpack_unpacked up, shown;
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
+    msgpack_unpacked up;
+    msgpack_object doc, rows, shown;
+    msgpack_object_kv top[2], *kv = NULL;
     size_t off = 0;
-    uint32_t i;
+    uint32_t i, n;
     int rc, decoded = 0;
 
     snprintf(what, sizeof(what), "quarantine %" PRIu64, qid);
     msgpack_unpacked_init(&up);
-    msgpack_unpacked_init(&shown);
-    msgpack_sbuffer_init(&sb);
     if ((rc = fetch(qc, qid, what, &rep, &row, &raw)) != 0)
         goto out;
     if (raw->via.bin.size > 0 &&
@@ -307,43 +321,43 @@ show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
         msgpack_unpack_next(&up, raw->via.bin.ptr, raw->via.bin.size, &off) ==
             MSGPACK_UNPACK_SUCCESS)
         decoded = 1;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (msgpack_pack_map(&pk, 2) != 0 || envelope_pack_cstr(&pk, "rows") ||
-        msgpack_pack_array(&pk, 1) != 0 ||
-        msgpack_pack_map(&pk, row->via.map.size) != 0)
+    n = row->via.map.size;
+    kv = calloc(n ? n : 1, sizeof(*kv));
+    if (kv == NULL)
         cli_oom();
-    for (i = 0; i < row->via.map.size; i++) {
-        const msgpack_object_kv *kv = &row->via.map.ptr[i];
-
-        if (&kv->val == raw) {
-            if (envelope_pack_cstr(&pk, "payload") != 0 ||
-                msgpack_pack_object(&pk, decoded ? up.data : *raw) != 0)
-                cli_oom();
-        } else if (msgpack_pack_object(&pk, kv->key) != 0 ||
-                   msgpack_pack_object(&pk, kv->val) != 0) {
-            cli_oom();
+    for (i = 0; i < n; i++) {
+        kv[i] = row->via.map.ptr[i];
+        if (&row->via.map.ptr[i].val == raw) {
+            kv[i].key = str_object("payload");
+            kv[i].val = decoded ? up.data : *raw;
         }
     }
-    if (envelope_pack_cstr(&pk, "truncated") || msgpack_pack_false(&pk))
-        cli_oom();
-    off = 0;
-    if (msgpack_unpack_next(&shown, sb.data, sb.size, &off) !=
-        MSGPACK_UNPACK_SUCCESS)
-        cli_oom();
+    shown.type = MSGPACK_OBJECT_MAP;
+    shown.via.map.size = n;
+    shown.via.map.ptr = kv;
+    rows.type = MSGPACK_OBJECT_ARRAY;
+    rows.via.array.size = 1;
+    rows.via.array.ptr = &shown;
+    top[0].key = str_object("rows");
+    top[0].val = rows;
+    top[1].key = str_object("truncated");
+    top[1].val.type = MSGPACK_OBJECT_BOOLEAN;
+    top[1].val.via.boolean = false;
+    doc.type = MSGPACK_OBJECT_MAP;
+    doc.via.map.size = 2;
+    doc.via.map.ptr = top;
     if (o->format != OUTPUT_TABLE) {
-        rc = cli_print_result(o, "quarantine", &shown.data);
+        rc = cli_print_result(o, "quarantine", &doc);
         goto out;
     }
     if (!first)
         putchar('\n');
-    if (output_record(stdout, &shown.data.via.map.ptr[0].val.via.array.ptr[0],
-                      err, sizeof(err)) != 0) {
+    if (output_record(stdout, &shown, err, sizeof(err)) != 0) {
         fprintf(stderr, "receiptctl: %s: %s\n", what, err);
         rc = CLI_EXIT_CONNECT;
     }
 out:
-    msgpack_sbuffer_destroy(&sb);
-    msgpack_unpacked_destroy(&shown);
+    free(kv);
     msgpack_unpacked_destroy(&up);
     net_reply_free(&rep);
     return rc;

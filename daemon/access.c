@@ -312,6 +312,8 @@ access_token_hash(const void *token, size_t len, unsigned char out[32])
     sha256_init(&ctx);
     sha256_update(&ctx, len, token);
     sha256_digest(&ctx, SHA256_DIGEST_SIZE, out);
+    /* The context's block buffer still holds the token's bytes. */
+    explicit_bzero(&ctx, sizeof(ctx));
 }
 
 int

@@ -233,7 +233,7 @@ may_dispatch(const struct conn *c)
 /* Feeds buf[0..len) to the frame reader and dispatches whole frames while
  * may_dispatch() (or always, with force). Returns the bytes consumed. */
 static size_t
-feed(struct conn *c, const char *buf, size_t len, int force)
+feed(struct conn *c, char *buf, size_t len, int force)
 {
     struct proto_err err;
     size_t off = 0, used;
@@ -257,11 +257,24 @@ feed(struct conn *c, const char *buf, size_t len, int force)
             return len;
         }
         if (frame != NULL) {
+            int first = !c->spoke;
+
             c->srv->n.frames++;
             c->frame_started_ms = 0;
             c->spoke = 1;
+            c->wipe_frame = 0;
             /* dispatch takes the frame. */
             dispatch_frame(c, frame, flen);
+            /* A hello may carry a token in plaintext: its bytes here (the
+             * server's shared read buffer, or the stash) are zeroed, as
+             * the frame itself is by do_hello. The frame's earlier part,
+             * read before, was zeroed below if it was the first. */
+            if (c->wipe_frame || first)
+                explicit_bzero(buf + off - used, used);
+        } else if (!c->spoke) {
+            /* Part of a connection's first frame, its hello as a rule:
+             * the frame reader has copied it, so nothing needs it here. */
+            explicit_bzero(buf + off - used, used);
         }
     }
     return off;
@@ -300,7 +313,7 @@ finish_reading(struct conn *c)
 }
 
 void
-conn_read(struct conn *c, const char *buf, ssize_t nread)
+conn_read(struct conn *c, char *buf, ssize_t nread)
 {
     size_t used;
 

@@ -73,6 +73,8 @@ struct conn {
     uint64_t accepted_ms; /* uv_now() at accept */
     int unauth;           /* counted in srv->n_unauth (TCP, no token yet) */
     int spoke;            /* a whole frame has arrived */
+    int wipe_frame;       /* the frame just dispatched was a hello: feed()
+                             zeroes its bytes in the read buffer */
     int graced;           /* a due deadline waited for bytes already sent */
 
     int reading;      /* uv_read_start is in effect */
@@ -143,9 +145,10 @@ void conn_update_reading(struct conn *c);
  * read may wait in the stash, and bytes fed now would overtake them or
  * pass a limit. The call may close c (a read error, no memory for the
  * stash), but never frees it: that happens in a close callback, when the
- * loop runs.
+ * loop runs. buf is borrowed and written to: the bytes of a hello (and of
+ * a connection's first frame) are zeroed once the frame reader has them.
  */
-void conn_read(struct conn *c, const char *buf, ssize_t nread);
+void conn_read(struct conn *c, char *buf, ssize_t nread);
 
 /* A new slot at the tail of the FIFO, or NULL when out of memory. */
 struct conn_slot *conn_slot_new(struct conn *c);

@@ -529,6 +529,8 @@ do_hello(const struct request *rq)
     size_t rlen;
     int dup, failed;
 
+    /* Its bytes in the read buffer go too (conn.c's feed). */
+    c->wipe_frame = 1;
     proto_err_clear(&err);
     if (b == NULL || b->type != MSGPACK_OBJECT_MAP) {
         proto_err_set(&err, PROTO_EINVALID, b ? "" : "body",

@@ -308,7 +308,7 @@ watchdog_cb(uv_timer_t *t)
 static void
 status_cb(uv_timer_t *t)
 {
-    static uint64_t last_accepted, last_failures, last_ms;
+    static uint64_t last_accepted, last_failures, last_ms, last_dropped;
     const struct server_counters *n = &ms.srv.n;
     struct writer_stats st;
     uint64_t now = uv_now(t->loop);
@@ -340,6 +340,13 @@ status_cb(uv_timer_t *t)
                       (unsigned long long)n->rejected,
                       (unsigned long long)n->duplicates,
                       (unsigned long long)n->unavailable);
+    /* Said once per 10 s at most: the manager may be stuck, and STATUS=
+     * lines are dropped rather than block the loop. */
+    if (notify_dropped() > last_dropped)
+        log_warnx("the service manager is not reading its notify socket: "
+                  "%llu notifications dropped since start",
+                  (unsigned long long)notify_dropped());
+    last_dropped = notify_dropped();
     last_accepted = n->accepted;
     last_failures = st.failures;
     last_ms = now;

@@ -34,6 +34,15 @@ int notify_ready(void);
  */
 int notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Periodic messages (STATUS=, WATCHDOG=1) dropped since start because the
+ * manager's queue was full: they are never waited for, so a manager that
+ * stops reading cannot stall the loop. READY=1, STOPPING=1, RELOADING=1
+ * and EXTEND_TIMEOUT_USEC= wait up to 1 s for room, then count here too
+ * and return -EAGAIN.
+ */
+uint64_t notify_dropped(void);
+
 /* STOPPING=1: shutdown has begun. Returns as notify_ready(). */
 int notify_stopping(void);
 

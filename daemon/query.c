@@ -25,6 +25,7 @@
 #include "envelope.h"
 #include "invariant.h"
 #include "log.h"
+#include "notify.h"
 #include "query_agg.h"
 #include "query_kind.h"
 #include "query_plan.h"
@@ -53,6 +54,7 @@ struct query_pool {
 /* The loop's figures, copied when a stats query starts. */
 struct query_snapshot {
     uint64_t now_ms, started_ms, connections, pending_bytes;
+    uint64_t notify_dropped; /* notify_dropped() */
     struct server_counters n;
     struct writer_stats w;
 };
@@ -390,7 +392,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 37) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 38) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -401,6 +403,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "auth_failures", sn->n.auth_failures) != 0 ||
         kv_uint(pk, "unauthenticated_refused", sn->n.unauthenticated_refused) !=
             0 ||
+        kv_uint(pk, "notify_dropped", sn->notify_dropped) != 0 ||
         kv_uint(pk, "accepted", sn->n.accepted) != 0 ||
         kv_uint(pk, "rejected", sn->n.rejected) != 0 ||
         kv_uint(pk, "duplicates", sn->n.duplicates) != 0 ||
@@ -655,6 +658,7 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     q->snap.started_ms = srv->started_ms;
     q->snap.connections = srv->n_conns;
     q->snap.pending_bytes = srv->pending_bytes;
+    q->snap.notify_dropped = notify_dropped();
     q->snap.n = srv->n;
     writer_get_stats(srv->writer, &q->snap.w);
     return queue(q, srv, err);

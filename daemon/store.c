@@ -10,6 +10,7 @@
  */
 #include "store.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,7 @@ struct store {
     char *path;
     int readonly;
     int broken;
+    int page_limit; /* PRAGMA max_page_count was set (store_opts.max_pages) */
     uint64_t quarantine_max;
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
@@ -138,10 +140,34 @@ store_schema_version(void)
 }
 
 /* Copies SQLite's error text now, before another call replaces it. */
+/*
+ * Whether rc comes from a full filesystem: the operating system said so
+ * (ENOSPC, or EDQUOT for a quota); SQLITE_FULL, which SQLite's own VFS
+ * gives for ENOSPC without keeping the errno, unless a page limit
+ * (--max-db-pages) may be what is full; or the WAL index (-shm) could not
+ * grow without saying why, which is what a full disk gives at start.
+ * Returns that errno, or 0.
+ */
+static int
+disk_full(struct store *s, int rc)
+{
+    int e = s->db != NULL ? sqlite3_system_errno(s->db) : 0;
+
+    if ((rc & 0xff) != SQLITE_FULL && (rc & 0xff) != SQLITE_IOERR)
+        return 0;
+    if (e == ENOSPC || e == EDQUOT)
+        return e;
+    if (e != 0)
+        return 0;
+    return (rc == SQLITE_FULL && !s->page_limit) || rc == SQLITE_IOERR_SHMSIZE
+               ? ENOSPC
+               : 0;
+}
+
 int
 store_fail(struct store *s, int rc, struct proto_err *err, const char *what)
 {
-    int prim = rc & 0xff;
+    int prim = rc & 0xff, full;
 
     if (prim == SQLITE_FULL || prim == SQLITE_IOERR || prim == SQLITE_CORRUPT ||
         prim == SQLITE_NOMEM || prim == SQLITE_NOTADB ||
@@ -152,6 +178,11 @@ store_fail(struct store *s, int rc, struct proto_err *err, const char *what)
         return proto_err_set(err, PROTO_EOVERLOADED, NULL,
                              "the query ran past query_timeout_ms; narrow "
                              "its filters or lower its limit");
+    if ((full = disk_full(s, rc)) != 0)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the store cannot %s: the disk is full (%s; "
+                             "SQLite error %d)",
+                             what, strerror(full), rc);
     return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
                          "the store cannot %s: %s (SQLite error %d)", what,
                          s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc),
@@ -329,6 +360,7 @@ set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
         return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
                              "foreign keys could not be enabled");
     if (o->max_pages > 0) {
+        s->page_limit = 1;
         snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %llu",
                  (unsigned long long)o->max_pages);
         if ((rc = pragma_text(s, sql, buf, sizeof(buf), err)))

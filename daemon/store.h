@@ -234,6 +234,10 @@ int store_query_stats(struct store *s, uint64_t deadline_ms,
 int store_wal_frames(const struct store *s);
 int store_checkpoint(struct store *s, struct proto_err *err);
 
+/* The database's path as opened, for the daemon's own messages (never
+ * for clients' errors); borrowed, valid until store_free(). */
+const char *store_path(struct store *s);
+
 /*
  * Whether the database file is still the one opened: 0, or
  * PROTO_EUNAVAILABLE with err set when its path is gone or names another

@@ -22,7 +22,6 @@ int store_exec(struct store *s, const char *sql, struct proto_err *err,
                const char *what);
 
 sqlite3 *store_db(struct store *s);
-const char *store_path(struct store *s);
 /* Where the progress handler of a query finds its deadline. */
 uint64_t *store_deadline(struct store *s);
 

@@ -210,6 +210,58 @@ file_gone(struct writer *w, struct writer_job *head,
     fail_group(head, why);
 }
 
+/*
+ * After a group failed and was rolled back: a write whose (source, seq)
+ * was committed before the group is a duplicate whatever else failed, so
+ * it is answered with its first outcome, not `unavailable` (a producer
+ * would resend it forever while the disk stays full). The records are
+ * looked up again in a transaction of their own that writes nothing
+ * (rolled back), since in the failed one a record could have been an
+ * earlier job's of the same group, and the jobs after the failure were
+ * never looked at. A conflict stays unavailable: answering it means
+ * quarantining its payload, a write.
+ */
+static void
+answer_committed(struct writer *w, struct writer_job *head)
+{
+    const struct store_quarantine_item *q;
+    struct proto_err err;
+    struct writer_job *j;
+    int64_t source_id;
+    int open = 0, rc;
+
+    for (j = head; j != NULL; j = j->next) {
+        if (j->w.op < 0 || !j->w.has_seq || j->w.source_len == 0)
+            continue;
+        if (!open) {
+            if (store_begin(w->store, &err) != 0) {
+                store_rollback(w->store);
+                return;
+            }
+            open = 1;
+        }
+        q = j->w.conflict_q;
+        j->w.conflict_q = NULL;
+        rc = store_write_begin(w->store, &j->w, &source_id, &err);
+        j->w.conflict_q = q;
+        if (rc == 1 && j->w.duplicate && !j->w.conflict) {
+            j->rc = 0;
+            proto_err_clear(&j->err);
+            continue;
+        }
+        free(j->w.dup_outcome);
+        j->w.dup_outcome = NULL;
+        j->w.duplicate = 0;
+        j->w.conflict = 0;
+        if (rc != 0 && rc != 1 && store_txn_broken(w->store)) {
+            store_rollback(w->store);
+            open = 0;
+        }
+    }
+    if (open)
+        store_rollback(w->store);
+}
+
 /* Applies one group in one transaction. */
 static void
 commit_group(struct writer *w, struct writer_job *head)
@@ -252,10 +304,11 @@ failed:
     uv_mutex_unlock(&w->mu);
     atomic_store(&w->failing, 1);
     atomic_fetch_add(&w->failures, 1);
-    log_warnx("writer: a group of writes was rolled back and answered "
+    log_warnx("writer: a group of writes to %s was rolled back and answered "
               "unavailable: %s",
-              err.message);
+              store_path(w->store), err.message);
     fail_group(head, &err);
+    answer_committed(w, head);
 }
 
 /*

@@ -2291,6 +2291,74 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
 }
 END_TEST
 
+/*
+ * A refused payload nested 31 deep (as deep as a frame can carry it: the
+ * envelope is the 32nd level) is shown, in a table and as JSON, not
+ * reported as "out of memory" (msgpack's unpacker stops at 32 levels, and
+ * the printed document puts the payload 3 levels down).
+ */
+START_TEST(test_ctl_real_quarantine_show_deep_payload)
+{
+    const char *table[] = { "quarantine", "show", "1", NULL };
+    const char *json[] = {
+        "quarantine", "show", "1", "--format", "json", NULL
+    };
+    struct json_tokener *tok;
+    struct json_object *j, *v;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    struct run r;
+    int fd, i;
+
+    /* {"schema_version": 3, "deep": [[...[nil]...]]}: 1 + 30 levels. */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "schema_version");
+    msgpack_pack_uint64(&pk, 3);
+    envelope_pack_cstr(&pk, "deep");
+    for (i = 0; i < 30; i++)
+        msgpack_pack_array(&pk, 1);
+    msgpack_pack_nil(&pk);
+    fd = e2e_connect(&daemon_d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "prod/deep"), 0);
+    raw_request(fd, PROTO_OP_RECEIPT, 10, sb.data, sb.size, &rep);
+    ck_assert(!rep.r.ok);
+    e2e_reply_free(&rep);
+    msgpack_sbuffer_destroy(&sb);
+    close(fd);
+
+    run_ctl(&r, daemon_sock, table);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_null(strstr(r.err, "out of memory"));
+    ck_assert_msg(strstr(r.out, "payload.schema_version") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "prod/deep") != NULL, "%s", r.out);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, json);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    tok = json_tokener_new_ex(64);
+    ck_assert_ptr_nonnull(tok);
+    j = json_tokener_parse_ex(tok, r.out, (int)strlen(r.out));
+    ck_assert_msg(j != NULL, "not JSON: %s", r.out);
+    v = json_object_object_get(
+        json_object_array_get_idx(json_object_object_get(j, "rows"), 0),
+        "payload");
+    v = json_object_object_get(v, "deep");
+    for (i = 0; i < 29; i++)
+        v = json_object_array_get_idx(v, 0);
+    ck_assert_msg(json_object_is_type(v, json_type_array) &&
+                      json_object_array_length(v) == 1 &&
+                      json_object_array_get_idx(v, 0) == NULL,
+                  "the payload's innermost level is not [null]: %s", r.out);
+    json_object_put(j);
+    json_tokener_free(tok);
+    run_free(&r);
+}
+END_TEST
+
 /* A producer that lost seq 4, 7 and 8 shows up in `gaps`, as exact
  * ranges in JSON and as "4,7-8" in the table. */
 START_TEST(test_ctl_real_gaps)
@@ -2501,6 +2569,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_stats_in_every_format);
     tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
     tcase_add_test(tc, test_ctl_real_quarantine_show_and_replay);
+    tcase_add_test(tc, test_ctl_real_quarantine_show_deep_payload);
     tcase_add_test(tc, test_ctl_real_gaps);
     suite_add_tcase(s, tc);
 

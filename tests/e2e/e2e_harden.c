@@ -1227,6 +1227,292 @@ START_TEST(test_e2e_harden_paths_never_empty)
 }
 END_TEST
 
+/* ---- a full disk ---- */
+
+/* Sends a write with seq without reading its reply: a `receipts` batch
+ * of n receipts, or one `receipt` when n is 0. */
+static void
+send_seq(int fd, uint64_t id, uint64_t seq, int n)
+{
+    struct e2e_receipt r = { .schema = 3 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int i;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (n > 0)
+        msgpack_pack_array(&pk, (uint32_t)n);
+    for (i = 0; i < (n > 0 ? n : 1); i++)
+        ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    ck_assert_int_eq(e2e_request(fd,
+                                 n > 0 ? PROTO_OP_RECEIPTS : PROTO_OP_RECEIPT,
+                                 id, 1, seq, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Reads the reply to id: 0 for ok, 1 for ok with duplicate, else the
+ * error's code. */
+static int
+seq_reply(int fd, uint64_t id)
+{
+    struct e2e_reply rep;
+    const msgpack_object *dup;
+    int code;
+
+    ck_assert_msg(e2e_recv(fd, T, &rep) == 0, "write %llu unanswered",
+                  (unsigned long long)id);
+    ck_assert_uint_eq(rep.r.id, id);
+    dup = rep.r.ok ? e2e_get(rep.r.result, "duplicate") : NULL;
+    code =
+        !rep.r.ok ? rep.r.err.code
+        : dup != NULL && dup->type == MSGPACK_OBJECT_BOOLEAN && dup->via.boolean
+            ? 1
+            : 0;
+    e2e_reply_free(&rep);
+    return code;
+}
+
+#define FULL_PAIRS 60
+
+/*
+ * The store is full (capped at 80 pages): a resend of a committed seq is
+ * answered `duplicate` with its first outcome even when the writer groups
+ * it with new writes that fail, whether its record is a batch's (the
+ * dedupe table) or a single receipt's (the tail). New writes pipelined
+ * between the resends are answered `unavailable`.
+ */
+START_TEST(test_e2e_harden_full_disk_resends_are_duplicates)
+{
+    const char *extra[] = { "--max-db-pages", "80", NULL };
+    uint64_t id = 10, seq = 1, singles = 4, batches = 0, i;
+    int fd, code, dups = 0, unavail = 0;
+
+    start(extra);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "harden/full"), 0);
+    for (i = 0; i < singles; i++) {
+        send_seq(fd, id, seq++, 0);
+        ck_assert_int_eq(seq_reply(fd, id++), 0);
+    }
+    for (;;) {
+        send_seq(fd, id, seq, 50);
+        code = seq_reply(fd, id++);
+        if (code != 0)
+            break;
+        batches++;
+        seq++;
+        ck_assert_msg(batches < 1000, "the store never filled up");
+    }
+    ck_assert_int_eq(code, PROTO_EUNAVAILABLE);
+    ck_assert_uint_gt(batches, 0);
+    fprintf(stderr,
+            "e2e_harden: full after %llu single receipts and %llu batches\n",
+            (unsigned long long)singles, (unsigned long long)batches);
+
+    /* Pipelined: a new batch, then a resend of a committed seq, FULL_PAIRS
+     * times; the writer takes them in groups. */
+    for (i = 0; i < FULL_PAIRS; i++) {
+        send_seq(fd, id + 2 * i, seq + 1 + i, 50);
+        if (i % 2 == 0)
+            send_seq(fd, id + 2 * i + 1, 1 + i % singles, 0);
+        else
+            send_seq(fd, id + 2 * i + 1, singles + 1 + i % batches, 50);
+    }
+    for (i = 0; i < FULL_PAIRS; i++) {
+        code = seq_reply(fd, id + 2 * i);
+        ck_assert_msg(code == PROTO_EUNAVAILABLE,
+                      "new write %llu on a full store: %d",
+                      (unsigned long long)i, code);
+        unavail++;
+        code = seq_reply(fd, id + 2 * i + 1);
+        dups += code == 1;
+        ck_assert_msg(code == 1,
+                      "resend %llu of a committed seq (%s) answered %s, not "
+                      "duplicate",
+                      (unsigned long long)i, i % 2 ? "batch" : "single",
+                      code == 0 ? "ok" : proto_code_name(code));
+    }
+    fprintf(stderr,
+            "e2e_harden: full store: %d of %d resends duplicate, %d new "
+            "writes unavailable\n",
+            dups, FULL_PAIRS, unavail);
+    ck_assert_uint_eq(e2e_stat(fd, 1, "duplicates"), (uint64_t)FULL_PAIRS);
+    close(fd);
+}
+END_TEST
+
+/* ---- a service manager that stops reading ---- */
+
+/*
+ * The daemon's notify socket is never read: its queue (10 datagrams by
+ * default) fills with READY=1, STATUS= and watchdog pings (WATCHDOG_USEC
+ * of 20 ms: one every 11 ms). The loop must not block on the next
+ * notification: pings and writes are answered all along, and `stats`
+ * counts the notifications dropped. READY=1 is in the queue.
+ */
+START_TEST(test_e2e_harden_notify_socket_never_read)
+{
+    char notify[300], got[256];
+    uint64_t dropped;
+    long t0, worst = 0;
+    int nfd, fd, i;
+
+    /* Variant 0: a path; variant 1: an abstract name. */
+    if (_i == 0)
+        snprintf(notify, sizeof(notify), "%s/e2e_harden_notify_%ld",
+                 strlen(TEST_BINARY_DIR) > 70 ? "/tmp" : TEST_BINARY_DIR,
+                 (long)getpid());
+    else
+        snprintf(notify, sizeof(notify), "@e2e_harden_notify_%ld",
+                 (long)getpid());
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
+    ck_assert_int_eq(setenv("WATCHDOG_USEC", "20000", 1), 0);
+    start(NULL);
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "harden/notify"), 0);
+    /* Well past the queue's 10 datagrams. */
+    usleep(500000);
+    for (i = 0; i < 20; i++) {
+        struct e2e_reply rep;
+
+        t0 = e2e_now_ms();
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_PING, 100 + i, 0, 0, NULL, 0),
+                         0);
+        ck_assert_msg(e2e_recv(fd, T, &rep) == 0,
+                      "ping %d unanswered: the loop is blocked on the "
+                      "notify socket",
+                      i);
+        e2e_reply_free(&rep);
+        ck_assert_int_eq(send_receipt(fd, 200 + i, 1 + i), 0);
+        if (e2e_now_ms() - t0 > worst)
+            worst = e2e_now_ms() - t0;
+        usleep(20000);
+    }
+    dropped = e2e_stat(fd, 300, "notify_dropped");
+    fprintf(stderr,
+            "e2e_harden: notify socket never read: 20 pings and writes "
+            "answered (slowest %ld ms), %llu notifications dropped\n",
+            worst, (unsigned long long)dropped);
+    ck_assert_uint_ne(dropped, UINT64_MAX);
+    ck_assert_uint_gt(dropped, 0);
+    ck_assert_int_eq(e2e_notify_await(nfd, "READY=1", 1000, got, sizeof(got)),
+                     0);
+    ck_assert_msg(strcmp(got, "READY=1") == 0,
+                  "the first notification is not READY=1: %s", got);
+    close(fd);
+    close(nfd);
+    if (_i == 0)
+        unlink(notify);
+}
+END_TEST
+
+/* ---- the token in the read buffer ---- */
+
+/* Whether the daemon's stack is scanned too. Under AddressSanitizer its
+ * runtime's own calls (and the dynamic linker's lazy binding, which saves
+ * the vector registers) leave register spills in the dead part of the
+ * stack, which the daemon cannot clear; the read buffer and the heap are
+ * scanned in every build. */
+#ifdef __SANITIZE_ADDRESS__
+#define SCAN_STACK 0
+#else
+#define SCAN_STACK 1
+#endif
+
+/*
+ * A TCP hello's plaintext token must not stay in the daemon's memory once
+ * the hello is answered: neither in the frame (wiped before) nor in the
+ * server's shared read buffer, whole or split over two reads (the token
+ * in the first, the rest in a shorter second that overwrites less). Read
+ * through /proc/PID/mem; the configuration holds only the token's hash.
+ */
+START_TEST(test_e2e_harden_hello_token_not_left_in_memory)
+{
+    msgpack_sbuffer body, frame;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    unsigned char hdr[FRAME_HEADER_SIZE];
+    size_t cut;
+    long n;
+    int port, whole, split;
+
+    port = start_tcp(NULL, NULL);
+    /* A wrong token of the same length first: the dynamic linker binds
+     * the hash functions at their first call and saves the vector
+     * registers (which held the token) on the stack while it does. */
+    whole = e2e_connect_tcp(port);
+    ck_assert_int_ge(whole, 0);
+    ck_assert_int_eq(tcp_hello(whole, "wrong-token!", NULL),
+                     PROTO_EUNAUTHORIZED);
+    close(whole);
+    whole = e2e_connect_tcp(port);
+    ck_assert_int_ge(whole, 0);
+    ck_assert_int_eq(tcp_hello(whole, TOKEN, NULL), 0);
+    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN), SCAN_STACK);
+    if (n < 0)
+        skip_now("cannot read the daemon's memory (/proc/%d/mem)", (int)d.pid);
+    fprintf(stderr, "e2e_harden: token copies after a whole hello: %ld\n", n);
+    ck_assert_msg(n == 0,
+                  "the token is %ld times in the daemon's memory "
+                  "after a hello",
+                  n);
+
+    /* {"op": "hello", "id": 2, "body": {"protocol": 1, "token": TOKEN,
+     * "source": ...}}, sent up to the token's end, then the rest. */
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "protocol");
+    msgpack_pack_uint64(&pk, 1);
+    envelope_pack_cstr(&pk, "token");
+    envelope_pack_cstr(&pk, TOKEN);
+    cut = body.size;
+    envelope_pack_cstr(&pk, "source");
+    envelope_pack_cstr(&pk, "tcp-split");
+    msgpack_sbuffer_init(&frame);
+    msgpack_packer_init(&pk, &frame, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "op");
+    envelope_pack_cstr(&pk, "hello");
+    envelope_pack_cstr(&pk, "id");
+    msgpack_pack_uint64(&pk, 2);
+    envelope_pack_cstr(&pk, "body");
+    cut += frame.size;
+    msgpack_sbuffer_write(&frame, body.data, body.size);
+    frame_put_header(hdr, (uint32_t)frame.size);
+    cut += sizeof(hdr);
+    split = e2e_connect_tcp(port);
+    ck_assert_int_ge(split, 0);
+    ck_assert_int_eq(e2e_send_all(split, hdr, sizeof(hdr)), 0);
+    ck_assert_int_eq(e2e_send_all(split, frame.data, cut - sizeof(hdr)), 0);
+    usleep(200000);
+    ck_assert_int_eq(e2e_send_all(split, frame.data + cut - sizeof(hdr),
+                                  frame.size - (cut - sizeof(hdr))),
+                     0);
+    ck_assert_int_eq(e2e_recv(split, T, &rep), 0);
+    ck_assert_msg(rep.r.ok, "split hello refused: %s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    n = e2e_proc_mem_count(d.pid, TOKEN, strlen(TOKEN), SCAN_STACK);
+    fprintf(stderr, "e2e_harden: token copies after a split hello: %ld\n", n);
+    ck_assert_msg(n == 0,
+                  "the token is %ld times in the daemon's memory "
+                  "after a hello in two reads",
+                  n);
+    msgpack_sbuffer_destroy(&body);
+    msgpack_sbuffer_destroy(&frame);
+    close(whole);
+    close(split);
+}
+END_TEST
+
 static Suite *
 harden_suite(void)
 {
@@ -1257,6 +1543,9 @@ harden_suite(void)
         { "clock_step", test_e2e_harden_retention_ignores_a_clock_step, 1 },
         { "auth_fail",
           test_e2e_harden_failed_authentication_counted_logged_slowed, 1 },
+        { "hello_wiped", test_e2e_harden_hello_token_not_left_in_memory, 1 },
+        { "full_dups", test_e2e_harden_full_disk_resends_are_duplicates, 1 },
+        { "notify_deaf", test_e2e_harden_notify_socket_never_read, 2 },
     };
     size_t i;
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,8 +541,15 @@ e2e_notify_bind(const char *path)
     fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0'; /* abstract: the length is exact */
+    else
+        unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa,
+             path[0] == '@'
+                 ? (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+                               strlen(path))
+                 : (socklen_t)sizeof(sa)) != 0) {
         close(fd);
         return -1;
     }
@@ -606,6 +614,69 @@ e2e_proc_kb(pid_t pid, const char *field)
         }
     fclose(f);
     return v;
+}
+
+long
+e2e_proc_mem_count(pid_t pid, const void *s, size_t len, int stack)
+{
+    char path[64], line[512], perms[8];
+    unsigned long lo, hi;
+    long found = 0;
+    FILE *maps;
+    char *buf = NULL;
+    size_t cap = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    maps = fopen(path, "r");
+    snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (maps == NULL || fd < 0 || len == 0) {
+        if (maps != NULL)
+            fclose(maps);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    while (found >= 0 && fgets(line, sizeof(line), maps) != NULL) {
+        size_t n, i;
+        ssize_t got;
+        const char *p;
+
+        /* Mappings above 256 MiB are a sanitizer's shadow or reserve,
+         * not the daemon's own data. */
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 ||
+            perms[0] != 'r' || perms[1] != 'w' || hi <= lo ||
+            hi - lo > (256ul << 20) ||
+            (!stack && strstr(line, "[stack]") != NULL))
+            continue;
+        n = hi - lo;
+        if (n > cap) {
+            char *nb = realloc(buf, n);
+
+            if (nb == NULL) {
+                found = -1;
+                break;
+            }
+            buf = nb;
+            cap = n;
+        }
+        got = pread(fd, buf, n, (off_t)lo);
+        if (got < 0) {
+            /* A mapping that went away meanwhile is skipped; no right to
+             * read at all fails the whole scan. */
+            if (errno == EPERM || errno == EACCES)
+                found = -1;
+            continue;
+        }
+        for (i = 0; (p = memmem(buf + i, (size_t)got - i, s, len)) != NULL;
+             i = (size_t)(p - buf) + 1)
+            found++;
+    }
+    free(buf);
+    close(fd);
+    fclose(maps);
+    return found;
 }
 
 uint64_t

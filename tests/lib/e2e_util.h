@@ -129,8 +129,9 @@ int e2e_hello(int fd, const char *source);
 /* Reads a whole file into a malloc'd buffer. */
 char *e2e_read_file(const char *path, size_t *len);
 
-/* A datagram socket bound at path (replaced if it exists), to pass as
- * NOTIFY_SOCKET. Returns the descriptor or -1. */
+/* A datagram socket bound at path (replaced if it exists), or at an
+ * abstract name when path begins with '@', to pass as NOTIFY_SOCKET.
+ * Returns the descriptor or -1. */
 int e2e_notify_bind(const char *path);
 
 /* Reads datagrams from fd until one contains s, within timeout_ms; the
@@ -143,5 +144,14 @@ int e2e_write_file(const char *path, const char *text);
 
 /* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
 long e2e_proc_kb(pid_t pid, const char *field);
+
+/*
+ * How many times the bytes s[0..len) occur in the writable memory of
+ * process pid (its heap, stacks, data and anonymous mappings, read through
+ * /proc/PID/mem), or -1 when that memory cannot be read (no permission to
+ * trace the process). Occurrences that straddle two mappings are missed.
+ * The main thread's stack is scanned only with stack set.
+ */
+long e2e_proc_mem_count(pid_t pid, const void *s, size_t len, int stack);
 
 #endif
