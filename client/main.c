@@ -362,7 +362,11 @@ cmd_retained(struct cli_opts *o)
 static int
 cmd_stats(struct cli_opts *o)
 {
-    int answered, rc = run_query_answered(o, "stats", &answered);
+    /* Prometheus text comes from the daemon's `metrics` kind, the same
+     * exposition its HTTP listener serves. */
+    int answered,
+        rc = run_query_answered(
+            o, o->format == OUTPUT_PROMETHEUS ? "metrics" : "stats", &answered);
 
     /* A scrape of a daemon that is down (or refuses the query) must say
      * so rather than leave the last file in place: the file gets
@@ -564,8 +568,10 @@ static const struct cmd cmds[] = {
     { "stats", cmd_stats, OUT, "", "the daemon's own counters",
       "Shows the daemon's counters: uptime, connections, frames, accepted,\n"
       "rejected, duplicates, quarantined, commit latency, store size.\n"
-      "--format prometheus prints them in the Prometheus text format for\n"
-      "node_exporter's textfile collector, e.g. from cron:\n"
+      "--format prometheus prints the daemon's metrics (its `metrics`\n"
+      "query: the text its HTTP listener serves at /metrics, see\n"
+      "receiptd --http) for node_exporter's textfile collector, e.g.\n"
+      "from cron:\n"
       "  receiptctl stats --format prometheus > receiptd.prom.tmp;\n"
       "    mv receiptd.prom.tmp "
       "/var/lib/prometheus/node-exporter/receiptd.prom\n"

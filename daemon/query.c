@@ -25,6 +25,7 @@
 #include "envelope.h"
 #include "invariant.h"
 #include "log.h"
+#include "metrics.h"
 #include "query_agg.h"
 #include "query_kind.h"
 #include "query_plan.h"
@@ -48,13 +49,6 @@ struct query_pool {
     uv_cond_t cond;
     struct store *idle[POOL_MAX]; /* guarded by mu */
     unsigned n_idle;
-};
-
-/* The loop's figures, copied when a stats query starts. */
-struct query_snapshot {
-    uint64_t now_ms, started_ms, connections, pending_bytes;
-    struct server_counters n;
-    struct writer_stats w;
 };
 
 struct qreq {
@@ -495,14 +489,15 @@ static const struct query_kind kind_prunes = { "prunes", query_parse_common,
 
 /* Every kind, in the order the error message names them. */
 static const struct query_kind *const kinds[] = {
-    &kind_receipts,    &query_kind_fallbacks,  &query_kind_coverage,
-    &query_kind_gaps,  &query_kind_quarantine, &kind_stats,
-    &query_kind_plans, &query_kind_retained,   &kind_prunes,
+    &kind_receipts,      &query_kind_fallbacks,  &query_kind_coverage,
+    &query_kind_gaps,    &query_kind_quarantine, &kind_stats,
+    &query_kind_plans,   &query_kind_retained,   &kind_prunes,
+    &query_kind_metrics,
 };
 
 #define KIND_NAMES                                                             \
     "receipts, fallbacks, coverage, gaps, quarantine, stats, plans, "          \
-    "retained or prunes"
+    "retained, prunes or metrics"
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -656,6 +651,7 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     q->snap.connections = srv->n_conns;
     q->snap.pending_bytes = srv->pending_bytes;
     q->snap.n = srv->n;
+    q->snap.metrics_models = srv->cfg->metrics_model_series;
     writer_get_stats(srv->writer, &q->snap.w);
     return queue(q, srv, err);
 }

@@ -141,6 +141,20 @@ int e2e_notify_await(int fd, const char *s, int timeout_ms, char *got,
 /* Writes text to path, replacing the file. Returns 0 or -1. */
 int e2e_write_file(const char *path, const char *text);
 
+/*
+ * Runs the program at path with argv (NULL-terminated, argv[0] included),
+ * stdin from in_path (NULL: /dev/null) and RECEIPTD_SOCKET set to sock
+ * (NULL: removed); waits for it. *out gets its stdout and *err its stderr
+ * (malloc'd, NUL-terminated; either pointer may be NULL to drop them).
+ * Returns the exit status, 127 when it could not run, -1 when killed by a
+ * signal or on a failure of the test's own (fork, files).
+ */
+int e2e_run(const char *path, const char *const *argv, const char *in_path,
+            const char *sock, char **out, char **err);
+
+/* A program's path found in PATH, copied into buf; -1 when none is. */
+int e2e_which(const char *name, char *buf, size_t len);
+
 /* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
 long e2e_proc_kb(pid_t pid, const char *field);
 
