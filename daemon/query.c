@@ -501,6 +501,19 @@ static const struct query_kind *const kinds[] = {
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
+/* The loop's figures as a query sees them; loop thread. */
+static void
+snapshot(struct query_snapshot *sn, struct server *srv)
+{
+    sn->now_ms = server_now_unix_ms();
+    sn->started_ms = srv->started_ms;
+    sn->connections = srv->n_conns;
+    sn->pending_bytes = srv->pending_bytes;
+    sn->n = srv->n;
+    sn->metrics_models = srv->cfg->metrics_model_series;
+    writer_get_stats(srv->writer, &sn->w);
+}
+
 static void
 qreq_free(struct qreq *q)
 {
@@ -646,13 +659,7 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
         qreq_free(q);
         return rc;
     }
-    q->snap.now_ms = server_now_unix_ms();
-    q->snap.started_ms = srv->started_ms;
-    q->snap.connections = srv->n_conns;
-    q->snap.pending_bytes = srv->pending_bytes;
-    q->snap.n = srv->n;
-    q->snap.metrics_models = srv->cfg->metrics_model_series;
-    writer_get_stats(srv->writer, &q->snap.w);
+    snapshot(&q->snap, srv);
     return queue(q, srv, err);
 }
 
@@ -676,4 +683,77 @@ query_submit(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     q->job_arg = arg;
     q->job_free = free_arg;
     return queue(q, srv, err);
+}
+
+/* ---- jobs without a connection (the HTTP listener) ---- */
+
+struct dreq {
+    uv_work_t work;
+    struct query_pool *qp;
+    struct server *srv;
+    struct query_snapshot snap;
+    uint64_t deadline_ms;
+    query_detached_fn run;
+    query_detached_done_fn done;
+    void *arg;
+    int rc;
+    struct proto_err err;
+};
+
+static void
+dwork_cb(uv_work_t *w)
+{
+    struct dreq *q = w->data;
+    struct store *s = NULL;
+
+    q->rc = pool_get(q->qp, &s, &q->err);
+    if (q->rc != 0)
+        return;
+    q->rc = q->run(q->arg, s, &q->snap, q->deadline_ms, &q->err);
+    pool_put(q->qp, s);
+}
+
+static void
+dafter_cb(uv_work_t *w, int status)
+{
+    struct dreq *q = w->data;
+
+    if (status != 0)
+        q->rc = proto_err_set(&q->err, PROTO_EUNAVAILABLE, NULL,
+                              "cancelled while the daemon stopped");
+    q->done(q->arg, q->rc, &q->err);
+    server_release(q->srv);
+    free(q);
+}
+
+int
+query_run_detached(struct query_pool *qp, struct server *srv,
+                   query_detached_fn run, query_detached_done_fn done,
+                   void *arg, struct proto_err *err)
+{
+    struct dreq *q;
+
+    if (srv->draining || qp == NULL)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the daemon is stopping");
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    q->qp = qp;
+    q->srv = srv;
+    q->run = run;
+    q->done = done;
+    q->arg = arg;
+    proto_err_clear(&q->err);
+    snapshot(&q->snap, srv);
+    q->deadline_ms = qp->timeout_ms ? store_now_ms() + qp->timeout_ms : 0;
+    q->work.data = q;
+    if (uv_queue_work(srv->loop, &q->work, dwork_cb, dafter_cb) != 0) {
+        free(q);
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "cannot queue the request; try later");
+    }
+    /* The drain waits for it as for a connection: the pool stays open. */
+    server_hold(srv);
+    return 0;
 }

@@ -287,6 +287,19 @@ server_conn_freed(struct server *srv, struct conn *c)
     maybe_drained(srv);
 }
 
+void
+server_hold(struct server *srv)
+{
+    srv->n_alive++;
+}
+
+void
+server_release(struct server *srv)
+{
+    srv->n_alive--;
+    maybe_drained(srv);
+}
+
 static void
 grace_cb(uv_timer_t *t)
 {

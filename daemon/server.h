@@ -64,7 +64,8 @@ struct server {
 
     struct conn *conns; /* doubly linked, every connection not yet freed */
     size_t n_conns;     /* open (not closing) connections */
-    size_t n_alive;     /* allocated connections, closing ones included */
+    size_t n_alive;     /* allocated connections, closing ones included,
+                           and held jobs (server_hold) */
     size_t n_unauth;    /* open TCP connections not yet authenticated */
 
     uint64_t pending_bytes; /* bytes held by jobs not yet delivered back */
@@ -92,6 +93,12 @@ struct server {
     /* Called once, when draining and the last connection is freed. */
     void (*drained_cb)(struct server *srv);
 };
+
+/* Something that is not a connection but uses the writer or the query
+ * pool (an HTTP request's job) keeps the drain from finishing until it is
+ * released, as a connection does until it is freed. Loop thread. */
+void server_hold(struct server *srv);
+void server_release(struct server *srv);
 
 /* Wall clock in unix milliseconds. */
 uint64_t server_now_unix_ms(void);

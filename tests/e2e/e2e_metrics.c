@@ -9,12 +9,15 @@
  * RECEIPTD_CI is set (CI installs it: there a missing promtool fails).
  */
 #include <check.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "e2e_util.h"
 #include "op.h"
@@ -31,6 +34,26 @@ setup_models(void)
     const char *extra[] = { "--metrics-model-series", "2", NULL };
 
     ck_assert_int_eq(e2e_start(&d, extra), 0);
+}
+
+static int http_port;
+
+static void
+start_http(const char *stall)
+{
+    char addr[64];
+    const char *extra[] = { "--http", addr, "--health-stall", stall, NULL };
+
+    http_port = e2e_free_port();
+    ck_assert_int_gt(http_port, 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", http_port);
+    ck_assert_int_eq(e2e_start(&d, extra), 0);
+}
+
+static void
+setup_http(void)
+{
+    start_http("10s");
 }
 
 static void
@@ -279,6 +302,325 @@ START_TEST(test_metrics_figures_match_what_was_sent)
 }
 END_TEST
 
+/* ---- the HTTP listener ---- */
+
+struct http_reply {
+    int status; /* 0 when nothing came back */
+    char *head; /* the status line and headers */
+    char *body;
+};
+
+static void
+http_reply_free(struct http_reply *r)
+{
+    free(r->head);
+    free(r->body);
+}
+
+/* Sends req as it is on a new connection and reads until the listener
+ * closes it (it answers with Connection: close) or 5 s pass. */
+static void
+http_raw(const char *req, struct http_reply *r)
+{
+    char *buf = NULL, *sep;
+    size_t len = 0, cap = 0;
+    long deadline = e2e_now_ms() + T;
+    int fd = e2e_connect_tcp(http_port);
+    ssize_t n;
+
+    memset(r, 0, sizeof(*r));
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_send_all(fd, req, strlen(req)), 0);
+    for (;;) {
+        struct timeval tv = { 0, 100000 };
+
+        if (cap - len < 4096) {
+            buf = realloc(buf, cap + 65536);
+            ck_assert_ptr_nonnull(buf);
+            cap += 65536;
+        }
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        n = read(fd, buf + len, cap - len - 1);
+        if (n > 0) {
+            len += (size_t)n;
+            continue;
+        }
+        if (n == 0 || e2e_now_ms() > deadline ||
+            (errno != EAGAIN && errno != EINTR))
+            break;
+    }
+    close(fd);
+    buf[len] = '\0';
+    sep = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) == 0 && sep != NULL) {
+        r->status = atoi(buf + 9);
+        r->body = strdup(sep + 4);
+        *sep = '\0';
+        r->head = buf;
+    } else {
+        free(buf);
+    }
+}
+
+static void
+http_get(const char *path, struct http_reply *r)
+{
+    char req[256];
+
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+    http_raw(req, r);
+}
+
+/* The "# TYPE" lines of an exposition, in order, receiptd_up left out. */
+static char *
+families(const char *text)
+{
+    char *out = calloc(1, strlen(text) + 1);
+    const char *p = text, *e;
+
+    ck_assert_ptr_nonnull(out);
+    for (; *p; p = *e ? e + 1 : e) {
+        e = strchr(p, '\n');
+        if (e == NULL)
+            e = p + strlen(p);
+        if (strncmp(p, "# TYPE ", 7) == 0 &&
+            strncmp(p, "# TYPE receiptd_up ", 19) != 0)
+            strncat(out, p, (size_t)(e - p + (*e ? 1 : 0)));
+    }
+    return out;
+}
+
+/* /metrics serves what receiptctl prints (the same families: the same
+ * renderer), /healthz says ok, and everything else gets its HTTP error. */
+START_TEST(test_http_serves_metrics_and_healthz)
+{
+    struct http_reply r;
+    char *ctl, *a, *b;
+
+    send_fleet();
+    http_get("/metrics", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(strstr(r.head, "text/plain; version=0.0.4"));
+    ck_assert_double_eq(
+        sample(r.body, "receiptd_stored_receipts{requested_backend=\"cuda\","
+                       "executed_backend=\"cpu\",status=\"fallback\"}"),
+        3);
+    ctl = scrape();
+    a = families(r.body);
+    b = families(ctl);
+    ck_assert_uint_gt(strlen(a), 1000);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    free(ctl);
+    http_reply_free(&r);
+
+    http_get("/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "ok\n");
+    http_reply_free(&r);
+
+    http_raw("HEAD /metrics HTTP/1.1\r\nHost: t\r\n\r\n", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "");
+    http_reply_free(&r);
+
+    http_get("/", &r);
+    ck_assert_int_eq(r.status, 404);
+    http_reply_free(&r);
+
+    http_raw("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n"
+             "\r\nabc",
+             &r);
+    ck_assert_int_eq(r.status, 405);
+    ck_assert_ptr_nonnull(strstr(r.head, "Allow: GET, HEAD"));
+    http_reply_free(&r);
+
+    /* A body is refused before it is read, even on a GET. */
+    http_raw("GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: "
+             "1000000\r\n\r\nabc",
+             &r);
+    ck_assert_int_eq(r.status, 413);
+    http_reply_free(&r);
+
+    /* Headers beyond the per-connection memory are refused too. */
+    {
+        size_t n = 64 * 1024;
+        char *big = malloc(n + 64);
+
+        ck_assert_ptr_nonnull(big);
+        size_t pre;
+
+        strcpy(big, "GET /metrics HTTP/1.1\r\nX-Big: ");
+        pre = strlen(big);
+        memset(big + pre, 'a', n);
+        strcpy(big + pre + n, "\r\n\r\n");
+        http_raw(big, &r);
+        ck_assert_msg(r.status == 0 || r.status == 431 || r.status == 413,
+                      "status %d", r.status);
+        http_reply_free(&r);
+        free(big);
+    }
+    ck_assert(e2e_alive(&d));
+}
+END_TEST
+
+static void healthz_until(int want, long ms, struct http_reply *r);
+
+/* At most 8 connections from one address: the ninth is closed at once,
+ * the others are served once they send their request; a listener that
+ * still holds idle connections stops cleanly (the teardown checks the
+ * exit). */
+START_TEST(test_http_connections_are_bounded)
+{
+    struct http_reply r;
+    int fds[8], i;
+
+    for (i = 0; i < 8; i++) {
+        fds[i] = e2e_connect_tcp(http_port);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_int_eq(e2e_send_all(fds[i], "GET /hea", 8), 0);
+    }
+    usleep(200 * 1000);
+    http_get("/healthz", &r);
+    ck_assert_int_eq(r.status, 0);
+    http_reply_free(&r);
+    /* libmicrohttpd frees a closed connection's slot from its polling
+     * thread, a moment later: poll. */
+    for (i = 0; i < 4; i++)
+        close(fds[i]);
+    healthz_until(200, T, &r);
+    ck_assert_int_eq(r.status, 200);
+    http_reply_free(&r);
+    /* The other four stay open, mid-request, into the teardown's stop. */
+}
+END_TEST
+
+static void
+setup_http_gate(void)
+{
+    char lib[512], gate[300];
+
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libslowsync_preload.so",
+             TEST_BINARY_DIR);
+    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
+    snprintf(gate, sizeof(gate), "%s/e2e_metrics_gate_%ld", TEST_BINARY_DIR,
+             (long)getpid());
+    unlink(gate);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    setenv("RECEIPTD_SYNC_DELAY_MS", "0", 1);
+    setenv("RECEIPTD_SYNC_GATE", gate, 1);
+    start_http("1s");
+    unsetenv("LD_PRELOAD");
+    unsetenv("RECEIPTD_SYNC_DELAY_MS");
+}
+
+/* Polls /healthz until its status is want, within ms; returns the reply. */
+static void
+healthz_until(int want, long ms, struct http_reply *r)
+{
+    long deadline = e2e_now_ms() + ms;
+
+    for (;;) {
+        http_get("/healthz", r);
+        if (r->status == want || e2e_now_ms() > deadline)
+            return;
+        http_reply_free(r);
+        usleep(50 * 1000);
+    }
+}
+
+/* /healthz fails while a write has waited metrics.health_stall for the
+ * writer (here a disk that does not finish its fsync), and recovers once
+ * the writer commits again. */
+START_TEST(test_http_healthz_fails_while_the_writer_stalls)
+{
+    const char *gate = getenv("RECEIPTD_SYNC_GATE");
+    struct e2e_receipt rc = { .schema = 3,
+                              .plan = "p",
+                              .graph = "g",
+                              .model = "m",
+                              .requested = "cpu",
+                              .executed = "cpu",
+                              .coverage = 1 };
+    struct http_reply r;
+    struct e2e_reply rep;
+    char *body;
+    size_t len;
+    long t0;
+    int fd;
+
+    ck_assert_ptr_nonnull(gate);
+    healthz_until(200, T, &r);
+    ck_assert_int_eq(r.status, 200);
+    http_reply_free(&r);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "node-1"), 0);
+    ck_assert_int_eq(e2e_write_file(gate, "hold"), 0);
+    body = e2e_receipt_bytes(&rc, &len);
+    ck_assert_ptr_nonnull(body);
+    t0 = e2e_now_ms();
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, 7, 1, 1, body, len), 0);
+    free(body);
+    healthz_until(503, T, &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "writes have waited"));
+    ck_assert_int_ge(e2e_now_ms() - t0, 1000);
+    http_reply_free(&r);
+    unlink(gate);
+    unsetenv("RECEIPTD_SYNC_GATE");
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    healthz_until(200, T, &r);
+    ck_assert_int_eq(r.status, 200);
+    http_reply_free(&r);
+    close(fd);
+}
+END_TEST
+
+/* /healthz fails once a group commit failed (the store's file was
+ * deleted under the daemon), with the reason. */
+START_TEST(test_http_healthz_fails_when_the_store_cannot_commit)
+{
+    struct e2e_receipt rc = { .schema = 3,
+                              .plan = "p",
+                              .graph = "g",
+                              .model = "m",
+                              .requested = "cpu",
+                              .executed = "cpu",
+                              .coverage = 1 };
+    struct http_reply r;
+    struct e2e_reply rep;
+    char path[300], *body;
+    size_t len;
+    int fd;
+
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "node-1"), 0);
+    ck_assert_int_eq(unlink(d.db), 0);
+    snprintf(path, sizeof(path), "%s-wal", d.db);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s-shm", d.db);
+    unlink(path);
+    body = e2e_receipt_bytes(&rc, &len);
+    ck_assert_ptr_nonnull(body);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, 7, 1, 1, body, len), 0);
+    free(body);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    e2e_reply_free(&rep);
+    http_get("/healthz", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "store cannot commit"));
+    http_reply_free(&r);
+    close(fd);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -289,6 +631,18 @@ suite(void)
     tcase_add_checked_fixture(tc, setup_models, teardown);
     tcase_add_test(tc, test_metrics_follow_the_conventions);
     tcase_add_test(tc, test_metrics_figures_match_what_was_sent);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("http");
+    tcase_add_checked_fixture(tc, setup_http, teardown);
+    tcase_add_test(tc, test_http_serves_metrics_and_healthz);
+    tcase_add_test(tc, test_http_connections_are_bounded);
+    tcase_add_test(tc, test_http_healthz_fails_when_the_store_cannot_commit);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("http_stall");
+    tcase_add_checked_fixture(tc, setup_http_gate, teardown);
+    tcase_add_test(tc, test_http_healthz_fails_while_the_writer_stalls);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("promtool");

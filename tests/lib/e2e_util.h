@@ -152,6 +152,9 @@ int e2e_write_file(const char *path, const char *text);
 int e2e_run(const char *path, const char *const *argv, const char *in_path,
             const char *sock, char **out, char **err);
 
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int e2e_free_port(void);
+
 /* A program's path found in PATH, copied into buf; -1 when none is. */
 int e2e_which(const char *name, char *buf, size_t len);
 
