@@ -319,6 +319,7 @@ status_cb(uv_timer_t *t)
     uint64_t now = uv_now(t->loop);
     double rate = 0;
 
+    server_log_flush(&ms.srv);
     memset(&st, 0, sizeof(st));
     if (ms.srv.writer != NULL)
         writer_get_stats(ms.srv.writer, &st);

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "ratelog.h"
 #include "error.h"
 
 struct access_policy;
@@ -85,10 +86,17 @@ struct server {
     uint64_t started_ms; /* unix ms */
     struct server_counters n;
     struct server_auth_slot auth[SERVER_AUTH_SLOTS];
-    uint64_t auth_logged_ms;       /* last line about failed authentication */
-    uint64_t auth_unlogged;        /* failures since that line */
-    char readbuf[SERVER_READ_BUF]; /* shared by every read callback: each
-                                      read is consumed before the next */
+    /* What an operator must know, at most a line per interval each
+     * (ratelog.h); flushed by server_log_flush(). */
+    struct ratelog log_auth;        /* failed authentication: peer, reason */
+    struct ratelog log_quarantine;  /* payloads put in quarantine */
+    struct ratelog log_refused;     /* connections refused at a cap */
+    struct ratelog log_unavailable; /* writes answered unavailable */
+    uint64_t store_failing_ms;      /* uv_now when writes began to be answered
+                                       unavailable; 0 while they are not */
+    uint64_t store_failed_writes;   /* since then */
+    char readbuf[SERVER_READ_BUF];  /* shared by every read callback: each
+                                       read is consumed before the next */
 
     /* Called once, when draining and the last connection is freed. */
     void (*drained_cb)(struct server *srv);
@@ -139,7 +147,16 @@ size_t server_unauth_budget(const struct server *srv);
  * doubling up to 1 s for each failure in a row from that address (a quiet
  * minute forgets them).
  */
-uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr);
+uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr,
+                            const char *reason);
+
+/* A connection refused at a cap: logged at most every 10 s with how many
+ * were refused; why says which cap. Loop thread. */
+void server_refused(struct server *srv, const char *why);
+
+/* Logs the summaries of rate-limited warnings whose interval is over; the
+ * status timer calls it. Loop thread. */
+void server_log_flush(struct server *srv);
 
 /*
  * After a reload replaced srv->access: every TCP connection whose token is

@@ -259,7 +259,9 @@ failed:
     uv_mutex_unlock(&w->mu);
     atomic_store(&w->failing, 1);
     atomic_fetch_add(&w->failures, 1);
-    log_warnx("writer: a group of writes was rolled back and answered "
+    /* The loop logs store failures and recoveries, rate-limited
+     * (server.c); a line per group would flood the journal. */
+    log_debug("writer: a group of writes was rolled back and answered "
               "unavailable: %s",
               err.message);
     fail_group(head, &err);

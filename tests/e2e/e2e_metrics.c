@@ -4,6 +4,10 @@
  * daemon's `metrics` query kind) and, when the daemon listens for HTTP,
  * /metrics and /healthz.
  *
+ * And the logs an operator reads: rate-limited warnings (quarantine,
+ * refusals at a cap, store failures), connections at debug level, plain
+ * text when stderr is not the journal.
+ *
  * The case tagged "promtool" runs Prometheus' own linter over the real
  * output; it reports SKIP where promtool is not installed, unless
  * RECEIPTD_CI is set (CI installs it: there a missing promtool fails).
@@ -20,6 +24,7 @@
 #include <sys/time.h>
 
 #include "e2e_util.h"
+#include "envelope.h"
 #include "op.h"
 #include "skip.h"
 
@@ -299,6 +304,101 @@ START_TEST(test_metrics_figures_match_what_was_sent)
     ck_assert_double_le(start, (double)time(NULL) + 1);
     ck_assert_double_gt(start, (double)time(NULL) - 600);
     free(text);
+}
+END_TEST
+
+/* ---- logs ---- */
+
+static int
+log_count(const char *what)
+{
+    size_t len;
+    char *text = e2e_read_file(d.log, &len);
+    const char *p;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(text);
+    for (p = text; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    free(text);
+    return n;
+}
+
+static void
+setup_logs(void)
+{
+    const char *extra[] = { "--max-connections", "2", "--log-level", "debug",
+                            NULL };
+
+    ck_assert_int_eq(e2e_start(&d, extra), 0);
+}
+
+/* Thirty invalid receipts in a burst: one warning, naming the first's
+ * source, code and field; the others wait for the summary. Connections
+ * open and close at debug level; the log is plain text (stderr is a
+ * file, not the journal). */
+START_TEST(test_logs_quarantine_once_per_interval)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    int fd, i;
+
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "node-q"), 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "schema_version");
+    msgpack_pack_uint64(&pk, 3);
+    envelope_pack_cstr(&pk, "requested_backend");
+    envelope_pack_cstr(&pk, "cuda");
+    for (i = 0; i < 30; i++) {
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, (uint64_t)i + 2, 1,
+                                     (uint64_t)i + 1, sb.data, sb.size),
+                         0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(!rep.r.ok);
+        e2e_reply_free(&rep);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_uint_eq(e2e_stat(fd, 99, "quarantined"), 30);
+    close(fd);
+    ck_assert_int_eq(log_count("in quarantine"), 1);
+    ck_assert_int_eq(log_count("warning: put a payload from source "
+                               "\"node-q\" in quarantine: invalid at "
+                               "executed_backend: "),
+                     1);
+    ck_assert_int_eq(log_count("debug: connection 1 opened: Unix"), 1);
+    usleep(100 * 1000);
+    ck_assert_int_eq(log_count("debug: connection 1 closed"), 1);
+    ck_assert_int_eq(log_count("<"), 0);
+}
+END_TEST
+
+/* Connections over limits.max_connections: refused, counted, and one
+ * warning for the burst. */
+START_TEST(test_logs_refusals_at_the_cap_once)
+{
+    int fds[8], i, fd;
+
+    for (i = 0; i < 8; i++) {
+        fds[i] = e2e_connect(&d);
+        ck_assert_int_ge(fds[i], 0);
+    }
+    usleep(200 * 1000);
+    for (i = 0; i < 8; i++)
+        close(fds[i]);
+    usleep(100 * 1000);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_uint_ge(e2e_stat(fd, 1, "connections_refused"), 5);
+    close(fd);
+    ck_assert_int_eq(log_count("refused a connection"), 1);
+    ck_assert_int_eq(log_count("warning: refused a connection: "
+                               "limits.max_connections reached"),
+                     1);
 }
 END_TEST
 
@@ -596,7 +696,7 @@ START_TEST(test_http_healthz_fails_when_the_store_cannot_commit)
     struct e2e_reply rep;
     char path[300], *body;
     size_t len;
-    int fd;
+    int fd, i;
 
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
@@ -608,16 +708,24 @@ START_TEST(test_http_healthz_fails_when_the_store_cannot_commit)
     unlink(path);
     body = e2e_receipt_bytes(&rc, &len);
     ck_assert_ptr_nonnull(body);
-    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, 7, 1, 1, body, len), 0);
+    for (i = 0; i < 5; i++) {
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, 7 + (uint64_t)i, 1,
+                                     1 + (uint64_t)i, body, len),
+                         0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(!rep.r.ok);
+        e2e_reply_free(&rep);
+    }
     free(body);
-    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
-    ck_assert(!rep.r.ok);
-    e2e_reply_free(&rep);
     http_get("/healthz", &r);
     ck_assert_int_eq(r.status, 503);
     ck_assert_ptr_nonnull(strstr(r.body, "store cannot commit"));
     http_reply_free(&r);
     close(fd);
+    /* Five writes answered unavailable: one line for the operator. */
+    ck_assert_int_eq(log_count("error: the store cannot commit; writes are "
+                               "answered unavailable: "),
+                     1);
 }
 END_TEST
 
@@ -638,6 +746,12 @@ suite(void)
     tcase_add_test(tc, test_http_serves_metrics_and_healthz);
     tcase_add_test(tc, test_http_connections_are_bounded);
     tcase_add_test(tc, test_http_healthz_fails_when_the_store_cannot_commit);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("logs");
+    tcase_add_checked_fixture(tc, setup_logs, teardown);
+    tcase_add_test(tc, test_logs_quarantine_once_per_interval);
+    tcase_add_test(tc, test_logs_refusals_at_the_cap_once);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("http_stall");
