@@ -29,6 +29,7 @@
 #include <msgpack.h>
 
 #include "cli.h"
+#include "top.h"
 #include "duration.h"
 #include "envelope.h"
 #include "import.h"
@@ -377,6 +378,12 @@ cmd_stats(struct cli_opts *o)
     return rc;
 }
 
+static int
+cmd_top(struct cli_opts *o)
+{
+    return top_run(o);
+}
+
 /* ---- ping ---- */
 
 static uint64_t
@@ -577,6 +584,15 @@ static const struct cmd cmds[] = {
       "/var/lib/prometheus/node-exporter/receiptd.prom\n"
       "When the daemon does not answer it prints receiptd_up 0 (and exits\n"
       "non-zero), so the file says the daemon is down." },
+    { "top", cmd_top, CONN, "",
+      "a live full-screen view, refreshed each second",
+      "Shows, refreshed each second on the whole terminal: receipts,\n"
+      "frames and quarantined payloads per second; the mean commit time\n"
+      "and the writer's CPU per receipt over the last second; the writer's\n"
+      "queue; connections and refusals; the store's health; and the\n"
+      "fallback rate per requested -> executed backend pair over the last\n"
+      "minute. q or Ctrl-C quits and restores the terminal. Needs a\n"
+      "terminal; scripts use stats." },
     { "receipts", cmd_receipts,
       QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS), "",
       "stored receipts, newest first",

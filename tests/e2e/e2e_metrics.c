@@ -80,17 +80,8 @@ send_one(int fd, uint64_t seq, const char *model, const char *req,
                              .coverage = coverage,
                              .decode_steps = seq,
                              .fallback_count = 0 };
-    struct e2e_reply rep;
-    size_t len;
-    char *body = e2e_receipt_bytes(&r, &len);
 
-    ck_assert_ptr_nonnull(body);
-    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPT, seq, 1, seq, body, len),
-                     0);
-    free(body);
-    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
-    ck_assert_msg(rep.r.ok, "seq %" PRIu64 ": %s", seq, rep.r.err.message);
-    e2e_reply_free(&rep);
+    ck_assert_msg(e2e_send_receipt(fd, seq, &r) == 0, "seq %" PRIu64, seq);
 }
 
 /*

@@ -757,3 +757,22 @@ e2e_free_port(void)
     close(fd);
     return port;
 }
+
+int
+e2e_send_receipt(int fd, uint64_t seq, const struct e2e_receipt *r)
+{
+    struct e2e_reply rep;
+    size_t len;
+    char *body = e2e_receipt_bytes(r, &len);
+    int rc;
+
+    if (body == NULL)
+        return -1;
+    rc = e2e_request(fd, PROTO_OP_RECEIPT, seq, 1, seq, body, len);
+    free(body);
+    if (rc != 0 || e2e_recv(fd, 5000, &rep) != 0)
+        return -1;
+    rc = rep.r.ok && rep.r.id == seq ? 0 : -1;
+    e2e_reply_free(&rep);
+    return rc;
+}

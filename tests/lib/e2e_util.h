@@ -118,6 +118,10 @@ int e2e_pack_receipt(msgpack_packer *pk, const struct e2e_receipt *r);
 /* Encodes a receipt body into a malloc'd buffer; *len set. */
 char *e2e_receipt_bytes(const struct e2e_receipt *r, size_t *len);
 
+/* Sends r as a `receipt` with id and seq both seq on fd and reads the
+ * reply: 0 when it was ok, -1 otherwise. */
+int e2e_send_receipt(int fd, uint64_t seq, const struct e2e_receipt *r);
+
 /* The unsigned field key of the `stats` query's single row, asked on fd
  * with request id; UINT64_MAX when there is no reply, an error, or no such
  * field. */
