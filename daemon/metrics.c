@@ -255,7 +255,8 @@ render_store(FILE *f, struct store *s, uint32_t models, uint64_t deadline_ms,
         store_query_agg(s, &flt, STORE_GROUP_BACKENDS, 0, deadline_ms, &a, err);
     if (rc != 0)
         goto out;
-    qsort(a.groups, a.n, sizeof(a.groups[0]), by_backends_cb);
+    if (a.n > 1)
+        qsort(a.groups, a.n, sizeof(a.groups[0]), by_backends_cb);
     family(f, "receiptd_stored_receipts", "gauge",
            "Receipts in the store by requested and executed backend and "
            "fallback status (retention lowers it).");
@@ -294,7 +295,8 @@ render_store(FILE *f, struct store *s, uint32_t models, uint64_t deadline_ms,
     rc = store_query_agg(s, &flt, STORE_GROUP_MODEL, 0, deadline_ms, &a, err);
     if (rc != 0)
         goto out;
-    qsort(a.groups, a.n, sizeof(a.groups[0]), by_receipts_cb);
+    if (a.n > 1)
+        qsort(a.groups, a.n, sizeof(a.groups[0]), by_receipts_cb);
     family(f, "receiptd_stored_model_receipts", "gauge",
            "Receipts in the store by model and fallback status, for the "
            "models with most receipts (metrics.model_series).");
