@@ -29,6 +29,7 @@
 #include <msgpack.h>
 
 #include "cli.h"
+#include "top.h"
 #include "duration.h"
 #include "envelope.h"
 #include "import.h"
@@ -362,7 +363,11 @@ cmd_retained(struct cli_opts *o)
 static int
 cmd_stats(struct cli_opts *o)
 {
-    int answered, rc = run_query_answered(o, "stats", &answered);
+    /* Prometheus text comes from the daemon's `metrics` kind, the same
+     * exposition its HTTP listener serves. */
+    int answered,
+        rc = run_query_answered(
+            o, o->format == OUTPUT_PROMETHEUS ? "metrics" : "stats", &answered);
 
     /* A scrape of a daemon that is down (or refuses the query) must say
      * so rather than leave the last file in place: the file gets
@@ -371,6 +376,12 @@ cmd_stats(struct cli_opts *o)
         o->format == OUTPUT_PROMETHEUS)
         output_prometheus_down(stdout);
     return rc;
+}
+
+static int
+cmd_top(struct cli_opts *o)
+{
+    return top_run(o);
 }
 
 /* ---- ping ---- */
@@ -564,13 +575,24 @@ static const struct cmd cmds[] = {
     { "stats", cmd_stats, OUT, "", "the daemon's own counters",
       "Shows the daemon's counters: uptime, connections, frames, accepted,\n"
       "rejected, duplicates, quarantined, commit latency, store size.\n"
-      "--format prometheus prints them in the Prometheus text format for\n"
-      "node_exporter's textfile collector, e.g. from cron:\n"
+      "--format prometheus prints the daemon's metrics (its `metrics`\n"
+      "query: the text its HTTP listener serves at /metrics, see\n"
+      "receiptd --http) for node_exporter's textfile collector, e.g.\n"
+      "from cron:\n"
       "  receiptctl stats --format prometheus > receiptd.prom.tmp;\n"
       "    mv receiptd.prom.tmp "
       "/var/lib/prometheus/node-exporter/receiptd.prom\n"
       "When the daemon does not answer it prints receiptd_up 0 (and exits\n"
       "non-zero), so the file says the daemon is down." },
+    { "top", cmd_top, CONN, "",
+      "a live full-screen view, refreshed each second",
+      "Shows, refreshed each second on the whole terminal: receipts,\n"
+      "frames and quarantined payloads per second; the mean commit time\n"
+      "and the writer's CPU per receipt over the last second; the writer's\n"
+      "queue; connections and refusals; the store's health; and the\n"
+      "fallback rate per requested -> executed backend pair over the last\n"
+      "minute. q or Ctrl-C quits and restores the terminal. Needs a\n"
+      "terminal; scripts use stats." },
     { "receipts", cmd_receipts,
       QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS), "",
       "stored receipts, newest first",

@@ -1512,98 +1512,12 @@ output_truncation(FILE *out, const struct output_spec *spec,
 
 /* ---- Prometheus ---- */
 
-struct metric_info {
-    const char *field;
-    const char *type; /* "counter" or "gauge" */
-    const char *help;
-};
-
-/*
- * What the daemon's stats mean. A field not listed here is still exported,
- * as a gauge with a generic help line, so a newer daemon's counters show up
- * before this table learns about them.
- */
-static const struct metric_info metrics[] = {
-    { "uptime_ms", "gauge", "Milliseconds since the daemon started." },
-    { "started_at", "gauge", "When the daemon started, in unix milliseconds." },
-    { "connections", "gauge", "Client connections open now." },
-    { "connections_total", "counter", "Client connections accepted." },
-    { "connections_refused", "counter",
-      "Connections refused (limit reached or peer not allowed)." },
-    { "frames", "counter", "Request frames read." },
-    { "framing_errors", "counter",
-      "Frames with a bad length or broken framing; each closed a "
-      "connection." },
-    { "accepted", "counter", "Receipts stored." },
-    { "rejected", "counter", "Receipts and payloads rejected." },
-    { "duplicates", "counter",
-      "Writes already stored under their (source, seq), answered without "
-      "storing again." },
-    { "conflicts", "counter",
-      "Writes refused because their (source, seq) named another payload; "
-      "each kept in quarantine." },
-    { "quarantined", "counter", "Rejected payloads put in quarantine." },
-    { "quarantine_rows", "gauge", "Payloads in quarantine now." },
-    { "quarantine_bytes", "gauge", "Bytes of payloads in quarantine now." },
-    { "quarantine_evictions", "counter",
-      "Quarantined payloads evicted to stay within the size bound." },
-    { "stray_coverage", "counter",
-      "Receipts with coverage bits that mean nothing in their schema." },
-    { "unavailable", "counter",
-      "Writes answered unavailable because the store could not commit." },
-    { "commit_groups", "counter", "Group commits (store transactions)." },
-    { "commit_failures", "counter", "Group commits that failed." },
-    { "store_failing", "gauge",
-      "1 while the last group commit failed (writes answered unavailable)." },
-    { "commit_last_ms", "gauge", "Duration of the last group commit in ms." },
-    { "commit_mean_ms", "gauge", "Mean group commit duration in ms." },
-    { "commit_max_ms", "gauge", "Longest group commit in ms." },
-    { "pending_writes", "gauge", "Writes waiting for the writer thread." },
-    { "pending_bytes", "gauge", "Bytes of writes waiting for the writer." },
-    { "store_size_bytes", "gauge", "Size of the store in bytes." },
-    { "plans", "gauge", "Prepared plans registered." },
-    { "retained_values", "gauge", "Completion values retained." },
-    { "pruned", "counter", "Receipts removed by retention since start." },
-    { "prune_runs", "counter", "Retention prune batches that removed rows." },
-    { "prune_failures", "counter", "Retention prune batches rolled back." },
-};
-
-static void
-metric_name(struct buf *b, const char *field)
-{
-    const char *p;
-
-    buf_puts(b, "receiptd_");
-    for (p = field; *p; p++) {
-        char ch = *p;
-
-        if (!isalnum((unsigned char)ch) && ch != '_')
-            ch = '_';
-        buf_add(b, &ch, 1);
-    }
-}
-
-static void
-label_value(FILE *out, const char *p, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        if (p[i] == '\\' || p[i] == '"')
-            fprintf(out, "\\%c", p[i]);
-        else if (p[i] == '\n')
-            fputs("\\n", out);
-        else
-            putc(p[i], out);
-    }
-}
-
 /* The exporter's usual first metric: whether the daemon answered. */
 static void
 up(FILE *out, int answered)
 {
     fprintf(out,
-            "# HELP receiptd_up 1 when the daemon answered the stats "
+            "# HELP receiptd_up 1 when the daemon answered the metrics "
             "query, 0 when it did not.\n"
             "# TYPE receiptd_up gauge\n"
             "receiptd_up %d\n",
@@ -1617,95 +1531,31 @@ output_prometheus_down(FILE *out)
     fflush(out);
 }
 
+/*
+ * The daemon renders the exposition itself (the `metrics` query kind, the
+ * same text its HTTP listener serves), so the names, types and help lines
+ * have one source; this only adds receiptd_up.
+ */
 int
 output_prometheus(FILE *out, const msgpack_object *result, char *err,
                   size_t err_len)
 {
-    const msgpack_object *rows;
-    struct row flat = { 0 };
-    int truncated, nlabels = 0;
-    size_t i, k;
-    char num[64];
+    const msgpack_object *rows, *text;
+    int truncated;
 
     if (get_rows(result, &rows, &truncated, err, err_len) != 0)
         return -1;
     if (rows->via.array.size == 0)
-        return proto_errbuf(err, err_len, "the stats result has no rows");
-    if (flatten(&flat, NULL, &rows->via.array.ptr[0]) != 0) {
-        row_free(&flat);
-        return proto_errbuf(err, err_len, "out of memory");
-    }
+        return proto_errbuf(err, err_len, "the metrics result has no rows");
+    text = mpobj_map_get(&rows->via.array.ptr[0], "text", NULL);
+    if (text == NULL || text->type != MSGPACK_OBJECT_STR)
+        return proto_errbuf(err, err_len,
+                            "the metrics row has no \"text\" string");
     up(out, 1);
-    for (i = 0; i < flat.n; i++) {
-        const msgpack_object *v = flat.leaves[i].v;
-        const struct metric_info *mi = NULL;
-        struct buf name = { 0 };
-
-        if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
-            v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
-            v->type != MSGPACK_OBJECT_FLOAT32 &&
-            v->type != MSGPACK_OBJECT_FLOAT64 &&
-            v->type != MSGPACK_OBJECT_BOOLEAN)
-            continue;
-        for (k = 0; k < sizeof(metrics) / sizeof(metrics[0]); k++)
-            if (strcmp(metrics[k].field, flat.leaves[i].name) == 0)
-                mi = &metrics[k];
-        metric_name(&name, flat.leaves[i].name);
-        if (name.oom) {
-            free(name.p);
-            row_free(&flat);
-            return proto_errbuf(err, err_len, "out of memory");
-        }
-        if (mi != NULL)
-            fprintf(out, "# HELP %s %s\n", name.p, mi->help);
-        else
-            fprintf(out, "# HELP %s The daemon's stats field %s.\n", name.p,
-                    flat.leaves[i].name);
-        fprintf(out, "# TYPE %s %s\n", name.p, mi ? mi->type : "gauge");
-        switch (v->type) {
-        case MSGPACK_OBJECT_POSITIVE_INTEGER:
-            fprintf(out, "%s %" PRIu64 "\n", name.p, v->via.u64);
-            break;
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-            fprintf(out, "%s %" PRId64 "\n", name.p, v->via.i64);
-            break;
-        case MSGPACK_OBJECT_BOOLEAN:
-            fprintf(out, "%s %d\n", name.p, v->via.boolean ? 1 : 0);
-            break;
-        default:
-            double_repr(v->via.f64, num, sizeof(num), 0);
-            fprintf(out, "%s %s\n", name.p, num);
-            break;
-        }
-        free(name.p);
-    }
-    /* Strings (the server version, the store path) are labels of one info
-     * gauge, the usual Prometheus idiom for text facts. */
-    for (i = 0; i < flat.n; i++) {
-        const msgpack_object *v = flat.leaves[i].v;
-        struct buf lname = { 0 };
-
-        if (v->type != MSGPACK_OBJECT_STR ||
-            strcmp(flat.leaves[i].name, "store_last_error") == 0)
-            continue;
-        if (nlabels++ == 0)
-            fputs("# HELP receiptd_info Facts about the daemon, as labels.\n"
-                  "# TYPE receiptd_info gauge\n"
-                  "receiptd_info{",
-                  out);
-        else
-            putc(',', out);
-        metric_name(&lname, flat.leaves[i].name);
-        if (lname.p != NULL)
-            fputs(lname.p + strlen("receiptd_"), out);
-        free(lname.p);
-        fputs("=\"", out);
-        label_value(out, v->via.str.ptr, v->via.str.size);
-        putc('"', out);
-    }
-    if (nlabels > 0)
-        fputs("} 1\n", out);
-    row_free(&flat);
+    fwrite(text->via.str.ptr, 1, text->via.str.size, out);
+    if (text->via.str.size > 0 &&
+        text->via.str.ptr[text->via.str.size - 1] != '\n')
+        putc('\n', out);
     return 0;
 }
 

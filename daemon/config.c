@@ -60,6 +60,7 @@ config_defaults(struct config *c)
     c->commit_max_bytes = 16u << 20;
     c->query_timeout_ms = 10000;
     c->query_threads = 2;
+    c->health_stall_ms = 10000;
     c->log_level = LOG_INFO;
     return 0;
 }
@@ -96,6 +97,7 @@ config_free(struct config *c)
     free(c->socket_path);
     free(c->socket_group);
     free(c->tcp_listen);
+    free(c->http_listen);
     free(c->db_path);
     free_list(c->writer_groups, c->n_writer_groups);
     free_list(c->reader_groups, c->n_reader_groups);
@@ -143,6 +145,7 @@ config_copy(struct config *dst, const struct config *src)
     dst->socket_path = dup_or_null(src->socket_path, &ok);
     dst->socket_group = dup_or_null(src->socket_group, &ok);
     dst->tcp_listen = dup_or_null(src->tcp_listen, &ok);
+    dst->http_listen = dup_or_null(src->http_listen, &ok);
     dst->db_path = dup_or_null(src->db_path, &ok);
     dst->writer_groups =
         dup_list(src->writer_groups, src->n_writer_groups, &ok);
@@ -316,6 +319,14 @@ const struct config_key config_keys[] = {
       M(tcp_listen),
       .help = "also listen on TCP (numeric address; [::1]:7411 for IPv6); "
               "needs access.tokens" },
+    { .section = "listen",
+      .name = "http",
+      .flag = "http",
+      .arg = "HOST:PORT",
+      .kind = CONFIG_KIND_TCP,
+      M(http_listen),
+      .help = "serve /metrics and /healthz over HTTP on this numeric "
+              "address (no authentication: keep it local); \"\" for off" },
 
     { .section = "store",
       .name = "path",
@@ -497,6 +508,27 @@ const struct config_key config_keys[] = {
       .kind = CONFIG_KIND_TOKENS,
       M(tokens) },
 
+    { .section = "metrics",
+      .name = "model_series",
+      .flag = "metrics-model-series",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(metrics_model_series),
+      .min = 1,
+      .max = 1000,
+      .zero_ok = 1,
+      .help = "label the stored-receipt metrics by model for the N models "
+              "with most receipts (0: no model label)" },
+    { .section = "metrics",
+      .name = "health_stall",
+      .flag = "health-stall",
+      .arg = "DURATION",
+      .kind = CONFIG_KIND_MSEC,
+      M(health_stall_ms),
+      .min = 1000,
+      .max = 3600000,
+      .help = "/healthz fails once writes have waited this long for the "
+              "writer to finish a group" },
     { .name = "log_level",
       .flag = "log-level",
       .arg = "LEVEL",
@@ -1766,6 +1798,8 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "listen.socket_group");
     if (!same_str(old->tcp_listen, next->tcp_listen))
         add_name(what, &n, "listen.tcp");
+    if (!same_str(old->http_listen, next->http_listen))
+        add_name(what, &n, "listen.http");
     if (!same_str(old->db_path, next->db_path))
         add_name(what, &n, "store.path");
     if (old->query_threads != next->query_threads)
@@ -1809,6 +1843,7 @@ config_reload(const struct config *running, const char *path,
     if (keep_str(&next->socket_path, running->socket_path) < 0 ||
         keep_str(&next->socket_group, running->socket_group) < 0 ||
         keep_str(&next->tcp_listen, running->tcp_listen) < 0 ||
+        keep_str(&next->http_listen, running->http_listen) < 0 ||
         keep_str(&next->db_path, running->db_path) < 0) {
         snprintf(err, CONFIG_ERR_MAX, "out of memory");
         goto fail;

@@ -39,6 +39,7 @@ struct config {
     uint32_t socket_mode; /* default 0660; never writable by others */
     char *socket_group;   /* group owning the socket; NULL = ours */
     char *tcp_listen;     /* "HOST:PORT"; NULL = TCP off (default) */
+    char *http_listen;    /* /metrics and /healthz; NULL = off (default) */
 
     /* Store. */
     char *db_path;
@@ -74,6 +75,10 @@ struct config {
     size_t n_reader_groups;
     struct config_token *tokens;
     size_t n_tokens;
+
+    /* Metrics (metrics.c). */
+    uint32_t metrics_model_series; /* models as labels; 0 = none (default) */
+    uint32_t health_stall_ms;      /* /healthz: longest writer stall */
 
     int log_level; /* LOG_ERR..LOG_DEBUG of syslog.h */
 

@@ -23,6 +23,7 @@
 #include <assert.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
+#include <syslog.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +171,11 @@ conn_close(struct conn *c)
         return;
     c->closing = 1;
     c->want_close = 1;
+    if (c->id != 0)
+        log_debug("connection %llu closed after %.1f s (source \"%s\")",
+                  (unsigned long long)c->id,
+                  (double)(uv_now(c->srv->loop) - c->accepted_ms) / 1000.0,
+                  c->source);
     if (c->reading)
         uv_read_stop(&c->u.stream);
     c->reading = 0;
@@ -549,6 +555,20 @@ arm_timer(struct conn *c)
 void
 conn_start(struct conn *c)
 {
+    c->id = c->srv->n.connections_total;
+    if (log_enabled(LOG_DEBUG)) {
+        struct sockaddr_storage ss;
+        char host[64] = "a local peer";
+        int len = sizeof(ss);
+
+        if (c->kind == CONN_TCP &&
+            uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss, &len) == 0)
+            uv_ip_name((struct sockaddr *)&ss, host, sizeof(host));
+        log_debug("connection %llu opened: %s %s, %zu open",
+                  (unsigned long long)c->id,
+                  c->kind == CONN_TCP ? "TCP from" : "Unix,", host,
+                  c->srv->n_conns);
+    }
     arm_timer(c);
     conn_update_reading(c);
 }

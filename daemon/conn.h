@@ -71,6 +71,7 @@ struct conn {
      * then: only hello is answered, within hello_timeout_ms). */
     int level;
     uint64_t accepted_ms; /* uv_now() at accept */
+    uint64_t id;          /* connections_total when it started, for logs */
     int unauth;           /* counted in srv->n_unauth (TCP, no token yet) */
     int spoke;            /* a whole frame has arrived */
     int wipe_frame;       /* the frame just dispatched was a hello: feed()

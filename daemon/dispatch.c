@@ -585,10 +585,12 @@ do_hello(const struct request *rq)
             /* Counted, logged, and held longer at each failure in a row
              * from one address (the connection waits with it). */
             delay = server_auth_failed(
-                rq->srv, uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss,
-                                            &sslen) == 0
-                             ? (struct sockaddr *)&ss
-                             : NULL);
+                rq->srv,
+                uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss, &sslen) ==
+                        0
+                    ? (struct sockaddr *)&ss
+                    : NULL,
+                err.message);
             reply = reply_error(env->has_id, env->id, &err, &rlen);
             conn_close_after_replies(c);
             conn_slot_complete_after(slot, reply, rlen, delay);

@@ -73,6 +73,8 @@ connection_cb(uv_stream_t *server, int status)
         /* Over the limit: accepted only to be closed, so the peer learns
          * at once instead of waiting in the backlog. */
         srv->n.connections_refused++;
+        if (!srv->draining)
+            server_refused(srv, "limits.max_connections reached");
         conn_close(c);
         return;
     }
@@ -82,6 +84,8 @@ connection_cb(uv_stream_t *server, int status)
         if (srv->n_unauth >= server_unauth_budget(srv)) {
             srv->n.connections_refused++;
             srv->n.unauthenticated_refused++;
+            server_refused(srv, "too many TCP peers have not authenticated "
+                                "yet");
             conn_close(c);
             return;
         }

@@ -1,9 +1,14 @@
 /*
- * log.c: stderr logging with sd-daemon priority prefixes.
+ * log.c: stderr logging, with sd-daemon priority prefixes ("<4>") when
+ * stderr is the journal and plain text ("warning: ") otherwise.
  *
  * Each message is formatted into one stack buffer and written with a single
  * write(2), so lines from the loop and the writer thread never interleave
  * within a line. The level is a relaxed atomic read so any thread may log.
+ * Whether stderr is the journal is decided once, at the first message (or
+ * log_init()): systemd sets JOURNAL_STREAM to the device and inode of the
+ * stream it connected, and stderr is the journal only when they match
+ * (a child whose stderr was redirected inherits the variable too).
  */
 #include "log.h"
 
@@ -14,10 +19,51 @@
 #include <string.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #define LOG_LINE_MAX 1024
 
 static atomic_int level = LOG_INFO;
+static atomic_int journal = -1; /* -1: not decided yet */
+
+int
+log_stderr_is_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    char tail;
+
+    if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &tail) != 2 ||
+        fstat(STDERR_FILENO, &st) != 0)
+        return 0;
+    return (unsigned long long)st.st_dev == dev &&
+           (unsigned long long)st.st_ino == ino;
+}
+
+void
+log_init(void)
+{
+    atomic_store(&journal, log_stderr_is_journal());
+}
+
+static const char *
+plain_prefix(int lvl)
+{
+    switch (lvl) {
+    case LOG_EMERG:
+    case LOG_ALERT:
+    case LOG_CRIT:
+    case LOG_ERR:
+        return "error: ";
+    case LOG_WARNING:
+        return "warning: ";
+    case LOG_DEBUG:
+        return "debug: ";
+    default:
+        return "";
+    }
+}
 
 void
 log_set_level(int lvl)
@@ -39,7 +85,12 @@ vlog(int lvl, int with_errno, const char *fmt, va_list ap)
     int n, m;
     ssize_t w;
 
-    n = snprintf(line, sizeof(line), "<%d>", lvl);
+    if (atomic_load_explicit(&journal, memory_order_relaxed) < 0)
+        log_init();
+    if (atomic_load_explicit(&journal, memory_order_relaxed))
+        n = snprintf(line, sizeof(line), "<%d>", lvl);
+    else
+        n = snprintf(line, sizeof(line), "%s", plain_prefix(lvl));
     m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     if (m < 0)
         m = 0;
@@ -69,6 +120,12 @@ vlog(int lvl, int with_errno, const char *fmt, va_list ap)
         vlog(lvl, with_errno, fmt, ap);                                        \
         va_end(ap);                                                            \
     } while (0)
+
+void
+log_at(int lvl, const char *fmt, ...)
+{
+    LOG_BODY(lvl, 0);
+}
 
 void
 log_errx(const char *fmt, ...)

@@ -1,9 +1,11 @@
 /*
  * log.h: the daemon's one logging API (OpenBSD's log.c): messages go to
- * stderr with sd-daemon priority prefixes ("<3>", "<4>", "<6>", "<7>") so
- * journald keeps the levels. The level is checked before anything is
- * formatted. Safe from any thread (each message is one write to stderr);
- * never from a signal handler.
+ * stderr, with sd-daemon priority prefixes ("<3>", "<4>", "<6>", "<7>")
+ * when stderr is the journal (JOURNAL_STREAM names it), so journald keeps
+ * the levels, and as plain text ("error: ", "warning: ", "debug: ", none
+ * for info) on a terminal or a file. The level is checked before anything
+ * is formatted. Safe from any thread (each message is one write to
+ * stderr); never from a signal handler.
  */
 #ifndef RECEIPTD_DAEMON_LOG_H
 #define RECEIPTD_DAEMON_LOG_H
@@ -12,6 +14,17 @@
 
 /* Sets the most verbose level written (LOG_ERR..LOG_DEBUG of syslog.h). */
 void log_set_level(int level);
+
+/* Decides again whether stderr is the journal (done by the first message
+ * otherwise): after stderr was redirected. */
+void log_init(void);
+
+/* True when JOURNAL_STREAM names stderr's device and inode. */
+int log_stderr_is_journal(void);
+
+/* A message at level (LOG_ERR..LOG_DEBUG), as given. */
+void log_at(int level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* True when a message at level would be written. */
 int log_enabled(int level);

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "conn.h"
 #include "listen.h"
+#include "http.h"
 #include "log.h"
 #include "notify.h"
 #include "query.h"
@@ -246,6 +247,7 @@ struct main_state {
     struct access_policy access;
     struct config *cfg; /* the running configuration; swapped on reload */
     struct flags flags;
+    struct http *http; /* listen.http; NULL when off */
 };
 
 static struct main_state ms;
@@ -284,6 +286,9 @@ stop_cb(uv_signal_t *h, int signum)
     notify_stopping();
     notify_status("draining: answering what was read, then exiting");
     ms.srv.drained_cb = drained_cb;
+    /* Before the drain: no HTTP request may start a job after it. */
+    http_stop(ms.http);
+    ms.http = NULL;
     server_drain(&ms.srv, DRAIN_GRACE_MS);
 }
 
@@ -314,6 +319,7 @@ status_cb(uv_timer_t *t)
     uint64_t now = uv_now(t->loop);
     double rate = 0;
 
+    server_log_flush(&ms.srv);
     memset(&st, 0, sizeof(st));
     if (ms.srv.writer != NULL)
         writer_get_stats(ms.srv.writer, &st);
@@ -627,6 +633,7 @@ hup_cb(uv_signal_t *h, int signum)
     writer_set_limits(ms.srv.writer, next->commit_max_items,
                       next->commit_max_bytes);
     query_pool_set_timeout(ms.srv.queries, next->query_timeout_ms);
+    http_set_stall(ms.http, next->health_stall_ms);
     log_info("configuration reloaded from %s", ms.flags.config_file);
     notify_ready();
 }
@@ -798,6 +805,13 @@ main(int argc, char **argv)
         if (ms.srv.listeners[ms.srv.n_listeners] == NULL)
             fatalx("%s", lerr);
         ms.srv.n_listeners++;
+    }
+    if (cfg->http_listen != NULL && cfg->http_listen[0] != '\0') {
+        if (http_start(&ms.srv, cfg->http_listen, cfg->health_stall_ms,
+                       &ms.http, lerr, LISTEN_ERR_MAX) != 0)
+            fatalx("listen.http: %s", lerr);
+        log_info("serving /metrics and /healthz on http://%s",
+                 cfg->http_listen);
     }
     uv_signal_init(loop, &ms.sigterm);
     uv_signal_init(loop, &ms.sigint);

@@ -25,6 +25,7 @@
 #include "envelope.h"
 #include "invariant.h"
 #include "log.h"
+#include "metrics.h"
 #include "notify.h"
 #include "query_agg.h"
 #include "query_kind.h"
@@ -49,14 +50,6 @@ struct query_pool {
     uv_cond_t cond;
     struct store *idle[POOL_MAX]; /* guarded by mu */
     unsigned n_idle;
-};
-
-/* The loop's figures, copied when a stats query starts. */
-struct query_snapshot {
-    uint64_t now_ms, started_ms, connections, pending_bytes;
-    uint64_t notify_dropped; /* notify_dropped() */
-    struct server_counters n;
-    struct writer_stats w;
 };
 
 struct qreq {
@@ -498,16 +491,31 @@ static const struct query_kind kind_prunes = { "prunes", query_parse_common,
 
 /* Every kind, in the order the error message names them. */
 static const struct query_kind *const kinds[] = {
-    &kind_receipts,    &query_kind_fallbacks,  &query_kind_coverage,
-    &query_kind_gaps,  &query_kind_quarantine, &kind_stats,
-    &query_kind_plans, &query_kind_retained,   &kind_prunes,
+    &kind_receipts,      &query_kind_fallbacks,  &query_kind_coverage,
+    &query_kind_gaps,    &query_kind_quarantine, &kind_stats,
+    &query_kind_plans,   &query_kind_retained,   &kind_prunes,
+    &query_kind_metrics,
 };
 
 #define KIND_NAMES                                                             \
     "receipts, fallbacks, coverage, gaps, quarantine, stats, plans, "          \
-    "retained or prunes"
+    "retained, prunes or metrics"
 
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+/* The loop's figures as a query sees them; loop thread. */
+static void
+snapshot(struct query_snapshot *sn, struct server *srv)
+{
+    sn->now_ms = server_now_unix_ms();
+    sn->started_ms = srv->started_ms;
+    sn->connections = srv->n_conns;
+    sn->pending_bytes = srv->pending_bytes;
+    sn->n = srv->n;
+    sn->notify_dropped = notify_dropped();
+    sn->metrics_models = srv->cfg->metrics_model_series;
+    writer_get_stats(srv->writer, &sn->w);
+}
 
 static void
 qreq_free(struct qreq *q)
@@ -654,13 +662,7 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
         qreq_free(q);
         return rc;
     }
-    q->snap.now_ms = server_now_unix_ms();
-    q->snap.started_ms = srv->started_ms;
-    q->snap.connections = srv->n_conns;
-    q->snap.pending_bytes = srv->pending_bytes;
-    q->snap.notify_dropped = notify_dropped();
-    q->snap.n = srv->n;
-    writer_get_stats(srv->writer, &q->snap.w);
+    snapshot(&q->snap, srv);
     return queue(q, srv, err);
 }
 
@@ -684,4 +686,77 @@ query_submit(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     q->job_arg = arg;
     q->job_free = free_arg;
     return queue(q, srv, err);
+}
+
+/* ---- jobs without a connection (the HTTP listener) ---- */
+
+struct dreq {
+    uv_work_t work;
+    struct query_pool *qp;
+    struct server *srv;
+    struct query_snapshot snap;
+    uint64_t deadline_ms;
+    query_detached_fn run;
+    query_detached_done_fn done;
+    void *arg;
+    int rc;
+    struct proto_err err;
+};
+
+static void
+dwork_cb(uv_work_t *w)
+{
+    struct dreq *q = w->data;
+    struct store *s = NULL;
+
+    q->rc = pool_get(q->qp, &s, &q->err);
+    if (q->rc != 0)
+        return;
+    q->rc = q->run(q->arg, s, &q->snap, q->deadline_ms, &q->err);
+    pool_put(q->qp, s);
+}
+
+static void
+dafter_cb(uv_work_t *w, int status)
+{
+    struct dreq *q = w->data;
+
+    if (status != 0)
+        q->rc = proto_err_set(&q->err, PROTO_EUNAVAILABLE, NULL,
+                              "cancelled while the daemon stopped");
+    q->done(q->arg, q->rc, &q->err);
+    server_release(q->srv);
+    free(q);
+}
+
+int
+query_run_detached(struct query_pool *qp, struct server *srv,
+                   query_detached_fn run, query_detached_done_fn done,
+                   void *arg, struct proto_err *err)
+{
+    struct dreq *q;
+
+    if (srv->draining || qp == NULL)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the daemon is stopping");
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    q->qp = qp;
+    q->srv = srv;
+    q->run = run;
+    q->done = done;
+    q->arg = arg;
+    proto_err_clear(&q->err);
+    snapshot(&q->snap, srv);
+    q->deadline_ms = qp->timeout_ms ? store_now_ms() + qp->timeout_ms : 0;
+    q->work.data = q;
+    if (uv_queue_work(srv->loop, &q->work, dwork_cb, dafter_cb) != 0) {
+        free(q);
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "cannot queue the request; try later");
+    }
+    /* The drain waits for it as for a connection: the pool stays open. */
+    server_hold(srv);
+    return 0;
 }

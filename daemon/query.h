@@ -70,4 +70,23 @@ int query_start(struct query_pool *qp, struct server *srv,
                 struct conn_slot *slot, int has_id, uint64_t id,
                 const msgpack_object *body, struct proto_err *err);
 
+/*
+ * A job for a caller without a connection (the HTTP listener's /metrics):
+ * run(arg, s, snap, deadline_ms, err) on the threadpool with a read-only
+ * store of the pool and the loop's figures taken now; then done(arg, rc,
+ * err) on the loop thread (rc PROTO_EUNAVAILABLE when the job was
+ * cancelled at stop). The drain waits for it (server_hold). Loop thread.
+ * Returns 0, or an error (the daemon is stopping, memory) with neither
+ * callback called.
+ */
+struct query_snapshot;
+typedef int (*query_detached_fn)(void *arg, struct store *s,
+                                 const struct query_snapshot *snap,
+                                 uint64_t deadline_ms, struct proto_err *err);
+typedef void (*query_detached_done_fn)(void *arg, int rc,
+                                       const struct proto_err *err);
+int query_run_detached(struct query_pool *qp, struct server *srv,
+                       query_detached_fn run, query_detached_done_fn done,
+                       void *arg, struct proto_err *err);
+
 #endif

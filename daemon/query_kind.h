@@ -16,7 +16,17 @@
 #include "error.h"
 #include "store.h"
 
-struct query_snapshot;
+#include "server.h"
+#include "writer.h"
+
+/* The loop's figures, copied when a stats or metrics query starts. */
+struct query_snapshot {
+    uint64_t now_ms, started_ms, connections, pending_bytes;
+    uint64_t notify_dropped; /* notify_dropped() */
+    uint32_t metrics_models; /* metrics.model_series */
+    struct server_counters n;
+    struct writer_stats w;
+};
 
 /* What a kind's parse fills and its run reads. The strings of f point
  * into strs, owned copies (the frame is freed once parsed). */

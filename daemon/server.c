@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 
 #include "access.h"
@@ -30,6 +31,9 @@ server_now_unix_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Rate-limited warnings: at most a line per interval each. */
+#define LOG_EVERY_MS 10000u
+
 void
 server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 {
@@ -37,6 +41,32 @@ server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     srv->started_ms = server_now_unix_ms();
+    ratelog_init(&srv->log_auth, LOG_WARNING, LOG_EVERY_MS,
+                 "failed authentications");
+    ratelog_init(&srv->log_quarantine, LOG_WARNING, LOG_EVERY_MS,
+                 "payloads put in quarantine");
+    ratelog_init(&srv->log_refused, LOG_WARNING, LOG_EVERY_MS,
+                 "connections refused");
+    ratelog_init(&srv->log_unavailable, LOG_ERR, LOG_EVERY_MS,
+                 "writes answered unavailable");
+}
+
+void
+server_log_flush(struct server *srv)
+{
+    uint64_t now = uv_now(srv->loop);
+
+    ratelog_flush(&srv->log_auth, now);
+    ratelog_flush(&srv->log_quarantine, now);
+    ratelog_flush(&srv->log_refused, now);
+    ratelog_flush(&srv->log_unavailable, now);
+}
+
+void
+server_refused(struct server *srv, const char *why)
+{
+    ratelog_event(&srv->log_refused, uv_now(srv->loop),
+                  "refused a connection: %s", why);
 }
 
 void
@@ -73,7 +103,6 @@ server_unauth_budget(const struct server *srv)
 }
 
 #define AUTH_FORGET_MS    60000u
-#define AUTH_LOG_EVERY_MS 10000u
 #define AUTH_DELAY_MIN_MS 25u
 #define AUTH_DELAY_MAX_MS 1000u
 
@@ -104,7 +133,8 @@ peer_key(const struct sockaddr *sa, unsigned char key[16], char *text,
 }
 
 uint64_t
-server_auth_failed(struct server *srv, const struct sockaddr *addr)
+server_auth_failed(struct server *srv, const struct sockaddr *addr,
+                   const char *reason)
 {
     static const unsigned char zero[16];
     struct server_auth_slot *slot = NULL, *oldest = &srv->auth[0];
@@ -135,20 +165,9 @@ server_auth_failed(struct server *srv, const struct sockaddr *addr)
         slot->fails++;
         slot->last_ms = now;
     }
-    if (srv->auth_logged_ms == 0 ||
-        now - srv->auth_logged_ms >= AUTH_LOG_EVERY_MS) {
-        if (srv->auth_unlogged > 0)
-            log_warnx("authentication failed for a TCP peer from %s (%llu "
-                      "more failures in the last %u s; see stats "
-                      "auth_failures)",
-                      text, (unsigned long long)srv->auth_unlogged,
-                      (unsigned)((now - srv->auth_logged_ms) / 1000));
-        else
-            log_warnx("authentication failed for a TCP peer from %s", text);
-        srv->auth_logged_ms = now > 0 ? now : 1;
-        srv->auth_unlogged = 0;
-    } else
-        srv->auth_unlogged++;
+    ratelog_event(&srv->log_auth, now,
+                  "authentication failed for a TCP peer from %s: %s", text,
+                  reason != NULL ? reason : "refused");
     fails = slot != NULL ? slot->fails : 1;
     if (fails <= 1)
         return 0;
@@ -195,14 +214,68 @@ server_submit(struct server *srv, struct writer_job *job)
     server_backpressure(srv);
 }
 
+/* The first quarantined payload of a job, for the log. */
+static void
+log_quarantined(struct server *srv, const struct writer_job *job)
+{
+    const struct store_quarantine_item *q =
+        job->w.conflict ? job->w.conflict_q : job->w.quarantine;
+    const char *code;
+
+    if (q == NULL)
+        return;
+    code = proto_code_name(q->code);
+    ratelog_event(&srv->log_quarantine, uv_now(srv->loop),
+                  "put a payload from source \"%.*s\" in quarantine: %s%s%s: "
+                  "%s",
+                  (int)(job->w.source_len < 64 ? job->w.source_len : 64),
+                  job->w.source ? job->w.source : "", code ? code : "error",
+                  q->path && q->path[0] ? " at " : "", q->path ? q->path : "",
+                  q->message ? q->message : "");
+}
+
+/* Store failures and recoveries as the loop sees them: the first write
+ * answered unavailable is an error at once, then at most a line every
+ * 10 s; the first write stored after them says how long it lasted. */
+static void
+store_health(struct server *srv, const struct writer_job *job)
+{
+    uint64_t now = uv_now(srv->loop);
+
+    if (job->rc == PROTO_EUNAVAILABLE) {
+        if (srv->store_failing_ms == 0) {
+            srv->store_failing_ms = now > 0 ? now : 1;
+            srv->store_failed_writes = 0;
+        }
+        srv->store_failed_writes++;
+        ratelog_event(&srv->log_unavailable, now,
+                      "the store cannot commit; writes are answered "
+                      "unavailable: %s",
+                      job->err.message);
+        return;
+    }
+    if (job->rc == 0 && srv->store_failing_ms != 0) {
+        ratelog_finish(&srv->log_unavailable, now);
+        log_warnx("the store commits again after %.1f s; %llu writes were "
+                  "answered unavailable",
+                  (double)(now - srv->store_failing_ms) / 1000.0,
+                  (unsigned long long)srv->store_failed_writes);
+        srv->store_failing_ms = 0;
+    }
+}
+
 void
 server_count_write(struct server *srv, const struct writer_job *job)
 {
+    store_health(srv, job);
     if (job->rc != 0) {
         if (job->rc == PROTO_EUNAVAILABLE)
             srv->n.unavailable++;
         return;
     }
+    if ((job->w.conflict && job->w.conflict_q != NULL) ||
+        (!job->w.conflict && !job->w.duplicate && job->w.n_quarantine > 0))
+        log_quarantined(srv, job);
     srv->n.quarantine_evictions += job->w.evicted;
     /* What a duplicate stored and quarantined was counted the first
      * time. */
@@ -283,6 +356,19 @@ server_conn_freed(struct server *srv, struct conn *c)
         srv->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    srv->n_alive--;
+    maybe_drained(srv);
+}
+
+void
+server_hold(struct server *srv)
+{
+    srv->n_alive++;
+}
+
+void
+server_release(struct server *srv)
+{
     srv->n_alive--;
     maybe_drained(srv);
 }

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "ratelog.h"
 #include "error.h"
 
 struct access_policy;
@@ -64,7 +65,8 @@ struct server {
 
     struct conn *conns; /* doubly linked, every connection not yet freed */
     size_t n_conns;     /* open (not closing) connections */
-    size_t n_alive;     /* allocated connections, closing ones included */
+    size_t n_alive;     /* allocated connections, closing ones included,
+                           and held jobs (server_hold) */
     size_t n_unauth;    /* open TCP connections not yet authenticated */
 
     uint64_t pending_bytes; /* bytes held by jobs not yet delivered back */
@@ -84,14 +86,27 @@ struct server {
     uint64_t started_ms; /* unix ms */
     struct server_counters n;
     struct server_auth_slot auth[SERVER_AUTH_SLOTS];
-    uint64_t auth_logged_ms;       /* last line about failed authentication */
-    uint64_t auth_unlogged;        /* failures since that line */
-    char readbuf[SERVER_READ_BUF]; /* shared by every read callback: each
-                                      read is consumed before the next */
+    /* What an operator must know, at most a line per interval each
+     * (ratelog.h); flushed by server_log_flush(). */
+    struct ratelog log_auth;        /* failed authentication: peer, reason */
+    struct ratelog log_quarantine;  /* payloads put in quarantine */
+    struct ratelog log_refused;     /* connections refused at a cap */
+    struct ratelog log_unavailable; /* writes answered unavailable */
+    uint64_t store_failing_ms;      /* uv_now when writes began to be answered
+                                       unavailable; 0 while they are not */
+    uint64_t store_failed_writes;   /* since then */
+    char readbuf[SERVER_READ_BUF];  /* shared by every read callback: each
+                                       read is consumed before the next */
 
     /* Called once, when draining and the last connection is freed. */
     void (*drained_cb)(struct server *srv);
 };
+
+/* Something that is not a connection but uses the writer or the query
+ * pool (an HTTP request's job) keeps the drain from finishing until it is
+ * released, as a connection does until it is freed. Loop thread. */
+void server_hold(struct server *srv);
+void server_release(struct server *srv);
 
 /* Wall clock in unix milliseconds. */
 uint64_t server_now_unix_ms(void);
@@ -132,7 +147,16 @@ size_t server_unauth_budget(const struct server *srv);
  * doubling up to 1 s for each failure in a row from that address (a quiet
  * minute forgets them).
  */
-uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr);
+uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr,
+                            const char *reason);
+
+/* A connection refused at a cap: logged at most every 10 s with how many
+ * were refused; why says which cap. Loop thread. */
+void server_refused(struct server *srv, const char *why);
+
+/* Logs the summaries of rate-limited warnings whose interval is over; the
+ * status timer calls it. Loop thread. */
+void server_log_flush(struct server *srv);
 
 /*
  * After a reload replaced srv->access: every TCP connection whose token is

@@ -70,6 +70,12 @@ struct writer {
     _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
     _Atomic int failing;
+    /* For a health check (writer_stats.stalled_ms): whether the writer
+     * holds a group, and when it last finished one or got work after
+     * holding none (monotonic us). */
+    _Atomic int in_group;
+    _Atomic uint64_t beat_us;
+    struct histo commit_hist;  /* committed groups' durations */
     _Atomic int file_gone;     /* logged that the database file went away */
     int merge_failing;         /* writer thread only */
     struct prune_clock pclock; /* writer thread only */
@@ -290,6 +296,7 @@ commit_group(struct writer *w, struct writer_job *head)
     dt = now_us() - t0;
     atomic_store(&w->last_us, dt);
     atomic_fetch_add(&w->total_us, dt);
+    histo_observe(&w->commit_hist, dt);
     max = atomic_load(&w->max_us);
     if (dt > max)
         atomic_store(&w->max_us, dt);
@@ -304,7 +311,9 @@ failed:
     uv_mutex_unlock(&w->mu);
     atomic_store(&w->failing, 1);
     atomic_fetch_add(&w->failures, 1);
-    log_warnx("writer: a group of writes to %s was rolled back and answered "
+    /* The loop logs store failures and recoveries, rate-limited
+     * (server.c); a line per group would flood the journal. */
+    log_debug("writer: a group of writes to %s was rolled back and answered "
               "unavailable: %s",
               store_path(w->store), err.message);
     fail_group(head, &err);
@@ -520,6 +529,7 @@ run(void *arg)
             w->q_tail = NULL;
         tail->next = NULL;
         atomic_fetch_sub(&w->queued, n);
+        atomic_store(&w->in_group, 1);
         uv_mutex_unlock(&w->mu);
 
         /* Rolled-back groups count too: their CPU was spent all the
@@ -527,8 +537,10 @@ run(void *arg)
         cpu0 = thread_cpu_us();
         commit_group(w, head);
         atomic_fetch_add(&w->cpu_us, thread_cpu_us() - cpu0);
+        atomic_store(&w->beat_us, now_us());
 
         uv_mutex_lock(&w->mu);
+        atomic_store(&w->in_group, 0);
         if (w->d_tail != NULL)
             w->d_tail->next = head;
         else
@@ -601,6 +613,8 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
     w->cb = cb;
     w->cb_arg = arg;
     w->pruned_ms = now_us() / 1000u;
+    atomic_init(&w->beat_us, now_us());
+    histo_init(&w->commit_hist);
     if (uv_mutex_init(&w->mu) != 0) {
         free(w);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "cannot create a mutex");
@@ -642,7 +656,9 @@ writer_submit(struct writer *w, struct writer_job *job)
     else
         w->q_head = job;
     w->q_tail = job;
-    atomic_fetch_add(&w->queued, 1);
+    /* Work for an idle writer: the stall clock starts now. */
+    if (atomic_fetch_add(&w->queued, 1) == 0 && !atomic_load(&w->in_group))
+        atomic_store(&w->beat_us, now_us());
     uv_cond_signal(&w->cond);
     uv_mutex_unlock(&w->mu);
 }
@@ -736,6 +752,13 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->prune_runs = atomic_load(&w->prune_runs);
     st->prune_failures = atomic_load(&w->prune_failures);
     st->failing = atomic_load(&w->failing);
+    histo_read(&w->commit_hist, &st->commit);
+    st->stalled_ms = 0;
+    if (st->queued > 0 || atomic_load(&w->in_group)) {
+        uint64_t beat = atomic_load(&w->beat_us), now = now_us();
+
+        st->stalled_ms = now > beat ? (now - beat) / 1000u : 0;
+    }
     uv_mutex_lock(&w->mu);
     memcpy(st->last_error, w->last_error, sizeof(st->last_error));
     uv_mutex_unlock(&w->mu);

@@ -20,6 +20,7 @@
 
 #include <uv.h>
 
+#include "histo.h"
 #include "store.h"
 
 struct writer;
@@ -125,21 +126,26 @@ void writer_set_limits(struct writer *w, uint32_t max_items,
 
 /* Commit figures, readable from any thread. */
 struct writer_stats {
-    uint64_t groups;         /* groups committed (a progress counter for the
-                                watchdog: it moves while writes succeed) */
-    uint64_t failures;       /* groups rolled back */
-    uint64_t last_us;        /* duration of the last commit group */
-    uint64_t total_us;       /* sum over committed groups */
-    uint64_t max_us;         /* the longest */
-    uint64_t queued;         /* jobs waiting for the writer right now */
-    uint64_t cpu_us;         /* writer thread CPU time spent in commit
-                                groups, committed or rolled back */
-    uint64_t checkpoints;    /* WAL checkpoints run in quiet moments */
-    uint64_t checkpoint_us;  /* their total duration */
-    uint64_t pruned;         /* receipts removed by retention since start */
-    uint64_t prune_runs;     /* prune batches that removed something */
-    uint64_t prune_failures; /* prune batches rolled back */
-    int failing;             /* the last commit group was rolled back */
+    uint64_t groups;          /* groups committed (a progress counter for the
+                                 watchdog: it moves while writes succeed) */
+    uint64_t failures;        /* groups rolled back */
+    uint64_t last_us;         /* duration of the last commit group */
+    uint64_t total_us;        /* sum over committed groups */
+    uint64_t max_us;          /* the longest */
+    uint64_t queued;          /* jobs waiting for the writer right now */
+    uint64_t cpu_us;          /* writer thread CPU time spent in commit
+                                 groups, committed or rolled back */
+    uint64_t checkpoints;     /* WAL checkpoints run in quiet moments */
+    uint64_t checkpoint_us;   /* their total duration */
+    uint64_t pruned;          /* receipts removed by retention since start */
+    uint64_t prune_runs;      /* prune batches that removed something */
+    uint64_t prune_failures;  /* prune batches rolled back */
+    int failing;              /* the last commit group was rolled back */
+    struct histo_snap commit; /* committed groups' durations */
+    uint64_t stalled_ms;      /* how long writes have waited for the writer
+                                 to finish a group: since it last finished
+                                 one or got work while idle; 0 when it has
+                                 nothing to do */
     char last_error[PROTO_ERR_MSG_MAX]; /* why the last failed group
                                            failed; "" when none has */
 };

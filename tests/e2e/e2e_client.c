@@ -1380,9 +1380,10 @@ START_TEST(test_ctl_real_stats_in_every_format)
 
     run_ctl(&r, daemon_sock, prom);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_ptr_nonnull(strstr(r.out, "# TYPE receiptd_accepted counter\n"
-                                        "receiptd_accepted 0\n"));
-    ck_assert_ptr_nonnull(strstr(r.out, "# HELP receiptd_uptime_ms "));
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "# TYPE receiptd_receipts_accepted_total counter\n"
+                      "receiptd_receipts_accepted_total 0\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "# HELP receiptd_start_time_seconds "));
     ck_assert_ptr_nonnull(strstr(r.out, "receiptd_up 1\n"));
     ck_assert_ptr_nonnull(strstr(r.out, "receiptd_store_failing 0\n"));
     run_free(&r);
@@ -1397,7 +1398,7 @@ START_TEST(test_ctl_real_stats_in_every_format)
         ck_assert_msg(strstr(r.out, "# TYPE receiptd_up gauge\n"
                                     "receiptd_up 0\n") != NULL,
                       "no receiptd_up 0 in: %s", r.out);
-        ck_assert_ptr_null(strstr(r.out, "receiptd_accepted"));
+        ck_assert_ptr_null(strstr(r.out, "receiptd_receipts_accepted"));
         run_free(&r);
     }
 }
@@ -1642,7 +1643,7 @@ START_TEST(test_ctl_real_receipts_status_counts)
 
     run_ctl(&r, daemon_sock, prom);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    snprintf(want, sizeof(want), "\nreceiptd_accepted %zu\n", n);
+    snprintf(want, sizeof(want), "\nreceiptd_receipts_accepted_total %zu\n", n);
     ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
     run_free(&r);
 }

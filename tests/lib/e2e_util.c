@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -710,4 +711,139 @@ e2e_stop_clean(struct e2e_daemon *d)
     ck_assert_msg(rc == 0, "receiptd did not stop within 10 s of SIGTERM");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "receiptd did not exit cleanly (status %d)", status);
+}
+
+static char *
+slurp_fd(int fd)
+{
+    char *buf = NULL, *nb;
+    size_t len = 0, cap = 0;
+    ssize_t n;
+
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        if (cap - len < 4096) {
+            nb = realloc(buf, cap + 65536);
+            if (nb == NULL) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap += 65536;
+        }
+        n = read(fd, buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+int
+e2e_run(const char *path, const char *const *argv, const char *in_path,
+        const char *sock, char **out, char **err)
+{
+    int fo, fe, st, rc = -1;
+    pid_t pid;
+
+    if (out != NULL)
+        *out = NULL;
+    if (err != NULL)
+        *err = NULL;
+    /* Anonymous files: nothing to name or remove. */
+    fo = memfd_create("e2e-run-out", 0);
+    fe = memfd_create("e2e-run-err", 0);
+    if (fo < 0 || fe < 0)
+        goto done;
+    pid = fork();
+    if (pid < 0)
+        goto done;
+    if (pid == 0) {
+        int fi = open(in_path != NULL ? in_path : "/dev/null", O_RDONLY);
+
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (fi < 0)
+            _exit(127);
+        dup2(fi, STDIN_FILENO);
+        dup2(fo, STDOUT_FILENO);
+        dup2(fe, STDERR_FILENO);
+        if (sock != NULL)
+            setenv("RECEIPTD_SOCKET", sock, 1);
+        else
+            unsetenv("RECEIPTD_SOCKET");
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            goto done;
+    rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (out != NULL)
+        *out = slurp_fd(fo);
+    if (err != NULL)
+        *err = slurp_fd(fe);
+done:
+    if (fo >= 0)
+        close(fo);
+    if (fe >= 0)
+        close(fe);
+    return rc;
+}
+
+int
+e2e_which(const char *name, char *buf, size_t len)
+{
+    const char *path = getenv("PATH"), *p, *end;
+
+    for (p = path ? path : "/usr/bin:/bin"; *p; p = *end ? end + 1 : end) {
+        end = strchr(p, ':');
+        if (end == NULL)
+            end = p + strlen(p);
+        if (end > p &&
+            snprintf(buf, len, "%.*s/%s", (int)(end - p), p, name) < (int)len &&
+            access(buf, X_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+int
+e2e_free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+    if (fd < 0)
+        return -1;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+int
+e2e_send_receipt(int fd, uint64_t seq, const struct e2e_receipt *r)
+{
+    struct e2e_reply rep;
+    size_t len;
+    char *body = e2e_receipt_bytes(r, &len);
+    int rc;
+
+    if (body == NULL)
+        return -1;
+    rc = e2e_request(fd, PROTO_OP_RECEIPT, seq, 1, seq, body, len);
+    free(body);
+    if (rc != 0 || e2e_recv(fd, 5000, &rep) != 0)
+        return -1;
+    rc = rep.r.ok && rep.r.id == seq ? 0 : -1;
+    e2e_reply_free(&rep);
+    return rc;
 }

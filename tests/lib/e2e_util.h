@@ -118,6 +118,10 @@ int e2e_pack_receipt(msgpack_packer *pk, const struct e2e_receipt *r);
 /* Encodes a receipt body into a malloc'd buffer; *len set. */
 char *e2e_receipt_bytes(const struct e2e_receipt *r, size_t *len);
 
+/* Sends r as a `receipt` with id and seq both seq on fd and reads the
+ * reply: 0 when it was ok, -1 otherwise. */
+int e2e_send_receipt(int fd, uint64_t seq, const struct e2e_receipt *r);
+
 /* The unsigned field key of the `stats` query's single row, asked on fd
  * with request id; UINT64_MAX when there is no reply, an error, or no such
  * field. */
@@ -141,6 +145,23 @@ int e2e_notify_await(int fd, const char *s, int timeout_ms, char *got,
 
 /* Writes text to path, replacing the file. Returns 0 or -1. */
 int e2e_write_file(const char *path, const char *text);
+
+/*
+ * Runs the program at path with argv (NULL-terminated, argv[0] included),
+ * stdin from in_path (NULL: /dev/null) and RECEIPTD_SOCKET set to sock
+ * (NULL: removed); waits for it. *out gets its stdout and *err its stderr
+ * (malloc'd, NUL-terminated; either pointer may be NULL to drop them).
+ * Returns the exit status, 127 when it could not run, -1 when killed by a
+ * signal or on a failure of the test's own (fork, files).
+ */
+int e2e_run(const char *path, const char *const *argv, const char *in_path,
+            const char *sock, char **out, char **err);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int e2e_free_port(void);
+
+/* A program's path found in PATH, copied into buf; -1 when none is. */
+int e2e_which(const char *name, char *buf, size_t len);
 
 /* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
 long e2e_proc_kb(pid_t pid, const char *field);
