@@ -311,9 +311,9 @@ failed:
     uv_mutex_unlock(&w->mu);
     atomic_store(&w->failing, 1);
     atomic_fetch_add(&w->failures, 1);
-    /* The loop logs store failures and recoveries, rate-limited
-     * (server.c); a line per group would flood the journal. */
-    log_debug("writer: a group of writes to %s was rolled back and answered "
+    /* Names the store that failed; the loop's rate-limited lines
+     * (server.c) say what it means for writes. */
+    log_warnx("writer: a group of writes to %s was rolled back and answered "
               "unavailable: %s",
               store_path(w->store), err.message);
     fail_group(head, &err);
