@@ -85,6 +85,11 @@ static const char *const stmt_sql[ST_COUNT] = {
  * (docs/ingest.md). */
 #define PUT_LEVELS 6
 
+/* Rows of single-receipt writes outside a savepoint wait for one INSERT
+ * of many (put_rows): a transaction of single receipts from many
+ * connections pays the statement once per this many, as a batch does. */
+#define PUT_DEFER_MAX 32
+
 /* Per source, the highest seq its dedupe records hold (below 2^63): a
  * write with a higher seq cannot be a resend, so it needs no lookup. An
  * entry is never below the truth (it starts from the table and only
@@ -102,6 +107,20 @@ struct cache_slot {
     int64_t id;
     size_t len;
     char val[CACHE_STR_MAX];
+};
+
+/* One receipt's row, from its binding to its tail; single receipts'
+ * rows wait in the store for one INSERT of many (put_receipts). */
+struct put_row {
+    int64_t id;
+    int64_t ids[5]; /* model, plan, graph, tuning, stop reason */
+    int64_t received_at, source_id;
+    uint64_t seq, coverage;
+    int has_seq, status, schema_version, requested, executed;
+    size_t counters_len, extra_len;
+    const void *extra; /* the receipt's, or own_extra */
+    void *own_extra;   /* a waiting row's copy */
+    unsigned char counters[STORE_COUNTERS_MAX]; /* bound until the step */
 };
 
 struct store {
@@ -122,7 +141,13 @@ struct store {
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
+    int in_savepoint;            /* a job's savepoint is open */
+    struct put_row *rows;        /* PUT_DEFER_MAX single receipts' rows */
+    size_t n_rows;               /* waiting for their INSERT */
 };
+
+static int put_rows(struct store *s, struct proto_err *err);
+static void drop_rows(struct store *s);
 
 uint64_t
 store_now_ms(void)
@@ -554,7 +579,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
     if (!s->readonly && target == store_migrations_count) {
         s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
         s->marks = calloc(SEQMARK_SLOTS, sizeof(*s->marks));
-        if (s->cache == NULL || s->marks == NULL) {
+        s->rows = calloc(PUT_DEFER_MAX, sizeof(*s->rows));
+        if (s->cache == NULL || s->marks == NULL || s->rows == NULL) {
             rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
             goto fail;
         }
@@ -581,6 +607,9 @@ store_free(struct store *s)
         sqlite3_finalize(s->st[i]);
     for (i = 0; i < PUT_LEVELS; i++)
         sqlite3_finalize(s->put[i]);
+    if (s->rows != NULL)
+        drop_rows(s);
+    free(s->rows);
     store_tail_free(s->tail);
     store_rollup_free(s->rollup);
     store_seq_free(s->seqs);
@@ -710,9 +739,10 @@ store_commit(struct store *s, struct proto_err *err)
 {
     int rc = 0;
 
+    rc = put_rows(s, err);
     /* A long enough tail becomes a chunk in this transaction, and the
      * last chunk's sums go on into the rollups by another slice. */
-    if (s->tail != NULL && store_tail_due(s->tail))
+    if (rc == 0 && s->tail != NULL && store_tail_due(s->tail))
         rc = store_tail_flush(s, s->tail, err);
     if (rc == 0)
         rc = store_rollup_merge_step(s, s->rollup, err);
@@ -753,6 +783,8 @@ store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 void
 store_rollback(struct store *s)
 {
+    drop_rows(s);
+    s->in_savepoint = 0;
     cache_clear(s);
     store_rollup_discard_all(s->rollup);
     s->tail_stale = 1;
@@ -763,12 +795,19 @@ store_rollback(struct store *s)
 int
 store_savepoint(struct store *s, struct proto_err *err)
 {
-    return run(s, ST_SAVEPOINT, err, "open a savepoint");
+    int rc;
+
+    /* The rows waiting belong to the jobs before it. */
+    if ((rc = put_rows(s, err)) == 0 &&
+        (rc = run(s, ST_SAVEPOINT, err, "open a savepoint")) == 0)
+        s->in_savepoint = 1;
+    return rc;
 }
 
 int
 store_savepoint_release(struct store *s, struct proto_err *err)
 {
+    s->in_savepoint = 0;
     return run(s, ST_RELEASE, err, "release a savepoint");
 }
 
@@ -777,6 +816,7 @@ store_savepoint_rollback(struct store *s)
 {
     struct proto_err err;
 
+    s->in_savepoint = 0;
     cache_clear(s);
     if (!sqlite3_get_autocommit(s->db)) {
         sqlite3_exec(s->db, "ROLLBACK TO job", NULL, NULL, NULL);
@@ -909,55 +949,112 @@ put_stmt(struct store *s, int k, sqlite3_stmt **out, struct proto_err *err)
     return 0;
 }
 
-/* What a receipt's row is keyed by, kept from its binding to its tail. */
-struct put_row {
-    int64_t id;
-    int64_t ids[5]; /* model, plan, graph, tuning, stop reason */
-    int status;
-    unsigned char counters[STORE_COUNTERS_MAX]; /* bound until the step */
-};
-
-/* Interns r's strings, takes an id, and binds the row at parameter base
- * (0-based) of st. */
+/* Interns r's strings, takes an id, and makes its row. */
 static int
-bind_row(struct store *s, sqlite3_stmt *st, int base,
-         const struct store_write *w, int64_t source_id,
+make_row(struct store *s, const struct store_write *w, int64_t source_id,
          const struct receipt *r, struct put_row *row, struct proto_err *err)
 {
     const struct proto_str *strs[5] = { &r->model_instance_id,
                                         &r->prepared_plan_id, &r->graph_hash,
                                         &r->tuning_profile, &r->stop_reason };
-    int i, col, rc;
+    int i, rc;
 
     for (i = 0; i < 5; i++)
         if ((rc = intern(s, strs[i]->ptr, strs[i]->len, &row->ids[i], err)))
             return rc;
     row->id = store_tail_next_id(s->tail);
     row->status = receipt_status(r);
+    row->received_at = w->received_at;
+    row->source_id = source_id;
+    row->has_seq = w->has_seq;
+    row->seq = w->seq;
+    row->schema_version = r->schema_version;
+    row->requested = r->requested_backend;
+    row->executed = r->executed_backend;
+    row->coverage = r->counter_coverage;
+    row->counters_len = store_counters_pack(r, row->counters);
+    row->extra = r->extra;
+    row->extra_len = r->extra_len;
+    row->own_extra = NULL;
+    return 0;
+}
+
+/* Binds row at parameter base (0-based) of st. */
+static void
+bind_row(sqlite3_stmt *st, int base, const struct put_row *row)
+{
+    int i, col;
+
     sqlite3_bind_int64(st, base + 1, row->id);
-    sqlite3_bind_int64(st, base + 2, w->received_at);
-    sqlite3_bind_int64(st, base + 3, source_id);
-    if (w->has_seq)
-        sqlite3_bind_int64(st, base + 4, (int64_t)w->seq);
+    sqlite3_bind_int64(st, base + 2, row->received_at);
+    sqlite3_bind_int64(st, base + 3, row->source_id);
+    if (row->has_seq)
+        sqlite3_bind_int64(st, base + 4, (int64_t)row->seq);
     else
         sqlite3_bind_null(st, base + 4);
-    sqlite3_bind_int(st, base + 5, r->schema_version);
-    sqlite3_bind_int(st, base + 6, r->requested_backend);
-    sqlite3_bind_int(st, base + 7, r->executed_backend);
+    sqlite3_bind_int(st, base + 5, row->schema_version);
+    sqlite3_bind_int(st, base + 6, row->requested);
+    sqlite3_bind_int(st, base + 7, row->executed);
     sqlite3_bind_int(st, base + 8, row->status);
     for (i = 0; i < 5; i++)
         sqlite3_bind_int64(st, base + 9 + i, row->ids[i]);
     /* u64 values keep their bit pattern in SQLite's signed integers. */
-    sqlite3_bind_int64(st, base + 14, (int64_t)r->counter_coverage);
+    sqlite3_bind_int64(st, base + 14, (int64_t)row->coverage);
     col = base + 1 + STORE_RECEIPT_FIXED_COLS + 1;
-    sqlite3_bind_blob(st, col++, row->counters,
-                      (int)store_counters_pack(r, row->counters),
+    sqlite3_bind_blob(st, col++, row->counters, (int)row->counters_len,
                       SQLITE_STATIC);
-    if (r->extra != NULL)
-        sqlite3_bind_blob(st, col, r->extra, (int)r->extra_len, SQLITE_STATIC);
+    if (row->extra != NULL)
+        sqlite3_bind_blob(st, col, row->extra, (int)row->extra_len,
+                          SQLITE_STATIC);
     else
         sqlite3_bind_null(st, col);
+}
+
+/* Inserts rows[0..n) with as few statements as the powers of two in n. */
+static int
+insert_rows(struct store *s, const struct put_row *rows, size_t n,
+            struct proto_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    size_t done = 0, j, g;
+    int k, rc;
+
+    while (done < n) {
+        for (k = PUT_LEVELS - 1; (size_t)1 << k > n - done; k--)
+            ;
+        g = (size_t)1 << k;
+        if ((rc = put_stmt(s, k, &st, err)))
+            return rc;
+        for (j = 0; j < g; j++)
+            bind_row(st, (int)j * RECEIPT_COLS, &rows[done + j]);
+        if ((rc = step_done(s, st, err, "store a receipt")))
+            return rc;
+        done += g;
+    }
     return 0;
+}
+
+static void
+drop_rows(struct store *s)
+{
+    size_t i;
+
+    for (i = 0; i < s->n_rows; i++)
+        free(s->rows[i].own_extra);
+    s->n_rows = 0;
+}
+
+/* Inserts the single receipts' rows that wait. */
+static int
+put_rows(struct store *s, struct proto_err *err)
+{
+    int rc;
+
+    if (s->n_rows == 0)
+        return 0;
+    rc = insert_rows(s, s->rows, s->n_rows, err);
+    drop_rows(s);
+    return rc;
 }
 
 /* The receipt whose row was just written, into the tail's postings and
@@ -988,27 +1085,48 @@ tail_row(struct store *s, const struct store_write *w, int64_t source_id,
 
 /* Appends w's receipts, as few statements as the powers of two in their
  * number; w->receipt_id and w->status are the first one's. Every
- * parameter is bound again for the next rows: no clear. */
+ * parameter is bound again for the next rows: no clear. A single receipt
+ * outside a savepoint waits for the next INSERT of many (put_rows):
+ * what it adds to the tail is taken now, so that the writes after it see
+ * its seq. */
 static int
 put_receipts(struct store *s, struct store_write *w, int64_t source_id,
              struct proto_err *err)
 {
     struct put_row rows[1 << (PUT_LEVELS - 1)];
     size_t done = 0, j, g;
-    sqlite3_stmt *st = NULL;
-    int k, rc;
+    int rc;
 
-    while (done < w->n_receipts) {
-        for (k = PUT_LEVELS - 1; (size_t)1 << k > w->n_receipts - done; k--)
-            ;
-        g = (size_t)1 << k;
-        if ((rc = put_stmt(s, k, &st, err)))
+    if (w->n_receipts == 1 && !s->in_savepoint && s->rows != NULL) {
+        struct put_row *row = &s->rows[s->n_rows];
+        const struct receipt *r = &w->receipts[0];
+
+        if ((rc = make_row(s, w, source_id, r, row, err)))
             return rc;
+        if (row->extra != NULL) {
+            if ((row->own_extra = malloc(row->extra_len)) == NULL)
+                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            memcpy(row->own_extra, row->extra, row->extra_len);
+            row->extra = row->own_extra;
+        }
+        s->n_rows++;
+        w->receipt_id = row->id;
+        w->status = row->status;
+        if ((rc = tail_row(s, w, source_id, r, row, err)))
+            return rc;
+        return s->n_rows == PUT_DEFER_MAX ? put_rows(s, err) : 0;
+    }
+    if ((rc = put_rows(s, err)))
+        return rc;
+    while (done < w->n_receipts) {
+        g = w->n_receipts - done;
+        if (g > (size_t)1 << (PUT_LEVELS - 1))
+            g = (size_t)1 << (PUT_LEVELS - 1);
         for (j = 0; j < g; j++)
-            if ((rc = bind_row(s, st, (int)j * RECEIPT_COLS, w, source_id,
-                               &w->receipts[done + j], &rows[j], err)))
+            if ((rc = make_row(s, w, source_id, &w->receipts[done + j],
+                               &rows[j], err)))
                 return rc;
-        if ((rc = step_done(s, st, err, "store a receipt")))
+        if ((rc = insert_rows(s, rows, g, err)))
             return rc;
         for (j = 0; j < g; j++)
             if ((rc = tail_row(s, w, source_id, &w->receipts[done + j],

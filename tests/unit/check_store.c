@@ -371,6 +371,121 @@ START_TEST(test_store_rolled_back_insert_leaves_nothing)
 }
 END_TEST
 
+struct extras {
+    int n, with_extra, bad;
+    uint64_t seqs;
+};
+
+static int
+extras_cb(void *arg, const struct store_row *row)
+{
+    struct extras *x = arg;
+    char want[16];
+
+    x->n++;
+    if (row->has_seq && row->seq < 64)
+        x->seqs |= (uint64_t)1 << row->seq;
+    if (row->r.extra != NULL) {
+        x->with_extra++;
+        /* The producer's unknown key, as a one-entry msgpack map. */
+        snprintf(want, sizeof(want), "\x81\xa1k\xa4%04d",
+                 (int)row->seq % 10000);
+        if (row->r.extra_len != 8 || memcmp(row->r.extra, want, 8) != 0)
+            x->bad++;
+    }
+    return 0;
+}
+
+/* Single receipts outside a savepoint wait in the store for one INSERT
+ * of many: the writes after them see their seqs, a savepoint rolled back
+ * after them keeps them, their unknown keys are copied (the caller's are
+ * gone by then), and a rollback drops them. */
+START_TEST(test_store_single_receipts_wait_for_one_insert)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 1000
+    };
+    struct store_write w;
+    struct proto_err err;
+    struct extras x = { 0 };
+    struct receipt r, two[2];
+    struct store *s, *q;
+    char extra[16];
+    int64_t id5 = 0;
+    int trunc, i;
+
+    make_receipt(&r, "plan-1", 7);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = "src";
+    w.source_len = 3;
+    w.has_seq = 1;
+    w.received_at = 1700000000000;
+    w.receipts = &r;
+    w.n_receipts = 1;
+    /* Rolled back with rows waiting: nothing of them stays. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = 1; i <= 40; i++) {
+        w.seq = 1000 + (uint64_t)i;
+        ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    }
+    store_rollback(s);
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = 1; i <= 50; i++) {
+        w.seq = (uint64_t)i;
+        snprintf(extra, sizeof(extra), "\x81\xa1k\xa4%04d", i);
+        r.extra = i % 2 ? extra : NULL;
+        r.extra_len = i % 2 ? 8 : 0;
+        ck_assert_int_eq(store_apply(s, &w, &err), 0);
+        ck_assert_int_eq(w.duplicate, 0);
+        if (i == 5)
+            id5 = w.receipt_id;
+        memset(extra, 'x', sizeof(extra));
+        if (i == 20) {
+            /* A resend in the same transaction, rows still waiting. */
+            w.seq = 5;
+            ck_assert_int_eq(store_apply(s, &w, &err), 0);
+            ck_assert_int_eq(w.duplicate, 1);
+            ck_assert_int_eq(w.receipt_id, id5);
+        }
+        if (i == 30) {
+            /* A job refused in its savepoint, and a batch between them. */
+            struct store_write b = w;
+
+            ck_assert_int_eq(store_savepoint(s, &err), 0);
+            w.seq = 61;
+            ck_assert_int_eq(store_apply(s, &w, &err), 0);
+            store_savepoint_rollback(s);
+            two[0] = two[1] = r;
+            two[0].extra = two[1].extra = NULL;
+            b.op = PROTO_OP_RECEIPTS;
+            b.seq = 60;
+            b.receipts = two;
+            b.n_receipts = 2;
+            ck_assert_int_eq(store_apply(s, &b, &err), 0);
+        }
+    }
+    r.extra = NULL;
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    store_free(s);
+
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_receipts(q, &f, 0, extras_cb, &x, &trunc, &err), 0);
+    store_free(q);
+    ck_assert_int_eq(x.n, 52);
+    ck_assert_int_eq(x.with_extra, 25);
+    ck_assert_int_eq(x.bad, 0);
+    /* seqs 1..50 and the batch's 60; not 61, nor the rolled-back ones */
+    ck_assert_uint_eq(x.seqs, ((((uint64_t)1 << 51) - 1) & ~(uint64_t)1) |
+                                  (uint64_t)1 << 60);
+}
+END_TEST
+
 START_TEST(test_store_quarantine_evicts_oldest_and_counts)
 {
     struct store_opts o = { .quarantine_max_bytes = 100 };
@@ -1121,6 +1236,7 @@ suite(void)
     ADD("pragmas", test_store_sets_and_checks_durability_pragmas);
     ADD("insert_dedupe", test_store_insert_keeps_u64_and_dedupes_seq);
     ADD("rollback", test_store_rolled_back_insert_leaves_nothing);
+    ADD("single_rows_wait", test_store_single_receipts_wait_for_one_insert);
     ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
     ADD("pages_no_sort", test_store_receipts_pages_need_no_sort);
     ADD("pages_match_old_query", test_store_pages_match_the_old_query);
