@@ -362,7 +362,7 @@ qrow_cb(void *arg, const struct store_qrow *q)
     struct rows *rs = arg;
     msgpack_packer *pk = &rs->pk;
 
-    if (msgpack_pack_map(pk, q->raw ? 9 : 8) != 0 ||
+    if (msgpack_pack_map(pk, q->raw ? 11 : 10) != 0 ||
         kv_uint(pk, "id", (uint64_t)q->id) ||
         kv_uint(pk, "time", (uint64_t)q->received_at) ||
         kv_str(pk, "source", q->source.ptr, q->source.len) ||
@@ -370,7 +370,8 @@ qrow_cb(void *arg, const struct store_qrow *q)
         kv_str(pk, "code", q->code.ptr, q->code.len) ||
         kv_str(pk, "path", q->path.ptr, q->path.len) ||
         kv_str(pk, "message", q->message.ptr, q->message.len) ||
-        kv_uint(pk, "size", q->size))
+        kv_uint(pk, "size", q->size) || kv_uint(pk, "attempts", q->attempts) ||
+        kv_uint(pk, "last_attempt_at", (uint64_t)q->last_attempt_at))
         return PROTO_ENOMEM;
     /* The payload as sent, so `receiptctl quarantine replay` can resend it
      * byte for byte. */

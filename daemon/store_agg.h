@@ -121,7 +121,9 @@ struct store_qrow {
     int64_t id, received_at;
     struct proto_str source, op, code, path, message; /* borrowed */
     uint64_t size;
-    const void *raw; /* borrowed; NULL unless asked for */
+    uint64_t attempts;       /* refusals the row stands for, 1 and up */
+    int64_t last_attempt_at; /* the latest; received_at when only one */
+    const void *raw;         /* borrowed; NULL unless asked for */
     size_t raw_len;
 };
 

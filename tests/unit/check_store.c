@@ -419,6 +419,110 @@ START_TEST(test_store_quarantine_evicts_oldest_and_counts)
 }
 END_TEST
 
+/* The one integer an SQL statement yields. */
+static int64_t
+scalar_of(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v;
+
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* One quarantine-only write of raw from src at time t, replaying row
+ * replay_of (0: none) whose body was body. */
+static void
+put_refused(struct store *s, const char *src, const char *raw,
+            uint64_t replay_of, const char *body, int64_t t, int code)
+{
+    struct store_quarantine_item qi = { raw,  strlen(raw), "receipt",
+                                        code, "field",     "refused" };
+    struct store_write w;
+    struct proto_err err;
+
+    memset(&w, 0, sizeof(w));
+    w.op = -1;
+    w.source = src;
+    w.source_len = strlen(src);
+    w.received_at = t;
+    w.quarantine = &qi;
+    w.n_quarantine = 1;
+    w.replay_of = replay_of;
+    w.replay_body = body;
+    w.replay_body_len = body ? strlen(body) : 0;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_uint_eq(w.evicted, 0);
+}
+
+/*
+ * A replay refused again updates its row (code, bytes, attempts + 1,
+ * last_attempt_at; the first time stays) and the byte count follows, only
+ * while the row still holds the replayed bytes from the same source; a row
+ * that is gone or differs leaves a new row, as any refusal does.
+ */
+START_TEST(test_store_quarantine_replay_updates_its_row)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store *s;
+    struct proto_err err;
+    sqlite3 *db;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    db = store_db(s);
+    put_refused(s, "src", "abcdef", 0, NULL, 1000, PROTO_EUNSUPPORTED_SCHEMA);
+    ck_assert_int_eq(
+        scalar_of(db, "SELECT attempts FROM quarantine WHERE id = 1"), 1);
+    ck_assert_int_eq(scalar_of(db, "SELECT last_attempt_at IS NULL FROM "
+                                   "quarantine WHERE id = 1"),
+                     1);
+
+    put_refused(s, "src", "abcdef", 1, "abcdef", 2000, PROTO_EINVALID);
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), 1);
+    ck_assert_int_eq(scalar_of(db, "SELECT attempts * 10000000 + "
+                                   "last_attempt_at * 1000 + received_at / "
+                                   "1000 FROM quarantine WHERE id = 1"),
+                     2 * 10000000 + 2000 * 1000 + 1);
+    ck_assert_int_eq(scalar_of(db, "SELECT code = 'invalid' FROM quarantine "
+                                   "WHERE id = 1"),
+                     1);
+    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
+                                   "'quarantine_bytes'"),
+                     6);
+
+    /* A batch whose items were partly accepted keeps what is still
+     * refused, in the same row. */
+    put_refused(s, "src", "abc", 1, "abcdef", 3000, PROTO_EINVALID);
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), 1);
+    ck_assert_int_eq(scalar_of(db, "SELECT attempts * 100 + size FROM "
+                                   "quarantine WHERE raw = CAST('abc' AS "
+                                   "BLOB)"),
+                     303);
+    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
+                                   "'quarantine_bytes'"),
+                     3);
+
+    /* The row no longer holds those bytes; another source's replay; a
+     * row that is gone: three new rows. */
+    put_refused(s, "src", "abcdef", 1, "abcdef", 4000, PROTO_EINVALID);
+    put_refused(s, "other", "abc", 1, "abc", 5000, PROTO_EINVALID);
+    put_refused(s, "src", "xyz", 99, "xyz", 6000, PROTO_EINVALID);
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), 4);
+    ck_assert_int_eq(scalar_of(db, "SELECT sum(attempts) FROM quarantine"), 6);
+    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
+                                   "'quarantine_bytes'"),
+                     3 + 6 + 3 + 3);
+    ck_assert_int_eq(scalar_of(db, "SELECT sum(size) FROM quarantine"),
+                     3 + 6 + 3 + 3);
+    store_free(s);
+}
+END_TEST
+
 /*
  * Every filter of the `receipts` query a page can be asked by alone, and
  * the pairs its indexes serve, read newest first straight off an index:
@@ -640,20 +744,6 @@ START_TEST(test_store_seq_mark_counts_the_tail)
     store_free(s);
 }
 END_TEST
-
-/* The one integer an SQL statement yields. */
-static int64_t
-scalar_of(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    int64_t v;
-
-    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-    v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 /*
  * Seq runs that overlap (store_seq.c): a source whose seqs do not rise
@@ -1122,6 +1212,7 @@ suite(void)
     ADD("insert_dedupe", test_store_insert_keeps_u64_and_dedupes_seq);
     ADD("rollback", test_store_rolled_back_insert_leaves_nothing);
     ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
+    ADD("quarantine_replay", test_store_quarantine_replay_updates_its_row);
     ADD("pages_no_sort", test_store_receipts_pages_need_no_sort);
     ADD("pages_match_old_query", test_store_pages_match_the_old_query);
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
