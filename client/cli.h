@@ -98,6 +98,15 @@ int cli_request_named(struct net_conn *c, int op, const char *what,
                       int (*pack_body)(msgpack_packer *, const void *),
                       const void *arg, struct net_reply *rep);
 
+/* cli_request_named() with name_errors for a write that resends
+ * quarantine row replay_of (not 0): the envelope says so ("replay_of"),
+ * so a daemon that refuses the payload again updates that row instead of
+ * keeping another copy. */
+int cli_request_replay(struct net_conn *c, int op, uint64_t replay_of,
+                       const char *what,
+                       int (*pack_body)(msgpack_packer *, const void *),
+                       const void *arg, struct net_reply *rep);
+
 /* Prints a query result in o->format to stdout. Returns 0 or an exit
  * code (printed). result is borrowed. */
 int cli_print_result(const struct cli_opts *o, const char *kind,

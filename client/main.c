@@ -621,7 +621,8 @@ static const struct cmd cmds[] = {
       "'quarantine show ID...' prints a payload with its bytes decoded.\n"
       "'quarantine replay ID...' fetches each payload's raw bytes and\n"
       "submits it again, as its original source, e.g. after an upgrade\n"
-      "that accepts it; a payload rejected again stays quarantined.\n"
+      "that accepts it; a payload rejected again stays in its row, whose\n"
+      "attempts and last_attempt_at count the refusals.\n"
       "With --format json or csv, show and replay take one ID and print\n"
       "one document (replay: the daemon's result with quarantine_id and\n"
       "replayed_as)." },

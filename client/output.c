@@ -470,9 +470,13 @@ static const char *const gaps_cols[] = {
     "missing",  EXTRA_COL,      NULL,
 };
 
+/* attempts and last_attempt_at came later: after the columns scripts
+ * already read by position. */
 static const char *const quarantine_cols[] = {
-    "id",      "time", "source", "op",      "code", "path",
-    "message", "size", "raw",    EXTRA_COL, NULL,
+    "id",   "time",     "source",          "op",
+    "code", "path",     "message",         "size",
+    "raw",  "attempts", "last_attempt_at", EXTRA_COL,
+    NULL,
 };
 
 static const char *const plans_cols[] = {
