@@ -20,6 +20,7 @@
 #include "query_kind.h"
 #include "receipt.h"
 #include "reply.h"
+#include "server.h"
 #include "store_agg.h"
 
 static const char *const group_names[STORE_GROUP_COUNT] = {
@@ -316,7 +317,7 @@ gap_cb(void *arg, const struct store_gap *g)
     msgpack_packer *pk = &rs->pk;
     size_t i;
 
-    if (msgpack_pack_map(pk, 7) != 0 ||
+    if (msgpack_pack_map(pk, 8) != 0 ||
         kv_str(pk, "source", g->source.ptr, g->source.len) ||
         kv_uint(pk, "first_seq", g->first_seq) ||
         kv_uint(pk, "last_seq", g->last_seq) ||
@@ -331,7 +332,11 @@ gap_cb(void *arg, const struct store_gap *g)
     if (kv_uint(pk, "missing_seqs", g->missing) ||
         pack_key(pk, "missing_truncated") ||
         (g->ranges_truncated ? msgpack_pack_true(pk)
-                             : msgpack_pack_false(pk)) != 0)
+                             : msgpack_pack_false(pk)) != 0 ||
+        pack_key(pk, "last_received_at") ||
+        (g->has_last_received
+             ? msgpack_pack_uint64(pk, (uint64_t)g->last_received_at)
+             : msgpack_pack_nil(pk)) != 0)
         return PROTO_ENOMEM;
     rs->n++;
     return 0;
@@ -339,7 +344,8 @@ gap_cb(void *arg, const struct store_gap *g)
 
 int
 query_agg_gaps(struct store *s, const struct store_filter *f,
-               uint64_t deadline_ms, msgpack_packer *pk, struct proto_err *err)
+               const struct store_gap_select *sel, uint64_t deadline_ms,
+               msgpack_packer *pk, struct proto_err *err)
 {
     msgpack_sbuffer rb;
     struct rows rs = { 0 };
@@ -347,7 +353,7 @@ query_agg_gaps(struct store *s, const struct store_filter *f,
 
     msgpack_sbuffer_init(&rb);
     msgpack_packer_init(&rs.pk, &rb, msgpack_sbuffer_write);
-    rc = store_query_gaps(s, f, deadline_ms, gap_cb, &rs, &truncated, err);
+    rc = store_query_gaps(s, f, sel, deadline_ms, gap_cb, &rs, &truncated, err);
     if (rc == PROTO_ENOMEM)
         proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     if (rc == 0)
@@ -457,6 +463,27 @@ parse_quarantine(struct query_args *a, const msgpack_object *body,
 }
 
 static int
+parse_gaps(struct query_args *a, const msgpack_object *body,
+           struct proto_err *err)
+{
+    const msgpack_object *o;
+    int rc;
+
+    if ((rc = query_parse_common(a, body, err)) ||
+        (rc = query_opt_uint(body, "quiet_for", &a->has_quiet_for,
+                             &a->quiet_for, err)))
+        return rc;
+    o = mpobj_map_get(body, "only_missing", NULL);
+    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
+        if (o->type != MSGPACK_OBJECT_BOOLEAN)
+            return proto_err_set(err, PROTO_EINVALID, "only_missing",
+                                 "expected only_missing as a boolean");
+        a->only_missing = o->via.boolean;
+    }
+    return 0;
+}
+
+static int
 run_fallbacks(struct query_args *a, struct store *s, msgpack_packer *pk,
               struct proto_err *err)
 {
@@ -480,7 +507,15 @@ static int
 run_gaps(struct query_args *a, struct store *s, msgpack_packer *pk,
          struct proto_err *err)
 {
-    return query_agg_gaps(s, &a->f, a->deadline_ms, pk, err);
+    struct store_gap_select sel = { a->only_missing, a->has_quiet_for, 0 };
+    uint64_t now = server_now_unix_ms();
+
+    /* Quiet since before now - quiet_for, on the daemon's clock: the one
+     * that stamped every receive time. */
+    if (a->has_quiet_for)
+        sel.quiet_before =
+            a->quiet_for < now ? (int64_t)(now - a->quiet_for) : INT64_MIN;
+    return query_agg_gaps(s, &a->f, &sel, a->deadline_ms, pk, err);
 }
 
 static int
@@ -495,8 +530,7 @@ const struct query_kind query_kind_fallbacks = { "fallbacks", parse_fallbacks,
                                                  run_fallbacks };
 const struct query_kind query_kind_coverage = { "coverage", parse_coverage,
                                                 run_coverage };
-const struct query_kind query_kind_gaps = { "gaps", query_parse_common,
-                                            run_gaps };
+const struct query_kind query_kind_gaps = { "gaps", parse_gaps, run_gaps };
 const struct query_kind query_kind_quarantine = { "quarantine",
                                                   parse_quarantine,
                                                   run_quarantine };

@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "store.h"
+#include "store_agg.h"
 
 /* The enum store_group of a `group_by` name ("plan", "graph", "model",
  * "backends", "source", "none"), or -1. name is borrowed. */
@@ -37,14 +38,16 @@ int query_agg_coverage(struct store *s, const struct store_filter *f,
                        int group_by, uint64_t deadline_ms, msgpack_packer *pk,
                        struct proto_err *err);
 
-/* Per source with recorded seqs: source, first_seq, last_seq, received,
- * missing (the missing seq ranges [[from, to], ...], at most f->limit per
- * source), missing_seqs (how many seqs those ranges hold, all of them) and
- * missing_truncated; truncated is true when any source's ranges or the
- * list of sources was cut. */
+/* Per source with recorded seqs that sel selects, most missing seqs
+ * first: source, first_seq, last_seq, received, missing (the missing seq
+ * ranges [[from, to], ...], at most f->limit per source), missing_seqs
+ * (how many seqs those ranges hold, all of them), missing_truncated and
+ * last_received_at (nil when no receipt of the source is stored);
+ * truncated is true when any source's ranges or the list of sources was
+ * cut. */
 int query_agg_gaps(struct store *s, const struct store_filter *f,
-                   uint64_t deadline_ms, msgpack_packer *pk,
-                   struct proto_err *err);
+                   const struct store_gap_select *sel, uint64_t deadline_ms,
+                   msgpack_packer *pk, struct proto_err *err);
 
 /* Quarantined payloads newest first: id, time, source, op, code, path,
  * message, size, and with with_raw the payload as a bin `raw`; has_id

@@ -37,6 +37,11 @@ struct query_args {
     int has_qid;   /* quarantine: one row by its id */
     uint64_t qid;
     int raw; /* quarantine: with the payload bytes */
+    /* gaps: only sources with missing seqs; only those quiet for
+     * quiet_for ms (the cutoff is taken when the query runs) */
+    int only_missing;
+    int has_quiet_for;
+    uint64_t quiet_for;
     uint64_t deadline_ms;
     const struct query_snapshot *snap; /* stats: the loop's figures */
 };

@@ -10,6 +10,14 @@
  * the walk reaches their lowest seq, so memory holds the runs that
  * overlap, not a source's seqs.
  *
+ * Every source is walked once for its figures, kept as one summary; the
+ * summaries are filtered and sorted (most missing first), and only the
+ * sources listed with gaps are walked again, for their ranges. A source's
+ * last receive time is its newest receipt's: in the tail, read directly,
+ * or else in the newest chunk whose postings name it (the highest id of
+ * that posting), found by going down the chunks from the newest until
+ * every source has one or none are left.
+ *
  * Runs on a query thread with a read-only store, in one read transaction,
  * under the query's deadline.
  */
@@ -17,9 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <roaring/roaring.h>
+
 #include "store_agg.h"
 #include "store_internal.h"
 #include "store_seq.h"
+#include "store_tail.h"
 
 struct walk {
     struct store_gap g;
@@ -128,6 +139,10 @@ enum {
     GS_WALK_HIGH,
     GS_RUNS,    /* the runs of a source that reach into a half, by lo */
     GS_ENTRIES, /* one run's entries */
+    GS_TAIL_AT, /* per source, its newest receipt in the tail */
+    GS_CHUNKS,  /* the chunks, newest first */
+    GS_SOURCES, /* the source postings of a chunk */
+    GS_AT,      /* a receipt's receive time */
     GS_COUNT
 };
 
@@ -145,6 +160,12 @@ static const char *const gaps_sql[GS_COUNT] = {
                 "hi >= ?2 AND lo <= ?3 ORDER BY lo",
     [GS_ENTRIES] = "SELECT entries FROM seq_runs WHERE source_id = ?1 AND "
                    "hi = ?2 AND chunk = ?3",
+    [GS_TAIL_AT] = "SELECT source_id, max(received_at) FROM receipts WHERE "
+                   "id >= ?1 GROUP BY source_id",
+    [GS_CHUNKS] = "SELECT first_id FROM chunks ORDER BY first_id DESC",
+    [GS_SOURCES] = "SELECT value, ids FROM postings WHERE chunk = ?1 AND "
+                   "kind = ?2",
+    [GS_AT] = "SELECT received_at FROM receipts WHERE id = ?1",
 };
 
 /* One run the walk has reached: a copy of its entries and a cursor. */
@@ -437,22 +458,191 @@ next_source(struct store *s, sqlite3_stmt *const *st,
     return 0;
 }
 
+/* What the first walk keeps of a source. */
+struct gap_sum {
+    int64_t source_id;
+    uint64_t first_seq, last_seq, received, missing;
+    int has_last;
+    int64_t last_at;
+    char *name;
+    size_t name_len;
+};
+
+struct sums {
+    struct gap_sum *v;
+    size_t n, cap, timeless; /* timeless: those without a time yet */
+};
+
+static void
+sums_free(struct sums *ss)
+{
+    size_t i;
+
+    for (i = 0; i < ss->n; i++)
+        free(ss->v[i].name);
+    free(ss->v);
+}
+
+/* The summary of source_id (ss is in source id order), or NULL. */
+static struct gap_sum *
+sums_find(struct sums *ss, int64_t source_id)
+{
+    size_t lo = 0, hi = ss->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (ss->v[mid].source_id < source_id)
+            lo = mid + 1;
+        else if (ss->v[mid].source_id > source_id)
+            hi = mid;
+        else
+            return &ss->v[mid];
+    }
+    return NULL;
+}
+
+static void
+set_last(struct sums *ss, struct gap_sum *g, int64_t at)
+{
+    if (g == NULL || g->has_last)
+        return;
+    g->has_last = 1;
+    g->last_at = at;
+    ss->timeless--;
+}
+
+/* The last receive time of every source of ss that has a stored receipt:
+ * the tail's first, then the chunks' newest first. Returns an SQLite
+ * code. */
+static int
+last_times(sqlite3_stmt *const *st, int64_t tail_from, struct sums *ss)
+{
+    sqlite3_stmt *q = st[GS_TAIL_AT], *c = st[GS_CHUNKS], *p = st[GS_SOURCES];
+    int rc, prc;
+
+    ss->timeless = ss->n;
+    sqlite3_bind_int64(q, 1, tail_from);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        set_last(ss, sums_find(ss, sqlite3_column_int64(q, 0)),
+                 sqlite3_column_int64(q, 1));
+    sqlite3_reset(q);
+    if (rc != SQLITE_DONE)
+        return rc;
+    while (ss->timeless > 0 && (rc = sqlite3_step(c)) == SQLITE_ROW) {
+        int64_t chunk = sqlite3_column_int64(c, 0);
+
+        sqlite3_bind_int64(p, 1, chunk);
+        sqlite3_bind_int(p, 2, STORE_KIND_SOURCE);
+        while ((prc = sqlite3_step(p)) == SQLITE_ROW) {
+            struct gap_sum *g = sums_find(ss, sqlite3_column_int64(p, 0));
+            roaring_bitmap_t *b;
+            int64_t id;
+
+            if (g == NULL || g->has_last)
+                continue;
+            b = roaring_bitmap_portable_deserialize_safe(
+                sqlite3_column_blob(p, 1), (size_t)sqlite3_column_bytes(p, 1));
+            if (b == NULL) {
+                prc = SQLITE_CORRUPT;
+                break;
+            }
+            id = chunk + (int64_t)roaring_bitmap_maximum(b);
+            roaring_bitmap_free(b);
+            sqlite3_bind_int64(st[GS_AT], 1, id);
+            prc = sqlite3_step(st[GS_AT]);
+            /* Gone: retention pruned the source's newest receipt of its
+             * newest chunk, and so every older one. */
+            if (prc == SQLITE_ROW)
+                set_last(ss, g, sqlite3_column_int64(st[GS_AT], 0));
+            else if (prc == SQLITE_DONE)
+                g->has_last = -1;
+            sqlite3_reset(st[GS_AT]);
+            if (prc != SQLITE_ROW && prc != SQLITE_DONE)
+                break;
+            if (prc == SQLITE_DONE)
+                ss->timeless--;
+        }
+        sqlite3_reset(p);
+        if (prc != SQLITE_DONE) {
+            rc = prc;
+            break;
+        }
+    }
+    sqlite3_reset(c);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : rc;
+}
+
+/* Most missing seqs first, then by source name. */
+static int
+by_missing(const void *a, const void *b)
+{
+    const struct gap_sum *x = a, *y = b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c;
+
+    if (x->missing != y->missing)
+        return x->missing > y->missing ? -1 : 1;
+    if ((c = memcmp(x->name, y->name, n)) != 0)
+        return c;
+    return x->name_len < y->name_len ? -1 : x->name_len > y->name_len;
+}
+
+static int
+selected(const struct store_gap_select *sel, const struct gap_sum *g)
+{
+    if (sel->only_missing && g->missing == 0)
+        return 0;
+    if (sel->has_quiet_before && g->has_last == 1 &&
+        g->last_at >= sel->quiet_before)
+        return 0;
+    return 1;
+}
+
+/* Keeps the name of source g->source_id. Returns 0 or an error. */
+static int
+name_source(struct store *s, sqlite3_stmt *const *st, struct gap_sum *g,
+            struct proto_err *err)
+{
+    sqlite3_stmt *q = st[GS_NAME];
+    const void *p;
+    int rc;
+
+    sqlite3_bind_int64(q, 1, g->source_id);
+    rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(q);
+        return store_fail(s, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, err,
+                          "name a source");
+    }
+    p = sqlite3_column_blob(q, 0);
+    g->name_len = (size_t)sqlite3_column_bytes(q, 0);
+    g->name = malloc(g->name_len ? g->name_len : 1);
+    if (g->name != NULL && g->name_len > 0)
+        memcpy(g->name, p, g->name_len);
+    sqlite3_reset(q);
+    return g->name == NULL
+               ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
+               : 0;
+}
+
 int
 store_query_gaps(struct store *s, const struct store_filter *f,
-                 uint64_t deadline_ms, store_gap_cb cb, void *arg,
-                 int *truncated, struct proto_err *err)
+                 const struct store_gap_select *sel, uint64_t deadline_ms,
+                 store_gap_cb cb, void *arg, int *truncated,
+                 struct proto_err *err)
 {
     sqlite3_stmt *st[GS_COUNT] = { 0 };
     struct tail_seqs ts = { NULL, 0 };
+    struct sums ss = { 0 };
     struct walk w;
-    int64_t id = 0;
-    uint32_t got = 0;
-    int rc = 0, i;
+    int64_t id = 0, tail_from;
+    size_t i, n;
+    int rc = 0;
 
     *truncated = 0;
     memset(&w, 0, sizeof(w));
-    w.cap = f->limit;
-    w.ranges = malloc(w.cap * sizeof(*w.ranges));
+    w.ranges = malloc(f->limit * sizeof(*w.ranges));
     if (w.ranges == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     store_deadline_arm(s, deadline_ms);
@@ -466,38 +656,85 @@ store_query_gaps(struct store *s, const struct store_filter *f,
             goto end;
         }
     }
-    if ((rc = load_tail_seqs(s, &ts, err)) != 0)
+    if ((rc = store_counter(s, "tail_from", 1, &tail_from, err)) != 0 ||
+        (rc = load_tail_seqs(s, &ts, err)) != 0)
         goto end;
+    /* The figures of every source, without ranges. */
     for (;;) {
+        struct gap_sum *g;
+
         if ((rc = next_source(s, st, f, &ts, id, &id, err)) != 0 || id == 0)
             break;
-        if (got == f->limit) {
-            *truncated = 1;
-            break;
-        }
         memset(&w.g, 0, sizeof(w.g));
         w.any = 0;
-        w.g.ranges = (const uint64_t(*)[2])w.ranges;
+        w.cap = 0;
         if ((rc = walk_source(s, st, id, &ts, &w, err)) != 0)
             break;
-        sqlite3_bind_int64(st[GS_NAME], 1, id);
-        rc = sqlite3_step(st[GS_NAME]);
-        if (rc != SQLITE_ROW) {
-            sqlite3_reset(st[GS_NAME]);
-            rc = store_fail(s, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, err,
-                            "name a source");
-            break;
+        if (ss.n == ss.cap) {
+            size_t cap = ss.cap ? ss.cap * 2 : 64;
+            void *nv = realloc(ss.v, cap * sizeof(*ss.v));
+
+            if (nv == NULL) {
+                rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            ss.v = nv;
+            ss.cap = cap;
         }
-        w.g.source.ptr = sqlite3_column_blob(st[GS_NAME], 0);
-        w.g.source.len = (size_t)sqlite3_column_bytes(st[GS_NAME], 0);
-        if (w.g.source.ptr == NULL)
-            w.g.source.ptr = "";
+        g = &ss.v[ss.n++];
+        memset(g, 0, sizeof(*g));
+        g->source_id = id;
+        g->first_seq = w.g.first_seq;
+        g->last_seq = w.g.last_seq;
+        g->received = w.g.received;
+        g->missing = w.g.missing;
+    }
+    if (rc != 0)
+        goto end;
+    if ((rc = last_times(st, tail_from, &ss)) != 0) {
+        rc = store_fail(s, rc, err, "find when sources last sent");
+        goto end;
+    }
+    /* The selected ones, named, most missing first. */
+    for (i = n = 0; i < ss.n; i++) {
+        if (!selected(sel, &ss.v[i]))
+            continue;
+        if (n != i) {
+            struct gap_sum t = ss.v[n];
+
+            ss.v[n] = ss.v[i];
+            ss.v[i] = t;
+        }
+        if ((rc = name_source(s, st, &ss.v[n++], err)) != 0)
+            goto end;
+    }
+    qsort(ss.v, n, sizeof(*ss.v), by_missing);
+    if (n > f->limit) {
+        *truncated = 1;
+        n = f->limit;
+    }
+    w.cap = f->limit;
+    for (i = 0; i < n; i++) {
+        struct gap_sum *g = &ss.v[i];
+
+        memset(&w.g, 0, sizeof(w.g));
+        w.any = 0;
+        /* Only a source with gaps has ranges to walk for. */
+        if (g->missing > 0 &&
+            (rc = walk_source(s, st, g->source_id, &ts, &w, err)) != 0)
+            break;
+        w.g.first_seq = g->first_seq;
+        w.g.last_seq = g->last_seq;
+        w.g.received = g->received;
+        w.g.missing = g->missing;
+        w.g.ranges = (const uint64_t(*)[2])w.ranges;
+        w.g.source.ptr = g->name_len ? g->name : "";
+        w.g.source.len = g->name_len;
+        w.g.has_last_received = g->has_last == 1;
+        w.g.last_received_at = g->last_at;
         if (w.g.ranges_truncated)
             *truncated = 1;
-        got++;
-        rc = cb(arg, &w.g);
-        sqlite3_reset(st[GS_NAME]);
-        if (rc != 0)
+        if ((rc = cb(arg, &w.g)) != 0)
             break;
     }
 end:
@@ -506,6 +743,7 @@ end:
     sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
 out:
     store_deadline_disarm(s);
+    sums_free(&ss);
     free(ts.v);
     free(w.ranges);
     return rc;

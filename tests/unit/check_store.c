@@ -601,6 +601,9 @@ END_TEST
 
 /* ---- a `receipt` write's dedupe record waits with the tail ---- */
 
+/* Every source, as the `gaps` kind lists them without options. */
+static const struct store_gap_select nosel;
+
 struct gapseen {
     uint64_t first, last, received, missing;
     int sources;
@@ -702,7 +705,8 @@ START_TEST(test_store_tail_keeps_receipt_seqs_across_restarts)
     memset(&g, 0, sizeof(g));
     f.source = "src";
     f.source_len = 3;
-    ck_assert_int_eq(store_query_gaps(q, &f, 0, gap_cb, &g, &trunc, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, &g, &trunc, &err), 0);
     ck_assert_int_eq(g.sources, 1);
     ck_assert_uint_eq(g.first, 0);
     ck_assert_uint_eq(g.last, UINT64_MAX);
@@ -821,7 +825,8 @@ START_TEST(test_store_seq_runs_overlap)
     memset(&g, 0, sizeof(g));
     f.source = "src";
     f.source_len = 3;
-    ck_assert_int_eq(store_query_gaps(q, &f, 0, gap_cb, &g, &trunc, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, &g, &trunc, &err), 0);
     ck_assert_int_eq(g.sources, 1);
     ck_assert_uint_eq(g.first, 0);
     ck_assert_uint_eq(g.last, UINT64_MAX);
