@@ -42,7 +42,10 @@ struct cli_opts {
     int dry_run;          /* import: check locally, send nothing */
     int fail_on_truncate; /* queries: exit CLI_EXIT_TRUNCATED when cut */
     const char *columns;  /* --columns, for tables and CSV */
-    char **args;          /* positional arguments after the subcommand */
+    int only_missing;     /* gaps: only sources with missing seqs */
+    int has_quiet_for;    /* gaps: only sources quiet for quiet_for ms */
+    uint64_t quiet_for;
+    char **args; /* positional arguments after the subcommand */
     int nargs;
 };
 

@@ -71,6 +71,8 @@ enum opt_id {
     O_DRY_RUN,
     O_FAIL_ON_TRUNCATE,
     O_COLUMNS,
+    O_ONLY_MISSING,
+    O_QUIET_FOR,
     O_HELP,
     O_VERSION,
 };
@@ -141,6 +143,10 @@ static const struct optdesc optdescs[] = {
     { "fail-on-truncate", O_FAIL_ON_TRUNCATE, NULL,
       "exit 4 when --limit cut the answer short (the rows are still "
       "printed)" },
+    { "only-missing", O_ONLY_MISSING, NULL, "only sources with missing seqs" },
+    { "quiet-for", O_QUIET_FOR, "DURATION",
+      "only sources with no receipt received for DURATION (10m, 1h; "
+      "sources with no receipt stored included)" },
 };
 
 /* Where one command means something else by an option than its generic
@@ -230,24 +236,29 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
                             "requested", "executed", "status", "group_by" };
     const char *svals[] = { o->plan,      o->graph,    o->model,  o->source,
                             o->requested, o->executed, o->status, o->group_by };
-    const char *ukeys[] = { "since", "until", "limit", "before_id" };
+    const char *ukeys[] = { "since", "until", "limit", "before_id",
+                            "quiet_for" };
     const int uhas[] = { o->has_since, o->has_until, o->has_limit,
-                         o->has_before };
-    const uint64_t uvals[] = { o->since, o->until, o->limit, o->before_id };
-    size_t i, n = 1;
+                         o->has_before, o->has_quiet_for };
+    const uint64_t uvals[] = { o->since, o->until, o->limit, o->before_id,
+                               o->quiet_for };
+    size_t i, n = 1 + (o->only_missing != 0);
     int rc;
 
     for (i = 0; i < 8; i++)
         n += svals[i] != NULL;
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         n += uhas[i] != 0;
     rc = msgpack_pack_map(pk, n) != 0 || cli_pack_str(pk, "kind", kind);
     for (i = 0; i < 8 && rc == 0; i++)
         if (svals[i] != NULL)
             rc = cli_pack_str(pk, skeys[i], svals[i]);
-    for (i = 0; i < 4 && rc == 0; i++)
+    for (i = 0; i < 5 && rc == 0; i++)
         if (uhas[i])
             rc = cli_pack_u64(pk, ukeys[i], uvals[i]);
+    if (rc == 0 && o->only_missing)
+        rc = envelope_pack_cstr(pk, "only_missing") != 0 ||
+             msgpack_pack_true(pk) != 0;
     return rc;
 }
 
@@ -610,11 +621,16 @@ static const struct cmd cmds[] = {
       "Per counter (and per group with --group-by): receipts, measured,\n"
       "unknown, coverage, and sum, min, max and mean over measured receipts\n"
       "only; an unknown counter is never counted as zero." },
-    { "gaps", cmd_gaps, QUERY | B(O_SOURCE), "",
-      "missing seq ranges per source",
-      "Per source: first and last seq, receipts received, and the missing\n"
-      "seq ranges in between (receipts lost before they reached the\n"
-      "daemon)." },
+    { "gaps", cmd_gaps,
+      QUERY | B(O_SOURCE) | B(O_ONLY_MISSING) | B(O_QUIET_FOR), "",
+      "missing seq ranges per source; quiet sources",
+      "Per source: first and last seq, receipts received, the missing seq\n"
+      "ranges in between (receipts lost before they reached the daemon)\n"
+      "and when its last receipt arrived, the sources with most missing\n"
+      "seqs first, so --limit never hides a gappy source behind healthy\n"
+      "ones. --only-missing lists only sources with gaps; --quiet-for 10m\n"
+      "only those that sent no receipt in the last 10 minutes (the ones\n"
+      "that stopped)." },
     { "quarantine", cmd_quarantine, QUERY | B(O_SOURCE) | TIME,
       "[show|replay ID...]", "rejected payloads; show, replay them",
       "Lists quarantined payloads (rejected writes kept with their bytes).\n"
@@ -945,6 +961,16 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         break;
     case O_COLUMNS:
         o->columns = arg;
+        break;
+    case O_ONLY_MISSING:
+        o->only_missing = 1;
+        break;
+    case O_QUIET_FOR:
+        if (duration_parse(arg, 1000, &o->quiet_for, derr, sizeof(derr)) != 0) {
+            cli_usage_err(prog, "--quiet-for: %s", derr);
+            return CLI_EXIT_USAGE;
+        }
+        o->has_quiet_for = 1;
         break;
     }
     return 0;

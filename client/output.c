@@ -465,9 +465,11 @@ static const char *const coverage_tail[] = {
 
 /* The ranges last: they are the one column that can be long. */
 static const char *const gaps_cols[] = {
-    "source",   "first_seq",    "last_seq",
-    "received", "missing_seqs", "missing_truncated",
-    "missing",  EXTRA_COL,      NULL,
+    "source",           "first_seq",
+    "last_seq",         "received",
+    "missing_seqs",     "missing_truncated",
+    "last_received_at", "missing",
+    EXTRA_COL,          NULL,
 };
 
 /* attempts and last_attempt_at came later: after the columns scripts

@@ -1205,6 +1205,227 @@ START_TEST(test_cli_gaps_cut_ranges_are_noted)
 }
 END_TEST
 
+/* ---- fleet health: gaps sorted, --only-missing, --quiet-for ---- */
+
+/* A daemon whose chunks hold 4 receipts, so a source's newest receipt is
+ * looked for in the chunks' postings as well as in the tail. */
+static void
+setup_small_chunks(void)
+{
+    static const char *const extra[] = { "--log-level", "warning",
+                                         "--chunk-receipts", "4", NULL };
+
+    if (e2e_start(&d, extra) != 0) {
+        size_t len;
+        char *log = e2e_read_file(d.log, &len);
+
+        ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
+    }
+}
+
+/* Imports, as source, receipts at positions 1..n but those in holes (a
+ * string of '1' and '0' by position, shorter than n: 1 is a hole). */
+static void
+import_source(const char *source, int n, const char *holes)
+{
+    char path[400], name[64];
+    const char *args[] = { "import", "--source", source, path, NULL };
+    size_t cap = (size_t)n * (sizeof(S1_LINE) + 4), len = 0, k;
+    char *text = malloc(cap);
+    struct run r;
+    int i;
+
+    ck_assert_ptr_nonnull(text);
+    text[0] = '\0';
+    for (i = 0; i < n; i++)
+        len += (size_t)snprintf(
+            text + len, cap - len, "%s",
+            (size_t)i < strlen(holes) && holes[i] == '1' ? "{}\n" : S1_LINE);
+    snprintf(name, sizeof(name), "%s.jsonl", source);
+    for (k = 0; name[k] != '\0'; k++)
+        if (name[k] == '/')
+            name[k] = '_';
+    write_tmp(path, sizeof(path), name, text);
+    free(text);
+    run(&r, args);
+    /* A hole is an invalid item: exit 1, the others stored. */
+    ck_assert_msg(r.status == (strchr(holes, '1') ? 1 : 0), "%s%s", r.out,
+                  r.err);
+    run_free(&r);
+}
+
+/* The rows of `gaps` with args as JSON (owned by *doc). */
+static struct json_object *
+gaps_rows(struct json_object **doc, const char *const *args, struct run *r)
+{
+    run_ok(r, args);
+    *doc = json_tokener_parse(r->out);
+    ck_assert_msg(*doc != NULL, "%s", r->out);
+    return json_object_object_get(*doc, "rows");
+}
+
+static const char *
+jstr(struct json_object *j, const char *key)
+{
+    return json_object_get_string(json_object_object_get(j, key));
+}
+
+/* Most missing seqs first, whatever order the sources came in (and their
+ * names); --only-missing leaves out the sources without gaps. */
+START_TEST(test_cli_gaps_sorted_by_missing)
+{
+    const char *all[] = { "gaps", "--format", "json", NULL };
+    const char *only[] = { "gaps", "--only-missing", "--format", "json", NULL };
+    const char *csv[] = { "gaps", "--only-missing", "--format", "csv", NULL };
+    static const char *const want[] = { "fleet/c", "fleet/b", "fleet/a",
+                                        "fleet/d" };
+    struct json_object *doc, *rows;
+    struct run r;
+    size_t i;
+
+    import_source("fleet/a", 5, "");
+    import_source("fleet/b", 5, "0100");
+    import_source("fleet/c", 6, "01101");
+    import_source("fleet/d", 3, "");
+
+    rows = gaps_rows(&doc, all, &r);
+    ck_assert_msg(json_object_array_length(rows) == 4, "%s", r.out);
+    for (i = 0; i < 4; i++) {
+        struct json_object *row = json_object_array_get_idx(rows, i);
+
+        ck_assert_msg(strcmp(jstr(row, "source"), want[i]) == 0, "row %zu: %s",
+                      i, r.out);
+    }
+    ck_assert_uint_eq(juint(json_object_array_get_idx(rows, 0), "missing_seqs"),
+                      3);
+    ck_assert_uint_eq(juint(json_object_array_get_idx(rows, 1), "missing_seqs"),
+                      1);
+    json_object_put(doc);
+    run_free(&r);
+
+    rows = gaps_rows(&doc, only, &r);
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 0), "source"),
+                     "fleet/c");
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 1), "source"),
+                     "fleet/b");
+    json_object_put(doc);
+    run_free(&r);
+
+    run_ok(&r, csv);
+    ck_assert_int_eq(count_lines(r.out), 3);
+    ck_assert_ptr_nonnull(strstr(r.out, "last_received_at,missing,extra\n"
+                                        "fleet/c,1,6,3,3,false,"));
+    run_free(&r);
+}
+END_TEST
+
+/* A gappy source that came last is listed first under a --limit that
+ * healthy ones would fill: the cut falls on healthy sources. */
+START_TEST(test_cli_gaps_limit_never_hides_a_gappy_source)
+{
+    const char *args[] = { "gaps", "--limit", "2", "--format", "json", NULL };
+    const char *fail[] = { "gaps", "--limit", "2", "--fail-on-truncate", NULL };
+    struct json_object *doc, *rows;
+    char name[32];
+    struct run r;
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        snprintf(name, sizeof(name), "healthy/%d", i);
+        import_source(name, 3, "");
+    }
+    import_source("z/gappy", 4, "01");
+    rows = gaps_rows(&doc, args, &r);
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    ck_assert_msg(strcmp(jstr(json_object_array_get_idx(rows, 0), "source"),
+                         "z/gappy") == 0,
+                  "%s", r.out);
+    ck_assert_uint_eq(juint(json_object_array_get_idx(rows, 0), "missing_seqs"),
+                      1);
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 1), "source"),
+                     "healthy/0");
+    ck_assert(
+        json_object_get_boolean(json_object_object_get(doc, "truncated")));
+    json_object_put(doc);
+    run_free(&r);
+    run(&r, fail);
+    ck_assert_int_eq(r.status, 4);
+    run_free(&r);
+}
+END_TEST
+
+/* The newest receipt of source, from `receipts` (its received_at). */
+static uint64_t
+newest_received_at(const char *source)
+{
+    const char *args[] = { "receipts", "--source", source,  "--limit",
+                           "1",        "--format", "jsonl", NULL };
+    struct json_object *j;
+    struct run r;
+    uint64_t v;
+
+    run_ok(&r, args);
+    j = json_tokener_parse(r.out);
+    ck_assert_msg(j != NULL, "%s", r.out);
+    v = juint(j, "received_at");
+    json_object_put(j);
+    run_free(&r);
+    return v;
+}
+
+/*
+ * Each source's last receive time is its newest receipt's, whether that
+ * is in a chunk or in the tail; --quiet-for lists the sources that sent
+ * nothing for that long (the one that stopped), not the one still
+ * sending.
+ */
+START_TEST(test_cli_gaps_quiet_for_lists_the_sources_that_stopped)
+{
+    const char *all[] = { "gaps", "--format", "json", NULL };
+    const char *quiet[] = { "gaps",     "--quiet-for", "1500ms",
+                            "--format", "json",        NULL };
+    const char *bad[] = { "gaps", "--quiet-for", "soon", NULL };
+    struct json_object *doc, *rows;
+    uint64_t old_at, new_at;
+    struct run r;
+    size_t i;
+
+    /* 9 receipts: two chunks of 4 and one in the tail, then 6 more of
+     * another source push it all into chunks. */
+    import_source("stopped/1", 9, "");
+    usleep(2500 * 1000);
+    import_source("sending/1", 6, "");
+    old_at = newest_received_at("stopped/1");
+    new_at = newest_received_at("sending/1");
+    ck_assert_uint_gt(new_at, old_at + 2000);
+
+    rows = gaps_rows(&doc, all, &r);
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    for (i = 0; i < 2; i++) {
+        struct json_object *row = json_object_array_get_idx(rows, i);
+        int stopped = strcmp(jstr(row, "source"), "stopped/1") == 0;
+
+        ck_assert_uint_eq(juint(row, "last_received_at"),
+                          stopped ? old_at : new_at);
+    }
+    json_object_put(doc);
+    run_free(&r);
+
+    rows = gaps_rows(&doc, quiet, &r);
+    ck_assert_msg(json_object_array_length(rows) == 1, "%s", r.out);
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 0), "source"),
+                     "stopped/1");
+    json_object_put(doc);
+    run_free(&r);
+
+    run(&r, bad);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--quiet-for"));
+    run_free(&r);
+}
+END_TEST
+
 /* ---- tables for people ---- */
 
 /* The display width of the UTF-8 text s[0..n). */
@@ -1357,6 +1578,14 @@ e2e_cli_suite(void)
     tcase_add_test(tc, test_cli_import_errors_name_line_or_item);
     tcase_add_test(tc, test_cli_import_progress_on_a_terminal);
     tcase_add_test(tc, test_cli_gaps_cut_ranges_are_noted);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fleet");
+    tcase_add_checked_fixture(tc, setup_small_chunks, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_gaps_sorted_by_missing);
+    tcase_add_test(tc, test_cli_gaps_limit_never_hides_a_gappy_source);
+    tcase_add_test(tc, test_cli_gaps_quiet_for_lists_the_sources_that_stopped);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tables");

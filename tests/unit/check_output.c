@@ -241,9 +241,12 @@ static const char receipts_json[] =
 static const char gaps_json[] =
     "{\"rows\": ["
     "{\"source\": \"node-1/rt-3\", \"first_seq\": 1, \"last_seq\": 20,"
-    " \"received\": 15, \"missing\": [[3, 5], [9, 9], [12, 13]]},"
+    " \"received\": 15, \"missing_seqs\": 6, \"missing_truncated\": false,"
+    " \"last_received_at\": 1796011200000,"
+    " \"missing\": [[3, 5], [9, 9], [12, 13]]},"
     "{\"source\": \"node-2\", \"first_seq\": 5, \"last_seq\": 5,"
-    " \"received\": 1, \"missing\": []}"
+    " \"received\": 1, \"missing_seqs\": 0, \"missing_truncated\": false,"
+    " \"last_received_at\": null, \"missing\": []}"
     "], \"truncated\": false}";
 
 static const char stats_json[] =
