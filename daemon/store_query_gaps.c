@@ -27,6 +27,7 @@
 
 #include <roaring/roaring.h>
 
+#include "invariant.h"
 #include "store_agg.h"
 #include "store_internal.h"
 #include "store_seq.h"
@@ -63,6 +64,23 @@ walk_seq(struct walk *w, uint64_t v)
     w->prev = v;
     w->g.last_seq = v;
     w->g.received++;
+}
+
+/* A run [lo, hi] of n distinct seqs that nothing else falls inside, as
+ * walk_seq() of each would count it, without its ranges: for the first
+ * walk, which needs only the figures. */
+static void
+walk_block(struct walk *w, uint64_t lo, uint64_t hi, uint64_t n)
+{
+    walk_seq(w, lo);
+    if (hi == lo)
+        return;
+    w->g.missing += hi - lo + 1 - n;
+    if (hi - lo + 1 > n)
+        w->g.ranges_truncated = 1;
+    w->g.received += n - 1;
+    w->prev = hi;
+    w->g.last_seq = hi;
 }
 
 /* The seqs of the tail's rows, whose `receipt` records are not written
@@ -156,8 +174,11 @@ static const char *const gaps_sql[GS_COUNT] = {
                     "ORDER BY seq",
     [GS_WALK_HIGH] = "SELECT seq FROM dedupe WHERE source_id = ?1 AND seq < 0 "
                      "ORDER BY seq",
-    [GS_RUNS] = "SELECT lo, hi, chunk FROM seq_runs WHERE source_id = ?1 AND "
-                "hi >= ?2 AND lo <= ?3 ORDER BY lo",
+    /* In key order, which is lo order too unless runs overlap: runs_load
+     * sorts only then (SQLite's sorter would cost each source more than
+     * reading its runs). */
+    [GS_RUNS] = "SELECT lo, hi, chunk, n FROM seq_runs WHERE source_id = ?1 "
+                "AND hi >= ?2 AND lo <= ?3 ORDER BY hi, chunk",
     [GS_ENTRIES] = "SELECT entries FROM seq_runs WHERE source_id = ?1 AND "
                    "hi = ?2 AND chunk = ?3",
     [GS_TAIL_AT] = "SELECT source_id, max(received_at) FROM receipts WHERE "
@@ -177,15 +198,23 @@ struct open_run {
 
 /* The runs of one source within one half [min, max] of the signed seqs,
  * merged: headers by lo, each opened when the walk reaches its lo. */
+/* A run's header: its seqs' range, its chunk and how many it holds. */
+struct run_head {
+    int64_t lo, hi, chunk, n;
+};
+
 struct runs {
     sqlite3_stmt *const *st;
     int64_t source_id, min, max;
-    struct {
-        int64_t lo, hi, chunk;
-    } * h;
+    struct run_head *h;
     size_t nh, caph, next;
     struct open_run *open;
     size_t nopen, capopen;
+    /* whole: a run that overlaps no other may be offered unopened, as the
+     * block h[next] (block set; the seq given is its lo), for the caller
+     * to take whole (next++) or to open (runs_open_next) when something
+     * else falls inside it. */
+    int whole, block;
 };
 
 static void
@@ -255,14 +284,28 @@ runs_open_next(struct runs *r)
     return runs_advance(r, r->nopen - 1);
 }
 
+/* Whether run h[next], within the half, overlaps no run after it (none
+ * is open) and holds as many seqs as its header says it can. */
+static int
+alone(const struct runs *r)
+{
+    const size_t k = r->next;
+
+    return r->h[k].lo >= r->min && r->h[k].hi <= r->max && r->h[k].n >= 1 &&
+           (uint64_t)(r->h[k].hi - r->h[k].lo) >= (uint64_t)r->h[k].n - 1 &&
+           (k + 1 == r->nh || r->h[k + 1].lo > r->h[k].hi);
+}
+
 /* The next seq of the runs into *v: 1, 0 when none is left, or an SQLite
- * error. Equal seqs of overlapping runs come one after the other. */
+ * error. Equal seqs of overlapping runs come one after the other. With
+ * r->whole, r->block says when *v is the lo of a run not opened. */
 static int
 runs_next(struct runs *r, int64_t *v)
 {
     size_t i, best;
     int rc;
 
+    r->block = 0;
     for (;;) {
         best = r->nopen;
         for (i = 0; i < r->nopen; i++)
@@ -270,6 +313,11 @@ runs_next(struct runs *r, int64_t *v)
                 best = i;
         if (r->next < r->nh &&
             (best == r->nopen || r->h[r->next].lo <= r->open[best].cur)) {
+            if (r->whole && r->nopen == 0 && alone(r)) {
+                r->block = 1;
+                *v = r->h[r->next].lo;
+                return 1;
+            }
             if ((rc = runs_open_next(r)) != 0)
                 return rc;
             continue;
@@ -282,10 +330,23 @@ runs_next(struct runs *r, int64_t *v)
 }
 
 static int
+by_lo(const void *a, const void *b)
+{
+    const struct run_head *x = a, *y = b;
+
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    if (x->hi != y->hi)
+        return x->hi < y->hi ? -1 : 1;
+    return (x->chunk > y->chunk) - (x->chunk < y->chunk);
+}
+
+/* The headers of the source's runs that reach into the half, by lo. */
+static int
 runs_load(struct runs *r)
 {
     sqlite3_stmt *st = r->st[GS_RUNS];
-    int rc;
+    int rc, sorted = 1;
 
     r->nh = r->next = 0;
     sqlite3_bind_int64(st, 1, r->source_id);
@@ -306,9 +367,14 @@ runs_load(struct runs *r)
         r->h[r->nh].lo = sqlite3_column_int64(st, 0);
         r->h[r->nh].hi = sqlite3_column_int64(st, 1);
         r->h[r->nh].chunk = sqlite3_column_int64(st, 2);
+        r->h[r->nh].n = sqlite3_column_int64(st, 3);
+        if (r->nh > 0 && r->h[r->nh].lo < r->h[r->nh - 1].lo)
+            sorted = 0;
         r->nh++;
     }
     sqlite3_reset(st);
+    if (rc == SQLITE_DONE && !sorted)
+        qsort(r->h, r->nh, sizeof(*r->h), by_lo);
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
@@ -322,10 +388,13 @@ runs_free(struct runs *r)
 }
 
 /* One source: each half merged from the dedupe table, the runs and the
- * tail, in signed order within the half. */
+ * tail, in signed order within the half. With whole (for the figures
+ * only), a run that nothing else falls inside is counted from its header,
+ * not read. */
 static int
 walk_source(struct store *s, sqlite3_stmt *const *st, int64_t source_id,
-            const struct tail_seqs *ts, struct walk *w, struct proto_err *err)
+            const struct tail_seqs *ts, int whole, struct walk *w,
+            struct proto_err *err)
 {
     size_t first = tail_first(ts, source_id), end = first, neg;
     struct runs r;
@@ -334,6 +403,7 @@ walk_source(struct store *s, sqlite3_stmt *const *st, int64_t source_id,
     memset(&r, 0, sizeof(r));
     r.st = st;
     r.source_id = source_id;
+    r.whole = whole;
     while (end < ts->n && ts->v[end].source_id == source_id)
         end++;
     /* The tail's run is in signed order: the negative ones come first. */
@@ -367,6 +437,21 @@ walk_source(struct store *s, sqlite3_stmt *const *st, int64_t source_id,
                 hd = (rc = sqlite3_step(dst)) == SQLITE_ROW;
                 if (hd)
                     dv = sqlite3_column_int64(dst, 0);
+            } else if (hr && (t == te || rv <= ts->v[t].seq) && r.block) {
+                int64_t hi = r.h[r.next].hi;
+
+                if ((!hd || dv > hi) && (t == te || ts->v[t].seq > hi)) {
+                    walk_block(w, (uint64_t)rv, (uint64_t)hi,
+                               (uint64_t)r.h[r.next].n);
+                    r.next++;
+                } else if ((hr = runs_open_next(&r)) != 0) {
+                    /* A seq of the table or the tail falls inside the
+                     * run: it is read after all. */
+                    rc = hr;
+                    break;
+                }
+                hr = runs_next(&r, &rv);
+                continue;
             } else if (hr && (t == te || rv <= ts->v[t].seq)) {
                 v = rv;
                 hr = runs_next(&r, &rv);
@@ -668,7 +753,7 @@ store_query_gaps(struct store *s, const struct store_filter *f,
         memset(&w.g, 0, sizeof(w.g));
         w.any = 0;
         w.cap = 0;
-        if ((rc = walk_source(s, st, id, &ts, &w, err)) != 0)
+        if ((rc = walk_source(s, st, id, &ts, 1, &w, err)) != 0)
             break;
         if (ss.n == ss.cap) {
             size_t cap = ss.cap ? ss.cap * 2 : 64;
@@ -721,8 +806,15 @@ store_query_gaps(struct store *s, const struct store_filter *f,
         w.any = 0;
         /* Only a source with gaps has ranges to walk for. */
         if (g->missing > 0 &&
-            (rc = walk_source(s, st, g->source_id, &ts, &w, err)) != 0)
+            (rc = walk_source(s, st, g->source_id, &ts, 0, &w, err)) != 0)
             break;
+        /* The second walk reads every seq the first counted whole. */
+        if (g->missing > 0 &&
+            NEVER(w.g.missing != g->missing || w.g.received != g->received)) {
+            rc = proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                               "the seqs of a source were counted two ways");
+            break;
+        }
         w.g.first_seq = g->first_seq;
         w.g.last_seq = g->last_seq;
         w.g.received = g->received;

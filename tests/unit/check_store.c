@@ -749,6 +749,78 @@ START_TEST(test_store_seq_mark_counts_the_tail)
 }
 END_TEST
 
+/* The figures `gaps` gives source "src" (and how many sources it lists). */
+static void
+gaps_of(const char *dbpath, struct gapseen *g)
+{
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    struct proto_err err;
+    struct store *q;
+    int trunc;
+
+    memset(g, 0, sizeof(*g));
+    f.source = "src";
+    f.source_len = 3;
+    ck_assert_int_eq(store_open(dbpath, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, g, &trunc, &err), 0);
+    store_free(q);
+}
+
+/*
+ * The first walk counts a run that nothing else falls inside from its
+ * header; a seq of the dedupe table inside a run's range makes it read
+ * the run after all: seqs 1, 2, 4, 5 in one run (a chunk of 4) and 3 in
+ * the table are 5 received, none missing; without the 3, one missing.
+ */
+START_TEST(test_store_gaps_run_with_a_table_seq_inside)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 4 };
+    static const uint64_t seqs[] = { 1, 2, 4, 5 };
+    struct gapseen g;
+    struct proto_err err;
+    struct store *s;
+    sqlite3 *db;
+    size_t i;
+    int dup;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (i = 0; i < 4; i++)
+        put_single(s, seqs[i], &dup);
+    store_free(s);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM seq_runs WHERE lo = "
+                                   "1 AND hi = 5 AND n = 4"),
+                     1);
+    sqlite3_close(db);
+    gaps_of(path, &g);
+    ck_assert_int_eq(g.sources, 1);
+    ck_assert_uint_eq(g.received, 4);
+    ck_assert_uint_eq(g.missing, 1);
+    ck_assert_uint_eq(g.first, 1);
+    ck_assert_uint_eq(g.last, 5);
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db,
+                     "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
+                     "status) SELECT id, 3, 3, NULL, NULL FROM strings WHERE "
+                     "value = CAST('src' AS BLOB)",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    gaps_of(path, &g);
+    ck_assert_uint_eq(g.received, 5);
+    ck_assert_uint_eq(g.missing, 0);
+    ck_assert_uint_eq(g.first, 1);
+    ck_assert_uint_eq(g.last, 5);
+}
+END_TEST
+
 /*
  * Seq runs that overlap (store_seq.c): a source whose seqs do not rise
  * (odd seqs in the first chunks, even ones later, and some above 2^63),
@@ -1223,6 +1295,7 @@ suite(void)
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
     ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
     ADD("seq_runs_overlap", test_store_seq_runs_overlap);
+    ADD("gaps_run_with_table_seq", test_store_gaps_run_with_a_table_seq_inside);
     ADD("seq_conflicts", test_store_seq_conflicts);
 #undef ADD
     tc = tcase_create("migrate_earlier");
