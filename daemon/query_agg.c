@@ -446,41 +446,25 @@ static int
 parse_quarantine(struct query_args *a, const msgpack_object *body,
                  struct proto_err *err)
 {
-    const msgpack_object *o;
     int rc;
 
     if ((rc = query_parse_common(a, body, err)) ||
         (rc = query_opt_uint(body, "id", &a->has_qid, &a->qid, err)))
         return rc;
-    o = mpobj_map_get(body, "raw", NULL);
-    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
-        if (o->type != MSGPACK_OBJECT_BOOLEAN)
-            return proto_err_set(err, PROTO_EINVALID, "raw",
-                                 "expected raw as a boolean");
-        a->raw = o->via.boolean;
-    }
-    return 0;
+    return query_opt_bool(body, "raw", &a->raw, err);
 }
 
 static int
 parse_gaps(struct query_args *a, const msgpack_object *body,
            struct proto_err *err)
 {
-    const msgpack_object *o;
     int rc;
 
     if ((rc = query_parse_common(a, body, err)) ||
         (rc = query_opt_uint(body, "quiet_for", &a->has_quiet_for,
                              &a->quiet_for, err)))
         return rc;
-    o = mpobj_map_get(body, "only_missing", NULL);
-    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
-        if (o->type != MSGPACK_OBJECT_BOOLEAN)
-            return proto_err_set(err, PROTO_EINVALID, "only_missing",
-                                 "expected only_missing as a boolean");
-        a->only_missing = o->via.boolean;
-    }
-    return 0;
+    return query_opt_bool(body, "only_missing", &a->only_missing, err);
 }
 
 static int

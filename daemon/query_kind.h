@@ -62,6 +62,9 @@ int query_parse_common(struct query_args *a, const msgpack_object *body,
  * from_name knows (-1 when absent; expected lists the names). */
 int query_opt_uint(const msgpack_object *body, const char *key, int *has,
                    uint64_t *v, struct proto_err *err);
+/* An optional boolean: *v left alone when absent or nil. */
+int query_opt_bool(const msgpack_object *body, const char *key, int *v,
+                   struct proto_err *err);
 int query_opt_enum(const msgpack_object *body, const char *key,
                    int (*from_name)(const char *, size_t), const char *expected,
                    int *out, struct proto_err *err);
