@@ -32,6 +32,7 @@
 #include <msgpack.h>
 #include <sqlite3.h>
 
+#include "bench_util.h"
 #include "envelope.h"
 #include "query_agg.h"
 #include "receipt.h"
@@ -45,32 +46,11 @@ static long opt_receipts = 2000000, opt_sources = 10000, opt_hours = 48;
 static int opt_runs = 20, opt_scan_runs = 3;
 static const char *opt_db;
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void
 fail(const char *what, const struct proto_err *err)
 {
     fprintf(stderr, "bench_gaps: %s: %s\n", what, err->message);
     exit(1);
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t
-next(void)
-{
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static void
@@ -101,7 +81,7 @@ build(const char *path)
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
     int64_t t0 = (int64_t)time(NULL) * 1000 - opt_hours * HOUR_MS;
     uint64_t *seq = calloc((size_t)opt_sources, sizeof(*seq));
-    double start = now_ms();
+    double start = bench_now_ms();
     struct store_write w;
     struct proto_err err;
     struct receipt r;
@@ -122,7 +102,7 @@ build(const char *path)
             /* A tenth of the sources stop half way. */
             if (src % 10 == 9 && done > opt_receipts / 2)
                 continue;
-            seq[src] += next() % 500 == 0 ? 2 : 1;
+            seq[src] += bench_next() % 500 == 0 ? 2 : 1;
             snprintf(source, sizeof(source), "node-%ld/rt-1", src);
             memset(&w, 0, sizeof(w));
             w.op = PROTO_OP_RECEIPT;
@@ -130,7 +110,7 @@ build(const char *path)
             w.source_len = strlen(source);
             w.has_seq = 1;
             w.seq = seq[src];
-            w.payload_hash = (uint32_t)next() | 1;
+            w.payload_hash = (uint32_t)bench_next() | 1;
             w.received_at = t0 + (int64_t)((double)done / (double)opt_receipts *
                                            (double)(opt_hours * HOUR_MS));
             w.receipts = &r;
@@ -144,26 +124,9 @@ build(const char *path)
             fail("commit", &err);
     }
     printf("build: %ld single receipts with seqs from %ld sources in %.1f s\n",
-           opt_receipts, opt_sources, (now_ms() - start) / 1e3);
+           opt_receipts, opt_sources, (bench_now_ms() - start) / 1e3);
     free(seq);
     store_free(s);
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-static double
-pct(double *v, int n, double p)
-{
-    int i = (int)(p * (n - 1) + 0.5);
-
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return v[i < n ? i : n - 1];
 }
 
 struct gcase {
@@ -199,15 +162,15 @@ run_case(struct store *s, const struct gcase *c, double *lat)
 
         msgpack_sbuffer_init(&out);
         msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
-        t = now_ms();
+        t = bench_now_ms();
         if (query_agg_gaps(s, &f, &sel, 0, &pk, &err) != 0)
             fail(c->name, &err);
-        lat[i] = now_ms() - t;
+        lat[i] = bench_now_ms() - t;
         rows = out.size;
         msgpack_sbuffer_destroy(&out);
     }
-    printf("%-34s %10.1f %10.1f %10zu\n", c->name, pct(lat, opt_runs, 0.5),
-           pct(lat, opt_runs, 0.99), rows);
+    printf("%-34s %10.1f %10.1f %10zu\n", c->name,
+           bench_pct(lat, opt_runs, 0.5), bench_pct(lat, opt_runs, 0.99), rows);
 }
 
 static void
@@ -289,17 +252,18 @@ main(int argc, char **argv)
         return 1;
     for (i = 0; i < opt_scan_runs; i++) {
         sqlite3_stmt *st;
-        double t = now_ms();
+        double t = bench_now_ms();
 
         if (sqlite3_prepare_v2(db, plain, -1, &st, NULL) != SQLITE_OK)
             return 1;
         while (sqlite3_step(st) == SQLITE_ROW)
             ;
         sqlite3_finalize(st);
-        lat[i] = now_ms() - t;
+        lat[i] = bench_now_ms() - t;
     }
     printf("%-34s %10.1f %10.1f\n", "plain GROUP BY over receipts",
-           pct(lat, opt_scan_runs, 0.5), pct(lat, opt_scan_runs, 0.99));
+           bench_pct(lat, opt_scan_runs, 0.5),
+           bench_pct(lat, opt_scan_runs, 0.99));
     sqlite3_close(db);
     free(lat);
     if (opt_db == NULL) {
