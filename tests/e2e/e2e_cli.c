@@ -145,17 +145,24 @@ write_tmp(char *path, size_t len, const char *name, const char *text)
     ck_assert_int_eq(e2e_write_file(path, text), 0);
 }
 
+/* Starts the test's daemon with extra flags. */
 static void
-setup(void)
+start(const char *const *extra)
 {
-    static const char *const extra[] = { "--log-level", "warning", NULL };
-
     if (e2e_start(&d, extra) != 0) {
         size_t len;
         char *log = e2e_read_file(d.log, &len);
 
         ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
     }
+}
+
+static void
+setup(void)
+{
+    static const char *const extra[] = { "--log-level", "warning", NULL };
+
+    start(extra);
 }
 
 static void
@@ -1215,12 +1222,7 @@ setup_small_chunks(void)
     static const char *const extra[] = { "--log-level", "warning",
                                          "--chunk-receipts", "4", NULL };
 
-    if (e2e_start(&d, extra) != 0) {
-        size_t len;
-        char *log = e2e_read_file(d.log, &len);
-
-        ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
-    }
+    start(extra);
 }
 
 /* Imports, as source, receipts at positions 1..n but those in holes (a

@@ -460,6 +460,16 @@ put_refused(struct store *s, const char *src, const char *raw,
     ck_assert_uint_eq(w.evicted, 0);
 }
 
+/* The quarantine holds rows rows, and its byte counter says bytes. */
+static void
+assert_quarantine(sqlite3 *db, int64_t rows, int64_t bytes)
+{
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), rows);
+    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
+                                   "'quarantine_bytes'"),
+                     bytes);
+}
+
 /*
  * A replay refused again updates its row (code, bytes, attempts + 1,
  * last_attempt_at; the first time stays) and the byte count follows, only
@@ -483,7 +493,7 @@ START_TEST(test_store_quarantine_replay_updates_its_row)
                      1);
 
     put_refused(s, "src", "abcdef", 1, "abcdef", 2000, PROTO_EINVALID);
-    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), 1);
+    assert_quarantine(db, 1, 6);
     ck_assert_int_eq(scalar_of(db, "SELECT attempts * 10000000 + "
                                    "last_attempt_at * 1000 + received_at / "
                                    "1000 FROM quarantine WHERE id = 1"),
@@ -491,32 +501,23 @@ START_TEST(test_store_quarantine_replay_updates_its_row)
     ck_assert_int_eq(scalar_of(db, "SELECT code = 'invalid' FROM quarantine "
                                    "WHERE id = 1"),
                      1);
-    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
-                                   "'quarantine_bytes'"),
-                     6);
 
     /* A batch whose items were partly accepted keeps what is still
      * refused, in the same row. */
     put_refused(s, "src", "abc", 1, "abcdef", 3000, PROTO_EINVALID);
-    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), 1);
+    assert_quarantine(db, 1, 3);
     ck_assert_int_eq(scalar_of(db, "SELECT attempts * 100 + size FROM "
                                    "quarantine WHERE raw = CAST('abc' AS "
                                    "BLOB)"),
                      303);
-    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
-                                   "'quarantine_bytes'"),
-                     3);
 
     /* The row no longer holds those bytes; another source's replay; a
      * row that is gone: three new rows. */
     put_refused(s, "src", "abcdef", 1, "abcdef", 4000, PROTO_EINVALID);
     put_refused(s, "other", "abc", 1, "abc", 5000, PROTO_EINVALID);
     put_refused(s, "src", "xyz", 99, "xyz", 6000, PROTO_EINVALID);
-    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), 4);
+    assert_quarantine(db, 4, 3 + 6 + 3 + 3);
     ck_assert_int_eq(scalar_of(db, "SELECT sum(attempts) FROM quarantine"), 6);
-    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
-                                   "'quarantine_bytes'"),
-                     3 + 6 + 3 + 3);
     ck_assert_int_eq(scalar_of(db, "SELECT sum(size) FROM quarantine"),
                      3 + 6 + 3 + 3);
     store_free(s);
@@ -799,10 +800,7 @@ START_TEST(test_store_gaps_run_with_a_table_seq_inside)
     sqlite3_close(db);
     gaps_of(path, &g);
     ck_assert_int_eq(g.sources, 1);
-    ck_assert_uint_eq(g.received, 4);
-    ck_assert_uint_eq(g.missing, 1);
-    ck_assert_uint_eq(g.first, 1);
-    ck_assert_uint_eq(g.last, 5);
+    ck_assert(g.received == 4 && g.missing == 1 && g.first == 1 && g.last == 5);
 
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
     ck_assert_int_eq(
@@ -814,10 +812,7 @@ START_TEST(test_store_gaps_run_with_a_table_seq_inside)
         SQLITE_OK);
     sqlite3_close(db);
     gaps_of(path, &g);
-    ck_assert_uint_eq(g.received, 5);
-    ck_assert_uint_eq(g.missing, 0);
-    ck_assert_uint_eq(g.first, 1);
-    ck_assert_uint_eq(g.last, 5);
+    ck_assert(g.received == 5 && g.missing == 0 && g.first == 1 && g.last == 5);
 }
 END_TEST
 
