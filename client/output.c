@@ -779,6 +779,38 @@ all_digits(const char *p, size_t n)
     return 1;
 }
 
+/*
+ * A ratio as a percentage with two significant digits at least, so a rare
+ * fallback reads 0.0016%, not 0.0%: one decimal from 1% up, more below;
+ * only 0 is 0% and only 1 is 100%.
+ */
+static void
+percent(struct buf *b, double r)
+{
+    double p = r * 100.0, q;
+    char tmp[64];
+    int d = 1;
+
+    if (!(p > 0)) {
+        buf_puts(b, "0%");
+        return;
+    }
+    if (r >= 1) {
+        buf_puts(b, "100%");
+        return;
+    }
+    for (q = p; q < 1 && d < 17; q *= 10)
+        d++;
+    /* 99.96% is not 100.0%. */
+    for (;;) {
+        snprintf(tmp, sizeof(tmp), "%.*f", d, p);
+        if (strncmp(tmp, "100", 3) != 0 || d >= 17)
+            break;
+        d++;
+    }
+    buf_printf(b, "%s%%", tmp);
+}
+
 /* An array of [from, to] pairs (the missing ranges of `gaps`) reads better
  * as "3-5,9" in a table than as nested JSON. */
 static int
@@ -866,7 +898,7 @@ render(struct cell *c, const char *col, const msgpack_object *v, int format)
     case MSGPACK_OBJECT_FLOAT64:
         c->kind = CELL_NUM;
         if (table && is_ratio_col(col))
-            buf_printf(&b, "%.1f%%", v->via.f64 * 100.0);
+            percent(&b, v->via.f64);
         else if (table)
             buf_printf(&b, "%.2f", v->via.f64);
         else {

@@ -632,6 +632,40 @@ START_TEST(test_output_truncation_names_the_way_on)
 }
 END_TEST
 
+/* Rates in tables keep two significant digits: a rare fallback is not
+ * 0.0%, and only exactly 0 and 1 are 0% and 100%. */
+static const struct {
+    const char *rate, *want;
+} rates[] = {
+    { "0.000016", " 0.0016%\n" }, { "0.0012", " 0.12%\n" },
+    { "0.005", " 0.50%\n" },      { "0.01", " 1.0%\n" },
+    { "0.123", " 12.3%\n" },      { "0.99996", " 99.996%\n" },
+    { "0.0", " 0%\n" },           { "1.0", " 100%\n" },
+};
+
+START_TEST(test_output_rates_keep_two_digits)
+{
+    struct result r;
+    char json[256], *got;
+    int rc;
+
+    snprintf(json, sizeof(json),
+             "{\"rows\": [{\"prepared_plan_id\": \"p\", \"receipts\": 1,"
+             " \"fallback\": 0, \"unproven\": 0, \"clean\": 1,"
+             " \"fallback_rate\": %s}], \"truncated\": false}",
+             rates[_i].rate);
+    result_from_json(&r, json);
+    got = render(OUTPUT_TABLE, "fallbacks", &r.up.data, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strlen(got) > strlen(rates[_i].want) &&
+                      strcmp(got + strlen(got) - strlen(rates[_i].want),
+                             rates[_i].want) == 0,
+                  "%s: %s", rates[_i].rate, got);
+    free(got);
+    result_free(&r);
+}
+END_TEST
+
 static Suite *
 output_suite(void)
 {
@@ -646,6 +680,8 @@ output_suite(void)
     tcase_add_test(tc, test_output_json_keeps_u64_max_exact);
     tcase_add_loop_test(tc, test_output_csv_and_table_keep_u64_max_exact, 0, 2);
     tcase_add_test(tc, test_output_bin_fields);
+    tcase_add_loop_test(tc, test_output_rates_keep_two_digits, 0,
+                        (int)(sizeof(rates) / sizeof(rates[0])));
     tcase_add_test(tc, test_output_record_matches_golden);
     suite_add_tcase(s, tc);
     tc = tcase_create("truncation");
