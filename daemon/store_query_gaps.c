@@ -793,7 +793,9 @@ store_query_gaps(struct store *s, const struct store_filter *f,
         if ((rc = name_source(s, st, &ss.v[n++], err)) != 0)
             goto end;
     }
-    qsort(ss.v, n, sizeof(*ss.v), by_missing);
+    /* No sources means no array: qsort must not be handed NULL. */
+    if (n > 0)
+        qsort(ss.v, n, sizeof(*ss.v), by_missing);
     if (n > f->limit) {
         *truncated = 1;
         n = f->limit;
