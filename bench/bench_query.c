@@ -512,7 +512,8 @@ main(int argc, char **argv)
             t = bench_now_ms();
             rc = c->coverage
                      ? query_agg_coverage(s, &f, c->group_by, 0, &pk, &err)
-                     : query_agg_fallbacks(s, &f, c->group_by, 0, &pk, &err);
+                     : query_agg_fallbacks(s, &f, c->group_by, NULL, 0, &pk,
+                                           &err);
             lat[i] = bench_now_ms() - t;
             msgpack_sbuffer_destroy(&out);
             if (rc != 0)

@@ -20,19 +20,30 @@
  * "backends", "source", "none"), or -1. name is borrowed. */
 int query_agg_group_from_name(const char *name, size_t len);
 
+/* Which groups `fallbacks` lists (all when zeroed or NULL). */
+struct query_agg_select {
+    int only_fallbacks; /* only groups with a fallback */
+    int has_min_rate;
+    double min_rate; /* only groups whose fallback_rate is at least this */
+};
+
 /*
  * Each runs one kind with the borrowed read-only store s and filter f, and
  * packs the whole result map into pk. Returns 0, or a negative PROTO_E*
  * code with err set (nothing useful is in pk then).
  *
  * query_agg_fallbacks: per group of group_by (not STORE_GROUP_NONE: the
- * fallback receipts themselves are `receipts` rows, which query.c packs),
- * receipts, fallback, unproven, clean and fallback_rate, most fallbacks
- * first. query_agg_coverage: per group (by name) and counter (by bit), the
- * coverage row of section 9. Both honour f->limit in rows.
+ * fallback receipts themselves are `receipts` rows, which query.c packs)
+ * that sel selects, receipts, fallback, unproven, clean and fallback_rate,
+ * most fallbacks first; "total" is the same figures over every group f
+ * matched, whatever sel and f->limit left out. query_agg_coverage: per
+ * group (by name) and counter (by bit), the coverage row of section 9;
+ * grouped, "total" is the rows of every group merged, one per counter.
+ * Both honour f->limit in rows.
  */
 int query_agg_fallbacks(struct store *s, const struct store_filter *f,
-                        int group_by, uint64_t deadline_ms, msgpack_packer *pk,
+                        int group_by, const struct query_agg_select *sel,
+                        uint64_t deadline_ms, msgpack_packer *pk,
                         struct proto_err *err);
 int query_agg_coverage(struct store *s, const struct store_filter *f,
                        int group_by, uint64_t deadline_ms, msgpack_packer *pk,

@@ -42,6 +42,10 @@ struct query_args {
     int only_missing;
     int has_quiet_for;
     uint64_t quiet_for;
+    /* fallbacks: only groups with a fallback; only those at min_rate */
+    int only_fallbacks;
+    int has_min_rate;
+    double min_rate;
     uint64_t deadline_ms;
     const struct query_snapshot *snap; /* stats: the loop's figures */
 };
