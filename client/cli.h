@@ -45,6 +45,9 @@ struct cli_opts {
     int only_missing;     /* gaps: only sources with missing seqs */
     int has_quiet_for;    /* gaps: only sources quiet for quiet_for ms */
     uint64_t quiet_for;
+    int only_fallbacks; /* fallbacks: only groups with a fallback */
+    int has_min_rate;   /* fallbacks: only groups at min_rate or above */
+    double min_rate;
     char **args; /* positional arguments after the subcommand */
     int nargs;
 };

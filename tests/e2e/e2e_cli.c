@@ -1428,6 +1428,172 @@ START_TEST(test_cli_gaps_quiet_for_lists_the_sources_that_stopped)
 }
 END_TEST
 
+/* ---- fallbacks: totals, --only-fallbacks, --min-rate ---- */
+
+/* Appends n receipts of plan to text (cap bytes), fallbacks of them to cpu
+ * and the rest executed where requested (unproven). */
+static void
+plan_lines(char *text, size_t cap, const char *plan, int n, int fallbacks)
+{
+    const char *pp = strstr(S1_LINE, "\"plan-a\""),
+               *ep = strstr(S1_LINE, "\"executed_backend\":\"cpu\"");
+    size_t len = strlen(text);
+    int i;
+
+    ck_assert(pp != NULL && ep != NULL && ep < pp);
+    for (i = 0; i < n; i++)
+        len += (size_t)snprintf(
+            text + len, cap - len,
+            "%.*s\"executed_backend\":\"%s\"%.*s\"%s\"%s", (int)(ep - S1_LINE),
+            S1_LINE, i < fallbacks ? "cpu" : "cuda",
+            (int)(pp - ep - strlen("\"executed_backend\":\"cpu\"")),
+            ep + strlen("\"executed_backend\":\"cpu\""), plan,
+            pp + strlen("\"plan-a\""));
+    ck_assert_uint_lt(len, cap);
+}
+
+/* plan-big: 200 receipts, 1 fallback (0.50%); plan-small: 2, 1 (50%);
+ * plan-none: 3, none. */
+static void
+import_plans(void)
+{
+    size_t cap = 210 * (sizeof(S1_LINE) + 16);
+    char *text = calloc(1, cap);
+
+    ck_assert_ptr_nonnull(text);
+    plan_lines(text, cap, "plan-big", 200, 1);
+    plan_lines(text, cap, "plan-small", 2, 1);
+    plan_lines(text, cap, "plan-none", 3, 0);
+    import_text("plans.jsonl", text);
+    free(text);
+}
+
+/* The one line of out that starts with prefix, or NULL. */
+static const char *
+line_of(const char *out, const char *prefix)
+{
+    const char *p = out;
+
+    for (; p != NULL && *p != '\0';
+         p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, prefix, strlen(prefix)) == 0)
+            return p;
+    return NULL;
+}
+
+/*
+ * A fallbacks table ends with a (total) row over every group, rates keep
+ * two significant digits, and JSON carries the same "total"; coverage by
+ * group ends with a (total) row per counter.
+ */
+START_TEST(test_cli_fallbacks_totals_and_rates)
+{
+    const char *table[] = { "fallbacks", NULL };
+    const char *json[] = { "fallbacks", "--format", "json", NULL };
+    const char *csv[] = { "fallbacks", "--format", "csv", NULL };
+    const char *cov[] = { "coverage", "--group-by", "model",
+                          "--limit",  "10000",      NULL };
+    struct json_object *doc, *tot;
+    const char *l;
+    struct run r;
+
+    import_plans();
+    run_ok(&r, table);
+    l = line_of(r.out, "(total)");
+    ck_assert_msg(l != NULL && strchr(l, '\n')[1] == '\0', "%s", r.out);
+    ck_assert_msg(strstr(l, " 205 ") != NULL && strstr(l, "0.98%\n") != NULL,
+                  "%s", r.out);
+    l = line_of(r.out, "plan-big");
+    ck_assert_msg(l != NULL && strstr(l, "0.50%\n") != NULL, "%s", r.out);
+    run_free(&r);
+
+    run_ok(&r, json);
+    doc = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(doc);
+    tot = json_object_object_get(doc, "total");
+    ck_assert_msg(tot != NULL, "%s", r.out);
+    ck_assert_uint_eq(juint(tot, "receipts"), 205);
+    ck_assert_uint_eq(juint(tot, "fallback"), 2);
+    json_object_put(doc);
+    run_free(&r);
+
+    /* Scripts get the groups alone. */
+    run_ok(&r, csv);
+    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_ptr_null(strstr(r.out, "(total)"));
+    run_free(&r);
+
+    run_ok(&r, cov);
+    {
+        const char *p = r.out;
+        int n = 0;
+
+        while ((p = strstr(p, "\n(total) ")) != NULL) {
+            n++;
+            p++;
+        }
+        ck_assert_msg(n == 26, "%d: %s", n, r.out); /* one per counter */
+    }
+    run_free(&r);
+}
+END_TEST
+
+/*
+ * --only-fallbacks and --min-rate keep the groups that fell back, chosen
+ * before --limit: the group with the highest rate is listed under a limit
+ * the group with the most fallbacks would fill.
+ */
+START_TEST(test_cli_fallbacks_only_and_min_rate)
+{
+    const char *only[] = { "fallbacks", "--only-fallbacks", "--format", "json",
+                           NULL };
+    const char *rate[] = { "fallbacks", "--min-rate", "10%",  "--limit",
+                           "1",         "--format",   "json", NULL };
+    const char *frac[] = { "fallbacks", "--min-rate", "0.004",
+                           "--format",  "json",       NULL };
+    const char *bad[] = { "fallbacks", "--min-rate", "150%", NULL };
+    const char *none[] = { "fallbacks", "--group-by", "none",
+                           "--only-fallbacks", NULL };
+    struct json_object *doc, *rows;
+    struct run r;
+
+    import_plans();
+    run_ok(&r, only);
+    doc = json_tokener_parse(r.out);
+    rows = json_object_object_get(doc, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    ck_assert_ptr_null(strstr(r.out, "plan-none"));
+    json_object_put(doc);
+    run_free(&r);
+
+    run_ok(&r, rate);
+    doc = json_tokener_parse(r.out);
+    rows = json_object_object_get(doc, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 1, "%s", r.out);
+    ck_assert_str_eq(
+        jstr(json_object_array_get_idx(rows, 0), "prepared_plan_id"),
+        "plan-small");
+    json_object_put(doc);
+    run_free(&r);
+
+    run_ok(&r, frac);
+    doc = json_tokener_parse(r.out);
+    ck_assert_msg(
+        json_object_array_length(json_object_object_get(doc, "rows")) == 2,
+        "%s", r.out);
+    json_object_put(doc);
+    run_free(&r);
+
+    run(&r, bad);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--min-rate"));
+    run_free(&r);
+    run(&r, none);
+    ck_assert_int_eq(r.status, 2);
+    run_free(&r);
+}
+END_TEST
+
 /* ---- tables for people ---- */
 
 /* The display width of the UTF-8 text s[0..n). */
@@ -1588,6 +1754,13 @@ e2e_cli_suite(void)
     tcase_add_test(tc, test_cli_gaps_sorted_by_missing);
     tcase_add_test(tc, test_cli_gaps_limit_never_hides_a_gappy_source);
     tcase_add_test(tc, test_cli_gaps_quiet_for_lists_the_sources_that_stopped);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fallbacks");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_fallbacks_totals_and_rates);
+    tcase_add_test(tc, test_cli_fallbacks_only_and_min_rate);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tables");

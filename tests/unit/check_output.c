@@ -201,7 +201,23 @@ static const char fallbacks_backends_json[] =
     "{\"requested_backend\": \"wgpu-vulkan\", \"executed_backend\": "
     "\"wgpu-vulkan\", \"receipts\": 5, \"fallback\": 0, \"unproven\": 2,"
     " \"clean\": 3, \"fallback_rate\": 0.0}"
-    "], \"truncated\": false}";
+    "], \"truncated\": false, \"total\": {\"receipts\": 15, \"fallback\": 10,"
+    " \"unproven\": 2, \"clean\": 3, \"fallback_rate\": 0.6666666666666666}}";
+
+/* Grouped coverage with its totals (one counter of the 26, for short). */
+static const char coverage_model_json[] =
+    "{\"rows\": ["
+    "{\"model_instance_id\": \"m1\", \"counter\": \"counters.decode_steps\","
+    " \"bit\": 0, \"receipts\": 2, \"measured\": 2, \"unknown\": 0,"
+    " \"coverage\": 1.0, \"sum\": 10, \"min\": 4, \"max\": 6, \"mean\": 5.0},"
+    "{\"model_instance_id\": \"m2\", \"counter\": \"counters.decode_steps\","
+    " \"bit\": 0, \"receipts\": 99998, \"measured\": 1, \"unknown\": 99997,"
+    " \"coverage\": 0.0000100002, \"sum\": 1, \"min\": 1, \"max\": 1,"
+    " \"mean\": 1.0}"
+    "], \"truncated\": false, \"total\": ["
+    "{\"counter\": \"counters.decode_steps\", \"bit\": 0, \"receipts\": 100000,"
+    " \"measured\": 3, \"unknown\": 99997, \"coverage\": 0.00003, \"sum\": 11,"
+    " \"min\": 1, \"max\": 6, \"mean\": 3.6666666666666665}]}";
 
 static const char coverage_json[] =
     "{\"rows\": ["
@@ -285,6 +301,10 @@ static const struct golden_case golden_cases[] = {
     { "fallbacks_backends.csv", "fallbacks", fallbacks_backends_json,
       OUTPUT_CSV, "backends" },
     { "coverage.table", "coverage", coverage_json, OUTPUT_TABLE, NULL },
+    { "coverage_model.table", "coverage", coverage_model_json, OUTPUT_TABLE,
+      "model" },
+    { "coverage_model.csv", "coverage", coverage_model_json, OUTPUT_CSV,
+      "model" },
     { "coverage.csv", "coverage", coverage_json, OUTPUT_CSV, NULL },
     { "coverage.json", "coverage", coverage_json, OUTPUT_JSON, NULL },
     { "receipts.table", "receipts", receipts_json, OUTPUT_TABLE, NULL },
