@@ -1386,8 +1386,8 @@ struct totals {
 
 #define TOTAL_LABEL "(total)"
 
-static msgpack_object
-str_obj(const char *s)
+msgpack_object
+output_str_object(const char *s)
 {
     msgpack_object o;
 
@@ -1444,8 +1444,8 @@ add_totals(const struct output_spec *spec, const msgpack_object *result,
         o->type = MSGPACK_OBJECT_MAP;
         o->via.map.ptr = &t->kv[at];
         o->via.map.size = items[k].via.map.size + 1;
-        t->kv[at].key = str_obj(fixed[0]);
-        t->kv[at++].val = str_obj(TOTAL_LABEL);
+        t->kv[at].key = output_str_object(fixed[0]);
+        t->kv[at++].val = output_str_object(TOTAL_LABEL);
         for (i = 0; i < items[k].via.map.size; i++)
             t->kv[at++] = items[k].via.map.ptr[i];
     }

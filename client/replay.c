@@ -316,18 +316,6 @@ out:
     return rc;
 }
 
-/* A str object over the literal s. */
-static msgpack_object
-str_object(const char *s)
-{
-    msgpack_object o;
-
-    o.type = MSGPACK_OBJECT_STR;
-    o.via.str.ptr = s;
-    o.via.str.size = (uint32_t)strlen(s);
-    return o;
-}
-
 /*
  * Prints quarantined payload qid: its row without the raw bytes, plus
  * "payload", the bytes decoded when they are one msgpack object (else the
@@ -367,7 +355,7 @@ show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
     for (i = 0; i < n; i++) {
         kv[i] = row->via.map.ptr[i];
         if (&row->via.map.ptr[i].val == raw) {
-            kv[i].key = str_object("payload");
+            kv[i].key = output_str_object("payload");
             kv[i].val = decoded ? up.data : *raw;
         }
     }
@@ -377,9 +365,9 @@ show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
     rows.type = MSGPACK_OBJECT_ARRAY;
     rows.via.array.size = 1;
     rows.via.array.ptr = &shown;
-    top[0].key = str_object("rows");
+    top[0].key = output_str_object("rows");
     top[0].val = rows;
-    top[1].key = str_object("truncated");
+    top[1].key = output_str_object("truncated");
     top[1].val.type = MSGPACK_OBJECT_BOOLEAN;
     top[1].val.via.boolean = false;
     doc.type = MSGPACK_OBJECT_MAP;
