@@ -2360,6 +2360,88 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
 END_TEST
 
 /*
+ * A replay the daemon accepts (a receipt quarantined as a conflict of its
+ * seq, resent without one) is stored like any write, replay_of and all,
+ * and leaves its row as it was: attempts 1.
+ */
+START_TEST(test_ctl_real_quarantine_replay_accepted)
+{
+    static const struct e2e_receipt a = { 3,          "plan-r", "g",
+                                          "m-first",  "cuda",   "cuda",
+                                          0x3ffffffu, 5,        0 };
+    static const struct e2e_receipt b = { 3,          "plan-r", "g",
+                                          "m-second", "cuda",   "cpu",
+                                          0x3ffffffu, 5,        0 };
+    const char *list[] = { "quarantine", "--format", "json", NULL };
+    const char *count[] = { "receipts", "--plan", "plan-r",
+                            "--format", "json",   NULL };
+    char id[32];
+    const char *replay[] = { "quarantine", "replay", id, NULL };
+    const struct e2e_receipt *both[] = { &a, &b };
+    struct json_object *j, *rows, *row;
+    struct e2e_reply rep;
+    struct run r;
+    size_t len;
+    char *body;
+    int fd, i;
+
+    fd = e2e_connect(&daemon_d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "prod/r"), 0);
+    for (i = 0; i < 2; i++) {
+        body = e2e_receipt_bytes(both[i], &len);
+        ck_assert_ptr_nonnull(body);
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPT, 20 + i, 1, 1, body, len), 0);
+        ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+        ck_assert_int_eq(rep.r.ok, i == 0);
+        e2e_reply_free(&rep);
+        free(body);
+    }
+    close(fd);
+
+    run_ctl(&r, daemon_sock, list);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    rows = json_object_object_get(j, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 1, "%s", r.out);
+    snprintf(
+        id, sizeof(id), "%llu",
+        (unsigned long long)row_u64(json_object_array_get_idx(rows, 0), "id"));
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, replay);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "replayed as receipt, receipt ") != NULL &&
+                      strstr(r.out, "(fallback)") != NULL,
+                  "%s", r.out);
+    ck_assert_ptr_null(strstr(r.out, "refused again"));
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, count);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_uint_eq(
+        json_object_array_length(json_object_object_get(j, "rows")), 2);
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, list);
+    j = json_tokener_parse(r.out);
+    rows = json_object_object_get(j, "rows");
+    ck_assert_uint_eq(json_object_array_length(rows), 1);
+    row = json_object_array_get_idx(rows, 0);
+    ck_assert_uint_eq(row_u64(row, "attempts"), 1);
+    ck_assert_str_eq(
+        json_object_get_string(json_object_object_get(row, "code")),
+        "conflict");
+    json_object_put(j);
+    run_free(&r);
+}
+END_TEST
+
+/*
  * A refused payload nested 31 deep (as deep as a frame can carry it: the
  * envelope is the 32nd level) is shown, in a table and as JSON, not
  * reported as "out of memory" (msgpack's unpacker stops at 32 levels, and
@@ -2637,6 +2719,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_stats_in_every_format);
     tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
     tcase_add_test(tc, test_ctl_real_quarantine_show_and_replay);
+    tcase_add_test(tc, test_ctl_real_quarantine_replay_accepted);
     tcase_add_test(tc, test_ctl_real_quarantine_show_deep_payload);
     tcase_add_test(tc, test_ctl_real_gaps);
     suite_add_tcase(s, tc);
