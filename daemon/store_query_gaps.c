@@ -160,6 +160,7 @@ enum {
     GS_TAIL_AT, /* per source, its newest receipt in the tail */
     GS_CHUNKS,  /* the chunks, newest first */
     GS_SOURCES, /* the source postings of a chunk */
+    GS_POSTING, /* one source's posting in a chunk */
     GS_AT,      /* a receipt's receive time */
     GS_COUNT
 };
@@ -186,6 +187,8 @@ static const char *const gaps_sql[GS_COUNT] = {
     [GS_CHUNKS] = "SELECT first_id FROM chunks ORDER BY first_id DESC",
     [GS_SOURCES] = "SELECT value, ids FROM postings WHERE chunk = ?1 AND "
                    "kind = ?2",
+    [GS_POSTING] = "SELECT ids FROM postings WHERE chunk = ?1 AND kind = ?2 "
+                   "AND value = ?3",
     [GS_AT] = "SELECT received_at FROM receipts WHERE id = ?1",
 };
 
@@ -597,14 +600,90 @@ set_last(struct sums *ss, struct gap_sum *g, int64_t at)
     ss->timeless--;
 }
 
+/* Source g's newest receipt in chunk, from its posting there (blob, n
+ * bytes): its time, or none when it is gone (retention pruned it, and so
+ * every older one). Returns 0 or an SQLite code. */
+static int
+take_posting(sqlite3_stmt *const *st, struct sums *ss, struct gap_sum *g,
+             int64_t chunk, const void *blob, size_t n)
+{
+    sqlite3_stmt *at = st[GS_AT];
+    roaring_bitmap_t *b = roaring_bitmap_portable_deserialize_safe(blob, n);
+    int rc;
+
+    if (b == NULL)
+        return SQLITE_CORRUPT;
+    sqlite3_bind_int64(at, 1, chunk + (int64_t)roaring_bitmap_maximum(b));
+    roaring_bitmap_free(b);
+    rc = sqlite3_step(at);
+    if (rc == SQLITE_ROW) {
+        set_last(ss, g, sqlite3_column_int64(at, 0));
+    } else if (rc == SQLITE_DONE) {
+        g->has_last = -1;
+        ss->timeless--;
+    }
+    sqlite3_reset(at);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : rc;
+}
+
+/* One chunk's source postings, for the sources still without a time:
+ * all of them read while many are left, else each one looked up (the
+ * chunks of a fleet where a few sources stopped long ago hold a posting
+ * for every other source). Returns 0 or an SQLite code. */
+static int
+chunk_times(sqlite3_stmt *const *st, struct sums *ss, struct gap_sum **need,
+            size_t *nneed, int64_t chunk)
+{
+    sqlite3_stmt *p;
+    size_t i, k;
+    int rc = 0;
+
+    if (*nneed * 8 >= ss->n) {
+        p = st[GS_SOURCES];
+        sqlite3_bind_int64(p, 1, chunk);
+        sqlite3_bind_int(p, 2, STORE_KIND_SOURCE);
+        while (rc == 0 && (rc = sqlite3_step(p)) == SQLITE_ROW) {
+            struct gap_sum *g = sums_find(ss, sqlite3_column_int64(p, 0));
+
+            rc = g == NULL || g->has_last
+                     ? 0
+                     : take_posting(st, ss, g, chunk, sqlite3_column_blob(p, 1),
+                                    (size_t)sqlite3_column_bytes(p, 1));
+        }
+        sqlite3_reset(p);
+    } else {
+        p = st[GS_POSTING];
+        for (i = 0; i < *nneed && (rc == 0 || rc == SQLITE_DONE); i++) {
+            sqlite3_bind_int64(p, 1, chunk);
+            sqlite3_bind_int(p, 2, STORE_KIND_SOURCE);
+            sqlite3_bind_int64(p, 3, need[i]->source_id);
+            rc = sqlite3_step(p);
+            if (rc == SQLITE_ROW)
+                rc = take_posting(st, ss, need[i], chunk,
+                                  sqlite3_column_blob(p, 0),
+                                  (size_t)sqlite3_column_bytes(p, 0));
+            sqlite3_reset(p);
+        }
+    }
+    if (rc != 0 && rc != SQLITE_DONE)
+        return rc;
+    for (i = k = 0; i < *nneed; i++)
+        if (!need[i]->has_last)
+            need[k++] = need[i];
+    *nneed = k;
+    return 0;
+}
+
 /* The last receive time of every source of ss that has a stored receipt:
  * the tail's first, then the chunks' newest first. Returns an SQLite
  * code. */
 static int
 last_times(sqlite3_stmt *const *st, int64_t tail_from, struct sums *ss)
 {
-    sqlite3_stmt *q = st[GS_TAIL_AT], *c = st[GS_CHUNKS], *p = st[GS_SOURCES];
-    int rc, prc;
+    sqlite3_stmt *q = st[GS_TAIL_AT], *c = st[GS_CHUNKS];
+    struct gap_sum **need;
+    size_t i, nneed = 0;
+    int rc;
 
     ss->timeless = ss->n;
     sqlite3_bind_int64(q, 1, tail_from);
@@ -612,50 +691,20 @@ last_times(sqlite3_stmt *const *st, int64_t tail_from, struct sums *ss)
         set_last(ss, sums_find(ss, sqlite3_column_int64(q, 0)),
                  sqlite3_column_int64(q, 1));
     sqlite3_reset(q);
-    if (rc != SQLITE_DONE)
-        return rc;
-    while (ss->timeless > 0 && (rc = sqlite3_step(c)) == SQLITE_ROW) {
-        int64_t chunk = sqlite3_column_int64(c, 0);
-
-        sqlite3_bind_int64(p, 1, chunk);
-        sqlite3_bind_int(p, 2, STORE_KIND_SOURCE);
-        while ((prc = sqlite3_step(p)) == SQLITE_ROW) {
-            struct gap_sum *g = sums_find(ss, sqlite3_column_int64(p, 0));
-            roaring_bitmap_t *b;
-            int64_t id;
-
-            if (g == NULL || g->has_last)
-                continue;
-            b = roaring_bitmap_portable_deserialize_safe(
-                sqlite3_column_blob(p, 1), (size_t)sqlite3_column_bytes(p, 1));
-            if (b == NULL) {
-                prc = SQLITE_CORRUPT;
-                break;
-            }
-            id = chunk + (int64_t)roaring_bitmap_maximum(b);
-            roaring_bitmap_free(b);
-            sqlite3_bind_int64(st[GS_AT], 1, id);
-            prc = sqlite3_step(st[GS_AT]);
-            /* Gone: retention pruned the source's newest receipt of its
-             * newest chunk, and so every older one. */
-            if (prc == SQLITE_ROW)
-                set_last(ss, g, sqlite3_column_int64(st[GS_AT], 0));
-            else if (prc == SQLITE_DONE)
-                g->has_last = -1;
-            sqlite3_reset(st[GS_AT]);
-            if (prc != SQLITE_ROW && prc != SQLITE_DONE)
-                break;
-            if (prc == SQLITE_DONE)
-                ss->timeless--;
-        }
-        sqlite3_reset(p);
-        if (prc != SQLITE_DONE) {
-            rc = prc;
+    if (rc != SQLITE_DONE || ss->timeless == 0)
+        return rc == SQLITE_DONE ? 0 : rc;
+    if ((need = malloc(ss->timeless * sizeof(*need))) == NULL)
+        return SQLITE_NOMEM;
+    for (i = 0; i < ss->n; i++)
+        if (!ss->v[i].has_last)
+            need[nneed++] = &ss->v[i];
+    while (nneed > 0 && (rc = sqlite3_step(c)) == SQLITE_ROW)
+        if ((rc =
+                 chunk_times(st, ss, need, &nneed, sqlite3_column_int64(c, 0))))
             break;
-        }
-    }
     sqlite3_reset(c);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : rc;
+    free(need);
+    return rc == 0 || rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : rc;
 }
 
 /* Most missing seqs first, then by source name. */

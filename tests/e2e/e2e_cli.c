@@ -1389,27 +1389,38 @@ START_TEST(test_cli_gaps_quiet_for_lists_the_sources_that_stopped)
                             "--format", "json",        NULL };
     const char *bad[] = { "gaps", "--quiet-for", "soon", NULL };
     struct json_object *doc, *rows;
-    uint64_t old_at, new_at;
+    uint64_t old_at, new_at[9];
+    char name[32];
     struct run r;
     size_t i;
 
-    /* 9 receipts: two chunks of 4 and one in the tail, then 6 more of
-     * another source push it all into chunks. */
+    /* 9 receipts: two chunks of 4 and one in the tail; then one receipt
+     * of each of 9 other sources pushes them all into chunks, and all but
+     * one of those too, so the stopped source's time is looked up in its
+     * own chunks once every other source has one. */
     import_source("stopped/1", 9, "");
     usleep(2500 * 1000);
-    import_source("sending/1", 6, "");
+    for (i = 0; i < 9; i++) {
+        snprintf(name, sizeof(name), "sending/%zu", i);
+        import_source(name, 1, "");
+    }
     old_at = newest_received_at("stopped/1");
-    new_at = newest_received_at("sending/1");
-    ck_assert_uint_gt(new_at, old_at + 2000);
+    for (i = 0; i < 9; i++) {
+        snprintf(name, sizeof(name), "sending/%zu", i);
+        new_at[i] = newest_received_at(name);
+        ck_assert_uint_gt(new_at[i], old_at + 2000);
+    }
 
     rows = gaps_rows(&doc, all, &r);
-    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
-    for (i = 0; i < 2; i++) {
+    ck_assert_msg(json_object_array_length(rows) == 10, "%s", r.out);
+    for (i = 0; i < 10; i++) {
         struct json_object *row = json_object_array_get_idx(rows, i);
-        int stopped = strcmp(jstr(row, "source"), "stopped/1") == 0;
+        const char *src = jstr(row, "source");
 
         ck_assert_uint_eq(juint(row, "last_received_at"),
-                          stopped ? old_at : new_at);
+                          strcmp(src, "stopped/1") == 0
+                              ? old_at
+                              : new_at[atoi(src + strlen("sending/"))]);
     }
     json_object_put(doc);
     run_free(&r);
