@@ -39,6 +39,7 @@
 #include <msgpack.h>
 #include <sqlite3.h>
 
+#include "bench_util.h"
 #include "envelope.h"
 #include "query_agg.h"
 #include "receipt.h"
@@ -53,32 +54,11 @@ static long opt_receipts = 10000000, opt_hours = 168, opt_sources = 64;
 static int opt_runs = 30, opt_scan_runs = 3, opt_verify;
 static const char *opt_db;
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void
 fail(const char *what, const struct proto_err *err)
 {
     fprintf(stderr, "bench_query: %s: %s\n", what, err->message);
     exit(1);
-}
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t
-next(void)
-{
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static const char *const plans[] = { "plan-a", "plan-b", "plan-c", "plan-d",
@@ -102,7 +82,7 @@ make_receipt(struct receipt *r, long src)
         { RECEIPT_BACKEND_CUDA, RECEIPT_BACKEND_CPU },
         { RECEIPT_BACKEND_WGPU_VULKAN, RECEIPT_BACKEND_WGPU_VULKAN },
     };
-    uint64_t x = next();
+    uint64_t x = bench_next();
     int i, p = x % 100 < 80 ? 0 : x % 100 < 90 ? 1 : 2;
 
     memset(r, 0, sizeof(*r));
@@ -114,9 +94,10 @@ make_receipt(struct receipt *r, long src)
     set_str(&r->graph_hash, graphs[(src / 8) % 4]);
     set_str(&r->tuning_profile, "default");
     set_str(&r->stop_reason, "eos");
-    r->counter_coverage = next() & receipt_meaningful_bits(r->schema_version);
+    r->counter_coverage =
+        bench_next() & receipt_meaningful_bits(r->schema_version);
     for (i = 0; i < RECEIPT_NCOUNTERS; i++)
-        r->counters[i] = i == 6 ? (p == 1) : next() >> (i % 40 + 20);
+        r->counters[i] = i == 6 ? (p == 1) : bench_next() >> (i % 40 + 20);
 }
 
 static void
@@ -130,7 +111,7 @@ build(const char *path)
     char source[32];
     long done = 0, src;
     int64_t t0 = (int64_t)time(NULL) * 1000 - opt_hours * HOUR_MS;
-    double start = now_ms();
+    double start = bench_now_ms();
     int i;
 
     if (store_open(path, &o, &s, &err) != 0)
@@ -143,7 +124,7 @@ build(const char *path)
                            ? (int)(opt_receipts - done)
                            : PER_JOB;
 
-            src = (long)(next() % (uint64_t)opt_sources);
+            src = (long)(bench_next() % (uint64_t)opt_sources);
             snprintf(source, sizeof(source), "node-%ld/rt-1", src);
             for (j = 0; j < n; j++)
                 make_receipt(&rs[j], src);
@@ -163,7 +144,7 @@ build(const char *path)
             fail("commit", &err);
         if (done % 1000000 < PER_TXN)
             fprintf(stderr, "  built %ld receipts, %.0f/s\n", done,
-                    (double)done / (now_ms() - start) * 1e3);
+                    (double)done / (bench_now_ms() - start) * 1e3);
     }
     /* What the writer does in its quiet moments: the last chunk's rollup
      * sums go into the rollup rows. */
@@ -173,8 +154,8 @@ build(const char *path)
         fail("merge the rollups", &err);
     printf("build: %ld receipts in %.1f s (%.0f receipts/s, rollups "
            "included)\n",
-           opt_receipts, (now_ms() - start) / 1e3,
-           (double)opt_receipts / (now_ms() - start) * 1e3);
+           opt_receipts, (bench_now_ms() - start) / 1e3,
+           (double)opt_receipts / (bench_now_ms() - start) * 1e3);
     store_free(s);
 }
 
@@ -221,23 +202,6 @@ filter_of(const struct bcase *c, struct store_filter *f)
         f->since = (uint64_t)range_since;
         f->until = (uint64_t)range_until;
     }
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-static double
-pct(double *v, int n, double p)
-{
-    int i = (int)(p * (n - 1) + 0.5);
-
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return v[i < n ? i : n - 1];
 }
 
 /* The plain SQL of a case: one GROUP BY over the receipts table. */
@@ -289,7 +253,7 @@ static double
 run_plain(sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *st;
-    double t = now_ms();
+    double t = bench_now_ms();
     int rc, rows = 0;
 
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -303,7 +267,7 @@ run_plain(sqlite3 *db, const char *sql)
         exit(1);
     }
     sqlite3_finalize(st);
-    return now_ms() - t;
+    return bench_now_ms() - t;
 }
 
 static int
@@ -424,16 +388,16 @@ listing_case(struct store *s, int a, int b, double *lat, double *base)
     else
         snprintf(name, sizeof(name), "%s + %s", lnames[a], lnames[b]);
     for (i = 0; i < opt_runs; i++) {
-        double t = now_ms();
+        double t = bench_now_ms();
 
         rows = 0;
         if (store_query_receipts(s, &f, 0, count_row, &rows, &truncated,
                                  &err) != 0)
             fail(name, &err);
-        lat[i] = now_ms() - t;
+        lat[i] = bench_now_ms() - t;
     }
-    p50 = pct(lat, opt_runs, 0.5);
-    p99 = pct(lat, opt_runs, 0.99);
+    p50 = bench_pct(lat, opt_runs, 0.5);
+    p99 = bench_pct(lat, opt_runs, 0.99);
     if (a < 0)
         *base = p50;
     printf("%-36s %10.2f %10.2f %6u %8.1fx\n", name, p50, p99, rows,
@@ -545,22 +509,23 @@ main(int argc, char **argv)
 
             msgpack_sbuffer_init(&out);
             msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
-            t = now_ms();
+            t = bench_now_ms();
             rc = c->coverage
                      ? query_agg_coverage(s, &f, c->group_by, 0, &pk, &err)
-                     : query_agg_fallbacks(s, &f, c->group_by, 0, &pk, &err);
-            lat[i] = now_ms() - t;
+                     : query_agg_fallbacks(s, &f, c->group_by, NULL, 0, &pk,
+                                           &err);
+            lat[i] = bench_now_ms() - t;
             msgpack_sbuffer_destroy(&out);
             if (rc != 0)
                 fail(c->name, &err);
         }
-        p50 = pct(lat, opt_runs, 0.5);
-        p99 = pct(lat, opt_runs, 0.99);
+        p50 = bench_pct(lat, opt_runs, 0.5);
+        p99 = bench_pct(lat, opt_runs, 0.99);
         plain_sql(c, sql, sizeof(sql));
         for (i = 0; i < opt_scan_runs; i++)
             lat[i] = run_plain(db, sql);
-        s50 = pct(lat, opt_scan_runs, 0.5);
-        s99 = pct(lat, opt_scan_runs, 0.99);
+        s50 = bench_pct(lat, opt_scan_runs, 0.5);
+        s99 = bench_pct(lat, opt_scan_runs, 0.99);
         printf("%-36s %10.2f %10.2f %12.1f %12.1f %8.0fx\n", c->name, p50, p99,
                s50, s99, s50 / p50);
         fflush(stdout);

@@ -185,10 +185,12 @@ cli_request(struct net_conn *c, int op, const char *what,
     return cli_request_named(c, op, what, 0, pack_body, arg, rep);
 }
 
-int
-cli_request_named(struct net_conn *c, int op, const char *what, int name_errors,
-                  int (*pack_body)(msgpack_packer *, const void *),
-                  const void *arg, struct net_reply *rep)
+/* The request of cli_request_named(); with replay_of (0: none) the
+ * envelope names the quarantine row it replays. */
+static int
+request(struct net_conn *c, int op, uint64_t replay_of, const char *what,
+        int name_errors, int (*pack_body)(msgpack_packer *, const void *),
+        const void *arg, struct net_reply *rep)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -201,7 +203,16 @@ cli_request_named(struct net_conn *c, int op, const char *what, int name_errors,
     msgpack_unpacked_init(&rep->up);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    start = net_frame_begin(c, &sb, &pk, op, pack_body != NULL, &id);
+    if (replay_of == 0) {
+        start = net_frame_begin(c, &sb, &pk, op, pack_body != NULL, &id);
+    } else {
+        start = frame_sbuffer_begin(&sb);
+        id = c->next_id++;
+        if (start != (size_t)-1 &&
+            envelope_request_replay(&pk, op, id, replay_of,
+                                    pack_body != NULL) != 0)
+            start = (size_t)-1;
+    }
     if (start == (size_t)-1 || (pack_body && pack_body(&pk, arg) != 0) ||
         net_frame_finish(c, &sb, start) != 0) {
         msgpack_sbuffer_destroy(&sb);
@@ -223,6 +234,23 @@ cli_request_named(struct net_conn *c, int op, const char *what, int name_errors,
         return CLI_EXIT_DAEMON;
     }
     return 0;
+}
+
+int
+cli_request_named(struct net_conn *c, int op, const char *what, int name_errors,
+                  int (*pack_body)(msgpack_packer *, const void *),
+                  const void *arg, struct net_reply *rep)
+{
+    return request(c, op, 0, what, name_errors, pack_body, arg, rep);
+}
+
+int
+cli_request_replay(struct net_conn *c, int op, uint64_t replay_of,
+                   const char *what,
+                   int (*pack_body)(msgpack_packer *, const void *),
+                   const void *arg, struct net_reply *rep)
+{
+    return request(c, op, replay_of, what, 1, pack_body, arg, rep);
 }
 
 int

@@ -42,7 +42,13 @@ struct cli_opts {
     int dry_run;          /* import: check locally, send nothing */
     int fail_on_truncate; /* queries: exit CLI_EXIT_TRUNCATED when cut */
     const char *columns;  /* --columns, for tables and CSV */
-    char **args;          /* positional arguments after the subcommand */
+    int only_missing;     /* gaps: only sources with missing seqs */
+    int has_quiet_for;    /* gaps: only sources quiet for quiet_for ms */
+    uint64_t quiet_for;
+    int only_fallbacks; /* fallbacks: only groups with a fallback */
+    int has_min_rate;   /* fallbacks: only groups at min_rate or above */
+    double min_rate;
+    char **args; /* positional arguments after the subcommand */
     int nargs;
 };
 
@@ -97,6 +103,15 @@ int cli_request_named(struct net_conn *c, int op, const char *what,
                       int name_errors,
                       int (*pack_body)(msgpack_packer *, const void *),
                       const void *arg, struct net_reply *rep);
+
+/* cli_request_named() with name_errors for a write that resends
+ * quarantine row replay_of (not 0): the envelope says so ("replay_of"),
+ * so a daemon that refuses the payload again updates that row instead of
+ * keeping another copy. */
+int cli_request_replay(struct net_conn *c, int op, uint64_t replay_of,
+                       const char *what,
+                       int (*pack_body)(msgpack_packer *, const void *),
+                       const void *arg, struct net_reply *rep);
 
 /* Prints a query result in o->format to stdout. Returns 0 or an exit
  * code (printed). result is borrowed. */

@@ -71,6 +71,10 @@ enum opt_id {
     O_DRY_RUN,
     O_FAIL_ON_TRUNCATE,
     O_COLUMNS,
+    O_ONLY_MISSING,
+    O_QUIET_FOR,
+    O_ONLY_FALLBACKS,
+    O_MIN_RATE,
     O_HELP,
     O_VERSION,
 };
@@ -141,6 +145,15 @@ static const struct optdesc optdescs[] = {
     { "fail-on-truncate", O_FAIL_ON_TRUNCATE, NULL,
       "exit 4 when --limit cut the answer short (the rows are still "
       "printed)" },
+    { "only-missing", O_ONLY_MISSING, NULL, "only sources with missing seqs" },
+    { "quiet-for", O_QUIET_FOR, "DURATION",
+      "only sources with no receipt received for DURATION (10m, 1h; "
+      "sources with no receipt stored included)" },
+    { "only-fallbacks", O_ONLY_FALLBACKS, NULL,
+      "only groups with at least one fallback" },
+    { "min-rate", O_MIN_RATE, "RATE",
+      "only groups whose fallback rate is at least RATE (1%, 0.5%, or a "
+      "fraction: 0.01)" },
 };
 
 /* Where one command means something else by an option than its generic
@@ -230,24 +243,36 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
                             "requested", "executed", "status", "group_by" };
     const char *svals[] = { o->plan,      o->graph,    o->model,  o->source,
                             o->requested, o->executed, o->status, o->group_by };
-    const char *ukeys[] = { "since", "until", "limit", "before_id" };
+    const char *ukeys[] = { "since", "until", "limit", "before_id",
+                            "quiet_for" };
     const int uhas[] = { o->has_since, o->has_until, o->has_limit,
-                         o->has_before };
-    const uint64_t uvals[] = { o->since, o->until, o->limit, o->before_id };
-    size_t i, n = 1;
+                         o->has_before, o->has_quiet_for };
+    const uint64_t uvals[] = { o->since, o->until, o->limit, o->before_id,
+                               o->quiet_for };
+    size_t i, n = 1 + (o->only_missing != 0) + (o->only_fallbacks != 0) +
+                  (o->has_min_rate != 0);
     int rc;
 
     for (i = 0; i < 8; i++)
         n += svals[i] != NULL;
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         n += uhas[i] != 0;
     rc = msgpack_pack_map(pk, n) != 0 || cli_pack_str(pk, "kind", kind);
     for (i = 0; i < 8 && rc == 0; i++)
         if (svals[i] != NULL)
             rc = cli_pack_str(pk, skeys[i], svals[i]);
-    for (i = 0; i < 4 && rc == 0; i++)
+    for (i = 0; i < 5 && rc == 0; i++)
         if (uhas[i])
             rc = cli_pack_u64(pk, ukeys[i], uvals[i]);
+    if (rc == 0 && o->only_missing)
+        rc = envelope_pack_cstr(pk, "only_missing") != 0 ||
+             msgpack_pack_true(pk) != 0;
+    if (rc == 0 && o->only_fallbacks)
+        rc = envelope_pack_cstr(pk, "only_fallbacks") != 0 ||
+             msgpack_pack_true(pk) != 0;
+    if (rc == 0 && o->has_min_rate)
+        rc = envelope_pack_cstr(pk, "min_rate") != 0 ||
+             msgpack_pack_double(pk, o->min_rate) != 0;
     return rc;
 }
 
@@ -317,6 +342,15 @@ static const char *const group_plain[] = { "plan",     "graph",  "model",
 static int
 cmd_fallbacks(struct cli_opts *o)
 {
+    /* Without groups the rows are the fallback receipts themselves. */
+    if ((o->only_fallbacks || o->has_min_rate) && o->group_by != NULL &&
+        strcmp(o->group_by, "none") == 0) {
+        cli_usage_err(o->prog,
+                      "--%s applies to groups, not to --group-by "
+                      "none (whose rows are the fallback receipts)",
+                      o->only_fallbacks ? "only-fallbacks" : "min-rate");
+        return CLI_EXIT_USAGE;
+    }
     return run_query(o, "fallbacks");
 }
 
@@ -599,29 +633,40 @@ static const struct cmd cmds[] = {
       "Lists stored receipts, newest first. Page backwards with --before-id\n"
       "set to the smallest receipt_id of the previous page. Tables show the\n"
       "identifying columns; --format json or csv carries every field." },
-    { "fallbacks", cmd_fallbacks, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
-      "fallback counts and rates per group",
+    { "fallbacks", cmd_fallbacks,
+      QUERY | RECEIPT_FILTERS | B(O_GROUP_BY) | B(O_ONLY_FALLBACKS) |
+          B(O_MIN_RATE),
+      "", "fallback counts and rates per group",
       "Counts receipts per group (--group-by plan, graph, model, backends or\n"
       "source; default plan) as fallback, unproven and clean, with the\n"
-      "fallback rate. --group-by none lists the fallback receipts\n"
-      "themselves, newest first." },
+      "fallback rate, most fallbacks first; a table ends with a (total) row\n"
+      "over every group the filters match. --only-fallbacks and --min-rate\n"
+      "keep the groups that fell back (at that rate); --group-by none lists\n"
+      "the fallback receipts themselves, newest first." },
     { "coverage", cmd_coverage, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
       "counter coverage and sum/min/max/mean",
       "Per counter (and per group with --group-by): receipts, measured,\n"
       "unknown, coverage, and sum, min, max and mean over measured receipts\n"
-      "only; an unknown counter is never counted as zero." },
-    { "gaps", cmd_gaps, QUERY | B(O_SOURCE), "",
-      "missing seq ranges per source",
-      "Per source: first and last seq, receipts received, and the missing\n"
-      "seq ranges in between (receipts lost before they reached the\n"
-      "daemon)." },
+      "only; an unknown counter is never counted as zero. Grouped, a table\n"
+      "ends with a (total) row per counter over every group." },
+    { "gaps", cmd_gaps,
+      QUERY | B(O_SOURCE) | B(O_ONLY_MISSING) | B(O_QUIET_FOR), "",
+      "missing seq ranges per source; quiet sources",
+      "Per source: first and last seq, receipts received, the missing seq\n"
+      "ranges in between (receipts lost before they reached the daemon)\n"
+      "and when its last receipt arrived, the sources with most missing\n"
+      "seqs first, so --limit never hides a gappy source behind healthy\n"
+      "ones. --only-missing lists only sources with gaps; --quiet-for 10m\n"
+      "only those that sent no receipt in the last 10 minutes (the ones\n"
+      "that stopped)." },
     { "quarantine", cmd_quarantine, QUERY | B(O_SOURCE) | TIME,
       "[show|replay ID...]", "rejected payloads; show, replay them",
       "Lists quarantined payloads (rejected writes kept with their bytes).\n"
       "'quarantine show ID...' prints a payload with its bytes decoded.\n"
       "'quarantine replay ID...' fetches each payload's raw bytes and\n"
       "submits it again, as its original source, e.g. after an upgrade\n"
-      "that accepts it; a payload rejected again stays quarantined.\n"
+      "that accepts it; a payload rejected again stays in its row, whose\n"
+      "attempts and last_attempt_at count the refusals.\n"
       "With --format json or csv, show and replay take one ID and print\n"
       "one document (replay: the daemon's result with quarantine_id and\n"
       "replayed_as)." },
@@ -775,6 +820,27 @@ find_optdesc(int id)
 }
 
 static const char *const statuses[] = { "fallback", "clean", "unproven", NULL };
+
+/* A fallback rate: "1%", "0.5%" or a fraction "0.01", into [0, 1]. */
+static int
+parse_rate(const char *arg, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(arg, &end);
+    if (end == arg || errno != 0)
+        return -1;
+    if (*end == '%') {
+        v /= 100.0;
+        end++;
+    }
+    if (*end != '\0' || !(v >= 0 && v <= 1))
+        return -1;
+    *out = v;
+    return 0;
+}
 
 static int
 backend_ok(const char *prog, const char *flag, const char *v)
@@ -944,6 +1010,30 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         break;
     case O_COLUMNS:
         o->columns = arg;
+        break;
+    case O_ONLY_MISSING:
+        o->only_missing = 1;
+        break;
+    case O_ONLY_FALLBACKS:
+        o->only_fallbacks = 1;
+        break;
+    case O_MIN_RATE:
+        if (parse_rate(arg, &o->min_rate) != 0) {
+            cli_usage_err(prog,
+                          "--min-rate: expected a rate from 0%% to 100%% "
+                          "(1%%, 0.5%%) or a fraction from 0 to 1, got "
+                          "\"%s\"",
+                          arg);
+            return CLI_EXIT_USAGE;
+        }
+        o->has_min_rate = 1;
+        break;
+    case O_QUIET_FOR:
+        if (duration_parse(arg, 1000, &o->quiet_for, derr, sizeof(derr)) != 0) {
+            cli_usage_err(prog, "--quiet-for: %s", derr);
+            return CLI_EXIT_USAGE;
+        }
+        o->has_quiet_for = 1;
         break;
     }
     return 0;

@@ -465,14 +465,20 @@ static const char *const coverage_tail[] = {
 
 /* The ranges last: they are the one column that can be long. */
 static const char *const gaps_cols[] = {
-    "source",   "first_seq",    "last_seq",
-    "received", "missing_seqs", "missing_truncated",
-    "missing",  EXTRA_COL,      NULL,
+    "source",           "first_seq",
+    "last_seq",         "received",
+    "missing_seqs",     "missing_truncated",
+    "last_received_at", "missing",
+    EXTRA_COL,          NULL,
 };
 
+/* attempts and last_attempt_at came later: after the columns scripts
+ * already read by position. */
 static const char *const quarantine_cols[] = {
-    "id",      "time", "source", "op",      "code", "path",
-    "message", "size", "raw",    EXTRA_COL, NULL,
+    "id",   "time",     "source",          "op",
+    "code", "path",     "message",         "size",
+    "raw",  "attempts", "last_attempt_at", EXTRA_COL,
+    NULL,
 };
 
 static const char *const plans_cols[] = {
@@ -773,6 +779,38 @@ all_digits(const char *p, size_t n)
     return 1;
 }
 
+/*
+ * A ratio as a percentage with two significant digits at least, so a rare
+ * fallback reads 0.0016%, not 0.0%: one decimal from 1% up, more below;
+ * only 0 is 0% and only 1 is 100%.
+ */
+static void
+percent(struct buf *b, double r)
+{
+    double p = r * 100.0, q;
+    char tmp[64];
+    int d = 1;
+
+    if (!(p > 0)) {
+        buf_puts(b, "0%");
+        return;
+    }
+    if (r >= 1) {
+        buf_puts(b, "100%");
+        return;
+    }
+    for (q = p; q < 1 && d < 17; q *= 10)
+        d++;
+    /* 99.96% is not 100.0%. */
+    for (;;) {
+        snprintf(tmp, sizeof(tmp), "%.*f", d, p);
+        if (strncmp(tmp, "100", 3) != 0 || d >= 17)
+            break;
+        d++;
+    }
+    buf_printf(b, "%s%%", tmp);
+}
+
 /* An array of [from, to] pairs (the missing ranges of `gaps`) reads better
  * as "3-5,9" in a table than as nested JSON. */
 static int
@@ -860,7 +898,7 @@ render(struct cell *c, const char *col, const msgpack_object *v, int format)
     case MSGPACK_OBJECT_FLOAT64:
         c->kind = CELL_NUM;
         if (table && is_ratio_col(col))
-            buf_printf(&b, "%.1f%%", v->via.f64 * 100.0);
+            percent(&b, v->via.f64);
         else if (table)
             buf_printf(&b, "%.2f", v->via.f64);
         else {
@@ -1337,6 +1375,86 @@ output_check_columns(const struct output_spec *spec, char *err, size_t err_len)
     return 0;
 }
 
+/* The table's rows with the result's totals after them (fallbacks: one
+ * map; coverage by group: a row per counter), each labelled "(total)" in
+ * the first group column. The objects point into the result. */
+struct totals {
+    msgpack_object rows;   /* the array to print */
+    msgpack_object *v;     /* its elements; owned */
+    msgpack_object_kv *kv; /* the total rows' pairs; owned */
+};
+
+#define TOTAL_LABEL "(total)"
+
+msgpack_object
+output_str_object(const char *s)
+{
+    msgpack_object o;
+
+    o.type = MSGPACK_OBJECT_STR;
+    o.via.str.ptr = s;
+    o.via.str.size = (uint32_t)strlen(s);
+    return o;
+}
+
+/* Returns 1 when t->rows holds rows and totals, 0 when there are none
+ * (no "total", or no group column to label it in), -1 when out of
+ * memory. */
+static int
+add_totals(const struct output_spec *spec, const msgpack_object *result,
+           const msgpack_object *rows, struct totals *t)
+{
+    const char *const *fixed = output_columns(spec);
+    const msgpack_object *tot = mpobj_map_get(result, "total", NULL), *items;
+    uint32_t n, i, k, nkv = 0, at = 0;
+    size_t g;
+    int grouped = 0;
+
+    memset(t, 0, sizeof(*t));
+    if (tot == NULL || fixed == NULL || fixed[0] == NULL)
+        return 0;
+    for (g = 0; g < sizeof(group_cols) / sizeof(group_cols[0]); g++)
+        grouped |= group_cols[g].cols[0] != NULL &&
+                   strcmp(group_cols[g].cols[0], fixed[0]) == 0;
+    if (!grouped)
+        return 0;
+    if (tot->type == MSGPACK_OBJECT_MAP) {
+        items = tot;
+        n = 1;
+    } else if (tot->type == MSGPACK_OBJECT_ARRAY) {
+        items = tot->via.array.ptr;
+        n = tot->via.array.size;
+    } else {
+        return 0;
+    }
+    for (k = 0; k < n; k++) {
+        if (items[k].type != MSGPACK_OBJECT_MAP)
+            return 0;
+        nkv += items[k].via.map.size + 1;
+    }
+    t->v = calloc((size_t)rows->via.array.size + n, sizeof(*t->v));
+    t->kv = calloc(nkv ? nkv : 1, sizeof(*t->kv));
+    if (t->v == NULL || t->kv == NULL)
+        return -1;
+    for (i = 0; i < rows->via.array.size; i++)
+        t->v[i] = rows->via.array.ptr[i];
+    for (k = 0; k < n; k++) {
+        msgpack_object *o = &t->v[rows->via.array.size + k];
+
+        o->type = MSGPACK_OBJECT_MAP;
+        o->via.map.ptr = &t->kv[at];
+        o->via.map.size = items[k].via.map.size + 1;
+        t->kv[at].key = output_str_object(fixed[0]);
+        t->kv[at++].val = output_str_object(TOTAL_LABEL);
+        for (i = 0; i < items[k].via.map.size; i++)
+            t->kv[at++] = items[k].via.map.ptr[i];
+    }
+    t->rows.type = MSGPACK_OBJECT_ARRAY;
+    t->rows.via.array.ptr = t->v;
+    t->rows.via.array.size = rows->via.array.size + n;
+    return 1;
+}
+
 int
 output_result(FILE *out, int format, const struct output_spec *spec,
               const msgpack_object *result, char *err, size_t err_len)
@@ -1347,7 +1465,8 @@ output_result(FILE *out, int format, const struct output_spec *spec,
     struct row *flat = NULL;
     struct cols cols = { 0 };
     struct cell *cells = NULL;
-    size_t nrows, i, j;
+    struct totals tot = { 0 };
+    size_t nrows = 0, i, j;
     int truncated, rc = -1;
 
     if (get_rows(result, &rows, &truncated, err, err_len) != 0)
@@ -1371,6 +1490,16 @@ output_result(FILE *out, int format, const struct output_spec *spec,
                    : proto_errbuf(err, err_len, "out of memory");
     if (format != OUTPUT_TABLE && format != OUTPUT_CSV)
         return proto_errbuf(err, err_len, "this format is only for stats");
+    /* People get the totals as the table's last rows; CSV stays the
+     * groups alone, and JSON carries "total" as the daemon sent it. */
+    if (format == OUTPUT_TABLE && rows->via.array.size > 0) {
+        int got = add_totals(spec, result, rows, &tot);
+
+        if (got < 0)
+            goto oom;
+        if (got > 0)
+            rows = &tot.rows;
+    }
 
     nrows = rows->via.array.size;
     if (nrows > 0 && (flat = calloc(nrows, sizeof(*flat))) == NULL)
@@ -1435,6 +1564,8 @@ done:
         row_free(&flat[i]);
     free(flat);
     cols_free(&cols);
+    free(tot.v);
+    free(tot.kv);
     return rc;
 }
 

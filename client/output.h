@@ -137,4 +137,8 @@ struct json_object *output_to_json(const msgpack_object *o);
  */
 void output_csv_field(FILE *out, const char *buf, size_t len);
 
+/* A str object over s (borrowed: it must outlive the object), for
+ * documents built from objects rather than packed. */
+msgpack_object output_str_object(const char *s);
+
 #endif

@@ -7,7 +7,10 @@
  * "raw" bin field with the payload's "op" and "source". The bytes must be
  * one msgpack object (a payload quarantined as malformed is not, and cannot
  * be replayed); they are sent unchanged as the body of a new request, on a
- * connection that says hello as the original source. Single-threaded.
+ * connection that says hello as the original source, with the envelope key
+ * "replay_of": N, so that a daemon that refuses the payload again keeps the
+ * refusal in row N (its "attempts" counts them) rather than in a copy.
+ * Single-threaded.
  */
 #include "replay.h"
 
@@ -26,6 +29,7 @@
 
 struct replay_query {
     uint64_t id;
+    int raw;
 };
 
 static int
@@ -33,10 +37,11 @@ pack_replay_query_cb(msgpack_packer *pk, const void *arg)
 {
     const struct replay_query *q = arg;
 
-    return msgpack_pack_map(pk, 3) != 0 ||
+    return msgpack_pack_map(pk, 2 + (q->raw != 0)) != 0 ||
            cli_pack_str(pk, "kind", "quarantine") ||
-           cli_pack_u64(pk, "id", q->id) || envelope_pack_cstr(pk, "raw") ||
-           msgpack_pack_true(pk) != 0;
+           cli_pack_u64(pk, "id", q->id) ||
+           (q->raw &&
+            (envelope_pack_cstr(pk, "raw") || msgpack_pack_true(pk) != 0));
 }
 
 struct raw_body {
@@ -133,7 +138,7 @@ fetch(struct net_conn *qc, uint64_t qid, const char *what,
       struct net_reply *rep, const msgpack_object **row,
       const msgpack_object **raw)
 {
-    struct replay_query q = { qid };
+    struct replay_query q = { qid, 1 };
     const msgpack_object *rows, *v;
     uint64_t got;
     int rc;
@@ -220,6 +225,36 @@ print_replayed_as(const struct cli_opts *o, uint64_t qid, int op,
     return rc;
 }
 
+/*
+ * After a replay was refused again: prints how many refusals row qid now
+ * stands for, when the daemon kept this one in it (a daemon before
+ * "attempts", or a row evicted meanwhile, says nothing: the refusal is
+ * then in a new row).
+ */
+static void
+print_attempts(struct net_conn *qc, uint64_t qid, const char *what)
+{
+    struct replay_query q = { qid, 0 };
+    const msgpack_object *rows, *row, *v;
+    struct net_reply rep;
+    uint64_t got, attempts;
+
+    if (cli_request_named(qc, PROTO_OP_QUERY, what, 1, pack_replay_query_cb, &q,
+                          &rep) == 0 &&
+        rep.r.result != NULL && rep.r.result->type == MSGPACK_OBJECT_MAP &&
+        (rows = mpobj_map_get(rep.r.result, "rows", NULL)) != NULL &&
+        rows->type == MSGPACK_OBJECT_ARRAY && rows->via.array.size == 1 &&
+        (row = &rows->via.array.ptr[0])->type == MSGPACK_OBJECT_MAP &&
+        (v = mpobj_map_get(row, "id", NULL)) != NULL &&
+        mpobj_uint(v, UINT64_MAX, &got, NULL) == 0 && got == qid &&
+        (v = mpobj_map_get(row, "attempts", NULL)) != NULL &&
+        mpobj_uint(v, UINT64_MAX, &attempts, NULL) == 0 && attempts > 1)
+        printf("%s: refused again, attempt %" PRIu64 ", kept in the same "
+               "row\n",
+               what, attempts);
+    net_reply_free(&rep);
+}
+
 static int
 replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
 {
@@ -265,28 +300,20 @@ replay_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid)
     rc = cli_open_conn(o, &c, source[0] ? source : NULL, 0);
     if (rc != 0)
         goto out;
-    rc = cli_request_named(&c, k, what, 1, pack_raw_cb, &body, &rep2);
+    rc = cli_request_replay(&c, k, qid, what, pack_raw_cb, &body, &rep2);
     if (rc == 0)
         rc = o->format == OUTPUT_TABLE
                  ? print_replayed(qid, k, rep2.r.result)
                  : print_replayed_as(o, qid, k, rep2.r.result);
     net_reply_free(&rep2);
     net_close(&c);
+    if (rc == CLI_EXIT_DAEMON && o->format == OUTPUT_TABLE) {
+        fflush(stderr);
+        print_attempts(qc, qid, what);
+    }
 out:
     net_reply_free(&rep);
     return rc;
-}
-
-/* A str object over the literal s. */
-static msgpack_object
-str_object(const char *s)
-{
-    msgpack_object o;
-
-    o.type = MSGPACK_OBJECT_STR;
-    o.via.str.ptr = s;
-    o.via.str.size = (uint32_t)strlen(s);
-    return o;
 }
 
 /*
@@ -328,7 +355,7 @@ show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
     for (i = 0; i < n; i++) {
         kv[i] = row->via.map.ptr[i];
         if (&row->via.map.ptr[i].val == raw) {
-            kv[i].key = str_object("payload");
+            kv[i].key = output_str_object("payload");
             kv[i].val = decoded ? up.data : *raw;
         }
     }
@@ -338,9 +365,9 @@ show_one(struct cli_opts *o, struct net_conn *qc, uint64_t qid, int first)
     rows.type = MSGPACK_OBJECT_ARRAY;
     rows.via.array.size = 1;
     rows.via.array.ptr = &shown;
-    top[0].key = str_object("rows");
+    top[0].key = output_str_object("rows");
     top[0].val = rows;
-    top[1].key = str_object("truncated");
+    top[1].key = output_str_object("truncated");
     top[1].val.type = MSGPACK_OBJECT_BOOLEAN;
     top[1].val.via.boolean = false;
     doc.type = MSGPACK_OBJECT_MAP;

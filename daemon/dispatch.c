@@ -104,6 +104,7 @@ job_new(const struct request *rq)
     job->w.has_seq = env->has_seq;
     job->w.seq = env->seq;
     job->w.received_at = (int64_t)server_now_unix_ms();
+    dispatch_replay_of(&job->w, env, frame);
     return job;
 }
 
@@ -491,8 +492,10 @@ do_bad_frame(const struct request *rq, const struct proto_err *err)
         answer_error(slot, env->has_id, env->id, err);
         return;
     }
-    /* Dedupe does not apply to a request that could not be read. */
+    /* Dedupe does not apply to a request that could not be read, nor
+     * does its replay_of: the frame is kept whole. */
     job->w.has_seq = 0;
+    job->w.replay_of = 0;
     if (job_quarantine_one(job, frame, len,
                            env->op >= 0 ? envelope_op_name(env->op) : "",
                            err) != 0) {
@@ -818,6 +821,17 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     dispatch_op_find(env.op)->handle(&rq);
 out:
     msgpack_unpacked_destroy(&up);
+}
+
+void
+dispatch_replay_of(struct store_write *w, const struct envelope *env,
+                   const char *frame)
+{
+    if (!env->has_replay_of || env->body_len == 0)
+        return;
+    w->replay_of = env->replay_of;
+    w->replay_body = frame + env->body_off;
+    w->replay_body_len = env->body_len;
 }
 
 /* Said in quarantine and in the reply: a seq is a write's name. */

@@ -18,6 +18,7 @@ struct conn;
 struct conn_slot;
 struct envelope;
 struct server;
+struct store_write;
 struct writer_job;
 
 /*
@@ -94,5 +95,14 @@ void dispatch_payload(struct writer_job *job, const char *raw, size_t len,
                       const char *op);
 void dispatch_conflict_error(const struct writer_job *job,
                              struct proto_err *err);
+
+/*
+ * A write that replays a quarantined payload (env->replay_of): w is told
+ * the row and the body's bytes in frame (borrowed: the job keeps the
+ * frame), so a refusal updates that row rather than adding another
+ * (store.h). Nothing for a request without replay_of or without a body.
+ */
+void dispatch_replay_of(struct store_write *w, const struct envelope *env,
+                        const char *frame);
 
 #endif

@@ -181,6 +181,7 @@ do_write(const struct request *rq)
     job->w.has_seq = env->has_seq;
     job->w.seq = env->seq;
     job->w.received_at = (int64_t)server_now_unix_ms();
+    dispatch_replay_of(&job->w, env, frame);
 
     if (env->body == NULL) {
         /* No body: the whole frame is what the producer sent. */

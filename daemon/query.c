@@ -188,6 +188,21 @@ query_opt_uint(const msgpack_object *body, const char *key, int *has,
 }
 
 int
+query_opt_bool(const msgpack_object *body, const char *key, int *v,
+               struct proto_err *err)
+{
+    const msgpack_object *o = mpobj_map_get(body, key, NULL);
+
+    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+        return proto_err_set(err, PROTO_EINVALID, key,
+                             "expected %s as a boolean", key);
+    *v = o->via.boolean;
+    return 0;
+}
+
+int
 query_opt_enum(const msgpack_object *body, const char *key,
                int (*from_name)(const char *, size_t), const char *expected,
                int *out, struct proto_err *err)

@@ -20,6 +20,7 @@
 #include "query_kind.h"
 #include "receipt.h"
 #include "reply.h"
+#include "server.h"
 #include "store_agg.h"
 
 static const char *const group_names[STORE_GROUP_COUNT] = {
@@ -158,17 +159,60 @@ pack_result(msgpack_packer *pk, const msgpack_sbuffer *rb, uint32_t nrows,
     return 0;
 }
 
+/* The same with "total": the object packed into tb. */
+static int
+pack_result_total(msgpack_packer *pk, const msgpack_sbuffer *rb, uint32_t nrows,
+                  int truncated, const msgpack_sbuffer *tb,
+                  struct proto_err *err)
+{
+    if (msgpack_pack_map(pk, 3) != 0 || pack_key(pk, "rows") ||
+        msgpack_pack_array(pk, nrows) != 0 ||
+        (rb->size > 0 && msgpack_sbuffer_write(pk->data, rb->data, rb->size)) ||
+        pack_key(pk, "truncated") ||
+        (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0 ||
+        pack_key(pk, "total") ||
+        msgpack_sbuffer_write(pk->data, tb->data, tb->size) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+/* The fallback figures of g: 5 map entries. */
+static int
+pack_fallback_figures(msgpack_packer *pk, const struct store_agg_group *g)
+{
+    return kv_uint(pk, "receipts", g->receipts) ||
+           kv_uint(pk, "fallback", g->fallback) ||
+           kv_uint(pk, "unproven", g->unproven) ||
+           kv_uint(pk, "clean", g->clean) ||
+           kv_double(pk, "fallback_rate",
+                     g->receipts ? (double)g->fallback / (double)g->receipts
+                                 : 0.0);
+}
+
+static int
+selected(const struct query_agg_select *sel, const struct store_agg_group *g)
+{
+    if (sel == NULL)
+        return 1;
+    if (sel->only_fallbacks && g->fallback == 0)
+        return 0;
+    return !sel->has_min_rate ||
+           (g->receipts > 0 &&
+            (double)g->fallback / (double)g->receipts >= sel->min_rate);
+}
+
 int
 query_agg_fallbacks(struct store *s, const struct store_filter *f, int group_by,
-                    uint64_t deadline_ms, msgpack_packer *pk,
-                    struct proto_err *err)
+                    const struct query_agg_select *sel, uint64_t deadline_ms,
+                    msgpack_packer *pk, struct proto_err *err)
 {
     struct store_agg a = { 0 };
-    msgpack_sbuffer rb;
-    msgpack_packer rpk;
+    struct store_agg_group total = { 0 };
+    msgpack_sbuffer rb, tb;
+    msgpack_packer rpk, tpk;
     uint32_t nrows = 0;
     size_t i;
-    int rc, failed = 0;
+    int rc, failed = 0, truncated = 0;
 
     rc = store_query_agg(s, f, group_by, 0, deadline_ms, &a, err);
     if (rc != 0) {
@@ -180,25 +224,32 @@ query_agg_fallbacks(struct store *s, const struct store_filter *f, int group_by,
         qsort(a.groups, a.n, sizeof(*a.groups), by_fallbacks_cb);
     msgpack_sbuffer_init(&rb);
     msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
-    for (i = 0; i < a.n && nrows < f->limit && !failed; i++) {
+    for (i = 0; i < a.n && !failed; i++) {
         const struct store_agg_group *g = &a.groups[i];
 
-        failed =
-            msgpack_pack_map(&rpk, 5 + nkeys(group_by)) != 0 ||
-            pack_group_keys(&rpk, group_by, g) ||
-            kv_uint(&rpk, "receipts", g->receipts) ||
-            kv_uint(&rpk, "fallback", g->fallback) ||
-            kv_uint(&rpk, "unproven", g->unproven) ||
-            kv_uint(&rpk, "clean", g->clean) ||
-            kv_double(&rpk, "fallback_rate",
-                      g->receipts ? (double)g->fallback / (double)g->receipts
-                                  : 0.0);
+        total.receipts += g->receipts;
+        total.fallback += g->fallback;
+        total.unproven += g->unproven;
+        total.clean += g->clean;
+        if (!selected(sel, g))
+            continue;
+        if (nrows == f->limit) {
+            truncated = 1;
+            continue;
+        }
+        failed = msgpack_pack_map(&rpk, 5 + nkeys(group_by)) != 0 ||
+                 pack_group_keys(&rpk, group_by, g) ||
+                 pack_fallback_figures(&rpk, g);
         nrows++;
     }
-    if (failed)
+    msgpack_sbuffer_init(&tb);
+    msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
+    if (failed || msgpack_pack_map(&tpk, 5) != 0 ||
+        pack_fallback_figures(&tpk, &total))
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     else
-        rc = pack_result(pk, &rb, nrows, i < a.n, err);
+        rc = pack_result_total(pk, &rb, nrows, truncated, &tb, err);
+    msgpack_sbuffer_destroy(&tb);
     msgpack_sbuffer_destroy(&rb);
     store_agg_free(&a);
     return rc;
@@ -295,10 +346,30 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
             failed = pack_coverage_row(&rpk, group_by, &a.groups[i], bit);
             nrows++;
         }
-    if (failed)
+    if (failed) {
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    else
+    } else if (group_by == STORE_GROUP_NONE) {
         rc = pack_result(pk, &rb, nrows, truncated, err);
+    } else {
+        /* Every group merged: the rows an ungrouped query would give. */
+        struct store_agg_group total = { 0 };
+        msgpack_sbuffer tb;
+        msgpack_packer tpk;
+
+        for (i = 0; i < a.n; i++) {
+            total.receipts += a.groups[i].receipts;
+            for (bit = 0; bit < RECEIPT_NCOUNTERS; bit++)
+                store_agg_counter_merge(&total.c[bit], &a.groups[i].c[bit]);
+        }
+        msgpack_sbuffer_init(&tb);
+        msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
+        failed = msgpack_pack_array(&tpk, RECEIPT_NCOUNTERS) != 0;
+        for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++)
+            failed = pack_coverage_row(&tpk, STORE_GROUP_NONE, &total, bit);
+        rc = failed ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
+                    : pack_result_total(pk, &rb, nrows, truncated, &tb, err);
+        msgpack_sbuffer_destroy(&tb);
+    }
     msgpack_sbuffer_destroy(&rb);
     store_agg_free(&a);
     return rc;
@@ -316,7 +387,7 @@ gap_cb(void *arg, const struct store_gap *g)
     msgpack_packer *pk = &rs->pk;
     size_t i;
 
-    if (msgpack_pack_map(pk, 7) != 0 ||
+    if (msgpack_pack_map(pk, 8) != 0 ||
         kv_str(pk, "source", g->source.ptr, g->source.len) ||
         kv_uint(pk, "first_seq", g->first_seq) ||
         kv_uint(pk, "last_seq", g->last_seq) ||
@@ -331,7 +402,11 @@ gap_cb(void *arg, const struct store_gap *g)
     if (kv_uint(pk, "missing_seqs", g->missing) ||
         pack_key(pk, "missing_truncated") ||
         (g->ranges_truncated ? msgpack_pack_true(pk)
-                             : msgpack_pack_false(pk)) != 0)
+                             : msgpack_pack_false(pk)) != 0 ||
+        pack_key(pk, "last_received_at") ||
+        (g->has_last_received
+             ? msgpack_pack_uint64(pk, (uint64_t)g->last_received_at)
+             : msgpack_pack_nil(pk)) != 0)
         return PROTO_ENOMEM;
     rs->n++;
     return 0;
@@ -339,7 +414,8 @@ gap_cb(void *arg, const struct store_gap *g)
 
 int
 query_agg_gaps(struct store *s, const struct store_filter *f,
-               uint64_t deadline_ms, msgpack_packer *pk, struct proto_err *err)
+               const struct store_gap_select *sel, uint64_t deadline_ms,
+               msgpack_packer *pk, struct proto_err *err)
 {
     msgpack_sbuffer rb;
     struct rows rs = { 0 };
@@ -347,7 +423,7 @@ query_agg_gaps(struct store *s, const struct store_filter *f,
 
     msgpack_sbuffer_init(&rb);
     msgpack_packer_init(&rs.pk, &rb, msgpack_sbuffer_write);
-    rc = store_query_gaps(s, f, deadline_ms, gap_cb, &rs, &truncated, err);
+    rc = store_query_gaps(s, f, sel, deadline_ms, gap_cb, &rs, &truncated, err);
     if (rc == PROTO_ENOMEM)
         proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     if (rc == 0)
@@ -362,7 +438,7 @@ qrow_cb(void *arg, const struct store_qrow *q)
     struct rows *rs = arg;
     msgpack_packer *pk = &rs->pk;
 
-    if (msgpack_pack_map(pk, q->raw ? 9 : 8) != 0 ||
+    if (msgpack_pack_map(pk, q->raw ? 11 : 10) != 0 ||
         kv_uint(pk, "id", (uint64_t)q->id) ||
         kv_uint(pk, "time", (uint64_t)q->received_at) ||
         kv_str(pk, "source", q->source.ptr, q->source.len) ||
@@ -370,7 +446,8 @@ qrow_cb(void *arg, const struct store_qrow *q)
         kv_str(pk, "code", q->code.ptr, q->code.len) ||
         kv_str(pk, "path", q->path.ptr, q->path.len) ||
         kv_str(pk, "message", q->message.ptr, q->message.len) ||
-        kv_uint(pk, "size", q->size))
+        kv_uint(pk, "size", q->size) || kv_uint(pk, "attempts", q->attempts) ||
+        kv_uint(pk, "last_attempt_at", (uint64_t)q->last_attempt_at))
         return PROTO_ENOMEM;
     /* The payload as sent, so `receiptctl quarantine replay` can resend it
      * byte for byte. */
@@ -425,7 +502,27 @@ static int
 parse_fallbacks(struct query_args *a, const msgpack_object *body,
                 struct proto_err *err)
 {
-    return parse_grouped(a, body, STORE_GROUP_PLAN, err);
+    const msgpack_object *o;
+    int rc;
+
+    if ((rc = parse_grouped(a, body, STORE_GROUP_PLAN, err)) ||
+        (rc = query_opt_bool(body, "only_fallbacks", &a->only_fallbacks, err)))
+        return rc;
+    o = mpobj_map_get(body, "min_rate", NULL);
+    if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+        a->min_rate = o->via.f64;
+    else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= 1)
+        a->min_rate = (double)o->via.u64;
+    else
+        a->min_rate = -1;
+    if (!(a->min_rate >= 0 && a->min_rate <= 1))
+        return proto_err_set(err, PROTO_EINVALID, "min_rate",
+                             "expected min_rate as a number from 0 to 1 (a "
+                             "fallback rate: 0.01 is 1%%)");
+    a->has_min_rate = 1;
+    return 0;
 }
 
 static int
@@ -439,20 +536,25 @@ static int
 parse_quarantine(struct query_args *a, const msgpack_object *body,
                  struct proto_err *err)
 {
-    const msgpack_object *o;
     int rc;
 
     if ((rc = query_parse_common(a, body, err)) ||
         (rc = query_opt_uint(body, "id", &a->has_qid, &a->qid, err)))
         return rc;
-    o = mpobj_map_get(body, "raw", NULL);
-    if (o != NULL && o->type != MSGPACK_OBJECT_NIL) {
-        if (o->type != MSGPACK_OBJECT_BOOLEAN)
-            return proto_err_set(err, PROTO_EINVALID, "raw",
-                                 "expected raw as a boolean");
-        a->raw = o->via.boolean;
-    }
-    return 0;
+    return query_opt_bool(body, "raw", &a->raw, err);
+}
+
+static int
+parse_gaps(struct query_args *a, const msgpack_object *body,
+           struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = query_parse_common(a, body, err)) ||
+        (rc = query_opt_uint(body, "quiet_for", &a->has_quiet_for,
+                             &a->quiet_for, err)))
+        return rc;
+    return query_opt_bool(body, "only_missing", &a->only_missing, err);
 }
 
 static int
@@ -465,7 +567,11 @@ run_fallbacks(struct query_args *a, struct store *s, msgpack_packer *pk,
         a->f.status = RECEIPT_STATUS_FALLBACK;
         return query_run_receipts(a, s, pk, err);
     }
-    return query_agg_fallbacks(s, &a->f, a->group_by, a->deadline_ms, pk, err);
+    struct query_agg_select sel = { a->only_fallbacks, a->has_min_rate,
+                                    a->min_rate };
+
+    return query_agg_fallbacks(s, &a->f, a->group_by, &sel, a->deadline_ms, pk,
+                               err);
 }
 
 static int
@@ -479,7 +585,15 @@ static int
 run_gaps(struct query_args *a, struct store *s, msgpack_packer *pk,
          struct proto_err *err)
 {
-    return query_agg_gaps(s, &a->f, a->deadline_ms, pk, err);
+    struct store_gap_select sel = { a->only_missing, a->has_quiet_for, 0 };
+    uint64_t now = server_now_unix_ms();
+
+    /* Quiet since before now - quiet_for, on the daemon's clock: the one
+     * that stamped every receive time. */
+    if (a->has_quiet_for)
+        sel.quiet_before =
+            a->quiet_for < now ? (int64_t)(now - a->quiet_for) : INT64_MIN;
+    return query_agg_gaps(s, &a->f, &sel, a->deadline_ms, pk, err);
 }
 
 static int
@@ -494,8 +608,7 @@ const struct query_kind query_kind_fallbacks = { "fallbacks", parse_fallbacks,
                                                  run_fallbacks };
 const struct query_kind query_kind_coverage = { "coverage", parse_coverage,
                                                 run_coverage };
-const struct query_kind query_kind_gaps = { "gaps", query_parse_common,
-                                            run_gaps };
+const struct query_kind query_kind_gaps = { "gaps", parse_gaps, run_gaps };
 const struct query_kind query_kind_quarantine = { "quarantine",
                                                   parse_quarantine,
                                                   run_quarantine };

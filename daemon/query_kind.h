@@ -37,6 +37,15 @@ struct query_args {
     int has_qid;   /* quarantine: one row by its id */
     uint64_t qid;
     int raw; /* quarantine: with the payload bytes */
+    /* gaps: only sources with missing seqs; only those quiet for
+     * quiet_for ms (the cutoff is taken when the query runs) */
+    int only_missing;
+    int has_quiet_for;
+    uint64_t quiet_for;
+    /* fallbacks: only groups with a fallback; only those at min_rate */
+    int only_fallbacks;
+    int has_min_rate;
+    double min_rate;
     uint64_t deadline_ms;
     const struct query_snapshot *snap; /* stats: the loop's figures */
 };
@@ -57,6 +66,9 @@ int query_parse_common(struct query_args *a, const msgpack_object *body,
  * from_name knows (-1 when absent; expected lists the names). */
 int query_opt_uint(const msgpack_object *body, const char *key, int *has,
                    uint64_t *v, struct proto_err *err);
+/* An optional boolean: *v left alone when absent or nil. */
+int query_opt_bool(const msgpack_object *body, const char *key, int *v,
+                   struct proto_err *err);
 int query_opt_enum(const msgpack_object *body, const char *key,
                    int (*from_name)(const char *, size_t), const char *expected,
                    int *out, struct proto_err *err);

@@ -42,6 +42,7 @@ enum {
     ST_QUARANTINE_OLDEST,
     ST_QUARANTINE_DEL,
     ST_QUARANTINE_PUT,
+    ST_QUARANTINE_AGAIN,
     ST_BEGIN,
     ST_COMMIT,
     ST_SAVEPOINT,
@@ -76,6 +77,13 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_QUARANTINE_PUT] = "INSERT INTO quarantine (received_at, source_id, op, "
                           "code, path, message, size, raw) VALUES (?1, ?2, "
                           "?3, ?4, ?5, ?6, ?7, ?8)",
+    /* A replayed payload refused again: its row, only if it still holds
+     * what was replayed (?9, of ?10 bytes) from the same source. */
+    [ST_QUARANTINE_AGAIN] = "UPDATE quarantine SET last_attempt_at = ?1, "
+                            "attempts = attempts + 1, op = ?3, code = ?4, "
+                            "path = ?5, message = ?6, size = ?7, raw = ?8 "
+                            "WHERE id = ?11 AND source_id = ?2 AND size = "
+                            "?10 AND raw = ?9",
 };
 
 /* Receipts inserted by one statement: 2^k rows for k < PUT_LEVELS, the
@@ -1152,6 +1160,55 @@ counter_add(struct store *s, const char *name, int64_t delta,
     return step_done(s, st, err, "update a counter");
 }
 
+/* Binds what both quarantine statements store of q (?1-?8). */
+static void
+bind_quarantine(sqlite3_stmt *st, const struct store_write *w,
+                int64_t source_id, const struct store_quarantine_item *q)
+{
+    sqlite3_bind_int64(st, 1, w->received_at);
+    sqlite3_bind_int64(st, 2, source_id);
+    sqlite3_bind_text(st, 3, q->op, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, proto_code_name(q->code), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, q->path ? q->path : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, q->message ? q->message : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, (int64_t)q->len);
+    sqlite3_bind_blob(st, 8, q->len ? q->raw : "", (int)q->len, SQLITE_STATIC);
+}
+
+/*
+ * A replay refused again takes its row: returns 1 when the row was
+ * updated, 0 when it is gone or holds something else (then a new row is
+ * made, as for any refusal), or an error. What is still refused is at
+ * most what was replayed (a batch keeps only its refused items), so the
+ * quarantine does not grow and nothing is evicted.
+ */
+static int
+requarantine(struct store *s, const struct store_write *w, int64_t source_id,
+             const struct store_quarantine_item *q, struct proto_err *err)
+{
+    sqlite3_stmt *st = s->st[ST_QUARANTINE_AGAIN];
+    int rc;
+
+    if (w->replay_of == 0 || w->replay_of > INT64_MAX ||
+        q->len > w->replay_body_len)
+        return 0;
+    bind_quarantine(st, w, source_id, q);
+    sqlite3_bind_blob(st, 9, w->replay_body_len ? w->replay_body : "",
+                      (int)w->replay_body_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 10, (int64_t)w->replay_body_len);
+    sqlite3_bind_int64(st, 11, (int64_t)w->replay_of);
+    rc = step_done(s, st, err, "update a quarantined payload");
+    sqlite3_clear_bindings(st);
+    if (rc)
+        return rc;
+    if (sqlite3_changes(s->db) == 0)
+        return 0;
+    if ((rc = counter_add(s, "quarantine_bytes",
+                          (int64_t)q->len - (int64_t)w->replay_body_len, err)))
+        return rc;
+    return 1;
+}
+
 static int
 put_quarantine(struct store *s, const struct store_write *w, int64_t source_id,
                const struct store_quarantine_item *q, struct proto_err *err)
@@ -1160,6 +1217,8 @@ put_quarantine(struct store *s, const struct store_write *w, int64_t source_id,
     int64_t total, freed = 0, evicted = 0;
     int rc;
 
+    if ((rc = requarantine(s, w, source_id, q, err)) != 0)
+        return rc < 0 ? rc : 0;
     if ((rc = store_counter(s, "quarantine_bytes", 0, &total, err)))
         return rc;
     if ((uint64_t)q->len > s->quarantine_max) {
@@ -1190,14 +1249,7 @@ put_quarantine(struct store *s, const struct store_write *w, int64_t source_id,
         evicted++;
     }
     st = s->st[ST_QUARANTINE_PUT];
-    sqlite3_bind_int64(st, 1, w->received_at);
-    sqlite3_bind_int64(st, 2, source_id);
-    sqlite3_bind_text(st, 3, q->op, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, proto_code_name(q->code), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, q->path ? q->path : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, q->message ? q->message : "", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 7, (int64_t)q->len);
-    sqlite3_bind_blob(st, 8, q->len ? q->raw : "", (int)q->len, SQLITE_STATIC);
+    bind_quarantine(st, w, source_id, q);
     rc = step_done(s, st, err, "store a quarantined payload");
     sqlite3_clear_bindings(st);
     if (rc)

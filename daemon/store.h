@@ -130,6 +130,14 @@ struct store_write {
      * conflict_q, its payload kept in quarantine. */
     uint32_t payload_hash;
     const struct store_quarantine_item *conflict_q;
+    /* A replay of quarantine row replay_of (0: none) whose body is
+     * replay_body[0, replay_body_len): when its payload is refused again,
+     * that row takes the new refusal instead of a new row being made, if
+     * it is still there with the write's source and exactly those bytes
+     * (attempts + 1, last_attempt_at the write's received_at). */
+    uint64_t replay_of;
+    const void *replay_body;
+    size_t replay_body_len;
 
     /* Outputs. */
     int duplicate;      /* (source, seq) had a recorded outcome */
@@ -148,9 +156,10 @@ struct store_write {
 /*
  * Applies w inside the caller's transaction: the dedupe check (the table
  * when the seq is not above the source's high-water mark, then the tail),
- * then the receipts, the quarantine items (evicting the oldest rows while
- * the total would pass quarantine_max_bytes; a payload larger than the
- * whole bound is not kept and counts as an eviction), then the dedupe
+ * then the receipts, the quarantine items (a replay's row updated as
+ * w->replay_of says, else a new row, evicting the oldest rows while the
+ * total would pass quarantine_max_bytes; a payload larger than the whole
+ * bound is not kept and counts as an eviction), then the dedupe
  * record (a single receipt's with the tail). Returns 0 or
  * PROTO_EUNAVAILABLE (PROTO_ENOMEM when a duplicate's outcome could not be
  * copied); check store_txn_broken() after a failure.

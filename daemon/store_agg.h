@@ -99,29 +99,47 @@ struct store_gap {
     const uint64_t (*ranges)[2]; /* the first n_ranges missing [from, to] */
     size_t n_ranges;
     int ranges_truncated; /* more ranges than f->limit */
+    /* When the source's newest stored receipt arrived (unix ms); none when
+     * no receipt of it is stored (plans only, or all pruned). */
+    int has_last_received;
+    int64_t last_received_at;
 };
 
 typedef int (*store_gap_cb)(void *arg, const struct store_gap *g);
 
+/* Which sources `gaps` lists (all of them when zeroed). */
+struct store_gap_select {
+    int only_missing; /* only those with missing seqs */
+    int has_quiet_before;
+    int64_t quiet_before; /* only those with no receipt since (unix ms) */
+};
+
 /*
- * Walks the recorded seqs (the dedupe table: every committed write that
- * carried a source and a seq) of each source in unsigned order, at most
- * f->limit sources (f->source alone when set; the other filters do not
- * apply: a seq has no receive time of its own), and calls cb once per
- * source with at most f->limit missing ranges. Memory does not grow with
- * the number of seqs. *truncated is set when sources were left out.
- * Returns 0, cb's non-zero return, or an error as store_query_agg.
+ * Walks the recorded seqs (the dedupe table, the seq runs and the tail:
+ * every committed write that carried a source and a seq) of each source
+ * in unsigned order (f->source alone when set; the other filters do not
+ * apply: a seq has no receive time of its own), keeps those sel selects,
+ * and calls cb for at most f->limit of them, most missing seqs first (then
+ * by source), each with at most f->limit missing ranges: a source with
+ * gaps is never left out for one without. Every source is walked once,
+ * and the ones listed with gaps a second time for their ranges; memory
+ * holds one summary per source, not its seqs. *truncated is set when
+ * sources or ranges were left out. Returns 0, cb's non-zero return, or an
+ * error as store_query_agg.
  */
 int store_query_gaps(struct store *s, const struct store_filter *f,
-                     uint64_t deadline_ms, store_gap_cb cb, void *arg,
-                     int *truncated, struct proto_err *err);
+                     const struct store_gap_select *sel, uint64_t deadline_ms,
+                     store_gap_cb cb, void *arg, int *truncated,
+                     struct proto_err *err);
 
 /* One quarantined payload, valid during the callback only. */
 struct store_qrow {
     int64_t id, received_at;
     struct proto_str source, op, code, path, message; /* borrowed */
     uint64_t size;
-    const void *raw; /* borrowed; NULL unless asked for */
+    uint64_t attempts;       /* refusals the row stands for, 1 and up */
+    int64_t last_attempt_at; /* the latest; received_at when only one */
+    const void *raw;         /* borrowed; NULL unless asked for */
     size_t raw_len;
 };
 

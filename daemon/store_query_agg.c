@@ -517,9 +517,11 @@ qrow_cb(sqlite3_stmt *st, void *ctx, void *arg)
     column_text(st, 5, &q.path);
     column_text(st, 6, &q.message);
     q.size = (uint64_t)sqlite3_column_int64(st, 7);
+    q.attempts = (uint64_t)sqlite3_column_int64(st, 8);
+    q.last_attempt_at = sqlite3_column_int64(st, 9);
     if (qc->with_raw) {
-        q.raw = sqlite3_column_blob(st, 8);
-        q.raw_len = (size_t)sqlite3_column_bytes(st, 8);
+        q.raw = sqlite3_column_blob(st, 10);
+        q.raw_len = (size_t)sqlite3_column_bytes(st, 10);
         if (q.raw == NULL)
             q.raw = "";
     }
@@ -540,7 +542,8 @@ store_query_quarantine(struct store *s, const struct store_filter *f,
 
     *truncated = 0;
     ADD("SELECT q.id, q.received_at, src.value, q.op, q.code, q.path, "
-        "q.message, q.size%s FROM quarantine q JOIN strings src ON src.id = "
+        "q.message, q.size, q.attempts, coalesce(q.last_attempt_at, "
+        "q.received_at)%s FROM quarantine q JOIN strings src ON src.id = "
         "q.source_id WHERE 1",
         with_raw ? ", q.raw" : "");
     if (has_id)

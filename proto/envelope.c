@@ -200,6 +200,15 @@ envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
         env->has_seq = 1;
     }
 
+    /* Only a hint for where a refused payload is kept: one that cannot be
+     * read is no reason to refuse a frame daemons before it accepted. */
+    o = mpobj_map_get(root, "replay_of", &dup);
+    if (o != NULL && !dup &&
+        mpobj_uint(o, UINT64_MAX, &env->replay_of, NULL) == 0)
+        env->has_replay_of = 1;
+    else
+        env->replay_of = 0;
+
     o = mpobj_map_get(root, "body", &dup);
     if (dup)
         return proto_err_set(err, PROTO_EMALFORMED, "body",
@@ -219,7 +228,7 @@ envelope_peek(const char *frame, size_t len, struct envelope *env)
     const char *k;
     size_t kn;
     uint32_t n, i;
-    int seen_op = 0, seen_seq = 0;
+    int seen_op = 0, seen_seq = 0, seen_replay = 0;
 
     memset(env, 0, sizeof(*env));
     mpread_init(&d, frame, len);
@@ -245,6 +254,13 @@ envelope_peek(const char *frame, size_t len, struct envelope *env)
                 return 0;
             else
                 env->has_seq = 1;
+        } else if (kn == 9 && memcmp(k, "replay_of", 9) == 0 && !seen_replay) {
+            /* Anything but an unsigned int is envelope_parse()'s to
+             * ignore. */
+            seen_replay = 1;
+            if (mpread_uint(&d, &env->replay_of) != 0)
+                return 0;
+            env->has_replay_of = 1;
         } else if (kn == 4 && memcmp(k, "body", 4) == 0 && i == n - 1 &&
                    d.p < d.end) {
             env->body_off = mpread_used(&d, frame);
@@ -306,6 +322,26 @@ envelope_request(msgpack_packer *pk, int op, uint64_t id, int has_seq,
         return -1;
     if (has_seq && (envelope_pack_cstr(pk, "seq") != 0 ||
                     msgpack_pack_uint64(pk, seq) != 0))
+        return -1;
+    if (has_body && envelope_pack_cstr(pk, "body") != 0)
+        return -1;
+    return 0;
+}
+
+int
+envelope_request_replay(msgpack_packer *pk, int op, uint64_t id,
+                        uint64_t replay_of, int has_body)
+{
+    const char *name = envelope_op_name(op);
+
+    if (name == NULL)
+        return -1;
+    if (msgpack_pack_map(pk, 3 + (has_body != 0)) != 0 ||
+        envelope_pack_cstr(pk, "op") != 0 ||
+        envelope_pack_cstr(pk, name) != 0 ||
+        envelope_pack_cstr(pk, "id") != 0 || msgpack_pack_uint64(pk, id) != 0 ||
+        envelope_pack_cstr(pk, "replay_of") != 0 ||
+        msgpack_pack_uint64(pk, replay_of) != 0)
         return -1;
     if (has_body && envelope_pack_cstr(pk, "body") != 0)
         return -1;

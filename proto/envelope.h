@@ -2,8 +2,8 @@
  * envelope.h: request and reply envelopes of PROTOCOL section 2, for both
  * sides of the wire.
  *
- * A request is a map {"op", "id", "seq"?, "body"?}; a reply is
- * {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"code",
+ * A request is a map {"op", "id", "seq"?, "replay_of"?, "body"?}; a reply
+ * is {"id", "ok": true, "result"} or {"id", "ok": false, "error": {"code",
  * "message", "path"}}. Unknown envelope keys are ignored.
  */
 #ifndef RECEIPTD_PROTO_ENVELOPE_H
@@ -24,6 +24,11 @@ struct envelope {
     uint64_t id;
     int has_seq;
     uint64_t seq;
+    /* The quarantine row whose payload this request resends (`receiptctl
+     * quarantine replay`); a replay_of that is not an unsigned integer is
+     * ignored, as the key was by daemons before it. */
+    int has_replay_of;
+    uint64_t replay_of;
     const msgpack_object *body; /* borrowed from the unpacked frame; NULL
                                    when absent */
     /* Where body's msgpack encoding is in the frame, byte for byte:
@@ -65,8 +70,9 @@ int envelope_parse(const char *frame, size_t len, msgpack_unpacked *up,
 
 /*
  * The fast path of envelope_parse() for what producers send: a map of str
- * keys "op" (a str naming an op), "id" and "seq" (unsigned ints, seq also
- * nil), and "body" last, each once, read from the bytes without unpacking.
+ * keys "op" (a str naming an op), "id", "seq" and "replay_of" (unsigned
+ * ints, seq also nil), and "body" last, each once, read from the bytes
+ * without unpacking.
  * Returns 1 with env filled (env->body NULL: the body's bytes are
  * frame[body_off, body_off + body_len), to the end of the frame, which
  * the caller decodes or hands back) or 0 for any other frame, valid or
@@ -92,6 +98,11 @@ int envelope_reply_error(msgpack_packer *pk, int has_id, uint64_t id,
  */
 int envelope_request(msgpack_packer *pk, int op, uint64_t id, int has_seq,
                      uint64_t seq, int has_body);
+
+/* envelope_request() for a replay of quarantine row replay_of: "replay_of"
+ * comes before the "body" key, which stays last. Returns 0 or -1. */
+int envelope_request_replay(msgpack_packer *pk, int op, uint64_t id,
+                            uint64_t replay_of, int has_body);
 
 /* A decoded reply, for clients and tests. */
 struct envelope_reply {

@@ -56,7 +56,7 @@ CREATE TABLE quarantine (
     message TEXT NOT NULL,
     size INTEGER NOT NULL,
     raw BLOB NOT NULL
-);
+, attempts INTEGER NOT NULL DEFAULT 1, last_attempt_at INTEGER);
 CREATE TABLE "receipts" (
     id INTEGER PRIMARY KEY,
     received_at INTEGER NOT NULL,          -- unix milliseconds

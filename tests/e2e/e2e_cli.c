@@ -145,17 +145,24 @@ write_tmp(char *path, size_t len, const char *name, const char *text)
     ck_assert_int_eq(e2e_write_file(path, text), 0);
 }
 
+/* Starts the test's daemon with extra flags. */
 static void
-setup(void)
+start(const char *const *extra)
 {
-    static const char *const extra[] = { "--log-level", "warning", NULL };
-
     if (e2e_start(&d, extra) != 0) {
         size_t len;
         char *log = e2e_read_file(d.log, &len);
 
         ck_abort_msg("receiptd did not start: %s", log ? log : "(no log)");
     }
+}
+
+static void
+setup(void)
+{
+    static const char *const extra[] = { "--log-level", "warning", NULL };
+
+    start(extra);
 }
 
 static void
@@ -1205,6 +1212,399 @@ START_TEST(test_cli_gaps_cut_ranges_are_noted)
 }
 END_TEST
 
+/* ---- fleet health: gaps sorted, --only-missing, --quiet-for ---- */
+
+/* A daemon whose chunks hold 4 receipts, so a source's newest receipt is
+ * looked for in the chunks' postings as well as in the tail. */
+static void
+setup_small_chunks(void)
+{
+    static const char *const extra[] = { "--log-level", "warning",
+                                         "--chunk-receipts", "4", NULL };
+
+    start(extra);
+}
+
+/* Imports, as source, receipts at positions 1..n but those in holes (a
+ * string of '1' and '0' by position, shorter than n: 1 is a hole). */
+static void
+import_source(const char *source, int n, const char *holes)
+{
+    char path[400], name[64];
+    const char *args[] = { "import", "--source", source, path, NULL };
+    size_t cap = (size_t)n * (sizeof(S1_LINE) + 4), len = 0, k;
+    char *text = malloc(cap);
+    struct run r;
+    int i;
+
+    ck_assert_ptr_nonnull(text);
+    text[0] = '\0';
+    for (i = 0; i < n; i++)
+        len += (size_t)snprintf(
+            text + len, cap - len, "%s",
+            (size_t)i < strlen(holes) && holes[i] == '1' ? "{}\n" : S1_LINE);
+    snprintf(name, sizeof(name), "%s.jsonl", source);
+    for (k = 0; name[k] != '\0'; k++)
+        if (name[k] == '/')
+            name[k] = '_';
+    write_tmp(path, sizeof(path), name, text);
+    free(text);
+    run(&r, args);
+    /* A hole is an invalid item: exit 1, the others stored. */
+    ck_assert_msg(r.status == (strchr(holes, '1') ? 1 : 0), "%s%s", r.out,
+                  r.err);
+    run_free(&r);
+}
+
+/* The rows of `gaps` with args as JSON (owned by *doc). */
+static struct json_object *
+gaps_rows(struct json_object **doc, const char *const *args, struct run *r)
+{
+    run_ok(r, args);
+    *doc = json_tokener_parse(r->out);
+    ck_assert_msg(*doc != NULL, "%s", r->out);
+    return json_object_object_get(*doc, "rows");
+}
+
+static const char *
+jstr(struct json_object *j, const char *key)
+{
+    return json_object_get_string(json_object_object_get(j, key));
+}
+
+/* Most missing seqs first, whatever order the sources came in (and their
+ * names); --only-missing leaves out the sources without gaps. */
+START_TEST(test_cli_gaps_sorted_by_missing)
+{
+    const char *all[] = { "gaps", "--format", "json", NULL };
+    const char *only[] = { "gaps", "--only-missing", "--format", "json", NULL };
+    const char *csv[] = { "gaps", "--only-missing", "--format", "csv", NULL };
+    static const char *const want[] = { "fleet/c", "fleet/b", "fleet/a",
+                                        "fleet/d" };
+    struct json_object *doc, *rows;
+    struct run r;
+    size_t i;
+
+    import_source("fleet/a", 5, "");
+    import_source("fleet/b", 5, "0100");
+    import_source("fleet/c", 6, "01101");
+    import_source("fleet/d", 3, "");
+
+    rows = gaps_rows(&doc, all, &r);
+    ck_assert_msg(json_object_array_length(rows) == 4, "%s", r.out);
+    for (i = 0; i < 4; i++) {
+        struct json_object *row = json_object_array_get_idx(rows, i);
+
+        ck_assert_msg(strcmp(jstr(row, "source"), want[i]) == 0, "row %zu: %s",
+                      i, r.out);
+    }
+    ck_assert_uint_eq(juint(json_object_array_get_idx(rows, 0), "missing_seqs"),
+                      3);
+    ck_assert_uint_eq(juint(json_object_array_get_idx(rows, 1), "missing_seqs"),
+                      1);
+    json_object_put(doc);
+    run_free(&r);
+
+    rows = gaps_rows(&doc, only, &r);
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 0), "source"),
+                     "fleet/c");
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 1), "source"),
+                     "fleet/b");
+    json_object_put(doc);
+    run_free(&r);
+
+    run_ok(&r, csv);
+    ck_assert_int_eq(count_lines(r.out), 3);
+    ck_assert_ptr_nonnull(strstr(r.out, "last_received_at,missing,extra\n"
+                                        "fleet/c,1,6,3,3,false,"));
+    run_free(&r);
+}
+END_TEST
+
+/* A gappy source that came last is listed first under a --limit that
+ * healthy ones would fill: the cut falls on healthy sources. */
+START_TEST(test_cli_gaps_limit_never_hides_a_gappy_source)
+{
+    const char *args[] = { "gaps", "--limit", "2", "--format", "json", NULL };
+    const char *fail[] = { "gaps", "--limit", "2", "--fail-on-truncate", NULL };
+    struct json_object *doc, *rows;
+    char name[32];
+    struct run r;
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        snprintf(name, sizeof(name), "healthy/%d", i);
+        import_source(name, 3, "");
+    }
+    import_source("z/gappy", 4, "01");
+    rows = gaps_rows(&doc, args, &r);
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    ck_assert_msg(strcmp(jstr(json_object_array_get_idx(rows, 0), "source"),
+                         "z/gappy") == 0,
+                  "%s", r.out);
+    ck_assert_uint_eq(juint(json_object_array_get_idx(rows, 0), "missing_seqs"),
+                      1);
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 1), "source"),
+                     "healthy/0");
+    ck_assert(
+        json_object_get_boolean(json_object_object_get(doc, "truncated")));
+    json_object_put(doc);
+    run_free(&r);
+    run(&r, fail);
+    ck_assert_int_eq(r.status, 4);
+    run_free(&r);
+}
+END_TEST
+
+/* The newest receipt of source, from `receipts` (its received_at). */
+static uint64_t
+newest_received_at(const char *source)
+{
+    const char *args[] = { "receipts", "--source", source,  "--limit",
+                           "1",        "--format", "jsonl", NULL };
+    struct json_object *j;
+    struct run r;
+    uint64_t v;
+
+    run_ok(&r, args);
+    j = json_tokener_parse(r.out);
+    ck_assert_msg(j != NULL, "%s", r.out);
+    v = juint(j, "received_at");
+    json_object_put(j);
+    run_free(&r);
+    return v;
+}
+
+/*
+ * Each source's last receive time is its newest receipt's, whether that
+ * is in a chunk or in the tail; --quiet-for lists the sources that sent
+ * nothing for that long (the one that stopped), not the one still
+ * sending.
+ */
+START_TEST(test_cli_gaps_quiet_for_lists_the_sources_that_stopped)
+{
+    const char *all[] = { "gaps", "--format", "json", NULL };
+    const char *quiet[] = { "gaps",     "--quiet-for", "1500ms",
+                            "--format", "json",        NULL };
+    const char *bad[] = { "gaps", "--quiet-for", "soon", NULL };
+    struct json_object *doc, *rows;
+    uint64_t old_at, new_at[9];
+    char name[32];
+    struct run r;
+    size_t i;
+
+    /* 9 receipts: two chunks of 4 and one in the tail; then one receipt
+     * of each of 9 other sources pushes them all into chunks, and all but
+     * one of those too, so the stopped source's time is looked up in its
+     * own chunks once every other source has one. */
+    import_source("stopped/1", 9, "");
+    usleep(2500 * 1000);
+    for (i = 0; i < 9; i++) {
+        snprintf(name, sizeof(name), "sending/%zu", i);
+        import_source(name, 1, "");
+    }
+    old_at = newest_received_at("stopped/1");
+    for (i = 0; i < 9; i++) {
+        snprintf(name, sizeof(name), "sending/%zu", i);
+        new_at[i] = newest_received_at(name);
+        ck_assert_uint_gt(new_at[i], old_at + 2000);
+    }
+
+    rows = gaps_rows(&doc, all, &r);
+    ck_assert_msg(json_object_array_length(rows) == 10, "%s", r.out);
+    for (i = 0; i < 10; i++) {
+        struct json_object *row = json_object_array_get_idx(rows, i);
+        const char *src = jstr(row, "source");
+
+        ck_assert_uint_eq(juint(row, "last_received_at"),
+                          strcmp(src, "stopped/1") == 0
+                              ? old_at
+                              : new_at[atoi(src + strlen("sending/"))]);
+    }
+    json_object_put(doc);
+    run_free(&r);
+
+    rows = gaps_rows(&doc, quiet, &r);
+    ck_assert_msg(json_object_array_length(rows) == 1, "%s", r.out);
+    ck_assert_str_eq(jstr(json_object_array_get_idx(rows, 0), "source"),
+                     "stopped/1");
+    json_object_put(doc);
+    run_free(&r);
+
+    run(&r, bad);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--quiet-for"));
+    run_free(&r);
+}
+END_TEST
+
+/* ---- fallbacks: totals, --only-fallbacks, --min-rate ---- */
+
+/* Appends n receipts of plan to text (cap bytes), fallbacks of them to cpu
+ * and the rest executed where requested (unproven). */
+static void
+plan_lines(char *text, size_t cap, const char *plan, int n, int fallbacks)
+{
+    const char *pp = strstr(S1_LINE, "\"plan-a\""),
+               *ep = strstr(S1_LINE, "\"executed_backend\":\"cpu\"");
+    size_t len = strlen(text);
+    int i;
+
+    ck_assert(pp != NULL && ep != NULL && ep < pp);
+    for (i = 0; i < n; i++)
+        len += (size_t)snprintf(
+            text + len, cap - len,
+            "%.*s\"executed_backend\":\"%s\"%.*s\"%s\"%s", (int)(ep - S1_LINE),
+            S1_LINE, i < fallbacks ? "cpu" : "cuda",
+            (int)(pp - ep - strlen("\"executed_backend\":\"cpu\"")),
+            ep + strlen("\"executed_backend\":\"cpu\""), plan,
+            pp + strlen("\"plan-a\""));
+    ck_assert_uint_lt(len, cap);
+}
+
+/* plan-big: 200 receipts, 1 fallback (0.50%); plan-small: 2, 1 (50%);
+ * plan-none: 3, none. */
+static void
+import_plans(void)
+{
+    size_t cap = 210 * (sizeof(S1_LINE) + 16);
+    char *text = calloc(1, cap);
+
+    ck_assert_ptr_nonnull(text);
+    plan_lines(text, cap, "plan-big", 200, 1);
+    plan_lines(text, cap, "plan-small", 2, 1);
+    plan_lines(text, cap, "plan-none", 3, 0);
+    import_text("plans.jsonl", text);
+    free(text);
+}
+
+/* The one line of out that starts with prefix, or NULL. */
+static const char *
+line_of(const char *out, const char *prefix)
+{
+    const char *p = out;
+
+    for (; p != NULL && *p != '\0';
+         p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, prefix, strlen(prefix)) == 0)
+            return p;
+    return NULL;
+}
+
+/*
+ * A fallbacks table ends with a (total) row over every group, rates keep
+ * two significant digits, and JSON carries the same "total"; coverage by
+ * group ends with a (total) row per counter.
+ */
+START_TEST(test_cli_fallbacks_totals_and_rates)
+{
+    const char *table[] = { "fallbacks", NULL };
+    const char *json[] = { "fallbacks", "--format", "json", NULL };
+    const char *csv[] = { "fallbacks", "--format", "csv", NULL };
+    const char *cov[] = { "coverage", "--group-by", "model",
+                          "--limit",  "10000",      NULL };
+    struct json_object *doc, *tot;
+    const char *l;
+    struct run r;
+
+    import_plans();
+    run_ok(&r, table);
+    l = line_of(r.out, "(total)");
+    ck_assert_msg(l != NULL && strchr(l, '\n')[1] == '\0', "%s", r.out);
+    ck_assert_msg(strstr(l, " 205 ") != NULL && strstr(l, "0.98%\n") != NULL,
+                  "%s", r.out);
+    l = line_of(r.out, "plan-big");
+    ck_assert_msg(l != NULL && strstr(l, "0.50%\n") != NULL, "%s", r.out);
+    run_free(&r);
+
+    run_ok(&r, json);
+    doc = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(doc);
+    tot = json_object_object_get(doc, "total");
+    ck_assert_msg(tot != NULL, "%s", r.out);
+    ck_assert_uint_eq(juint(tot, "receipts"), 205);
+    ck_assert_uint_eq(juint(tot, "fallback"), 2);
+    json_object_put(doc);
+    run_free(&r);
+
+    /* Scripts get the groups alone. */
+    run_ok(&r, csv);
+    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_ptr_null(strstr(r.out, "(total)"));
+    run_free(&r);
+
+    run_ok(&r, cov);
+    {
+        const char *p = r.out;
+        int n = 0;
+
+        while ((p = strstr(p, "\n(total) ")) != NULL) {
+            n++;
+            p++;
+        }
+        ck_assert_msg(n == 26, "%d: %s", n, r.out); /* one per counter */
+    }
+    run_free(&r);
+}
+END_TEST
+
+/*
+ * --only-fallbacks and --min-rate keep the groups that fell back, chosen
+ * before --limit: the group with the highest rate is listed under a limit
+ * the group with the most fallbacks would fill.
+ */
+START_TEST(test_cli_fallbacks_only_and_min_rate)
+{
+    const char *only[] = { "fallbacks", "--only-fallbacks", "--format", "json",
+                           NULL };
+    const char *rate[] = { "fallbacks", "--min-rate", "10%",  "--limit",
+                           "1",         "--format",   "json", NULL };
+    const char *frac[] = { "fallbacks", "--min-rate", "0.004",
+                           "--format",  "json",       NULL };
+    const char *bad[] = { "fallbacks", "--min-rate", "150%", NULL };
+    const char *none[] = { "fallbacks", "--group-by", "none",
+                           "--only-fallbacks", NULL };
+    struct json_object *doc, *rows;
+    struct run r;
+
+    import_plans();
+    run_ok(&r, only);
+    doc = json_tokener_parse(r.out);
+    rows = json_object_object_get(doc, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    ck_assert_ptr_null(strstr(r.out, "plan-none"));
+    json_object_put(doc);
+    run_free(&r);
+
+    run_ok(&r, rate);
+    doc = json_tokener_parse(r.out);
+    rows = json_object_object_get(doc, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 1, "%s", r.out);
+    ck_assert_str_eq(
+        jstr(json_object_array_get_idx(rows, 0), "prepared_plan_id"),
+        "plan-small");
+    json_object_put(doc);
+    run_free(&r);
+
+    run_ok(&r, frac);
+    doc = json_tokener_parse(r.out);
+    ck_assert_msg(
+        json_object_array_length(json_object_object_get(doc, "rows")) == 2,
+        "%s", r.out);
+    json_object_put(doc);
+    run_free(&r);
+
+    run(&r, bad);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--min-rate"));
+    run_free(&r);
+    run(&r, none);
+    ck_assert_int_eq(r.status, 2);
+    run_free(&r);
+}
+END_TEST
+
 /* ---- tables for people ---- */
 
 /* The display width of the UTF-8 text s[0..n). */
@@ -1357,6 +1757,21 @@ e2e_cli_suite(void)
     tcase_add_test(tc, test_cli_import_errors_name_line_or_item);
     tcase_add_test(tc, test_cli_import_progress_on_a_terminal);
     tcase_add_test(tc, test_cli_gaps_cut_ranges_are_noted);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fleet");
+    tcase_add_checked_fixture(tc, setup_small_chunks, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_gaps_sorted_by_missing);
+    tcase_add_test(tc, test_cli_gaps_limit_never_hides_a_gappy_source);
+    tcase_add_test(tc, test_cli_gaps_quiet_for_lists_the_sources_that_stopped);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("fallbacks");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_fallbacks_totals_and_rates);
+    tcase_add_test(tc, test_cli_fallbacks_only_and_min_rate);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tables");

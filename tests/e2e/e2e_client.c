@@ -641,6 +641,12 @@ log_request(const struct envelope *env)
               : "-");
         json_object_put(j);
     }
+    if (env->has_replay_of) {
+        size_t n = strlen(line) - 1;
+
+        snprintf(line + n, sizeof(line) - n, " replay_of %llu\n",
+                 (unsigned long long)env->replay_of);
+    }
     fake_log(line);
 }
 
@@ -1173,7 +1179,8 @@ START_TEST(test_ctl_quarantine_replay)
     log = fake_log_copy();
     ck_assert_str_eq(log, "query {\"kind\":\"quarantine\",\"id\":5,\"raw\":"
                           "true}\nhello {\"protocol\":1,\"source\":"
-                          "\"node-9/rt-1\"}\nreceipt model-cpu\n");
+                          "\"node-9/rt-1\"}\nreceipt model-cpu replay_of "
+                          "5\n");
     free(log);
     run_free(&r);
 
@@ -2191,11 +2198,34 @@ raw_request(int fd, int op, uint64_t id, const char *body, size_t len,
     ck_assert_uint_eq(rep->r.id, id);
 }
 
+/* The `stats` figure key, as an unsigned integer. */
+static uint64_t
+stats_u64(const char *key)
+{
+    const char *args[] = { "stats", "--format", "json", NULL };
+    struct json_object *j, *row;
+    struct run r;
+    uint64_t v;
+
+    run_ctl(&r, daemon_sock, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    row = json_object_array_get_idx(json_object_object_get(j, "rows"), 0);
+    ck_assert_ptr_nonnull(json_object_object_get(row, key));
+    v = json_object_get_uint64(json_object_object_get(row, key));
+    json_object_put(j);
+    run_free(&r);
+    return v;
+}
+
 /*
  * Payloads the daemon refused (sent around receiptctl, which would have
  * refused them itself) are listed by `quarantine`, shown decoded by
  * `quarantine show`, and `quarantine replay` sends them again as their own
- * source and reports the new refusal with its code and path (exit 1).
+ * source and reports the new refusal with its code and path (exit 1). A
+ * payload refused again stays in its own row, which counts the attempts,
+ * instead of being kept a second time.
  */
 START_TEST(test_ctl_real_quarantine_show_and_replay)
 {
@@ -2213,6 +2243,7 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
     struct e2e_reply rep;
     char *gb;
     size_t glen, i, n;
+    uint64_t qbytes;
     struct run r;
     int fd;
 
@@ -2271,6 +2302,7 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
     ck_assert_msg(id1[0] != '\0' && id2[0] != '\0', "%s", r.out);
     json_object_put(j);
     run_free(&r);
+    qbytes = stats_u64("quarantine_bytes");
 
     run_ctl(&r, daemon_sock, show);
     ck_assert_msg(r.status == 0, "%s", r.err);
@@ -2282,12 +2314,129 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
     ck_assert_int_eq(r.status, 1);
     ck_assert_msg(strstr(r.err, "unsupported_schema") != NULL, "%s", r.err);
     ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_msg(strstr(r.out, "refused again, attempt 2") != NULL, "%s",
+                  r.out);
     run_free(&r);
 
     run_ctl(&r, daemon_sock, replay2);
     ck_assert_int_eq(r.status, 1);
     ck_assert_msg(strstr(r.err, "schema_version") != NULL, "%s%s", r.out,
                   r.err);
+    ck_assert_msg(strstr(r.out, "refused again, attempt 2") != NULL, "%s",
+                  r.out);
+    run_free(&r);
+
+    /* Both were refused again: still 2 rows, the same ids, each with 2
+     * attempts and the bytes counted once. */
+    run_ctl(&r, daemon_sock, list);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_ptr_nonnull(j);
+    rows = json_object_object_get(j, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 2, "%s", r.out);
+    for (i = 0; i < 2; i++) {
+        char id[32];
+        uint64_t t, last;
+
+        row = json_object_array_get_idx(rows, i);
+        snprintf(id, sizeof(id), "%llu",
+                 (unsigned long long)json_object_get_uint64(
+                     json_object_object_get(row, "id")));
+        ck_assert_msg(strcmp(id, id1) == 0 || strcmp(id, id2) == 0, "%s",
+                      r.out);
+        ck_assert_msg(json_object_get_uint64(
+                          json_object_object_get(row, "attempts")) == 2,
+                      "%s", r.out);
+        t = json_object_get_uint64(json_object_object_get(row, "time"));
+        last = json_object_get_uint64(
+            json_object_object_get(row, "last_attempt_at"));
+        ck_assert_msg(last >= t, "%s", r.out);
+    }
+    json_object_put(j);
+    run_free(&r);
+    ck_assert_uint_eq(stats_u64("quarantine_rows"), 2);
+    ck_assert_uint_eq(stats_u64("quarantine_bytes"), qbytes);
+}
+END_TEST
+
+/*
+ * A replay the daemon accepts (a receipt quarantined as a conflict of its
+ * seq, resent without one) is stored like any write, replay_of and all,
+ * and leaves its row as it was: attempts 1.
+ */
+START_TEST(test_ctl_real_quarantine_replay_accepted)
+{
+    static const struct e2e_receipt a = { 3,          "plan-r", "g",
+                                          "m-first",  "cuda",   "cuda",
+                                          0x3ffffffu, 5,        0 };
+    static const struct e2e_receipt b = { 3,          "plan-r", "g",
+                                          "m-second", "cuda",   "cpu",
+                                          0x3ffffffu, 5,        0 };
+    const char *list[] = { "quarantine", "--format", "json", NULL };
+    const char *count[] = { "receipts", "--plan", "plan-r",
+                            "--format", "json",   NULL };
+    char id[32];
+    const char *replay[] = { "quarantine", "replay", id, NULL };
+    const struct e2e_receipt *both[] = { &a, &b };
+    struct json_object *j, *rows, *row;
+    struct e2e_reply rep;
+    struct run r;
+    size_t len;
+    char *body;
+    int fd, i;
+
+    fd = e2e_connect(&daemon_d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "prod/r"), 0);
+    for (i = 0; i < 2; i++) {
+        body = e2e_receipt_bytes(both[i], &len);
+        ck_assert_ptr_nonnull(body);
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPT, 20 + i, 1, 1, body, len), 0);
+        ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+        ck_assert_int_eq(rep.r.ok, i == 0);
+        e2e_reply_free(&rep);
+        free(body);
+    }
+    close(fd);
+
+    run_ctl(&r, daemon_sock, list);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    rows = json_object_object_get(j, "rows");
+    ck_assert_msg(json_object_array_length(rows) == 1, "%s", r.out);
+    snprintf(
+        id, sizeof(id), "%llu",
+        (unsigned long long)row_u64(json_object_array_get_idx(rows, 0), "id"));
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, replay);
+    ck_assert_msg(r.status == 0, "%s%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "replayed as receipt, receipt ") != NULL &&
+                      strstr(r.out, "(fallback)") != NULL,
+                  "%s", r.out);
+    ck_assert_ptr_null(strstr(r.out, "refused again"));
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, count);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    j = json_tokener_parse(r.out);
+    ck_assert_uint_eq(
+        json_object_array_length(json_object_object_get(j, "rows")), 2);
+    json_object_put(j);
+    run_free(&r);
+
+    run_ctl(&r, daemon_sock, list);
+    j = json_tokener_parse(r.out);
+    rows = json_object_object_get(j, "rows");
+    ck_assert_uint_eq(json_object_array_length(rows), 1);
+    row = json_object_array_get_idx(rows, 0);
+    ck_assert_uint_eq(row_u64(row, "attempts"), 1);
+    ck_assert_str_eq(
+        json_object_get_string(json_object_object_get(row, "code")),
+        "conflict");
+    json_object_put(j);
     run_free(&r);
 }
 END_TEST
@@ -2570,6 +2719,7 @@ e2e_client_suite(void)
     tcase_add_test(tc, test_ctl_real_stats_in_every_format);
     tcase_add_test(tc, test_ctl_real_daemon_error_exits_1);
     tcase_add_test(tc, test_ctl_real_quarantine_show_and_replay);
+    tcase_add_test(tc, test_ctl_real_quarantine_replay_accepted);
     tcase_add_test(tc, test_ctl_real_quarantine_show_deep_payload);
     tcase_add_test(tc, test_ctl_real_gaps);
     suite_add_tcase(s, tc);

@@ -357,6 +357,79 @@ START_TEST(test_envelope_parse_span_without_body)
 }
 END_TEST
 
+/*
+ * replay_of: what envelope_request_replay() packs is read back by
+ * envelope_parse() and by its fast path alike (the same op, id, row and
+ * body span); one that is no unsigned integer, or is repeated, is ignored
+ * by envelope_parse() (older daemons ignored the key) and left to it by
+ * envelope_peek().
+ */
+START_TEST(test_envelope_replay_of_both_paths)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } ignored[] = {
+        { RAW("\x84\xa2op\xa7receipt\xa2id\x07\xa9replay_of\xa1x\xa4"
+              "body\x80") },
+        { RAW("\x84\xa2op\xa7receipt\xa2id\x07\xa9replay_of\xff\xa4"
+              "body\x80") },
+        { RAW("\x85\xa2op\xa7receipt\xa2id\x07\xa9replay_of\x01\xa9"
+              "replay_of\x02\xa4"
+              "body\x80") },
+    };
+    struct envelope env, fast;
+    struct proto_err err;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t i;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ck_assert_int_eq(
+        envelope_request_replay(&pk, PROTO_OP_RECEIPTS, 9, UINT64_MAX, 1), 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_map(&pk, 0);
+    ck_assert_int_eq(parse_raw(sb.data, sb.size, &env, &err, &up), 0);
+    ck_assert_int_eq(env.has_replay_of, 1);
+    ck_assert_uint_eq(env.replay_of, UINT64_MAX);
+    ck_assert_int_eq(envelope_peek(sb.data, sb.size, &fast), 1);
+    ck_assert_int_eq(fast.op, PROTO_OP_RECEIPTS);
+    ck_assert_uint_eq(fast.id, 9);
+    ck_assert_int_eq(fast.has_replay_of, 1);
+    ck_assert_uint_eq(fast.replay_of, UINT64_MAX);
+    ck_assert_uint_eq(fast.body_off, env.body_off);
+    ck_assert_uint_eq(fast.body_len, env.body_len);
+    ck_assert_uint_eq(env.body_len, 2);
+    msgpack_unpacked_destroy(&up);
+
+    /* Without the key: no replay on either path. */
+    msgpack_sbuffer_clear(&sb);
+    ck_assert_int_eq(envelope_request(&pk, PROTO_OP_RECEIPT, 9, 0, 0, 1), 0);
+    msgpack_pack_map(&pk, 0);
+    ck_assert_int_eq(parse_raw(sb.data, sb.size, &env, &err, &up), 0);
+    ck_assert_int_eq(env.has_replay_of, 0);
+    ck_assert_int_eq(envelope_peek(sb.data, sb.size, &fast), 1);
+    ck_assert_int_eq(fast.has_replay_of, 0);
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&sb);
+
+    for (i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++) {
+        ck_assert_msg(
+            parse_raw(ignored[i].bytes, ignored[i].len, &env, &err, &up) == 0,
+            "%zu: %s", i, err.message);
+        ck_assert_int_eq(env.op, PROTO_OP_RECEIPT);
+        ck_assert_int_eq(env.has_replay_of, 0);
+        ck_assert_uint_eq(env.replay_of, 0);
+        ck_assert_ptr_nonnull(env.body);
+        ck_assert_int_eq(envelope_peek(ignored[i].bytes, ignored[i].len, &fast),
+                         0);
+        msgpack_unpacked_destroy(&up);
+    }
+}
+END_TEST
+
 START_TEST(test_envelope_op_tables)
 {
     int i;
@@ -538,6 +611,7 @@ envelope_suite(void)
     tcase_add_test(tc, test_envelope_unknown_op_message_is_utf8);
     tcase_add_loop_test(tc, test_envelope_parse_memory_is_bounded, 0, 4);
     tcase_add_test(tc, test_envelope_op_tables);
+    tcase_add_test(tc, test_envelope_replay_of_both_paths);
     suite_add_tcase(s, tc);
     tc = tcase_create("body_span");
     tcase_add_loop_test(tc, test_envelope_parse_records_body_span, 0,

@@ -201,7 +201,23 @@ static const char fallbacks_backends_json[] =
     "{\"requested_backend\": \"wgpu-vulkan\", \"executed_backend\": "
     "\"wgpu-vulkan\", \"receipts\": 5, \"fallback\": 0, \"unproven\": 2,"
     " \"clean\": 3, \"fallback_rate\": 0.0}"
-    "], \"truncated\": false}";
+    "], \"truncated\": false, \"total\": {\"receipts\": 15, \"fallback\": 10,"
+    " \"unproven\": 2, \"clean\": 3, \"fallback_rate\": 0.6666666666666666}}";
+
+/* Grouped coverage with its totals (one counter of the 26, for short). */
+static const char coverage_model_json[] =
+    "{\"rows\": ["
+    "{\"model_instance_id\": \"m1\", \"counter\": \"counters.decode_steps\","
+    " \"bit\": 0, \"receipts\": 2, \"measured\": 2, \"unknown\": 0,"
+    " \"coverage\": 1.0, \"sum\": 10, \"min\": 4, \"max\": 6, \"mean\": 5.0},"
+    "{\"model_instance_id\": \"m2\", \"counter\": \"counters.decode_steps\","
+    " \"bit\": 0, \"receipts\": 99998, \"measured\": 1, \"unknown\": 99997,"
+    " \"coverage\": 0.0000100002, \"sum\": 1, \"min\": 1, \"max\": 1,"
+    " \"mean\": 1.0}"
+    "], \"truncated\": false, \"total\": ["
+    "{\"counter\": \"counters.decode_steps\", \"bit\": 0, \"receipts\": 100000,"
+    " \"measured\": 3, \"unknown\": 99997, \"coverage\": 0.00003, \"sum\": 11,"
+    " \"min\": 1, \"max\": 6, \"mean\": 3.6666666666666665}]}";
 
 static const char coverage_json[] =
     "{\"rows\": ["
@@ -241,9 +257,12 @@ static const char receipts_json[] =
 static const char gaps_json[] =
     "{\"rows\": ["
     "{\"source\": \"node-1/rt-3\", \"first_seq\": 1, \"last_seq\": 20,"
-    " \"received\": 15, \"missing\": [[3, 5], [9, 9], [12, 13]]},"
+    " \"received\": 15, \"missing_seqs\": 6, \"missing_truncated\": false,"
+    " \"last_received_at\": 1796011200000,"
+    " \"missing\": [[3, 5], [9, 9], [12, 13]]},"
     "{\"source\": \"node-2\", \"first_seq\": 5, \"last_seq\": 5,"
-    " \"received\": 1, \"missing\": []}"
+    " \"received\": 1, \"missing_seqs\": 0, \"missing_truncated\": false,"
+    " \"last_received_at\": null, \"missing\": []}"
     "], \"truncated\": false}";
 
 static const char stats_json[] =
@@ -282,6 +301,10 @@ static const struct golden_case golden_cases[] = {
     { "fallbacks_backends.csv", "fallbacks", fallbacks_backends_json,
       OUTPUT_CSV, "backends" },
     { "coverage.table", "coverage", coverage_json, OUTPUT_TABLE, NULL },
+    { "coverage_model.table", "coverage", coverage_model_json, OUTPUT_TABLE,
+      "model" },
+    { "coverage_model.csv", "coverage", coverage_model_json, OUTPUT_CSV,
+      "model" },
     { "coverage.csv", "coverage", coverage_json, OUTPUT_CSV, NULL },
     { "coverage.json", "coverage", coverage_json, OUTPUT_JSON, NULL },
     { "receipts.table", "receipts", receipts_json, OUTPUT_TABLE, NULL },
@@ -411,8 +434,9 @@ START_TEST(test_output_bin_fields)
     got = render(OUTPUT_CSV, "quarantine", &up.data, &rc);
     ck_assert_int_eq(rc, 0);
     /* The header is the kind's whole fixed list, raw among it. */
-    ck_assert_str_eq(got, "id,time,source,op,code,path,message,size,raw,extra\n"
-                          "9,,,,,,,,gaFh/w==,\n");
+    ck_assert_str_eq(got, "id,time,source,op,code,path,message,size,raw,"
+                          "attempts,last_attempt_at,extra\n"
+                          "9,,,,,,,,gaFh/w==,,,\n");
     free(got);
     got = render(OUTPUT_TABLE, "quarantine", &up.data, &rc);
     ck_assert_int_eq(rc, 0);
@@ -628,6 +652,40 @@ START_TEST(test_output_truncation_names_the_way_on)
 }
 END_TEST
 
+/* Rates in tables keep two significant digits: a rare fallback is not
+ * 0.0%, and only exactly 0 and 1 are 0% and 100%. */
+static const struct {
+    const char *rate, *want;
+} rates[] = {
+    { "0.000016", " 0.0016%\n" }, { "0.0012", " 0.12%\n" },
+    { "0.005", " 0.50%\n" },      { "0.01", " 1.0%\n" },
+    { "0.123", " 12.3%\n" },      { "0.99996", " 99.996%\n" },
+    { "0.0", " 0%\n" },           { "1.0", " 100%\n" },
+};
+
+START_TEST(test_output_rates_keep_two_digits)
+{
+    struct result r;
+    char json[256], *got;
+    int rc;
+
+    snprintf(json, sizeof(json),
+             "{\"rows\": [{\"prepared_plan_id\": \"p\", \"receipts\": 1,"
+             " \"fallback\": 0, \"unproven\": 0, \"clean\": 1,"
+             " \"fallback_rate\": %s}], \"truncated\": false}",
+             rates[_i].rate);
+    result_from_json(&r, json);
+    got = render(OUTPUT_TABLE, "fallbacks", &r.up.data, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(strlen(got) > strlen(rates[_i].want) &&
+                      strcmp(got + strlen(got) - strlen(rates[_i].want),
+                             rates[_i].want) == 0,
+                  "%s: %s", rates[_i].rate, got);
+    free(got);
+    result_free(&r);
+}
+END_TEST
+
 static Suite *
 output_suite(void)
 {
@@ -642,6 +700,8 @@ output_suite(void)
     tcase_add_test(tc, test_output_json_keeps_u64_max_exact);
     tcase_add_loop_test(tc, test_output_csv_and_table_keep_u64_max_exact, 0, 2);
     tcase_add_test(tc, test_output_bin_fields);
+    tcase_add_loop_test(tc, test_output_rates_keep_two_digits, 0,
+                        (int)(sizeof(rates) / sizeof(rates[0])));
     tcase_add_test(tc, test_output_record_matches_golden);
     suite_add_tcase(s, tc);
     tc = tcase_create("truncation");

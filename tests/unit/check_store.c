@@ -534,6 +534,111 @@ START_TEST(test_store_quarantine_evicts_oldest_and_counts)
 }
 END_TEST
 
+/* The one integer an SQL statement yields. */
+static int64_t
+scalar_of(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v;
+
+    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* One quarantine-only write of raw from src at time t, replaying row
+ * replay_of (0: none) whose body was body. */
+static void
+put_refused(struct store *s, const char *src, const char *raw,
+            uint64_t replay_of, const char *body, int64_t t, int code)
+{
+    struct store_quarantine_item qi = { raw,  strlen(raw), "receipt",
+                                        code, "field",     "refused" };
+    struct store_write w;
+    struct proto_err err;
+
+    memset(&w, 0, sizeof(w));
+    w.op = -1;
+    w.source = src;
+    w.source_len = strlen(src);
+    w.received_at = t;
+    w.quarantine = &qi;
+    w.n_quarantine = 1;
+    w.replay_of = replay_of;
+    w.replay_body = body;
+    w.replay_body_len = body ? strlen(body) : 0;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_uint_eq(w.evicted, 0);
+}
+
+/* The quarantine holds rows rows, and its byte counter says bytes. */
+static void
+assert_quarantine(sqlite3 *db, int64_t rows, int64_t bytes)
+{
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM quarantine"), rows);
+    ck_assert_int_eq(scalar_of(db, "SELECT value FROM counters WHERE name = "
+                                   "'quarantine_bytes'"),
+                     bytes);
+}
+
+/*
+ * A replay refused again updates its row (code, bytes, attempts + 1,
+ * last_attempt_at; the first time stays) and the byte count follows, only
+ * while the row still holds the replayed bytes from the same source; a row
+ * that is gone or differs leaves a new row, as any refusal does.
+ */
+START_TEST(test_store_quarantine_replay_updates_its_row)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store *s;
+    struct proto_err err;
+    sqlite3 *db;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    db = store_db(s);
+    put_refused(s, "src", "abcdef", 0, NULL, 1000, PROTO_EUNSUPPORTED_SCHEMA);
+    ck_assert_int_eq(
+        scalar_of(db, "SELECT attempts FROM quarantine WHERE id = 1"), 1);
+    ck_assert_int_eq(scalar_of(db, "SELECT last_attempt_at IS NULL FROM "
+                                   "quarantine WHERE id = 1"),
+                     1);
+
+    put_refused(s, "src", "abcdef", 1, "abcdef", 2000, PROTO_EINVALID);
+    assert_quarantine(db, 1, 6);
+    ck_assert_int_eq(scalar_of(db, "SELECT attempts * 10000000 + "
+                                   "last_attempt_at * 1000 + received_at / "
+                                   "1000 FROM quarantine WHERE id = 1"),
+                     2 * 10000000 + 2000 * 1000 + 1);
+    ck_assert_int_eq(scalar_of(db, "SELECT code = 'invalid' FROM quarantine "
+                                   "WHERE id = 1"),
+                     1);
+
+    /* A batch whose items were partly accepted keeps what is still
+     * refused, in the same row. */
+    put_refused(s, "src", "abc", 1, "abcdef", 3000, PROTO_EINVALID);
+    assert_quarantine(db, 1, 3);
+    ck_assert_int_eq(scalar_of(db, "SELECT attempts * 100 + size FROM "
+                                   "quarantine WHERE raw = CAST('abc' AS "
+                                   "BLOB)"),
+                     303);
+
+    /* The row no longer holds those bytes; another source's replay; a
+     * row that is gone: three new rows. */
+    put_refused(s, "src", "abcdef", 1, "abcdef", 4000, PROTO_EINVALID);
+    put_refused(s, "other", "abc", 1, "abc", 5000, PROTO_EINVALID);
+    put_refused(s, "src", "xyz", 99, "xyz", 6000, PROTO_EINVALID);
+    assert_quarantine(db, 4, 3 + 6 + 3 + 3);
+    ck_assert_int_eq(scalar_of(db, "SELECT sum(attempts) FROM quarantine"), 6);
+    ck_assert_int_eq(scalar_of(db, "SELECT sum(size) FROM quarantine"),
+                     3 + 6 + 3 + 3);
+    store_free(s);
+}
+END_TEST
+
 /*
  * Every filter of the `receipts` query a page can be asked by alone, and
  * the pairs its indexes serve, read newest first straight off an index:
@@ -611,6 +716,9 @@ START_TEST(test_store_receipts_pages_need_no_sort)
 END_TEST
 
 /* ---- a `receipt` write's dedupe record waits with the tail ---- */
+
+/* Every source, as the `gaps` kind lists them without options. */
+static const struct store_gap_select nosel;
 
 struct gapseen {
     uint64_t first, last, received, missing;
@@ -713,7 +821,8 @@ START_TEST(test_store_tail_keeps_receipt_seqs_across_restarts)
     memset(&g, 0, sizeof(g));
     f.source = "src";
     f.source_len = 3;
-    ck_assert_int_eq(store_query_gaps(q, &f, 0, gap_cb, &g, &trunc, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, &g, &trunc, &err), 0);
     ck_assert_int_eq(g.sources, 1);
     ck_assert_uint_eq(g.first, 0);
     ck_assert_uint_eq(g.last, UINT64_MAX);
@@ -756,19 +865,71 @@ START_TEST(test_store_seq_mark_counts_the_tail)
 }
 END_TEST
 
-/* The one integer an SQL statement yields. */
-static int64_t
-scalar_of(sqlite3 *db, const char *sql)
+/* The figures `gaps` gives source "src" (and how many sources it lists). */
+static void
+gaps_of(const char *dbpath, struct gapseen *g)
 {
-    sqlite3_stmt *st;
-    int64_t v;
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    struct proto_err err;
+    struct store *q;
+    int trunc;
 
-    ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-    v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
+    memset(g, 0, sizeof(*g));
+    f.source = "src";
+    f.source_len = 3;
+    ck_assert_int_eq(store_open(dbpath, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, g, &trunc, &err), 0);
+    store_free(q);
 }
+
+/*
+ * The first walk counts a run that nothing else falls inside from its
+ * header; a seq of the dedupe table inside a run's range makes it read
+ * the run after all: seqs 1, 2, 4, 5 in one run (a chunk of 4) and 3 in
+ * the table are 5 received, none missing; without the 3, one missing.
+ */
+START_TEST(test_store_gaps_run_with_a_table_seq_inside)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 4 };
+    static const uint64_t seqs[] = { 1, 2, 4, 5 };
+    struct gapseen g;
+    struct proto_err err;
+    struct store *s;
+    sqlite3 *db;
+    size_t i;
+    int dup;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (i = 0; i < 4; i++)
+        put_single(s, seqs[i], &dup);
+    store_free(s);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(scalar_of(db, "SELECT count(*) FROM seq_runs WHERE lo = "
+                                   "1 AND hi = 5 AND n = 4"),
+                     1);
+    sqlite3_close(db);
+    gaps_of(path, &g);
+    ck_assert_int_eq(g.sources, 1);
+    ck_assert(g.received == 4 && g.missing == 1 && g.first == 1 && g.last == 5);
+
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db,
+                     "INSERT INTO dedupe (source_id, seq, op, receipt_id, "
+                     "status) SELECT id, 3, 3, NULL, NULL FROM strings WHERE "
+                     "value = CAST('src' AS BLOB)",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    gaps_of(path, &g);
+    ck_assert(g.received == 5 && g.missing == 0 && g.first == 1 && g.last == 5);
+}
+END_TEST
 
 /*
  * Seq runs that overlap (store_seq.c): a source whose seqs do not rise
@@ -846,7 +1007,8 @@ START_TEST(test_store_seq_runs_overlap)
     memset(&g, 0, sizeof(g));
     f.source = "src";
     f.source_len = 3;
-    ck_assert_int_eq(store_query_gaps(q, &f, 0, gap_cb, &g, &trunc, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, &g, &trunc, &err), 0);
     ck_assert_int_eq(g.sources, 1);
     ck_assert_uint_eq(g.first, 0);
     ck_assert_uint_eq(g.last, UINT64_MAX);
@@ -1238,11 +1400,13 @@ suite(void)
     ADD("rollback", test_store_rolled_back_insert_leaves_nothing);
     ADD("single_rows_wait", test_store_single_receipts_wait_for_one_insert);
     ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
+    ADD("quarantine_replay", test_store_quarantine_replay_updates_its_row);
     ADD("pages_no_sort", test_store_receipts_pages_need_no_sort);
     ADD("pages_match_old_query", test_store_pages_match_the_old_query);
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
     ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
     ADD("seq_runs_overlap", test_store_seq_runs_overlap);
+    ADD("gaps_run_with_table_seq", test_store_gaps_run_with_a_table_seq_inside);
     ADD("seq_conflicts", test_store_seq_conflicts);
 #undef ADD
     tc = tcase_create("migrate_earlier");

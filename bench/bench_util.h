@@ -1,0 +1,20 @@
+/*
+ * bench_util.h: what the query benchmarks share: a monotonic clock in
+ * milliseconds, a fixed pseudo-random sequence (so every run builds the
+ * same store) and percentiles of latencies. Single-threaded.
+ */
+#ifndef RECEIPTD_BENCH_UTIL_H
+#define RECEIPTD_BENCH_UTIL_H
+
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in milliseconds. */
+double bench_now_ms(void);
+
+/* The next value of one splitmix64 sequence, the same in every run. */
+uint64_t bench_next(void);
+
+/* The p-th quantile (0 to 1) of v[0..n), which it sorts. */
+double bench_pct(double *v, int n, double p);
+
+#endif
