@@ -171,7 +171,8 @@ class OverTcp(unittest.TestCase):
         with os.fdopen(fd, "w") as f:
             f.write('access: {\n    tokens = ( { name = "py"; sha256 = "%s"; } );\n};\n'
                     % hashlib.sha256(self.TOKEN.encode()).hexdigest())
-        self.d = Daemon(["--config", self.conf, "--tcp", "127.0.0.1:%d" % self.port])
+        self.d = Daemon(["--config", self.conf, "--tcp", "127.0.0.1:%d" % self.port,
+                         "--tcp-plaintext", "true"])
 
     def tearDown(self):
         self.d.close()

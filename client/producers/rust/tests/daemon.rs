@@ -353,6 +353,8 @@ fn a_token_opens_tcp_and_a_wrong_one_is_refused() {
         conf.display().to_string(),
         "--tcp".into(),
         addr.clone(),
+        "--tcp-plaintext".into(),
+        "true".into(),
     ]);
     let mut p = Producer::connect(Config::tcp(&addr, "rs/tcp", token)).unwrap();
     p.send(&receipt(3)).unwrap();
