@@ -289,7 +289,7 @@ static void
 start_tcp_daemon(struct e2e_daemon *d, int *port)
 {
     char conf[300], text[512], tcp[64];
-    const char *extra[] = { "--config", conf,   "--tcp", tcp,
+    const char *extra[] = { "--config",        conf,   "--tcp", tcp,
                             "--tcp-plaintext", "true", NULL };
 
     hash_token_with_daemon();
@@ -531,7 +531,7 @@ START_TEST(test_e2e_sighup_reload_applies_or_keeps)
 {
     char conf[300], notify[300], text[1024], tcp[64], got[512];
     char second_hash[65];
-    const char *extra[] = { "--config",    conf, "--tcp", tcp,
+    const char *extra[] = { "--config",    conf, "--tcp",           tcp,
                             "--max-batch", "7",  "--tcp-plaintext", "true",
                             NULL };
     uint64_t frame = 0, batch = 0;

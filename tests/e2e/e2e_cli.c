@@ -660,9 +660,9 @@ START_TEST(test_cli_token_from_file_or_environment)
 {
     char conf[300], listen_at[64], good[400], bad[400], empty[400],
         missing[400];
-    const char *extra[] = { "--config",    conf,      "--tcp", listen_at,
-                            "--log-level", "warning", "--tcp-plaintext",
-                            "true",        NULL };
+    const char *extra[] = { "--config",        conf,          "--tcp",
+                            listen_at,         "--log-level", "warning",
+                            "--tcp-plaintext", "true",        NULL };
     const char *by_file[] = { "ping",         "--tcp", listen_at,
                               "--token-file", good,    NULL };
     const char *by_bad_file[] = { "stats",        "--tcp", listen_at,

@@ -400,8 +400,8 @@ static int
 start_tcp(const char *limits, const char *const *more)
 {
     char cmd[600], hash[80], conf[300], text[600], tcp[64];
-    const char *extra[18] = { "--config", conf, "--tcp", tcp, "--tcp-plaintext",
-                              "true" };
+    const char *extra[18] = { "--config",        conf,  "--tcp", tcp,
+                              "--tcp-plaintext", "true" };
     int port = free_port(), i, n = 6;
     FILE *p;
 
@@ -1151,7 +1151,7 @@ hash_of(const char *token, char out[80])
 START_TEST(test_e2e_harden_removed_token_closes_its_connections)
 {
     char ha[80], hb[80], conf[300], text[600], tcp[64];
-    const char *extra[] = { "--config", conf,   "--tcp", tcp,
+    const char *extra[] = { "--config",        conf,   "--tcp", tcp,
                             "--tcp-plaintext", "true", NULL };
     struct e2e_reply rep;
     int port = free_port(), fa, fb;

@@ -443,7 +443,7 @@ check_store(int all_sent_acked, unsigned long *total_acked)
 static void
 start_all(void)
 {
-    const char *const flags[] = { "--config", conf_path, "--tcp",
+    const char *const flags[] = { "--config", conf_path,         "--tcp",
                                   port_arg,   "--tcp-plaintext", "true",
                                   NULL };
     FILE *f;
