@@ -105,8 +105,16 @@ tls_ctx_server_new(const char *cert, const char *key, const char *client_ca,
     SSL_CTX_set_num_tickets(ssl, 0);
     if (SSL_CTX_use_certificate_chain_file(ssl, cert) != 1)
         return ctx_fail(ssl, err, err_len, "cannot load the certificate", cert);
-    if (SSL_CTX_use_PrivateKey_file(ssl, key, SSL_FILETYPE_PEM) != 1)
+    if (SSL_CTX_use_PrivateKey_file(ssl, key, SSL_FILETYPE_PEM) != 1) {
+        if (ERR_GET_REASON(ERR_peek_last_error()) ==
+            X509_R_KEY_VALUES_MISMATCH) {
+            snprintf(err, err_len,
+                     "the key %s does not match the certificate %s", key, cert);
+            SSL_CTX_free(ssl);
+            return TLS_EFAIL;
+        }
         return ctx_fail(ssl, err, err_len, "cannot load the key", key);
+    }
     if (SSL_CTX_check_private_key(ssl) != 1)
         return ctx_fail(ssl, err, err_len,
                         "the key does not match the certificate", cert);

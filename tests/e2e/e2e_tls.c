@@ -33,6 +33,7 @@
 #include "hostile_list.h"
 #include "net.h"
 #include "skip.h"
+#include "testcerts.h"
 #include "tls.h"
 
 #define CTL    TEST_BINARY_DIR "/client/receiptctl"
@@ -47,45 +48,6 @@ static char certs[256]; /* the directory of the certificates; "" when none */
 static struct e2e_daemon d;
 static int port;
 static char hostport[64];
-
-/* Makes the certificates with openssl; 0, or -1 when it is missing or
- * fails (the tests then skip). */
-static int
-make_certs(void)
-{
-    char sh[4096], tool[256];
-
-    if (e2e_which("openssl", tool, sizeof(tool)) != 0)
-        return -1;
-    snprintf(certs, sizeof(certs), "%s/e2e-tls-XXXXXX", TEST_BINARY_DIR);
-    if (mkdtemp(certs) == NULL)
-        return -1;
-    snprintf(
-        sh, sizeof(sh),
-        "set -e; cd '%s'\n"
-        "o() { openssl \"$@\" >/dev/null 2>&1; }\n"
-        "ca() { o req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-        "-nodes -keyout $1.key -out $1.pem -days 2 -subj \"/CN=$2\"; }\n"
-        "leaf() { o req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-        "-keyout $1.key -out $1.csr -subj \"/CN=$3\"\n"
-        "  printf 'subjectAltName=%%s\\n' \"$4\" > $1.ext\n"
-        "  o x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial "
-        "-out $1.pem -days $5 -extfile $1.ext; }\n"
-        "ca ca 'receiptd test CA'\n"
-        "ca ca2 'receiptd other CA'\n"
-        "leaf server ca localhost DNS:localhost,IP:127.0.0.1 2\n"
-        "leaf expired ca localhost DNS:localhost,IP:127.0.0.1 -1\n"
-        "leaf wrongname ca elsewhere.example DNS:elsewhere.example 2\n"
-        "leaf server2 ca2 localhost DNS:localhost,IP:127.0.0.1 2\n"
-        "leaf client ca node-17 DNS:node-17 2\n"
-        "leaf rogue ca2 node-17 DNS:node-17 2\n",
-        certs);
-    if (system(sh) != 0) {
-        certs[0] = '\0';
-        return -1;
-    }
-    return 0;
-}
 
 static void
 need_certs(void)
@@ -603,20 +565,15 @@ e2e_tls_suite(void)
 int
 main(void)
 {
-    char rm[300];
     SRunner *sr;
     int rc;
 
-    if (make_certs() != 0)
+    if (testcerts_make(certs, sizeof(certs)) != 0)
         fprintf(stderr, "e2e_tls: no certificates; every test skips\n");
     sr = srunner_create(e2e_tls_suite());
     srunner_run_all(sr, CK_NORMAL);
     rc = skip_status(sr);
     srunner_free(sr);
-    if (certs[0] != '\0') {
-        snprintf(rm, sizeof(rm), "rm -rf '%s'", certs);
-        if (system(rm) != 0)
-            fprintf(stderr, "e2e_tls: could not remove %s\n", certs);
-    }
+    testcerts_remove(certs);
     return rc;
 }
