@@ -565,15 +565,5 @@ e2e_tls_suite(void)
 int
 main(void)
 {
-    SRunner *sr;
-    int rc;
-
-    if (testcerts_make(certs, sizeof(certs)) != 0)
-        fprintf(stderr, "e2e_tls: no certificates; every test skips\n");
-    sr = srunner_create(e2e_tls_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    rc = skip_status(sr);
-    srunner_free(sr);
-    testcerts_remove(certs);
-    return rc;
+    return testcerts_run("e2e_tls", e2e_tls_suite(), certs, sizeof(certs));
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "e2e_util.h"
+#include "skip.h"
 
 int
 testcerts_make(char *dir, size_t len)
@@ -64,4 +65,21 @@ testcerts_remove(const char *dir)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+int
+testcerts_run(const char *name, Suite *s, char *dir, size_t len)
+{
+    SRunner *sr;
+    int rc;
+
+    if (testcerts_make(dir, len) != 0)
+        fprintf(stderr, "%s: no certificates (openssl); every test skips\n",
+                name);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    rc = skip_status(sr);
+    srunner_free(sr);
+    testcerts_remove(dir);
+    return rc;
 }

@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include <check.h>
+
 /* Makes them; the directory's path goes into dir (len bytes). Returns 0,
  * or -1 with dir empty when openssl is missing or failed (a test then
  * skips). */
@@ -18,5 +20,13 @@ int testcerts_make(char *dir, size_t len);
 
 /* Removes the directory and everything in it; dir "" is a no-op. */
 void testcerts_remove(const char *dir);
+
+/*
+ * A TLS test binary's main() (name for its message): makes the certificates
+ * into dir (empty when they cannot be made, and the tests then skip), runs
+ * suite s (taken), removes them. Returns skip_status() (skip.h) for main() to
+ * return.
+ */
+int testcerts_run(const char *name, Suite *s, char *dir, size_t len);
 
 #endif

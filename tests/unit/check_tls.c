@@ -330,15 +330,5 @@ tls_suite(void)
 int
 main(void)
 {
-    SRunner *sr;
-    int rc;
-
-    if (testcerts_make(dir, sizeof(dir)) != 0)
-        fprintf(stderr, "check_tls: no certificates; every test skips\n");
-    sr = srunner_create(tls_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    rc = skip_status(sr);
-    srunner_free(sr);
-    testcerts_remove(dir);
-    return rc;
+    return testcerts_run("check_tls", tls_suite(), dir, sizeof(dir));
 }
