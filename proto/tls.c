@@ -103,6 +103,9 @@ tls_ctx_server_new(const char *cert, const char *key, const char *client_ca,
     ctx_common(ssl);
     SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_num_tickets(ssl, 0);
+    /* A peer nobody knows yet may send a certificate chain: at most this
+     * much of one is buffered (OpenSSL's default is 100 KiB). */
+    SSL_CTX_set_max_cert_list(ssl, TLS_CERT_LIST_MAX);
     if (SSL_CTX_use_certificate_chain_file(ssl, cert) != 1)
         return ctx_fail(ssl, err, err_len, "cannot load the certificate", cert);
     if (SSL_CTX_use_PrivateKey_file(ssl, key, SSL_FILETYPE_PEM) != 1) {

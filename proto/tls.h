@@ -29,6 +29,9 @@
 /* Ciphertext that may wait in a connection before it is read. */
 #define TLS_CONN_INBUF_MAX (256u << 10)
 
+/* The longest certificate chain a server accepts from a client. */
+#define TLS_CERT_LIST_MAX (32u << 10)
+
 enum tls_code {
     TLS_OK = 0,
     TLS_EWANT = -1,   /* needs more bytes from the peer */
