@@ -820,6 +820,14 @@ main(int argc, char **argv)
     if (adopt_listeners(&adopted) > 0)
         log_info("using %zu listening sockets from systemd",
                  ms.srv.n_listeners);
+    /* A TCP socket systemd passes speaks TLS or plain text as the file
+     * says, like one bound here. */
+    if ((adopted & (1u << CONN_TCP)) && tls == NULL && !cfg->tcp_plaintext)
+        fatalx("the TCP socket from systemd needs TLS: set listen.tls_cert "
+               "and listen.tls_key, or listen.tcp_plaintext = true");
+    if ((adopted & (1u << CONN_TCP)) && tls == NULL && cfg->tcp_listen == NULL)
+        log_warnx("the TCP socket from systemd speaks plain text "
+                  "(listen.tcp_plaintext)");
     if (!(adopted & (1u << CONN_UNIX)) && cfg->socket_path != NULL &&
         cfg->socket_path[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =

@@ -403,11 +403,11 @@ START_TEST(test_e2e_socket_activation_and_notify)
      * socket, and the daemon binds the TCP listener of its configuration
      * itself. */
     snprintf(text, sizeof(text),
-             "listen: { socket = \"%s\"; %s%s%s };\n"
+             "listen: { socket = \"%s\"; tcp_plaintext = true; %s%s%s };\n"
              "store: { path = \"%s\"; };\n"
              "access: { tokens = ( { name = \"n\"; sha256 = \"%s\"; } ); };\n",
-             sock, _i == 1 ? "tcp_plaintext = true; tcp = \"" : "",
-             _i == 1 ? tcp : "", _i == 1 ? "\";" : "", db, token_hash);
+             sock, _i == 1 ? "tcp = \"" : "", _i == 1 ? tcp : "",
+             _i == 1 ? "\";" : "", db, token_hash);
     write_file(conf, text);
 
     /* Our own NOTIFY_SOCKET. */
