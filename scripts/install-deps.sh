@@ -10,7 +10,7 @@ libjson-c-dev libconfig-dev nettle-dev libroaring-dev libsmartcols-dev \
 libpq-dev libmicrohttpd-dev libncurses-dev libssl-dev openssl systemd \
 dpkg-dev file \
 python3 python3-msgpack cargo rustc librust-serde-dev librust-serde-derive-dev \
-librust-rmp-serde-dev librust-rmp-dev rustfmt debhelper lintian \
+librust-rmp-serde-dev librust-rmp-dev librust-openssl-dev rustfmt debhelper lintian \
 prometheus"
 
 missing=""
