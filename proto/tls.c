@@ -76,14 +76,16 @@ ctx_wrap(SSL_CTX *ssl, int server)
 
 /* What both sides share: TLS 1.2 and 1.3, no renegotiation, buffers
  * released while idle, and a peer that closes without close_notify is an
- * end of stream (frames carry their own lengths, so truncation shows). */
+ * end of stream (frames carry their own lengths, so truncation shows).
+ * OpenSSL's own copies of decrypted bytes are wiped once read, as the
+ * daemon wipes a hello's token. */
 static void
 ctx_common(SSL_CTX *ssl)
 {
     SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION);
-    SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION |
-                                 SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                 SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_options(ssl,
+                        SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                            SSL_OP_NO_COMPRESSION | SSL_OP_CLEANSE_PLAINTEXT);
     SSL_CTX_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
 }
 
