@@ -327,6 +327,18 @@ fn hash_token(token: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A configuration file holding token as the one TCP token.
+fn write_token_conf(conf: &PathBuf, token: &str) {
+    fs::write(
+        conf,
+        format!(
+            "access: {{\n    tokens = ( {{ name = \"rs\"; sha256 = \"{}\"; }} );\n}};\n",
+            hash_token(token)
+        ),
+    )
+    .unwrap();
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -339,14 +351,7 @@ fn free_port() -> u16 {
 fn a_token_opens_tcp_and_a_wrong_one_is_refused() {
     let token = "producer-token";
     let conf = std::env::temp_dir().join(format!("rp-rs-{}-tcp.conf", std::process::id()));
-    fs::write(
-        &conf,
-        format!(
-            "access: {{\n    tokens = ( {{ name = \"rs\"; sha256 = \"{}\"; }} );\n}};\n",
-            hash_token(token)
-        ),
-    )
-    .unwrap();
+    write_token_conf(&conf, token);
     let addr = format!("127.0.0.1:{}", free_port());
     let d = Daemon::start_with(vec![
         "--config".into(),
@@ -406,14 +411,7 @@ fn tls_stores_and_names_its_failures() {
     }
     let token = "producer-token";
     let conf = dir.join("d.conf");
-    fs::write(
-        &conf,
-        format!(
-            "access: {{\n    tokens = ( {{ name = \"rs\"; sha256 = \"{}\"; }} );\n}};\n",
-            hash_token(token)
-        ),
-    )
-    .unwrap();
+    write_token_conf(&conf, token);
     let start = |tls: bool| {
         let addr = format!("127.0.0.1:{}", free_port());
         let mut args: Vec<String> = vec![
