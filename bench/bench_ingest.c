@@ -35,6 +35,11 @@
  *    `idle` connections that said hello.
  * 7. Writer CPU per receipt: the stats query's writer_cpu_us and accepted,
  *    read before and after each load phase.
+ * 8. TLS (issue 16): the batch load of 3 over TCP on 127.0.0.1, plain
+ *    text then TLS 1.3 (a certificate made here by openssl), each on a
+ *    daemon of its own, as a ratio; then `idle` TLS connections that said
+ *    hello, and the resident memory they add against as many plain ones.
+ *    Skipped with a note without openssl.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
@@ -67,6 +72,7 @@
 #include "frame.h"
 #include "mpobj.h"
 #include "receipt.h"
+#include "tls.h"
 
 #ifndef BENCH_BINARY_DIR
 #define BENCH_BINARY_DIR "."
@@ -100,8 +106,17 @@ static int opt_pipeline = 8, opt_idle = 1000;
 static long opt_total = 200000;
 static const char *opt_daemon = BENCH_BINARY_DIR "/daemon/receiptd";
 static const char *opt_pg_bin = "/usr/lib/postgresql/15/bin";
-static const char *opt_only; /* --only bare,pg,batch,half,single,idle */
+static const char *opt_only; /* --only bare,pg,batch,half,single,idle,tls */
 static char tmpdir[256];
+
+/* How load and idle connections reach the daemon: its Unix socket, or TCP
+ * on 127.0.0.1 in plain text or TLS (the stats queries always use the
+ * socket). */
+enum transport { T_UNIX, T_TCP, T_TLS };
+static enum transport transport;
+static int tcp_port;
+static struct tls_ctx *tls_client; /* trusts the certificate made here */
+#define BENCH_TOKEN "bench"
 
 static const char *const head_cols[BENCH_NHEAD] = {
     "received_at",       "source_id",        "seq",       "schema_version",
@@ -446,6 +461,25 @@ bare_append(void)
     return (double)opt_total / dt;
 }
 
+/* A TCP port on loopback that was free a moment ago. */
+static int
+free_port(void)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
 /* ---- 2. PostgreSQL COPY ---- */
 
 #ifdef HAVE_LIBPQ
@@ -490,25 +524,6 @@ run(const char *user, char *const argv[])
     if (waitpid(pid, &st, 0) != pid)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* A TCP port on loopback that was free a moment ago. */
-static int
-free_port(void)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
 }
 
 static int
@@ -771,24 +786,156 @@ connect_to(const char *name)
     return fd;
 }
 
+/* A TCP connection to the daemon's port, blocking; with T_TLS the
+ * handshake is done (*tls set). */
+static int
+connect_tcp(struct tls_conn **tls)
+{
+    struct sockaddr_in sa;
+    char buf[16384];
+    ssize_t n;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), rc;
+
+    if (fd < 0)
+        die("socket");
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)tcp_port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        die("connect");
+    *tls = NULL;
+    if (transport != T_TLS)
+        return fd;
+    if ((*tls = tls_conn_new(tls_client, "127.0.0.1")) == NULL)
+        die("tls_conn_new");
+    for (;;) {
+        rc = tls_conn_handshake(*tls);
+        while ((n = (ssize_t)tls_conn_take(*tls, buf, sizeof(buf))) > 0)
+            write_all(fd, buf, (size_t)n);
+        if (rc == 0)
+            return fd;
+        if (rc != TLS_EWANT)
+            dief("TLS", tls_conn_error(*tls));
+        if ((n = read(fd, buf, sizeof(buf))) <= 0)
+            dief("TLS", "the daemon closed the connection in the handshake");
+        if (tls_conn_feed(*tls, buf, (size_t)n) != 0)
+            dief("TLS", "too much input");
+    }
+}
+
+/* Writes p[0..n) to the daemon on fd: encrypted when tls is set, into out
+ * (appended with append_out) or straight to fd when out is NULL. */
+static void append_out(void *out, const void *p, size_t n);
+
+static void
+emit(int fd, struct tls_conn *tls, void *out, const void *p, size_t n)
+{
+    char buf[16384];
+    size_t k;
+
+    if (tls == NULL) {
+        if (out != NULL)
+            append_out(out, p, n);
+        else
+            write_all(fd, p, n);
+        return;
+    }
+    if (tls_conn_write(tls, p, n) != 0)
+        dief("TLS", tls_conn_error(tls));
+    while ((k = tls_conn_take(tls, buf, sizeof(buf))) > 0) {
+        if (out != NULL)
+            append_out(out, buf, k);
+        else
+            write_all(fd, buf, k);
+    }
+}
+
+/* Reads from fd into buf (up to cap), through tls when set: the bytes
+ * read, 0 at the end of the stream, -1 when nothing is there yet (a
+ * non-blocking fd). */
+static ssize_t
+receive(int fd, struct tls_conn *tls, void *buf, size_t cap)
+{
+    char raw[16384];
+    size_t got;
+    ssize_t n;
+    int rc;
+
+    if (tls == NULL)
+        return read(fd, buf, cap);
+    for (;;) {
+        rc = tls_conn_read(tls, buf, cap, &got);
+        if (rc == 0)
+            return (ssize_t)got;
+        if (rc == TLS_ECLOSED)
+            return 0;
+        if (rc != TLS_EWANT)
+            dief("TLS", tls_conn_error(tls));
+        if ((n = read(fd, raw, sizeof(raw))) <= 0)
+            return n;
+        if (tls_conn_feed(tls, raw, (size_t)n) != 0)
+            dief("TLS", "too much input");
+    }
+}
+
 static pid_t
 start_daemon(const char *name)
 {
-    char sock[300], db[300], log[300];
+    char sock[300], db[300], log[300], tcp[64], conf[300], text[300];
+    char cert[300], key[300];
+    const char *argv[24];
     pid_t pid;
-    int i, fd;
+    int i, fd, n = 0;
 
     sock_path(sock, sizeof(sock), name);
     snprintf(db, sizeof(db), "%s/%s.db", tmpdir, name);
     snprintf(log, sizeof(log), "%s/%s.log", tmpdir, name);
+    argv[n++] = opt_daemon;
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    argv[n++] = "--db";
+    argv[n++] = db;
+    argv[n++] = "--max-connections";
+    argv[n++] = "4096";
+    if (transport != T_UNIX) {
+        /* SHA-256 of "bench". */
+        snprintf(conf, sizeof(conf), "%s/%s.conf", tmpdir, name);
+        snprintf(text, sizeof(text),
+                 "access: { tokens = ( { name = \"bench\"; sha256 = "
+                 "\"%s\"; } ); };\n",
+                 "1b32c28cb38c05480eccc1bd60ff97029b57a05c96718b96dad7e9d848"
+                 "94f549");
+        fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0)
+            die(conf);
+        write_all(fd, text, strlen(text));
+        close(fd);
+        snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", tcp_port);
+        snprintf(cert, sizeof(cert), "%s/cert.pem", tmpdir);
+        snprintf(key, sizeof(key), "%s/key.pem", tmpdir);
+        argv[n++] = "--config";
+        argv[n++] = conf;
+        argv[n++] = "--tcp";
+        argv[n++] = tcp;
+        if (transport == T_TLS) {
+            argv[n++] = "--tls-cert";
+            argv[n++] = cert;
+            argv[n++] = "--tls-key";
+            argv[n++] = key;
+        } else {
+            argv[n++] = "--tcp-plaintext";
+            argv[n++] = "true";
+        }
+    }
+    argv[n] = NULL;
     if ((pid = fork()) < 0)
         die("fork");
     if (pid == 0) {
         fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0)
             dup2(fd, 2);
-        execl(opt_daemon, opt_daemon, "--socket", sock, "--db", db,
-              "--max-connections", "4096", (char *)NULL);
+        execv(opt_daemon, (char *const *)argv);
         _exit(127);
     }
     for (i = 0; i < 500; i++) {
@@ -839,7 +986,7 @@ send_frame(int fd, const msgpack_sbuffer *sb)
     write_all(fd, sb->data, sb->size);
 }
 
-/* The hello of a producer named src, id 0. */
+/* The hello of a producer named src, id 0, with the token over TCP. */
 static void
 pack_hello(msgpack_sbuffer *sb, const char *src)
 {
@@ -848,9 +995,24 @@ pack_hello(msgpack_sbuffer *sb, const char *src)
     msgpack_sbuffer_init(sb);
     msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
     envelope_request(&pk, PROTO_OP_HELLO, 0, 0, 0, 1);
-    msgpack_pack_map(&pk, 2);
+    msgpack_pack_map(&pk, transport != T_UNIX ? 3 : 2);
     kuint(&pk, "protocol", 1);
     kstr(&pk, "source", src);
+    if (transport != T_UNIX)
+        kstr(&pk, "token", BENCH_TOKEN);
+}
+
+/* One frame of sb, whole, on fd (through tls when set). */
+static void
+send_frame_on(int fd, struct tls_conn *tls, const msgpack_sbuffer *sb)
+{
+    unsigned char frame[FRAME_HEADER_SIZE + 512];
+
+    if (sb->size > sizeof(frame) - FRAME_HEADER_SIZE)
+        dief("hello", "too large");
+    frame_put_header(frame, (uint32_t)sb->size);
+    memcpy(frame + FRAME_HEADER_SIZE, sb->data, sb->size);
+    emit(fd, tls, NULL, frame, FRAME_HEADER_SIZE + sb->size);
 }
 
 /* What the stats query says about the writer. */
@@ -956,9 +1118,10 @@ struct load_result {
 
 struct bconn {
     int fd;
-    int ready;        /* the hello was answered */
-    long sent, acked; /* frames */
-    double *t_sent;   /* by frame id, 1-based */
+    struct tls_conn *tls; /* T_TLS */
+    int ready;            /* the hello was answered */
+    long sent, acked;     /* frames */
+    double *t_sent;       /* by frame id, 1-based */
     char *out;
     size_t out_len, out_off, out_cap;
     unsigned char in[1 << 16];
@@ -973,8 +1136,10 @@ cmp_double(const void *a, const void *b)
 }
 
 static void
-append(struct bconn *c, const void *p, size_t n)
+append_out(void *out, const void *p, size_t n)
 {
+    struct bconn *c = out;
+
     if (c->out_len + n > c->out_cap) {
         c->out_cap = (c->out_len + n) * 2;
         if ((c->out = realloc(c->out, c->out_cap)) == NULL)
@@ -990,25 +1155,27 @@ queue_frame(struct bconn *c, int op, long id, const msgpack_sbuffer *body)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    unsigned char hdr[FRAME_HEADER_SIZE];
+    unsigned char hdr[FRAME_HEADER_SIZE] = { 0 };
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_write(&sb, (const char *)hdr, sizeof(hdr));
     envelope_request(&pk, op, (uint64_t)id, 1, (uint64_t)id, 1);
-    frame_put_header(hdr, (uint32_t)(sb.size + body->size));
-    append(c, hdr, sizeof(hdr));
-    append(c, sb.data, sb.size);
-    append(c, body->data, body->size);
+    msgpack_sbuffer_write(&sb, body->data, body->size);
+    frame_put_header((unsigned char *)sb.data,
+                     (uint32_t)(sb.size - FRAME_HEADER_SIZE));
+    emit(c->fd, c->tls, c, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
 }
 
 /* Reads what came in on c and takes every whole reply; latencies go to
  * lat. Returns the number of frames acknowledged. */
 static long
-take_replies(struct bconn *c, double *lat, long *nlat)
+take_some(struct bconn *c, double *lat, long *nlat)
 {
     long acks = 0;
-    ssize_t n = read(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
+    ssize_t n =
+        receive(c->fd, c->tls, c->in + c->in_len, sizeof(c->in) - c->in_len);
 
     if (n == 0)
         dief("load", "the daemon closed a connection");
@@ -1053,6 +1220,19 @@ take_replies(struct bconn *c, double *lat, long *nlat)
     return acks;
 }
 
+/* take_some() until TLS holds nothing more: records decrypted one read at
+ * a time would otherwise wait for a poll that never reports them. */
+static long
+take_replies(struct bconn *c, double *lat, long *nlat)
+{
+    long acks = 0;
+
+    do
+        acks += take_some(c, lat, nlat);
+    while (c->tls != NULL && tls_conn_has_input(c->tls));
+    return acks;
+}
+
 /*
  * Runs one load phase on the daemon `name`: spec->frames frames on each
  * connection, at most opt_pipeline in flight each, paced when spec->rate
@@ -1082,14 +1262,14 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
         msgpack_sbuffer sb;
         char src[96];
 
-        c->fd = connect_to(name);
+        c->fd = transport == T_UNIX ? connect_to(name) : connect_tcp(&c->tls);
         if ((c->t_sent = calloc((size_t)spec->frames + 1, sizeof(double))) ==
             NULL)
             die("calloc");
         snprintf(src, sizeof(src), "bench/%s/%d/%ld", spec->phase, i,
                  (long)getpid());
         pack_hello(&sb, src);
-        send_frame(c->fd, &sb);
+        send_frame_on(c->fd, c->tls, &sb);
         msgpack_sbuffer_destroy(&sb);
         fcntl(c->fd, F_SETFL, O_NONBLOCK);
     }
@@ -1160,6 +1340,7 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
     res->p99 = lat[(size_t)((double)nlat * 0.99)];
     for (i = 0; i < spec->conns; i++) {
         close(cs[i].fd);
+        tls_conn_free(cs[i].tls);
         free(cs[i].t_sent);
         free(cs[i].out);
     }
@@ -1173,48 +1354,51 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
 /* ---- 6. idle connections ---- */
 
 static void
-idle(long *rss, long *hwm, long *rss_before)
+idle(const char *name, long *rss, long *hwm, long *rss_before)
 {
-    pid_t pid = start_daemon("idle");
+    pid_t pid = start_daemon(name);
     int *fds = calloc((size_t)opt_idle, sizeof(int));
+    struct tls_conn **tls = calloc((size_t)opt_idle, sizeof(*tls));
     msgpack_sbuffer sb;
     unsigned char buf[256];
     int i;
 
-    if (fds == NULL)
+    if (fds == NULL || tls == NULL)
         die("calloc");
     usleep(100000);
     *rss_before = proc_kb(pid, "VmRSS:");
     pack_hello(&sb, "idle");
+    /* Each says hello before the next connects: TCP peers that have not
+     * authenticated share a budget of max_connections / 8. */
     for (i = 0; i < opt_idle; i++) {
-        fds[i] = connect_to("idle");
-        send_frame(fds[i], &sb);
-    }
-    /* Every connection is accepted and has been answered. */
-    for (i = 0; i < opt_idle; i++)
-        if (read(fds[i], buf, sizeof(buf)) <= 0)
+        fds[i] = transport == T_UNIX ? connect_to(name) : connect_tcp(&tls[i]);
+        send_frame_on(fds[i], tls[i], &sb);
+        if (receive(fds[i], tls[i], buf, sizeof(buf)) <= 0)
             die("hello reply");
+    }
     usleep(200000);
     *rss = proc_kb(pid, "VmRSS:");
     *hwm = proc_kb(pid, "VmHWM:");
-    for (i = 0; i < opt_idle; i++)
+    for (i = 0; i < opt_idle; i++) {
         close(fds[i]);
+        tls_conn_free(tls[i]);
+    }
     free(fds);
+    free(tls);
     msgpack_sbuffer_destroy(&sb);
     stop_daemon(pid);
 }
 
-/* ---- main ---- */
-
 static void
 usage(void)
 {
-    fprintf(stderr,
-            "usage: bench_ingest [--total N] [--connections N] [--batch N] "
-            "[--single-connections N]\n"
-            "                    [--pipeline N] [--idle N] [--daemon PATH] "
-            "[--pg-bin DIR]\n"
-            "                    [--only bare,pg,batch,half,single,idle]\n");
+    fprintf(
+        stderr,
+        "usage: bench_ingest [--total N] [--connections N] [--batch N] "
+        "[--single-connections N]\n"
+        "                    [--pipeline N] [--idle N] [--daemon PATH] "
+        "[--pg-bin DIR]\n"
+        "                    [--only bare,pg,batch,half,single,idle,tls]\n");
     exit(2);
 }
 
@@ -1246,6 +1430,73 @@ phase_on(const char *name)
     }
     return 0;
 }
+
+/* ---- 8. TLS ---- */
+
+/* The batch load over TCP with transport t, on a daemon of its own. */
+static void
+tcp_load(enum transport t, const struct load_spec *spec,
+         struct load_result *res)
+{
+    const char *name = t == T_TLS ? "tls" : "tcp";
+    pid_t pid;
+
+    transport = t;
+    tcp_port = free_port();
+    pid = start_daemon(name);
+    usleep(100000);
+    load(name, spec, res);
+    stop_daemon(pid);
+    transport = T_UNIX;
+}
+
+struct tls_figures {
+    struct load_result tcp, tls;
+    long idle_tcp, idle_tls, base_tcp, base_tls; /* RSS, kB */
+};
+
+/* Phase 8; 0, or -1 with a note when openssl could not make a
+ * certificate. */
+static int
+tls_phase(const struct load_spec *batch, struct tls_figures *f)
+{
+    char cmd[1200], cert[300], err[TLS_ERR_MAX];
+    long hwm;
+
+    snprintf(cert, sizeof(cert), "%s/cert.pem", tmpdir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+             "-nodes -keyout '%s/key.pem' -out '%s' -days 1 -subj "
+             "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+             ">/dev/null 2>&1",
+             tmpdir, cert);
+    if (system(cmd) != 0) {
+        printf("  note: TLS skipped: openssl could not make a certificate "
+               "(Debian: openssl)\n");
+        return -1;
+    }
+    if (tls_ctx_client_new(cert, NULL, NULL, &tls_client, err, sizeof(err)) !=
+        0)
+        dief("TLS", err);
+    settle();
+    tcp_load(T_TCP, batch, &f->tcp);
+    settle();
+    tcp_load(T_TLS, batch, &f->tls);
+    if (phase_on("idle") || opt_only != NULL) {
+        transport = T_TCP;
+        tcp_port = free_port();
+        idle("idle-tcp", &f->idle_tcp, &hwm, &f->base_tcp);
+        transport = T_TLS;
+        tcp_port = free_port();
+        idle("idle-tls", &f->idle_tls, &hwm, &f->base_tls);
+        transport = T_UNIX;
+    }
+    tls_ctx_free(tls_client);
+    tls_client = NULL;
+    return 0;
+}
+
+/* ---- main ---- */
 
 static void
 parse_args(int argc, char **argv)
@@ -1318,6 +1569,8 @@ main(int argc, char **argv)
     struct rlimit rl;
     double bare, pg = -1;
     long rss, hwm, rss0, peak;
+    struct tls_figures tf;
+    int tls_ok;
     char label[64];
     pid_t pid;
 
@@ -1414,8 +1667,28 @@ main(int argc, char **argv)
 
     rss = hwm = rss0 = 0;
     if (phase_on("idle"))
-        idle(&rss, &hwm, &rss0);
+        idle("idle", &rss, &hwm, &rss0);
+    memset(&tf, 0, sizeof(tf));
+    tls_ok = phase_on("tls") && tls_phase(&batch, &tf) == 0;
+    if (tls_ok) {
+        snprintf(label, sizeof(label), "TCP plain, batch %d x %d conns",
+                 opt_batch, opt_conns);
+        print_load(label, &tf.tcp);
+        snprintf(label, sizeof(label), "TCP TLS 1.3, batch %d x %d conns",
+                 opt_batch, opt_conns);
+        print_load(label, &tf.tls);
+    }
     printf("memory: peak RSS under load %.1f MiB\n", peak / 1024.0);
+    if (tls_ok && tf.idle_tls > 0)
+        printf("memory: %d idle TCP connections: RSS %.1f MiB (%.1f before); "
+               "TLS: %.1f MiB (%.1f before), %.1f KiB per TLS connection, "
+               "%.1f KiB more than plain\n",
+               opt_idle, tf.idle_tcp / 1024.0, tf.base_tcp / 1024.0,
+               tf.idle_tls / 1024.0, tf.base_tls / 1024.0,
+               (double)(tf.idle_tls - tf.base_tls) / opt_idle,
+               (double)((tf.idle_tls - tf.base_tls) -
+                        (tf.idle_tcp - tf.base_tcp)) /
+                   opt_idle);
     if (phase_on("idle"))
         printf("memory: %d idle connections: RSS %.1f MiB (%.1f MiB before), "
                "peak %.1f MiB\n",
@@ -1426,6 +1699,8 @@ main(int argc, char **argv)
     print_ratio("batch / bare append, wide row", rb.rate, bare_wide);
     print_ratio("batch / PostgreSQL COPY, wide row", rb.rate, pg_wide);
     print_ratio("single / batch", rs.rate, rb.rate);
+    if (tls_ok)
+        print_ratio("TLS / plain TCP, batch", tf.tls.rate, tf.tcp.rate);
 
     {
         char cmd[300];

@@ -1,7 +1,7 @@
 # Issue 3: the ingest benchmark. A benchmark asserts nothing and is not
 # registered with CTest; run it by hand (see the comment in bench_ingest.c).
 add_executable(bench_ingest bench_ingest.c)
-target_link_libraries(bench_ingest PRIVATE receiptd_core m)
+target_link_libraries(bench_ingest PRIVATE receiptd_core receipttls m)
 target_compile_definitions(bench_ingest PRIVATE
   BENCH_BINARY_DIR="${CMAKE_BINARY_DIR}")
 add_dependencies(bench_ingest receiptd)

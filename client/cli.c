@@ -14,6 +14,7 @@
 
 #include "mpobj.h"
 #include "output.h"
+#include "tls.h"
 
 /* Prints "receiptctl: CMD: ..." and a pointer to the help. */
 void
@@ -104,6 +105,24 @@ read_token_file(const char *path, char *buf, size_t cap)
     return 0;
 }
 
+/* TLS on the connection c just made to --tcp; closes c on failure. */
+static int
+start_tls(const struct cli_opts *o, struct net_conn *c, char *err,
+          size_t err_len)
+{
+    struct net_tls t = { o->ca_file, o->cert, o->key };
+    struct tls_ctx *ctx;
+    int rc;
+
+    if ((rc = net_tls_ctx(&t, &ctx, err, err_len)) == 0) {
+        rc = net_start_tls(c, ctx, o->tcp, err, err_len);
+        tls_ctx_free(ctx);
+    }
+    if (rc != 0)
+        net_close(c);
+    return rc;
+}
+
 int
 cli_open_conn(struct cli_opts *o, struct net_conn *c, const char *source,
               int want_hello)
@@ -125,7 +144,8 @@ cli_open_conn(struct cli_opts *o, struct net_conn *c, const char *source,
             token = NULL;
     }
     if (net_connect(c, socket_path(o), o->tcp, o->timeout_ms, err,
-                    sizeof(err)) != 0) {
+                    sizeof(err)) != 0 ||
+        (o->tls && start_tls(o, c, err, sizeof(err)) != 0)) {
         fprintf(stderr, "receiptctl: %s\n", err);
         if (token == filetok)
             explicit_bzero(filetok, sizeof(filetok));

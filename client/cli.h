@@ -31,6 +31,9 @@ struct cli_opts {
     const char *tcp;
     const char *token;      /* --token (visible to ps: prefer the next two) */
     const char *token_file; /* --token-file */
+    int tls;                /* --tls: TLS over --tcp */
+    const char *ca_file;    /* --ca: verify the daemon against it */
+    const char *cert, *key; /* --cert, --key: for mutual TLS */
     int timeout_ms;
     int format;
     const char *plan, *graph, *model, *source, *requested, *executed;

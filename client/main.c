@@ -50,6 +50,10 @@ enum opt_id {
     O_TOKEN,
     O_TOKEN_FILE,
     O_TIMEOUT,
+    O_TLS,
+    O_CA,
+    O_CERT,
+    O_KEY,
     O_FORMAT,
     O_PLAN,
     O_GRAPH,
@@ -83,7 +87,8 @@ enum opt_id {
  * option a command would not apply is refused, never ignored. */
 #define B(id) (1ull << ((id)-O_SOCKET))
 #define CONN                                                                   \
-    (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TOKEN_FILE) | B(O_TIMEOUT))
+    (B(O_SOCKET) | B(O_TCP) | B(O_TOKEN) | B(O_TOKEN_FILE) | B(O_TIMEOUT) |    \
+     B(O_TLS) | B(O_CA) | B(O_CERT) | B(O_KEY))
 #define OUT   (CONN | B(O_FORMAT))
 #define QUERY (OUT | B(O_LIMIT) | B(O_FAIL_ON_TRUNCATE) | B(O_COLUMNS))
 #define RECEIPT_FILTERS                                                        \
@@ -108,6 +113,15 @@ static const struct optdesc optdescs[] = {
       "ps: prefer --token-file or $RECEIPTD_TOKEN" },
     { "token-file", O_TOKEN_FILE, "PATH",
       "read the token from the first line of PATH" },
+    { "tls", O_TLS, NULL,
+      "speak TLS over --tcp, verifying the daemon's certificate and its "
+      "name or address" },
+    { "ca", O_CA, "FILE",
+      "--tls: the CAs to verify the daemon against (PEM; default: the "
+      "system's)" },
+    { "cert", O_CERT, "FILE",
+      "--tls: a client certificate (PEM) for a daemon that asks for one" },
+    { "key", O_KEY, "FILE", "--tls: its private key (PEM)" },
     { "timeout", O_TIMEOUT, "DURATION",
       "give up waiting on the daemon after this long: seconds or units, "
       "500ms, 2m (default 60s; 0: never)" },
@@ -878,6 +892,18 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_TOKEN_FILE:
         o->token_file = arg;
         break;
+    case O_TLS:
+        o->tls = 1;
+        break;
+    case O_CA:
+        o->ca_file = arg;
+        break;
+    case O_CERT:
+        o->cert = arg;
+        break;
+    case O_KEY:
+        o->key = arg;
+        break;
     case O_TIMEOUT:
         if (duration_parse(arg, 1000, &v, derr, sizeof(derr)) != 0) {
             cli_usage_err(prog, "--timeout: %s", derr);
@@ -1169,6 +1195,16 @@ main(int argc, char **argv)
     }
     if (o.token != NULL && o.token_file != NULL) {
         cli_usage_err(c->name, "--token and --token-file exclude each other");
+        free(pos);
+        return CLI_EXIT_USAGE;
+    }
+    if ((o.tls && o.tcp == NULL) ||
+        ((o.ca_file != NULL || o.cert != NULL || o.key != NULL) && !o.tls) ||
+        ((o.cert == NULL) != (o.key == NULL))) {
+        cli_usage_err(c->name, o.tls && o.tcp == NULL ? "--tls goes with --tcp"
+                               : (o.cert == NULL) != (o.key == NULL) && o.tls
+                                   ? "--cert and --key go together"
+                                   : "--ca, --cert and --key go with --tls");
         free(pos);
         return CLI_EXIT_USAGE;
     }

@@ -8,7 +8,9 @@
  * broken or hostile peer cannot make the client reserve memory its bytes do
  * not justify. Each wait on the socket is bounded by timeout_ms with poll().
  * SIGPIPE is avoided per call (MSG_NOSIGNAL), so a daemon that goes away
- * gives an error message rather than a silent death. Single-threaded.
+ * gives an error message rather than a silent death. With TLS (tls.h over
+ * the same blocking socket) the frame reader is fed what TLS decrypts,
+ * and requests are encrypted on their way out. Single-threaded.
  */
 #include "net.h"
 
@@ -25,6 +27,7 @@
 
 #include "mpcheck.h"
 #include "mpobj.h"
+#include "tls.h"
 
 static int seterr(char *err, size_t err_len, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -134,7 +137,10 @@ net_connect(struct net_conn *c, const char *unix_path, const char *tcp,
                      : connect_unix(unix_path, err, err_len);
     if (fd < 0)
         return fd;
-    return net_adopt(c, fd, tcp ? tcp : unix_path, timeout_ms, err, err_len);
+    if ((fd = net_adopt(c, fd, tcp ? tcp : unix_path, timeout_ms, err,
+                        err_len)) == 0)
+        c->tcp = tcp != NULL;
+    return fd;
 }
 
 int
@@ -166,6 +172,8 @@ net_close(struct net_conn *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
+    tls_conn_free(c->tls);
+    c->tls = NULL;
     frame_reader_close(&c->fr);
     free(c->rbuf);
     c->rbuf = NULL;
@@ -221,8 +229,8 @@ wait_fd(struct net_conn *c, short events, char *err, size_t err_len)
     }
 }
 
-int
-net_send(struct net_conn *c, const char *buf, size_t len, char *err,
+static int
+send_raw(struct net_conn *c, const char *buf, size_t len, char *err,
          size_t err_len)
 {
     ssize_t n;
@@ -244,6 +252,153 @@ net_send(struct net_conn *c, const char *buf, size_t len, char *err,
     return 0;
 }
 
+/* Sends what TLS has for the server. */
+static int
+tls_flush(struct net_conn *c, char *err, size_t err_len)
+{
+    char buf[16384];
+    size_t n;
+    int rc;
+
+    while ((n = tls_conn_take(c->tls, buf, sizeof(buf))) > 0)
+        if ((rc = send_raw(c, buf, n, err, err_len)) != 0)
+            return rc;
+    return 0;
+}
+
+int
+net_send(struct net_conn *c, const char *buf, size_t len, char *err,
+         size_t err_len)
+{
+    size_t n;
+    int rc;
+
+    if (c->tls == NULL)
+        return send_raw(c, buf, len, err, err_len);
+    /* In pieces, so the encrypted copy stays small. */
+    while (len > 0) {
+        n = len < NET_READ_CHUNK ? len : NET_READ_CHUNK;
+        if (tls_conn_write(c->tls, buf, n) != 0)
+            return seterr(err, err_len, NET_EIO, "sending to %s: %s", c->peer,
+                          tls_conn_error(c->tls));
+        if ((rc = tls_flush(c, err, err_len)) != 0)
+            return rc;
+        buf += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Reads what the socket has into buf: 0 with *got (0 at the end of the
+ * stream), or NET_EIO. */
+static int
+recv_raw(struct net_conn *c, char *buf, size_t cap, size_t *got, char *err,
+         size_t err_len)
+{
+    ssize_t n;
+    int rc;
+
+    for (;;) {
+        if ((rc = wait_fd(c, POLLIN, err, err_len)) != 0)
+            return rc;
+        n = recv(c->fd, buf, cap, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n < 0)
+            return seterr(err, err_len, NET_EIO, "reading from %s: %s", c->peer,
+                          strerror(errno));
+        *got = (size_t)n;
+        return 0;
+    }
+}
+
+/* Fills c->rbuf with plaintext: 0 with c->rlen > 0 (or 0 at the end of
+ * the stream), or a transport error. */
+static int
+fill(struct net_conn *c, char *err, size_t err_len)
+{
+    char buf[16384];
+    size_t got;
+    int rc;
+
+    c->roff = c->rlen = 0;
+    if (c->tls == NULL)
+        return recv_raw(c, c->rbuf, NET_READ_CHUNK, &c->rlen, err, err_len);
+    for (;;) {
+        rc = tls_conn_read(c->tls, c->rbuf, NET_READ_CHUNK, &c->rlen);
+        if (tls_flush(c, err, err_len) != 0)
+            return NET_EIO;
+        if (rc == 0 || rc == TLS_ECLOSED)
+            return 0;
+        if (rc != TLS_EWANT)
+            return seterr(err, err_len, NET_EIO, "%s: %s", c->peer,
+                          tls_conn_error(c->tls));
+        if ((rc = recv_raw(c, buf, sizeof(buf), &got, err, err_len)) != 0)
+            return rc;
+        if (got == 0)
+            return 0;
+        if (tls_conn_feed(c->tls, buf, got) != 0)
+            return seterr(err, err_len, NET_EIO, "%s: too much TLS input",
+                          c->peer);
+    }
+}
+
+int
+net_tls_ctx(const struct net_tls *t, struct tls_ctx **out, char *err,
+            size_t err_len)
+{
+    char why[TLS_ERR_MAX];
+
+    if (tls_ctx_client_new(t->ca_file, t->cert, t->key, out, why,
+                           sizeof(why)) != 0)
+        return seterr(err, err_len, NET_ECONNECT, "TLS: %s", why);
+    return 0;
+}
+
+int
+net_start_tls(struct net_conn *c, struct tls_ctx *ctx, const char *hostport,
+              char *err, size_t err_len)
+{
+    char host[256], buf[16384];
+    const char *colon = strrchr(hostport, ':');
+    size_t hlen = colon != NULL ? (size_t)(colon - hostport) : strlen(hostport),
+           got;
+    int rc;
+
+    if (hlen >= 2 && hostport[0] == '[' && hostport[hlen - 1] == ']') {
+        hostport++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof(host))
+        return seterr(err, err_len, NET_ECONNECT, "%s: bad host", hostport);
+    memcpy(host, hostport, hlen);
+    host[hlen] = '\0';
+    if ((c->tls = tls_conn_new(ctx, host)) == NULL)
+        return seterr(err, err_len, NET_ECONNECT, "TLS with %s: out of memory",
+                      c->peer);
+    for (;;) {
+        rc = tls_conn_handshake(c->tls);
+        if (tls_flush(c, err, err_len) != 0)
+            return NET_ECONNECT;
+        if (rc == 0)
+            return 0;
+        if (rc != TLS_EWANT)
+            return seterr(err, err_len, NET_ECONNECT, "TLS with %s: %s",
+                          c->peer, tls_conn_error(c->tls));
+        if (recv_raw(c, buf, sizeof(buf), &got, err, err_len) != 0)
+            return NET_ECONNECT;
+        if (got == 0)
+            return seterr(err, err_len, NET_ECONNECT,
+                          "TLS with %s: the server closed the connection "
+                          "during the handshake (is it a plain-text "
+                          "listener?)",
+                          c->peer);
+        if (tls_conn_feed(c->tls, buf, got) != 0)
+            return seterr(err, err_len, NET_ECONNECT,
+                          "TLS with %s: too much TLS input", c->peer);
+    }
+}
+
 void
 net_reply_free(struct net_reply *rep)
 {
@@ -259,27 +414,21 @@ net_recv(struct net_conn *c, struct net_reply *rep, char *err, size_t err_len)
 {
     struct proto_err perr;
     size_t consumed, off = 0;
-    ssize_t n;
     int rc;
 
     memset(rep, 0, sizeof(*rep));
     msgpack_unpacked_init(&rep->up);
     while (rep->frame == NULL) {
         if (c->roff == c->rlen) {
-            if ((rc = wait_fd(c, POLLIN, err, err_len)) != 0)
+            if ((rc = fill(c, err, err_len)) != 0)
                 return rc;
-            n = recv(c->fd, c->rbuf, NET_READ_CHUNK, 0);
-            if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                continue;
-            if (n < 0)
-                return seterr(err, err_len, NET_EIO, "reading from %s: %s",
-                              c->peer, strerror(errno));
-            if (n == 0)
+            if (c->rlen == 0)
                 return seterr(err, err_len, NET_EIO,
-                              "%s closed the connection before replying",
-                              c->peer);
-            c->rlen = (size_t)n;
-            c->roff = 0;
+                              "%s closed the connection before replying%s",
+                              c->peer,
+                              c->tcp && c->tls == NULL && !c->answered
+                                  ? " (if it speaks TLS, connect with --tls)"
+                                  : "");
         }
         rc = frame_reader_feed(&c->fr, c->rbuf + c->roff, c->rlen - c->roff,
                                &consumed, &rep->frame, &rep->frame_len, &perr);
@@ -290,6 +439,7 @@ net_recv(struct net_conn *c, struct net_reply *rep, char *err, size_t err_len)
             return seterr(err, err_len, NET_EPROTO, "bad reply frame: %s",
                           perr.message);
     }
+    c->answered = 1;
     if (mpcheck(rep->frame, rep->frame_len, &perr) != 0)
         return seterr(err, err_len, NET_EPROTO, "bad reply: %s", perr.message);
     if (msgpack_unpack_next(&rep->up, rep->frame, rep->frame_len, &off) !=

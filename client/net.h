@@ -30,15 +30,29 @@ enum net_code {
 
 #define NET_READ_CHUNK 65536
 
+struct tls_conn;
+struct tls_ctx;
+
+/* TLS for a TCP connection (tls.h); every string borrowed. */
+struct net_tls {
+    const char *ca_file; /* verify the server against it; NULL: the system's
+                            CAs */
+    const char *cert;    /* offered to a server that asks (mutual TLS) */
+    const char *key;
+};
+
 struct net_conn {
     int fd;
-    int timeout_ms; /* for each wait on the socket; <= 0 waits forever */
+    struct tls_conn *tls; /* owned; NULL for plain text */
+    int timeout_ms;       /* for each wait on the socket; <= 0 waits forever */
     struct frame_reader fr;
     char *rbuf; /* owned; NET_READ_CHUNK bytes */
     size_t rlen;
     size_t roff;
     uint64_t next_id;
     char peer[256]; /* for messages: the socket path or HOST:PORT */
+    int tcp;        /* connected over TCP */
+    int answered;   /* a reply has arrived */
     /* From the hello reply; defaults until a hello was answered. */
     uint32_t max_frame;
     uint32_t max_batch;
@@ -69,6 +83,23 @@ int net_connect(struct net_conn *c, const char *unix_path, const char *tcp,
  */
 int net_adopt(struct net_conn *c, int fd, const char *peer, int timeout_ms,
               char *err, size_t err_len);
+
+/*
+ * Starts TLS on c, connected to "HOST:PORT": the server's certificate must
+ * verify against ctx's CAs and name HOST (its name, or its numeric
+ * address); the handshake is done when this returns. ctx is borrowed (the
+ * connection takes a reference). Returns 0, or NET_ECONNECT with err
+ * saying what failed in the words of tls_conn_error(): an unknown CA, a
+ * name mismatch, an expired certificate, a server that did not answer
+ * with TLS. For the future relay as for receiptctl.
+ */
+int net_start_tls(struct net_conn *c, struct tls_ctx *ctx, const char *hostport,
+                  char *err, size_t err_len);
+
+/* A client TLS context from t: tls_ctx_client_new() with its files.
+ * Returns 0 with *out, or NET_ECONNECT with the file and reason in err. */
+int net_tls_ctx(const struct net_tls *t, struct tls_ctx **out, char *err,
+                size_t err_len);
 
 /* Closes the socket and frees the buffers. c may be zeroed or closed. */
 void net_close(struct net_conn *c);

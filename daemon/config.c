@@ -98,6 +98,9 @@ config_free(struct config *c)
     free(c->socket_group);
     free(c->tcp_listen);
     free(c->http_listen);
+    free(c->tls_cert);
+    free(c->tls_key);
+    free(c->tls_client_ca);
     free(c->db_path);
     free_list(c->writer_groups, c->n_writer_groups);
     free_list(c->reader_groups, c->n_reader_groups);
@@ -146,6 +149,9 @@ config_copy(struct config *dst, const struct config *src)
     dst->socket_group = dup_or_null(src->socket_group, &ok);
     dst->tcp_listen = dup_or_null(src->tcp_listen, &ok);
     dst->http_listen = dup_or_null(src->http_listen, &ok);
+    dst->tls_cert = dup_or_null(src->tls_cert, &ok);
+    dst->tls_key = dup_or_null(src->tls_key, &ok);
+    dst->tls_client_ca = dup_or_null(src->tls_client_ca, &ok);
     dst->db_path = dup_or_null(src->db_path, &ok);
     dst->writer_groups =
         dup_list(src->writer_groups, src->n_writer_groups, &ok);
@@ -318,7 +324,45 @@ const struct config_key config_keys[] = {
       .kind = CONFIG_KIND_TCP,
       M(tcp_listen),
       .help = "also listen on TCP (numeric address; [::1]:7411 for IPv6); "
-              "needs access.tokens" },
+              "needs access.tokens, and tls_cert or tcp_plaintext" },
+    { .section = "listen",
+      .name = "tls_cert",
+      .flag = "tls-cert",
+      .arg = "FILE",
+      .kind = CONFIG_KIND_PATH,
+      M(tls_cert),
+      .help = "the TCP listener's certificate chain (PEM); reloaded on "
+              "SIGHUP" },
+    { .section = "listen",
+      .name = "tls_key",
+      .flag = "tls-key",
+      .arg = "FILE",
+      .kind = CONFIG_KIND_PATH,
+      M(tls_key),
+      .help = "its private key (PEM); reloaded on SIGHUP" },
+    { .section = "listen",
+      .name = "tls_client_ca",
+      .flag = "tls-client-ca",
+      .arg = "FILE",
+      .kind = CONFIG_KIND_PATH,
+      M(tls_client_ca),
+      .help = "verify TCP clients' certificates against these CAs (PEM)" },
+    { .section = "listen",
+      .name = "tls_require_client_cert",
+      .flag = "tls-require-client-cert",
+      .arg = "BOOL",
+      .kind = CONFIG_KIND_BOOL,
+      M(tls_require_client_cert),
+      .help = "refuse TLS clients without a certificate that verifies "
+              "against tls_client_ca (true or false)" },
+    { .section = "listen",
+      .name = "tcp_plaintext",
+      .flag = "tcp-plaintext",
+      .arg = "BOOL",
+      .kind = CONFIG_KIND_BOOL,
+      M(tcp_plaintext),
+      .help = "let the TCP listener speak plain text, without TLS (true or "
+              "false; logged as a warning)" },
     { .section = "listen",
       .name = "http",
       .flag = "http",
@@ -1070,6 +1114,13 @@ set_text(struct config *c, const struct config_key *k, const char *text,
             return -1;
         c->log_level = level;
         return 0;
+    case CONFIG_KIND_BOOL:
+        if (strcmp(text, "true") != 0 && strcmp(text, "false") != 0) {
+            snprintf(why, len, "expected true or false, got \"%s\"", text);
+            return -1;
+        }
+        set_number(c, k, text[0] == 't');
+        return 0;
     case CONFIG_KIND_GROUPS:
     case CONFIG_KIND_TOKENS:
         break;
@@ -1364,6 +1415,12 @@ load_key(struct load *ld, const config_setting_t *s, const struct config_key *k,
         return load_groups(ld, s, k, c);
     case CONFIG_KIND_TOKENS:
         return load_tokens(ld, s, c);
+    case CONFIG_KIND_BOOL:
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+            return fail(ld, s, k->section, k->name,
+                        "expected true or false, got %s", type_name(s));
+        set_number(c, k, config_setting_get_bool(s) != 0);
+        return 0;
     }
     return -1;
 }
@@ -1607,6 +1664,30 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
         return blame(c, err, KEY(tcp_listen), NULL,
                      "TCP listener %s needs at least one token in "
                      "access.tokens",
+                     c->tcp_listen);
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL))
+        return blame(c, err, c->tls_cert == NULL ? KEY(tls_key) : KEY(tls_cert),
+                     NULL, "listen.tls_cert and listen.tls_key go together");
+    if (c->tls_client_ca != NULL && c->tls_cert == NULL)
+        return blame(c, err, KEY(tls_client_ca), NULL,
+                     "client certificates need TLS: set listen.tls_cert and "
+                     "listen.tls_key");
+    if (c->tls_require_client_cert && c->tls_client_ca == NULL)
+        return blame(c, err, KEY(tls_require_client_cert), NULL,
+                     "requiring client certificates needs "
+                     "listen.tls_client_ca to verify them");
+    if (c->tls_cert != NULL && c->tcp_plaintext)
+        return blame(c, err, KEY(tcp_plaintext), KEY(tls_cert),
+                     "listen.tcp_plaintext and listen.tls_cert exclude each "
+                     "other");
+    /* Tokens and receipts cross networks: plain text only when asked. */
+    if (c->tcp_listen != NULL && c->tcp_listen[0] != '\0' &&
+        c->tls_cert == NULL && !c->tcp_plaintext)
+        return blame(c, err, KEY(tcp_listen), NULL,
+                     "TCP listener %s needs TLS: set listen.tls_cert and "
+                     "listen.tls_key (--tls-cert, --tls-key), or "
+                     "listen.tcp_plaintext = true to send tokens and "
+                     "receipts in plain text",
                      c->tcp_listen);
     /* A rejected frame of the largest allowed size must fit quarantine, and
      * one connection's unsent replies must fit the global budget. */
@@ -1950,6 +2031,9 @@ dump_key(const struct config *c, const struct config_key *k, FILE *out)
         fprintf(out, "\"%s\"", name);
         break;
     }
+    case CONFIG_KIND_BOOL:
+        fprintf(out, "%s", get_number(c, k) ? "true" : "false");
+        break;
     }
     fprintf(out, ";\n");
 }
@@ -2056,6 +2140,10 @@ config_key_describe(const struct config_key *k, const struct config *c,
                 break;
             }
         }
+        break;
+    case CONFIG_KIND_BOOL:
+        snprintf(value, sizeof(value), "%s",
+                 get_number(c, k) ? "true" : "false");
         break;
     case CONFIG_KIND_GROUPS:
     case CONFIG_KIND_TOKENS:

@@ -30,7 +30,7 @@ struct config_token {
     unsigned char sha256[32]; /* SHA-256 of the token's bytes */
 };
 
-#define CONFIG_KEYS_MAX  32  /* config_keys[] holds fewer (check_config) */
+#define CONFIG_KEYS_MAX  40  /* config_keys[] holds fewer (check_config) */
 #define CONFIG_WHERE_MAX 300 /* "file:line"; a longer path is cut */
 
 struct config {
@@ -40,6 +40,15 @@ struct config {
     char *socket_group;   /* group owning the socket; NULL = ours */
     char *tcp_listen;     /* "HOST:PORT"; NULL = TCP off (default) */
     char *http_listen;    /* /metrics and /healthz; NULL = off (default) */
+    /* TLS on the TCP listener (tls.h): the certificate chain and key, PEM;
+     * with tls_client_ca, client certificates are verified against it
+     * (and required with tls_require_client_cert). A TCP listener without
+     * a certificate needs tcp_plaintext set, and says so in the log. */
+    char *tls_cert;
+    char *tls_key;
+    char *tls_client_ca;
+    uint32_t tls_require_client_cert; /* 0 or 1 */
+    uint32_t tcp_plaintext;           /* 0 or 1 */
 
     /* Store. */
     char *db_path;
@@ -105,18 +114,19 @@ struct config {
  * for "-s".
  */
 enum config_kind {
-    CONFIG_KIND_STRING,  /* a name such as a group; "" means none */
-    CONFIG_KIND_PATH,    /* a file path; "" means none */
-    CONFIG_KIND_SOCKET,  /* an absolute Unix socket path fitting sun_path */
-    CONFIG_KIND_TCP,     /* "HOST:PORT" or "[V6]:PORT"; "" means off */
-    CONFIG_KIND_MODE,    /* an octal string, "0660" */
-    CONFIG_KIND_COUNT,   /* a whole number */
-    CONFIG_KIND_SIZE,    /* bytes */
-    CONFIG_KIND_MSEC,    /* a duration kept in milliseconds */
-    CONFIG_KIND_SEC,     /* a duration kept in whole seconds */
-    CONFIG_KIND_GROUPS,  /* an array of group names (file only) */
-    CONFIG_KIND_TOKENS,  /* a list of { name; sha256; } groups (file only) */
-    CONFIG_KIND_LOGLEVEL /* "err", "warning", "notice", "info", "debug" */
+    CONFIG_KIND_STRING,   /* a name such as a group; "" means none */
+    CONFIG_KIND_PATH,     /* a file path; "" means none */
+    CONFIG_KIND_SOCKET,   /* an absolute Unix socket path fitting sun_path */
+    CONFIG_KIND_TCP,      /* "HOST:PORT" or "[V6]:PORT"; "" means off */
+    CONFIG_KIND_MODE,     /* an octal string, "0660" */
+    CONFIG_KIND_COUNT,    /* a whole number */
+    CONFIG_KIND_SIZE,     /* bytes */
+    CONFIG_KIND_MSEC,     /* a duration kept in milliseconds */
+    CONFIG_KIND_SEC,      /* a duration kept in whole seconds */
+    CONFIG_KIND_GROUPS,   /* an array of group names (file only) */
+    CONFIG_KIND_TOKENS,   /* a list of { name; sha256; } groups (file only) */
+    CONFIG_KIND_LOGLEVEL, /* "err", "warning", "notice", "info", "debug" */
+    CONFIG_KIND_BOOL      /* true or false */
 };
 
 struct config_key {

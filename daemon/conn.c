@@ -17,6 +17,17 @@
  * connection is closed. Reads land in the server's shared buffer and are
  * consumed (or stashed) before the callback returns, so an idle connection
  * holds no read buffer.
+ *
+ * TLS (c->tls): the socket's bytes go into the TLS connection, and what it
+ * decrypts takes the plain-text path above, in the server's second shared
+ * buffer, under the same limits: a limit reached mid-buffer stashes the
+ * rest of that plaintext, and records not yet decrypted wait inside the
+ * TLS connection (at most a read buffer beyond a record: reading stops
+ * with the stash) until the stash is dispatched. Replies are encrypted as
+ * they are written; the unsent account counts their plaintext. The
+ * handshake happens within the hello deadline like everything else a
+ * peer does before it authenticates, and a failed one closes the
+ * connection once its alert is sent.
  */
 #include "conn.h"
 
@@ -35,6 +46,7 @@
 #include "log.h"
 #include "reply.h"
 #include "store.h"
+#include "tls.h"
 
 #define WRITE_BATCH 64
 
@@ -72,6 +84,7 @@ maybe_free(struct conn *c)
          * the server's account with the connection. */
         srv->unsent_bytes -= c->unsent;
         stash_free(c);
+        tls_conn_free(c->tls);
         server_conn_freed(srv, c);
         free(c);
     }
@@ -310,19 +323,141 @@ stash_drain(struct conn *c, int force)
 
 /* What was read is answered before the connection ends: the peer
  * half-closed, or the daemon drains. */
+static void tls_pump(struct conn *c, int force);
+
 static void
 finish_reading(struct conn *c)
 {
     stash_drain(c, 1);
+    if (c->tls != NULL && !c->closing && c->stash == NULL)
+        tls_pump(c, 1);
     if (!c->closing)
         conn_close_after_replies(c);
+}
+
+/* Dispatches plaintext buf[0..n) and stashes what a limit left. */
+static void
+read_plain(struct conn *c, char *buf, size_t n, int force)
+{
+    size_t used;
+
+    c->in_dispatch = 1;
+    used = feed(c, buf, n, force);
+    c->in_dispatch = 0;
+    if (used < n && !c->want_close && !c->closing) {
+        /* A limit was reached mid-buffer: keep the rest (at most one read
+         * buffer) and stop reading until it can be dispatched. */
+        c->stash = malloc(n - used);
+        if (c->stash == NULL) {
+            conn_close(c);
+            return;
+        }
+        memcpy(c->stash, buf + used, n - used);
+        c->stash_len = n - used;
+        c->stash_off = 0;
+    }
+}
+
+static void write_req_cb(uv_write_t *req, int status);
+
+/* Sends what the TLS connection has for the peer (handshake records,
+ * alerts, encrypted replies) as one write; bytes is the plaintext it
+ * carries, for the unsent account. Returns 0, or -1 with c closed. */
+static int
+tls_send(struct conn *c, struct wreq *wr, size_t bytes)
+{
+    size_t n = tls_conn_pending(c->tls);
+    char *out;
+
+    if (n == 0) {
+        free(wr);
+        unsent_sub(c, bytes);
+        return 0;
+    }
+    if ((wr == NULL && (wr = calloc(1, sizeof(*wr))) == NULL) ||
+        (out = malloc(n)) == NULL) {
+        free(wr);
+        unsent_sub(c, bytes);
+        conn_close(c);
+        return -1;
+    }
+    wr->bufs[0] = uv_buf_init(out, (unsigned)tls_conn_take(c->tls, out, n));
+    wr->n = 1;
+    wr->bytes = bytes;
+    wr->c = c;
+    wr->req.data = wr;
+    if (uv_write(&wr->req, &c->u.stream, wr->bufs, 1, write_req_cb) != 0) {
+        free(out);
+        unsent_sub(c, bytes);
+        free(wr);
+        conn_close(c);
+        return -1;
+    }
+    if (c->n_writes++ == 0)
+        c->wrote_ms = uv_now(c->srv->loop);
+    return 0;
+}
+
+/* The peer's address, for log lines. */
+static void
+peer_text(struct conn *c, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+
+    snprintf(buf, len, "an unknown peer");
+    if (uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss, &sl) == 0)
+        uv_ip_name((struct sockaddr *)&ss, buf, len);
+}
+
+/*
+ * Decrypts what the TLS connection holds and dispatches it while the
+ * limits allow (always, with force). A failed handshake or record is
+ * counted, logged (rate-limited) and closes the connection once the alert
+ * is sent: nothing of the peer is kept.
+ */
+static void
+tls_pump(struct conn *c, int force)
+{
+    char *plain = c->srv->plainbuf, peer[64];
+    size_t got;
+    int rc;
+
+    while (!c->closing && !c->want_close && c->stash == NULL &&
+           (force || may_dispatch(c))) {
+        rc = tls_conn_read(c->tls, plain, sizeof(c->srv->plainbuf), &got);
+        if (!c->tls_up && tls_conn_established(c->tls)) {
+            c->tls_up = 1;
+            c->srv->n.tls_handshakes++;
+            log_debug("connection %llu: %s", (unsigned long long)c->id,
+                      tls_conn_version(c->tls));
+        }
+        if (tls_send(c, NULL, 0) != 0)
+            return;
+        if (rc == TLS_EWANT)
+            return;
+        if (rc == TLS_ECLOSED) {
+            conn_close_after_replies(c);
+            return;
+        }
+        if (rc != 0) {
+            peer_text(c, peer, sizeof(peer));
+            server_tls_failed(c->srv, peer, tls_conn_error(c->tls));
+            frame_reader_close(&c->fr);
+            conn_close_after_replies(c);
+            return;
+        }
+        read_plain(c, plain, got, force);
+        /* The plaintext of a hello held a token: it goes as the plain
+         * path's buffer does (feed zeroes the hello's own bytes). */
+        if (!c->spoke || c->wipe_frame)
+            explicit_bzero(plain, got);
+    }
 }
 
 void
 conn_read(struct conn *c, char *buf, ssize_t nread)
 {
-    size_t used;
-
     if (nread == UV_EOF) {
         /* The peer finished sending: it may still read the replies for
          * what it sent, as a producer that half-closes does. */
@@ -333,20 +468,16 @@ conn_read(struct conn *c, char *buf, ssize_t nread)
         conn_close(c);
         return;
     }
-    c->in_dispatch = 1;
-    used = feed(c, buf, (size_t)nread, 0);
-    c->in_dispatch = 0;
-    if (used < (size_t)nread && !c->want_close && !c->closing) {
-        /* A limit was reached mid-buffer: keep the rest (at most one read
-         * buffer) and stop reading until it can be dispatched. */
-        c->stash = malloc((size_t)nread - used);
-        if (c->stash == NULL) {
+    if (c->tls != NULL) {
+        /* Reading stops while plaintext waits in the stash, so at most a
+         * read buffer beyond a record waits here. */
+        if (tls_conn_feed(c->tls, buf, (size_t)nread) != 0) {
             conn_close(c);
             return;
         }
-        memcpy(c->stash, buf + used, (size_t)nread - used);
-        c->stash_len = (size_t)nread - used;
-        c->stash_off = 0;
+        tls_pump(c, 0);
+    } else {
+        read_plain(c, buf, (size_t)nread, 0);
     }
     if (!c->closing) {
         arm_timer(c);
@@ -369,6 +500,14 @@ conn_update_reading(struct conn *c)
         return;
     if (c->stash != NULL && !c->want_close && may_dispatch(c)) {
         stash_drain(c, 0);
+        if (c->closing)
+            return;
+        arm_timer(c);
+    }
+    if (c->tls != NULL && c->stash == NULL && !c->want_close &&
+        may_dispatch(c) && tls_conn_has_input(c->tls)) {
+        /* Records that arrived with the stash's bytes. */
+        tls_pump(c, 0);
         if (c->closing)
             return;
         arm_timer(c);
@@ -556,6 +695,12 @@ void
 conn_start(struct conn *c)
 {
     c->id = c->srv->n.connections_total;
+    if (c->kind == CONN_TCP && c->srv->tls != NULL &&
+        (c->tls = tls_conn_new(c->srv->tls, NULL)) == NULL) {
+        log_warnx("accept: out of memory for a TLS connection");
+        conn_close(c);
+        return;
+    }
     if (log_enabled(LOG_DEBUG)) {
         struct sockaddr_storage ss;
         char host[64] = "a local peer";
@@ -623,7 +768,7 @@ update_full(struct conn *c)
 }
 
 static void
-write_cb(uv_write_t *req, int status)
+write_req_cb(uv_write_t *req, int status)
 {
     struct wreq *wr = req->data;
     struct conn *c = wr->c;
@@ -664,17 +809,38 @@ flush(struct conn *c)
                 conn_close(c);
                 return;
             }
-            wr->bufs[wr->n] = uv_buf_init(s->reply, (unsigned)s->len);
             wr->bytes += s->len;
+            if (c->tls != NULL) {
+                /* Encrypted into the TLS connection's output, sent below
+                 * as one buffer. */
+                int rc = tls_conn_write(c->tls, s->reply, s->len);
+
+                free(s->reply);
+                if (rc != 0) {
+                    unsent_sub(c, wr->bytes);
+                    free(wr);
+                    free(s);
+                    conn_close(c);
+                    return;
+                }
+            } else {
+                wr->bufs[wr->n] = uv_buf_init(s->reply, (unsigned)s->len);
+            }
             wr->n++;
         }
         free(s);
         if (wr != NULL &&
             (wr->n == WRITE_BATCH || c->head == NULL || !c->head->done)) {
+            if (c->tls != NULL) {
+                if (tls_send(c, wr, wr->bytes) != 0)
+                    return;
+                wr = NULL;
+                continue;
+            }
             wr->c = c;
             wr->req.data = wr;
-            if (uv_write(&wr->req, &c->u.stream, wr->bufs, wr->n, write_cb) !=
-                0) {
+            if (uv_write(&wr->req, &c->u.stream, wr->bufs, wr->n,
+                         write_req_cb) != 0) {
                 unsigned i;
                 for (i = 0; i < wr->n; i++)
                     free(wr->bufs[i].base);
@@ -713,8 +879,17 @@ conn_flush_corked(struct server *srv)
 static void
 maybe_finish(struct conn *c)
 {
-    if (!c->closing && c->want_close && c->n_slots == 0 && c->n_writes == 0)
-        conn_close(c);
+    if (c->closing || !c->want_close || c->n_slots != 0 || c->n_writes != 0)
+        return;
+    if (c->tls_up && !c->tls_bye) {
+        /* A TLS session ends with close_notify, so the peer can tell the
+         * end from a cut; the close follows its write. */
+        c->tls_bye = 1;
+        tls_conn_shutdown(c->tls);
+        if (tls_send(c, NULL, 0) != 0 || c->n_writes > 0)
+            return;
+    }
+    conn_close(c);
 }
 
 void

@@ -19,6 +19,8 @@
 #include "frame.h"
 #include "server.h"
 
+struct tls_conn;
+
 #define CONN_SOURCE_MAX 256
 
 /* Requests of one connection that may wait for their replies at once: a
@@ -103,6 +105,13 @@ struct conn {
      * connection (server_tokens_reloaded). */
     unsigned char token_sha[32];
     int has_token;
+
+    /* TLS (tls.h) on a TCP listener with a certificate, NULL otherwise:
+     * the peer's bytes go through it to the frame reader, replies through
+     * it to the socket. Owned; freed with the connection. */
+    struct tls_conn *tls;
+    int tls_up;  /* its handshake completed */
+    int tls_bye; /* its close_notify was queued */
 
     /* Set by hello. A token is checked there and not kept. */
     char source[CONN_SOURCE_MAX + 1];

@@ -33,6 +33,7 @@
 #include "query.h"
 #include "server.h"
 #include "store.h"
+#include "tls.h"
 #include "writer.h"
 
 #define DRAIN_GRACE_MS 5000
@@ -588,6 +589,7 @@ hup_cb(uv_signal_t *h, int signum)
 {
     char err[CONFIG_ERR_MAX], restart[CONFIG_ERR_MAX];
     struct access_policy access;
+    struct tls_ctx *tls;
     struct config *next;
 
     (void)h;
@@ -617,6 +619,21 @@ hup_cb(uv_signal_t *h, int signum)
         notify_ready();
         return;
     }
+    /* A new certificate serves new connections; established ones keep
+     * the context they were made with. */
+    if (server_tls_load(next, &tls, err) != 0) {
+        log_warnx("reload: %s; keeping the running configuration", err);
+        access_policy_close(&access);
+        config_free(next);
+        free(next);
+        notify_ready();
+        return;
+    }
+    if (next->tcp_listen != NULL && (tls == NULL) != (ms.srv.tls == NULL))
+        log_warnx("reload: the TCP listener now speaks %s to new "
+                  "connections",
+                  tls != NULL ? "TLS" : "plain text (listen.tcp_plaintext)");
+    server_tls_set(&ms.srv, tls);
     if (restart[0] != '\0')
         log_warnx("reload: %s change only after a restart", restart);
     /* Connections read the limits through srv->cfg at each use; the
@@ -655,6 +672,7 @@ main(int argc, char **argv)
     struct migrated migrated = { 0 };
     struct proto_err err;
     char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
+    struct tls_ctx *tls = NULL;
     struct config *cfg;
     uint64_t wd_usec;
     unsigned adopted;
@@ -729,7 +747,14 @@ main(int argc, char **argv)
         access_policy_close(&ms.access);
         return quit(cfg, 1);
     }
+    /* The certificate and key are read as start reads them. */
+    if (server_tls_load(cfg, &tls, cerr) != 0) {
+        fprintf(stderr, "receiptd: %s\n", cerr);
+        access_policy_close(&ms.access);
+        return quit(cfg, 1);
+    }
     if (ms.flags.check_only) {
+        tls_ctx_free(tls);
         if (ms.flags.print) {
             printf("# receiptd %s: the effective configuration\n",
                    RECEIPTD_VERSION);
@@ -775,6 +800,12 @@ main(int argc, char **argv)
 
     server_init(&ms.srv, loop, cfg);
     ms.srv.access = &ms.access;
+    server_tls_set(&ms.srv, tls);
+    if (cfg->tcp_listen != NULL && tls == NULL)
+        log_warnx("listen.tcp %s speaks plain text (listen.tcp_plaintext): "
+                  "tokens and receipts cross the network readable by anyone "
+                  "on the path",
+                  cfg->tcp_listen);
     if (writer_new(loop, ms.store, cfg->commit_max_items, cfg->commit_max_bytes,
                    server_delivery_cb, &ms.srv, &ms.srv.writer, &err) != 0)
         fatalx("writer: %s", err.message);
@@ -789,6 +820,14 @@ main(int argc, char **argv)
     if (adopt_listeners(&adopted) > 0)
         log_info("using %zu listening sockets from systemd",
                  ms.srv.n_listeners);
+    /* A TCP socket systemd passes speaks TLS or plain text as the file
+     * says, like one bound here. */
+    if ((adopted & (1u << CONN_TCP)) && tls == NULL && !cfg->tcp_plaintext)
+        fatalx("the TCP socket from systemd needs TLS: set listen.tls_cert "
+               "and listen.tls_key, or listen.tcp_plaintext = true");
+    if ((adopted & (1u << CONN_TCP)) && tls == NULL && cfg->tcp_listen == NULL)
+        log_warnx("the TCP socket from systemd speaks plain text "
+                  "(listen.tcp_plaintext)");
     if (!(adopted & (1u << CONN_UNIX)) && cfg->socket_path != NULL &&
         cfg->socket_path[0] != '\0') {
         ms.srv.listeners[ms.srv.n_listeners] =
@@ -842,6 +881,7 @@ main(int argc, char **argv)
 
     query_pool_free(ms.srv.queries);
     access_policy_close(&ms.access);
+    server_tls_set(&ms.srv, NULL);
     rc = uv_loop_close(loop);
     if (rc != 0)
         log_warnx("event loop closed with live handles: %s", uv_strerror(rc));

@@ -108,6 +108,13 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
         "TCP connections closed since start because too many peers had not "
         "authenticated yet.",
         n->unauthenticated_refused);
+    one(f, "receiptd_tls_handshakes_total", "counter",
+        "TLS sessions established on the TCP listener since start.",
+        n->tls_handshakes);
+    one(f, "receiptd_tls_failures_total", "counter",
+        "TLS handshakes that failed since start (a bad certificate, another "
+        "protocol, garbage).",
+        n->tls_failures);
     one(f, "receiptd_frames_total", "counter",
         "Request frames read since start.", n->frames);
     one(f, "receiptd_framing_errors_total", "counter",

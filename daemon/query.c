@@ -400,7 +400,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 38) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 40) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -411,6 +411,8 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "auth_failures", sn->n.auth_failures) != 0 ||
         kv_uint(pk, "unauthenticated_refused", sn->n.unauthenticated_refused) !=
             0 ||
+        kv_uint(pk, "tls_handshakes", sn->n.tls_handshakes) != 0 ||
+        kv_uint(pk, "tls_failures", sn->n.tls_failures) != 0 ||
         kv_uint(pk, "notify_dropped", sn->notify_dropped) != 0 ||
         kv_uint(pk, "accepted", sn->n.accepted) != 0 ||
         kv_uint(pk, "rejected", sn->n.rejected) != 0 ||

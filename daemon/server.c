@@ -9,6 +9,8 @@
  */
 #include "server.h"
 
+#include "tls.h"
+
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +51,8 @@ server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
                  "connections refused");
     ratelog_init(&srv->log_unavailable, LOG_ERR, LOG_EVERY_MS,
                  "writes answered unavailable");
+    ratelog_init(&srv->log_tls, LOG_WARNING, LOG_EVERY_MS,
+                 "failed TLS handshakes");
 }
 
 void
@@ -60,6 +64,40 @@ server_log_flush(struct server *srv)
     ratelog_flush(&srv->log_quarantine, now);
     ratelog_flush(&srv->log_refused, now);
     ratelog_flush(&srv->log_unavailable, now);
+    ratelog_flush(&srv->log_tls, now);
+}
+
+int
+server_tls_load(const struct config *cfg, struct tls_ctx **out,
+                char err[CONFIG_ERR_MAX])
+{
+    char why[TLS_ERR_MAX];
+
+    *out = NULL;
+    if (cfg->tls_cert == NULL)
+        return 0;
+    if (tls_ctx_server_new(cfg->tls_cert, cfg->tls_key, cfg->tls_client_ca,
+                           (int)cfg->tls_require_client_cert, out, why,
+                           sizeof(why)) != 0) {
+        snprintf(err, CONFIG_ERR_MAX, "listen.tls_cert: %.400s", why);
+        return -1;
+    }
+    return 0;
+}
+
+void
+server_tls_set(struct server *srv, struct tls_ctx *ctx)
+{
+    tls_ctx_free(srv->tls);
+    srv->tls = ctx;
+}
+
+void
+server_tls_failed(struct server *srv, const char *peer, const char *reason)
+{
+    srv->n.tls_failures++;
+    ratelog_event(&srv->log_tls, uv_now(srv->loop),
+                  "TLS handshake with %s failed: %s", peer, reason);
 }
 
 void

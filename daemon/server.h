@@ -24,6 +24,7 @@ struct writer;
 struct writer_job;
 struct query_pool;
 struct listener;
+struct tls_ctx;
 
 #define SERVER_READ_BUF (64u << 10)
 
@@ -43,6 +44,8 @@ struct server_counters {
     uint64_t framing_errors;
     uint64_t auth_failures;           /* TCP hellos refused (token) */
     uint64_t unauthenticated_refused; /* TCP peers over their budget */
+    uint64_t tls_handshakes;          /* TLS sessions established */
+    uint64_t tls_failures; /* handshakes that failed (garbage included) */
 };
 
 /* Recent authentication failures by peer address (server_auth_failed). */
@@ -62,6 +65,10 @@ struct server {
     struct query_pool *queries;
     struct listener *listeners[2];
     size_t n_listeners;
+    /* The TLS settings new TCP connections get (tls.h; one reference
+     * held here, one by each connection), NULL for plain text. A reload
+     * replaces it; established connections keep theirs. */
+    struct tls_ctx *tls;
 
     struct conn *conns; /* doubly linked, every connection not yet freed */
     size_t n_conns;     /* open (not closing) connections */
@@ -92,11 +99,13 @@ struct server {
     struct ratelog log_quarantine;  /* payloads put in quarantine */
     struct ratelog log_refused;     /* connections refused at a cap */
     struct ratelog log_unavailable; /* writes answered unavailable */
+    struct ratelog log_tls;         /* failed TLS handshakes: peer, reason */
     uint64_t store_failing_ms;      /* uv_now when writes began to be answered
                                        unavailable; 0 while they are not */
     uint64_t store_failed_writes;   /* since then */
     char readbuf[SERVER_READ_BUF];  /* shared by every read callback: each
                                        read is consumed before the next */
+    char plainbuf[SERVER_READ_BUF]; /* the same for what TLS decrypts */
 
     /* Called once, when draining and the last connection is freed. */
     void (*drained_cb)(struct server *srv);
@@ -153,6 +162,25 @@ uint64_t server_auth_failed(struct server *srv, const struct sockaddr *addr,
 /* A connection refused at a cap: logged at most every 10 s with how many
  * were refused; why says which cap. Loop thread. */
 void server_refused(struct server *srv, const char *why);
+
+/*
+ * The TLS settings of cfg's TCP listener (borrowed): 0 with *out a new
+ * context (one reference), or NULL when cfg has no certificate; -1 with
+ * the file and reason in err when the certificate, key or client CA does
+ * not load. Start, --check-config and SIGHUP use it.
+ */
+int server_tls_load(const struct config *cfg, struct tls_ctx **out,
+                    char err[CONFIG_ERR_MAX]);
+
+/* New TCP connections get ctx (taken; may be NULL for plain text); the
+ * context they had is released, and freed by its last connection. */
+void server_tls_set(struct server *srv, struct tls_ctx *ctx);
+
+/* A TLS handshake failed (peer names the address, reason says why; both
+ * borrowed): counted in tls_failures and logged at most every 10 s, so
+ * peers that send garbage cannot fill the journal. Loop thread. */
+void server_tls_failed(struct server *srv, const char *peer,
+                       const char *reason);
 
 /* Logs the summaries of rate-limited warnings whose interval is over; the
  * status timer calls it. Loop thread. */

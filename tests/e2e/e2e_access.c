@@ -289,7 +289,8 @@ static void
 start_tcp_daemon(struct e2e_daemon *d, int *port)
 {
     char conf[300], text[512], tcp[64];
-    const char *extra[] = { "--config", conf, "--tcp", tcp, NULL };
+    const char *extra[] = { "--config",        conf,   "--tcp", tcp,
+                            "--tcp-plaintext", "true", NULL };
 
     hash_token_with_daemon();
     *port = free_port();
@@ -402,7 +403,7 @@ START_TEST(test_e2e_socket_activation_and_notify)
      * socket, and the daemon binds the TCP listener of its configuration
      * itself. */
     snprintf(text, sizeof(text),
-             "listen: { socket = \"%s\"; %s%s%s };\n"
+             "listen: { socket = \"%s\"; tcp_plaintext = true; %s%s%s };\n"
              "store: { path = \"%s\"; };\n"
              "access: { tokens = ( { name = \"n\"; sha256 = \"%s\"; } ); };\n",
              sock, _i == 1 ? "tcp = \"" : "", _i == 1 ? tcp : "",
@@ -530,8 +531,9 @@ START_TEST(test_e2e_sighup_reload_applies_or_keeps)
 {
     char conf[300], notify[300], text[1024], tcp[64], got[512];
     char second_hash[65];
-    const char *extra[] = { "--config",    conf, "--tcp", tcp,
-                            "--max-batch", "7",  NULL };
+    const char *extra[] = { "--config",    conf, "--tcp",           tcp,
+                            "--max-batch", "7",  "--tcp-plaintext", "true",
+                            NULL };
     uint64_t frame = 0, batch = 0;
     struct e2e_daemon d;
     size_t len;

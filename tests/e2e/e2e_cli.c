@@ -667,8 +667,9 @@ START_TEST(test_cli_token_from_file_or_environment)
 {
     char conf[300], listen_at[64], good[400], bad[400], empty[400],
         missing[400];
-    const char *extra[] = { "--config",    conf,      "--tcp", listen_at,
-                            "--log-level", "warning", NULL };
+    const char *extra[] = { "--config",        conf,          "--tcp",
+                            listen_at,         "--log-level", "warning",
+                            "--tcp-plaintext", "true",        NULL };
     const char *by_file[] = { "ping",         "--tcp", listen_at,
                               "--token-file", good,    NULL };
     const char *by_bad_file[] = { "stats",        "--tcp", listen_at,
@@ -922,7 +923,8 @@ START_TEST(test_cli_check_config_refuses_what_start_would)
     ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
     snprintf(port, sizeof(port), "127.0.0.1:%d", ntohs(sin.sin_port));
     snprintf(want, sizeof(want),
-             "listen: {\n    socket = \"\";\n    tcp = \"%s\";\n};\n"
+             "listen: {\n    socket = \"\";\n    tcp = \"%s\";\n"
+             "    tcp_plaintext = true;\n};\n"
              "store: {\n    path = \"%s\";\n};\n"
              "access: {\n  tokens = ( { name = \"a\"; sha256 = \"9f86d08188"
              "4c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"; } );"

@@ -2589,8 +2589,9 @@ free_port(void)
 START_TEST(test_ctl_real_tcp_token)
 {
     char conf[300], listen_at[64];
-    const char *extra[] = { "--config",    conf,      "--tcp", listen_at,
-                            "--log-level", "warning", NULL };
+    const char *extra[] = { "--config",        conf,          "--tcp",
+                            listen_at,         "--log-level", "warning",
+                            "--tcp-plaintext", "true",        NULL };
     const char *good[] = {
         "ping", "--tcp", listen_at, "--token", "test", NULL
     };

@@ -400,8 +400,9 @@ static int
 start_tcp(const char *limits, const char *const *more)
 {
     char cmd[600], hash[80], conf[300], text[600], tcp[64];
-    const char *extra[16] = { "--config", conf, "--tcp", tcp };
-    int port = free_port(), i, n = 4;
+    const char *extra[18] = { "--config",        conf,  "--tcp", tcp,
+                              "--tcp-plaintext", "true" };
+    int port = free_port(), i, n = 6;
     FILE *p;
 
     snprintf(cmd, sizeof(cmd),
@@ -420,7 +421,7 @@ start_tcp(const char *limits, const char *const *more)
              "access: { tokens = ( { name = \"n\"; sha256 = \"%s\"; } ); };\n",
              limits != NULL ? limits : "", hash);
     ck_assert_int_eq(e2e_write_file(conf, text), 0);
-    for (i = 0; more != NULL && more[i] != NULL && n < 15; i++)
+    for (i = 0; more != NULL && more[i] != NULL && n < 17; i++)
         extra[n++] = more[i];
     extra[n] = NULL;
     start(extra);
@@ -1150,7 +1151,8 @@ hash_of(const char *token, char out[80])
 START_TEST(test_e2e_harden_removed_token_closes_its_connections)
 {
     char ha[80], hb[80], conf[300], text[600], tcp[64];
-    const char *extra[] = { "--config", conf, "--tcp", tcp, NULL };
+    const char *extra[] = { "--config",        conf,   "--tcp", tcp,
+                            "--tcp-plaintext", "true", NULL };
     struct e2e_reply rep;
     int port = free_port(), fa, fb;
 

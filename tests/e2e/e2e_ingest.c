@@ -1631,7 +1631,8 @@ START_TEST(test_e2e_tcp_listener_needs_a_token)
 {
     struct e2e_receipt r = { .schema = 3 };
     struct e2e_reply rep;
-    const char *extra[5] = { "--tcp", NULL, "--config", NULL, NULL };
+    const char *extra[7] = { "--tcp",           NULL,   "--config", NULL,
+                             "--tcp-plaintext", "true", NULL };
     char addr[64], conf[300], tmp[300];
     FILE *f;
     int port, fd = -1, attempt, cfd;

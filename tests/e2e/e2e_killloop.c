@@ -278,7 +278,8 @@ spawn_nowait(void)
             close(fd);
         }
         execl(bin, bin, "--socket", d.sock, "--db", d.db, "--config", conf_path,
-              "--tcp", port_arg, "--log-level", "warning", (char *)NULL);
+              "--tcp", port_arg, "--tcp-plaintext", "true", "--log-level",
+              "warning", (char *)NULL);
         _exit(127);
     }
 }
@@ -442,7 +443,8 @@ check_store(int all_sent_acked, unsigned long *total_acked)
 static void
 start_all(void)
 {
-    const char *const flags[] = { "--config", conf_path, "--tcp", port_arg,
+    const char *const flags[] = { "--config", conf_path,         "--tcp",
+                                  port_arg,   "--tcp-plaintext", "true",
                                   NULL };
     FILE *f;
     int i, fd;

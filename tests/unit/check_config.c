@@ -390,6 +390,12 @@ enum {
     V_WORLD_MODE,
     V_TCP_NO_TOKEN,
     V_TCP_WITH_TOKEN,
+    V_TCP_PLAIN_UNSAID,
+    V_TLS_CERT_NO_KEY,
+    V_TLS_CA_NO_CERT,
+    V_TLS_REQUIRE_NO_CA,
+    V_TLS_AND_PLAIN,
+    V_TLS_WITH_TOKEN,
     V_QUARANTINE_SMALL,
     V_PENDING_SMALL,
     V_COUNT
@@ -412,6 +418,21 @@ static const char *const validate_want[V_COUNT] = {
     [V_TCP_NO_TOKEN] = "listen.tcp: TCP listener 0.0.0.0:7411 needs at least "
                        "one token in access.tokens",
     [V_TCP_WITH_TOKEN] = "",
+    [V_TCP_PLAIN_UNSAID] =
+        "listen.tcp: TCP listener 0.0.0.0:7411 needs TLS: set "
+        "listen.tls_cert and listen.tls_key (--tls-cert, --tls-key), or "
+        "listen.tcp_plaintext = true to send tokens and receipts in plain "
+        "text",
+    [V_TLS_CERT_NO_KEY] =
+        "listen.tls_cert: listen.tls_cert and listen.tls_key go together",
+    [V_TLS_CA_NO_CERT] = "listen.tls_client_ca: client certificates need "
+                         "TLS: set listen.tls_cert and listen.tls_key",
+    [V_TLS_REQUIRE_NO_CA] =
+        "listen.tls_require_client_cert: requiring client certificates "
+        "needs listen.tls_client_ca to verify them",
+    [V_TLS_AND_PLAIN] = "listen.tcp_plaintext: listen.tcp_plaintext and "
+                        "listen.tls_cert exclude each other",
+    [V_TLS_WITH_TOKEN] = "",
     [V_QUARANTINE_SMALL] = "store.quarantine_max: store.quarantine_max "
                            "(1048576 bytes) is smaller than limits.max_frame "
                            "(2097152 bytes)",
@@ -455,10 +476,35 @@ START_TEST(test_config_validate_cross_field_table)
         c.tcp_listen = strdup("0.0.0.0:7411");
         break;
     case V_TCP_WITH_TOKEN:
+    case V_TCP_PLAIN_UNSAID:
+    case V_TLS_WITH_TOKEN:
         c.tcp_listen = strdup("0.0.0.0:7411");
         c.tokens = calloc(1, sizeof(*c.tokens));
         c.tokens[0].name = strdup("node");
         c.n_tokens = 1;
+        c.tcp_plaintext = _i == V_TCP_WITH_TOKEN;
+        if (_i == V_TLS_WITH_TOKEN) {
+            c.tls_cert = strdup("server.pem");
+            c.tls_key = strdup("server.key");
+            c.tls_client_ca = strdup("clients.pem");
+            c.tls_require_client_cert = 1;
+        }
+        break;
+    case V_TLS_CERT_NO_KEY:
+        c.tls_cert = strdup("server.pem");
+        break;
+    case V_TLS_CA_NO_CERT:
+        c.tls_client_ca = strdup("clients.pem");
+        break;
+    case V_TLS_REQUIRE_NO_CA:
+        c.tls_cert = strdup("server.pem");
+        c.tls_key = strdup("server.key");
+        c.tls_require_client_cert = 1;
+        break;
+    case V_TLS_AND_PLAIN:
+        c.tls_cert = strdup("server.pem");
+        c.tls_key = strdup("server.key");
+        c.tcp_plaintext = 1;
         break;
     case V_QUARANTINE_SMALL:
         c.max_frame = 2u << 20;
@@ -904,6 +950,13 @@ spell_key(const struct config_key *k)
         spell_text("verbose", 0);
         spell_text("ERR", 0);
         spell_text("", 0);
+        break;
+    case CONFIG_KIND_BOOL:
+        spell("true", "true", 1, 1);
+        spell("false", "false", 1, 1);
+        spell("yes", "\"yes\"", 0, 0);
+        spell("1", "1", 0, 0);
+        spell("", "\"\"", 0, 0);
         break;
     case CONFIG_KIND_GROUPS:
     case CONFIG_KIND_TOKENS:

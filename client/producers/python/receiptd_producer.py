@@ -23,6 +23,12 @@ producer too: persist ``p.next_seq`` (or start above the ``last_seq`` of
 the ``gaps`` query for your source). The wire contract is the project's
 docs/protocol.md; this module needs only python3-msgpack.
 
+Over TCP, ``tls=True`` speaks TLS (the stdlib ssl module): the daemon's
+certificate must verify against ``ca_file`` (or the system's CAs) and name
+the host or address connected to; ``cert`` and ``key`` answer a daemon
+that asks for a client certificate. A certificate that does not verify is
+final (TLSError), not retried.
+
 Single-threaded: a Producer is used by one thread at a time.
 """
 
@@ -31,6 +37,7 @@ import errno
 import os
 import select
 import socket
+import ssl
 import struct
 import time
 
@@ -41,6 +48,7 @@ __all__ = [
     "Outcome",
     "ProducerError",
     "RemoteError",
+    "TLSError",
     "receipt_to_array",
     "encode_receipt",
     "RECEIPT_FIELDS",
@@ -115,6 +123,12 @@ RETRY_CODES = ("overloaded", "unavailable")
 class ProducerError(Exception):
     """The daemon could not be reached (within retry_for seconds), refused
     the hello, or broke the protocol."""
+
+
+class TLSError(ProducerError):
+    """TLS with the daemon failed in a way a retry does not mend: its
+    certificate is not signed by a trusted CA, does not name the host, has
+    expired, or the daemon did not answer with TLS."""
 
 
 class RemoteError(ProducerError):
@@ -204,6 +218,8 @@ class Producer:
 
     socket: the Unix socket (default $RECEIPTD_SOCKET, then
       /run/receiptd/receiptd.sock); tcp: "HOST:PORT" instead, with token.
+    tls: speak TLS over tcp, verifying the daemon against ca_file (PEM; the
+      system's CAs when None); cert, key: a client certificate (PEM).
     source: this producer's name, the key of idempotency.
     first_seq: the seq of the first write (must be above every seq this
       source ever sent).
@@ -217,13 +233,22 @@ class Producer:
     """
 
     def __init__(self, socket=None, tcp=None, *, source, token=None, first_seq=1,
-                 window=256, compact=False, retry_for=30.0, timeout=30.0):
+                 window=256, compact=False, retry_for=30.0, timeout=30.0,
+                 tls=False, ca_file=None, cert=None, key=None):
         if not isinstance(source, str) or not source:
             raise ValueError("source: expected a non-empty string")
         if not isinstance(first_seq, int) or first_seq < 0:
             raise ValueError("first_seq: expected an unsigned integer")
         if window < 1:
             raise ValueError("window: expected at least 1")
+        self._tls = None
+        if tls and tcp is None:
+            raise ValueError("tls: goes with tcp")
+        if tls:
+            self._tls = ssl.create_default_context(cafile=ca_file)
+            self._tls.minimum_version = ssl.TLSVersion.TLSv1_2
+            if cert is not None:
+                self._tls.load_cert_chain(cert, key)
         if tcp is not None:
             self._addr = (_inet_family(tcp), _parse_tcp(tcp))
         else:
@@ -382,7 +407,7 @@ class Producer:
                 return
             except (OSError, ProducerError) as e:
                 self.close()
-                if isinstance(e, RemoteError):
+                if isinstance(e, (RemoteError, TLSError)):
                     raise
                 if time.monotonic() - lost >= self.retry_for:
                     raise ProducerError("cannot reach receiptd at %s for %.0f s: %s"
@@ -399,6 +424,8 @@ class Producer:
         s.settimeout(self.timeout)
         try:
             s.connect(addr)
+            if self._tls is not None:
+                s = _start_tls(self._tls, s, addr)
         except OSError:
             s.close()
             raise
@@ -489,17 +516,21 @@ class Producer:
         if self._inflight and not self._out:
             # A connected daemon that answers nothing for `timeout` is lost.
             wait = min(wait, self.timeout)
-        r, w, _ = select.select([self._sock], [self._sock] if self._out else [], [], wait)
+        # TLS may hold decrypted bytes that select() cannot see.
+        held = self._tls is not None and self._sock.pending() > 0
+        r, w, _ = select.select([self._sock], [self._sock] if self._out else [], [],
+                                0 if held else wait)
+        r = r or held
         if w:
             try:
                 n = self._sock.send(self._out)
                 del self._out[:n]
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 pass
         if r:
             try:
                 chunk = self._sock.recv(1 << 20)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 chunk = None
             if chunk == b"":
                 raise ProducerError("the daemon closed the connection")
@@ -535,6 +566,33 @@ class Producer:
 
 
 _AF_UNIX = "unix"
+
+
+def _start_tls(ctx, s, addr):
+    """TLS on the connected socket s; the daemon's certificate must name
+    addr's host. Returns the TLS socket; raises TLSError saying why."""
+    host = addr[0]
+    try:
+        return ctx.wrap_socket(s, server_hostname=host)
+    except ssl.SSLCertVerificationError as e:
+        code = getattr(e, "verify_code", 0)
+        if code in (18, 19, 20, 21):
+            why = "is not signed by a trusted CA (%s)" % e.verify_message
+        elif code in (62, 64):
+            why = "does not name %s (%s)" % (host, e.verify_message)
+        elif code == 10:
+            why = "has expired"
+        else:
+            why = "did not verify: %s" % (e.verify_message or e)
+        s.close()
+        raise TLSError("TLS with %s:%d: the server's certificate %s" % (host, addr[1], why))
+    except ssl.SSLError as e:
+        s.close()
+        if e.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE",
+                        "PACKET_LENGTH_TOO_LONG"):
+            raise TLSError("TLS with %s:%d: the server did not answer with TLS "
+                           "(is it a plain-text listener?)" % addr)
+        raise
 
 
 def _inet_family(addr):

@@ -171,7 +171,8 @@ class OverTcp(unittest.TestCase):
         with os.fdopen(fd, "w") as f:
             f.write('access: {\n    tokens = ( { name = "py"; sha256 = "%s"; } );\n};\n'
                     % hashlib.sha256(self.TOKEN.encode()).hexdigest())
-        self.d = Daemon(["--config", self.conf, "--tcp", "127.0.0.1:%d" % self.port])
+        self.d = Daemon(["--config", self.conf, "--tcp", "127.0.0.1:%d" % self.port,
+                         "--tcp-plaintext", "true"])
 
     def tearDown(self):
         self.d.close()
@@ -186,6 +187,71 @@ class OverTcp(unittest.TestCase):
         with self.assertRaises(rp.RemoteError) as cm:
             rp.Producer(tcp=addr, token="not-it", source="py/tcp", retry_for=1)
         self.assertEqual(cm.exception.code, "unauthorized")
+
+
+class OverTls(unittest.TestCase):
+    """TLS over TCP with certificates openssl makes here: a good session,
+    an unknown CA and a plain-text port are told apart."""
+
+    TOKEN = "producer-token"
+
+    def setUp(self):
+        if shutil.which("openssl") is None:
+            self.skipTest("openssl is not installed")
+        self.dir = tempfile.mkdtemp()
+        ossl = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:P-256", "-nodes", "-days", "1"]
+        for name, cn, ext in (("ca", "py test CA", None),
+                              ("self", "127.0.0.1", "subjectAltName=IP:127.0.0.1")):
+            args = ossl + ["-keyout", os.path.join(self.dir, name + ".key"),
+                           "-out", os.path.join(self.dir, name + ".pem"), "-subj", "/CN=" + cn]
+            if ext:
+                args += ["-addext", ext]
+            subprocess.run(args, check=True, capture_output=True)
+        self.conf = os.path.join(self.dir, "d.conf")
+        with open(self.conf, "w") as f:
+            f.write('access: {\n    tokens = ( { name = "py"; sha256 = "%s"; } );\n};\n'
+                    % hashlib.sha256(self.TOKEN.encode()).hexdigest())
+        self.d = None
+
+    def start(self, tls):
+        self.port = free_port()
+        extra = ["--config", self.conf, "--tcp", "127.0.0.1:%d" % self.port]
+        if tls:
+            extra += ["--tls-cert", os.path.join(self.dir, "self.pem"),
+                      "--tls-key", os.path.join(self.dir, "self.key")]
+        else:
+            extra += ["--tcp-plaintext", "true"]
+        self.d = Daemon(extra)
+        return "127.0.0.1:%d" % self.port
+
+    def tearDown(self):
+        if self.d is not None:
+            self.d.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_a_receipt_over_tls(self):
+        addr = self.start(True)
+        with rp.Producer(tcp=addr, token=self.TOKEN, source="py/tls", tls=True,
+                         ca_file=os.path.join(self.dir, "self.pem")) as p:
+            for _ in range(50):
+                p.send(receipt(3))
+            self.assertTrue(all(o.ok for o in p.flush()))
+            self.assertEqual(len(all_receipts(p, "py/tls")), 50)
+
+    def test_an_unknown_ca_is_final(self):
+        addr = self.start(True)
+        with self.assertRaises(rp.TLSError) as cm:
+            rp.Producer(tcp=addr, token=self.TOKEN, source="py/tls", tls=True,
+                        ca_file=os.path.join(self.dir, "ca.pem"))
+        self.assertIn("not signed by a trusted CA", str(cm.exception))
+
+    def test_a_plain_text_port_is_named(self):
+        addr = self.start(False)
+        with self.assertRaises(rp.TLSError) as cm:
+            rp.Producer(tcp=addr, token=self.TOKEN, source="py/tls", tls=True,
+                        ca_file=os.path.join(self.dir, "self.pem"))
+        self.assertIn("did not answer with TLS", str(cm.exception))
 
 
 class AgainstTheDaemon(unittest.TestCase):

@@ -32,7 +32,7 @@ skip() {
 }
 [ -x "$cargo" ] || skip "no Debian cargo"
 [ -x "$rustc" ] || skip "no Debian rustc"
-for c in serde serde_derive rmp rmp-serde; do
+for c in serde serde_derive rmp rmp-serde openssl; do
 	ls -d "$registry/$c"-[0-9]* >/dev/null 2>&1 || skip "crate $c not in $registry"
 done
 

@@ -27,7 +27,7 @@ pub mod producer;
 pub mod receipt;
 
 pub use producer::{
-    Address, Config, Encoding, Error, Outcome, Producer, Rejected, RemoteError, WriteResult,
+    Address, Config, Encoding, Error, Outcome, Producer, Rejected, RemoteError, Tls, WriteResult,
 };
 pub use receipt::{
     coverage, Artifacts, Backend, Counters, CountersV2, ExecutionReceipt, ExecutionReceiptV2,

@@ -10,6 +10,12 @@
 //! `(source, seq)` once and answers a resend of a committed write with its
 //! first outcome and `duplicate: true`.
 //!
+//! Over TCP, [`Config::tls`] speaks TLS (OpenSSL through the `openssl`
+//! crate): the daemon's certificate must verify against the CA file (or
+//! the system's CAs) and name the host or address connected to. A
+//! certificate that does not verify is final ([`Error::Tls`]), not
+//! retried.
+//!
 //! Single-threaded: a [`Producer`] belongs to one thread at a time. Writes
 //! to the socket block (bounded by `reply_timeout`); that cannot deadlock
 //! because at most `window` requests, and so at most `window` small
@@ -24,6 +30,8 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use openssl::ssl::{HandshakeError, SslConnector, SslFiletype, SslMethod, SslStream, SslVersion};
+use openssl::x509::X509VerifyResult;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +45,16 @@ pub enum Address {
     Unix(PathBuf),
     /// `HOST:PORT`, numeric (`127.0.0.1:7411`, `[::1]:7411`); needs a token.
     Tcp(String),
+}
+
+/// TLS over [`Address::Tcp`]: the CAs to verify the daemon against (PEM;
+/// the system's when `None`), and a client certificate with its key for
+/// a daemon that asks for one.
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    pub ca_file: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
 }
 
 /// How receipts are encoded; the daemon reads both.
@@ -71,6 +89,8 @@ pub struct Config {
     /// How long a connected daemon may take to answer the oldest request
     /// (or to take our bytes) before the connection counts as lost.
     pub reply_timeout: Duration,
+    /// TLS over TCP ([`Config::tls`]); `None` for plain text.
+    pub tls: Option<Tls>,
 }
 
 impl Config {
@@ -84,6 +104,7 @@ impl Config {
             encoding: Encoding::Named,
             retry_for: Duration::from_secs(30),
             reply_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 
@@ -91,6 +112,16 @@ impl Config {
         let mut c = Config::unix("", source);
         c.address = Address::Tcp(addr.to_string());
         c.token = Some(token.to_string());
+        c
+    }
+
+    /// [`Config::tcp`] with TLS, verifying the daemon against `ca_file`.
+    pub fn tls<P: Into<PathBuf>>(addr: &str, source: &str, token: &str, ca_file: P) -> Config {
+        let mut c = Config::tcp(addr, source, token);
+        c.tls = Some(Tls {
+            ca_file: Some(ca_file.into()),
+            ..Tls::default()
+        });
         c
     }
 }
@@ -127,6 +158,10 @@ pub enum Error {
     Invalid(String),
     /// The daemon's bytes break the protocol.
     Protocol(String),
+    /// TLS failed in a way a retry does not mend: the daemon's certificate
+    /// is not signed by a trusted CA, does not name the host, has expired,
+    /// the daemon did not answer with TLS, or a file did not load.
+    Tls(String),
 }
 
 impl fmt::Display for Error {
@@ -136,6 +171,7 @@ impl fmt::Display for Error {
             Error::Remote(e) => write!(f, "{}", e),
             Error::Invalid(s) => write!(f, "{}", s),
             Error::Protocol(s) => write!(f, "protocol error: {}", s),
+            Error::Tls(s) => write!(f, "TLS: {}", s),
         }
     }
 }
@@ -230,6 +266,7 @@ struct Request {
 enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(SslStream<TcpStream>),
 }
 
 impl Stream {
@@ -243,6 +280,10 @@ impl Stream {
                 s.set_read_timeout(Some(t))?;
                 s.set_write_timeout(Some(t))
             }
+            Stream::Tls(s) => {
+                s.get_ref().set_read_timeout(Some(t))?;
+                s.get_ref().set_write_timeout(Some(t))
+            }
         }
     }
 
@@ -250,6 +291,7 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.set_nonblocking(on),
             Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Tls(s) => s.get_ref().set_nonblocking(on),
         }
     }
 }
@@ -259,6 +301,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(s) => s.read(buf),
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -268,6 +311,7 @@ impl Write for Stream {
         match self {
             Stream::Unix(s) => s.write(buf),
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
 
@@ -650,9 +694,15 @@ impl Producer {
     }
 
     fn open(&mut self) -> Result<(), Stop> {
-        let stream = match &self.cfg.address {
-            Address::Unix(p) => Stream::Unix(UnixStream::connect(p)?),
-            Address::Tcp(a) => Stream::Tcp(TcpStream::connect(a.as_str())?),
+        let stream = match (&self.cfg.address, &self.cfg.tls) {
+            (Address::Unix(p), _) => Stream::Unix(UnixStream::connect(p)?),
+            (Address::Tcp(a), None) => Stream::Tcp(TcpStream::connect(a.as_str())?),
+            (Address::Tcp(a), Some(t)) => {
+                let tcp = TcpStream::connect(a.as_str())?;
+                tcp.set_read_timeout(Some(self.cfg.reply_timeout))?;
+                tcp.set_write_timeout(Some(self.cfg.reply_timeout))?;
+                Stream::Tls(start_tls(t, a, tcp)?)
+            }
         };
         stream.set_timeouts(self.cfg.reply_timeout)?;
         self.stream = Some(stream);
@@ -707,6 +757,79 @@ impl Producer {
         }
         self.server = r.server;
         Ok(())
+    }
+}
+
+/// TLS on the connected `tcp`; the daemon's certificate must name `addr`'s
+/// host. What a retry does not mend is [`Stop::Fatal`].
+fn start_tls(t: &Tls, addr: &str, tcp: TcpStream) -> Result<SslStream<TcpStream>, Stop> {
+    let fatal = |s: String| Stop::Fatal(Error::Tls(s));
+    let file = |what: &str, p: &PathBuf, e: openssl::error::ErrorStack| {
+        fatal(format!("cannot load the {} {}: {}", what, p.display(), e))
+    };
+    let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(|e| fatal(e.to_string()))?;
+    b.set_min_proto_version(Some(SslVersion::TLS1_2))
+        .map_err(|e| fatal(e.to_string()))?;
+    if let Some(ca) = &t.ca_file {
+        b.set_ca_file(ca).map_err(|e| file("CA", ca, e))?;
+    }
+    if let Some(cert) = &t.cert {
+        b.set_certificate_chain_file(cert)
+            .map_err(|e| file("certificate", cert, e))?;
+    }
+    if let Some(key) = &t.key {
+        b.set_private_key_file(key, SslFiletype::PEM)
+            .map_err(|e| file("key", key, e))?;
+    }
+    let host = match addr.rfind(':') {
+        Some(i) => addr[..i].trim_start_matches('[').trim_end_matches(']'),
+        None => addr,
+    };
+    match b.build().connect(host, tcp) {
+        Ok(s) => Ok(s),
+        Err(HandshakeError::SetupFailure(e)) => Err(fatal(e.to_string())),
+        Err(HandshakeError::Failure(mid)) => {
+            let v = mid.ssl().verify_result();
+            let why = mid.error().to_string();
+            Err(fatal(if v != X509VerifyResult::OK {
+                verify_reason(v, host)
+            } else if why.contains("wrong version number")
+                || why.contains("packet length too long")
+                || why.contains("record layer failure")
+            {
+                format!(
+                    "{}: the server did not answer with TLS (is it a plain-text listener?)",
+                    addr
+                )
+            } else {
+                format!("{}: {}", addr, why)
+            }))
+        }
+        Err(HandshakeError::WouldBlock(_)) => Err(Stop::Lost(format!(
+            "{}: no answer to the TLS handshake",
+            addr
+        ))),
+    }
+}
+
+/// The words of tls.c for a certificate that did not verify.
+fn verify_reason(v: X509VerifyResult, host: &str) -> String {
+    match v.as_raw() {
+        18..=21 | 7 => format!(
+            "the server's certificate is not signed by a trusted CA ({})",
+            v.error_string()
+        ),
+        62 | 64 => format!(
+            "the server's certificate does not name {} ({})",
+            host,
+            v.error_string()
+        ),
+        10 => "the server's certificate has expired".to_string(),
+        9 => "the server's certificate is not valid yet".to_string(),
+        _ => format!(
+            "the server's certificate did not verify: {}",
+            v.error_string()
+        ),
     }
 }
 

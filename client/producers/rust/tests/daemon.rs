@@ -327,6 +327,18 @@ fn hash_token(token: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A configuration file holding token as the one TCP token.
+fn write_token_conf(conf: &PathBuf, token: &str) {
+    fs::write(
+        conf,
+        format!(
+            "access: {{\n    tokens = ( {{ name = \"rs\"; sha256 = \"{}\"; }} );\n}};\n",
+            hash_token(token)
+        ),
+    )
+    .unwrap();
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -339,20 +351,15 @@ fn free_port() -> u16 {
 fn a_token_opens_tcp_and_a_wrong_one_is_refused() {
     let token = "producer-token";
     let conf = std::env::temp_dir().join(format!("rp-rs-{}-tcp.conf", std::process::id()));
-    fs::write(
-        &conf,
-        format!(
-            "access: {{\n    tokens = ( {{ name = \"rs\"; sha256 = \"{}\"; }} );\n}};\n",
-            hash_token(token)
-        ),
-    )
-    .unwrap();
+    write_token_conf(&conf, token);
     let addr = format!("127.0.0.1:{}", free_port());
     let d = Daemon::start_with(vec![
         "--config".into(),
         conf.display().to_string(),
         "--tcp".into(),
         addr.clone(),
+        "--tcp-plaintext".into(),
+        "true".into(),
     ]);
     let mut p = Producer::connect(Config::tcp(&addr, "rs/tcp", token)).unwrap();
     p.send(&receipt(3)).unwrap();
@@ -368,4 +375,85 @@ fn a_token_opens_tcp_and_a_wrong_one_is_refused() {
     }
     drop(d);
     let _ = fs::remove_file(&conf);
+}
+
+/// TLS with certificates openssl makes here: a session that stores what
+/// it sends, an unknown CA and a plain-text port, each said plainly.
+#[test]
+fn tls_stores_and_names_its_failures() {
+    let dir = std::env::temp_dir().join(format!("rp-rs-{}-tls", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let made = |name: &str, cn: &str, ext: Option<&str>| {
+        let mut c = Command::new("openssl");
+        c.args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "1"])
+            .arg("-keyout")
+            .arg(dir.join(format!("{}.key", name)))
+            .arg("-out")
+            .arg(dir.join(format!("{}.pem", name)))
+            .arg("-subj")
+            .arg(format!("/CN={}", cn));
+        if let Some(e) = ext {
+            c.args(["-addext", e]);
+        }
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !made("self", "127.0.0.1", Some("subjectAltName=IP:127.0.0.1"))
+        || !made("other", "other CA", None)
+    {
+        eprintln!("SKIP: openssl could not make certificates");
+        let _ = fs::remove_dir_all(&dir);
+        return;
+    }
+    let token = "producer-token";
+    let conf = dir.join("d.conf");
+    write_token_conf(&conf, token);
+    let start = |tls: bool| {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut args: Vec<String> = vec![
+            "--config".into(),
+            conf.display().to_string(),
+            "--tcp".into(),
+            addr.clone(),
+        ];
+        if tls {
+            args.push("--tls-cert".into());
+            args.push(dir.join("self.pem").display().to_string());
+            args.push("--tls-key".into());
+            args.push(dir.join("self.key").display().to_string());
+        } else {
+            args.push("--tcp-plaintext".into());
+            args.push("true".into());
+        }
+        (Daemon::start_with(args), addr)
+    };
+
+    let (d, addr) = start(true);
+    let mut p =
+        Producer::connect(Config::tls(&addr, "rs/tls", token, dir.join("self.pem"))).unwrap();
+    for i in 0..50 {
+        p.send(&receipt(i)).unwrap();
+    }
+    assert!(p.flush().unwrap().iter().all(|o| o.result.is_ok()));
+    assert_eq!(rows(&mut p, "rs/tls").len(), 50);
+    drop(p);
+    match Producer::connect(Config::tls(&addr, "rs/tls", token, dir.join("other.pem"))) {
+        Err(Error::Tls(s)) => assert!(s.contains("not signed by a trusted CA"), "{}", s),
+        Err(e) => panic!("refused with {}", e),
+        Ok(_) => panic!("an unknown CA was accepted"),
+    }
+    drop(d);
+
+    let (d, addr) = start(false);
+    match Producer::connect(Config::tls(&addr, "rs/tls", token, dir.join("self.pem"))) {
+        Err(Error::Tls(s)) => assert!(s.contains("did not answer with TLS"), "{}", s),
+        Err(e) => panic!("refused with {}", e),
+        Ok(_) => panic!("plain text was taken for TLS"),
+    }
+    drop(d);
+    let _ = fs::remove_dir_all(&dir);
 }
