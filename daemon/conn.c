@@ -282,13 +282,18 @@ feed(struct conn *c, char *buf, size_t len, int force)
             c->frame_started_ms = 0;
             c->spoke = 1;
             c->wipe_frame = 0;
-            /* dispatch takes the frame. */
-            dispatch_frame(c, frame, flen);
             /* A hello may carry a token in plaintext: its bytes here (the
              * server's shared read buffer, or the stash) are zeroed, as
-             * the frame itself is by do_hello. The frame's earlier part,
+             * the frame itself is by do_hello. The frame reader holds its
+             * copy, so a small frame's go before dispatch, which may
+             * answer at once: a peer that has its reply finds no token
+             * left. A larger hello's go after. The frame's earlier part,
              * read before, was zeroed below if it was the first. */
-            if (c->wipe_frame || first)
+            if (first || flen <= CONN_PREAUTH_FRAME_MAX)
+                explicit_bzero(buf + off - used, used);
+            /* dispatch takes the frame. */
+            dispatch_frame(c, frame, flen);
+            if (c->wipe_frame)
                 explicit_bzero(buf + off - used, used);
         } else if (!c->spoke) {
             /* Part of a connection's first frame, its hello as a rule:
