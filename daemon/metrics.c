@@ -115,6 +115,10 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
         "TLS handshakes that failed since start (a bad certificate, another "
         "protocol, garbage).",
         n->tls_failures);
+    one(f, "receiptd_notify_dropped_total", "counter",
+        "Status and watchdog messages to the service manager dropped since "
+        "start because its socket was full.",
+        sn->notify_dropped);
     one(f, "receiptd_frames_total", "counter",
         "Request frames read since start.", n->frames);
     one(f, "receiptd_framing_errors_total", "counter",

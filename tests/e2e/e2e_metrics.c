@@ -144,6 +144,8 @@ START_TEST(test_metrics_on_an_empty_store)
     ck_assert_ptr_null(strstr(text, "receiptd_stored_receipts{"));
     ck_assert_double_eq(sample(text, "receiptd_stored_models_omitted"), 0);
     ck_assert_double_eq(sample(text, "receiptd_receipts_accepted_total"), 0);
+    /* No service manager here: nothing was sent, nothing dropped. */
+    ck_assert_double_eq(sample(text, "receiptd_notify_dropped_total"), 0);
     free(text);
 }
 END_TEST
