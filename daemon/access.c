@@ -317,6 +317,20 @@ access_token_hash(const void *token, size_t len, unsigned char out[32])
 }
 
 int
+access_token_named(const struct access_policy *p, const char *name,
+                   unsigned char sha256[32])
+{
+    size_t i;
+
+    for (i = 0; i < p->n_tokens; i++)
+        if (p->tokens[i].name != NULL && strcmp(p->tokens[i].name, name) == 0) {
+            memcpy(sha256, p->tokens[i].sha256, 32);
+            return 0;
+        }
+    return -1;
+}
+
+int
 access_check_token(const struct access_policy *p, const char *token, size_t len,
                    const char **name, struct proto_err *err)
 {

@@ -118,6 +118,15 @@ int access_check_token(const struct access_policy *p, const char *token,
                        size_t len, const char **name, struct proto_err *err);
 
 /*
+ * The hash of the configured token named name (NUL-terminated) into
+ * sha256: 0, or -1 when no token has that name. A verified TLS client
+ * certificate whose common name is a token's name stands in for that
+ * token (do_hello).
+ */
+int access_token_named(const struct access_policy *p, const char *name,
+                       unsigned char sha256[32]);
+
+/*
  * `receiptd --hash-token`: reads one token from in (up to
  * ACCESS_TOKEN_MAX bytes; one trailing newline is not part of it) and
  * writes its SHA-256 as 64 lowercase hex digits and a newline to out.

@@ -37,6 +37,7 @@
 #include "query.h"
 #include "receipt.h"
 #include "server.h"
+#include "tls.h"
 #include "writer.h"
 
 #define TOKEN_MAX 4096
@@ -572,11 +573,22 @@ do_hello(const struct request *rq)
         }
     }
     if (c->kind == CONN_TCP) {
-        /* A TCP peer is who its token says; a wrong or missing token ends
-         * the connection after the reply, so tokens cannot be guessed at
-         * leisure on one connection. */
-        if (tok.ptr == NULL || access_check_token(rq->srv->access, tok.ptr,
-                                                  tok.len, NULL, &err) != 0) {
+        char cn[256];
+
+        /* A TCP peer is who its token says, or without one, its verified
+         * client certificate when the certificate's common name is a
+         * token's name (listen.tls_client_ca): it holds that token's
+         * rights, and a SIGHUP that removes the token closes it. A wrong
+         * or missing token ends the connection after the reply, so
+         * tokens cannot be guessed at leisure on one connection. */
+        if (tok.ptr == NULL && c->tls != NULL &&
+            tls_conn_peer_name(c->tls, cn, sizeof(cn)) == 0 && strlen(cn) > 0 &&
+            access_token_named(rq->srv->access, cn, c->token_sha) == 0) {
+            conn_authenticated(c, ACCESS_WRITE);
+            c->has_token = 1;
+        } else if (tok.ptr == NULL ||
+                   access_check_token(rq->srv->access, tok.ptr, tok.len, NULL,
+                                      &err) != 0) {
             struct sockaddr_storage ss;
             int sslen = sizeof(ss);
             uint64_t delay;
@@ -598,10 +610,11 @@ do_hello(const struct request *rq)
             conn_close_after_replies(c);
             conn_slot_complete_after(slot, reply, rlen, delay);
             return;
+        } else {
+            conn_authenticated(c, ACCESS_WRITE);
+            access_token_hash(tok.ptr, tok.len, c->token_sha);
+            c->has_token = 1;
         }
-        conn_authenticated(c, ACCESS_WRITE);
-        access_token_hash(tok.ptr, tok.len, c->token_sha);
-        c->has_token = 1;
     }
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';

@@ -49,7 +49,14 @@
     "ee283eb634984c5e07216008befe725cc16a3c8b6771c432e870c127849e76de"
 #define TOKENS_CONF                                                            \
     "access: { tokens = ( { name = \"e2e\"; sha256 = \"" TOKEN_HASH            \
-    "\"; }, { name = \"e2\"; sha256 = \"" TOKEN2_HASH "\"; } ); };\n"
+    "\"; }, { name = \"e2\"; sha256 = \"" TOKEN2_HASH "\"; }%s ); };\n"
+/* A token named as the client certificate's common name (its secret is
+ * TOKEN2's hash read as a token: never sent here). */
+#define CN_TOKEN                                                               \
+    ", { name = \"node-17\"; sha256 = "                                        \
+    "\"0000000000000000000000000000000000000000000000000000000000000001\"; }"
+/* Whether start_with() configures CN_TOKEN. */
+static int with_cn_token;
 /* AddressSanitizer's runtime leaves register spills in the stack's dead
  * part (e2e_harden scans the stack only without it). */
 #ifdef __SANITIZE_ADDRESS__
@@ -103,10 +110,12 @@ start_with(const char *name, const char *listen_extra, const char *const *more)
                  "};\n" TOKENS_CONF,
                  cert(c, sizeof(c), name, "pem"),
                  cert(k, sizeof(k), name, "key"),
-                 listen_extra != NULL ? listen_extra : "");
+                 listen_extra != NULL ? listen_extra : "",
+                 with_cn_token ? CN_TOKEN : "");
     else
         snprintf(text, sizeof(text),
-                 "listen: { tcp_plaintext = true; };\n" TOKENS_CONF);
+                 "listen: { tcp_plaintext = true; };\n" TOKENS_CONF,
+                 with_cn_token ? CN_TOKEN : "");
     ck_assert_int_eq(e2e_write_file(conf, text), 0);
     for (i = 0; more != NULL && more[i] != NULL && n < 15; i++)
         flags[n++] = more[i];
@@ -155,11 +164,17 @@ ctl(char **err, const char *const *args)
 /* receiptctl ping over TLS with the CA file ca (NULL: the system's) and
  * the client certificate name (NULL: none); exit status, stderr in *err. */
 static int
-ping_tls(const char *host, const char *ca, const char *client, char **err)
+ping_tls_as(const char *host, const char *ca, const char *client,
+            const char *token, char **err)
 {
     char hp[80], cafile[300], c[300], k[300];
-    const char *args[16] = { "ping", "--tcp", hp, "--token", TOKEN, "--tls" };
-    int n = 6;
+    const char *args[16] = { "ping", "--tcp", hp, "--tls" };
+    int n = 4;
+
+    if (token != NULL) {
+        args[n++] = "--token";
+        args[n++] = token;
+    }
 
     snprintf(hp, sizeof(hp), "%s:%d", host, port);
     if (ca != NULL) {
@@ -174,6 +189,12 @@ ping_tls(const char *host, const char *ca, const char *client, char **err)
     }
     args[n] = NULL;
     return ctl(err, args);
+}
+
+static int
+ping_tls(const char *host, const char *ca, const char *client, char **err)
+{
+    return ping_tls_as(host, ca, client, TOKEN, err);
 }
 
 /* A counter of the stats query, asked over the Unix socket. */
@@ -320,6 +341,46 @@ START_TEST(test_tls_mutual_accepted_and_refused)
                       "the server refused the session");
     ck_assert_uint_eq(stat_of("tls_failures"), 2);
     ck_assert_uint_eq(stat_of("tls_handshakes"), 1);
+}
+END_TEST
+
+/* A hello refused for want of a token: receiptctl's exit status 1. */
+#define ASSERT_REFUSED(rc, err)                                                \
+    do {                                                                       \
+        ck_assert_msg((rc) == 1 && (err) != NULL &&                            \
+                          strstr((err), "needs a token") != NULL,              \
+                      "exit %d, stderr: %s", (rc), (err) ? (err) : "");        \
+        free(err);                                                             \
+        (err) = NULL;                                                          \
+    } while (0)
+
+/* A verified client certificate whose common name is a token's name
+ * stands in for that token; one whose name is no token's does not. */
+START_TEST(test_tls_client_certificate_instead_of_a_token)
+{
+    char *err = NULL, extra[700], ca[300];
+    int rc;
+
+    need_certs();
+    snprintf(extra, sizeof(extra), "tls_client_ca = \"%s\";",
+             cert(ca, sizeof(ca), "ca", "pem"));
+    with_cn_token = 1;
+    start_with("server", extra, NULL);
+    with_cn_token = 0;
+    rc = ping_tls_as("127.0.0.1", "ca", "client", NULL, &err);
+    ck_assert_msg(rc == 0, "the certificate alone: %d %s", rc, err);
+    free(err);
+    /* No certificate and no token: refused at hello. */
+    rc = ping_tls_as("127.0.0.1", "ca", NULL, NULL, &err);
+    ASSERT_REFUSED(rc, err);
+    e2e_cleanup(&d);
+    /* The same certificate where no token bears its name. */
+    start_with("server", extra, NULL);
+    rc = ping_tls_as("127.0.0.1", "ca", "client", NULL, &err);
+    ASSERT_REFUSED(rc, err);
+    rc = ping_tls_as("127.0.0.1", "ca", "client", TOKEN, &err);
+    ck_assert_msg(rc == 0, "the certificate and a token: %d %s", rc, err);
+    free(err);
 }
 END_TEST
 
@@ -596,6 +657,7 @@ e2e_tls_suite(void)
     tcase_add_test(tc, test_tls_mutual_accepted_and_refused);
     tcase_add_test(tc, test_tls_unfinished_handshake_closed_at_hello_deadline);
     tcase_add_test(tc, test_tls_garbage_instead_of_client_hello);
+    tcase_add_test(tc, test_tls_client_certificate_instead_of_a_token);
     tcase_add_test(tc,
                    test_tls_reload_under_load_loses_no_acknowledged_receipt);
     tcase_add_test(tc, test_tls_hello_token_not_left_in_memory);
