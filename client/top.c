@@ -5,7 +5,8 @@
  * Each second it asks `stats` and `fallbacks` grouped by backends over the
  * last minute on one connection, and shows the rates between two `stats`
  * answers: receipts, frames and quarantined payloads per second, the mean
- * commit time and the writer's CPU per receipt over that second, the
+ * commit time, the writes' mean time from queued to answered and the
+ * writer's CPU per receipt over that second, the
  * writer's queue, the connections, and the fallback rate per backend pair.
  *
  * The terminal is restored on every way out: q, Ctrl-C (SIGINT), SIGTERM,
@@ -62,7 +63,8 @@ struct sample {
     uint64_t at_ms; /* monotonic, when the answer came */
     uint64_t accepted, frames, quarantined, groups, writer_cpu_us;
     uint64_t connections, refused, pending_writes, pending_bytes, uptime_ms;
-    double commit_mean_ms;
+    uint64_t acks;
+    double commit_mean_ms, ack_mean_ms;
     int failing;
     char last_error[160];
 };
@@ -179,6 +181,8 @@ read_stats(const msgpack_object *result, struct sample *s)
     s->pending_bytes = u64(row, "pending_bytes");
     s->uptime_ms = u64(row, "uptime_ms");
     s->commit_mean_ms = f64(row, "commit_mean_ms");
+    s->acks = u64(row, "acks");
+    s->ack_mean_ms = f64(row, "ack_mean_ms");
     v = mpobj_map_get(row, "store_failing", NULL);
     s->failing =
         v != NULL && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
@@ -223,15 +227,22 @@ draw(const char *peer, const struct sample *cur, const struct sample *prev,
     uint64_t dt = prev ? cur->at_ms - prev->at_ms : 0;
     uint64_t dgroups = prev ? cur->groups - prev->groups : 0;
     uint64_t dacc = prev ? cur->accepted - prev->accepted : 0;
+    uint64_t dacks = prev ? cur->acks - prev->acks : 0;
     double commit_ms = cur->commit_mean_ms, us_per = 0;
+    double ack_ms = cur->ack_mean_ms;
     size_t i;
     int row = 0;
 
-    /* The mean of the last second's groups, from the running mean. */
+    /* The means of the last second's groups and answered writes, from
+     * the running means. */
     if (prev != NULL && dgroups > 0)
         commit_ms = (cur->commit_mean_ms * (double)cur->groups -
                      prev->commit_mean_ms * (double)prev->groups) /
                     (double)dgroups;
+    if (prev != NULL && dacks > 0)
+        ack_ms = (cur->ack_mean_ms * (double)cur->acks -
+                  prev->ack_mean_ms * (double)prev->acks) /
+                 (double)dacks;
     if (prev != NULL && dacc > 0)
         us_per =
             (double)(cur->writer_cpu_us - prev->writer_cpu_us) / (double)dacc;
@@ -249,6 +260,8 @@ draw(const char *peer, const struct sample *cur, const struct sample *prev,
              " writes, %" PRIu64 " KiB",
              commit_ms, us_per, cur->pending_writes,
              cur->pending_bytes / 1024u);
+    mvprintw(row++, 0, "ack ms     %10.2f   (queued to answered, writes)",
+             ack_ms);
     mvprintw(row++, 0, "connections %9" PRIu64 "   refused/s %9.1f   store %s",
              cur->connections,
              per_s(cur->refused, prev ? prev->refused : 0, dt),

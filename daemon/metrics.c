@@ -77,14 +77,31 @@ backend(int64_t b)
 }
 
 /* The figures the loop and the writer keep (the snapshot). */
+/* A histogram family of durations (histo.h) in seconds. */
+static void
+histogram(FILE *f, const char *name, const char *help,
+          const struct histo_snap *h)
+{
+    int i;
+
+    family(f, name, "histogram", help);
+    for (i = 0; i < HISTO_NBOUNDS; i++)
+        fprintf(f, "%s_bucket{le=\"%" PRIu64 ".%06" PRIu64 "\"} %" PRIu64 "\n",
+                name, histo_bounds_us[i] / 1000000u,
+                histo_bounds_us[i] % 1000000u, h->cumulative[i]);
+    fprintf(f,
+            "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+            "%s_sum %" PRIu64 ".%06" PRIu64 "\n"
+            "%s_count %" PRIu64 "\n",
+            name, h->count, name, h->sum_us / 1000000u, h->sum_us % 1000000u,
+            name, h->count);
+}
+
 static void
 render_daemon(FILE *f, const struct query_snapshot *sn,
               const struct store_stats *st, uint64_t plans, uint64_t retained)
 {
     const struct server_counters *n = &sn->n;
-    const struct histo_snap *h = &sn->w.commit;
-    int i;
-
     family(f, "receiptd_build_info", "gauge",
            "The daemon's version, as a label; always 1.");
     fputs("receiptd_build_info{version=\"" RECEIPTD_VERSION "\"} 1\n", f);
@@ -164,20 +181,14 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
             "How long writes have waited for the writer to finish a group; "
             "0 when it has nothing to do.",
             sn->w.stalled_ms * 1000u);
-    family(f, "receiptd_commit_duration_seconds", "histogram",
-           "Duration of committed group commits (one store transaction "
-           "each), since start.");
-    for (i = 0; i < HISTO_NBOUNDS; i++)
-        fprintf(f,
-                "receiptd_commit_duration_seconds_bucket{le=\"%" PRIu64
-                ".%06" PRIu64 "\"} %" PRIu64 "\n",
-                histo_bounds_us[i] / 1000000u, histo_bounds_us[i] % 1000000u,
-                h->cumulative[i]);
-    fprintf(f,
-            "receiptd_commit_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
-            "receiptd_commit_duration_seconds_sum %" PRIu64 ".%06" PRIu64 "\n"
-            "receiptd_commit_duration_seconds_count %" PRIu64 "\n",
-            h->count, h->sum_us / 1000000u, h->sum_us % 1000000u, h->count);
+    histogram(f, "receiptd_commit_duration_seconds",
+              "Duration of committed group commits (one store transaction "
+              "each), since start.",
+              &sn->w.commit);
+    histogram(f, "receiptd_ack_duration_seconds",
+              "Time of writes from their queueing for the writer to their "
+              "answer (the commit's wait and duration), since start.",
+              &sn->w.ack);
     seconds(f, "receiptd_writer_cpu_seconds_total", "counter",
             "CPU time of the writer thread in commit groups since start, "
             "rolled-back groups included.",

@@ -400,7 +400,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 40) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 42) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -440,6 +440,11 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
                   groups ? (double)sn->w.total_us / 1000.0 / (double)groups
                          : 0.0) != 0 ||
         kv_double(pk, "commit_max_ms", (double)sn->w.max_us / 1000.0) != 0 ||
+        kv_uint(pk, "acks", sn->w.ack.count) != 0 ||
+        kv_double(pk, "ack_mean_ms",
+                  sn->w.ack.count ? (double)sn->w.ack.sum_us / 1000.0 /
+                                        (double)sn->w.ack.count
+                                  : 0.0) != 0 ||
         kv_uint(pk, "pending_writes", sn->w.queued) != 0 ||
         kv_uint(pk, "pending_bytes", sn->pending_bytes) != 0 ||
         kv_uint(pk, "store_size_bytes", st.size_bytes) != 0 ||

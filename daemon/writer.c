@@ -76,6 +76,7 @@ struct writer {
     _Atomic int in_group;
     _Atomic uint64_t beat_us;
     struct histo commit_hist;  /* committed groups' durations */
+    struct histo ack_hist;     /* submit to answer, on the loop thread */
     _Atomic int file_gone;     /* logged that the database file went away */
     int merge_failing;         /* writer thread only */
     struct prune_clock pclock; /* writer thread only */
@@ -569,6 +570,7 @@ deliver(struct writer *w)
 {
     struct writer_job *j, *next;
     size_t bytes = 0;
+    uint64_t now;
 
     uv_mutex_lock(&w->mu);
     j = w->d_head;
@@ -579,9 +581,11 @@ deliver(struct writer *w)
     for (next = j; next != NULL; next = next->next)
         bytes += next->bytes;
     w->cb(w->cb_arg, 0, bytes);
+    now = now_us();
     for (; j != NULL; j = next) {
         next = j->next;
         j->next = NULL;
+        histo_observe(&w->ack_hist, now - j->submitted_us);
         j->ops->done(j);
     }
     /* The end of what arrived together: replies can go out as one write
@@ -615,6 +619,7 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
     w->pruned_ms = now_us() / 1000u;
     atomic_init(&w->beat_us, now_us());
     histo_init(&w->commit_hist);
+    histo_init(&w->ack_hist);
     if (uv_mutex_init(&w->mu) != 0) {
         free(w);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "cannot create a mutex");
@@ -650,6 +655,7 @@ void
 writer_submit(struct writer *w, struct writer_job *job)
 {
     job->next = NULL;
+    job->submitted_us = now_us();
     uv_mutex_lock(&w->mu);
     if (w->q_tail != NULL)
         w->q_tail->next = job;
@@ -753,6 +759,7 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->prune_failures = atomic_load(&w->prune_failures);
     st->failing = atomic_load(&w->failing);
     histo_read(&w->commit_hist, &st->commit);
+    histo_read(&w->ack_hist, &st->ack);
     st->stalled_ms = 0;
     if (st->queued > 0 || atomic_load(&w->in_group)) {
         uint64_t beat = atomic_load(&w->beat_us), now = now_us();

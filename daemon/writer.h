@@ -56,6 +56,7 @@ struct writer_job {
     struct store_write w;
     size_t items; /* receipts plus quarantine items, for commit_max_items */
     size_t bytes; /* memory held, for commit_max_bytes and backpressure */
+    uint64_t submitted_us; /* when writer_submit() queued it (monotonic) */
 
     /* Owned buffers. */
     char *frame; /* the request frame; receipts borrow its strings */
@@ -142,6 +143,8 @@ struct writer_stats {
     uint64_t prune_failures;  /* prune batches rolled back */
     int failing;              /* the last commit group was rolled back */
     struct histo_snap commit; /* committed groups' durations */
+    struct histo_snap ack;    /* jobs' time from writer_submit() to their
+                                 answer, committed or not */
     uint64_t stalled_ms;      /* how long writes have waited for the writer
                                  to finish a group: since it last finished
                                  one or got work while idle; 0 when it has

@@ -190,6 +190,15 @@ START_TEST(test_top_shows_the_daemon_and_quits_on_q)
     ck_assert_msg(top_read(&t, "100.00%", T), "no fallback rate:\n%s", t.out);
     ck_assert(top_read(&t, "0.00%", T));
     ck_assert(top_read(&t, "store ok", T));
+    ck_assert_msg(top_read(&t, "ack ms", T), "no ack latency:\n%s", t.out);
+    {
+        /* Every receipt's answer was timed. */
+        int fd = e2e_connect(&d);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_uint_ge(e2e_stat(fd, 1, "acks"), 16);
+        close(fd);
+    }
     ck_assert_int_eq(write(t.master, "q", 1), 1);
     ck_assert_int_eq(top_wait(&t, T), 0);
     top_check_restored(&t);
