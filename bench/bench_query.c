@@ -476,25 +476,13 @@ main(int argc, char **argv)
     size_t k;
     int i, built = 0;
 
+    const struct bench_opts bo = { &opt_receipts, &opt_sources,   &opt_hours,
+                                   &opt_runs,     &opt_scan_runs, &opt_db };
+
     for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (i + 1 >= argc && strcmp(a, "--verify") != 0)
-            usage();
-        if (strcmp(a, "--receipts") == 0)
-            opt_receipts = atol(argv[++i]);
-        else if (strcmp(a, "--hours") == 0)
-            opt_hours = atol(argv[++i]);
-        else if (strcmp(a, "--sources") == 0)
-            opt_sources = atol(argv[++i]);
-        else if (strcmp(a, "--runs") == 0)
-            opt_runs = atoi(argv[++i]);
-        else if (strcmp(a, "--scan-runs") == 0)
-            opt_scan_runs = atoi(argv[++i]);
-        else if (strcmp(a, "--db") == 0)
-            opt_db = argv[++i];
-        else if (strcmp(a, "--verify") == 0)
+        if (strcmp(argv[i], "--verify") == 0)
             opt_verify = 1;
-        else
+        else if (bench_opt(&bo, argc, argv, &i) != 1)
             usage();
     }
     if (opt_receipts < 1 || opt_hours < 2 || opt_sources < 1 || opt_runs < 1 ||

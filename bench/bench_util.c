@@ -4,6 +4,7 @@
 #include "bench_util.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double
@@ -42,4 +43,28 @@ bench_pct(double *v, int n, double p)
 
     qsort(v, (size_t)n, sizeof(*v), cmp_double);
     return v[i < n ? i : n - 1];
+}
+
+int
+bench_opt(const struct bench_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+
+    if (*i + 1 >= argc)
+        return 0;
+    if (strcmp(a, "--receipts") == 0)
+        *o->receipts = atol(argv[++*i]);
+    else if (strcmp(a, "--sources") == 0)
+        *o->sources = atol(argv[++*i]);
+    else if (strcmp(a, "--hours") == 0)
+        *o->hours = atol(argv[++*i]);
+    else if (strcmp(a, "--runs") == 0)
+        *o->runs = atoi(argv[++*i]);
+    else if (strcmp(a, "--scan-runs") == 0)
+        *o->scan_runs = atoi(argv[++*i]);
+    else if (strcmp(a, "--db") == 0)
+        *o->db = argv[++*i];
+    else
+        return 0;
+    return 1;
 }
