@@ -276,7 +276,7 @@ feed(struct conn *c, char *buf, size_t len, int force)
             return len;
         }
         if (frame != NULL) {
-            int first = !c->spoke;
+            int first = !c->spoke, early;
 
             c->srv->n.frames++;
             c->frame_started_ms = 0;
@@ -289,11 +289,12 @@ feed(struct conn *c, char *buf, size_t len, int force)
              * answer at once: a peer that has its reply finds no token
              * left. A larger hello's go after. The frame's earlier part,
              * read before, was zeroed below if it was the first. */
-            if (first || flen <= CONN_PREAUTH_FRAME_MAX)
+            early = first || flen <= CONN_PREAUTH_FRAME_MAX;
+            if (early)
                 explicit_bzero(buf + off - used, used);
             /* dispatch takes the frame. */
             dispatch_frame(c, frame, flen);
-            if (c->wipe_frame)
+            if (c->wipe_frame && !early)
                 explicit_bzero(buf + off - used, used);
         } else if (!c->spoke) {
             /* Part of a connection's first frame, its hello as a rule:

@@ -165,13 +165,7 @@ pack_result_total(msgpack_packer *pk, const msgpack_sbuffer *rb, uint32_t nrows,
                   int truncated, const msgpack_sbuffer *tb,
                   struct proto_err *err)
 {
-    if (msgpack_pack_map(pk, 3) != 0 || pack_key(pk, "rows") ||
-        msgpack_pack_array(pk, nrows) != 0 ||
-        (rb->size > 0 && msgpack_sbuffer_write(pk->data, rb->data, rb->size)) ||
-        pack_key(pk, "truncated") ||
-        (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0 ||
-        pack_key(pk, "total") ||
-        msgpack_sbuffer_write(pk->data, tb->data, tb->size) != 0)
+    if (reply_rows_and(pk, rb, nrows, truncated, "total", tb) != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
 }

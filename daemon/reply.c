@@ -74,14 +74,24 @@ reply_kv_str(msgpack_packer *pk, const char *k, struct proto_str v)
 }
 
 int
-reply_rows(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
-           int truncated)
+reply_rows_and(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
+               int truncated, const char *key, const msgpack_sbuffer *val)
 {
-    return msgpack_pack_map(pk, 2) != 0 ||
+    return msgpack_pack_map(pk, key != NULL ? 3 : 2) != 0 ||
            envelope_pack_cstr(pk, "rows") != 0 ||
            msgpack_pack_array(pk, n) != 0 ||
            (rows->size > 0 &&
             msgpack_sbuffer_write(pk->data, rows->data, rows->size) != 0) ||
            envelope_pack_cstr(pk, "truncated") != 0 ||
-           (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0;
+           (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) != 0 ||
+           (key != NULL &&
+            (envelope_pack_cstr(pk, key) != 0 ||
+             msgpack_sbuffer_write(pk->data, val->data, val->size) != 0));
+}
+
+int
+reply_rows(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
+           int truncated)
+{
+    return reply_rows_and(pk, rows, n, truncated, NULL, NULL);
 }

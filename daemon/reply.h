@@ -52,6 +52,11 @@ char *reply_error(int has_id, uint64_t id, const struct proto_err *err,
 int reply_rows(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
                int truncated);
 
+/* The same with one more key, whose value is the object packed in val
+ * ("total" of fallbacks and grouped coverage). */
+int reply_rows_and(msgpack_packer *pk, const msgpack_sbuffer *rows, uint32_t n,
+                   int truncated, const char *key, const msgpack_sbuffer *val);
+
 /* Packs one key and its value; nonzero on failure. */
 int reply_kv_uint(msgpack_packer *pk, const char *k, uint64_t v);
 int reply_kv_cstr(msgpack_packer *pk, const char *k, const char *v);
