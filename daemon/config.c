@@ -48,6 +48,7 @@ config_defaults(struct config *c)
     c->quarantine_max_bytes = 256u << 20;
     c->prune_batch = 1000;
     c->chunk_receipts = 16384;
+    c->rollup_chunks = 4;
     c->max_frame = FRAME_MAX_DEFAULT;
     c->max_batch = 10000;
     c->max_connections = 1024;
@@ -423,6 +424,16 @@ const struct config_key config_keys[] = {
       .max = 1000000,
       .help = "receipts the writer gathers before it writes their postings "
               "and rollups; read at start only" },
+    { .section = "store",
+      .name = "rollup_chunks",
+      .flag = "rollup-chunks",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(rollup_chunks),
+      .min = 1,
+      .max = 64,
+      .help = "chunks whose rollup sums are merged together; read at start "
+              "only" },
 
     { .section = "limits",
       .name = "max_frame",
@@ -1887,6 +1898,8 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "limits.query_threads");
     if (old->chunk_receipts != next->chunk_receipts)
         add_name(what, &n, "store.chunk_receipts");
+    if (old->rollup_chunks != next->rollup_chunks)
+        add_name(what, &n, "store.rollup_chunks");
     return n;
 }
 
@@ -1932,6 +1945,7 @@ config_reload(const struct config *running, const char *path,
     next->socket_mode = running->socket_mode;
     next->query_threads = running->query_threads;
     next->chunk_receipts = running->chunk_receipts;
+    next->rollup_chunks = running->rollup_chunks;
     if (config_validate(next, err) < 0)
         goto fail;
     return 0;

@@ -56,6 +56,7 @@ struct config {
     uint64_t retention_max_age_s;  /* 0 = keep receipts forever */
     uint32_t prune_batch;          /* rows per prune step, default 1000 */
     uint32_t chunk_receipts;       /* receipts per chunk, default 16384 */
+    uint32_t rollup_chunks;        /* chunks merged together, default 4 */
 
     /* Limits. */
     uint32_t max_frame;         /* default 1 MiB, ceiling 64 MiB */

@@ -788,6 +788,7 @@ main(int argc, char **argv)
     sopts.max_pages = ms.flags.max_pages;
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
     sopts.chunk_receipts = cfg->chunk_receipts;
+    sopts.rollup_chunks = cfg->rollup_chunks;
     sopts.migrating = store_migrating;
     sopts.migrating_arg = &migrated;
     proto_err_clear(&err);

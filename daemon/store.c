@@ -138,6 +138,7 @@ struct store {
     int broken;
     int page_limit; /* PRAGMA max_page_count was set (store_opts.max_pages) */
     uint64_t quarantine_max;
+    int rollup_chunks; /* store_opts.rollup_chunks */
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
     struct cache_slot *cache;      /* CACHE_SLOTS entries; read-write only */
@@ -557,6 +558,8 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
     }
     s->readonly = opts->readonly;
     s->quarantine_max = opts->quarantine_max_bytes;
+    s->rollup_chunks =
+        opts->rollup_chunks ? (int)opts->rollup_chunks : STORE_ROLLUP_CHUNKS;
     flags = SQLITE_OPEN_NOMUTEX |
             (s->readonly ? SQLITE_OPEN_READONLY
                          : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -717,6 +720,12 @@ store_rollups(struct store *s)
     return &s->rollup;
 }
 
+int
+store_rollup_span(struct store *s)
+{
+    return s->rollup_chunks;
+}
+
 struct store_seq **
 store_seqs(struct store *s)
 {
@@ -768,7 +777,7 @@ store_commit(struct store *s, struct proto_err *err)
 int
 store_merge_pending(const struct store *s)
 {
-    return store_rollup_merging(s->rollup);
+    return store_rollup_merging(s->rollup) || store_rollup_waiting(s->rollup);
 }
 
 int
@@ -776,16 +785,19 @@ store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     int rc;
 
-    if (!store_rollup_merging(s->rollup))
+    if (!store_merge_pending(s))
         return 0;
+    /* A quiet writer seals the chunks that wait, so that an idle store
+     * has nothing left for queries to read from the receipts. */
     if ((rc = store_begin(s, err)) != 0 ||
+        (rc = store_rollup_seal_waiting(s, s->rollup, err)) != 0 ||
         (rc = store_rollup_merge_keys(
              s, s->rollup, keys > INT_MAX ? INT_MAX : (int)keys, err)) != 0 ||
         (rc = run(s, ST_COMMIT, err, "commit")) != 0) {
         store_rollback(s);
         return rc;
     }
-    return store_rollup_merging(s->rollup);
+    return store_merge_pending(s);
 }
 
 void

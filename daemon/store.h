@@ -44,6 +44,11 @@ struct store_opts {
     /* Receipts in the tail before it becomes a chunk (store_tail.c); 0 =
      * STORE_CHUNK_RECEIPTS. Tests make it small to reach chunks fast. */
     uint32_t chunk_receipts;
+    /* Chunks whose rollup sums are merged into the rollup rows together
+     * (store_rollup.c): a key that recurs in every chunk costs one row
+     * update per this many chunks; queries read the sums of the chunks
+     * not merged yet from their rows. 0 = STORE_ROLLUP_CHUNKS. */
+    uint32_t rollup_chunks;
     /* Called, when set, as migrations start and then about every
      * STORE_MIGRATING_EVERY_MS while they run (an index over a large store
      * takes minutes): the daemon logs and extends systemd's start timeout.
@@ -53,6 +58,7 @@ struct store_opts {
 };
 
 #define STORE_MIGRATING_EVERY_MS 5000
+#define STORE_ROLLUP_CHUNKS      4
 
 /* The newest schema version this binary knows (its last migration). */
 int store_schema_version(void);

@@ -447,7 +447,7 @@ store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
         rc = store_tail_flush(s, store_tail_of(s), err);
     /* The rollup rows it rewrites must hold every chunk whole. */
     if (rc == 0)
-        rc = store_rollup_merge_keys(s, *store_rollups(s), INT_MAX, err);
+        rc = store_rollup_seal_all(s, *store_rollups(s), err);
     if (rc == 0)
         rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
     if (rc == 0)

@@ -230,6 +230,7 @@ run_sql(struct store *s, const char *sql, const struct store_filter *f,
     store_bind_i64(st, ":tail", tail);
     if (m != NULL) {
         store_bind_i64(st, ":rfrom", m->from);
+        store_bind_i64(st, ":rend", m->end);
         store_bind_i64(st, ":m1", m->key.plan_id);
         store_bind_i64(st, ":m2", m->key.graph_id);
         store_bind_i64(st, ":m3", m->key.model_id);
@@ -248,8 +249,10 @@ enum part {
     PART_ALL,     /* every receipt (STORE_AGG_SCAN) */
     PART_CHUNKED, /* those below tail_from, which the rollups cover */
     PART_TAIL,    /* those at or above it, which they do not */
-    PART_UNMERGED /* those of the chunk being merged that the rollups do
-                   * not hold yet (migrations/0008) */
+    PART_UNMERGED /* those of the chunks below it that the rollups do not
+                   * hold yet: of the ones being merged, those past the
+                   * merge's key (migrations/0008), and every one of the
+                   * chunks waiting to be sealed (rollup_end) */
 };
 
 /* Receipts with lo <= received_at < hi (no bounds when !bounded). */
@@ -277,9 +280,9 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
     if (part == PART_UNMERGED) {
         ADD(" AND id >= :rfrom AND id < :tail");
         if (m->has_key)
-            ADD(" AND (plan_id, graph_id, model_id, requested_backend, "
-                "executed_backend, source_id, received_at / %d) > (:m1, :m2, "
-                ":m3, :m4, :m5, :m6, :m7)",
+            ADD(" AND (id >= :rend OR (plan_id, graph_id, model_id, "
+                "requested_backend, executed_backend, source_id, received_at "
+                "/ %d) > (:m1, :m2, :m3, :m4, :m5, :m6, :m7))",
                 STORE_BUCKET_MS);
     }
     /* An edge is at most an hour of receipts, and the chunks whose times
@@ -433,10 +436,10 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
                             tail, NULL, a, err)) ||
         (rc = store_rollup_merge_state(s, &m, err)))
         return rc;
-    /* While a chunk's sums are merged into the rollups, what they do not
-     * hold yet of it is read from its rows, for the whole hours of the
-     * range: those that the rollups answer (the partial hours at the edges
-     * come from the receipts anyway). */
+    /* While chunks' sums are merged into the rollups or wait to be, what
+     * the rollups do not hold yet of them is read from their rows, for the
+     * whole hours of the range: those that the rollups answer (the partial
+     * hours at the edges come from the receipts anyway). */
     if (m.from < tail) {
         int64_t wlo = bounded ? (lo / H + (lo % H != 0)) * H : 0;
         int64_t whi = bounded ? hi / H * H : INT64_MAX;

@@ -33,8 +33,10 @@
 
 /* Distinct keys the tail may hold in memory (about 1 KiB each); a full
  * table makes the tail a chunk early (store_rollup_full). */
-#define TXN_MAX   8192
-#define TXN_SLOTS 16384 /* a power of two, twice TXN_MAX */
+#define TXN_MAX 8192
+/* Distinct keys of the chunks waiting to be sealed together, and so of
+ * the sums being merged: a tail that would not fit seals them first. */
+#define WAIT_MAX (2 * TXN_MAX)
 
 struct pending {
     struct store_rollup_key k; /* received_at holds the bucket start */
@@ -43,9 +45,9 @@ struct pending {
 
 /* Sums per key, found through an open-addressing table. */
 struct sums {
-    struct pending *p; /* TXN_MAX */
-    int *slots;        /* TXN_SLOTS: index into p by key, -1 = free */
-    int n;
+    struct pending *p; /* cap entries */
+    int *slots;        /* 2 * cap: index into p by key, -1 = free */
+    int n, cap;
     int last; /* the entry the last receipt went to, -1: none */
 };
 
@@ -68,17 +70,21 @@ static const struct {
 };
 
 /*
- * The sums of the tail, and those of the last chunk while they are merged
- * into the rollup rows (migrations/0008): `sealed`, in key order through
- * `order`, of which the first `merged` are written. The sealed chunk is
- * the ids [sealed_from, sealed_end).
+ * The sums of the tail; those of the chunks written since the last seal,
+ * `wait`, the ids [wait_from, wait_end) in wait_chunks chunks; and those
+ * being merged into the rollup rows (migrations/0008): `sealed`, in key
+ * order through `order`, of which the first `merged` are written, the ids
+ * [sealed_from, sealed_end). Chunks are sealed span at a time, so a key
+ * that recurs in every chunk costs one row update per span chunks.
  */
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct sums tail, sealed;
-    struct pending **order; /* TXN_MAX */
+    struct sums tail, wait, sealed;
+    struct pending **order; /* WAIT_MAX */
     int merged;
     int64_t sealed_from, sealed_end;
+    int64_t wait_from, wait_end;
+    int wait_chunks, span;
     uint64_t added;          /* receipts the tail took since the last step */
     sqlite3_stmt *hours;     /* hour rows of a bucket range, for folding */
     sqlite3_stmt *set_merge; /* the rollup_merge row */
@@ -271,6 +277,8 @@ store_rollup_free(struct store_rollup *ru)
     sqlite3_finalize(ru->set_merge);
     free(ru->tail.p);
     free(ru->tail.slots);
+    free(ru->wait.p);
+    free(ru->wait.slots);
     free(ru->sealed.p);
     free(ru->sealed.slots);
     free(ru->order);
@@ -370,28 +378,6 @@ fold_hours(struct store *s, struct store_rollup *ru, int64_t from, int64_t to,
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "fold the hours");
 }
 
-static void
-sums_clear(struct sums *m)
-{
-    int i;
-
-    for (i = 0; i < TXN_SLOTS; i++)
-        m->slots[i] = -1;
-    m->n = 0;
-    m->last = -1;
-}
-
-static int
-sums_alloc(struct sums *m)
-{
-    m->p = malloc(TXN_MAX * sizeof(*m->p));
-    m->slots = malloc(TXN_SLOTS * sizeof(*m->slots));
-    if (m->p == NULL || m->slots == NULL)
-        return -1;
-    sums_clear(m);
-    return 0;
-}
-
 static size_t
 key_slot(const struct store_rollup_key *k)
 {
@@ -403,7 +389,81 @@ key_slot(const struct store_rollup_key *k)
     h = (h ^ (uint64_t)(k->requested * 16 + k->executed)) *
         0xbf58476d1ce4e5b9ull;
     h = (h ^ (uint64_t)k->received_at) * 0x94d049bb133111ebull;
-    return (size_t)(h >> 32) & (TXN_SLOTS - 1);
+    return (size_t)(h >> 32);
+}
+
+/* The slot of key k in m: its entry's, or the free one it would take. */
+static size_t
+slot_find(const struct sums *m, const struct store_rollup_key *k)
+{
+    size_t mask = 2 * (size_t)m->cap - 1, j = key_slot(k) & mask;
+
+    while (m->slots[j] >= 0 && !key_eq(&m->p[m->slots[j]].k, k))
+        j = (j + 1) & mask;
+    return j;
+}
+
+/* The entry of key k (a bucket start) in m, made empty when new; NULL
+ * when m is full. */
+static struct pending *
+sums_entry(struct sums *m, const struct store_rollup_key *k)
+{
+    size_t j = slot_find(m, k);
+    struct pending *p;
+
+    if (m->slots[j] >= 0)
+        return &m->p[m->slots[j]];
+    if (m->n >= m->cap)
+        return NULL;
+    m->slots[j] = m->n;
+    p = &m->p[m->n++];
+    memset(p, 0, sizeof(*p));
+    p->k = *k;
+    return p;
+}
+
+static void
+sums_clear(struct sums *m)
+{
+    memset(m->slots, 0xff, 2 * (size_t)m->cap * sizeof(*m->slots));
+    m->n = 0;
+    m->last = -1;
+}
+
+static int
+sums_alloc(struct sums *m, int cap)
+{
+    m->cap = cap;
+    m->p = malloc((size_t)cap * sizeof(*m->p));
+    m->slots = malloc(2 * (size_t)cap * sizeof(*m->slots));
+    if (m->p == NULL || m->slots == NULL)
+        return -1;
+    sums_clear(m);
+    return 0;
+}
+
+/* Adds the sums of every key of src to dst; -1 when dst cannot take
+ * them all (the caller checks there is room first). */
+static int
+sums_fold(struct sums *dst, const struct sums *src)
+{
+    int i, c;
+
+    for (i = 0; i < src->n; i++) {
+        const struct pending *q = &src->p[i];
+        struct pending *p = sums_entry(dst, &q->k);
+
+        if (p == NULL)
+            return -1;
+        p->g.receipts += q->g.receipts;
+        p->g.fallback += q->g.fallback;
+        p->g.clean += q->g.clean;
+        p->g.unproven += q->g.unproven;
+        for (c = 0; c < RECEIPT_NCOUNTERS; c++)
+            store_agg_counter_merge(&p->g.c[c], &q->g.c[c]);
+    }
+    dst->last = -1;
+    return 0;
 }
 
 /* Adds r, under the key k (whose received_at is the receipt's), to m. */
@@ -415,7 +475,6 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
     struct pending *p;
     uint64_t bits;
     int i, status;
-    size_t j;
 
     /* Receipts of one write share their time and source and mostly their
      * model, plan and backends: summing them here first turns a chunk into
@@ -425,22 +484,11 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
         p = &m->p[m->last];
         goto add;
     }
-    j = key_slot(&bk);
-    while (m->slots[j] >= 0 && !key_eq(&m->p[m->slots[j]].k, &bk))
-        j = (j + 1) & (TXN_SLOTS - 1);
-    if (m->slots[j] >= 0) {
-        p = &m->p[m->slots[j]];
-    } else {
-        /* The tail checks store_rollup_full() before every receipt, and
-         * the sealed sums are those of one chunk of the tail. */
-        if (NEVER(m->n >= TXN_MAX))
-            return proto_err_set(err, PROTO_ENOMEM, NULL,
-                                 "too many rollup keys in memory");
-        m->slots[j] = m->n;
-        p = &m->p[m->n++];
-        memset(p, 0, sizeof(*p));
-        p->k = bk;
-    }
+    /* The tail checks store_rollup_full() before every receipt, and the
+     * sealed sums hold chunks of the tail, no more keys than fit. */
+    if (NEVER((p = sums_entry(m, &bk)) == NULL))
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "too many rollup keys in memory");
     m->last = (int)(p - m->p);
 add:
     status = receipt_status(r);
@@ -550,27 +598,77 @@ merge(struct store *s, struct store_rollup *ru, int quota,
     return 0;
 }
 
-int
-store_rollup_seal(struct store *s, struct store_rollup *ru, int64_t first_id,
-                  int64_t end_id, struct proto_err *err)
+/* Where the sums not yet sealed start (the rollup_end counter): queries
+ * read the receipts of [rollup_end, tail_from) from their rows. */
+static int
+set_end(struct store *s, struct store_rollup *ru, struct proto_err *err)
+{
+    return store_counter_set(s, "rollup_end", ru->wait_from, err);
+}
+
+/* Seals the chunks waiting: what is left of the last merge goes now, and
+ * their sums become the ones merged over the commits that follow. */
+static int
+seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
 {
     struct sums t;
     int rc;
 
-    if (ru == NULL)
+    if (ru->wait_chunks == 0)
         return 0;
-    /* One chunk at a time: what is left of the last one goes now. */
     if ((rc = merge(s, ru, INT_MAX, err)))
         return rc;
     t = ru->sealed;
-    ru->sealed = ru->tail;
-    ru->tail = t;
-    sums_clear(&ru->tail);
+    ru->sealed = ru->wait;
+    ru->wait = t;
+    sums_clear(&ru->wait);
     ru->added = 0;
-    ru->sealed_from = first_id;
-    ru->sealed_end = end_id;
+    ru->sealed_from = ru->wait_from;
+    ru->sealed_end = ru->wait_end;
+    ru->wait_from = ru->wait_end;
+    ru->wait_chunks = 0;
     order_sealed(ru);
-    return set_merge(s, ru, first_id, NULL, err);
+    if ((rc = set_merge(s, ru, ru->sealed_from, NULL, err)))
+        return rc;
+    return set_end(s, ru, err);
+}
+
+int
+store_rollup_chunk(struct store *s, struct store_rollup *ru, int64_t first_id,
+                   int64_t end_id, struct proto_err *err)
+{
+    int rc;
+
+    if (ru == NULL)
+        return 0;
+    /* The tail's sums wait with those of the chunks before it, or, when
+     * they would not fit, after those are sealed. */
+    if (ru->wait.n + ru->tail.n > ru->wait.cap && (rc = seal(s, ru, err)))
+        return rc;
+    if (ru->wait_chunks == 0)
+        ru->wait_from = first_id;
+    if (NEVER(sums_fold(&ru->wait, &ru->tail) != 0))
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "too many rollup keys in memory");
+    sums_clear(&ru->tail);
+    ru->wait_end = end_id;
+    ru->wait_chunks++;
+    if (ru->wait_chunks >= ru->span)
+        return seal(s, ru, err);
+    return set_end(s, ru, err);
+}
+
+int
+store_rollup_seal_all(struct store *s, struct store_rollup *ru,
+                      struct proto_err *err)
+{
+    int rc;
+
+    if (ru == NULL)
+        return 0;
+    if ((rc = merge(s, ru, INT_MAX, err)) || (rc = seal(s, ru, err)))
+        return rc;
+    return merge(s, ru, INT_MAX, err);
 }
 
 /* Keys per slice at least. A key costs a row update of about 5-10 us, so
@@ -586,10 +684,10 @@ store_rollup_merge_step(struct store *s, struct store_rollup *ru,
     if (ru == NULL || ru->sealed_end <= ru->sealed_from)
         return 0;
     /* Paced by what arrives: a commit of k receipts merges the keys of k
-     * receipts of the chunk, and a quarter more, so that the merge is
-     * done when the tail is four fifths of a chunk long, before it is
-     * sealed itself; at least MERGE_MIN_KEYS, so that a light load, whose
-     * commits are many and small, is done long before. */
+     * receipts of the sealed chunks, and a quarter more, so that the
+     * merge is done when four fifths as many have arrived, before the
+     * next chunks are sealed; at least MERGE_MIN_KEYS, so that a light
+     * load, whose commits are many and small, is done long before. */
     span = (uint64_t)(ru->sealed_end - ru->sealed_from);
     quota = (uint64_t)ru->sealed.n * 5 * ru->added / 4 / (span ? span : 1);
     ru->added = 0;
@@ -611,15 +709,33 @@ store_rollup_merging(const struct store_rollup *ru)
     return ru != NULL && ru->sealed_end > ru->sealed_from;
 }
 
+int
+store_rollup_waiting(const struct store_rollup *ru)
+{
+    return ru != NULL && ru->wait_chunks > 0;
+}
+
+int
+store_rollup_seal_waiting(struct store *s, struct store_rollup *ru,
+                          struct proto_err *err)
+{
+    if (ru == NULL || store_rollup_merging(ru))
+        return 0;
+    return seal(s, ru, err);
+}
+
 void
 store_rollup_discard_all(struct store_rollup *ru)
 {
     if (ru == NULL)
         return;
     sums_clear(&ru->tail);
+    sums_clear(&ru->wait);
     sums_clear(&ru->sealed);
     ru->merged = 0;
     ru->sealed_from = ru->sealed_end = 0;
+    ru->wait_from = ru->wait_end = 0;
+    ru->wait_chunks = 0;
     ru->added = 0;
 }
 
@@ -640,9 +756,11 @@ rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
     ru = calloc(1, sizeof(*ru));
     if (ru == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    ru->order = malloc(TXN_MAX * sizeof(*ru->order));
-    if (ru->order == NULL || sums_alloc(&ru->tail) != 0 ||
-        sums_alloc(&ru->sealed) != 0) {
+    ru->span = store_rollup_span(s);
+    ru->order = malloc(WAIT_MAX * sizeof(*ru->order));
+    if (ru->order == NULL || sums_alloc(&ru->tail, TXN_MAX) != 0 ||
+        sums_alloc(&ru->wait, WAIT_MAX) != 0 ||
+        sums_alloc(&ru->sealed, WAIT_MAX) != 0) {
         store_rollup_free(ru);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
@@ -723,8 +841,18 @@ store_rollup_merge_state(struct store *s, struct store_rollup_merge *m,
         m->from = INT64_MAX; /* no row: nothing is being merged */
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0
-                             : store_fail(s, rc, err, "read the rollup merge");
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "read the rollup merge");
+    /* Before rollup_end was kept, every chunk was sealed as it was
+     * written: the sums not sealed were the tail's. */
+    if ((rc = store_counter(s, "tail_from", 1, &m->tail, err)) ||
+        (rc = store_counter(s, "rollup_end", m->tail, &m->end, err)))
+        return rc;
+    if (m->end > m->tail)
+        m->end = m->tail;
+    if (m->from > m->end)
+        m->from = m->end;
+    return 0;
 }
 
 int
@@ -765,4 +893,28 @@ store_rollup_resealed(struct store_rollup *ru)
 {
     if (ru != NULL && ru->sealed_end > ru->sealed_from)
         order_sealed(ru);
+}
+
+int
+store_rollup_rewait(struct store *s, struct store_rollup **rup,
+                    int64_t first_id, int64_t end_id, int chunks,
+                    struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = rollup_open(s, rup, err)))
+        return rc;
+    sums_clear(&(*rup)->wait);
+    (*rup)->wait_from = first_id;
+    (*rup)->wait_end = end_id;
+    (*rup)->wait_chunks = end_id > first_id ? (chunks > 0 ? chunks : 1) : 0;
+    return 0;
+}
+
+int
+store_rollup_add_waiting(struct store_rollup *ru,
+                         const struct store_rollup_key *k,
+                         const struct receipt *r, struct proto_err *err)
+{
+    return sums_add(&ru->wait, k, r, err);
 }

@@ -25,41 +25,52 @@ struct store_rollup_key {
 };
 
 /*
- * The writer's sums per key (store_rollup.c): the tail's, and the last
- * chunk's while they are merged into the rollup rows a slice per commit
- * (migrations/0008). *rup holds the prepared statements and the sums,
- * made on first use (free with store_rollup_free); NULL is a no-op for
- * all but the functions that take rup.
+ * The writer's sums per key (store_rollup.c): the tail's; those of the
+ * chunks written since the last seal, which wait to be sealed together
+ * (store_opts.rollup_chunks at a time); and the sealed ones while they are
+ * merged into the rollup rows a slice per commit (migrations/0008). *rup
+ * holds the prepared statements and the sums, made on first use (free
+ * with store_rollup_free); NULL is a no-op for all but the functions that
+ * take rup.
  *
  * store_rollup_add adds a tail receipt; store_rollup_full tells that no
- * new key fits (the tail must become a chunk first). store_rollup_seal
- * makes the tail's sums the chunk [first_id, end_id) to merge, after
- * merging what was left of the last one. store_rollup_merge_step merges
- * the next slice, sized to what the tail took since the last one;
+ * new key fits (the tail must become a chunk first). store_rollup_chunk
+ * moves the tail's sums, now the chunk [first_id, end_id), to the waiting
+ * ones, and seals those when rollup_chunks chunks wait (after merging
+ * what was left of the last seal). store_rollup_merge_step merges the
+ * next slice, sized to what the tail took since the last one;
  * store_rollup_merge_keys merges up to keys more (INT_MAX: the rest).
- * store_rollup_discard_all empties both (rollback: the tail reloads them,
- * store_tail_reload).
+ * store_rollup_seal_waiting seals the waiting chunks when no merge is
+ * under way (a quiet writer); store_rollup_seal_all merges everything
+ * below the tail (pruning). store_rollup_discard_all empties them all
+ * (rollback: the tail reloads them, store_tail_reload).
  */
 int store_rollup_add(struct store *s, struct store_rollup **rup,
                      const struct store_rollup_key *k, const struct receipt *r,
                      struct proto_err *err);
 int store_rollup_full(const struct store_rollup *ru);
-int store_rollup_seal(struct store *s, struct store_rollup *ru,
-                      int64_t first_id, int64_t end_id, struct proto_err *err);
+int store_rollup_chunk(struct store *s, struct store_rollup *ru,
+                       int64_t first_id, int64_t end_id, struct proto_err *err);
 int store_rollup_merge_step(struct store *s, struct store_rollup *ru,
                             struct proto_err *err);
 int store_rollup_merge_keys(struct store *s, struct store_rollup *ru, int keys,
                             struct proto_err *err);
 int store_rollup_merging(const struct store_rollup *ru);
+int store_rollup_waiting(const struct store_rollup *ru);
+int store_rollup_seal_waiting(struct store *s, struct store_rollup *ru,
+                              struct proto_err *err);
+int store_rollup_seal_all(struct store *s, struct store_rollup *ru,
+                          struct proto_err *err);
 void store_rollup_discard_all(struct store_rollup *ru);
 void store_rollup_free(struct store_rollup *ru);
 
-/* How far the merge of a chunk's sums is (the rollup_merge row): the
- * rollups cover the receipts below from, and those of [from, tail_from)
- * whose key is at most key (none when !has_key). from is INT64_MAX on a
- * store without the row. */
+/* How far the merge of the sealed sums is (the rollup_merge row and the
+ * rollup_end counter): the rollups cover the receipts below from, and
+ * those of [from, end) whose key is at most key (none when !has_key);
+ * those of [end, tail) are in no rollup yet, and the tail's neither.
+ * from <= end <= tail; from is the end on a store without the row. */
 struct store_rollup_merge {
-    int64_t from;
+    int64_t from, end, tail;
     int has_key;
     struct store_rollup_key key; /* received_at: the bucket's start */
 };
@@ -78,6 +89,17 @@ int store_rollup_add_sealed(struct store_rollup *ru,
                             const struct store_rollup_key *k,
                             const struct receipt *r, struct proto_err *err);
 void store_rollup_resealed(struct store_rollup *ru);
+/* And the chunks waiting to be sealed: rewait starts [first_id, end_id),
+ * chunks of them, empty; add_waiting adds a receipt of them. */
+int store_rollup_rewait(struct store *s, struct store_rollup **rup,
+                        int64_t first_id, int64_t end_id, int chunks,
+                        struct proto_err *err);
+int store_rollup_add_waiting(struct store_rollup *ru,
+                             const struct store_rollup_key *k,
+                             const struct receipt *r, struct proto_err *err);
+
+/* The chunks whose sums are sealed together (store_opts.rollup_chunks). */
+int store_rollup_span(struct store *s);
 
 /* The writer's rollup sums (store.c owns them). */
 struct store_rollup **store_rollups(struct store *s);

@@ -512,50 +512,78 @@ reload_rows(struct store *s, struct store_tail *t, struct proto_err *err)
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read the tail");
 }
 
-/*
- * Rebuilds the sums of the chunk whose merge into the rollups is under way
- * (store_rollup.c) from its rows: those of [rollup_from, tail_from) whose
- * key comes after the last one merged.
- */
+/* Adds the rows [from, to) to the sealed sums (past the merge's key, as
+ * m says) or to the waiting ones. */
 static int
-reload_sealed(struct store *s, int64_t tail_from, struct proto_err *err)
+reload_range(struct store *s, int64_t from, int64_t to,
+             const struct store_rollup_merge *m, struct proto_err *err)
 {
-    struct store_rollup_merge m;
     sqlite3_stmt *st;
     char sql[2048];
     int rc;
 
-    if ((rc = store_rollup_merge_state(s, &m, err)))
-        return rc;
-    if (m.from >= tail_from)
-        return 0;
-    if ((rc = store_rollup_reseal(s, store_rollups(s), m.from, tail_from, err)))
-        return rc;
     if (row_sql(sql, sizeof(sql), "id >= ?1 AND id < ?2") != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "SQL too long");
     rc = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "read the merging chunk");
-    sqlite3_bind_int64(st, 1, m.from);
-    sqlite3_bind_int64(st, 2, tail_from);
+        return store_fail(s, rc, err, "read the chunks to merge");
+    sqlite3_bind_int64(st, 1, from);
+    sqlite3_bind_int64(st, 2, to);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id, at, keys[STORE_KIND_COUNT];
         struct store_rollup_key rk;
         struct receipt r;
 
         read_row(st, &id, &at, keys, &rk, &r);
-        if (m.has_key && !store_rollup_key_after(&rk, &m.key))
+        if (m != NULL && m->has_key && !store_rollup_key_after(&rk, &m->key))
             continue;
-        if ((rc = store_rollup_add_sealed(*store_rollups(s), &rk, &r, err))) {
+        rc = m != NULL
+                 ? store_rollup_add_sealed(*store_rollups(s), &rk, &r, err)
+                 : store_rollup_add_waiting(*store_rollups(s), &rk, &r, err);
+        if (rc != 0) {
             sqlite3_finalize(st);
             return rc;
         }
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return store_fail(s, rc, err, "read the merging chunk");
+    return rc == SQLITE_DONE
+               ? 0
+               : store_fail(s, rc, err, "read the chunks to merge");
+}
+
+/*
+ * Rebuilds the sums of the chunks below the tail that the rollups do not
+ * hold whole (store_rollup.c) from their rows: those being merged, of
+ * [rollup_from, rollup_end) whose key comes after the last one merged,
+ * and those waiting to be sealed, [rollup_end, tail_from).
+ */
+static int
+reload_sealed(struct store *s, struct proto_err *err)
+{
+    struct store_rollup_merge m;
+    int64_t chunks = 0;
+    int rc;
+
+    if ((rc = store_rollup_merge_state(s, &m, err)))
+        return rc;
+    if (m.from < m.end &&
+        ((rc = store_rollup_reseal(s, store_rollups(s), m.from, m.end, err)) ||
+         (rc = reload_range(s, m.from, m.end, &m, err))))
+        return rc;
     store_rollup_resealed(*store_rollups(s));
-    return 0;
+    if (m.end >= m.tail)
+        return 0;
+    if ((rc = store_one_int(s,
+                            "SELECT count(*) FROM chunks WHERE first_id >= "
+                            "(SELECT value FROM counters WHERE name = "
+                            "'rollup_end')",
+                            NULL, 0, 0, 0, &chunks, err,
+                            "count the chunks to merge")) ||
+        (rc = store_rollup_rewait(s, store_rollups(s), m.end, m.tail,
+                                  chunks > INT32_MAX ? INT32_MAX : (int)chunks,
+                                  err)))
+        return rc;
+    return reload_range(s, m.end, m.tail, NULL, err);
 }
 
 int
@@ -567,7 +595,7 @@ store_tail_reload(struct store *s, struct store_tail *t, struct proto_err *err)
     store_rollup_discard_all(*store_rollups(s));
     if ((rc = store_counter(s, "tail_from", 1, &from, err)) ||
         (rc = store_string_id(s, "", 0, &t->empty_source, err)) ||
-        (rc = reload_sealed(s, from, err)))
+        (rc = reload_sealed(s, err)))
         return rc;
     reset(t, from);
     if (t->next_id < from)
@@ -610,7 +638,7 @@ catch_up(struct store *s, struct store_tail *t, const struct store_opts *o,
          * sums in and emptied the tail's). */
         if (first) {
             store_rollup_discard_all(*store_rollups(s));
-            if ((rc = reload_sealed(s, from, err)))
+            if ((rc = reload_sealed(s, err)))
                 goto rollback;
             first = 0;
         }
@@ -731,7 +759,8 @@ store_tail_flush(struct store *s, struct store_tail *t, struct proto_err *err)
     if (t->n == 0)
         return 0;
     if ((rc = write_chunk(s, t, end, err)) || (rc = write_seqs(s, t, err)) ||
-        (rc = store_rollup_seal(s, *store_rollups(s), t->first_id, end, err)) ||
+        (rc =
+             store_rollup_chunk(s, *store_rollups(s), t->first_id, end, err)) ||
         (rc = store_counter_set(s, "tail_from", end, err)))
         return rc;
     reset(t, end);

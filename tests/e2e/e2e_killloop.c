@@ -340,13 +340,14 @@ count_query(sqlite3 *db, const char *sql)
 }
 
 /* The receipts the rollups cover (migrations/0007 and 0008): those below
- * rollup_from, and of the chunk being merged those up to its key. */
+ * rollup_from, and of the chunks being merged, below rollup_end, those up
+ * to its key. */
 #define COVERED_ROWS                                                           \
     "SELECT r.plan_id, r.graph_id, r.model_id, r.requested_backend, "          \
     "r.executed_backend, r.source_id, r.received_at / 3600000, count(*), "     \
     "sum(r.status = 0) FROM receipts r, rollup_merge m WHERE r.id < "          \
     "m.rollup_from OR (r.id < (SELECT value FROM counters WHERE name = "       \
-    "'tail_from') AND m.plan_id IS NOT NULL AND (r.plan_id, r.graph_id, "      \
+    "'rollup_end') AND m.plan_id IS NOT NULL AND (r.plan_id, r.graph_id, "     \
     "r.model_id, r.requested_backend, r.executed_backend, r.source_id, "       \
     "r.received_at / 3600000) <= (m.plan_id, m.graph_id, m.model_id, "         \
     "m.requested_backend, m.executed_backend, m.source_id, m.bucket)) "        \

@@ -160,14 +160,14 @@ assert_rollups_equal_scan(struct store *s)
                                "WHERE receipts = 0"),
                      0);
     /* The rollups cover the receipts below rollup_from, and those of the
-     * chunk being merged up to the key rollup_merge names (migrations/0007
-     * and 0008). */
+     * chunks being merged (below rollup_end) up to the key rollup_merge
+     * names (migrations/0007 and 0008). */
     ck_assert_int_eq(
         scalar(s, "SELECT coalesce(sum(receipts), 0) FROM rollups"),
         scalar(s,
                "SELECT count(*) FROM receipts r, rollup_merge m WHERE "
                "r.id < m.rollup_from OR (r.id < (SELECT value FROM counters "
-               "WHERE name = 'tail_from') AND m.plan_id IS NOT NULL AND "
+               "WHERE name = 'rollup_end') AND m.plan_id IS NOT NULL AND "
                "(r.plan_id, r.graph_id, r.model_id, r.requested_backend, "
                "r.executed_backend, r.source_id, r.received_at / 3600000) <= "
                "(m.plan_id, m.graph_id, m.model_id, m.requested_backend, "

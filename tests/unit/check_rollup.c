@@ -18,6 +18,7 @@
 #include "envelope.h"
 #include "store.h"
 #include "store_agg.h"
+#include "store_prune.h"
 
 static char path[256];
 
@@ -42,6 +43,10 @@ teardown(void)
 }
 
 static char names[6000][16];
+
+/* store_opts.rollup_chunks of the test: every test runs with each. */
+static const uint32_t spans[] = { 1, 3 };
+static uint32_t span = 1;
 
 /* A job of n receipts whose keys start at key0; each receipt has its own
  * key when spread, else they share a few. Times cover two days. */
@@ -135,7 +140,8 @@ open_rw(void)
     /* Small chunks: commits turn the tail into chunks, whose rollups are
      * then read back and merged, and rollbacks reload the tail. */
     struct store_opts o = { .quarantine_max_bytes = 1 << 20,
-                            .chunk_receipts = 100 };
+                            .chunk_receipts = 100,
+                            .rollup_chunks = span };
     struct proto_err err;
     struct store *s;
     int i;
@@ -152,7 +158,7 @@ START_TEST(test_rollup_follows_savepoints_and_rollbacks)
 {
     const int64_t day = 86400000;
     struct proto_err err;
-    struct store *s = open_rw();
+    struct store *s = (span = spans[_i], open_rw());
 
     ck_assert_int_eq(store_begin(s, &err), 0);
     ck_assert_int_eq(store_savepoint(s, &err), 0);
@@ -186,7 +192,7 @@ END_TEST
 START_TEST(test_rollup_survives_a_transaction_with_many_keys)
 {
     struct proto_err err;
-    struct store *s = open_rw();
+    struct store *s = (span = spans[_i], open_rw());
     int i;
 
     ck_assert_int_eq(store_begin(s, &err), 0);
@@ -217,7 +223,8 @@ START_TEST(test_rollup_full_tail_becomes_a_chunk_early)
 {
     const int64_t hour = 3600000;
     struct store_opts o = { .quarantine_max_bytes = 1 << 20,
-                            .chunk_receipts = 1000000 };
+                            .chunk_receipts = 1000000,
+                            .rollup_chunks = spans[_i] };
     struct proto_err err;
     struct store *s;
     sqlite3 *db;
@@ -260,7 +267,7 @@ START_TEST(test_rollup_merge_spans_commits_restarts_and_rollbacks)
 {
     const int64_t hour = 3600000;
     struct proto_err err;
-    struct store *s = open_rw();
+    struct store *s = (span = spans[_i], open_rw());
     int i, steps = 0, seen_merging = 0;
 
     /* 400 keys over two hours: one chunk of 400, merged 64 keys a step. */
@@ -293,6 +300,10 @@ START_TEST(test_rollup_merge_spans_commits_restarts_and_rollbacks)
         ck_assert_int_eq(store_commit(s, &err), 0);
         steps++;
     }
+    /* Chunks that wait to be sealed with others are sealed and merged by
+     * a quiet writer. */
+    for (i = 0; i < 1000 && store_merge_idle(s, 64, &err) > 0; i++)
+        ;
     store_free(s);
     ck_assert(seen_merging);
     ck_assert_int_gt(steps, 3);
@@ -311,6 +322,116 @@ START_TEST(test_rollup_merge_spans_commits_restarts_and_rollbacks)
 }
 END_TEST
 
+/* Chunks whose sums wait to be sealed span at a time: at every commit,
+ * across restarts, rolled-back transactions and savepoints, and a prune,
+ * the rollups with the waiting chunks read from their rows answer like a
+ * scan; a quiet writer seals and merges what waits. */
+START_TEST(test_rollup_chunks_wait_to_be_sealed_together)
+{
+    const int64_t hour = 3600000;
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 20,
+                            .rollup_chunks = 3 };
+    struct proto_err err;
+    struct store *s;
+    int i, waited = 0;
+
+    for (i = 0; i < 6000; i++)
+        snprintf(names[i], sizeof(names[i]), "k-%d", i);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (i = 0; i < 60; i++) {
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        job(s, i % 40, 7, i % 3 == 0, 10 * hour + (int64_t)i * 120000);
+        if (i % 11 == 5) {
+            ck_assert_int_eq(store_savepoint(s, &err), 0);
+            job(s, 3, 30, 1, 10 * hour + (int64_t)i * 120000 + 1);
+            store_savepoint_rollback(s);
+        }
+        if (i % 13 == 7) {
+            job(s, 5, 25, 1, 10 * hour + (int64_t)i * 120000 + 2);
+            store_rollback(s);
+        } else {
+            ck_assert_int_eq(store_commit(s, &err), 0);
+        }
+        if (i % 17 == 9) {
+            store_free(s);
+            ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+        }
+        waited |= scalar("SELECT coalesce((SELECT value FROM counters WHERE "
+                         "name = 'rollup_end'), 1) < coalesce((SELECT value "
+                         "FROM counters WHERE name = 'tail_from'), 1)") != 0;
+        assert_rollups_equal_scan();
+    }
+    ck_assert(waited);
+    /* Pruning merges everything below the tail first. */
+    {
+        struct store_prune_result r;
+
+        ck_assert_int_eq(store_prune(s, 10 * hour + 30 * 120000, 100, &r, &err),
+                         0);
+        ck_assert_int_gt(r.rows, 0);
+        assert_rollups_equal_scan();
+    }
+    for (i = 0; i < 1000 && store_merge_idle(s, 16, &err) > 0; i++)
+        assert_rollups_equal_scan();
+    ck_assert_int_eq(store_merge_pending(s), 0);
+    store_free(s);
+    assert_rollups_equal_scan();
+    ck_assert_int_eq(scalar("SELECT rollup_from FROM rollup_merge"),
+                     scalar("SELECT value FROM counters WHERE name = "
+                            "'tail_from'"));
+    ck_assert_int_eq(scalar("SELECT value FROM counters WHERE name = "
+                            "'rollup_end'"),
+                     scalar("SELECT value FROM counters WHERE name = "
+                            "'tail_from'"));
+}
+END_TEST
+
+/* Chunks written while the last seal is still being merged wait with
+ * keys on both sides of the merge's position: a query reads them whole
+ * from their rows, and the sealed ones only past that key. */
+START_TEST(test_rollup_chunks_wait_while_a_merge_is_under_way)
+{
+    const int64_t hour = 3600000;
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 20,
+                            .rollup_chunks = 2 };
+    struct proto_err err;
+    struct store *s;
+    int i, both = 0;
+
+    for (i = 0; i < 6000; i++)
+        snprintf(names[i], sizeof(names[i]), "k-%d", i);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    /* Two chunks of 300 keys each: sealed together, a part merged. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 300, 1, 10 * hour + 1);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 300, 300, 1, 10 * hour + 2);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    for (i = 0; i < 12; i++) {
+        /* Chunks of keys the merge has passed and keys it has not. */
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        job(s, i * 37 % 600, 20, 1, 10 * hour + 3 + i);
+        ck_assert_int_eq(store_commit(s, &err), 0);
+        both |= merging() &&
+                scalar("SELECT plan_id IS NOT NULL FROM rollup_merge") &&
+                scalar("SELECT (SELECT value FROM counters WHERE name = "
+                       "'rollup_end') < (SELECT value FROM counters WHERE "
+                       "name = 'tail_from')");
+        assert_rollups_equal_scan();
+        if (i == 5) {
+            store_free(s);
+            ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+            assert_rollups_equal_scan();
+        }
+    }
+    ck_assert(both);
+    store_free(s);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -320,22 +441,30 @@ suite(void)
     tc = tcase_create("savepoints");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_rollup_follows_savepoints_and_rollbacks);
+    tcase_add_loop_test(tc, test_rollup_follows_savepoints_and_rollbacks, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("many_keys");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_rollup_survives_a_transaction_with_many_keys);
+    tcase_add_loop_test(tc, test_rollup_survives_a_transaction_with_many_keys,
+                        0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("full_tail");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_rollup_full_tail_becomes_a_chunk_early);
+    tcase_add_loop_test(tc, test_rollup_full_tail_becomes_a_chunk_early, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("merge");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_rollup_merge_spans_commits_restarts_and_rollbacks);
+    tcase_add_loop_test(
+        tc, test_rollup_merge_spans_commits_restarts_and_rollbacks, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("wait");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_rollup_chunks_wait_to_be_sealed_together);
+    tcase_add_test(tc, test_rollup_chunks_wait_while_a_merge_is_under_way);
     suite_add_tcase(s, tc);
     return s;
 }
