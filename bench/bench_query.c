@@ -51,7 +51,7 @@
 #define PER_JOB 100
 
 static long opt_receipts = 10000000, opt_hours = 168, opt_sources = 64;
-static int opt_runs = 30, opt_scan_runs = 3, opt_verify;
+static int opt_runs = 30, opt_scan_runs = 3, opt_verify, opt_busy;
 static const char *opt_db;
 
 static void
@@ -146,9 +146,12 @@ build(const char *path)
             fprintf(stderr, "  built %ld receipts, %.0f/s\n", done,
                     (double)done / (bench_now_ms() - start) * 1e3);
     }
-    /* What the writer does in its quiet moments: the last chunk's rollup
-     * sums go into the rollup rows. */
-    while ((i = store_merge_idle(s, STORE_MERGE_IDLE_KEYS, &err)) > 0)
+    /* What the writer does in its quiet moments: the last chunks' rollup
+     * sums go into the rollup rows. --busy leaves the store as a writer
+     * under constant load does, with the chunks not merged yet. */
+    i = 0;
+    while (!opt_busy &&
+           (i = store_merge_idle(s, STORE_MERGE_IDLE_KEYS, &err)) > 0)
         ;
     if (i < 0)
         fail("merge the rollups", &err);
@@ -454,12 +457,25 @@ run_listing(struct store *s, double *lat)
             listing_case(s, a, b, lat, &base);
 }
 
+static int64_t
+one_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 static void
 usage(void)
 {
     fprintf(stderr, "usage: bench_query [--receipts N] [--hours H] "
                     "[--sources N] [--runs N] [--scan-runs N] [--db PATH] "
-                    "[--verify]\n");
+                    "[--verify] [--busy]\n");
     exit(2);
 }
 
@@ -482,6 +498,8 @@ main(int argc, char **argv)
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--verify") == 0)
             opt_verify = 1;
+        else if (strcmp(argv[i], "--busy") == 0)
+            opt_busy = 1;
         else if (bench_opt(&bo, argc, argv, &i) != 1)
             usage();
     }
@@ -513,6 +531,10 @@ main(int argc, char **argv)
                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
                                 counter_fn, NULL, NULL) != SQLITE_OK)
         return 1;
+    printf("receipts read from their rows by every aggregate: %lld\n",
+           (long long)one_int(db, "SELECT coalesce(max(id) + 1, 0) - "
+                                  "(SELECT rollup_from FROM rollup_merge) "
+                                  "FROM receipts"));
     lat = calloc((size_t)(opt_runs > opt_scan_runs ? opt_runs : opt_scan_runs),
                  sizeof(*lat));
     if (lat == NULL)

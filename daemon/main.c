@@ -791,6 +791,10 @@ main(int argc, char **argv)
     sopts.rollup_chunks = cfg->rollup_chunks;
     sopts.migrating = store_migrating;
     sopts.migrating_arg = &migrated;
+    /* The writer's store publishes the rollup sums not merged yet there,
+     * and the query pool's stores read them. */
+    if ((sopts.shared = store_shared_new()) == NULL)
+        fatalx("out of memory");
     proto_err_clear(&err);
     if (store_open(cfg->db_path, &sopts, &ms.store, &err) != 0)
         fatalx("store %s: %s", cfg->db_path, err.message);
@@ -814,6 +818,8 @@ main(int argc, char **argv)
     if (query_pool_new(cfg->db_path, cfg->query_threads, cfg->query_timeout_ms,
                        &ms.srv.queries, &err) != 0)
         fatalx("queries: %s", err.message);
+    query_pool_set_shared(ms.srv.queries, sopts.shared);
+    store_shared_unref(sopts.shared);
 
     /* Sockets passed by systemd replace the configured ones of their kind;
      * a configured listener of a kind systemd did not pass is bound here,

@@ -50,6 +50,7 @@ struct query_pool {
     uv_cond_t cond;
     struct store *idle[POOL_MAX]; /* guarded by mu */
     unsigned n_idle;
+    struct store_shared *shared; /* a reference, or NULL */
 };
 
 struct qreq {
@@ -88,6 +89,13 @@ query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
 }
 
 void
+query_pool_set_shared(struct query_pool *qp, struct store_shared *sh)
+{
+    store_shared_unref(qp->shared);
+    qp->shared = store_shared_ref(sh);
+}
+
+void
 query_pool_set_timeout(struct query_pool *qp, uint32_t timeout_ms)
 {
     qp->timeout_ms = timeout_ms;
@@ -104,6 +112,7 @@ query_pool_free(struct query_pool *qp)
         store_free(qp->idle[i]);
     uv_cond_destroy(&qp->cond);
     uv_mutex_destroy(&qp->mu);
+    store_shared_unref(qp->shared);
     free(qp->path);
     free(qp);
 }
@@ -127,6 +136,7 @@ pool_get(struct query_pool *qp, struct store **out, struct proto_err *err)
     uv_mutex_unlock(&qp->mu);
     memset(&opts, 0, sizeof(opts));
     opts.readonly = 1;
+    opts.shared = qp->shared;
     rc = store_open(qp->path, &opts, out, err);
     if (rc != 0) {
         uv_mutex_lock(&qp->mu);

@@ -18,6 +18,7 @@
 struct server;
 struct conn_slot;
 struct query_pool;
+struct store_shared;
 
 #define QUERY_LIMIT_DEFAULT 100
 #define QUERY_LIMIT_MAX     10000
@@ -32,6 +33,10 @@ int query_pool_new(const char *db_path, unsigned n, uint32_t timeout_ms,
 /* Sets the deadline of queries started from now on (0: none). Loop
  * thread (reload). */
 void query_pool_set_timeout(struct query_pool *qp, uint32_t timeout_ms);
+/* The writer's registry of rollup sums (store_opts.shared) for the
+ * connections opened from now on; the pool takes a reference. Before the
+ * first query. */
+void query_pool_set_shared(struct query_pool *qp, struct store_shared *sh);
 
 /* Closes every connection. Call when no query is in flight. NULL is a
  * no-op. */

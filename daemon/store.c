@@ -138,7 +138,8 @@ struct store {
     int broken;
     int page_limit; /* PRAGMA max_page_count was set (store_opts.max_pages) */
     uint64_t quarantine_max;
-    int rollup_chunks; /* store_opts.rollup_chunks */
+    int rollup_chunks;           /* store_opts.rollup_chunks */
+    struct store_shared *shared; /* store_opts.shared, a reference */
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
     struct cache_slot *cache;      /* CACHE_SLOTS entries; read-write only */
@@ -560,6 +561,7 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
     s->quarantine_max = opts->quarantine_max_bytes;
     s->rollup_chunks =
         opts->rollup_chunks ? (int)opts->rollup_chunks : STORE_ROLLUP_CHUNKS;
+    s->shared = store_shared_ref(opts->shared);
     flags = SQLITE_OPEN_NOMUTEX |
             (s->readonly ? SQLITE_OPEN_READONLY
                          : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
@@ -623,6 +625,7 @@ store_free(struct store *s)
     free(s->rows);
     store_tail_free(s->tail);
     store_rollup_free(s->rollup);
+    store_shared_unref(s->shared);
     store_seq_free(s->seqs);
     sqlite3_close(s->db);
     free(s->cache);
@@ -720,6 +723,12 @@ store_rollups(struct store *s)
     return &s->rollup;
 }
 
+struct store_shared *
+store_shared_of(struct store *s)
+{
+    return s->shared;
+}
+
 int
 store_rollup_span(struct store *s)
 {
@@ -765,6 +774,8 @@ store_commit(struct store *s, struct proto_err *err)
         rc = store_rollup_merge_step(s, s->rollup, err);
     if (rc == 0)
         rc = run(s, ST_COMMIT, err, "commit");
+    if (rc == 0)
+        store_rollup_publish(s->rollup);
 
     /* A failed COMMIT is never retried: the group is rolled back and its
      * producers resend, because after an fsync error the state of the file
@@ -797,6 +808,7 @@ store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
         store_rollback(s);
         return rc;
     }
+    store_rollup_publish(s->rollup);
     return store_merge_pending(s);
 }
 

@@ -32,6 +32,7 @@
 #include "receipt_types.h"
 
 struct store;
+struct store_shared;
 
 struct store_opts {
     int readonly;        /* SQLITE_OPEN_READONLY, no migrations */
@@ -55,7 +56,23 @@ struct store_opts {
      * From the opening thread, inside SQLite: it must not use the store. */
     void (*migrating)(void *arg, int from, int to, uint64_t elapsed_ms);
     void *migrating_arg;
+    /* Where the writer's store publishes, and queries' stores read, the
+     * rollup sums not merged yet (store_rollup.c), so that a query need
+     * not read those receipts' rows; NULL = none (queries read the rows).
+     * Borrowed: the store takes a reference of its own. */
+    struct store_shared *shared;
 };
+
+/* The registry of store_opts.shared: made with one reference, which the
+ * caller drops with store_shared_unref; every store opened with it holds
+ * one more. Thread-safe. */
+struct store_shared *store_shared_new(void);
+struct store_shared *store_shared_ref(struct store_shared *sh);
+void store_shared_unref(struct store_shared *sh);
+/* Aggregate queries that read the sums not merged yet from sh, and those
+ * that found them gone (the writer had moved on) and read rows. */
+void store_shared_counts(struct store_shared *sh, uint64_t *hits,
+                         uint64_t *misses);
 
 #define STORE_MIGRATING_EVERY_MS 5000
 #define STORE_ROLLUP_CHUNKS      4

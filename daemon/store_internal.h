@@ -96,6 +96,9 @@ store_varint_put(unsigned char *p, uint64_t v)
     return p;
 }
 
+/* store_opts.shared of s, NULL when it has none (borrowed). */
+struct store_shared *store_shared_of(struct store *s);
+
 /* The seq runs' statements (store_seq.c), made on first use. */
 struct store_seq **store_seqs(struct store *s);
 

@@ -413,6 +413,108 @@ hours(struct store *s, const struct store_filter *f, int group_by,
     return 0;
 }
 
+/* What a walk over the writer's published sums adds to. */
+struct walk {
+    struct store_agg *a;
+    int group_by;
+    unsigned flags;
+    int64_t ids[4]; /* plan, graph, model, source; 0 = any */
+    int requested, executed;
+    int64_t lo, hi; /* hour buckets' starts */
+    struct proto_err *err;
+};
+
+static int
+walk_cb(void *arg, const struct store_rollup_key *k,
+        const struct store_agg_group *src)
+{
+    struct walk *w = arg;
+    struct store_agg_group *g;
+    int64_t k1 = 0, k2 = 0;
+    int i;
+
+    if ((w->ids[0] && k->plan_id != w->ids[0]) ||
+        (w->ids[1] && k->graph_id != w->ids[1]) ||
+        (w->ids[2] && k->model_id != w->ids[2]) ||
+        (w->ids[3] && k->source_id != w->ids[3]) ||
+        (w->requested >= 0 && k->requested != w->requested) ||
+        (w->executed >= 0 && k->executed != w->executed) ||
+        k->received_at < w->lo || k->received_at >= w->hi)
+        return 0;
+    switch (w->group_by) {
+    case STORE_GROUP_PLAN:
+        k1 = k->plan_id;
+        break;
+    case STORE_GROUP_GRAPH:
+        k1 = k->graph_id;
+        break;
+    case STORE_GROUP_MODEL:
+        k1 = k->model_id;
+        break;
+    case STORE_GROUP_BACKENDS:
+        k1 = k->requested;
+        k2 = k->executed;
+        break;
+    case STORE_GROUP_SOURCE:
+        k1 = k->source_id;
+        break;
+    default:
+        break;
+    }
+    if ((g = group(w->a, k1, k2, w->err)) == NULL)
+        return w->err->code ? w->err->code : PROTO_ENOMEM;
+    g->receipts += src->receipts;
+    g->fallback += src->fallback;
+    g->clean += src->clean;
+    g->unproven += src->unproven;
+    if (w->flags & STORE_AGG_COUNTERS)
+        for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+            store_agg_counter_merge(&g->c[i], &src->c[i]);
+    return 0;
+}
+
+/*
+ * The hour buckets [lo, hi) of the receipts of m the rollups do not hold,
+ * from the sums the writer published for this snapshot: 1 when it had
+ * them, 0 when the rows must be read instead, or an error.
+ */
+static int
+from_views(struct store *s, const struct store_filter *f, int group_by,
+           unsigned flags, int64_t lo, int64_t hi,
+           const struct store_rollup_merge *m, struct store_agg *a,
+           struct proto_err *err)
+{
+    struct store_rollup_view *v[STORE_ROLLUP_VIEWS_MAX];
+    const char *names[4] = { f->plan, f->graph, f->model, f->source };
+    size_t lens[4] = { f->plan_len, f->graph_len, f->model_len, f->source_len };
+    struct walk w;
+    int n, i, rc = 0;
+
+    memset(&w, 0, sizeof(w));
+    w.a = a;
+    w.group_by = group_by;
+    w.flags = flags;
+    w.requested = f->requested;
+    w.executed = f->executed;
+    w.lo = lo;
+    w.hi = hi;
+    w.err = err;
+    /* A filter's string the store has never seen matches nothing. */
+    for (i = 0; i < 4; i++) {
+        if (names[i] == NULL)
+            continue;
+        if ((rc = store_string_id(s, names[i], lens[i], &w.ids[i], err)))
+            return rc;
+        if (w.ids[i] == 0)
+            return 1;
+    }
+    if (!store_rollup_views(store_shared_of(s), m, v, &n))
+        return 0;
+    rc = store_rollup_views_walk(v, n, m, walk_cb, &w);
+    store_rollup_views_release(v, n);
+    return rc == 0 ? 1 : rc;
+}
+
 static int
 agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
     struct store_agg *a, struct proto_err *err)
@@ -444,9 +546,13 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
         int64_t wlo = bounded ? (lo / H + (lo % H != 0)) * H : 0;
         int64_t whi = bounded ? hi / H * H : INT64_MAX;
 
+        /* From the sums the writer published when it has them for this
+         * read's snapshot, else from the rows. */
         if (wlo < whi &&
-            (rc = from_receipts(s, f, group_by, flags, PART_UNMERGED, bounded,
-                                wlo, whi, tail, &m, a, err)))
+            (rc = from_views(s, f, group_by, flags, wlo, whi, &m, a, err)) == 0)
+            rc = from_receipts(s, f, group_by, flags, PART_UNMERGED, bounded,
+                               wlo, whi, tail, &m, a, err);
+        if (rc < 0)
             return rc;
     }
     /* Whole days [fd, ed) from the day rollups, the hours around them from

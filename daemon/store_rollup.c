@@ -18,6 +18,8 @@
  * touched from the receipts left in them.
  */
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,34 @@ struct sums {
     int *slots;        /* 2 * cap: index into p by key, -1 = free */
     int n, cap;
     int last; /* the entry the last receipt went to, -1: none */
+};
+
+/*
+ * The sums of the receipts [from, end) as a query may read them, made by
+ * the writer and never changed after: a chunk's (the tail's sums as the
+ * chunk was written, handed over without a copy), or a copy of the sealed
+ * sums. After a reload in the middle of a merge, only the keys after
+ * `after` (has_after). Reference-counted: the writer, the registry and
+ * queries each hold one.
+ */
+struct store_rollup_view {
+    atomic_int refs;
+    int64_t from, end;
+    int has_after;
+    struct store_rollup_key after;
+    int n;
+    struct pending *p; /* owned */
+};
+
+/* What the writer published after its last commit: views that tile
+ * [rollup_from, tail_from) of the committed store, in id order. */
+#define SHARED_VIEWS_MAX STORE_ROLLUP_VIEWS_MAX
+struct store_shared {
+    atomic_int refs;
+    atomic_ullong hits, misses; /* queries answered from views, or not */
+    pthread_mutex_t mu;
+    struct store_rollup_view *v[SHARED_VIEWS_MAX];
+    int n;
 };
 
 /* The statements of one rollups table. */
@@ -85,10 +115,102 @@ struct store_rollup {
     int64_t sealed_from, sealed_end;
     int64_t wait_from, wait_end;
     int wait_chunks, span;
+    /* With a registry: the views of the sealed sums and of the chunks
+     * waiting, published at the next commit (dirty). */
+    struct store_shared *shared;
+    struct store_rollup_view *sealed_view,
+        *chunk_views[STORE_ROLLUP_CHUNKS_MAX];
+    int dirty;
     uint64_t added;          /* receipts the tail took since the last step */
     sqlite3_stmt *hours;     /* hour rows of a bucket range, for folding */
     sqlite3_stmt *set_merge; /* the rollup_merge row */
 };
+
+static void
+view_unref(struct store_rollup_view *v)
+{
+    if (v != NULL && atomic_fetch_sub(&v->refs, 1) == 1) {
+        free(v->p);
+        free(v);
+    }
+}
+
+static struct store_rollup_view *
+view_ref(struct store_rollup_view *v)
+{
+    atomic_fetch_add(&v->refs, 1);
+    return v;
+}
+
+/* A view of [from, end) holding p (n entries; taken, also on failure). */
+static struct store_rollup_view *
+view_new(int64_t from, int64_t end, struct pending *p, int n)
+{
+    struct store_rollup_view *v = calloc(1, sizeof(*v));
+
+    if (v == NULL) {
+        free(p);
+        return NULL;
+    }
+    atomic_init(&v->refs, 1);
+    v->from = from;
+    v->end = end;
+    v->p = p;
+    v->n = n;
+    return v;
+}
+
+struct store_shared *
+store_shared_new(void)
+{
+    struct store_shared *sh = calloc(1, sizeof(*sh));
+
+    if (sh == NULL)
+        return NULL;
+    atomic_init(&sh->refs, 1);
+    pthread_mutex_init(&sh->mu, NULL);
+    return sh;
+}
+
+struct store_shared *
+store_shared_ref(struct store_shared *sh)
+{
+    if (sh != NULL)
+        atomic_fetch_add(&sh->refs, 1);
+    return sh;
+}
+
+void
+store_shared_unref(struct store_shared *sh)
+{
+    int i;
+
+    if (sh == NULL || atomic_fetch_sub(&sh->refs, 1) != 1)
+        return;
+    for (i = 0; i < sh->n; i++)
+        view_unref(sh->v[i]);
+    pthread_mutex_destroy(&sh->mu);
+    free(sh);
+}
+
+/* Replaces what sh offers with the n views in v (references taken). */
+static void
+shared_set(struct store_shared *sh, struct store_rollup_view *const *v, int n)
+{
+    struct store_rollup_view *old[SHARED_VIEWS_MAX];
+    int i, nold;
+
+    for (i = 0; i < n; i++)
+        view_ref(v[i]);
+    pthread_mutex_lock(&sh->mu);
+    nold = sh->n;
+    memcpy(old, sh->v, (size_t)nold * sizeof(*old));
+    memcpy(sh->v, v, (size_t)n * sizeof(*v));
+    sh->n = n;
+    pthread_mutex_unlock(&sh->mu);
+    for (i = 0; i < nold; i++)
+        view_unref(old[i]);
+}
 
 void
 store_agg_counter_add(struct store_agg_counter *c, uint64_t v)
@@ -264,6 +386,20 @@ prepare(struct store *s, struct level *ru, const char *table,
     return 0;
 }
 
+/* The writer's own references to its views. */
+static void
+drop_views(struct store_rollup *ru)
+{
+    int i;
+
+    for (i = 0; i < ru->wait_chunks; i++) {
+        view_unref(ru->chunk_views[i]);
+        ru->chunk_views[i] = NULL;
+    }
+    view_unref(ru->sealed_view);
+    ru->sealed_view = NULL;
+}
+
 void
 store_rollup_free(struct store_rollup *ru)
 {
@@ -275,6 +411,7 @@ store_rollup_free(struct store_rollup *ru)
         sqlite3_finalize(ru->lv[i].put);
     sqlite3_finalize(ru->hours);
     sqlite3_finalize(ru->set_merge);
+    drop_views(ru);
     free(ru->tail.p);
     free(ru->tail.slots);
     free(ru->wait.p);
@@ -595,7 +732,29 @@ merge(struct store *s, struct store_rollup *ru, int quota,
     sums_clear(&ru->sealed);
     ru->merged = 0;
     ru->sealed_from = ru->sealed_end;
+    view_unref(ru->sealed_view);
+    ru->sealed_view = NULL;
+    ru->dirty = 1;
     return 0;
+}
+
+/* A view of [from, end) with a copy of m's sums; only the keys after
+ * *after when not NULL. NULL when out of memory. */
+static struct store_rollup_view *
+copy_view(const struct sums *m, int64_t from, int64_t end,
+          const struct store_rollup_key *after)
+{
+    struct pending *p = malloc((size_t)(m->n ? m->n : 1) * sizeof(*p));
+    struct store_rollup_view *v;
+
+    if (p == NULL)
+        return NULL;
+    memcpy(p, m->p, (size_t)m->n * sizeof(*p));
+    if ((v = view_new(from, end, p, m->n)) != NULL && after != NULL) {
+        v->has_after = 1;
+        v->after = *after;
+    }
+    return v;
 }
 
 /* Where the sums not yet sealed start (the rollup_end counter): queries
@@ -626,8 +785,14 @@ seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
     ru->sealed_from = ru->wait_from;
     ru->sealed_end = ru->wait_end;
     ru->wait_from = ru->wait_end;
+    drop_views(ru);
     ru->wait_chunks = 0;
     order_sealed(ru);
+    if (ru->shared != NULL &&
+        (ru->sealed_view = copy_view(&ru->sealed, ru->sealed_from,
+                                     ru->sealed_end, NULL)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    ru->dirty = 1;
     if ((rc = set_merge(s, ru, ru->sealed_from, NULL, err)))
         return rc;
     return set_end(s, ru, err);
@@ -643,14 +808,33 @@ store_rollup_chunk(struct store *s, struct store_rollup *ru, int64_t first_id,
         return 0;
     /* The tail's sums wait with those of the chunks before it, or, when
      * they would not fit, after those are sealed. */
-    if (ru->wait.n + ru->tail.n > ru->wait.cap && (rc = seal(s, ru, err)))
+    if ((ru->wait.n + ru->tail.n > ru->wait.cap ||
+         ru->wait_chunks >= STORE_ROLLUP_CHUNKS_MAX) &&
+        (rc = seal(s, ru, err)))
         return rc;
     if (ru->wait_chunks == 0)
         ru->wait_from = first_id;
     if (NEVER(sums_fold(&ru->wait, &ru->tail) != 0))
         return proto_err_set(err, PROTO_ENOMEM, NULL,
                              "too many rollup keys in memory");
-    sums_clear(&ru->tail);
+    /* With a registry, the tail's sums become the chunk's view as they
+     * are, and the tail starts on new memory. */
+    if (ru->shared != NULL) {
+        struct pending *fresh = malloc(TXN_MAX * sizeof(*fresh));
+        struct store_rollup_view *v;
+
+        if (fresh == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        v = view_new(first_id, end_id, ru->tail.p, ru->tail.n);
+        ru->tail.p = fresh;
+        sums_clear(&ru->tail);
+        if (v == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        ru->chunk_views[ru->wait_chunks] = v;
+        ru->dirty = 1;
+    } else {
+        sums_clear(&ru->tail);
+    }
     ru->wait_end = end_id;
     ru->wait_chunks++;
     if (ru->wait_chunks >= ru->span)
@@ -729,6 +913,8 @@ store_rollup_discard_all(struct store_rollup *ru)
 {
     if (ru == NULL)
         return;
+    drop_views(ru);
+    ru->dirty = 0;
     sums_clear(&ru->tail);
     sums_clear(&ru->wait);
     sums_clear(&ru->sealed);
@@ -757,6 +943,7 @@ rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
     if (ru == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     ru->span = store_rollup_span(s);
+    ru->shared = store_shared_of(s);
     ru->order = malloc(WAIT_MAX * sizeof(*ru->order));
     if (ru->order == NULL || sums_alloc(&ru->tail, TXN_MAX) != 0 ||
         sums_alloc(&ru->wait, WAIT_MAX) != 0 ||
@@ -907,7 +1094,11 @@ store_rollup_rewait(struct store *s, struct store_rollup **rup,
     sums_clear(&(*rup)->wait);
     (*rup)->wait_from = first_id;
     (*rup)->wait_end = end_id;
-    (*rup)->wait_chunks = end_id > first_id ? (chunks > 0 ? chunks : 1) : 0;
+    (*rup)->wait_chunks = end_id <= first_id ? 0
+                          : chunks < 1       ? 1
+                          : chunks >= STORE_ROLLUP_CHUNKS_MAX
+                              ? STORE_ROLLUP_CHUNKS_MAX - 1
+                              : chunks;
     return 0;
 }
 
@@ -917,4 +1108,137 @@ store_rollup_add_waiting(struct store_rollup *ru,
                          const struct receipt *r, struct proto_err *err)
 {
     return sums_add(&ru->wait, k, r, err);
+}
+
+/* The views the writer holds, in id order, into v; their number. */
+static int
+views_of(struct store_rollup *ru, struct store_rollup_view **v)
+{
+    int n = 0, i;
+
+    if (ru->sealed_view != NULL)
+        v[n++] = ru->sealed_view;
+    for (i = 0; i < ru->wait_chunks; i++)
+        if (ru->chunk_views[i] != NULL)
+            v[n++] = ru->chunk_views[i];
+    return n;
+}
+
+void
+store_rollup_publish(struct store_rollup *ru)
+{
+    struct store_rollup_view *v[SHARED_VIEWS_MAX];
+
+    if (ru == NULL || ru->shared == NULL || !ru->dirty)
+        return;
+    shared_set(ru->shared, v, views_of(ru, v));
+    ru->dirty = 0;
+}
+
+int
+store_rollup_reloaded(struct store *s, struct store_rollup *ru,
+                      const struct store_rollup_merge *m, struct proto_err *err)
+{
+    struct store_shared *sh = store_shared_of(s);
+
+    if (sh == NULL)
+        return 0;
+    if (ru == NULL) {
+        shared_set(sh, NULL, 0);
+        return 0;
+    }
+    drop_views(ru);
+    if (m->from < m->end &&
+        (ru->sealed_view = copy_view(&ru->sealed, m->from, m->end,
+                                     m->has_key ? &m->key : NULL)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    /* The chunks waiting, as one view: it tiles the same ids. */
+    if (m->end < m->tail) {
+        if ((ru->chunk_views[0] =
+                 copy_view(&ru->wait, m->end, m->tail, NULL)) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        /* Only the first slot holds a view; the others stay NULL. */
+    }
+    ru->dirty = 1;
+    store_rollup_publish(ru);
+    return 0;
+}
+
+int
+store_rollup_views(struct store_shared *sh, const struct store_rollup_merge *m,
+                   struct store_rollup_view **v, int *n)
+{
+    int64_t next = m->from;
+    int i, ok = 1;
+
+    *n = 0;
+    if (sh == NULL)
+        return 0;
+    if (m->from >= m->tail) {
+        atomic_fetch_add(&sh->hits, 1);
+        return 1;
+    }
+    pthread_mutex_lock(&sh->mu);
+    for (i = 0; i < sh->n && sh->v[i]->from != next; i++)
+        ;
+    for (; i < sh->n && next < m->tail && ok; i++) {
+        const struct store_rollup_view *w = sh->v[i];
+
+        /* Each view on one side of rollup_end; a reloaded one starts at a
+         * key this snapshot has merged already. */
+        ok =
+            w->from == next && (w->end <= m->end || w->from >= m->end) &&
+            (!w->has_after || (m->has_key && key_cmp(&m->key, &w->after) >= 0));
+        if (ok) {
+            v[(*n)++] = view_ref(sh->v[i]);
+            next = w->end;
+        }
+    }
+    pthread_mutex_unlock(&sh->mu);
+    if (ok && next == m->tail) {
+        atomic_fetch_add(&sh->hits, 1);
+        return 1;
+    }
+    atomic_fetch_add(&sh->misses, 1);
+    store_rollup_views_release(v, *n);
+    *n = 0;
+    return 0;
+}
+
+void
+store_shared_counts(struct store_shared *sh, uint64_t *hits, uint64_t *misses)
+{
+    *hits = sh ? atomic_load(&sh->hits) : 0;
+    *misses = sh ? atomic_load(&sh->misses) : 0;
+}
+
+void
+store_rollup_views_release(struct store_rollup_view **v, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        view_unref(v[i]);
+}
+
+int
+store_rollup_views_walk(struct store_rollup_view *const *v, int n,
+                        const struct store_rollup_merge *m,
+                        store_rollup_walk_cb cb, void *arg)
+{
+    int i, j, rc;
+
+    for (i = 0; i < n; i++) {
+        int merging = v[i]->end <= m->end && m->has_key;
+
+        for (j = 0; j < v[i]->n; j++) {
+            const struct pending *p = &v[i]->p[j];
+
+            if (merging && key_cmp(&p->k, &m->key) <= 0)
+                continue;
+            if ((rc = cb(arg, &p->k, &p->g)) != 0)
+                return rc;
+        }
+    }
+    return 0;
 }

@@ -101,6 +101,40 @@ int store_rollup_add_waiting(struct store_rollup *ru,
 /* The chunks whose sums are sealed together (store_opts.rollup_chunks). */
 int store_rollup_span(struct store *s);
 
+/*
+ * The sums the rollups do not hold yet, for queries (store_opts.shared):
+ * after each commit the writer publishes views of them (immutable,
+ * reference-counted) that tile [rollup_from, tail_from) of the committed
+ * store. store_rollup_publish publishes what changed (after a COMMIT);
+ * store_rollup_reloaded makes and publishes the views of what a reload
+ * rebuilt (m: the committed merge state; ru may be NULL: nothing).
+ *
+ * store_rollup_views takes references to the published views that tile
+ * [m->from, m->tail) for a query whose read transaction saw m, into v (at
+ * least STORE_ROLLUP_VIEWS_MAX entries); 1 when they do, 0 when they do
+ * not (the writer has moved on, or sh is NULL: the query reads the
+ * receipts instead). store_rollup_views_walk calls cb for every key and
+ * its sums that the rollups of m do not hold (a hour bucket start in
+ * k->received_at); a non-zero return from cb stops the walk and is
+ * returned. Release the references with store_rollup_views_release.
+ */
+#define STORE_ROLLUP_CHUNKS_MAX 64 /* store_opts.rollup_chunks at most */
+#define STORE_ROLLUP_VIEWS_MAX  (STORE_ROLLUP_CHUNKS_MAX + 1)
+struct store_rollup_view;
+void store_rollup_publish(struct store_rollup *ru);
+int store_rollup_reloaded(struct store *s, struct store_rollup *ru,
+                          const struct store_rollup_merge *m,
+                          struct proto_err *err);
+int store_rollup_views(struct store_shared *sh,
+                       const struct store_rollup_merge *m,
+                       struct store_rollup_view **v, int *n);
+void store_rollup_views_release(struct store_rollup_view **v, int n);
+typedef int (*store_rollup_walk_cb)(void *arg, const struct store_rollup_key *k,
+                                    const struct store_agg_group *g);
+int store_rollup_views_walk(struct store_rollup_view *const *v, int n,
+                            const struct store_rollup_merge *m,
+                            store_rollup_walk_cb cb, void *arg);
+
 /* The writer's rollup sums (store.c owns them). */
 struct store_rollup **store_rollups(struct store *s);
 

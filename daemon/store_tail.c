@@ -557,11 +557,13 @@ reload_range(struct store *s, int64_t from, int64_t to,
  * [rollup_from, rollup_end) whose key comes after the last one merged,
  * and those waiting to be sealed, [rollup_end, tail_from).
  */
+static int reload_waiting(struct store *s, const struct store_rollup_merge *m,
+                          struct proto_err *err);
+
 static int
 reload_sealed(struct store *s, struct proto_err *err)
 {
     struct store_rollup_merge m;
-    int64_t chunks = 0;
     int rc;
 
     if ((rc = store_rollup_merge_state(s, &m, err)))
@@ -571,19 +573,30 @@ reload_sealed(struct store *s, struct proto_err *err)
          (rc = reload_range(s, m.from, m.end, &m, err))))
         return rc;
     store_rollup_resealed(*store_rollups(s));
-    if (m.end >= m.tail)
-        return 0;
+    if (m.end < m.tail && (rc = reload_waiting(s, &m, err)))
+        return rc;
+    return store_rollup_reloaded(s, *store_rollups(s), &m, err);
+}
+
+/* The chunks [rollup_end, tail_from), waiting to be sealed. */
+static int
+reload_waiting(struct store *s, const struct store_rollup_merge *m,
+               struct proto_err *err)
+{
+    int64_t chunks = 0;
+    int rc;
+
     if ((rc = store_one_int(s,
                             "SELECT count(*) FROM chunks WHERE first_id >= "
                             "(SELECT value FROM counters WHERE name = "
                             "'rollup_end')",
                             NULL, 0, 0, 0, &chunks, err,
                             "count the chunks to merge")) ||
-        (rc = store_rollup_rewait(s, store_rollups(s), m.end, m.tail,
+        (rc = store_rollup_rewait(s, store_rollups(s), m->end, m->tail,
                                   chunks > INT32_MAX ? INT32_MAX : (int)chunks,
                                   err)))
         return rc;
-    return reload_range(s, m.end, m.tail, NULL, err);
+    return reload_range(s, m->end, m->tail, NULL, err);
 }
 
 int

@@ -21,6 +21,7 @@
 #include "store_prune.h"
 
 static char path[256];
+static struct store_shared *shared;
 
 static void
 setup(void)
@@ -35,6 +36,8 @@ teardown(void)
 {
     char p[300];
 
+    store_shared_unref(shared);
+    shared = NULL;
     unlink(path);
     snprintf(p, sizeof(p), "%s-wal", path);
     unlink(p);
@@ -44,9 +47,19 @@ teardown(void)
 
 static char names[6000][16];
 
-/* store_opts.rollup_chunks of the test: every test runs with each. */
-static const uint32_t spans[] = { 1, 3 };
+/* store_opts.rollup_chunks of the test: every test runs with each, with
+ * and without a registry of the writer's sums for the queries. */
+static const uint32_t spans[] = { 1, 3, 1, 3 };
 static uint32_t span = 1;
+
+/* The loop tests' index: its span, and a registry from the second half on. */
+static void
+variant(int i)
+{
+    span = spans[i];
+    store_shared_unref(shared);
+    shared = i >= 2 ? store_shared_new() : NULL;
+}
 
 /* A job of n receipts whose keys start at key0; each receipt has its own
  * key when spread, else they share a few. Times cover two days. */
@@ -100,13 +113,25 @@ assert_rollups_equal_scan(void)
         { 1, 0, 10 * 3600000 + 5, 0 },
         { 0, 1, 0, 11 * 3600000 + 2 },
     };
-    struct store_opts o = { .readonly = 1 };
+    struct store_opts o = { .readonly = 1, .shared = shared };
     struct proto_err err;
     struct store *s;
 
     ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
     aggcheck_equal_scan(s, ranges, sizeof(ranges) / sizeof(ranges[0]));
     store_free(s);
+}
+
+/* With a registry, queries read the writer's sums not merged yet from it,
+ * not only from the rows. */
+static void
+assert_views_answered(void)
+{
+    uint64_t hits, misses;
+
+    store_shared_counts(shared, &hits, &misses);
+    if (shared != NULL)
+        ck_assert_uint_gt(hits, 0);
 }
 
 /* One integer from the store's file, through a connection of its own. */
@@ -141,7 +166,8 @@ open_rw(void)
      * then read back and merged, and rollbacks reload the tail. */
     struct store_opts o = { .quarantine_max_bytes = 1 << 20,
                             .chunk_receipts = 100,
-                            .rollup_chunks = span };
+                            .rollup_chunks = span,
+                            .shared = shared };
     struct proto_err err;
     struct store *s;
     int i;
@@ -158,7 +184,7 @@ START_TEST(test_rollup_follows_savepoints_and_rollbacks)
 {
     const int64_t day = 86400000;
     struct proto_err err;
-    struct store *s = (span = spans[_i], open_rw());
+    struct store *s = (variant(_i), open_rw());
 
     ck_assert_int_eq(store_begin(s, &err), 0);
     ck_assert_int_eq(store_savepoint(s, &err), 0);
@@ -192,7 +218,7 @@ END_TEST
 START_TEST(test_rollup_survives_a_transaction_with_many_keys)
 {
     struct proto_err err;
-    struct store *s = (span = spans[_i], open_rw());
+    struct store *s = (variant(_i), open_rw());
     int i;
 
     ck_assert_int_eq(store_begin(s, &err), 0);
@@ -224,7 +250,8 @@ START_TEST(test_rollup_full_tail_becomes_a_chunk_early)
     const int64_t hour = 3600000;
     struct store_opts o = { .quarantine_max_bytes = 1 << 20,
                             .chunk_receipts = 1000000,
-                            .rollup_chunks = spans[_i] };
+                            .rollup_chunks = spans[_i],
+                            .shared = (variant(_i), shared) };
     struct proto_err err;
     struct store *s;
     sqlite3 *db;
@@ -267,7 +294,7 @@ START_TEST(test_rollup_merge_spans_commits_restarts_and_rollbacks)
 {
     const int64_t hour = 3600000;
     struct proto_err err;
-    struct store *s = (span = spans[_i], open_rw());
+    struct store *s = (variant(_i), open_rw());
     int i, steps = 0, seen_merging = 0;
 
     /* 400 keys over two hours: one chunk of 400, merged 64 keys a step. */
@@ -331,7 +358,8 @@ START_TEST(test_rollup_chunks_wait_to_be_sealed_together)
     const int64_t hour = 3600000;
     struct store_opts o = { .quarantine_max_bytes = 1 << 20,
                             .chunk_receipts = 20,
-                            .rollup_chunks = 3 };
+                            .rollup_chunks = 3,
+                            .shared = (variant(_i), shared) };
     struct proto_err err;
     struct store *s;
     int i, waited = 0;
@@ -377,6 +405,7 @@ START_TEST(test_rollup_chunks_wait_to_be_sealed_together)
     ck_assert_int_eq(store_merge_pending(s), 0);
     store_free(s);
     assert_rollups_equal_scan();
+    assert_views_answered();
     ck_assert_int_eq(scalar("SELECT rollup_from FROM rollup_merge"),
                      scalar("SELECT value FROM counters WHERE name = "
                             "'tail_from'"));
@@ -395,7 +424,8 @@ START_TEST(test_rollup_chunks_wait_while_a_merge_is_under_way)
     const int64_t hour = 3600000;
     struct store_opts o = { .quarantine_max_bytes = 1 << 20,
                             .chunk_receipts = 20,
-                            .rollup_chunks = 2 };
+                            .rollup_chunks = 2,
+                            .shared = (variant(_i), shared) };
     struct proto_err err;
     struct store *s;
     int i, both = 0;
@@ -429,6 +459,7 @@ START_TEST(test_rollup_chunks_wait_while_a_merge_is_under_way)
     }
     ck_assert(both);
     store_free(s);
+    assert_views_answered();
 }
 END_TEST
 
@@ -441,7 +472,7 @@ suite(void)
     tc = tcase_create("savepoints");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_rollup_follows_savepoints_and_rollbacks, 0, 2);
+    tcase_add_loop_test(tc, test_rollup_follows_savepoints_and_rollbacks, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("many_keys");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -452,19 +483,21 @@ suite(void)
     tc = tcase_create("full_tail");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_rollup_full_tail_becomes_a_chunk_early, 0, 2);
+    tcase_add_loop_test(tc, test_rollup_full_tail_becomes_a_chunk_early, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("merge");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(
-        tc, test_rollup_merge_spans_commits_restarts_and_rollbacks, 0, 2);
+        tc, test_rollup_merge_spans_commits_restarts_and_rollbacks, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("wait");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_rollup_chunks_wait_to_be_sealed_together);
-    tcase_add_test(tc, test_rollup_chunks_wait_while_a_merge_is_under_way);
+    tcase_add_loop_test(tc, test_rollup_chunks_wait_to_be_sealed_together, 2,
+                        4);
+    tcase_add_loop_test(tc, test_rollup_chunks_wait_while_a_merge_is_under_way,
+                        2, 4);
     suite_add_tcase(s, tc);
     return s;
 }
