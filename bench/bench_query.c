@@ -100,10 +100,15 @@ make_receipt(struct receipt *r, long src)
         r->counters[i] = i == 6 ? (p == 1) : bench_next() >> (i % 40 + 20);
 }
 
+/* With --busy the writer's store stays open while queries run, and
+ * publishes its sums not merged yet as the daemon's does. */
+static struct store_shared *shared;
+static struct store *writer;
+
 static void
 build(const char *path)
 {
-    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20, .shared = shared };
     struct receipt rs[PER_JOB];
     struct store_write w;
     struct proto_err err;
@@ -159,7 +164,10 @@ build(const char *path)
            "included)\n",
            opt_receipts, (bench_now_ms() - start) / 1e3,
            (double)opt_receipts / (bench_now_ms() - start) * 1e3);
-    store_free(s);
+    if (opt_busy)
+        writer = s;
+    else
+        store_free(s);
 }
 
 struct bcase {
@@ -483,6 +491,7 @@ int
 main(int argc, char **argv)
 {
     struct store_opts ro = { .readonly = 1 };
+    uint64_t hits, misses;
     char path[512], sql[16384];
     struct proto_err err;
     struct store *s;
@@ -512,6 +521,8 @@ main(int argc, char **argv)
         snprintf(path, sizeof(path), "%s/bench_query-%ld.db",
                  getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
     }
+    if (opt_busy && (shared = store_shared_new()) == NULL)
+        return 1;
     if (stat(path, &sb) != 0) {
         build(path);
         built = 1;
@@ -524,6 +535,7 @@ main(int argc, char **argv)
         ((int64_t)time(NULL) * 1000 / HOUR_MS - 1) * HOUR_MS + 17 * 60000;
     range_since = range_until - 24 * HOUR_MS;
 
+    ro.shared = shared;
     if (store_open(path, &ro, &s, &err) != 0)
         fail("open read-only", &err);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
@@ -581,6 +593,13 @@ main(int argc, char **argv)
             printf("verify %-36s rollups %s full scan\n", cases[k].name,
                    same(s, &cases[k]) ? "==" : "!=");
     run_listing(s, lat);
+    store_shared_counts(shared, &hits, &misses);
+    if (opt_busy)
+        printf("aggregates that read the sums not merged yet from the "
+               "writer's memory: %llu, from the rows: %llu\n",
+               (unsigned long long)hits, (unsigned long long)misses);
+    store_free(writer);
+    store_shared_unref(shared);
     free(lat);
     sqlite3_close(db);
     store_free(s);
