@@ -45,29 +45,32 @@ struct pending {
     struct store_agg_group g;
 };
 
-/* Sums per key, found through an open-addressing table. */
-struct sums {
-    struct pending *p; /* cap entries */
-    int *slots;        /* 2 * cap: index into p by key, -1 = free */
-    int n, cap;
-    int last; /* the entry the last receipt went to, -1: none */
-};
-
 /*
- * The sums of the receipts [from, end) as a query may read them, made by
- * the writer and never changed after: a chunk's (the tail's sums as the
- * chunk was written, handed over without a copy), or a copy of the sealed
- * sums. After a reload in the middle of a merge, only the keys after
- * `after` (has_after). Reference-counted: the writer, the registry and
- * queries each hold one.
+ * The sums of the receipts [from, end), once made never changed again: a
+ * chunk's (the tail's sums as the chunk was written), the sealed ones (the
+ * chunks sealed together, summed), or what a reload rebuilt (after a
+ * reload in the middle of a merge, only the keys after `after`).
+ * Reference-counted: the writer, the registry and queries each hold one;
+ * while the writer builds one (struct sums) it holds the only reference.
  */
 struct store_rollup_view {
     atomic_int refs;
     int64_t from, end;
     int has_after;
     struct store_rollup_key after;
-    int n;
-    struct pending *p; /* owned */
+    int n, alloc;
+    struct pending *p; /* alloc entries, n in use; owned */
+};
+
+/* Sums per key being built into a view, found through an open-addressing
+ * index. The entries grow with use up to cap. */
+struct sums {
+    struct store_rollup_view *v;
+    int *slots; /* mask + 1 (a power of two, at least 2 * cap): index
+                   into v->p by key, -1 = free */
+    size_t mask;
+    int cap;
+    int last; /* the entry the last receipt went to, -1: none */
 };
 
 /* What the writer published after its last commit: views that tile
@@ -100,26 +103,27 @@ static const struct {
 };
 
 /*
- * The sums of the tail; those of the chunks written since the last seal,
- * `wait`, the ids [wait_from, wait_end) in wait_chunks chunks; and those
- * being merged into the rollup rows (migrations/0008): `sealed`, in key
- * order through `order`, of which the first `merged` are written, the ids
- * [sealed_from, sealed_end). Chunks are sealed span at a time, so a key
- * that recurs in every chunk costs one row update per span chunks.
+ * The sums of the tail; the views of the chunks written since the last
+ * seal (the ids [wait_from, wait_end), wait_chunks chunks, wait_keys keys
+ * in all); and the sealed sums, being merged into the rollup rows
+ * (migrations/0008), in key order through `order`, of which the first
+ * `merged` are written, the ids [sealed_from, sealed_end). Chunks are
+ * sealed span at a time, so a key that recurs in every chunk costs one
+ * row update per span chunks. `scratch` is where a reload rebuilds the
+ * chunks waiting. With a registry (shared), the sealed view and the
+ * chunks' are published at the next commit (dirty).
  */
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct sums tail, wait, sealed;
+    struct sums tail, sealed, scratch;
+    struct store_rollup_view *chunk_views[STORE_ROLLUP_CHUNKS_MAX];
+    int nviews;
     struct pending **order; /* WAIT_MAX */
     int merged;
     int64_t sealed_from, sealed_end;
     int64_t wait_from, wait_end;
-    int wait_chunks, span;
-    /* With a registry: the views of the sealed sums and of the chunks
-     * waiting, published at the next commit (dirty). */
+    int wait_chunks, wait_keys, span;
     struct store_shared *shared;
-    struct store_rollup_view *sealed_view,
-        *chunk_views[STORE_ROLLUP_CHUNKS_MAX];
     int dirty;
     uint64_t added;          /* receipts the tail took since the last step */
     sqlite3_stmt *hours;     /* hour rows of a bucket range, for folding */
@@ -142,21 +146,14 @@ view_ref(struct store_rollup_view *v)
     return v;
 }
 
-/* A view of [from, end) holding p (n entries; taken, also on failure). */
+/* An empty view, NULL when out of memory. */
 static struct store_rollup_view *
-view_new(int64_t from, int64_t end, struct pending *p, int n)
+view_new(void)
 {
     struct store_rollup_view *v = calloc(1, sizeof(*v));
 
-    if (v == NULL) {
-        free(p);
-        return NULL;
-    }
-    atomic_init(&v->refs, 1);
-    v->from = from;
-    v->end = end;
-    v->p = p;
-    v->n = n;
+    if (v != NULL)
+        atomic_init(&v->refs, 1);
     return v;
 }
 
@@ -204,8 +201,10 @@ shared_set(struct store_shared *sh, struct store_rollup_view *const *v, int n)
         view_ref(v[i]);
     pthread_mutex_lock(&sh->mu);
     nold = sh->n;
-    memcpy(old, sh->v, (size_t)nold * sizeof(*old));
-    memcpy(sh->v, v, (size_t)n * sizeof(*v));
+    for (i = 0; i < nold; i++)
+        old[i] = sh->v[i];
+    for (i = 0; i < n; i++)
+        sh->v[i] = v[i];
     sh->n = n;
     pthread_mutex_unlock(&sh->mu);
     for (i = 0; i < nold; i++)
@@ -386,18 +385,25 @@ prepare(struct store *s, struct level *ru, const char *table,
     return 0;
 }
 
-/* The writer's own references to its views. */
+/* The writer's references to the chunks' views. */
 static void
 drop_views(struct store_rollup *ru)
 {
     int i;
 
-    for (i = 0; i < ru->wait_chunks; i++) {
+    for (i = 0; i < ru->nviews; i++)
         view_unref(ru->chunk_views[i]);
-        ru->chunk_views[i] = NULL;
-    }
-    view_unref(ru->sealed_view);
-    ru->sealed_view = NULL;
+    ru->nviews = 0;
+    ru->wait_chunks = 0;
+    ru->wait_keys = 0;
+}
+
+static void
+sums_free(struct sums *m)
+{
+    view_unref(m->v);
+    free(m->slots);
+    memset(m, 0, sizeof(*m));
 }
 
 void
@@ -412,12 +418,9 @@ store_rollup_free(struct store_rollup *ru)
     sqlite3_finalize(ru->hours);
     sqlite3_finalize(ru->set_merge);
     drop_views(ru);
-    free(ru->tail.p);
-    free(ru->tail.slots);
-    free(ru->wait.p);
-    free(ru->wait.slots);
-    free(ru->sealed.p);
-    free(ru->sealed.slots);
+    sums_free(&ru->tail);
+    sums_free(&ru->sealed);
+    sums_free(&ru->scratch);
     free(ru->order);
     free(ru);
 }
@@ -533,62 +536,105 @@ key_slot(const struct store_rollup_key *k)
 static size_t
 slot_find(const struct sums *m, const struct store_rollup_key *k)
 {
-    size_t mask = 2 * (size_t)m->cap - 1, j = key_slot(k) & mask;
+    size_t j = key_slot(k) & m->mask;
 
-    while (m->slots[j] >= 0 && !key_eq(&m->p[m->slots[j]].k, k))
-        j = (j + 1) & mask;
+    while (m->slots[j] >= 0 && !key_eq(&m->v->p[m->slots[j]].k, k))
+        j = (j + 1) & m->mask;
     return j;
 }
 
 /* The entry of key k (a bucket start) in m, made empty when new; NULL
- * when m is full. */
+ * when m holds cap keys or no memory is left. */
 static struct pending *
 sums_entry(struct sums *m, const struct store_rollup_key *k)
 {
     size_t j = slot_find(m, k);
+    struct store_rollup_view *v = m->v;
     struct pending *p;
 
     if (m->slots[j] >= 0)
-        return &m->p[m->slots[j]];
-    if (m->n >= m->cap)
+        return &v->p[m->slots[j]];
+    if (v->n >= m->cap)
         return NULL;
-    m->slots[j] = m->n;
-    p = &m->p[m->n++];
+    if (v->n == v->alloc) {
+        int alloc = v->alloc ? v->alloc * 2 : 256;
+
+        if (alloc > m->cap)
+            alloc = m->cap;
+        if ((p = realloc(v->p, (size_t)alloc * sizeof(*p))) == NULL)
+            return NULL;
+        v->p = p;
+        v->alloc = alloc;
+    }
+    m->slots[j] = v->n;
+    p = &v->p[v->n++];
     memset(p, 0, sizeof(*p));
     p->k = *k;
     return p;
 }
 
-static void
+/* Empties m. Its view, when somebody else holds it too, is left to them
+ * and m starts a new one: -1 when out of memory for it. */
+static int
 sums_clear(struct sums *m)
 {
-    memset(m->slots, 0xff, 2 * (size_t)m->cap * sizeof(*m->slots));
-    m->n = 0;
+    memset(m->slots, 0xff, (m->mask + 1) * sizeof(*m->slots));
     m->last = -1;
+    if (atomic_load(&m->v->refs) == 1) {
+        m->v->n = 0;
+        m->v->from = m->v->end = 0;
+        m->v->has_after = 0;
+        return 0;
+    }
+    view_unref(m->v);
+    return (m->v = view_new()) == NULL ? -1 : 0;
+}
+
+/* Hands m's view over (from, end set), and starts m on a new one; NULL
+ * when out of memory (m keeps its view then). */
+static struct store_rollup_view *
+sums_take(struct sums *m, int64_t from, int64_t end)
+{
+    struct store_rollup_view *v = m->v, *fresh = view_new();
+
+    if (fresh == NULL)
+        return NULL;
+    v->from = from;
+    v->end = end;
+    m->v = fresh;
+    memset(m->slots, 0xff, (m->mask + 1) * sizeof(*m->slots));
+    m->last = -1;
+    return v;
 }
 
 static int
 sums_alloc(struct sums *m, int cap)
 {
+    size_t n = 1;
+
+    while (n < 2 * (size_t)cap)
+        n *= 2;
     m->cap = cap;
-    m->p = malloc((size_t)cap * sizeof(*m->p));
-    m->slots = malloc(2 * (size_t)cap * sizeof(*m->slots));
-    if (m->p == NULL || m->slots == NULL)
+    m->mask = n - 1;
+    m->last = -1;
+    m->v = view_new();
+    m->slots = malloc(n * sizeof(*m->slots));
+    if (m->v == NULL || m->slots == NULL)
         return -1;
-    sums_clear(m);
+    memset(m->slots, 0xff, n * sizeof(*m->slots));
     return 0;
 }
 
-/* Adds the sums of every key of src to dst; -1 when dst cannot take
- * them all (the caller checks there is room first). */
+/* Adds the sums of every key of v to m; -1 when m cannot take them all
+ * (the caller checks there is room first). */
 static int
-sums_fold(struct sums *dst, const struct sums *src)
+sums_fold(struct sums *m, const struct store_rollup_view *v)
 {
     int i, c;
 
-    for (i = 0; i < src->n; i++) {
-        const struct pending *q = &src->p[i];
-        struct pending *p = sums_entry(dst, &q->k);
+    for (i = 0; i < v->n; i++) {
+        const struct pending *q = &v->p[i];
+        struct pending *p = sums_entry(m, &q->k);
 
         if (p == NULL)
             return -1;
@@ -599,7 +645,7 @@ sums_fold(struct sums *dst, const struct sums *src)
         for (c = 0; c < RECEIPT_NCOUNTERS; c++)
             store_agg_counter_merge(&p->g.c[c], &q->g.c[c]);
     }
-    dst->last = -1;
+    m->last = -1;
     return 0;
 }
 
@@ -617,16 +663,16 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
      * model, plan and backends: summing them here first turns a chunk into
      * one row update per key instead of one per receipt. */
     bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
-    if (m->last >= 0 && key_eq(&m->p[m->last].k, &bk)) {
-        p = &m->p[m->last];
+    if (m->last >= 0 && key_eq(&m->v->p[m->last].k, &bk)) {
+        p = &m->v->p[m->last];
         goto add;
     }
     /* The tail checks store_rollup_full() before every receipt, and the
-     * sealed sums hold chunks of the tail, no more keys than fit. */
-    if (NEVER((p = sums_entry(m, &bk)) == NULL))
-        return proto_err_set(err, PROTO_ENOMEM, NULL,
-                             "too many rollup keys in memory");
-    m->last = (int)(p - m->p);
+     * sealed sums hold chunks of the tail, no more keys than fit: NULL is
+     * a failed allocation. */
+    if ((p = sums_entry(m, &bk)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    m->last = (int)(p - m->v->p);
 add:
     status = receipt_status(r);
     p->g.receipts++;
@@ -679,9 +725,9 @@ order_sealed(struct store_rollup *ru)
 {
     int i;
 
-    for (i = 0; i < ru->sealed.n; i++)
-        ru->order[i] = &ru->sealed.p[i];
-    qsort(ru->order, (size_t)ru->sealed.n, sizeof(*ru->order), key_cmp_cb);
+    for (i = 0; i < ru->sealed.v->n; i++)
+        ru->order[i] = &ru->sealed.v->p[i];
+    qsort(ru->order, (size_t)ru->sealed.v->n, sizeof(*ru->order), key_cmp_cb);
     ru->merged = 0;
 }
 
@@ -697,14 +743,14 @@ merge(struct store *s, struct store_rollup *ru, int quota,
       struct proto_err *err)
 {
     int64_t days_from, now_hour = INT64_MIN;
-    int end, i, rc;
+    int end, n, i, rc;
 
     if (ru->sealed_end <= ru->sealed_from)
         return 0;
     if ((rc = store_counter(s, "days_from", 0, &days_from, err)))
         return rc;
-    end =
-        ru->sealed.n - ru->merged <= quota ? ru->sealed.n : ru->merged + quota;
+    n = ru->sealed.v->n;
+    end = n - ru->merged <= quota ? n : ru->merged + quota;
     /* A key of an hour folded already (a clock that stepped back) adds
      * to its day row too. */
     for (i = ru->merged; i < end && rc == 0; i++) {
@@ -717,11 +763,11 @@ merge(struct store *s, struct store_rollup *ru, int quota,
     if (rc != 0)
         return rc;
     ru->merged = end;
-    if (end < ru->sealed.n)
+    if (end < n)
         return set_merge(s, ru, ru->sealed_from, &ru->order[end - 1]->k, err);
-    for (i = 0; i < ru->sealed.n; i++)
-        if (ru->sealed.p[i].k.received_at / STORE_BUCKET_MS > now_hour)
-            now_hour = ru->sealed.p[i].k.received_at / STORE_BUCKET_MS;
+    for (i = 0; i < n; i++)
+        if (ru->sealed.v->p[i].k.received_at / STORE_BUCKET_MS > now_hour)
+            now_hour = ru->sealed.v->p[i].k.received_at / STORE_BUCKET_MS;
     if ((rc = set_merge(s, ru, ru->sealed_end, NULL, err)))
         return rc;
     if (now_hour > days_from) {
@@ -729,32 +775,12 @@ merge(struct store *s, struct store_rollup *ru, int quota,
             (rc = store_counter_set(s, "days_from", now_hour, err)))
             return rc;
     }
-    sums_clear(&ru->sealed);
     ru->merged = 0;
     ru->sealed_from = ru->sealed_end;
-    view_unref(ru->sealed_view);
-    ru->sealed_view = NULL;
     ru->dirty = 1;
+    if (sums_clear(&ru->sealed) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
-}
-
-/* A view of [from, end) with a copy of m's sums; only the keys after
- * *after when not NULL. NULL when out of memory. */
-static struct store_rollup_view *
-copy_view(const struct sums *m, int64_t from, int64_t end,
-          const struct store_rollup_key *after)
-{
-    struct pending *p = malloc((size_t)(m->n ? m->n : 1) * sizeof(*p));
-    struct store_rollup_view *v;
-
-    if (p == NULL)
-        return NULL;
-    memcpy(p, m->p, (size_t)m->n * sizeof(*p));
-    if ((v = view_new(from, end, p, m->n)) != NULL && after != NULL) {
-        v->has_after = 1;
-        v->after = *after;
-    }
-    return v;
 }
 
 /* Where the sums not yet sealed start (the rollup_end counter): queries
@@ -766,33 +792,30 @@ set_end(struct store *s, struct store_rollup *ru, struct proto_err *err)
 }
 
 /* Seals the chunks waiting: what is left of the last merge goes now, and
- * their sums become the ones merged over the commits that follow. */
+ * their sums, summed per key, become the ones merged over the commits that
+ * follow. */
 static int
 seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
 {
-    struct sums t;
-    int rc;
+    int i, rc;
 
     if (ru->wait_chunks == 0)
         return 0;
     if ((rc = merge(s, ru, INT_MAX, err)))
         return rc;
-    t = ru->sealed;
-    ru->sealed = ru->wait;
-    ru->wait = t;
-    sums_clear(&ru->wait);
-    ru->added = 0;
-    ru->sealed_from = ru->wait_from;
-    ru->sealed_end = ru->wait_end;
+    if (sums_clear(&ru->sealed) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    /* At most wait_keys <= WAIT_MAX keys: they fit. */
+    for (i = 0; i < ru->nviews; i++)
+        if (sums_fold(&ru->sealed, ru->chunk_views[i]) != 0)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    ru->sealed.v->from = ru->sealed_from = ru->wait_from;
+    ru->sealed.v->end = ru->sealed_end = ru->wait_end;
     ru->wait_from = ru->wait_end;
     drop_views(ru);
-    ru->wait_chunks = 0;
-    order_sealed(ru);
-    if (ru->shared != NULL &&
-        (ru->sealed_view = copy_view(&ru->sealed, ru->sealed_from,
-                                     ru->sealed_end, NULL)) == NULL)
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    ru->added = 0;
     ru->dirty = 1;
+    order_sealed(ru);
     if ((rc = set_merge(s, ru, ru->sealed_from, NULL, err)))
         return rc;
     return set_end(s, ru, err);
@@ -802,41 +825,27 @@ int
 store_rollup_chunk(struct store *s, struct store_rollup *ru, int64_t first_id,
                    int64_t end_id, struct proto_err *err)
 {
+    struct store_rollup_view *v;
     int rc;
 
     if (ru == NULL)
         return 0;
     /* The tail's sums wait with those of the chunks before it, or, when
-     * they would not fit, after those are sealed. */
-    if ((ru->wait.n + ru->tail.n > ru->wait.cap ||
-         ru->wait_chunks >= STORE_ROLLUP_CHUNKS_MAX) &&
+     * the keys of all would not fit the sealed sums, after those are
+     * sealed. */
+    if ((ru->wait_keys + ru->tail.v->n > WAIT_MAX ||
+         ru->nviews == STORE_ROLLUP_CHUNKS_MAX) &&
         (rc = seal(s, ru, err)))
         return rc;
+    if ((v = sums_take(&ru->tail, first_id, end_id)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     if (ru->wait_chunks == 0)
         ru->wait_from = first_id;
-    if (NEVER(sums_fold(&ru->wait, &ru->tail) != 0))
-        return proto_err_set(err, PROTO_ENOMEM, NULL,
-                             "too many rollup keys in memory");
-    /* With a registry, the tail's sums become the chunk's view as they
-     * are, and the tail starts on new memory. */
-    if (ru->shared != NULL) {
-        struct pending *fresh = malloc(TXN_MAX * sizeof(*fresh));
-        struct store_rollup_view *v;
-
-        if (fresh == NULL)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        v = view_new(first_id, end_id, ru->tail.p, ru->tail.n);
-        ru->tail.p = fresh;
-        sums_clear(&ru->tail);
-        if (v == NULL)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        ru->chunk_views[ru->wait_chunks] = v;
-        ru->dirty = 1;
-    } else {
-        sums_clear(&ru->tail);
-    }
+    ru->chunk_views[ru->nviews++] = v;
+    ru->wait_keys += v->n;
     ru->wait_end = end_id;
     ru->wait_chunks++;
+    ru->dirty = 1;
     if (ru->wait_chunks >= ru->span)
         return seal(s, ru, err);
     return set_end(s, ru, err);
@@ -873,7 +882,7 @@ store_rollup_merge_step(struct store *s, struct store_rollup *ru,
      * next chunks are sealed; at least MERGE_MIN_KEYS, so that a light
      * load, whose commits are many and small, is done long before. */
     span = (uint64_t)(ru->sealed_end - ru->sealed_from);
-    quota = (uint64_t)ru->sealed.n * 5 * ru->added / 4 / (span ? span : 1);
+    quota = (uint64_t)ru->sealed.v->n * 5 * ru->added / 4 / (span ? span : 1);
     ru->added = 0;
     if (quota < MERGE_MIN_KEYS)
         quota = MERGE_MIN_KEYS;
@@ -915,20 +924,21 @@ store_rollup_discard_all(struct store_rollup *ru)
         return;
     drop_views(ru);
     ru->dirty = 0;
-    sums_clear(&ru->tail);
-    sums_clear(&ru->wait);
-    sums_clear(&ru->sealed);
+    /* A view another holds is left to them: what fails to get new memory
+     * here fails again at its next use. */
+    (void)sums_clear(&ru->tail);
+    (void)sums_clear(&ru->sealed);
+    (void)sums_clear(&ru->scratch);
     ru->merged = 0;
     ru->sealed_from = ru->sealed_end = 0;
     ru->wait_from = ru->wait_end = 0;
-    ru->wait_chunks = 0;
     ru->added = 0;
 }
 
 int
 store_rollup_full(const struct store_rollup *ru)
 {
-    return ru != NULL && ru->tail.n >= TXN_MAX;
+    return ru != NULL && ru->tail.v->n >= TXN_MAX;
 }
 
 static int
@@ -946,7 +956,7 @@ rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
     ru->shared = store_shared_of(s);
     ru->order = malloc(WAIT_MAX * sizeof(*ru->order));
     if (ru->order == NULL || sums_alloc(&ru->tail, TXN_MAX) != 0 ||
-        sums_alloc(&ru->wait, WAIT_MAX) != 0 ||
+        sums_alloc(&ru->scratch, WAIT_MAX) != 0 ||
         sums_alloc(&ru->sealed, WAIT_MAX) != 0) {
         store_rollup_free(ru);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -1060,10 +1070,11 @@ store_rollup_reseal(struct store *s, struct store_rollup **rup,
 
     if ((rc = rollup_open(s, rup, err)))
         return rc;
-    sums_clear(&(*rup)->sealed);
+    if (sums_clear(&(*rup)->sealed) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     (*rup)->merged = 0;
-    (*rup)->sealed_from = first_id;
-    (*rup)->sealed_end = end_id;
+    (*rup)->sealed.v->from = (*rup)->sealed_from = first_id;
+    (*rup)->sealed.v->end = (*rup)->sealed_end = end_id;
     return 0;
 }
 
@@ -1076,30 +1087,28 @@ store_rollup_add_sealed(struct store_rollup *ru,
 }
 
 void
-store_rollup_resealed(struct store_rollup *ru)
+store_rollup_resealed(struct store_rollup *ru,
+                      const struct store_rollup_merge *m)
 {
-    if (ru != NULL && ru->sealed_end > ru->sealed_from)
-        order_sealed(ru);
+    if (ru == NULL || ru->sealed_end <= ru->sealed_from)
+        return;
+    /* Rebuilt from the keys after the merge's: it holds no others. */
+    ru->sealed.v->has_after = m->has_key;
+    ru->sealed.v->after = m->key;
+    order_sealed(ru);
 }
 
 int
 store_rollup_rewait(struct store *s, struct store_rollup **rup,
-                    int64_t first_id, int64_t end_id, int chunks,
                     struct proto_err *err)
 {
     int rc;
 
     if ((rc = rollup_open(s, rup, err)))
         return rc;
-    sums_clear(&(*rup)->wait);
-    (*rup)->wait_from = first_id;
-    (*rup)->wait_end = end_id;
-    (*rup)->wait_chunks = end_id <= first_id ? 0
-                          : chunks < 1       ? 1
-                          : chunks >= STORE_ROLLUP_CHUNKS_MAX
-                              ? STORE_ROLLUP_CHUNKS_MAX - 1
-                              : chunks;
-    return 0;
+    return sums_clear(&(*rup)->scratch) == 0
+               ? 0
+               : proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
 int
@@ -1107,7 +1116,28 @@ store_rollup_add_waiting(struct store_rollup *ru,
                          const struct store_rollup_key *k,
                          const struct receipt *r, struct proto_err *err)
 {
-    return sums_add(&ru->wait, k, r, err);
+    return sums_add(&ru->scratch, k, r, err);
+}
+
+int
+store_rollup_rewaited(struct store_rollup *ru, int64_t first_id, int64_t end_id,
+                      int chunks, struct proto_err *err)
+{
+    struct store_rollup_view *v;
+
+    /* The chunks waiting, as one view: it tiles the same ids. */
+    if ((v = sums_take(&ru->scratch, first_id, end_id)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    drop_views(ru);
+    ru->chunk_views[ru->nviews++] = v;
+    ru->wait_keys = v->n;
+    ru->wait_from = first_id;
+    ru->wait_end = end_id;
+    ru->wait_chunks = chunks < 1 ? 1
+                      : chunks >= STORE_ROLLUP_CHUNKS_MAX
+                          ? STORE_ROLLUP_CHUNKS_MAX - 1
+                          : chunks;
+    return 0;
 }
 
 /* The views the writer holds, in id order, into v; their number. */
@@ -1116,11 +1146,10 @@ views_of(struct store_rollup *ru, struct store_rollup_view **v)
 {
     int n = 0, i;
 
-    if (ru->sealed_view != NULL)
-        v[n++] = ru->sealed_view;
-    for (i = 0; i < ru->wait_chunks; i++)
-        if (ru->chunk_views[i] != NULL)
-            v[n++] = ru->chunk_views[i];
+    if (ru->sealed_end > ru->sealed_from)
+        v[n++] = ru->sealed.v;
+    for (i = 0; i < ru->nviews; i++)
+        v[n++] = ru->chunk_views[i];
     return n;
 }
 
@@ -1135,33 +1164,19 @@ store_rollup_publish(struct store_rollup *ru)
     ru->dirty = 0;
 }
 
-int
-store_rollup_reloaded(struct store *s, struct store_rollup *ru,
-                      const struct store_rollup_merge *m, struct proto_err *err)
+void
+store_rollup_reloaded(struct store *s, struct store_rollup *ru)
 {
     struct store_shared *sh = store_shared_of(s);
 
     if (sh == NULL)
-        return 0;
+        return;
     if (ru == NULL) {
         shared_set(sh, NULL, 0);
-        return 0;
-    }
-    drop_views(ru);
-    if (m->from < m->end &&
-        (ru->sealed_view = copy_view(&ru->sealed, m->from, m->end,
-                                     m->has_key ? &m->key : NULL)) == NULL)
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    /* The chunks waiting, as one view: it tiles the same ids. */
-    if (m->end < m->tail) {
-        if ((ru->chunk_views[0] =
-                 copy_view(&ru->wait, m->end, m->tail, NULL)) == NULL)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        /* Only the first slot holds a view; the others stay NULL. */
+        return;
     }
     ru->dirty = 1;
     store_rollup_publish(ru);
-    return 0;
 }
 
 int

@@ -88,15 +88,18 @@ int store_rollup_reseal(struct store *s, struct store_rollup **rup,
 int store_rollup_add_sealed(struct store_rollup *ru,
                             const struct store_rollup_key *k,
                             const struct receipt *r, struct proto_err *err);
-void store_rollup_resealed(struct store_rollup *ru);
-/* And the chunks waiting to be sealed: rewait starts [first_id, end_id),
- * chunks of them, empty; add_waiting adds a receipt of them. */
+void store_rollup_resealed(struct store_rollup *ru,
+                           const struct store_rollup_merge *m);
+/* And the chunks waiting to be sealed: rewait starts them empty,
+ * add_waiting adds a receipt of them, rewaited makes them the ids
+ * [first_id, end_id) of that many chunks. */
 int store_rollup_rewait(struct store *s, struct store_rollup **rup,
-                        int64_t first_id, int64_t end_id, int chunks,
                         struct proto_err *err);
 int store_rollup_add_waiting(struct store_rollup *ru,
                              const struct store_rollup_key *k,
                              const struct receipt *r, struct proto_err *err);
+int store_rollup_rewaited(struct store_rollup *ru, int64_t first_id,
+                          int64_t end_id, int chunks, struct proto_err *err);
 
 /* The chunks whose sums are sealed together (store_opts.rollup_chunks). */
 int store_rollup_span(struct store *s);
@@ -106,8 +109,8 @@ int store_rollup_span(struct store *s);
  * after each commit the writer publishes views of them (immutable,
  * reference-counted) that tile [rollup_from, tail_from) of the committed
  * store. store_rollup_publish publishes what changed (after a COMMIT);
- * store_rollup_reloaded makes and publishes the views of what a reload
- * rebuilt (m: the committed merge state; ru may be NULL: nothing).
+ * store_rollup_reloaded publishes what a reload rebuilt (ru may be
+ * NULL: nothing).
  *
  * store_rollup_views takes references to the published views that tile
  * [m->from, m->tail) for a query whose read transaction saw m, into v (at
@@ -122,9 +125,7 @@ int store_rollup_span(struct store *s);
 #define STORE_ROLLUP_VIEWS_MAX  (STORE_ROLLUP_CHUNKS_MAX + 1)
 struct store_rollup_view;
 void store_rollup_publish(struct store_rollup *ru);
-int store_rollup_reloaded(struct store *s, struct store_rollup *ru,
-                          const struct store_rollup_merge *m,
-                          struct proto_err *err);
+void store_rollup_reloaded(struct store *s, struct store_rollup *ru);
 int store_rollup_views(struct store_shared *sh,
                        const struct store_rollup_merge *m,
                        struct store_rollup_view **v, int *n);

@@ -572,10 +572,11 @@ reload_sealed(struct store *s, struct proto_err *err)
         ((rc = store_rollup_reseal(s, store_rollups(s), m.from, m.end, err)) ||
          (rc = reload_range(s, m.from, m.end, &m, err))))
         return rc;
-    store_rollup_resealed(*store_rollups(s));
+    store_rollup_resealed(*store_rollups(s), &m);
     if (m.end < m.tail && (rc = reload_waiting(s, &m, err)))
         return rc;
-    return store_rollup_reloaded(s, *store_rollups(s), &m, err);
+    store_rollup_reloaded(s, *store_rollups(s));
+    return 0;
 }
 
 /* The chunks [rollup_end, tail_from), waiting to be sealed. */
@@ -592,11 +593,12 @@ reload_waiting(struct store *s, const struct store_rollup_merge *m,
                             "'rollup_end')",
                             NULL, 0, 0, 0, &chunks, err,
                             "count the chunks to merge")) ||
-        (rc = store_rollup_rewait(s, store_rollups(s), m->end, m->tail,
-                                  chunks > INT32_MAX ? INT32_MAX : (int)chunks,
-                                  err)))
+        (rc = store_rollup_rewait(s, store_rollups(s), err)) ||
+        (rc = reload_range(s, m->end, m->tail, NULL, err)))
         return rc;
-    return reload_range(s, m->end, m->tail, NULL, err);
+    return store_rollup_rewaited(*store_rollups(s), m->end, m->tail,
+                                 chunks > INT32_MAX ? INT32_MAX : (int)chunks,
+                                 err);
 }
 
 int
