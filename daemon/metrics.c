@@ -296,19 +296,28 @@ render_store(FILE *f, struct store *s, uint32_t models, uint64_t deadline_ms,
         goto out;
     family(f, "receiptd_stored_coverage_receipts", "gauge",
            "Receipts in the store by counter and whether their producer "
-           "measured it (coverage bit set) or not.");
+           "measured it (coverage bit set), did not (unknown), or sent a "
+           "schema without it (not_applicable).");
     for (bit = 0; bit < RECEIPT_NCOUNTERS; bit++) {
         uint64_t total = a.n ? a.groups[0].receipts : 0;
         uint64_t measured = a.n ? a.groups[0].c[bit].measured : 0;
+        /* Receipts whose schema lacks the counter (bits 10 and up are
+         * schema 3's) are neither measured nor unknown. */
+        uint64_t na = bit < RECEIPT_NCOUNTERS_V2 || a.n == 0
+                          ? 0
+                          : total - a.groups[0].schema3;
 
         fprintf(f,
                 "receiptd_stored_coverage_receipts{counter=\"%s\","
                 "coverage=\"measured\"} %" PRIu64 "\n"
                 "receiptd_stored_coverage_receipts{counter=\"%s\","
-                "coverage=\"unknown\"} %" PRIu64 "\n",
+                "coverage=\"unknown\"} %" PRIu64 "\n"
+                "receiptd_stored_coverage_receipts{counter=\"%s\","
+                "coverage=\"not_applicable\"} %" PRIu64 "\n",
                 receipt_counters[bit].path, measured,
                 receipt_counters[bit].path,
-                total > measured ? total - measured : 0);
+                total > measured + na ? total - measured - na : 0,
+                receipt_counters[bit].path, na);
     }
     store_agg_free(&a);
 
