@@ -185,6 +185,17 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
               "Duration of committed group commits (one store transaction "
               "each), since start.",
               &sn->w.commit);
+    family(f, "receiptd_aggregate_unmerged_reads_total", "counter",
+           "fallbacks and coverage queries by where they read the chunks "
+           "whose rollup sums were not merged yet: the writer's published "
+           "sums (memory) or the receipts' rows (rows, when the writer had "
+           "moved on since the query's snapshot).");
+    fprintf(f,
+            "receiptd_aggregate_unmerged_reads_total{from=\"memory\"} "
+            "%" PRIu64 "\n"
+            "receiptd_aggregate_unmerged_reads_total{from=\"rows\"} "
+            "%" PRIu64 "\n",
+            sn->agg_from_memory, sn->agg_from_rows);
     histogram(f, "receiptd_ack_duration_seconds",
               "Time of writes from their queueing for the writer to their "
               "answer (the commit's wait and duration), since start.",
