@@ -13,6 +13,7 @@
 
 static const struct store_ops *const backends[] = {
     [STORE_BACKEND_SQLITE] = &store_sqlite_ops,
+    [STORE_BACKEND_POSTGRESQL] = &store_pg_ops,
 };
 
 static const struct store_ops *

@@ -115,5 +115,6 @@ struct store_base {
 
 /* The backends (store_sqlite.c, store_pg.c). */
 extern const struct store_ops store_sqlite_ops;
+extern const struct store_ops store_pg_ops;
 
 #endif
