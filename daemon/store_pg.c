@@ -109,6 +109,31 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
                          "PostgreSQL could not %s: %s", what, text);
 }
 
+/*
+ * What each session needs, at open and after a reconnect: durable commits
+ * whatever the server's default, no NOTICE lines in the daemon's log (IF
+ * NOT EXISTS says one each time), and the writer's staging table or a
+ * query connection's read-only default.
+ */
+static int
+session_setup(struct store_pg *p, struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = store_pg_exec(p,
+                            "SET synchronous_commit = on; SET "
+                            "client_min_messages = warning",
+                            err, "set up the session")))
+        return rc;
+    if (p->readonly)
+        return store_pg_exec(p, "SET default_transaction_read_only = on", err,
+                             "make the connection read-only");
+    return store_pg_exec(p,
+                         "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
+                         "receipts) ON COMMIT DELETE ROWS",
+                         err, "make the staging table");
+}
+
 int
 store_pg_ready(struct store_pg *p, struct proto_err *err)
 {
@@ -118,13 +143,8 @@ store_pg_ready(struct store_pg *p, struct proto_err *err)
     if (PQstatus(p->pc) != CONNECTION_OK)
         return store_pg_fail(p, NULL, err, "connect");
     p->n_days = 0; /* another server may lack them: asked again */
-    if (!p->readonly)
-        return store_pg_exec(p,
-                             "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
-                             "receipts) ON COMMIT DELETE ROWS",
-                             err, "make the staging table");
-    return store_pg_exec(p, "SET default_transaction_read_only = on", err,
-                         "make the connection read-only");
+    p->in_txn = 0;
+    return session_setup(p, err);
 }
 
 int
@@ -282,16 +302,13 @@ pg_open(const char *where, const struct store_opts *opts, struct store **out,
         pg_free((struct store *)(void *)p);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
-    /* Durable commits whatever the server's default. */
-    if ((rc = store_pg_exec(p, "SET synchronous_commit = on", err,
-                            "set synchronous_commit")))
+    if ((rc = store_pg_exec(p, "SET client_min_messages = warning", err,
+                            "set up the session")))
         goto fail;
     if (!p->readonly && (rc = migrate(p, opts, err)))
         goto fail;
-    if ((rc = one_int(p,
-                      "SELECT max(version) FROM receiptd_migrations WHERE "
-                      "to_regclass('receiptd_migrations') IS NOT NULL",
-                      0, &version, err, "read the schema version")) != 0) {
+    if ((rc = one_int(p, "SELECT max(version) FROM receiptd_migrations", 0,
+                      &version, err, "read the schema version")) != 0) {
         /* No migrations table yet: a query connection before any writer. */
         version = 0;
         p->broken = 0;
@@ -304,14 +321,7 @@ pg_open(const char *where, const struct store_opts *opts, struct store **out,
                            version, store_pg_migrations_count);
         goto fail;
     }
-    if (p->readonly)
-        rc = store_pg_exec(p, "SET default_transaction_read_only = on", err,
-                           "make the connection read-only");
-    else
-        rc = store_pg_exec(p,
-                           "CREATE TEMP TABLE staging (LIKE receipts) ON "
-                           "COMMIT DELETE ROWS",
-                           err, "make the staging table");
+    rc = session_setup(p, err);
     if (rc)
         goto fail;
     p->broken = 0;
@@ -590,7 +600,9 @@ put_receipt(struct store_pg *p, const struct store_write *w,
     row->requested = r->requested_backend;
     row->executed = r->executed_backend;
     row->status = (uint8_t)status;
-    row->coverage = r->counter_coverage;
+    /* Bits past the schema's counters measure nothing (store_rollup.c). */
+    row->coverage =
+        r->counter_coverage & receipt_meaningful_bits(r->schema_version);
     memcpy(row->counters, r->counters, sizeof(row->counters));
     p->n_rows++;
     return 0;

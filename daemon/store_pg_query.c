@@ -439,6 +439,22 @@ get_numerics(PGresult *r, int row, int col, unsigned __int128 *v, int *has,
     }
 }
 
+/* The group of row i of r (its key's string, requested and executed
+ * backends). A named group's k1 is its name's hash, the same in every
+ * query, so that two answers can be matched group by group. */
+static struct store_agg_group *
+row_group(PGresult *r, int i, int named, struct store_agg *a, struct names *nm,
+          struct proto_err *err)
+{
+    struct proto_str name = get_str(r, i, 0);
+    int64_t k1 = store_pg_i16(PQgetvalue(r, i, 1));
+    int64_t k2 = store_pg_i16(PQgetvalue(r, i, 2));
+
+    if (named)
+        k1 = (int64_t)(name_hash(name.ptr, name.len, 0, 0) >> 1);
+    return group(a, nm, named, name, k1, k2, err);
+}
+
 /* Adds rollup rows (group key, k1, k2, receipts, fallback, clean,
  * unproven, measured, sum, min, max) to a. */
 static int
@@ -448,9 +464,7 @@ add_rollups(PGresult *r, int named, unsigned flags, struct store_agg *a,
     int i, rows = PQntuples(r);
 
     for (i = 0; i < rows; i++) {
-        struct store_agg_group *g = group(
-            a, nm, named, get_str(r, i, 0), store_pg_i16(PQgetvalue(r, i, 1)),
-            store_pg_i16(PQgetvalue(r, i, 2)), err);
+        struct store_agg_group *g = row_group(r, i, named, a, nm, err);
         uint64_t measured[RECEIPT_NCOUNTERS];
         unsigned __int128 sum[RECEIPT_NCOUNTERS], mn[RECEIPT_NCOUNTERS],
             mx[RECEIPT_NCOUNTERS];
@@ -485,7 +499,8 @@ add_rollups(PGresult *r, int named, unsigned flags, struct store_agg *a,
     return 0;
 }
 
-/* Adds receipt rows (group key, k1, k2, status, coverage, counters). */
+/* Adds receipt rows (group key, k1, k2, status, coverage, counters,
+ * schema version). */
 static int
 add_receipts(PGresult *r, int named, unsigned flags, struct store_agg *a,
              struct names *nm, struct proto_err *err)
@@ -493,9 +508,7 @@ add_receipts(PGresult *r, int named, unsigned flags, struct store_agg *a,
     int i, rows = PQntuples(r);
 
     for (i = 0; i < rows; i++) {
-        struct store_agg_group *g = group(
-            a, nm, named, get_str(r, i, 0), store_pg_i16(PQgetvalue(r, i, 1)),
-            store_pg_i16(PQgetvalue(r, i, 2)), err);
+        struct store_agg_group *g = row_group(r, i, named, a, nm, err);
         uint64_t counters[RECEIPT_NCOUNTERS], coverage;
         int status;
         unsigned b;
@@ -509,7 +522,9 @@ add_receipts(PGresult *r, int named, unsigned flags, struct store_agg *a,
         g->unproven += status == RECEIPT_STATUS_UNPROVEN;
         if (!(flags & STORE_AGG_COUNTERS))
             continue;
-        coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4));
+        coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4)) &
+                   receipt_meaningful_bits(
+                       (unsigned)store_pg_i16(PQgetvalue(r, i, 6)));
         get_i64s(r, i, 5, counters, RECEIPT_NCOUNTERS);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             if (coverage >> b & 1)
@@ -573,7 +588,8 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     /* The receipts outside [h0, h1): all of them when no hour is whole. */
     pa.n = np;
     snprintf(sql, sizeof(sql),
-             "SELECT %s, r.status, r.counter_coverage, r.counters FROM "
+             "SELECT %s, r.status, r.counter_coverage, r.counters, "
+             "r.schema_version FROM "
              "receipts r%s AND r.received_at >= $%d::bigint AND "
              "r.received_at < $%d::bigint AND (r.received_at < $%d::bigint OR "
              "r.received_at >= $%d::bigint)",
