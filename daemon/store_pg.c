@@ -35,6 +35,7 @@
 #define HOUR_MS    INT64_C(3600000)
 #define ID_BLOCK   1024 /* the sequence's increment (migration 0001) */
 #define COPY_NCOLS 18
+#define COPY_SLICE ((size_t)1 << 20)
 
 extern const struct store_migration store_pg_migrations[];
 extern const int store_pg_migrations_count;
@@ -867,7 +868,8 @@ cmp_rows_cb(const void *a, const void *b, void *arg)
     return x->executed < y->executed ? -1 : x->executed > y->executed;
 }
 
-/* qsort has no argument: the arena of the rows being sorted. */
+/* qsort has no argument: the arena of the rows being sorted. Only the
+ * writer thread sorts, one group at a time. */
 static const char *sort_arena;
 
 static int
@@ -994,7 +996,7 @@ flush_group(struct store_pg *p, struct proto_err *err)
     static const unsigned char trailer[2] = { 0xff, 0xff };
     PGresult *r;
     size_t i, from;
-    int rc;
+    int rc, ok;
 
     if (p->n_rows == 0)
         return 0;
@@ -1012,8 +1014,14 @@ flush_group(struct store_pg *p, struct proto_err *err)
         return rc;
     }
     PQclear(r);
-    if (PQputCopyData(p->pc, (const char *)header, sizeof(header)) != 1 ||
-        PQputCopyData(p->pc, (const char *)p->copy, (int)p->copy_len) != 1 ||
+    /* libpq takes an int's worth at a time: the buffer goes in slices. */
+    ok = PQputCopyData(p->pc, (const char *)header, sizeof(header)) == 1;
+    for (i = 0; ok && i < p->copy_len; i += COPY_SLICE)
+        ok = PQputCopyData(p->pc, (const char *)p->copy + i,
+                           (int)(p->copy_len - i < COPY_SLICE ? p->copy_len - i
+                                                              : COPY_SLICE)) ==
+             1;
+    if (!ok ||
         PQputCopyData(p->pc, (const char *)trailer, sizeof(trailer)) != 1 ||
         PQputCopyEnd(p->pc, NULL) != 1)
         return store_pg_fail(p, NULL, err, "send a COPY");
