@@ -3,12 +3,16 @@
 # (docs/fleet.md): initdb into DIR/data, a server that listens only on a
 # Unix socket in DIR (no TCP port to collide with), fsync on.
 #
-#   scripts/pg-cluster.sh start DIR   prints the libpq conninfo
+#   scripts/pg-cluster.sh start DIR   prints the libpq conninfo (a
+#                                     cluster already running: the same)
 #   scripts/pg-cluster.sh stop DIR [fast|immediate]
 #
 # PostgreSQL refuses to run as root: as root the server runs as the user
 # postgres (Debian's package makes it), else nobody, and DIR is handed to
-# that user (as bench/bench_ingest.c does). Exits 77 when PostgreSQL 15 is
+# that user (as bench/bench_ingest.c does); when that user cannot reach
+# DIR (a checkout under /root), the cluster goes to a directory of its own
+# under /tmp, whose name DIR/location keeps. Removing DIR after a stop is
+# the caller's (and that directory's, when DIR/location names one). Exits 77 when PostgreSQL 15 is
 # not installed (PG_BIN overrides where its programs are), so a test can
 # report SKIP; 1 on any other failure, with the server's log on stderr.
 set -eu
@@ -56,12 +60,27 @@ case $cmd in
 start)
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
-	if [ -n "$user" ]; then
+	if [ -f "$dir/location" ]; then
+		dir=$(cat "$dir/location")
+	elif [ -n "$user" ]; then
 		chown "$user" "$dir"
 		# The user must reach DIR through its parents (a mkdtemp 0700).
 		chmod o+x "$(dirname "$dir")" 2>/dev/null || true
+		if ! as_user test -w "$dir"; then
+			# DIR is out of the user's reach (a checkout under /root):
+			# the cluster lives in a directory of its own, which DIR names.
+			real=$(mktemp -d /tmp/receiptd-pg.XXXXXX)
+			chown "$user" "$real"
+			echo "$real" >"$dir/location"
+			dir=$real
+		fi
 	fi
 	chmod 0700 "$dir"
+	if [ -f "$dir/data/postmaster.pid" ] &&
+		as_user "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+		echo "host=$dir port=5432 user=receiptd dbname=postgres"
+		exit 0
+	fi
 	if [ ! -f "$dir/data/PG_VERSION" ]; then
 		# The server's files are synced when it writes them (fsync = on);
 		# initdb's own sync adds seconds a test does not need.
@@ -89,17 +108,22 @@ EOF
 	echo "host=$dir port=5432 user=receiptd dbname=postgres"
 	;;
 stop)
-	[ -f "$dir/data/PG_VERSION" ] || exit 0
 	case $mode in
 	fast | immediate) ;;
 	*) usage ;;
 	esac
-	as_user "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop \
-		>/dev/null 2>&1 || {
-		# Not running is stopped.
-		as_user "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1 &&
+	[ -d "$dir" ] || exit 0
+	dir=$(cd "$dir" && pwd)
+	[ -f "$dir/location" ] && dir=$(cat "$dir/location")
+	[ -f "$dir/data/PG_VERSION" ] || exit 0
+	if ! as_user "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop \
+		>/dev/null 2>&1; then
+		# Not running is stopped; running still is a failure.
+		if as_user "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+			echo "$0: the server in $dir did not stop" >&2
 			exit 1
-	}
+		fi
+	fi
 	;;
 *)
 	usage
