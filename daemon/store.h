@@ -283,6 +283,9 @@ int store_query_stats(struct store *s, uint64_t deadline_ms,
 #define STORE_WAL_HARD_FRAMES 8192
 
 int store_wal_frames(const struct store *s);
+/* Whether s's backend has a WAL to checkpoint (SQLite), for the daemon's
+ * messages about checkpoints. */
+int store_has_wal(const struct store *s);
 int store_checkpoint(struct store *s, struct proto_err *err);
 
 /* The database's path as opened, for the daemon's own messages (never

@@ -43,6 +43,12 @@ store_free(struct store *s)
         ops(s)->free(s);
 }
 
+int
+store_has_wal(const struct store *s)
+{
+    return ops(s)->checkpoint != NULL;
+}
+
 const char *
 store_backend_name(const struct store *s)
 {
