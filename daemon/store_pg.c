@@ -149,6 +149,25 @@ store_pg_ready(struct store_pg *p, struct proto_err *err)
 }
 
 int
+store_pg_begin(struct store_pg *p, struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = store_pg_ready(p, err)))
+        return rc;
+    rc = store_pg_exec(p, "BEGIN", err, "begin a transaction");
+    /* libpq learns that the server went away (restarted, failed over)
+     * only when a command fails: the first BEGIN after it, which is
+     * tried once more on a new connection. */
+    if (rc && PQstatus(p->pc) != CONNECTION_OK &&
+        (rc = store_pg_ready(p, err)) == 0)
+        rc = store_pg_exec(p, "BEGIN", err, "begin a transaction");
+    if (rc == 0)
+        p->broken = 0;
+    return rc;
+}
+
+int
 store_pg_exec(struct store_pg *p, const char *sql, struct proto_err *err,
               const char *what)
 {
@@ -373,8 +392,7 @@ pg_begin(struct store *s, struct proto_err *err)
 
     drop_group(p);
     p->broken = 0;
-    if ((rc = store_pg_ready(p, err)) ||
-        (rc = store_pg_exec(p, "BEGIN", err, "begin a transaction")))
+    if ((rc = store_pg_begin(p, err)))
         return rc;
     p->in_txn = 1;
     return 0;

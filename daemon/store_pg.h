@@ -66,6 +66,10 @@ int store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * Returns 0 or PROTO_EUNAVAILABLE. */
 int store_pg_ready(struct store_pg *p, struct proto_err *err);
 
+/* BEGIN, on a new connection when the server dropped the one held (a
+ * restart notices only at the first command). Returns 0 or the error. */
+int store_pg_begin(struct store_pg *p, struct proto_err *err);
+
 /* Runs sql (no parameters), expecting no rows. */
 int store_pg_exec(struct store_pg *p, const char *sql, struct proto_err *err,
                   const char *what);

@@ -52,8 +52,7 @@ read_begin(struct store_pg *p, uint64_t deadline_ms, struct proto_err *err)
     uint64_t now = store_now_ms();
     int rc;
 
-    if ((rc = store_pg_ready(p, err)) ||
-        (rc = store_pg_exec(p, "BEGIN", err, "begin a read")))
+    if ((rc = store_pg_begin(p, err)))
         return rc;
     if (deadline_ms == 0)
         return 0;

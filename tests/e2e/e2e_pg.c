@@ -230,7 +230,8 @@ END_TEST
 
 /* PostgreSQL crashes under a running daemon: writes are answered
  * unavailable (never ok), and once it is back the same daemon stores
- * again, having reconnected by itself. */
+ * again, having reconnected by itself; restarted under an idle daemon, it
+ * costs no failed write or query. */
 START_TEST(test_pg_server_crash_then_back)
 {
     struct e2e_reply rep;
@@ -261,9 +262,21 @@ START_TEST(test_pg_server_crash_then_back)
             usleep(100000);
     }
     ck_assert_msg(ok, "writes did not recover after PostgreSQL came back");
+    /* Restarted while the daemon is idle: the connections it holds are
+     * gone without its knowing; the next write and query still succeed at
+     * the first attempt. */
+    ck_assert_int_eq(pg_cluster_stop(pgdir, "fast"), 0);
+    pg_cluster_start(pgdir, again, sizeof(again));
+    ck_assert_int_eq(send_seq(fd, 3), 0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert_msg(rep.r.ok, "the first write after a restart: %s",
+                  rep.r.err.message);
+    e2e_reply_free(&rep);
+    query(fd, 900, "fallbacks", &rep);
+    e2e_reply_free(&rep);
     ck_assert_int_eq(scalar("SELECT count(*) FROM receipts WHERE source = "
                             "'producer-2'"),
-                     2);
+                     3);
     close(fd);
 }
 END_TEST
