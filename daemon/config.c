@@ -103,6 +103,8 @@ config_free(struct config *c)
     free(c->tls_key);
     free(c->tls_client_ca);
     free(c->db_path);
+    free(c->store_backend);
+    free(c->pg_conninfo);
     free_list(c->writer_groups, c->n_writer_groups);
     free_list(c->reader_groups, c->n_reader_groups);
     free_tokens(c->tokens, c->n_tokens);
@@ -154,6 +156,8 @@ config_copy(struct config *dst, const struct config *src)
     dst->tls_key = dup_or_null(src->tls_key, &ok);
     dst->tls_client_ca = dup_or_null(src->tls_client_ca, &ok);
     dst->db_path = dup_or_null(src->db_path, &ok);
+    dst->store_backend = dup_or_null(src->store_backend, &ok);
+    dst->pg_conninfo = dup_or_null(src->pg_conninfo, &ok);
     dst->writer_groups =
         dup_list(src->writer_groups, src->n_writer_groups, &ok);
     dst->reader_groups =
@@ -380,6 +384,22 @@ const struct config_key config_keys[] = {
       .kind = CONFIG_KIND_PATH,
       M(db_path),
       .help = "SQLite database (created if missing)" },
+    { .section = "store",
+      .name = "backend",
+      .flag = "store-backend",
+      .arg = "NAME",
+      .kind = CONFIG_KIND_STRING,
+      M(store_backend),
+      .help = "\"sqlite\" (the default: store.path) or \"postgresql\" "
+              "(store.conninfo; the central tier)" },
+    { .section = "store",
+      .name = "conninfo",
+      .flag = "pg",
+      .arg = "CONNINFO",
+      .kind = CONFIG_KIND_PATH,
+      M(pg_conninfo),
+      .help = "store in PostgreSQL through this libpq conninfo instead of "
+              "SQLite (keep a password in a passfile, not here)" },
     { .section = "store",
       .name = "quarantine_max",
       .flag = "quarantine-max-bytes",
@@ -1645,13 +1665,32 @@ blame(const struct config *c, char err[CONFIG_ERR_MAX],
 }
 
 int
+config_store_pg(const struct config *c)
+{
+    if (c->store_backend != NULL && c->store_backend[0] != '\0')
+        return strcmp(c->store_backend, "postgresql") == 0;
+    return c->pg_conninfo != NULL && c->pg_conninfo[0] != '\0';
+}
+
+int
 config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
 {
     if ((c->socket_path == NULL || c->socket_path[0] == '\0') &&
         (c->tcp_listen == NULL || c->tcp_listen[0] == '\0'))
         return blame(c, err, KEY(socket_path), KEY(tcp_listen),
                      "no listener: set a Unix socket path or a TCP address");
-    if (c->db_path == NULL || c->db_path[0] == '\0')
+    if (c->store_backend != NULL && c->store_backend[0] != '\0' &&
+        strcmp(c->store_backend, "sqlite") != 0 &&
+        strcmp(c->store_backend, "postgresql") != 0)
+        return blame(c, err, KEY(store_backend), NULL,
+                     "\"%s\" is not a store backend: \"sqlite\" or "
+                     "\"postgresql\"",
+                     c->store_backend);
+    if (config_store_pg(c)) {
+        if (c->pg_conninfo == NULL || c->pg_conninfo[0] == '\0')
+            return blame(c, err, KEY(pg_conninfo), KEY(store_backend),
+                         "the postgresql backend needs a conninfo");
+    } else if (c->db_path == NULL || c->db_path[0] == '\0')
         return blame(c, err, KEY(db_path), NULL, "no database path");
     if (c->max_frame < 64 || c->max_frame > FRAME_MAX_CEILING)
         return blame(c, err, KEY(max_frame), NULL,
@@ -1846,6 +1885,8 @@ config_preflight(const struct config *c, enum config_preflight mode,
     if (mode == CONFIG_PREFLIGHT_START && c->tcp_listen != NULL &&
         c->tcp_listen[0] != '\0' && check_tcp_bind(c, err) != 0)
         return -1;
+    if (config_store_pg(c))
+        return 0; /* the server is asked when the store opens */
     if (access(c->db_path, F_OK) == 0) {
         if (access(c->db_path, R_OK | W_OK) != 0)
             return blame(c, err, k, NULL,
@@ -1894,6 +1935,10 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "listen.http");
     if (!same_str(old->db_path, next->db_path))
         add_name(what, &n, "store.path");
+    if (!same_str(old->store_backend, next->store_backend))
+        add_name(what, &n, "store.backend");
+    if (!same_str(old->pg_conninfo, next->pg_conninfo))
+        add_name(what, &n, "store.conninfo");
     if (old->query_threads != next->query_threads)
         add_name(what, &n, "limits.query_threads");
     if (old->chunk_receipts != next->chunk_receipts)
@@ -1938,7 +1983,9 @@ config_reload(const struct config *running, const char *path,
         keep_str(&next->socket_group, running->socket_group) < 0 ||
         keep_str(&next->tcp_listen, running->tcp_listen) < 0 ||
         keep_str(&next->http_listen, running->http_listen) < 0 ||
-        keep_str(&next->db_path, running->db_path) < 0) {
+        keep_str(&next->db_path, running->db_path) < 0 ||
+        keep_str(&next->store_backend, running->store_backend) < 0 ||
+        keep_str(&next->pg_conninfo, running->pg_conninfo) < 0) {
         snprintf(err, CONFIG_ERR_MAX, "out of memory");
         goto fail;
     }

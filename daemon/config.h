@@ -52,6 +52,10 @@ struct config {
 
     /* Store. */
     char *db_path;
+    /* The backend (config_store_pg): "sqlite" or "postgresql"; NULL:
+     * PostgreSQL when pg_conninfo is set, else SQLite at db_path. */
+    char *store_backend;
+    char *pg_conninfo; /* libpq conninfo of the PostgreSQL backend */
     uint64_t quarantine_max_bytes; /* default 256 MiB; oldest evicted */
     uint64_t retention_max_age_s;  /* 0 = keep receipts forever */
     uint32_t prune_batch;          /* rows per prune step, default 1000 */
@@ -216,6 +220,9 @@ int config_load_file(struct config *c, const char *path,
  * TCP listener has tokens). Returns 0, or -1 with a reason in err, which
  * starts with where the value at fault was set ("file:line: section.key: "
  * or "--flag: "). */
+/* Whether c stores in PostgreSQL (store.backend, or --pg alone). */
+int config_store_pg(const struct config *c);
+
 int config_validate(const struct config *c, char err[CONFIG_ERR_MAX]);
 
 /* What config_preflight() checks of the listeners. */

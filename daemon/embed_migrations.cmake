@@ -1,6 +1,11 @@
 # Turns migrations/NNNN_name.sql into a C source holding each file's text as
 # a byte array, so the binary carries its schema and no SQL is copied by
-# hand. Run as: cmake -DMIGRATIONS_DIR=... -DOUTPUT=... -P embed_migrations.cmake
+# hand. Run as: cmake -DMIGRATIONS_DIR=... -DOUTPUT=... [-DNAME=...] -P
+# embed_migrations.cmake; NAME (default store_migrations) names the table
+# and its count (store_pg_migrations for migrations/pg/).
+if(NOT DEFINED NAME)
+  set(NAME store_migrations)
+endif()
 file(GLOB files RELATIVE ${MIGRATIONS_DIR} ${MIGRATIONS_DIR}/[0-9][0-9][0-9][0-9]_*.sql)
 list(SORT files)
 set(out "/* Generated from migrations/ by daemon/embed_migrations.cmake. */\n")
@@ -21,7 +26,7 @@ foreach(f ${files})
   string(APPEND table "    { ${n}, \"${f}\", sql_${num} },\n")
 endforeach()
 list(LENGTH files count)
-string(APPEND out "const struct store_migration store_migrations[] = {\n${table}};\n\n")
-string(APPEND out "const int store_migrations_count = ${count};\n")
+string(APPEND out "const struct store_migration ${NAME}[] = {\n${table}};\n\n")
+string(APPEND out "const int ${NAME}_count = ${count};\n")
 file(WRITE ${OUTPUT}.tmp "${out}")
 execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different ${OUTPUT}.tmp ${OUTPUT})

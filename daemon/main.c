@@ -669,6 +669,7 @@ int
 main(int argc, char **argv)
 {
     struct store_opts sopts;
+    const char *store_where;
     struct migrated migrated = { 0 };
     struct proto_err err;
     char cerr[CONFIG_ERR_MAX], lerr[LISTEN_ERR_MAX];
@@ -783,8 +784,14 @@ main(int argc, char **argv)
      * through the umask: 0640 at most whatever the caller's, since a
      * daemon run by hand lacks the unit's UMask=0077. */
     umask(umask(0) | 0027);
-    lock_store(cfg->db_path);
+    /* PostgreSQL's store is shared by design (several central instances
+     * on one database); an SQLite file has one daemon. */
+    store_where = config_store_pg(cfg) ? cfg->pg_conninfo : cfg->db_path;
+    if (!config_store_pg(cfg))
+        lock_store(cfg->db_path);
     memset(&sopts, 0, sizeof(sopts));
+    sopts.backend =
+        config_store_pg(cfg) ? STORE_BACKEND_POSTGRESQL : STORE_BACKEND_SQLITE;
     sopts.max_pages = ms.flags.max_pages;
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
     sopts.chunk_receipts = cfg->chunk_receipts;
@@ -796,8 +803,10 @@ main(int argc, char **argv)
     if ((sopts.shared = store_shared_new()) == NULL)
         fatalx("out of memory");
     proto_err_clear(&err);
-    if (store_open(cfg->db_path, &sopts, &ms.store, &err) != 0)
-        fatalx("store %s: %s", cfg->db_path, err.message);
+    if (store_open(store_where, &sopts, &ms.store, &err) != 0)
+        fatalx("store %s: %s",
+               config_store_pg(cfg) ? "(PostgreSQL)" : cfg->db_path,
+               err.message);
     if (migrated.to > 0)
         log_info("store migrated from schema version %d to %d in %.1f s",
                  migrated.from, migrated.to,
@@ -815,9 +824,10 @@ main(int argc, char **argv)
                    server_delivery_cb, &ms.srv, &ms.srv.writer, &err) != 0)
         fatalx("writer: %s", err.message);
     apply_retention(cfg);
-    if (query_pool_new(cfg->db_path, cfg->query_threads, cfg->query_timeout_ms,
+    if (query_pool_new(store_where, cfg->query_threads, cfg->query_timeout_ms,
                        &ms.srv.queries, &err) != 0)
         fatalx("queries: %s", err.message);
+    query_pool_set_backend(ms.srv.queries, sopts.backend);
     query_pool_set_shared(ms.srv.queries, sopts.shared);
     store_shared_unref(sopts.shared);
 
@@ -882,7 +892,7 @@ main(int argc, char **argv)
     }
     log_info("receiptd %s ready: socket %s, tcp %s, db %s", RECEIPTD_VERSION,
              cfg->socket_path ? cfg->socket_path : "-",
-             cfg->tcp_listen ? cfg->tcp_listen : "-", cfg->db_path);
+             cfg->tcp_listen ? cfg->tcp_listen : "-", store_path(ms.store));
 
     uv_run(loop, UV_RUN_DEFAULT);
 

@@ -51,6 +51,7 @@ struct query_pool {
     struct store *idle[POOL_MAX]; /* guarded by mu */
     unsigned n_idle;
     struct store_shared *shared; /* a reference, or NULL */
+    int backend;                 /* store_opts.backend of the connections */
 };
 
 struct qreq {
@@ -96,6 +97,12 @@ query_pool_set_shared(struct query_pool *qp, struct store_shared *sh)
 }
 
 void
+query_pool_set_backend(struct query_pool *qp, int backend)
+{
+    qp->backend = backend;
+}
+
+void
 query_pool_set_timeout(struct query_pool *qp, uint32_t timeout_ms)
 {
     qp->timeout_ms = timeout_ms;
@@ -136,6 +143,7 @@ pool_get(struct query_pool *qp, struct store **out, struct proto_err *err)
     uv_mutex_unlock(&qp->mu);
     memset(&opts, 0, sizeof(opts));
     opts.readonly = 1;
+    opts.backend = qp->backend;
     opts.shared = qp->shared;
     rc = store_open(qp->path, &opts, out, err);
     if (rc != 0) {

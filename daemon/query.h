@@ -37,6 +37,9 @@ void query_pool_set_timeout(struct query_pool *qp, uint32_t timeout_ms);
  * connections opened from now on; the pool takes a reference. Before the
  * first query. */
 void query_pool_set_shared(struct query_pool *qp, struct store_shared *sh);
+/* The backend (store_opts.backend) of the connections it opens from now
+ * on; db_path is then that backend's where (store_open). */
+void query_pool_set_backend(struct query_pool *qp, int backend);
 
 /* Closes every connection. Call when no query is in flight. NULL is a
  * no-op. */

@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_rollup.h"
 #include "store_tail.h"
 #include "store_seq.h"
@@ -132,6 +133,7 @@ struct put_row {
 };
 
 struct store {
+    struct store_base base; /* first: store_ops.h */
     sqlite3 *db;
     char *path;
     int readonly;
@@ -264,7 +266,7 @@ pragma_text(struct store *s, const char *sql, char *out, size_t cap,
 }
 
 int
-store_user_version(struct store *s, int *version, struct proto_err *err)
+store_sqlite_user_version(struct store *s, int *version, struct proto_err *err)
 {
     char buf[32];
     int rc;
@@ -289,13 +291,13 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 }
 
 int
-store_wal_frames(const struct store *s)
+store_sqlite_wal_frames(const struct store *s)
 {
     return s->wal_frames;
 }
 
 int
-store_checkpoint(struct store *s, struct proto_err *err)
+store_sqlite_checkpoint(struct store *s, struct proto_err *err)
 {
     int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
                                        NULL, NULL);
@@ -307,7 +309,7 @@ store_checkpoint(struct store *s, struct proto_err *err)
 }
 
 int
-store_checkpoint_final(struct store *s, struct proto_err *err)
+store_sqlite_checkpoint_final(struct store *s, struct proto_err *err)
 {
     int rc, log = -1, done = -1;
 
@@ -325,7 +327,7 @@ store_checkpoint_final(struct store *s, struct proto_err *err)
 }
 
 int
-store_file_check(struct store *s, struct proto_err *err)
+store_sqlite_file_check(struct store *s, struct proto_err *err)
 {
     int moved = 0;
 
@@ -542,8 +544,8 @@ writable_check(struct store *s, struct proto_err *err)
 }
 
 int
-store_open(const char *path, const struct store_opts *opts, struct store **out,
-           struct proto_err *err)
+store_sqlite_open(const char *path, const struct store_opts *opts,
+                  struct store **out, struct proto_err *err)
 {
     static const struct store_opts defaults;
     struct store *s;
@@ -557,6 +559,7 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
         free(s);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
+    s->base.ops = &store_sqlite_ops;
     s->readonly = opts->readonly;
     s->quarantine_max = opts->quarantine_max_bytes;
     s->rollup_chunks =
@@ -610,7 +613,7 @@ fail:
 }
 
 void
-store_free(struct store *s)
+store_sqlite_free(struct store *s)
 {
     int i;
 
@@ -742,7 +745,7 @@ store_seqs(struct store *s)
 }
 
 int
-store_begin(struct store *s, struct proto_err *err)
+store_sqlite_begin(struct store *s, struct proto_err *err)
 {
     int rc;
 
@@ -761,7 +764,7 @@ store_begin(struct store *s, struct proto_err *err)
 }
 
 int
-store_commit(struct store *s, struct proto_err *err)
+store_sqlite_commit(struct store *s, struct proto_err *err)
 {
     int rc = 0;
 
@@ -786,13 +789,13 @@ store_commit(struct store *s, struct proto_err *err)
 }
 
 int
-store_merge_pending(const struct store *s)
+store_sqlite_merge_pending(const struct store *s)
 {
     return store_rollup_merging(s->rollup) || store_rollup_waiting(s->rollup);
 }
 
 int
-store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
+store_sqlite_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     int rc;
 
@@ -813,7 +816,7 @@ store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 }
 
 void
-store_rollback(struct store *s)
+store_sqlite_rollback(struct store *s)
 {
     drop_rows(s);
     s->in_savepoint = 0;
@@ -825,7 +828,7 @@ store_rollback(struct store *s)
 }
 
 int
-store_savepoint(struct store *s, struct proto_err *err)
+store_sqlite_savepoint(struct store *s, struct proto_err *err)
 {
     int rc;
 
@@ -837,14 +840,14 @@ store_savepoint(struct store *s, struct proto_err *err)
 }
 
 int
-store_savepoint_release(struct store *s, struct proto_err *err)
+store_sqlite_savepoint_release(struct store *s, struct proto_err *err)
 {
     s->in_savepoint = 0;
     return run(s, ST_RELEASE, err, "release a savepoint");
 }
 
 void
-store_savepoint_rollback(struct store *s)
+store_sqlite_savepoint_rollback(struct store *s)
 {
     struct proto_err err;
 
@@ -860,7 +863,7 @@ store_savepoint_rollback(struct store *s)
 }
 
 int
-store_txn_broken(struct store *s)
+store_sqlite_txn_broken(struct store *s)
 {
     return s->broken || sqlite3_get_autocommit(s->db);
 }
@@ -1456,8 +1459,8 @@ dedupe_put(struct store *s, const struct store_write *w, int64_t source_id,
 }
 
 int
-store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
-                  struct proto_err *err)
+store_sqlite_write_begin(struct store *s, struct store_write *w,
+                         int64_t *source_id, struct proto_err *err)
 {
     const struct store_seq_entry *e;
     int rc;
@@ -1492,8 +1495,8 @@ store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
 }
 
 int
-store_write_end(struct store *s, struct store_write *w, int64_t source_id,
-                struct proto_err *err)
+store_sqlite_write_end(struct store *s, struct store_write *w,
+                       int64_t source_id, struct proto_err *err)
 {
     size_t i;
     int rc;
@@ -1517,7 +1520,8 @@ store_write_end(struct store *s, struct store_write *w, int64_t source_id,
 }
 
 int
-store_apply(struct store *s, struct store_write *w, struct proto_err *err)
+store_sqlite_apply(struct store *s, struct store_write *w,
+                   struct proto_err *err)
 {
     int64_t source_id;
     int rc;
@@ -1536,7 +1540,7 @@ store_db(struct store *s)
 }
 
 const char *
-store_path(struct store *s)
+store_sqlite_path(struct store *s)
 {
     return s->path;
 }

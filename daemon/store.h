@@ -1,8 +1,14 @@
 /*
- * store.h: the one module that touches SQLite. It never sees libuv or
- * msgpack: callers pass decoded struct receipt values and plain bytes.
+ * store.h: the store, the one module that touches a database. It never
+ * sees libuv or msgpack: callers pass decoded struct receipt values and
+ * plain bytes.
  *
- * A struct store is one SQLite connection, used by one thread at a time:
+ * A store has a backend chosen at open (store_opts.backend): SQLite, the
+ * embedded default this header describes, or PostgreSQL for the central
+ * tier (docs/fleet.md). store_ops.h lists what a backend must do; every
+ * function here calls its backend's operation.
+ *
+ * A struct store is one connection, used by one thread at a time:
  * the writer thread owns the single read-write connection, and each query
  * thread borrows a read-only one. Every function returns 0 or a negative
  * PROTO_E* code (PROTO_EUNAVAILABLE for anything SQLite refused) with the
@@ -34,7 +40,13 @@
 struct store;
 struct store_shared;
 
+enum store_backend {
+    STORE_BACKEND_SQLITE,    /* where is a file path (the default) */
+    STORE_BACKEND_POSTGRESQL /* where is a libpq conninfo */
+};
+
 struct store_opts {
+    int backend;         /* enum store_backend */
     int readonly;        /* SQLITE_OPEN_READONLY, no migrations */
     int max_version;     /* migrate only up to this version (tests); 0 =
                             every embedded migration */
@@ -81,20 +93,25 @@ void store_shared_counts(struct store_shared *sh, uint64_t *hits,
 int store_schema_version(void);
 
 /*
- * Opens the database at path (borrowed; copied). A read-write open sets
+ * Opens the store at where (borrowed; copied) with opts->backend (opts may
+ * be NULL: SQLite, read-write). SQLite: the database file at the path
+ * where; a read-write open sets
  * WAL, synchronous=FULL, foreign keys and busy_timeout, reads each back and
  * refuses (PROTO_EUNAVAILABLE, message saying which) when journal_mode is
  * not wal or synchronous is not FULL, then applies the missing migrations
  * in one transaction. A database whose user_version is newer than
  * store_schema_version() is refused on both kinds of open. On success *out
  * is a new store the caller frees with store_free(); on failure *out is
- * NULL.
+ * NULL. A backend this build lacks is PROTO_EINVALID.
  */
-int store_open(const char *path, const struct store_opts *opts,
+int store_open(const char *where, const struct store_opts *opts,
                struct store **out, struct proto_err *err);
 
 /* Closes the connection and frees s. NULL is a no-op. */
 void store_free(struct store *s);
+
+/* The name of s's backend ("sqlite", "postgresql"), static. */
+const char *store_backend_name(const struct store *s);
 
 /* PRAGMA user_version of the open database. */
 int store_user_version(struct store *s, int *version, struct proto_err *err);
@@ -258,12 +275,17 @@ int store_query_stats(struct store *s, uint64_t deadline_ms,
  * readers). The writer checkpoints in its quiet moments, once the WAL holds
  * STORE_WAL_SOFT_FRAMES; a commit that leaves STORE_WAL_HARD_FRAMES
  * checkpoints by itself, so the WAL stays bounded under constant load.
- * Writer thread only.
+ * Writer thread only. A backend without a WAL (PostgreSQL) has 0 frames
+ * and its checkpoints succeed at once, as do store_checkpoint_final and
+ * store_file_check below.
  */
 #define STORE_WAL_SOFT_FRAMES 256
 #define STORE_WAL_HARD_FRAMES 8192
 
 int store_wal_frames(const struct store *s);
+/* Whether s's backend has a WAL to checkpoint (SQLite), for the daemon's
+ * messages about checkpoints. */
+int store_has_wal(const struct store *s);
 int store_checkpoint(struct store *s, struct proto_err *err);
 
 /* The database's path as opened, for the daemon's own messages (never
@@ -299,7 +321,8 @@ int store_checkpoint_final(struct store *s, struct proto_err *err);
  */
 #define STORE_MERGE_IDLE_KEYS 256
 int store_merge_idle(struct store *s, unsigned keys, struct proto_err *err);
-/* Whether a merge is under way (store_merge_idle has work). */
+/* Whether a merge is under way (store_merge_idle has work). A backend
+ * without a rollup merge (PostgreSQL) never has one. */
 int store_merge_pending(const struct store *s);
 
 /* CLOCK_MONOTONIC in milliseconds, for deadlines. */

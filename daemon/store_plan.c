@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "store_sqlite.h"
 
 /* An empty string must still bind a non-NULL pointer, or SQLite would bind
  * NULL instead of a zero-length blob. */
@@ -41,8 +42,9 @@ prepare(struct store *s, const char *sql, sqlite3_stmt **st,
 }
 
 int
-store_plan_get(struct store *s, const struct store_plan_key *k, int64_t *id,
-               void **canonical, size_t *len, struct proto_err *err)
+store_sqlite_plan_get(struct store *s, const struct store_plan_key *k,
+                      int64_t *id, void **canonical, size_t *len,
+                      struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;
@@ -86,8 +88,8 @@ store_plan_get(struct store *s, const struct store_plan_key *k, int64_t *id,
 }
 
 int
-store_plan_put(struct store *s, const struct store_plan_new *p, int64_t *id,
-               struct proto_err *err)
+store_sqlite_plan_put(struct store *s, const struct store_plan_new *p,
+                      int64_t *id, struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;
@@ -119,9 +121,9 @@ store_plan_put(struct store *s, const struct store_plan_new *p, int64_t *id,
 }
 
 int
-store_plan_retain(struct store *s, int64_t plan_id, struct proto_str value_id,
-                  int64_t retained_at, const void *value, size_t len,
-                  struct proto_err *err)
+store_sqlite_plan_retain(struct store *s, int64_t plan_id,
+                         struct proto_str value_id, int64_t retained_at,
+                         const void *value, size_t len, struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;

@@ -30,6 +30,7 @@
 
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_rollup.h"
 #include "store_row.h"
 #include "store_tail.h"
@@ -418,8 +419,8 @@ record(struct store *s, int64_t cutoff_ms, const struct store_prune_result *r,
 }
 
 int
-store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
-            struct store_prune_result *out, struct proto_err *err)
+store_sqlite_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
+                   struct store_prune_result *out, struct proto_err *err)
 {
     struct victim *v = NULL;
     struct store_rollup_key *keys = NULL;
@@ -490,7 +491,7 @@ out:
 }
 
 int
-store_prune_newest(struct store *s, int64_t *ms, struct proto_err *err)
+store_sqlite_prune_newest(struct store *s, int64_t *ms, struct proto_err *err)
 {
     /* Ids are assigned in commit order, so the newest is the last row of
      * the table: one seek, whatever the clock did to received_at. */

@@ -15,6 +15,7 @@
 #include <roaring/roaring.h>
 
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_row.h"
 #include "store_tail.h"
 
@@ -467,9 +468,9 @@ page(struct page *p, struct proto_err *err)
 }
 
 int
-store_query_receipts(struct store *s, const struct store_filter *f,
-                     uint64_t deadline_ms, store_row_cb cb, void *arg,
-                     int *truncated, struct proto_err *err)
+store_sqlite_query_receipts(struct store *s, const struct store_filter *f,
+                            uint64_t deadline_ms, store_row_cb cb, void *arg,
+                            int *truncated, struct proto_err *err)
 {
     struct page p = {
         .s = s, .f = f, .deadline_ms = deadline_ms, .cb = cb, .arg = arg
@@ -528,8 +529,8 @@ file_size(const char *path, const char *suffix)
 }
 
 int
-store_query_stats(struct store *s, uint64_t deadline_ms, struct store_stats *st,
-                  struct proto_err *err)
+store_sqlite_query_stats(struct store *s, uint64_t deadline_ms,
+                         struct store_stats *st, struct proto_err *err)
 {
     int64_t v;
     int rc;

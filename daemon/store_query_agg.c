@@ -25,6 +25,7 @@
 
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_rollup.h"
 #include "store_row.h"
 #include "store_tail.h"
@@ -580,9 +581,9 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
 }
 
 int
-store_query_agg(struct store *s, const struct store_filter *f, int group_by,
-                unsigned flags, uint64_t deadline_ms, struct store_agg *out,
-                struct proto_err *err)
+store_sqlite_query_agg(struct store *s, const struct store_filter *f,
+                       int group_by, unsigned flags, uint64_t deadline_ms,
+                       struct store_agg *out, struct proto_err *err)
 {
     int rc;
 
@@ -642,10 +643,10 @@ qrow_cb(sqlite3_stmt *st, void *ctx, void *arg)
 }
 
 int
-store_query_quarantine(struct store *s, const struct store_filter *f,
-                       int has_id, uint64_t id, int with_raw,
-                       uint64_t deadline_ms, store_qrow_cb cb, void *arg,
-                       int *truncated, struct proto_err *err)
+store_sqlite_query_quarantine(struct store *s, const struct store_filter *f,
+                              int has_id, uint64_t id, int with_raw,
+                              uint64_t deadline_ms, store_qrow_cb cb, void *arg,
+                              int *truncated, struct proto_err *err)
 {
     char sql[1024];
     size_t n = 0, cap = sizeof(sql);

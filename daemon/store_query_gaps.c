@@ -30,6 +30,7 @@
 #include "invariant.h"
 #include "store_agg.h"
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_seq.h"
 #include "store_tail.h"
 
@@ -761,10 +762,10 @@ name_source(struct store *s, sqlite3_stmt *const *st, struct gap_sum *g,
 }
 
 int
-store_query_gaps(struct store *s, const struct store_filter *f,
-                 const struct store_gap_select *sel, uint64_t deadline_ms,
-                 store_gap_cb cb, void *arg, int *truncated,
-                 struct proto_err *err)
+store_sqlite_query_gaps(struct store *s, const struct store_filter *f,
+                        const struct store_gap_select *sel,
+                        uint64_t deadline_ms, store_gap_cb cb, void *arg,
+                        int *truncated, struct proto_err *err)
 {
     sqlite3_stmt *st[GS_COUNT] = { 0 };
     struct tail_seqs ts = { NULL, 0 };

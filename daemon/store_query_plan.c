@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_plan.h"
 
 /* Binds the filters that the SQL names and the limit plus one. */
@@ -48,9 +49,9 @@ plan_row_cb(sqlite3_stmt *st, void *cb, void *arg)
 }
 
 int
-store_query_plans(struct store *s, const struct store_filter *f,
-                  uint64_t deadline_ms, store_plan_row_cb cb, void *arg,
-                  int *truncated, struct proto_err *err)
+store_sqlite_query_plans(struct store *s, const struct store_filter *f,
+                         uint64_t deadline_ms, store_plan_row_cb cb, void *arg,
+                         int *truncated, struct proto_err *err)
 {
     sqlite3_stmt *st = NULL;
     char sql[1024];
@@ -101,9 +102,9 @@ retained_row_cb(sqlite3_stmt *st, void *cb, void *arg)
 }
 
 int
-store_query_retained(struct store *s, const struct store_filter *f,
-                     uint64_t deadline_ms, store_retained_row_cb cb, void *arg,
-                     int *truncated, struct proto_err *err)
+store_sqlite_query_retained(struct store *s, const struct store_filter *f,
+                            uint64_t deadline_ms, store_retained_row_cb cb,
+                            void *arg, int *truncated, struct proto_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc;
@@ -132,10 +133,10 @@ store_query_retained(struct store *s, const struct store_filter *f,
 }
 
 int
-store_plan_readback(struct store *s, const struct store_plan_key *k,
-                    struct proto_str value_id, uint64_t deadline_ms,
-                    int *plan_found, void **value, size_t *len,
-                    struct proto_err *err)
+store_sqlite_plan_readback(struct store *s, const struct store_plan_key *k,
+                           struct proto_str value_id, uint64_t deadline_ms,
+                           int *plan_found, void **value, size_t *len,
+                           struct proto_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc;
@@ -200,8 +201,8 @@ count(struct store *s, const char *sql, uint64_t *out, struct proto_err *err)
 }
 
 int
-store_plan_counts(struct store *s, uint64_t *plans, uint64_t *retained,
-                  struct proto_err *err)
+store_sqlite_plan_counts(struct store *s, uint64_t *plans, uint64_t *retained,
+                         struct proto_err *err)
 {
     int rc;
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_prune.h"
 
 /* One record into recs[*n] (store_query_rows stops at the limit). */
@@ -30,9 +31,9 @@ prune_row_cb(sqlite3_stmt *st, void *recs, void *n)
 }
 
 int
-store_query_prunes(struct store *s, const struct store_filter *f,
-                   uint64_t deadline_ms, struct store_prune_rec **out,
-                   size_t *nout, int *truncated, struct proto_err *err)
+store_sqlite_query_prunes(struct store *s, const struct store_filter *f,
+                          uint64_t deadline_ms, struct store_prune_rec **out,
+                          size_t *nout, int *truncated, struct proto_err *err)
 {
     struct store_prune_rec *recs;
     sqlite3_stmt *st = NULL;

@@ -690,7 +690,7 @@ final_checkpoint(struct writer *w)
     uint64_t t0 = now_us();
 
     proto_err_clear(&err);
-    if (w->store == NULL)
+    if (w->store == NULL || !store_has_wal(w->store))
         return;
     if (store_checkpoint_final(w->store, &err) != 0)
         log_warnx("writer: the final checkpoint did not complete: %s; the "

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The store is SQLite's room alone: no store source may include libuv or
+# The store is the databases' room alone (SQLite, libpq): no store source may include libuv or
 # msgpack, directly or through another header (daemon/CMakeLists.txt).
 # Asks the compiler which headers each one reads.
 #   store-layers.sh CC INCLUDE_DIR... -- SOURCE...

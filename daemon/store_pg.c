@@ -1,0 +1,1330 @@
+/*
+ * store_pg.c: the PostgreSQL backend (docs/fleet.md, "The central tier on
+ * PostgreSQL"): the connection, the migrations of migrations/pg/ applied
+ * under an advisory lock, the writer's transactions and its writes.
+ *
+ * A group's receipts are not sent one by one: store_apply appends each as
+ * a COPY (FORMAT binary) tuple to a buffer and keeps its rollup key and
+ * figures; the commit creates the partitions the group needs, sends the
+ * buffer with one COPY into the temporary table staging, moves it into
+ * receipts with one INSERT ... SELECT, adds the group's rollup sums (one
+ * INSERT ... ON CONFLICT DO UPDATE per key and hour) and commits. What
+ * goes to the server before the commit are the (source, seq) look-ups and
+ * records, quarantine, plans and the id blocks. Nothing is answered before
+ * COMMIT returned (writer.c).
+ *
+ * Writer thread for a read-write store; a query thread for a read-only
+ * one (store_pg_query.c).
+ */
+#include "store_pg.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "store_migrations.h"
+
+/* The advisory locks' keys: the migrations, and partition creation. */
+#define LOCK_MIGRATE   0x72637074 /* "rcpt" */
+#define LOCK_PARTITION 0x72637075
+
+#define DAY_MS     INT64_C(86400000)
+#define HOUR_MS    INT64_C(3600000)
+#define ID_BLOCK   1024 /* the sequence's increment (migration 0001) */
+#define COPY_NCOLS 18
+#define COPY_SLICE ((size_t)1 << 20)
+
+extern const struct store_migration store_pg_migrations[];
+extern const int store_pg_migrations_count;
+
+/* One receipt of the open group: its rollup key (strings in the arena)
+ * and what it adds to the key's hour. */
+struct store_pg_row {
+    int64_t hour;
+    size_t plan, graph, model, source; /* offsets into the arena */
+    uint8_t requested, executed, status;
+    uint64_t coverage;
+    uint64_t counters[RECEIPT_NCOUNTERS];
+};
+
+int
+store_pg_schema_version(void)
+{
+    return store_pg_migrations_count;
+}
+
+int64_t
+store_pg_i64(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < 8; i++)
+        v = v << 8 | u[i];
+    return (int64_t)v;
+}
+
+int32_t
+store_pg_i32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+
+    return (int32_t)((uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 |
+                     (uint32_t)u[2] << 8 | u[3]);
+}
+
+int16_t
+store_pg_i16(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+
+    return (int16_t)((unsigned)u[0] << 8 | u[1]);
+}
+
+int
+store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
+              const char *what)
+{
+    const char *state =
+        r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *msg = r != NULL ? PQresultErrorMessage(r) : "";
+    char text[PROTO_ERR_MSG_MAX];
+    size_t n;
+
+    if (msg == NULL || msg[0] == '\0')
+        msg = PQerrorMessage(p->pc);
+    snprintf(text, sizeof(text), "%s", msg != NULL ? msg : "");
+    n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
+        text[--n] = '\0';
+    p->broken = 1;
+    if (state != NULL && strcmp(state, "57014") == 0)
+        return proto_err_set(err, PROTO_EOVERLOADED, NULL,
+                             "the query ran past query_timeout_ms; narrow "
+                             "it with filters or a time range");
+    return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                         "PostgreSQL could not %s: %s", what, text);
+}
+
+/*
+ * What each session needs, at open and after a reconnect: durable commits
+ * whatever the server's default, no NOTICE lines in the daemon's log (IF
+ * NOT EXISTS says one each time), and the writer's staging table or a
+ * query connection's read-only default.
+ */
+static int
+session_setup(struct store_pg *p, struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = store_pg_exec(p,
+                            "SET synchronous_commit = on; SET "
+                            "client_min_messages = warning",
+                            err, "set up the session")))
+        return rc;
+    if (p->readonly)
+        return store_pg_exec(p, "SET default_transaction_read_only = on", err,
+                             "make the connection read-only");
+    return store_pg_exec(p,
+                         "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
+                         "receipts) ON COMMIT DELETE ROWS",
+                         err, "make the staging table");
+}
+
+int
+store_pg_ready(struct store_pg *p, struct proto_err *err)
+{
+    if (PQstatus(p->pc) == CONNECTION_OK)
+        return 0;
+    PQreset(p->pc);
+    if (PQstatus(p->pc) != CONNECTION_OK)
+        return store_pg_fail(p, NULL, err, "connect");
+    p->n_days = 0; /* another server may lack them: asked again */
+    p->in_txn = 0;
+    return session_setup(p, err);
+}
+
+int
+store_pg_begin(struct store_pg *p, struct proto_err *err)
+{
+    int rc;
+
+    if ((rc = store_pg_ready(p, err)))
+        return rc;
+    rc = store_pg_exec(p, "BEGIN", err, "begin a transaction");
+    /* libpq learns that the server went away (restarted, failed over)
+     * only when a command fails: the first BEGIN after it, which is
+     * tried once more on a new connection. */
+    if (rc && PQstatus(p->pc) != CONNECTION_OK &&
+        (rc = store_pg_ready(p, err)) == 0)
+        rc = store_pg_exec(p, "BEGIN", err, "begin a transaction");
+    if (rc == 0)
+        p->broken = 0;
+    return rc;
+}
+
+int
+store_pg_exec(struct store_pg *p, const char *sql, struct proto_err *err,
+              const char *what)
+{
+    PGresult *r = PQexec(p->pc, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+             PQresultStatus(r) == PGRES_TUPLES_OK;
+    int rc = ok ? 0 : store_pg_fail(p, r, err, what);
+
+    PQclear(r);
+    return rc;
+}
+
+/* The first column of sql's first row as an integer (text result), dflt
+ * when there is none or it is NULL. */
+static int
+one_int(struct store_pg *p, const char *sql, int64_t dflt, int64_t *v,
+        struct proto_err *err, const char *what)
+{
+    PGresult *r = PQexec(p->pc, sql);
+
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        int rc = store_pg_fail(p, r, err, what);
+        PQclear(r);
+        return rc;
+    }
+    *v = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)
+             ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+             : dflt;
+    PQclear(r);
+    return 0;
+}
+
+/* ---- migrations ---- */
+
+/*
+ * Applies the migrations the database lacks, each in a transaction of its
+ * own that records its version, under a session advisory lock: instances
+ * starting together wait for the first, then find nothing to do. A
+ * database newer than this binary is refused.
+ */
+static int
+migrate(struct store_pg *p, const struct store_opts *opts,
+        struct proto_err *err)
+{
+    char sql[128];
+    int64_t have;
+    int rc, i, target = store_pg_migrations_count;
+
+    if (opts->max_version > 0 && opts->max_version < target)
+        target = opts->max_version;
+    snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%d)", LOCK_MIGRATE);
+    if ((rc = store_pg_exec(p, sql, err, "take the migration lock")))
+        return rc;
+    if ((rc = store_pg_exec(p,
+                            "CREATE TABLE IF NOT EXISTS receiptd_migrations ("
+                            "version integer PRIMARY KEY, name text NOT NULL, "
+                            "applied_at timestamptz NOT NULL DEFAULT now())",
+                            err, "make the migrations table")) ||
+        (rc = one_int(p, "SELECT max(version) FROM receiptd_migrations", 0,
+                      &have, err, "read the schema version")))
+        goto out;
+    if (have > store_pg_migrations_count) {
+        rc = proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                           "the database has schema version %" PRId64
+                           ", newer than this receiptd's %d",
+                           have, store_pg_migrations_count);
+        goto out;
+    }
+    for (i = (int)have; i < target; i++) {
+        const struct store_migration *m = &store_pg_migrations[i];
+        const char *params[2];
+        char version[16];
+        PGresult *r;
+
+        if (opts->migrating != NULL)
+            opts->migrating(opts->migrating_arg, (int)have, target, 0);
+        snprintf(version, sizeof(version), "%d", m->version);
+        params[0] = version;
+        params[1] = m->name;
+        if ((rc = store_pg_exec(p, "BEGIN", err, "begin a migration")) ||
+            (rc = store_pg_exec(p, m->sql, err, "apply a migration")))
+            goto undo;
+        r = PQexecParams(p->pc,
+                         "INSERT INTO receiptd_migrations (version, name) "
+                         "VALUES ($1, $2)",
+                         2, NULL, params, NULL, NULL, 0);
+        rc = PQresultStatus(r) == PGRES_COMMAND_OK
+                 ? 0
+                 : store_pg_fail(p, r, err, "record a migration");
+        PQclear(r);
+        if (rc || (rc = store_pg_exec(p, "COMMIT", err, "commit a migration")))
+            goto undo;
+    }
+    goto out;
+undo:
+    PQclear(PQexec(p->pc, "ROLLBACK"));
+out:
+    snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%d)", LOCK_MIGRATE);
+    PQclear(PQexec(p->pc, sql));
+    return rc;
+}
+
+/* ---- the connection ---- */
+
+static void
+pg_free(struct store *s)
+{
+    struct store_pg *p = store_pg_of(s);
+
+    PQfinish(p->pc);
+    free(p->where);
+    free(p->copy);
+    free(p->rows);
+    free(p->arena);
+    free(p->days);
+    free(p);
+}
+
+static int
+pg_open(const char *where, const struct store_opts *opts, struct store **out,
+        struct proto_err *err)
+{
+    static const struct store_opts defaults;
+    struct store_pg *p;
+    char desc[256];
+    int64_t version;
+    int rc;
+
+    *out = NULL;
+    if (opts == NULL)
+        opts = &defaults;
+    if ((p = calloc(1, sizeof(*p))) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    p->base.ops = &store_pg_ops;
+    p->readonly = opts->readonly;
+    p->quarantine_max = opts->quarantine_max_bytes;
+    p->pc = PQconnectdb(where);
+    if (p->pc == NULL) {
+        free(p);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    if (PQstatus(p->pc) != CONNECTION_OK) {
+        /* libpq's message names the server, never the password. */
+        rc = store_pg_fail(p, NULL, err, "connect");
+        pg_free((struct store *)(void *)p);
+        return rc;
+    }
+    snprintf(desc, sizeof(desc), "PostgreSQL database %s on %s",
+             PQdb(p->pc) ? PQdb(p->pc) : "?",
+             PQhost(p->pc) ? PQhost(p->pc) : "?");
+    if ((p->where = strdup(desc)) == NULL) {
+        pg_free((struct store *)(void *)p);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    if ((rc = store_pg_exec(p, "SET client_min_messages = warning", err,
+                            "set up the session")))
+        goto fail;
+    if (!p->readonly && (rc = migrate(p, opts, err)))
+        goto fail;
+    if ((rc = one_int(p, "SELECT max(version) FROM receiptd_migrations", 0,
+                      &version, err, "read the schema version")) != 0) {
+        /* No migrations table yet: a query connection before any writer. */
+        version = 0;
+        p->broken = 0;
+        rc = 0;
+    }
+    if (version > store_pg_migrations_count) {
+        rc = proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                           "the database has schema version %" PRId64
+                           ", newer than this receiptd's %d",
+                           version, store_pg_migrations_count);
+        goto fail;
+    }
+    rc = session_setup(p, err);
+    if (rc)
+        goto fail;
+    p->broken = 0;
+    *out = (struct store *)(void *)p;
+    return 0;
+fail:
+    pg_free((struct store *)(void *)p);
+    return rc;
+}
+
+static int
+pg_user_version(struct store *s, int *version, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int64_t v;
+    int rc;
+
+    if ((rc = store_pg_ready(p, err)) ||
+        (rc = one_int(p, "SELECT max(version) FROM receiptd_migrations", 0, &v,
+                      err, "read the schema version")))
+        return rc;
+    *version = (int)v;
+    return 0;
+}
+
+static const char *
+pg_path(struct store *s)
+{
+    return store_pg_of(s)->where;
+}
+
+/* ---- transactions ---- */
+
+static void
+drop_group(struct store_pg *p)
+{
+    p->copy_len = 0;
+    p->n_rows = 0;
+    p->arena_len = 0;
+    p->sp_copy_len = p->sp_rows = p->sp_arena_len = 0;
+}
+
+static int
+pg_begin(struct store *s, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int rc;
+
+    drop_group(p);
+    p->broken = 0;
+    if ((rc = store_pg_begin(p, err)))
+        return rc;
+    p->in_txn = 1;
+    return 0;
+}
+
+static void
+pg_rollback(struct store *s)
+{
+    struct store_pg *p = store_pg_of(s);
+
+    drop_group(p);
+    if (p->in_txn && PQstatus(p->pc) == CONNECTION_OK)
+        PQclear(PQexec(p->pc, "ROLLBACK"));
+    p->in_txn = 0;
+}
+
+static int
+pg_savepoint(struct store *s, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+
+    p->sp_copy_len = p->copy_len;
+    p->sp_rows = p->n_rows;
+    p->sp_arena_len = p->arena_len;
+    return store_pg_exec(p, "SAVEPOINT job", err, "open a savepoint");
+}
+
+static int
+pg_savepoint_release(struct store *s, struct proto_err *err)
+{
+    return store_pg_exec(store_pg_of(s), "RELEASE job", err,
+                         "release a savepoint");
+}
+
+static void
+pg_savepoint_rollback(struct store *s)
+{
+    struct store_pg *p = store_pg_of(s);
+    struct proto_err err;
+
+    p->copy_len = p->sp_copy_len;
+    p->n_rows = p->sp_rows;
+    p->arena_len = p->sp_arena_len;
+    if (store_pg_exec(p, "ROLLBACK TO job", &err, "roll back a savepoint") ||
+        store_pg_exec(p, "RELEASE job", &err, "release a savepoint"))
+        p->broken = 1;
+    else
+        p->broken = 0;
+}
+
+static int
+pg_txn_broken(struct store *s)
+{
+    struct store_pg *p = store_pg_of(s);
+
+    return p->broken || !p->in_txn || PQstatus(p->pc) != CONNECTION_OK;
+}
+
+/* ---- the group's receipts ---- */
+
+static int
+grow(void **buf, size_t *cap, size_t need, size_t size)
+{
+    size_t n = *cap ? *cap : 64;
+    void *q;
+
+    if (need <= *cap)
+        return 0;
+    while (n < need)
+        n *= 2;
+    if ((q = realloc(*buf, n * size)) == NULL)
+        return -1;
+    *buf = q;
+    *cap = n;
+    return 0;
+}
+
+static int
+put_bytes(struct store_pg *p, const void *b, size_t n)
+{
+    if (grow((void **)&p->copy, &p->copy_cap, p->copy_len + n, 1) != 0)
+        return -1;
+    if (n > 0)
+        memcpy(p->copy + p->copy_len, b, n);
+    p->copy_len += n;
+    return 0;
+}
+
+static int
+put_be(struct store_pg *p, uint64_t v, int bytes)
+{
+    unsigned char b[8];
+    int i;
+
+    for (i = 0; i < bytes; i++)
+        b[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
+    return put_bytes(p, b, (size_t)bytes);
+}
+
+/* A field of a COPY tuple: its length, then its bytes. */
+static int
+field(struct store_pg *p, const void *b, size_t n)
+{
+    return put_be(p, (uint32_t)n, 4) || put_bytes(p, b, n);
+}
+
+static int
+field_i64(struct store_pg *p, uint64_t v)
+{
+    return put_be(p, 8, 4) || put_be(p, v, 8);
+}
+
+static int
+field_i16(struct store_pg *p, unsigned v)
+{
+    return put_be(p, 2, 4) || put_be(p, v, 2);
+}
+
+/* A one-dimensional bigint[] in the binary array format. */
+static int
+field_i64s(struct store_pg *p, const uint64_t *v, unsigned n)
+{
+    unsigned i;
+
+    if (put_be(p, 20 + (uint64_t)n * 12, 4) || put_be(p, 1, 4) ||
+        put_be(p, 0, 4) || put_be(p, 20 /* INT8OID */, 4) || put_be(p, n, 4) ||
+        put_be(p, 1, 4))
+        return -1;
+    for (i = 0; i < n; i++)
+        if (put_be(p, 8, 4) || put_be(p, v[i], 8))
+            return -1;
+    return 0;
+}
+
+static int
+arena_put(struct store_pg *p, const char *s, size_t n, size_t *off)
+{
+    if (grow((void **)&p->arena, &p->arena_cap, p->arena_len + n + 1, 1) != 0)
+        return -1;
+    *off = p->arena_len;
+    if (n > 0)
+        memcpy(p->arena + p->arena_len, s, n);
+    p->arena[p->arena_len + n] = '\0';
+    p->arena_len += n + 1;
+    return 0;
+}
+
+/* The next id of a receipt sent to this instance, drawing a block of
+ * ID_BLOCK from the shared sequence when the last is used up. */
+static int
+next_id(struct store_pg *p, int64_t *id, struct proto_err *err)
+{
+    int rc;
+
+    if (p->id_next >= p->id_end) {
+        if ((rc = one_int(p, "SELECT nextval('receipt_ids')", 0, &p->id_next,
+                          err, "draw receipt ids")))
+            return rc;
+        p->id_end = p->id_next + ID_BLOCK;
+    }
+    *id = p->id_next++;
+    return 0;
+}
+
+/* Text PostgreSQL can store: no NUL byte (the decoder checked UTF-8). */
+static int
+text_ok(const char *s, size_t n)
+{
+    return n == 0 || memchr(s, '\0', n) == NULL;
+}
+
+/* Appends one receipt of w as a COPY tuple and a rollup row. */
+static int
+put_receipt(struct store_pg *p, const struct store_write *w,
+            const struct receipt *r, int64_t id, struct proto_err *err)
+{
+    struct store_pg_row *row;
+    const struct proto_str *strs[5] = {
+        &r->model_instance_id, &r->prepared_plan_id, &r->graph_hash,
+        &r->tuning_profile,    &r->stop_reason,
+    };
+    int i, status = receipt_status(r);
+
+    for (i = 0; i < 5; i++)
+        if (!text_ok(strs[i]->ptr, strs[i]->len))
+            return proto_err_set(err, PROTO_EINVALID, NULL,
+                                 "a string holds a NUL character, which "
+                                 "PostgreSQL cannot store");
+    if (!text_ok(w->source, w->source_len))
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "the source holds a NUL character");
+    if (grow((void **)&p->rows, &p->cap_rows, p->n_rows + 1,
+             sizeof(*p->rows)) != 0)
+        goto nomem;
+    row = &p->rows[p->n_rows];
+    memset(row, 0, sizeof(*row));
+    if (put_be(p, COPY_NCOLS, 2) || field(p, "", 0) ||
+        field_i64(p, (uint64_t)id) || field_i64(p, (uint64_t)w->received_at) ||
+        field(p, w->source, w->source_len))
+        goto nomem;
+    if (w->has_seq ? field_i64(p, w->seq) : put_be(p, 0xffffffffu, 4))
+        goto nomem;
+    if (field_i16(p, r->schema_version) || field_i16(p, r->requested_backend) ||
+        field_i16(p, r->executed_backend) || field_i16(p, (unsigned)status))
+        goto nomem;
+    for (i = 0; i < 5; i++)
+        if (field(p, strs[i]->ptr, strs[i]->len))
+            goto nomem;
+    if (field_i64(p, r->counter_coverage) ||
+        field_i64s(p, r->counters, RECEIPT_NCOUNTERS) ||
+        field_i64s(p, r->artifacts, RECEIPT_NARTIFACTS) ||
+        (r->extra != NULL ? field(p, r->extra, r->extra_len)
+                          : put_be(p, 0xffffffffu, 4)))
+        goto nomem;
+    row->hour = w->received_at >= 0 ? w->received_at / HOUR_MS
+                                    : (w->received_at - HOUR_MS + 1) / HOUR_MS;
+    if (arena_put(p, r->prepared_plan_id.ptr, r->prepared_plan_id.len,
+                  &row->plan) ||
+        arena_put(p, r->graph_hash.ptr, r->graph_hash.len, &row->graph) ||
+        arena_put(p, r->model_instance_id.ptr, r->model_instance_id.len,
+                  &row->model) ||
+        arena_put(p, w->source, w->source_len, &row->source))
+        goto nomem;
+    row->requested = r->requested_backend;
+    row->executed = r->executed_backend;
+    row->status = (uint8_t)status;
+    /* Bits past the schema's counters measure nothing (store_rollup.c). */
+    row->coverage =
+        r->counter_coverage & receipt_meaningful_bits(r->schema_version);
+    memcpy(row->counters, r->counters, sizeof(row->counters));
+    p->n_rows++;
+    return 0;
+nomem:
+    return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+}
+
+/* ---- (source, seq) records and quarantine ---- */
+
+static int
+other_payload(struct store_write *w, int op, uint32_t hash)
+{
+    if (op == w->op &&
+        (hash == 0 || w->payload_hash == 0 || hash == w->payload_hash))
+        return 0;
+    w->conflict = 1;
+    w->conflict_op = op;
+    return 1;
+}
+
+static int
+put_quarantine(struct store_pg *p, const struct store_write *w,
+               const struct store_quarantine_item *q, struct proto_err *err)
+{
+    char at[24], code[16], max[24];
+    const char *v[8];
+    int len[8], fmt[8] = { 0, 0, 0, 0, 0, 0, 1, 0 };
+    PGresult *r;
+    int rc;
+
+    if ((uint64_t)q->len > p->quarantine_max)
+        return 0; /* larger than the whole bound: not kept */
+    if (!text_ok(w->source, w->source_len))
+        return 0;
+    snprintf(at, sizeof(at), "%" PRId64, w->received_at);
+    snprintf(code, sizeof(code), "%d", q->code);
+    snprintf(max, sizeof(max), "%" PRIu64,
+             p->quarantine_max - (uint64_t)q->len);
+    v[0] = at;
+    v[1] = w->source;
+    len[1] = (int)w->source_len;
+    v[2] = q->op != NULL ? q->op : "";
+    v[3] = code;
+    v[4] = q->path != NULL ? q->path : "";
+    v[5] = q->message != NULL ? q->message : "";
+    v[6] = q->raw != NULL ? q->raw : "";
+    len[6] = (int)q->len;
+    v[7] = max;
+    /* The oldest rows go while the others and this one would pass the
+     * bound; then the new row. */
+    r = PQexecParams(p->pc,
+                     "WITH k AS (SELECT id, sum(length(raw)) OVER (ORDER BY id "
+                     "DESC) AS total FROM quarantine), d AS (DELETE FROM "
+                     "quarantine WHERE id IN (SELECT id FROM k WHERE total > "
+                     "$8::bigint)) INSERT INTO quarantine (received_at, "
+                     "source, op, code, path, message, raw, last_attempt_at) "
+                     "VALUES ($1::bigint, convert_from($2::bytea, 'UTF8'), $3, "
+                     "$4::integer, $5, $6, $7, $1::bigint)",
+                     8, NULL, v, len, fmt, 0);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "store a quarantined payload");
+    PQclear(r);
+    return rc;
+}
+
+/* Looks up the first outcome of (w->source, w->seq); 1 when found. */
+static int
+dedupe_get(struct store_pg *p, struct store_write *w, struct proto_err *err)
+{
+    char seq[24];
+    const char *v[2] = { w->source, seq };
+    int len[2] = { (int)w->source_len, 0 }, fmt[2] = { 1, 0 };
+    PGresult *r;
+    int rc = 0;
+
+    snprintf(seq, sizeof(seq), "%" PRId64, (int64_t)w->seq);
+    r = PQexecParams(p->pc,
+                     "SELECT op, receipt_id, status, hash, outcome FROM dedupe "
+                     "WHERE source = convert_from($1::bytea, 'UTF8') AND seq "
+                     "= $2::bigint",
+                     2, NULL, v, len, fmt, 1);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        rc = store_pg_fail(p, r, err, "look up a seq");
+        goto out;
+    }
+    if (PQntuples(r) == 0)
+        goto out;
+    rc = 1;
+    if (other_payload(w, store_pg_i16(PQgetvalue(r, 0, 0)),
+                      (uint32_t)store_pg_i64(PQgetvalue(r, 0, 3))))
+        goto out;
+    w->duplicate = 1;
+    w->receipt_id = store_pg_i64(PQgetvalue(r, 0, 1));
+    w->status = store_pg_i16(PQgetvalue(r, 0, 2));
+    if (!PQgetisnull(r, 0, 4)) {
+        size_t n = (size_t)PQgetlength(r, 0, 4);
+
+        if ((w->dup_outcome = malloc(n ? n : 1)) == NULL) {
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        memcpy(w->dup_outcome, PQgetvalue(r, 0, 4), n);
+        w->dup_outcome_len = n;
+    }
+out:
+    PQclear(r);
+    return rc;
+}
+
+static int
+dedupe_put(struct store_pg *p, const struct store_write *w,
+           struct proto_err *err)
+{
+    char seq[24], op[8], id[24], status[8], hash[16];
+    const char *v[7] = { w->source, seq, op, id, status, hash, w->outcome };
+    int len[7] = { (int)w->source_len, 0, 0, 0, 0, 0, (int)w->outcome_len };
+    int fmt[7] = { 1, 0, 0, 0, 0, 0, 1 };
+    PGresult *r;
+    int rc;
+
+    snprintf(seq, sizeof(seq), "%" PRId64, (int64_t)w->seq);
+    snprintf(op, sizeof(op), "%d", w->op);
+    snprintf(id, sizeof(id), "%" PRId64, w->receipt_id);
+    snprintf(status, sizeof(status), "%d", w->status);
+    snprintf(hash, sizeof(hash), "%" PRIu32, w->payload_hash);
+    if (w->outcome == NULL)
+        v[6] = NULL;
+    r = PQexecParams(p->pc,
+                     "INSERT INTO dedupe (source, seq, op, receipt_id, status, "
+                     "hash, outcome) VALUES (convert_from($1::bytea, 'UTF8'), "
+                     "$2::bigint, $3::smallint, $4::bigint, $5::smallint, "
+                     "$6::bigint, $7::bytea)",
+                     7, NULL, v, len, fmt, 0);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "record a seq");
+    PQclear(r);
+    return rc;
+}
+
+static int
+has_record(const struct store_write *w)
+{
+    return w->has_seq && w->source_len > 0 && w->op >= 0;
+}
+
+static int
+pg_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
+               struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int rc;
+
+    w->duplicate = 0;
+    w->conflict = 0;
+    w->receipt_id = 0;
+    w->evicted = 0;
+    w->refused = 0;
+    *source_id = 0; /* sources are stored as text here */
+    if (!has_record(w) || !text_ok(w->source, w->source_len))
+        return 0;
+    rc = dedupe_get(p, w, err);
+    if (rc == 1 && w->conflict && w->conflict_q != NULL &&
+        (rc = put_quarantine(p, w, w->conflict_q, err)) == 0)
+        rc = 1;
+    return rc;
+}
+
+static int
+pg_write_end(struct store *s, struct store_write *w, int64_t source_id,
+             struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    size_t i;
+    int rc;
+
+    (void)source_id;
+    for (i = 0; i < w->n_quarantine; i++)
+        if ((rc = put_quarantine(p, w, &w->quarantine[i], err)))
+            return rc;
+    if (!has_record(w) || w->refused || !text_ok(w->source, w->source_len))
+        return 0;
+    return dedupe_put(p, w, err);
+}
+
+static int
+pg_apply(struct store *s, struct store_write *w, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int64_t source_id, id;
+    size_t i;
+    int rc;
+
+    if ((rc = pg_write_begin(s, w, &source_id, err)))
+        return rc == 1 ? 0 : rc;
+    for (i = 0; i < w->n_receipts; i++) {
+        if ((rc = next_id(p, &id, err)) ||
+            (rc = put_receipt(p, w, &w->receipts[i], id, err)))
+            return rc;
+        if (i == 0) {
+            w->receipt_id = id;
+            w->status = receipt_status(&w->receipts[0]);
+        }
+    }
+    return pg_write_end(s, w, source_id, err);
+}
+
+/* ---- the commit ---- */
+
+static int
+day_known(const struct store_pg *p, int64_t day)
+{
+    size_t i;
+
+    for (i = 0; i < p->n_days; i++)
+        if (p->days[i] == day)
+            return 1;
+    return 0;
+}
+
+/* Creates the partition of day (received_at / DAY_MS) unless it exists,
+ * under a transaction advisory lock, so instances do not race on it. */
+static int
+make_partition(struct store_pg *p, int64_t day, struct proto_err *err)
+{
+    char sql[320];
+    int rc;
+
+    if (day_known(p, day))
+        return 0;
+    snprintf(sql, sizeof(sql),
+             "SELECT pg_advisory_xact_lock(%d); CREATE TABLE IF NOT EXISTS "
+             "receipts_d%" PRId64 " PARTITION OF receipts FOR VALUES FROM "
+             "(%" PRId64 ") TO (%" PRId64 ")",
+             LOCK_PARTITION, day, day * DAY_MS, (day + 1) * DAY_MS);
+    if ((rc = store_pg_exec(p, sql, err, "make a day's partition")))
+        return rc;
+    if (grow((void **)&p->days, &p->cap_days, p->n_days + 1,
+             sizeof(*p->days)) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    p->days[p->n_days++] = day;
+    return 0;
+}
+
+static int
+cmp_rows_cb(const void *a, const void *b, void *arg)
+{
+    const struct store_pg_row *x = a, *y = b;
+    const char *ar = arg;
+    int c;
+
+    if (x->hour != y->hour)
+        return x->hour < y->hour ? -1 : 1;
+    if ((c = strcmp(ar + x->plan, ar + y->plan)) ||
+        (c = strcmp(ar + x->graph, ar + y->graph)) ||
+        (c = strcmp(ar + x->model, ar + y->model)) ||
+        (c = strcmp(ar + x->source, ar + y->source)))
+        return c;
+    if (x->requested != y->requested)
+        return x->requested < y->requested ? -1 : 1;
+    return x->executed < y->executed ? -1 : x->executed > y->executed;
+}
+
+/* qsort has no argument: the arena of the rows being sorted. Only the
+ * writer thread sorts, one group at a time. */
+static const char *sort_arena;
+
+static int
+cmp_rows(const void *a, const void *b)
+{
+    return cmp_rows_cb(a, b, (void *)sort_arena);
+}
+
+/* Appends "{v0,v1,...}" to buf (an SQL array's text). */
+static void
+array_text(char *buf, size_t cap, const char *const *v, unsigned n)
+{
+    size_t o = 0;
+    unsigned i;
+
+    o += (size_t)snprintf(buf + o, cap - o, "{");
+    for (i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "," : "", v[i]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "}");
+}
+
+/* Adds the sums of rows [from, to), which share a key, to its hour's
+ * rollup row. */
+static int
+put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
+           size_t to, struct proto_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO rollup_hours AS r VALUES ($1::bigint, $2, $3, $4, $5, "
+        "$6::smallint, $7::smallint, $8::bigint, $9::bigint, $10::bigint, "
+        "$11::bigint, $12::bigint[], $13::numeric[], $14::numeric[], "
+        "$15::numeric[]) ON CONFLICT (hour, plan, graph, model, source, "
+        "requested_backend, executed_backend) DO UPDATE SET receipts = "
+        "r.receipts + excluded.receipts, fallback = r.fallback + "
+        "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
+        "r.unproven + excluded.unproven, measured = (SELECT array_agg(a + b "
+        "ORDER BY i) FROM unnest(r.measured, excluded.measured) WITH "
+        "ORDINALITY AS t(a, b, i)), sum = (SELECT array_agg(a + b ORDER BY i) "
+        "FROM unnest(r.sum, excluded.sum) WITH ORDINALITY AS t(a, b, i)), min "
+        "= (SELECT array_agg(least(a, b) ORDER BY i) FROM unnest(r.min, "
+        "excluded.min) WITH ORDINALITY AS t(a, b, i)), max = (SELECT "
+        "array_agg(greatest(a, b) ORDER BY i) FROM unnest(r.max, excluded.max) "
+        "WITH ORDINALITY AS t(a, b, i))";
+    const struct store_pg_row *k = &rows[from];
+    struct store_agg_counter c[RECEIPT_NCOUNTERS];
+    uint64_t counts[3] = { 0, 0, 0 };
+    char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
+    char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
+    const char *v[15], *e[RECEIPT_NCOUNTERS];
+    PGresult *r;
+    size_t i;
+    unsigned b;
+    int rc;
+
+    memset(c, 0, sizeof(c));
+    for (i = from; i < to; i++) {
+        counts[rows[i].status < 3 ? rows[i].status : 2]++;
+        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+            if (rows[i].coverage >> b & 1)
+                store_agg_counter_add(&c[b], rows[i].counters[b]);
+    }
+    for (b = 0; b < RECEIPT_NCOUNTERS; b++) {
+        unsigned __int128 sum =
+            (unsigned __int128)c[b].sum_hi << 64 | c[b].sum_lo;
+        char digits[48];
+        int n = 0;
+
+        snprintf(txt[0][b], 48, "%" PRIu64, c[b].measured);
+        /* The 128-bit sum in decimal. */
+        do {
+            digits[n++] = (char)('0' + (int)(sum % 10));
+            sum /= 10;
+        } while (sum > 0);
+        for (i = 0; i < (size_t)n; i++)
+            txt[1][b][i] = digits[n - 1 - (int)i];
+        txt[1][b][n] = '\0';
+        if (c[b].measured > 0) {
+            snprintf(txt[2][b], 48, "%" PRIu64, c[b].min);
+            snprintf(txt[3][b], 48, "%" PRIu64, c[b].max);
+        } else {
+            snprintf(txt[2][b], 48, "NULL");
+            snprintf(txt[3][b], 48, "NULL");
+        }
+    }
+    for (i = 0; i < 4; i++) {
+        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+            e[b] = txt[i][b];
+        array_text(arrays[i], sizeof(arrays[i]), e, RECEIPT_NCOUNTERS);
+    }
+    snprintf(num[0], 24, "%" PRId64, k->hour);
+    snprintf(num[1], 24, "%u", k->requested);
+    snprintf(num[2], 24, "%u", k->executed);
+    snprintf(num[3], 24, "%zu", to - from);
+    snprintf(num[4], 24, "%" PRIu64, counts[RECEIPT_STATUS_FALLBACK]);
+    snprintf(num[5], 24, "%" PRIu64, counts[RECEIPT_STATUS_CLEAN]);
+    snprintf(num[6], 24, "%" PRIu64, counts[RECEIPT_STATUS_UNPROVEN]);
+    v[0] = num[0];
+    v[1] = p->arena + k->plan;
+    v[2] = p->arena + k->graph;
+    v[3] = p->arena + k->model;
+    v[4] = p->arena + k->source;
+    v[5] = num[1];
+    v[6] = num[2];
+    v[7] = num[3];
+    v[8] = num[4];
+    v[9] = num[5];
+    v[10] = num[6];
+    for (i = 0; i < 4; i++)
+        v[11 + i] = arrays[i];
+    r = PQexecParams(p->pc, sql, 15, NULL, v, NULL, NULL, 0);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "add to a rollup");
+    PQclear(r);
+    return rc;
+}
+
+/* Sends the group's receipts and rollups (see the file's comment). */
+static int
+flush_group(struct store_pg *p, struct proto_err *err)
+{
+    static const unsigned char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0";
+    static const unsigned char trailer[2] = { 0xff, 0xff };
+    PGresult *r;
+    size_t i, from;
+    int rc, ok;
+
+    if (p->n_rows == 0)
+        return 0;
+    for (i = 0; i < p->n_rows; i++) {
+        int64_t h = p->rows[i].hour;
+        int64_t day = h >= 0 ? h / 24 : (h - 23) / 24;
+
+        if ((rc = make_partition(p, day, err)))
+            return rc;
+    }
+    r = PQexec(p->pc, "COPY staging FROM STDIN (FORMAT binary)");
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        rc = store_pg_fail(p, r, err, "start a COPY");
+        PQclear(r);
+        return rc;
+    }
+    PQclear(r);
+    /* libpq takes an int's worth at a time: the buffer goes in slices. */
+    ok = PQputCopyData(p->pc, (const char *)header, sizeof(header)) == 1;
+    for (i = 0; ok && i < p->copy_len; i += COPY_SLICE)
+        ok = PQputCopyData(p->pc, (const char *)p->copy + i,
+                           (int)(p->copy_len - i < COPY_SLICE ? p->copy_len - i
+                                                              : COPY_SLICE)) ==
+             1;
+    if (!ok ||
+        PQputCopyData(p->pc, (const char *)trailer, sizeof(trailer)) != 1 ||
+        PQputCopyEnd(p->pc, NULL) != 1)
+        return store_pg_fail(p, NULL, err, "send a COPY");
+    r = PQgetResult(p->pc);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "COPY the receipts");
+    PQclear(r);
+    while ((r = PQgetResult(p->pc)) != NULL)
+        PQclear(r);
+    if (rc || (rc = store_pg_exec(p,
+                                  "INSERT INTO receipts SELECT * FROM "
+                                  "staging",
+                                  err, "store the receipts")))
+        return rc;
+    sort_arena = p->arena;
+    qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
+    for (from = 0, i = 1; i <= p->n_rows; i++)
+        if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
+            if ((rc = put_rollup(p, p->rows, from, i, err)))
+                return rc;
+            from = i;
+        }
+    return 0;
+}
+
+static int
+pg_commit(struct store *s, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int rc;
+
+    if ((rc = flush_group(p, err)) ||
+        (rc = store_pg_exec(p, "COMMIT", err, "commit")))
+        return rc;
+    p->in_txn = 0;
+    drop_group(p);
+    return 0;
+}
+
+/* ---- plans ---- */
+
+static int
+params_result(struct store_pg *p, PGresult *r, ExecStatusType want,
+              struct proto_err *err, const char *what)
+{
+    int rc = PQresultStatus(r) == want ? 0 : store_pg_fail(p, r, err, what);
+
+    if (rc)
+        PQclear(r);
+    return rc;
+}
+
+static int
+pg_plan_get(struct store *s, const struct store_plan_key *k, int64_t *id,
+            void **canonical, size_t *len, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    const char *v[2] = { k->plan.ptr ? k->plan.ptr : "",
+                         k->graph.ptr ? k->graph.ptr : "" };
+    int l[2] = { (int)k->plan.len, (int)k->graph.len }, fmt[2] = { 1, 1 };
+    PGresult *r;
+    int rc;
+
+    *id = 0;
+    *canonical = NULL;
+    *len = 0;
+    r = PQexecParams(p->pc,
+                     "SELECT id, canonical FROM plans WHERE plan = "
+                     "convert_from($1::bytea, 'UTF8') AND graph = "
+                     "convert_from($2::bytea, 'UTF8')",
+                     2, NULL, v, l, fmt, 1);
+    if ((rc = params_result(p, r, PGRES_TUPLES_OK, err, "look up a plan")))
+        return rc;
+    if (PQntuples(r) > 0) {
+        size_t n = (size_t)PQgetlength(r, 0, 1);
+
+        if ((*canonical = malloc(n ? n : 1)) == NULL) {
+            PQclear(r);
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        }
+        memcpy(*canonical, PQgetvalue(r, 0, 1), n);
+        *len = n;
+        *id = store_pg_i64(PQgetvalue(r, 0, 0));
+    }
+    PQclear(r);
+    return 0;
+}
+
+static int
+pg_plan_put(struct store *s, const struct store_plan_new *n, int64_t *id,
+            struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    char at[24], nodes[24], values[24];
+    const char *v[7] = { n->key.plan.ptr,
+                         n->key.graph.ptr ? n->key.graph.ptr : "",
+                         at,
+                         n->source.ptr ? n->source.ptr : "",
+                         nodes,
+                         values,
+                         n->canonical };
+    int l[7] = { (int)n->key.plan.len,
+                 (int)n->key.graph.len,
+                 0,
+                 (int)n->source.len,
+                 0,
+                 0,
+                 (int)n->len };
+    int fmt[7] = { 1, 1, 0, 1, 0, 0, 1 };
+    PGresult *r;
+    int rc;
+
+    snprintf(at, sizeof(at), "%" PRId64, n->registered_at);
+    snprintf(nodes, sizeof(nodes), "%" PRIu64, n->nodes);
+    snprintf(values, sizeof(values), "%" PRIu64, n->values);
+    r = PQexecParams(
+        p->pc,
+        "INSERT INTO plans (plan, graph, registered_at, source, "
+        "nodes, nvalues, canonical) VALUES (convert_from($1::bytea, "
+        "'UTF8'), convert_from($2::bytea, 'UTF8'), $3::bigint, "
+        "convert_from($4::bytea, 'UTF8'), $5::bigint, $6::bigint, "
+        "$7::bytea) RETURNING id",
+        7, NULL, v, l, fmt, 1);
+    if ((rc = params_result(p, r, PGRES_TUPLES_OK, err, "store a plan")))
+        return rc;
+    *id = store_pg_i64(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return 0;
+}
+
+static int
+pg_plan_retain(struct store *s, int64_t plan_id, struct proto_str value_id,
+               int64_t retained_at, const void *value, size_t len,
+               struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    char id[24], at[24];
+    const char *v[4] = { id, value_id.ptr ? value_id.ptr : "", at, value };
+    int l[4] = { 0, (int)value_id.len, 0, (int)len }, fmt[4] = { 0, 1, 0, 1 };
+    PGresult *r;
+    int rc;
+
+    snprintf(id, sizeof(id), "%" PRId64, plan_id);
+    snprintf(at, sizeof(at), "%" PRId64, retained_at);
+    r = PQexecParams(p->pc,
+                     "INSERT INTO retained (plan_id, value_id, retained_at, "
+                     "value) VALUES ($1::bigint, convert_from($2::bytea, "
+                     "'UTF8'), $3::bigint, $4::bytea) ON CONFLICT DO NOTHING",
+                     4, NULL, v, l, fmt, 0);
+    if ((rc = params_result(p, r, PGRES_COMMAND_OK, err, "retain a value")))
+        return rc;
+    PQclear(r);
+    return 0;
+}
+
+/* ---- retention ---- */
+
+static int
+pg_prune_newest(struct store *s, int64_t *ms, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int rc;
+
+    if ((rc = store_pg_ready(p, err)))
+        return rc;
+    /* Receipts sent here have ids in commit order; the newest day's
+     * partition is searched first. */
+    return one_int(p, "SELECT max(received_at) FROM receipts", INT64_MIN, ms,
+                   err, "find the newest receipt");
+}
+
+/*
+ * Retention drops whole days: the partitions that end at or before
+ * cutoff_ms, with their hours' rollup rows, in one transaction; max_rows
+ * does not split a day (a partition is dropped whole or kept).
+ */
+static int
+pg_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
+         struct store_prune_result *out, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    char sql[400];
+    PGresult *r;
+    int64_t day, rows, oldest, newest;
+    int rc, i, n;
+
+    memset(out, 0, sizeof(*out));
+    if (max_rows < 1 || max_rows > STORE_PRUNE_MAX_ROWS)
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "max_rows must be 1 to %d", STORE_PRUNE_MAX_ROWS);
+    if ((rc = pg_begin(s, err)))
+        return rc;
+    snprintf(sql, sizeof(sql),
+             "SELECT substr(c.relname, 11)::bigint AS day FROM pg_inherits i "
+             "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = "
+             "'receipts'::regclass AND c.relname ~ '^receipts_d[0-9]+$' AND "
+             "(substr(c.relname, 11)::bigint + 1) * %" PRId64 " <= %" PRId64
+             " ORDER BY day LIMIT 1",
+             DAY_MS, cutoff_ms);
+    r = PQexec(p->pc, sql);
+    if ((rc = params_result(p, r, PGRES_TUPLES_OK, err, "list partitions")))
+        goto fail;
+    n = PQntuples(r);
+    day = n > 0 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    if (n == 0) {
+        pg_rollback(s);
+        return 0;
+    }
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*), min(received_at), max(received_at) FROM "
+             "receipts_d%" PRId64,
+             day);
+    r = PQexec(p->pc, sql);
+    if ((rc = params_result(p, r, PGRES_TUPLES_OK, err, "count a day")))
+        goto fail;
+    rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    oldest = PQgetisnull(r, 0, 1) ? 0 : strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    newest = PQgetisnull(r, 0, 2) ? 0 : strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+    PQclear(r);
+    snprintf(sql, sizeof(sql),
+             "ALTER TABLE receipts DETACH PARTITION receipts_d%" PRId64
+             "; DROP TABLE receipts_d%" PRId64
+             "; DELETE FROM rollup_hours WHERE hour >= %" PRId64
+             " AND hour < %" PRId64,
+             day, day, day * 24, (day + 1) * 24);
+    if ((rc = store_pg_exec(p, sql, err, "drop a day")))
+        goto fail;
+    if (rows > 0) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO prunes (pruned_at, cutoff, rows, oldest, "
+                 "newest) VALUES ((extract(epoch FROM now()) * 1000)::bigint, "
+                 "%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 ")",
+                 cutoff_ms, rows, oldest, newest);
+        if ((rc = store_pg_exec(p, sql, err, "record a prune")))
+            goto fail;
+    }
+    if ((rc = store_pg_exec(p, "COMMIT", err, "commit a prune")))
+        goto fail;
+    p->in_txn = 0;
+    for (i = 0; i < (int)p->n_days; i++)
+        if (p->days[i] == day)
+            p->days[i] = p->days[--p->n_days];
+    out->rows = (uint64_t)rows;
+    out->oldest = oldest;
+    out->newest = newest;
+    out->more = 1; /* another day may be due: asked again */
+    (void)max_rows;
+    return 0;
+fail:
+    pg_rollback(s);
+    return rc;
+}
+
+const struct store_ops store_pg_ops = {
+    .name = "postgresql",
+    .open = pg_open,
+    .free = pg_free,
+    .user_version = pg_user_version,
+    .path = pg_path,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .savepoint = pg_savepoint,
+    .savepoint_release = pg_savepoint_release,
+    .savepoint_rollback = pg_savepoint_rollback,
+    .txn_broken = pg_txn_broken,
+    .apply = pg_apply,
+    .write_begin = pg_write_begin,
+    .write_end = pg_write_end,
+    .plan_get = pg_plan_get,
+    .plan_put = pg_plan_put,
+    .plan_retain = pg_plan_retain,
+    .prune = pg_prune,
+    .prune_newest = pg_prune_newest,
+    .query_receipts = store_pg_query_receipts,
+    .query_stats = store_pg_query_stats,
+    .query_agg = store_pg_query_agg,
+    .query_gaps = store_pg_query_gaps,
+    .query_quarantine = store_pg_query_quarantine,
+    .query_plans = store_pg_query_plans,
+    .query_retained = store_pg_query_retained,
+    .plan_readback = store_pg_plan_readback,
+    .plan_counts = store_pg_plan_counts,
+    .query_prunes = store_pg_query_prunes,
+    /* No WAL, checkpoints, file or rollup merge of its own: NULL. */
+};

@@ -1,0 +1,308 @@
+/*
+ * e2e_pg.c: the real receiptd on the PostgreSQL backend (--pg) against a
+ * real private cluster (tests/lib/pg_cluster.h): receipts sent over its
+ * socket, the daemon killed with SIGKILL while writes are in flight and
+ * restarted, and at the end every acknowledged receipt stored exactly
+ * once, every one resent stored once, and the query kinds answering from
+ * PostgreSQL. PostgreSQL itself crashing under the daemon: writes answer
+ * unavailable, then succeed again once it is back, on the same daemon.
+ *
+ * Reports SKIP where PostgreSQL 15 is not installed (a failure when
+ * RECEIPTD_CI is set).
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "e2e_util.h"
+#include "error.h"
+#include "op.h"
+#include "pg_cluster.h"
+#include "skip.h"
+
+#define T      10000
+#define WINDOW 32
+#define ROUNDS 3
+#define PER    300 /* seqs a round sends before the kill */
+#define MAXSEQ (ROUNDS * (PER + WINDOW) + 1)
+
+static struct e2e_daemon d;
+static char pgdir[300], cluster[512], db[700];
+static const char *extra[3];
+
+static void
+setup(void)
+{
+    const char *base = TEST_BINARY_DIR;
+
+    memset(&d, 0, sizeof(d));
+    if (strlen(base) > 60)
+        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(d.dir, sizeof(d.dir), "%s/e2e-XXXXXX", base);
+    ck_assert_ptr_nonnull(mkdtemp(d.dir));
+    snprintf(d.sock, sizeof(d.sock), "%s/s", d.dir);
+    snprintf(d.db, sizeof(d.db), "%s/unused.db", d.dir);
+    snprintf(d.log, sizeof(d.log), "%s/receiptd.log", d.dir);
+    snprintf(pgdir, sizeof(pgdir), "%s/pg", d.dir);
+    pg_cluster_start(pgdir, cluster, sizeof(cluster));
+    pg_cluster_database(cluster, "central", db, sizeof(db));
+    extra[0] = "--pg";
+    extra[1] = db;
+    extra[2] = NULL;
+    ck_assert_msg(e2e_restart(&d, extra) == 0, "receiptd --pg did not start");
+}
+
+static void
+teardown(void)
+{
+    if (d.pid > 0)
+        e2e_stop(&d, SIGKILL, 5000, NULL);
+    d.pid = 0;
+    pg_cluster_stop(pgdir, "fast");
+    e2e_cleanup(&d);
+}
+
+static const struct e2e_receipt rec = {
+    .schema = 3,
+    .plan = "plan-a",
+    .graph = "g",
+    .model = "m",
+    .requested = "cuda",
+    .executed = "cpu",
+    .coverage = 0x41,
+    .decode_steps = 12,
+    .fallback_count = 1,
+};
+
+static int
+send_seq(int fd, uint64_t seq)
+{
+    size_t len;
+    char *body = e2e_receipt_bytes(&rec, &len);
+    int rc;
+
+    ck_assert_ptr_nonnull(body);
+    rc = e2e_request(fd, PROTO_OP_RECEIPT, seq, 1, seq, body, len);
+    free(body);
+    return rc;
+}
+
+static int64_t
+scalar(const char *sql)
+{
+    PGconn *pc = PQconnectdb(db);
+    PGresult *r;
+    int64_t v;
+
+    ck_assert_msg(PQstatus(pc) == CONNECTION_OK, "%s", PQerrorMessage(pc));
+    r = PQexec(pc, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+                  PQerrorMessage(pc));
+    v = PQgetisnull(r, 0, 0) ? -1 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pc);
+    return v;
+}
+
+/* Sends seqs [from, to) pipelined, WINDOW at a time, marking those
+ * acknowledged ok; then sends tail more without reading their replies.
+ * Returns the next seq not sent. */
+static uint64_t
+round_of(int fd, uint64_t from, uint64_t to, uint64_t tail,
+         unsigned char *acked)
+{
+    uint64_t next = from, waiting = 0;
+    struct e2e_reply rep;
+
+    while (next < to || waiting > 0) {
+        while (next < to && waiting < WINDOW) {
+            ck_assert_int_eq(send_seq(fd, next++), 0);
+            waiting++;
+        }
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(rep.r.ok, "seq %llu: %s", (unsigned long long)rep.r.id,
+                      rep.r.err.message);
+        ck_assert_uint_lt(rep.r.id, MAXSEQ);
+        acked[rep.r.id] = 1;
+        e2e_reply_free(&rep);
+        waiting--;
+    }
+    for (; next < to + tail; next++)
+        ck_assert_int_eq(send_seq(fd, next), 0);
+    return next;
+}
+
+static const msgpack_object *
+query(int fd, uint64_t id, const char *kind, struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 1);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, kind);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, rep), 0);
+    ck_assert_msg(rep->r.ok, "query %s: %s", kind, rep->r.err.message);
+    return e2e_get(rep->r.result, "rows");
+}
+
+START_TEST(test_pg_kill9_keeps_every_ack_once)
+{
+    static unsigned char acked[MAXSEQ];
+    char sql[256];
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    uint64_t next = 1, seq, n_acked = 0;
+    int round, fd;
+
+    memset(acked, 0, sizeof(acked));
+    for (round = 0; round < ROUNDS; round++) {
+        fd = e2e_connect(&d);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(e2e_hello(fd, "producer-1"), 0);
+        next = round_of(fd, next, next + PER, WINDOW, acked);
+        /* Writes in flight, some committed and unanswered: kill -9. */
+        ck_assert_int_eq(e2e_stop(&d, SIGKILL, 5000, NULL), 0);
+        close(fd);
+        ck_assert_msg(e2e_restart(&d, extra) == 0, "no restart");
+    }
+    /* Every acknowledged receipt is there, none twice. */
+    for (seq = 1; seq < next; seq++) {
+        if (!acked[seq])
+            continue;
+        n_acked++;
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM receipts WHERE source = 'producer-1' "
+                 "AND seq = %llu",
+                 (unsigned long long)seq);
+        ck_assert_msg(scalar(sql) == 1,
+                      "acknowledged seq %llu stored %lld "
+                      "times",
+                      (unsigned long long)seq, (long long)scalar(sql));
+    }
+    ck_assert_uint_eq(n_acked, ROUNDS * PER);
+    /* No SQLite file: the daemon stored in PostgreSQL only. */
+    ck_assert_int_ne(access(d.db, F_OK), 0);
+    ck_assert_int_eq(scalar("SELECT count(*) - count(DISTINCT seq) FROM "
+                            "receipts"),
+                     0);
+    /* The producer resends everything it sent: stored once each. */
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "producer-1"), 0);
+    memset(acked, 0, sizeof(acked));
+    round_of(fd, 1, next, 0, acked);
+    for (seq = 1; seq < next; seq++)
+        ck_assert_msg(acked[seq], "resent seq %llu not acknowledged",
+                      (unsigned long long)seq);
+    ck_assert_int_eq(scalar("SELECT count(*) - count(DISTINCT seq) FROM "
+                            "receipts"),
+                     0);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM receipts"),
+                     (int64_t)(next - 1));
+    /* The query kinds answer from PostgreSQL. */
+    rows = query(fd, 100000, "fallbacks", &rep);
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "receipts"),
+                      (uint64_t)scalar("SELECT count(*) FROM receipts"));
+    e2e_reply_free(&rep);
+    rows = query(fd, 100001, "gaps", &rep);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "first_seq"), 1);
+    e2e_reply_free(&rep);
+    rows = query(fd, 100002, "receipts", &rep);
+    ck_assert_uint_gt(rows->via.array.size, 0);
+    e2e_reply_free(&rep);
+    close(fd);
+}
+END_TEST
+
+/* PostgreSQL crashes under a running daemon: writes are answered
+ * unavailable (never ok), and once it is back the same daemon stores
+ * again, having reconnected by itself; restarted under an idle daemon, it
+ * costs no failed write or query. */
+START_TEST(test_pg_server_crash_then_back)
+{
+    struct e2e_reply rep;
+    char again[512];
+    int fd, i, ok = 0;
+
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_hello(fd, "producer-2"), 0);
+    ck_assert_int_eq(send_seq(fd, 1), 0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(pg_cluster_stop(pgdir, "immediate"), 0);
+    ck_assert_int_eq(send_seq(fd, 2), 0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert(!rep.r.ok);
+    ck_assert_int_eq(rep.r.err.code, PROTO_EUNAVAILABLE);
+    e2e_reply_free(&rep);
+    pg_cluster_start(pgdir, again, sizeof(again));
+    /* The writer reconnects at its next group. */
+    for (i = 0; i < 50 && !ok; i++) {
+        ck_assert_int_eq(send_seq(fd, 2), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ok = rep.r.ok;
+        e2e_reply_free(&rep);
+        if (!ok)
+            usleep(100000);
+    }
+    ck_assert_msg(ok, "writes did not recover after PostgreSQL came back");
+    /* Restarted while the daemon is idle: the connections it holds are
+     * gone without its knowing; the next write and query still succeed at
+     * the first attempt. */
+    ck_assert_int_eq(pg_cluster_stop(pgdir, "fast"), 0);
+    pg_cluster_start(pgdir, again, sizeof(again));
+    ck_assert_int_eq(send_seq(fd, 3), 0);
+    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+    ck_assert_msg(rep.r.ok, "the first write after a restart: %s",
+                  rep.r.err.message);
+    e2e_reply_free(&rep);
+    query(fd, 900, "fallbacks", &rep);
+    e2e_reply_free(&rep);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM receipts WHERE source = "
+                            "'producer-2'"),
+                     3);
+    close(fd);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("e2e_pg");
+    TCase *tc = tcase_create("pg");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 180);
+    tcase_add_test(tc, test_pg_kill9_keeps_every_ack_once);
+    tcase_add_test(tc, test_pg_server_crash_then_back);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int rc;
+
+    srunner_run_all(sr, CK_NORMAL);
+    rc = skip_status(sr);
+    srunner_free(sr);
+    return rc;
+}

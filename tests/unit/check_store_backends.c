@@ -1,0 +1,706 @@
+/*
+ * check_store_backends.c: both store backends (daemon/store_ops.h) answer
+ * every query kind the same. The same writes go to an SQLite store and to
+ * a PostgreSQL one on a private cluster (tests/lib/pg_cluster.h), then
+ * each kind (receipts with its filters, fallbacks and coverage for every
+ * grouping and time range, gaps, quarantine, stats) is asked of both and
+ * the answers compared. Also the PostgreSQL backend's own promises: its
+ * rollups equal a scan, a (source, seq) is stored once, several instances
+ * migrate once, a resent batch of the same rows fails whole, retention
+ * drops whole days.
+ *
+ * The whole binary reports SKIP where PostgreSQL 15 is not installed (a
+ * failure when RECEIPTD_CI is set).
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "aggcheck.h"
+#include "envelope.h"
+#include "pg_cluster.h"
+#include "skip.h"
+#include "store.h"
+#include "store_agg.h"
+#include "store_prune.h"
+
+#define DAY  INT64_C(86400000)
+#define HOUR INT64_C(3600000)
+/* 2026-11-01T00:00:00Z */
+#define T0 INT64_C(1793491200000)
+
+static char dir[200], cluster[512], sqlite_path[300];
+
+static void
+cluster_up(void)
+{
+    const char *base = TEST_BINARY_DIR;
+    char d[256];
+
+    if (strlen(base) > 60)
+        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, sizeof(dir), "%s/pgcheck-XXXXXX", base);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(d, sizeof(d), "%s/pg", dir);
+    pg_cluster_start(d, cluster, sizeof(cluster));
+}
+
+static void
+cluster_down(void)
+{
+    char d[300], cmd[400];
+    int rc;
+
+    snprintf(d, sizeof(d), "%s/pg", dir);
+    pg_cluster_stop(d, "fast");
+    if (getenv("E2E_KEEP") == NULL) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        rc = system(cmd);
+        (void)rc;
+    }
+}
+
+/* A fresh database for one test: its conninfo into out. */
+static void
+fresh_db(const char *name, char *out, size_t cap)
+{
+    pg_cluster_database(cluster, name, out, cap);
+}
+
+static struct store *
+open_store(int backend, const char *where, int readonly)
+{
+    struct store_opts o = { .backend = backend,
+                            .readonly = readonly,
+                            .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 16 };
+    struct proto_err err;
+    struct store *s;
+
+    ck_assert_msg(store_open(where, &o, &s, &err) == 0, "open %s: %s", where,
+                  err.message);
+    return s;
+}
+
+/* ---- the writes both stores get ---- */
+
+static const char *const plans[] = { "p0", "p1", "p2", "plan-three" };
+static const char *const models[] = { "m0", "m1", "m2" };
+
+static void
+mk_receipt(struct receipt *r, int i)
+{
+    int b;
+
+    memset(r, 0, sizeof(*r));
+    r->schema_version = (uint16_t)(i % 3 ? 3 : 2);
+    r->requested_backend = RECEIPT_BACKEND_CUDA;
+    r->executed_backend = (uint8_t)(i % 4 == 1   ? RECEIPT_BACKEND_CPU
+                                    : i % 7 == 3 ? RECEIPT_BACKEND_UNKNOWN
+                                                 : RECEIPT_BACKEND_CUDA);
+    r->prepared_plan_id.ptr = plans[i % 4];
+    r->prepared_plan_id.len = strlen(plans[i % 4]);
+    r->model_instance_id.ptr = models[i % 3];
+    r->model_instance_id.len = 2;
+    r->graph_hash.ptr = i % 2 ? "g1" : "";
+    r->graph_hash.len = i % 2 ? 2 : 0;
+    r->tuning_profile.ptr = "t";
+    r->tuning_profile.len = 1;
+    r->stop_reason.ptr = i % 5 ? "eos" : "max_tokens";
+    r->stop_reason.len = strlen(r->stop_reason.ptr);
+    r->counter_coverage = (0x3ffffffu ^ ((uint64_t)i * 2654435761u)) &
+                          (i % 6 ? 0x3ffffffu : 0x1u);
+    for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+        r->counters[b] =
+            b % 3 == 0 ? UINT64_MAX - (uint64_t)i : (uint64_t)(i * (b + 1));
+    r->artifacts[0] = (uint64_t)i;
+    r->artifacts[3] = 7;
+}
+
+/* One `receipt` write with a seq, in its own group. */
+static void
+one(struct store *s, const char *source, uint64_t seq, int i, int64_t at,
+    int expect_dup)
+{
+    struct receipt r;
+    struct store_write w;
+    struct proto_err err;
+
+    mk_receipt(&r, i);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = source;
+    w.source_len = strlen(source);
+    w.has_seq = 1;
+    w.seq = seq;
+    w.received_at = at;
+    w.receipts = &r;
+    w.n_receipts = 1;
+    w.payload_hash = (uint32_t)(i + 1);
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, expect_dup);
+    free(w.dup_outcome);
+}
+
+/* The same history for any store: singles with seqs and gaps, batches
+ * without, over three days with partial hours at every edge, a resend,
+ * a quarantined payload. */
+static void
+fill(struct store *s)
+{
+    static const struct store_quarantine_item q = {
+        "\x81\xa1x\x01", 4, "receipt", PROTO_EINVALID, "body.x", "bad x"
+    };
+    struct receipt rs[25];
+    struct store_write w;
+    struct proto_err err;
+    int g, i, k = 0;
+
+    for (g = 0; g < 12; g++) {
+        int64_t at = T0 + g * 6 * HOUR + g * 7 * 60000 + 1234;
+
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        for (i = 0; i < 6; i++, k++) {
+            uint64_t seq = (uint64_t)k + 1;
+
+            if (seq == 7 || seq == 8 || seq == 30)
+                continue; /* gaps */
+            one(s, "node-a", seq, k, at + i * 1000, 0);
+        }
+        one(s, "node-b", 100 + (uint64_t)g * 2, g, at + 500, 0);
+        for (i = 0; i < 25; i++)
+            mk_receipt(&rs[i], g * 25 + i);
+        memset(&w, 0, sizeof(w));
+        w.op = PROTO_OP_RECEIPTS;
+        w.source = g % 2 ? "batcher" : "";
+        w.source_len = strlen(w.source);
+        w.received_at = at + 2 * HOUR + 59 * 60000;
+        w.receipts = rs;
+        w.n_receipts = 25;
+        ck_assert_int_eq(store_apply(s, &w, &err), 0);
+        ck_assert_int_eq(store_commit(s, &err), 0);
+    }
+    /* A resend of a stored seq: a duplicate, stored once. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    one(s, "node-a", 5, 4, T0 + 80 * HOUR, 1);
+    memset(&w, 0, sizeof(w));
+    w.op = -1;
+    w.source = "node-a";
+    w.source_len = 6;
+    w.received_at = T0 + 80 * HOUR;
+    w.quarantine = &q;
+    w.n_quarantine = 1;
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+}
+
+/* ---- answers as text, to compare ---- */
+
+struct text {
+    char *p;
+    size_t len, cap;
+};
+
+static void
+add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        ck_assert_int_ge(n, 0);
+        if (t->len + (size_t)n < t->cap)
+            break;
+        t->cap = (t->cap + (size_t)n + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        ck_assert_ptr_nonnull(t->p);
+    }
+    t->len += (size_t)n;
+}
+
+static int
+row_cb(void *arg, const struct store_row *row)
+{
+    struct text *t = arg;
+    int b;
+
+    add(t, "%lld %lld %.*s %d:%llu %d s%u %u>%u %.*s %.*s %.*s %.*s %.*s %llx",
+        (long long)row->receipt_id, (long long)row->received_at,
+        (int)row->source.len, row->source.ptr, row->has_seq,
+        (unsigned long long)row->seq, row->status, row->r.schema_version,
+        row->r.requested_backend, row->r.executed_backend,
+        (int)row->r.model_instance_id.len, row->r.model_instance_id.ptr,
+        (int)row->r.prepared_plan_id.len, row->r.prepared_plan_id.ptr,
+        (int)row->r.graph_hash.len, row->r.graph_hash.ptr,
+        (int)row->r.tuning_profile.len, row->r.tuning_profile.ptr,
+        (int)row->r.stop_reason.len, row->r.stop_reason.ptr,
+        (unsigned long long)row->r.counter_coverage);
+    for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+        add(t, " %llu", (unsigned long long)row->r.counters[b]);
+    for (b = 0; b < RECEIPT_NARTIFACTS; b++)
+        add(t, " a%llu", (unsigned long long)row->r.artifacts[b]);
+    add(t, " x%zu\n", row->r.extra_len);
+    return 0;
+}
+
+static struct store_filter
+filter(void)
+{
+    struct store_filter f;
+
+    memset(&f, 0, sizeof(f));
+    f.requested = f.executed = f.status = -1;
+    f.limit = 1000;
+    return f;
+}
+
+static char *
+receipts_text(struct store *s, const struct store_filter *f)
+{
+    struct text t = { NULL, 0, 0 };
+    struct proto_err err;
+    int truncated = -1;
+
+    add(&t, "");
+    ck_assert_msg(store_query_receipts(s, f, 0, row_cb, &t, &truncated, &err) ==
+                      0,
+                  "%s", err.message);
+    add(&t, "truncated %d\n", truncated);
+    return t.p;
+}
+
+static int
+cmp_groups(const void *a, const void *b)
+{
+    const struct store_agg_group *x = a, *y = b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = n ? memcmp(x->name, y->name, n) : 0;
+
+    if (c)
+        return c;
+    if (x->name_len != y->name_len)
+        return x->name_len < y->name_len ? -1 : 1;
+    if (x->k1 != y->k1 && x->name == NULL)
+        return x->k1 < y->k1 ? -1 : 1;
+    return x->name == NULL ? (x->k2 > y->k2) - (x->k2 < y->k2) : 0;
+}
+
+static char *
+agg_text(struct store *s, const struct store_filter *f, int group_by,
+         unsigned flags)
+{
+    struct store_agg a = { 0 };
+    struct text t = { NULL, 0, 0 };
+    struct proto_err err;
+    size_t i;
+    int b;
+
+    add(&t, "");
+    ck_assert_msg(store_query_agg(s, f, group_by, flags, 0, &a, &err) == 0,
+                  "%s", err.message);
+    if (a.n > 0)
+        qsort(a.groups, a.n, sizeof(*a.groups), cmp_groups);
+    for (i = 0; i < a.n; i++) {
+        const struct store_agg_group *g = &a.groups[i];
+
+        add(&t, "[%.*s|%lld|%lld] %llu %llu %llu %llu", (int)g->name_len,
+            g->name ? g->name : "", g->name ? 0LL : (long long)g->k1,
+            g->name ? 0LL : (long long)g->k2, (unsigned long long)g->receipts,
+            (unsigned long long)g->fallback, (unsigned long long)g->clean,
+            (unsigned long long)g->unproven);
+        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+            add(&t, " %llu/%llx:%llx/%llu/%llu",
+                (unsigned long long)g->c[b].measured,
+                (unsigned long long)g->c[b].sum_hi,
+                (unsigned long long)g->c[b].sum_lo,
+                (unsigned long long)(g->c[b].measured ? g->c[b].min : 0),
+                (unsigned long long)(g->c[b].measured ? g->c[b].max : 0));
+        add(&t, "\n");
+    }
+    store_agg_free(&a);
+    return t.p;
+}
+
+static int
+gap_cb(void *arg, const struct store_gap *g)
+{
+    struct text *t = arg;
+    size_t i;
+
+    add(t, "%.*s %llu..%llu got %llu missing %llu last %d:%lld",
+        (int)g->source.len, g->source.ptr, (unsigned long long)g->first_seq,
+        (unsigned long long)g->last_seq, (unsigned long long)g->received,
+        (unsigned long long)g->missing, g->has_last_received,
+        (long long)(g->has_last_received ? g->last_received_at : 0));
+    for (i = 0; i < g->n_ranges; i++)
+        add(t, " [%llu,%llu]", (unsigned long long)g->ranges[i][0],
+            (unsigned long long)g->ranges[i][1]);
+    add(t, " %d\n", g->ranges_truncated);
+    return 0;
+}
+
+static char *
+gaps_text(struct store *s, const struct store_filter *f,
+          const struct store_gap_select *sel)
+{
+    struct text t = { NULL, 0, 0 };
+    struct proto_err err;
+    int truncated = -1;
+
+    add(&t, "");
+    ck_assert_msg(
+        store_query_gaps(s, f, sel, 0, gap_cb, &t, &truncated, &err) == 0, "%s",
+        err.message);
+    add(&t, "truncated %d\n", truncated);
+    return t.p;
+}
+
+static int
+qrow_cb(void *arg, const struct store_qrow *q)
+{
+    struct text *t = arg;
+
+    add(t, "%lld %lld %.*s %.*s %.*s %.*s %.*s %llu %llu %zu\n",
+        (long long)q->id, (long long)q->received_at, (int)q->source.len,
+        q->source.ptr, (int)q->op.len, q->op.ptr, (int)q->code.len, q->code.ptr,
+        (int)q->path.len, q->path.ptr, (int)q->message.len, q->message.ptr,
+        (unsigned long long)q->size, (unsigned long long)q->attempts,
+        q->raw_len);
+    return 0;
+}
+
+static char *
+quarantine_text(struct store *s)
+{
+    struct store_filter f = filter();
+    struct text t = { NULL, 0, 0 };
+    struct proto_err err;
+    int truncated = -1;
+
+    add(&t, "");
+    ck_assert_msg(store_query_quarantine(s, &f, 0, 0, 1, 0, qrow_cb, &t,
+                                         &truncated, &err) == 0,
+                  "%s", err.message);
+    return t.p;
+}
+
+static void
+same(char *a, char *b, const char *what)
+{
+    ck_assert_msg(strcmp(a, b) == 0, "%s differ:\nsqlite:\n%s\npostgresql:\n%s",
+                  what, a, b);
+    free(a);
+    free(b);
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_backends_answer_every_kind_the_same)
+{
+    static const int64_t windows[][2] = {
+        { 0, 0 },                                   /* everything */
+        { T0 + 5 * HOUR + 17, T0 + 40 * HOUR + 9 }, /* whole hours, edges */
+        { T0 + 6 * HOUR + 60000, T0 + 6 * HOUR + 3000000 }, /* inside one */
+        { T0 + DAY, 0 },
+    };
+    char pg[700], what[128];
+    struct store *w, *a, *b;
+    size_t i;
+    int gb;
+
+    snprintf(sqlite_path, sizeof(sqlite_path), "%s/same.db", dir);
+    fresh_db("same", pg, sizeof(pg));
+    w = open_store(STORE_BACKEND_SQLITE, sqlite_path, 0);
+    fill(w);
+    store_free(w);
+    w = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    fill(w);
+    store_free(w);
+    a = open_store(STORE_BACKEND_SQLITE, sqlite_path, 1);
+    b = open_store(STORE_BACKEND_POSTGRESQL, pg, 1);
+
+    /* receipts, filter by filter */
+    for (i = 0; i < 9; i++) {
+        struct store_filter f = filter();
+
+        switch (i) {
+        case 1:
+            f.plan = "p1";
+            f.plan_len = 2;
+            break;
+        case 2:
+            f.source = "node-b";
+            f.source_len = 6;
+            break;
+        case 3:
+            f.executed = RECEIPT_BACKEND_CPU;
+            f.graph = "g1";
+            f.graph_len = 2;
+            break;
+        case 4:
+            f.status = RECEIPT_STATUS_FALLBACK;
+            f.model = "m2";
+            f.model_len = 2;
+            break;
+        case 5:
+            f.has_since = f.has_until = 1;
+            f.since = (uint64_t)windows[1][0];
+            f.until = (uint64_t)windows[1][1];
+            break;
+        case 6:
+            f.has_before_id = 1;
+            f.before_id = 100;
+            f.limit = 7;
+            break;
+        case 7:
+            f.limit = 1;
+            f.requested = RECEIPT_BACKEND_CUDA;
+            break;
+        case 8:
+            f.source = "";
+            f.source_len = 0;
+            break;
+        }
+        snprintf(what, sizeof(what), "receipts (filter %zu)", i);
+        same(receipts_text(a, &f), receipts_text(b, &f), what);
+    }
+    /* fallbacks and coverage: every grouping, every window */
+    for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
+        for (gb = 0; gb < STORE_GROUP_COUNT; gb++) {
+            struct store_filter f = filter();
+
+            f.has_since = windows[i][0] != 0;
+            f.since = (uint64_t)windows[i][0];
+            f.has_until = windows[i][1] != 0;
+            f.until = (uint64_t)windows[i][1];
+            if (gb == STORE_GROUP_MODEL) {
+                f.plan = "p2";
+                f.plan_len = 2;
+            }
+            snprintf(what, sizeof(what), "coverage (window %zu, group %d)", i,
+                     gb);
+            same(agg_text(a, &f, gb, STORE_AGG_COUNTERS),
+                 agg_text(b, &f, gb, STORE_AGG_COUNTERS), what);
+            snprintf(what, sizeof(what), "fallbacks (window %zu, group %d)", i,
+                     gb);
+            same(agg_text(a, &f, gb, 0), agg_text(b, &f, gb, 0), what);
+        }
+    /* gaps */
+    {
+        struct store_filter f = filter();
+        struct store_gap_select sel = { 0 };
+
+        same(gaps_text(a, &f, &sel), gaps_text(b, &f, &sel), "gaps");
+        sel.only_missing = 1;
+        f.limit = 1;
+        same(gaps_text(a, &f, &sel), gaps_text(b, &f, &sel),
+             "gaps (only missing, limit 1)");
+        f.source = "node-b";
+        f.source_len = 6;
+        same(gaps_text(a, &f, &sel), gaps_text(b, &f, &sel),
+             "gaps (one source)");
+    }
+    same(quarantine_text(a), quarantine_text(b), "quarantine");
+    {
+        struct store_stats sa, sb;
+        struct proto_err err;
+
+        ck_assert_int_eq(store_query_stats(a, 0, &sa, &err), 0);
+        ck_assert_int_eq(store_query_stats(b, 0, &sb, &err), 0);
+        ck_assert_uint_eq(sa.last_receipt_id, sb.last_receipt_id);
+        ck_assert_uint_eq(sa.quarantined, sb.quarantined);
+        ck_assert_uint_eq(sa.quarantine_bytes, sb.quarantine_bytes);
+        ck_assert_uint_gt(sb.size_bytes, 0);
+    }
+    store_free(a);
+    store_free(b);
+}
+END_TEST
+
+/* PostgreSQL's rollups (whole hours) and a scan of its receipts agree. */
+START_TEST(test_pg_rollups_equal_scan)
+{
+    static const struct aggcheck_range ranges[] = {
+        { 0, 0, 0, 0 },
+        { 1, 1, T0 + HOUR + 7, T0 + 2 * DAY + 5 },
+        { 1, 0, T0 + 10 * HOUR + 5, 0 },
+        { 0, 1, 0, T0 + 11 * HOUR + 2 },
+    };
+    char pg[700];
+    struct store *s;
+
+    fresh_db("rollups", pg, sizeof(pg));
+    s = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    fill(s);
+    store_free(s);
+    s = open_store(STORE_BACKEND_POSTGRESQL, pg, 1);
+    aggcheck_equal_scan(s, ranges, sizeof(ranges) / sizeof(ranges[0]));
+    store_free(s);
+}
+END_TEST
+
+static int64_t
+scalar(const char *conninfo, const char *sql)
+{
+    PGconn *pc = PQconnectdb(conninfo);
+    PGresult *r;
+    int64_t v;
+
+    ck_assert_msg(PQstatus(pc) == CONNECTION_OK, "%s", PQerrorMessage(pc));
+    r = PQexec(pc, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+                  PQerrorMessage(pc));
+    v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pc);
+    return v;
+}
+
+struct opener {
+    const char *conninfo;
+    int rc;
+};
+
+static void *
+open_thread(void *arg)
+{
+    struct opener *o = arg;
+    struct store_opts opts = { .backend = STORE_BACKEND_POSTGRESQL };
+    struct proto_err err;
+    struct store *s;
+
+    o->rc = store_open(o->conninfo, &opts, &s, &err);
+    if (o->rc == 0)
+        store_free(s);
+    return NULL;
+}
+
+/* Instances starting together on an empty database migrate it once: the
+ * others wait for the advisory lock, then find nothing to do. */
+START_TEST(test_pg_instances_migrate_once)
+{
+    struct opener o[4];
+    pthread_t t[4];
+    char pg[700];
+    int i;
+
+    fresh_db("together", pg, sizeof(pg));
+    for (i = 0; i < 4; i++) {
+        o[i].conninfo = pg;
+        o[i].rc = -1;
+        ck_assert_int_eq(pthread_create(&t[i], NULL, open_thread, &o[i]), 0);
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_int_eq(o[i].rc, 0);
+    }
+    ck_assert_int_eq(
+        scalar(pg, "SELECT count(*) FROM receiptd_migrations"),
+        scalar(pg, "SELECT max(version) FROM receiptd_migrations"));
+    ck_assert_int_ge(scalar(pg, "SELECT count(*) FROM receiptd_migrations"), 1);
+}
+END_TEST
+
+/* (origin, id, received_at) is unique: the same rows committed twice (a
+ * bug in a relay's cut) fail the second batch whole instead of storing a
+ * row twice. */
+START_TEST(test_pg_same_rows_twice_fail_whole)
+{
+    char pg[700];
+    struct store *s;
+    PGconn *pc;
+    PGresult *r;
+
+    fresh_db("twice", pg, sizeof(pg));
+    s = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    fill(s);
+    store_free(s);
+    pc = PQconnectdb(pg);
+    ck_assert_int_eq(PQstatus(pc), CONNECTION_OK);
+    r = PQexec(pc, "INSERT INTO receipts SELECT * FROM receipts WHERE id < 50");
+    ck_assert_int_eq(PQresultStatus(r), PGRES_FATAL_ERROR);
+    ck_assert_str_eq(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23505");
+    PQclear(r);
+    PQfinish(pc);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) - count(DISTINCT (origin, "
+                                "id)) FROM receipts"),
+                     0);
+    /* 12 groups of 6 singles but 3 gaps, 1 more, 25 in a batch. */
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts"),
+                     12 * (6 + 1 + 25) - 3);
+    /* The resend is not a row. */
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts WHERE source "
+                                "= 'node-a' AND seq = 5"),
+                     1);
+}
+END_TEST
+
+/* Retention drops whole days: the partitions before the cutoff, their
+ * hours' rollups, a record in prunes. */
+START_TEST(test_pg_prune_drops_whole_days)
+{
+    struct store_prune_result res;
+    struct proto_err err;
+    char pg[700];
+    struct store *s;
+    int64_t before, day0;
+
+    fresh_db("prune", pg, sizeof(pg));
+    s = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    fill(s);
+    before = scalar(pg, "SELECT count(*) FROM receipts");
+    day0 = scalar(pg, "SELECT count(*) FROM receipts WHERE received_at < "
+                      "1793577600000");
+    ck_assert_int_gt(day0, 0);
+    /* A cutoff inside the second day drops only the first. */
+    ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
+    ck_assert_uint_eq(res.rows, (uint64_t)day0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts"),
+                     before - day0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "hour < 498216"),
+                     0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM prunes"), 1);
+    ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
+    ck_assert_uint_eq(res.rows, 0);
+    store_free(s);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("store_backends");
+    TCase *tc = tcase_create("pg");
+
+    tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_backends_answer_every_kind_the_same);
+    tcase_add_test(tc, test_pg_rollups_equal_scan);
+    tcase_add_test(tc, test_pg_instances_migrate_once);
+    tcase_add_test(tc, test_pg_same_rows_twice_fail_whole);
+    tcase_add_test(tc, test_pg_prune_drops_whole_days);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int rc;
+
+    srunner_run_all(sr, CK_NORMAL);
+    rc = skip_status(sr);
+    srunner_free(sr);
+    return rc;
+}
