@@ -1470,7 +1470,7 @@ store_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      source_id, err)))
         return rc;
-    if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->relayed)
         return 0;
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
@@ -1501,7 +1501,8 @@ store_write_end(struct store *s, struct store_write *w, int64_t source_id,
     for (i = 0; i < w->n_quarantine; i++)
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
-    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused)
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused ||
+        w->relayed)
         return 0;
     /* A single receipt's record is what its row says: it waits with the
      * tail and is written with the chunk (store_tail.c). */

@@ -140,6 +140,10 @@ struct store_write {
     size_t source_len;
     int has_seq; /* dedupe applies only with a seq and a non-empty source */
     uint64_t seq;
+    /* A record relayed from a node (dispatch_relay.c): source and seq are
+     * the producer's, kept in the row but not checked or recorded, since
+     * exactly-once at a center is the origin's mark (store_relay.h). */
+    int relayed;
     int64_t received_at; /* unix milliseconds */
     const struct receipt *receipts;
     size_t n_receipts;
