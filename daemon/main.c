@@ -31,6 +31,7 @@
 #include "log.h"
 #include "notify.h"
 #include "query.h"
+#include "relay.h"
 #include "server.h"
 #include "store.h"
 #include "tls.h"
@@ -282,6 +283,8 @@ drained_cb(struct server *srv)
 static void
 stop_cb(uv_signal_t *h, int signum)
 {
+    struct relay *relay;
+
     (void)h;
     log_info("signal %d: draining", signum);
     notify_stopping();
@@ -290,6 +293,11 @@ stop_cb(uv_signal_t *h, int signum)
     /* Before the drain: no HTTP request may start a job after it. */
     http_stop(ms.http);
     ms.http = NULL;
+    /* The relay's last acknowledged cursor is stored before the writer
+     * stops (the drain waits for it). */
+    relay = ms.srv.relay;
+    ms.srv.relay = NULL;
+    relay_stop(relay);
     server_drain(&ms.srv, DRAIN_GRACE_MS);
 }
 
@@ -820,6 +828,9 @@ main(int argc, char **argv)
         fatalx("queries: %s", err.message);
     query_pool_set_shared(ms.srv.queries, sopts.shared);
     store_shared_unref(sopts.shared);
+    if (cfg->n_upstream > 0 && relay_start(loop, &ms.srv, cfg, &ms.srv.relay,
+                                           lerr, LISTEN_ERR_MAX) != 0)
+        fatalx("upstream: %s", lerr);
 
     /* Sockets passed by systemd replace the configured ones of their kind;
      * a configured listener of a kind systemd did not pass is bound here,

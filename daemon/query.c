@@ -396,6 +396,36 @@ query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
     return rc;
 }
 
+/* The relay's figures in `stats` (docs/fleet.md), only on a node that
+ * relays: QUERY_RELAY_KEYS keys. */
+#define QUERY_RELAY_KEYS 10
+
+static int
+kv_str_or_nil(msgpack_packer *pk, const char *k, const char *v)
+{
+    return envelope_pack_cstr(pk, k) != 0 ||
+           (v[0] != '\0' ? envelope_pack_cstr(pk, v) : msgpack_pack_nil(pk)) !=
+               0;
+}
+
+static int
+pack_relay(msgpack_packer *pk, const struct relay_stats *r)
+{
+    return kv_str_or_nil(pk, "relay_endpoint", r->endpoint) ||
+           envelope_pack_cstr(pk, "relay_connected") != 0 ||
+           (r->connected ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+           kv_uint(pk, "relay_acked_id", r->acked_id) != 0 ||
+           kv_uint(pk, "relay_backlog", r->backlog_records) != 0 ||
+           kv_uint(pk, "relay_backlog_bytes", r->backlog_bytes) != 0 ||
+           kv_uint(pk, "relay_oldest_undelivered_ms", r->oldest_ms) != 0 ||
+           envelope_pack_cstr(pk, "relay_last_success") != 0 ||
+           (r->last_success_ms ? msgpack_pack_uint64(pk, r->last_success_ms)
+                               : msgpack_pack_nil(pk)) != 0 ||
+           kv_uint(pk, "relay_relayed", r->relayed) != 0 ||
+           kv_uint(pk, "relay_failures", r->failures) != 0 ||
+           kv_str_or_nil(pk, "relay_error", r->error);
+}
+
 static int
 run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
           struct proto_err *err)
@@ -410,7 +440,8 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 42) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 ||
+        msgpack_pack_map(pk, 42 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -463,6 +494,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "pruned", sn->w.pruned) != 0 ||
         kv_uint(pk, "prune_runs", sn->w.prune_runs) != 0 ||
         kv_uint(pk, "prune_failures", sn->w.prune_failures) != 0 ||
+        (sn->relay_on && pack_relay(pk, &sn->relay) != 0) ||
         envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
     if (failed)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -547,6 +579,9 @@ snapshot(struct query_snapshot *sn, struct server *srv)
     sn->notify_dropped = notify_dropped();
     sn->metrics_models = srv->cfg->metrics_model_series;
     writer_get_stats(srv->writer, &sn->w);
+    sn->relay_on = srv->relay != NULL;
+    if (sn->relay_on)
+        relay_get_stats(srv->relay, &sn->relay);
 }
 
 static void

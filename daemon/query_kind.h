@@ -16,6 +16,7 @@
 #include "error.h"
 #include "store.h"
 
+#include "relay.h"
 #include "server.h"
 #include "writer.h"
 
@@ -26,6 +27,8 @@ struct query_snapshot {
     uint32_t metrics_models; /* metrics.model_series */
     struct server_counters n;
     struct writer_stats w;
+    int relay_on; /* upstream configured: relay holds its figures */
+    struct relay_stats relay;
 };
 
 /* What a kind's parse fills and its run reads. The strings of f point
