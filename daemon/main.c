@@ -355,6 +355,22 @@ status_cb(uv_timer_t *t)
                       (unsigned long long)n->rejected,
                       (unsigned long long)n->duplicates,
                       (unsigned long long)n->unavailable);
+    /* A node's relay, in a line of its own (the manager keeps the last). */
+    if (ms.srv.relay != NULL && !st.failing && st.failures <= last_failures) {
+        struct relay_stats rs;
+
+        relay_get_stats(ms.srv.relay, &rs);
+        notify_status("%.0f receipts/s, %zu connections; store ok; %llu "
+                      "receipts stored since start; relay to %s %s: %llu "
+                      "receipts (%llu KiB) waiting, oldest %llu s%s%s",
+                      rate, ms.srv.n_conns, (unsigned long long)n->accepted,
+                      rs.endpoint[0] ? rs.endpoint : "-",
+                      rs.connected ? "connected" : "not connected",
+                      (unsigned long long)rs.backlog_records,
+                      (unsigned long long)(rs.backlog_bytes / 1024),
+                      (unsigned long long)(rs.oldest_ms / 1000),
+                      rs.error[0] ? "; " : "", rs.error);
+    }
     /* Said once per 10 s at most: the manager may be stuck, and STATUS=
      * lines are dropped rather than block the loop. */
     if (notify_dropped() > last_dropped)
