@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "store_internal.h"
+#include "store_relay.h"
 #include "store_rollup.h"
 #include "store_tail.h"
 #include "store_seq.h"
@@ -139,6 +140,7 @@ struct store {
     int page_limit; /* PRAGMA max_page_count was set (store_opts.max_pages) */
     uint64_t quarantine_max;
     int rollup_chunks;           /* store_opts.rollup_chunks */
+    int relay_wait;              /* store_opts.relay_wait */
     struct store_shared *shared; /* store_opts.shared, a reference */
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
@@ -559,6 +561,7 @@ store_open(const char *path, const struct store_opts *opts, struct store **out,
     }
     s->readonly = opts->readonly;
     s->quarantine_max = opts->quarantine_max_bytes;
+    s->relay_wait = opts->relay_wait;
     s->rollup_chunks =
         opts->rollup_chunks ? (int)opts->rollup_chunks : STORE_ROLLUP_CHUNKS;
     s->shared = store_shared_ref(opts->shared);
@@ -1528,6 +1531,12 @@ store_apply(struct store *s, struct store_write *w, struct proto_err *err)
     if ((rc = put_receipts(s, w, source_id, err)))
         return rc;
     return store_write_end(s, w, source_id, err);
+}
+
+int
+store_relay_waits(const struct store *s)
+{
+    return s->relay_wait;
 }
 
 sqlite3 *

@@ -61,6 +61,10 @@ struct store_opts {
      * not read those receipts' rows; NULL = none (queries read the rows).
      * Borrowed: the store takes a reference of its own. */
     struct store_shared *shared;
+    /* A node that relays (relay.c): retention never prunes a receipt past
+     * the relay's cursor, what the center has not acknowledged
+     * (store_relay.h, docs/fleet.md). */
+    int relay_wait;
 };
 
 /* The registry of store_opts.shared: made with one reference, which the

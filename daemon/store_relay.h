@@ -65,6 +65,11 @@ struct store_relay_backlog {
 int store_relay_backlog(struct store *s, uint64_t after,
                         struct store_relay_backlog *b, struct proto_err *err);
 
+/* Whether retention waits for the relay on s (store_opts.relay_wait):
+ * store_prune then removes no receipt above the cursor of "receipts" (none
+ * while it was never acknowledged). */
+int store_relay_waits(const struct store *s);
+
 /* ---- The center. ---- */
 
 /* The highest id of origin (len bytes, borrowed) committed in stream, 0

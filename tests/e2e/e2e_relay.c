@@ -43,6 +43,8 @@ static char chost[64];
 static char conf[300], tokfile[300];
 static char certs[256]; /* "" when openssl could not make them */
 static int center_tls;  /* the center speaks TLS (certs/server) */
+/* More flags for the node (NULL-terminated), or NULL. */
+static const char *const *node_extra;
 
 /* How many times each tag is at the center; which the node acknowledged. */
 static unsigned char seen[MAXTAGS];
@@ -105,15 +107,17 @@ static void
 node_spawn(int first)
 {
     char ca[300];
-    const char *flags[12] = { "--upstream",
+    const char *flags[16] = { "--upstream",
                               chost,
                               "--upstream-token-file",
                               tokfile,
                               "--upstream-name",
                               NODE,
                               NULL };
-    int n = 6;
+    int n = 6, i;
 
+    for (i = 0; node_extra != NULL && node_extra[i] != NULL && n < 12; i++)
+        flags[n++] = node_extra[i];
     if (center_tls) {
         snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
         flags[n++] = "--upstream-ca-file";
@@ -286,6 +290,32 @@ stat_of(struct e2e_daemon *d, const char *key)
 
 static uint64_t read_center(void);
 
+/* The `metrics` text of d (malloc'd). */
+static char *
+metrics_of(struct e2e_daemon *d)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd', 0xa7,
+                                          'm',  'e',  't', 'r', 'i', 'c', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows, *text;
+    char *out;
+    int fd = e2e_connect(d);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, 3, 0, 0, body, sizeof(body)), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert(rows != NULL && rows->via.array.size == 1);
+    text = e2e_get(&rows->via.array.ptr[0], "text");
+    ck_assert(text != NULL && text->type == MSGPACK_OBJECT_STR);
+    out = strndup(text->via.str.ptr, text->via.str.size);
+    e2e_reply_free(&rep);
+    close(fd);
+    return out;
+}
+
 /* Waits until the node has nothing left to relay and the center holds
  * want receipts. */
 static void
@@ -452,6 +482,16 @@ START_TEST(test_relay_center_away)
     ck_assert_uint_ge(oldest, 1000);
     ck_assert_uint_gt(stat_of(&node, "relay_failures"), 0);
     ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 0);
+    {
+        char *text = metrics_of(&node);
+
+        ck_assert_ptr_nonnull(strstr(text, "\nreceiptd_relay_backlog_receipts "
+                                           "500\n"));
+        ck_assert_ptr_nonnull(strstr(text, "\nreceiptd_relay_connected 0\n"));
+        ck_assert_ptr_nonnull(
+            strstr(text, "\nreceiptd_relay_oldest_undelivered_seconds 1."));
+        free(text);
+    }
     center_spawn(0);
     /* The backoff is at most 30 s (full jitter), the first tries far
      * less. */
@@ -459,6 +499,45 @@ START_TEST(test_relay_center_away)
     check_exactly_once();
     ck_assert_uint_eq(stat_of(&node, "relay_oldest_undelivered_ms"), 0);
     ck_assert_uint_ne(stat_of(&node, "relay_last_success"), UINT64_MAX);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* Retention on a node keeps what the center has not acknowledged, and
+ * prunes it once it has. */
+START_TEST(test_relay_retention_waits)
+{
+    const char *const more[] = { "--retention-age-s", "1", "--prune-idle-ms",
+                                 "20", NULL };
+    uint64_t seq = 1;
+    long until;
+
+    reset();
+    center_spawn(1);
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_extra = more;
+    node_spawn(1);
+    /* Retention keeps the newest second's receipts whatever the clock
+     * says: a later write makes the first ones due. */
+    produce(200, 50, &seq, 0, NULL);
+    usleep(1500000);
+    produce(50, 50, &seq, 0, NULL);
+    usleep(1500000);
+    ck_assert_uint_eq(stat_of(&node, "pruned"), 0);
+    ck_assert_uint_eq(stat_of(&node, "relay_backlog"), 250);
+    center_spawn(0);
+    await_delivery(250, 45000);
+    check_exactly_once();
+    usleep(1200000);
+    produce(50, 50, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 10000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "pruned") >= 250)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_ge(stat_of(&node, "pruned"), 250);
     e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
@@ -692,6 +771,7 @@ main(void)
     tcase_add_test(tc, test_relay_center_away);
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
+    tcase_add_test(tc, test_relay_retention_waits);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);

@@ -13,6 +13,7 @@
 
 #include "envelope.h"
 #include "store.h"
+#include "store_prune.h"
 #include "store_relay.h"
 
 static char dir[512];
@@ -250,6 +251,49 @@ START_TEST(test_store_relay_origin_mark_and_relayed_writes)
 }
 END_TEST
 
+/* A node that relays prunes nothing the center has not acknowledged. */
+START_TEST(test_store_relay_retention_waits_for_cursor)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 4,
+                            .relay_wait = 1 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_prune_result pr;
+    struct proto_err err;
+    struct seen c;
+    struct store *s, *q;
+    uint64_t last;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    put(s, "prod", 1, 30, 0);
+    /* Everything is due, nothing acknowledged. */
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, 10, &err),
+                     0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 10);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 0);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read(q, 0, 64, SIZE_MAX, seen_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 20);
+    ck_assert_int_eq(c.ids[0], 11);
+    store_free(q);
+    store_free(s);
+    /* Without relay_wait the same store prunes the rest. */
+    o.relay_wait = 0;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 20);
+    store_free(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -263,6 +307,7 @@ main(void)
     tcase_add_test(tc, test_store_relay_cursor_never_goes_back);
     tcase_add_test(tc, test_store_relay_read_past_cursor_in_id_order);
     tcase_add_test(tc, test_store_relay_origin_mark_and_relayed_writes);
+    tcase_add_test(tc, test_store_relay_retention_waits_for_cursor);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
