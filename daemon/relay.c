@@ -48,6 +48,8 @@
 
 #define TOKEN_MAX       4096
 #define REPLY_FRAME_MAX (64u << 10)
+/* The most encoded records a batch holds, whatever the center allows. */
+#define RELAY_BATCH_BYTES_MAX (8u << 20)
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
 #define IDLE_POLL_MS     100
@@ -488,7 +490,11 @@ relay_batch(struct relay *r)
     memset(&b, 0, sizeof(b));
     msgpack_sbuffer_init(&b.sb);
     msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
-    b.limit = r->conn.max_frame / 2;
+    /* The center's max_frame is its word: the node's memory is bounded
+     * by its own cap as well. */
+    b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
+                  ? r->conn.max_frame / 2
+                  : RELAY_BATCH_BYTES_MAX;
     rc = store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b, &last, &err);
     if (rc < 0) {
         msgpack_sbuffer_destroy(&b.sb);
@@ -551,19 +557,34 @@ relay_batch(struct relay *r)
         return -1;
     }
     net_reply_free(&rep);
-    if (committed != b.last) {
-        /* Below: the center lost what it acknowledged. Above: it holds
-         * ids of this origin that this store never sent from here (the
-         * name is another node's too, or this store was replaced).
-         * Either way the cursor must not move on a guess. */
-        set_error(r,
-                  "%s says origin \"%s\" is committed up to id %llu "
-                  "after a batch ending at %llu; not relaying until that "
-                  "is resolved",
-                  r->conn.peer, r->name, (unsigned long long)committed,
+    if (committed > b.last) {
+        struct store_relay_backlog bl;
+
+        /* The center had more of this origin than the batch: batches it
+         * committed whose replies were lost before this node stored its
+         * cursor (a kill -9, a failover), sent again in smaller batches.
+         * Everything up to committed is at the center, in order, so the
+         * cursor may move there, provided this store holds ids that
+         * high: otherwise the name is another node's too, or this store
+         * was replaced, and the cursor must not move on a guess. */
+        if (store_relay_backlog(r->ro, b.last, &bl, &err) != 0 ||
+            committed > bl.last_id) {
+            set_error(r,
+                      "%s says origin \"%s\" is committed up to id %llu, "
+                      "above this store's newest receipt; not relaying "
+                      "until that is resolved (two nodes with one name?)",
+                      r->conn.peer, r->name, (unsigned long long)committed);
+            return -2;
+        }
+    } else if (committed < b.last) {
+        /* Every record above the mark is stored: a center that answers
+         * less did not store the batch as it says. */
+        set_error(r, "%s answered committed_id %llu to a batch ending at %llu",
+                  r->conn.peer, (unsigned long long)committed,
                   (unsigned long long)b.last);
         return -2;
     }
+    b.last = committed;
     atomic_store(&r->acked, b.last);
     uv_mutex_lock(&r->mu);
     r->st.acked_id = b.last;

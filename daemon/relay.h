@@ -26,7 +26,7 @@ struct relay;
 #define RELAY_BACKOFF_MIN_MS 100
 #define RELAY_BACKOFF_MAX_MS 30000
 /* A batch: at most this many records, and at most half the center's
- * max_frame of encoded records. */
+ * max_frame (and 8 MiB) of encoded records. */
 #define RELAY_BATCH_RECORDS 1000
 /* How long the relay waits for the center's reply, or to connect. */
 #define RELAY_REPLY_TIMEOUT_MS   30000

@@ -290,6 +290,34 @@ stat_of(struct e2e_daemon *d, const char *key)
 
 static uint64_t read_center(void);
 
+/* The node's stats relay_error into buf; 0 when nil or no answer. */
+static int
+stat_error(struct e2e_daemon *d, char *buf, size_t len)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd',
+                                          0xa5, 's',  't', 'a', 't', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows, *v;
+    int fd = e2e_connect(d), ok = 0;
+
+    if (fd < 0)
+        return 0;
+    if (e2e_request(fd, PROTO_OP_QUERY, 4, 0, 0, body, sizeof(body)) == 0 &&
+        e2e_recv(fd, 5000, &rep) == 0) {
+        rows = rep.r.ok ? e2e_get(rep.r.result, "rows") : NULL;
+        v = rows != NULL && rows->via.array.size == 1
+                ? e2e_get(&rows->via.array.ptr[0], "relay_error")
+                : NULL;
+        if (v != NULL && v->type == MSGPACK_OBJECT_STR) {
+            snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+            ok = 1;
+        }
+        e2e_reply_free(&rep);
+    }
+    close(fd);
+    return ok;
+}
+
 /* The `metrics` text of d (malloc'd). */
 static char *
 metrics_of(struct e2e_daemon *d)
@@ -607,8 +635,23 @@ END_TEST
 
 /* ---- The op by hand, as a node would speak it. ---- */
 
+static int relay_hello_src(int fd, const char *source, int relay,
+                           const char *token);
+
 static int
 relay_hello(int fd, int relay, const char *token)
+{
+    return relay_hello_src(fd, "hand", relay, token);
+}
+
+static int
+relay_hello_as(int fd, const char *source, const char *token)
+{
+    return relay_hello_src(fd, source, 1, token);
+}
+
+static int
+relay_hello_src(int fd, const char *source, int relay, const char *token)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -621,7 +664,7 @@ relay_hello(int fd, int relay, const char *token)
     msgpack_pack_str_with_body(&pk, "protocol", 8);
     msgpack_pack_uint8(&pk, 1);
     msgpack_pack_str_with_body(&pk, "source", 6);
-    msgpack_pack_str_with_body(&pk, "hand", 4);
+    msgpack_pack_str_with_body(&pk, source, strlen(source));
     msgpack_pack_str_with_body(&pk, "relay", 5);
     if (relay)
         msgpack_pack_true(&pk);
@@ -760,6 +803,70 @@ START_TEST(test_relay_op_refusals_and_cut)
 }
 END_TEST
 
+/* A center that already holds ids of the node's name: up to ids the node
+ * has, the cursor moves there (replies lost before a kill -9 of the
+ * node); past its newest receipt, the node stops and says why. */
+START_TEST(test_relay_center_ahead_of_cursor)
+{
+    static const uint64_t ids[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+    uint64_t seq = 1, hand[1200];
+    struct e2e_reply rep;
+    char err[512] = "";
+    unsigned i;
+    long until;
+    int fd;
+
+    reset();
+    center_spawn(1);
+    for (i = 0; i < 1200; i++)
+        hand[i] = i + 1;
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello_as(fd, NODE, TOKEN));
+    relay_send(fd, 0, hand, 1200, -1, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+    /* The center comes back once the node holds its 2,000: the node's
+     * first batch is ids 1..1000, the center answers 1200. */
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_spawn(1);
+    produce(2000, 500, &seq, 0, NULL);
+    center_spawn(0);
+    for (until = e2e_now_ms() + 45000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "relay_acked_id") == 2000)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 2000);
+    ck_assert_uint_eq(read_center(), 2000);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+
+    /* Ahead of everything the node has. */
+    reset();
+    center_spawn(1);
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello_as(fd, NODE, TOKEN));
+    relay_send(fd, 0, ids, 10, -1, &rep);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    close(fd);
+    node_spawn(1);
+    produce(5, 5, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 10000; e2e_now_ms() < until;) {
+        if (stat_error(&node, err, sizeof(err)) && strstr(err, "above"))
+            break;
+        usleep(100000);
+    }
+    ck_assert_msg(strstr(err, "two nodes with one name") != NULL, "%s", err);
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 0);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
 int
 main(void)
 {
@@ -772,6 +879,7 @@ main(void)
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
     tcase_add_test(tc, test_relay_retention_waits);
+    tcase_add_test(tc, test_relay_center_ahead_of_cursor);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);
