@@ -867,6 +867,43 @@ START_TEST(test_relay_center_ahead_of_cursor)
 }
 END_TEST
 
+/* --check-config reads what the relay will need at start. */
+START_TEST(test_relay_check_config_reads_the_token_file)
+{
+    const char *const bad[] = { "receiptd",
+                                "--socket",
+                                "/nonexistent/s",
+                                "--db",
+                                "/nonexistent/db",
+                                "--upstream",
+                                "127.0.0.1:7411",
+                                "--upstream-token-file",
+                                "/nonexistent/token",
+                                "--check-config",
+                                NULL };
+    const char *const nofile[] = {
+        "receiptd",       "--socket",        "/nonexistent/s",
+        "--db",           "/nonexistent/db", "--upstream",
+        "127.0.0.1:7411", "--check-config",  NULL
+    };
+    char *err = NULL;
+
+    ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/daemon/receiptd", bad, NULL,
+                             NULL, NULL, &err),
+                     1);
+    ck_assert_msg(strstr(err, "--upstream-token-file: cannot read "
+                              "/nonexistent/token") != NULL,
+                  "%s", err);
+    free(err);
+    err = NULL;
+    ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/daemon/receiptd", nofile, NULL,
+                             NULL, NULL, &err),
+                     1);
+    ck_assert_msg(strstr(err, "needs the center's token") != NULL, "%s", err);
+    free(err);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -880,6 +917,7 @@ main(void)
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
     tcase_add_test(tc, test_relay_retention_waits);
     tcase_add_test(tc, test_relay_center_ahead_of_cursor);
+    tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);
