@@ -2000,14 +2000,16 @@ config_preflight(const struct config *c, enum config_preflight mode,
     const struct config_key *k = KEY(db_path);
 
     /* The relay reads these at start; a file it cannot read would stop
-     * the start after the store was opened. */
-    if (c->n_upstream > 0 && c->upstream_token_file != NULL &&
+     * the start after the store was opened. A reload keeps the running
+     * relay, which read them already. */
+    if (mode != CONFIG_PREFLIGHT_RELOAD && c->n_upstream > 0 &&
+        c->upstream_token_file != NULL &&
         access(c->upstream_token_file, R_OK) != 0)
         return blame(c, err, KEY(upstream_token_file), NULL,
                      "cannot read %s: %s", c->upstream_token_file,
                      strerror(errno));
-    if (c->n_upstream > 0 && c->upstream_ca_file != NULL &&
-        access(c->upstream_ca_file, R_OK) != 0)
+    if (mode != CONFIG_PREFLIGHT_RELOAD && c->n_upstream > 0 &&
+        c->upstream_ca_file != NULL && access(c->upstream_ca_file, R_OK) != 0)
         return blame(c, err, KEY(upstream_ca_file), NULL, "cannot read %s: %s",
                      c->upstream_ca_file, strerror(errno));
     if (mode != CONFIG_PREFLIGHT_ADOPTED && c->socket_path != NULL &&
