@@ -496,11 +496,21 @@ END_TEST
 START_TEST(test_relay_center_away)
 {
     uint64_t seq = 1, oldest;
+    char notify[300], got[1024] = "", want[128];
+    int nfd;
 
     reset();
     center_spawn(1);
     ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    /* The node's STATUS= lines come here (the center has none). */
+    snprintf(notify, sizeof(notify), "%s/e2e-relay-%d.notify",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    unlink(notify);
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
     node_spawn(1);
+    ck_assert_int_eq(unsetenv("NOTIFY_SOCKET"), 0);
     produce(500, 50, &seq, 0, NULL);
     usleep(1200000);
     ck_assert_uint_eq(stat_of(&node, "accepted"), 500);
@@ -520,6 +530,13 @@ START_TEST(test_relay_center_away)
             strstr(text, "\nreceiptd_relay_oldest_undelivered_seconds 1."));
         free(text);
     }
+    /* Every 10 s, systemd's status line says what waits. */
+    snprintf(want, sizeof(want), "relay to %s not connected: 500 receipts (",
+             chost);
+    ck_assert_msg(e2e_notify_await(nfd, want, 15000, got, sizeof(got)) == 0,
+                  "no STATUS= with \"%s\"; last: %s", want, got);
+    close(nfd);
+    unlink(notify);
     center_spawn(0);
     /* The backoff is at most 30 s (full jitter), the first tries far
      * less. */
