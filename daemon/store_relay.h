@@ -60,8 +60,11 @@ struct store_relay_backlog {
                           INT64_MIN when none waits */
 };
 
-/* Fills *b for the cursor after. Costs two lookups by id. Any
- * connection. */
+/* Fills *b for the cursor after: two lookups by id, and a count of the
+ * rows past the cursor while the ids say at most STORE_RELAY_COUNT_MAX
+ * wait (above, records is the difference of the ids: the count would read
+ * every row). Any connection. */
+#define STORE_RELAY_COUNT_MAX 100000
 int store_relay_backlog(struct store *s, uint64_t after,
                         struct store_relay_backlog *b, struct proto_err *err);
 
