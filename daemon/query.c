@@ -281,6 +281,8 @@ parse_receipts(struct query_args *a, const msgpack_object *body,
     if ((rc = query_parse_common(a, body, err)) ||
         (rc = query_opt_uint(body, "before_id", &a->f.has_before_id,
                              &a->f.before_id, err)) ||
+        (rc = opt_str(body, "origin", &a->strs[4], &a->f.origin,
+                      &a->f.origin_len, err)) ||
         (rc = query_opt_enum(body, "status", receipt_status_from_name,
                              "fallback, clean or unproven", &a->f.status, err)))
         return rc;
@@ -589,7 +591,7 @@ qreq_free(struct qreq *q)
 {
     int i;
 
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         free(q->a.strs[i]);
     if (q->job_free != NULL)
         q->job_free(q->job_arg);

@@ -35,7 +35,7 @@ struct query_snapshot {
  * into strs, owned copies (the frame is freed once parsed). */
 struct query_args {
     struct store_filter f;
-    char *strs[4]; /* plan, graph, model, source */
+    char *strs[5]; /* plan, graph, model, source; receipts: origin */
     int group_by;  /* fallbacks, coverage: enum store_group */
     int has_qid;   /* quarantine: one row by its id */
     uint64_t qid;

@@ -215,6 +215,10 @@ int store_write_end(struct store *s, struct store_write *w, int64_t source_id,
 struct store_filter {
     const char *plan, *graph, *model, *source; /* NULL = any */
     size_t plan_len, graph_len, model_len, source_len;
+    /* `receipts` at a center: only those relayed by this node (its hello
+     * source; relay_ranges, store_relay.h); NULL = any. */
+    const char *origin;
+    size_t origin_len;
     int requested, executed, status; /* -1 = any */
     int has_since, has_until, has_before_id;
     uint64_t since, until; /* since <= received_at < until */

@@ -432,6 +432,41 @@ read_center(void)
     return rows;
 }
 
+/* How many receipts the center's `receipts` query finds relayed by
+ * origin (at most 10,000). */
+static uint32_t
+count_origin(const char *origin)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    const msgpack_object *list;
+    uint32_t n;
+    int fd = e2e_connect(&center);
+
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "kind", 4);
+    msgpack_pack_str_with_body(&pk, "receipts", 8);
+    msgpack_pack_str_with_body(&pk, "limit", 5);
+    msgpack_pack_uint32(&pk, 10000);
+    msgpack_pack_str_with_body(&pk, "origin", 6);
+    msgpack_pack_str_with_body(&pk, origin, strlen(origin));
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 8, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 20000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    list = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(list);
+    n = list->via.array.size;
+    e2e_reply_free(&rep);
+    close(fd);
+    return n;
+}
+
 /* Every acknowledged tag at the center exactly once, no tag twice. */
 static void
 check_exactly_once(void)
@@ -473,6 +508,9 @@ START_TEST(test_relay_delivers_exactly_once)
     await_delivery(3050, 30000);
     check_exactly_once();
     ck_assert_uint_eq(read_center(), 3050);
+    /* By node: all of them are this one's. */
+    ck_assert_uint_eq(count_origin(NODE), 3050);
+    ck_assert_uint_eq(count_origin("node-b"), 0);
     ck_assert_uint_eq(stat_of(&node, "relay_relayed"), 3050);
     last = stat_of(&node, "relay_acked_id");
     ck_assert_uint_eq(last, 3050);
@@ -814,6 +852,7 @@ START_TEST(test_relay_op_refusals_and_cut)
         read_center();
         for (i = 1; i <= 6; i++)
             ck_assert_uint_eq(seen[i], 1);
+        ck_assert_uint_eq(count_origin("hand"), 6);
     }
     e2e_stop_clean(&center);
     teardown();
