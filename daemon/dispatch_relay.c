@@ -25,13 +25,16 @@
 #include "envelope.h"
 #include "invariant.h"
 #include "mpobj.h"
+#include "plan.h"
 #include "receipt.h"
 #include "reply.h"
 #include "server.h"
+#include "store_plan.h"
 #include "store_relay.h"
 #include "writer.h"
 
-/* One record of a batch: the receipt borrows the job's frame. */
+/* One record of a batch: the receipt, or the plan's key, borrows the
+ * job's frame; a plan's canonical bytes are the record's own. */
 struct relay_rec {
     uint64_t id;
     int64_t received_at;
@@ -39,6 +42,10 @@ struct relay_rec {
     int has_seq;
     uint64_t seq;
     struct receipt r;
+    struct store_plan_key key;
+    char *canon;
+    size_t canon_len;
+    uint64_t nnodes, nvalues;
 };
 
 struct rctx {
@@ -48,11 +55,13 @@ struct rctx {
     uint64_t id;
     char origin[CONN_SOURCE_MAX + 1];
     size_t origin_len;
+    int plans; /* the stream: plans, else receipts */
     struct relay_rec *recs;
     size_t n;
     /* Writer thread outputs. */
     uint64_t committed; /* the origin's mark after the job */
     uint64_t stored;    /* records stored (above the mark) */
+    uint64_t conflicts; /* plans whose key holds another plan here */
 };
 
 static void
@@ -72,9 +81,71 @@ rctx_clear(struct rctx *x)
 
     if (x == NULL)
         return;
-    for (i = 0; x->recs != NULL && i < x->n; i++)
+    for (i = 0; x->recs != NULL && i < x->n; i++) {
         receipt_clear(&x->recs[i].r);
+        free(x->recs[i].canon);
+    }
     free(x->recs);
+}
+
+/* A plan of the batch: stored unless its key is; a key that holds
+ * another plan here is a conflict, counted and skipped (the node cannot
+ * change it, and the stream must go on). */
+static int
+plan_apply(struct rctx *x, struct store *s, const struct relay_rec *r,
+           struct proto_err *err)
+{
+    struct store_plan_new np;
+    void *stored = NULL;
+    size_t len = 0;
+    int64_t id;
+    int rc;
+
+    if ((rc = store_plan_get(s, &r->key, &id, &stored, &len, err)))
+        return rc;
+    if (id != 0) {
+        if (len != r->canon_len || memcmp(stored, r->canon, len) != 0)
+            x->conflicts++;
+        free(stored);
+        return 0;
+    }
+    memset(&np, 0, sizeof(np));
+    np.key = r->key;
+    np.registered_at = r->received_at;
+    np.source = r->source;
+    np.nodes = r->nnodes;
+    np.values = r->nvalues;
+    np.canonical = r->canon;
+    np.len = r->canon_len;
+    if ((rc = store_plan_put(s, &np, &id, err)))
+        return rc;
+    x->stored++;
+    return 0;
+}
+
+/* Writer thread, inside the group's transaction: the plans stream. */
+static int
+plans_apply(struct rctx *x, struct store *s, struct proto_err *err)
+{
+    uint64_t mark;
+    size_t i;
+    int rc;
+
+    if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
+                                     STORE_RELAY_PLANS, &mark, err)))
+        return rc;
+    x->committed = mark;
+    for (i = 0; i < x->n; i++) {
+        if (x->recs[i].id <= mark)
+            continue;
+        if ((rc = plan_apply(x, s, &x->recs[i], err)))
+            return rc;
+        x->committed = x->recs[i].id;
+    }
+    if (x->committed == mark)
+        return 0;
+    return store_relay_origin_set(s, x->origin, x->origin_len,
+                                  STORE_RELAY_PLANS, x->committed, err);
 }
 
 /* Writer thread, inside the group's transaction. */
@@ -89,6 +160,9 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
     int rc;
 
     x->stored = 0;
+    x->conflicts = 0;
+    if (x->plans)
+        return plans_apply(x, s, err);
     if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
                                      STORE_RELAY_RECEIPTS, &mark, err)))
         return rc;
@@ -144,11 +218,14 @@ relay_done(struct writer_job *job)
     if (job->rc != 0) {
         reply = reply_error(x->has_id, x->id, &job->err, &len);
     } else {
-        x->srv->n.accepted += x->stored;
-        failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
-                 msgpack_pack_map(&rb.pk, 2) != 0 ||
-                 reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
-                 reply_kv_uint(&rb.pk, "stored", x->stored) != 0;
+        if (!x->plans)
+            x->srv->n.accepted += x->stored;
+        failed =
+            reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
+            msgpack_pack_map(&rb.pk, x->plans ? 3 : 2) != 0 ||
+            reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
+            reply_kv_uint(&rb.pk, "stored", x->stored) != 0 ||
+            (x->plans && reply_kv_uint(&rb.pk, "conflicts", x->conflicts) != 0);
         reply = reply_finish(&rb, failed, &len);
     }
     conn_slot_complete(x->slot, reply, len);
@@ -160,8 +237,8 @@ static const struct writer_job_ops relay_ops = { relay_apply, relay_done, 0 };
 
 /* Record i of the batch into rec; err's path is the record's. */
 static int
-record(const msgpack_object *o, size_t i, uint64_t *prev, int64_t *bytes,
-       struct relay_rec *rec, struct proto_err *err)
+record(const msgpack_object *o, size_t i, int plans, uint64_t *prev,
+       int64_t *bytes, struct relay_rec *rec, struct proto_err *err)
 {
     const msgpack_object *f;
     uint64_t at;
@@ -200,6 +277,35 @@ record(const msgpack_object *o, size_t i, uint64_t *prev, int64_t *bytes,
         proto_err_prefix_index(err, 3);
         goto fail;
     }
+    if (plans) {
+        struct plan *plan = NULL;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        if ((rc = plan_decode(&f[4], &plan, err)) != 0) {
+            proto_err_prefix_index(err, 4);
+            proto_err_prefix_index(err, i);
+            return rc;
+        }
+        /* The canonical form is what is stored and compared, as for a
+         * plan a producer registers. */
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (plan_encode_canonical(plan, &pk) != 0) {
+            msgpack_sbuffer_destroy(&sb);
+            plan_free(plan);
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        }
+        rec->canon_len = sb.size;
+        rec->canon = msgpack_sbuffer_release(&sb);
+        rec->key.plan = plan->prepared_plan_id;
+        rec->key.graph = plan->graph_hash;
+        rec->nnodes = plan->nnodes;
+        rec->nvalues = plan->nvalues;
+        plan_free(plan);
+        *bytes += (int64_t)(sizeof(*rec) + rec->canon_len);
+        return 0;
+    }
     if ((rc = receipt_decode(&f[4], &rec->r, err)) != 0) {
         proto_err_prefix_index(err, 4);
         proto_err_prefix_index(err, i);
@@ -224,7 +330,7 @@ dispatch_relay(const struct request *rq)
     uint64_t from_id, prev;
     int64_t bytes = 0;
     size_t n, i;
-    int dup;
+    int dup, plans;
 
     proto_err_clear(&err);
     if (!rq->relays) {
@@ -248,11 +354,13 @@ dispatch_relay(const struct request *rq)
             proto_err_prefix_field(&err, "stream");
         goto fail;
     }
-    if (stream.len != strlen(STORE_RELAY_RECEIPTS) ||
-        memcmp(stream.ptr, STORE_RELAY_RECEIPTS, stream.len) != 0) {
+    plans = stream.len == strlen(STORE_RELAY_PLANS) &&
+            memcmp(stream.ptr, STORE_RELAY_PLANS, stream.len) == 0;
+    if (!plans && (stream.len != strlen(STORE_RELAY_RECEIPTS) ||
+                   memcmp(stream.ptr, STORE_RELAY_RECEIPTS, stream.len) != 0)) {
         proto_err_set(&err, PROTO_EINVALID, "stream",
                       "stream \"%.*s\" is not relayed by this daemon (it "
-                      "takes \"receipts\")",
+                      "takes \"receipts\" and \"plans\")",
                       (int)(stream.len < 32 ? stream.len : 32), stream.ptr);
         goto fail;
     }
@@ -289,16 +397,17 @@ dispatch_relay(const struct request *rq)
         goto nomem;
     prev = from_id;
     for (i = 0; i < n; i++) {
-        int rc = record(&recs->via.array.ptr[i], i, &prev, &bytes, &x->recs[i],
-                        &err);
+        int rc = record(&recs->via.array.ptr[i], i, plans, &prev, &bytes,
+                        &x->recs[i], &err);
 
+        /* A record that failed may own its canonical plan already. */
+        x->n = i + 1;
         if (rc == PROTO_ENOMEM)
             goto nomem;
         if (rc != 0) {
             proto_err_prefix_field(&err, "records");
             goto fail;
         }
-        x->n = i + 1;
     }
     x->slot = rq->slot;
     x->srv = rq->srv;
@@ -306,6 +415,7 @@ dispatch_relay(const struct request *rq)
     x->id = env->id;
     memcpy(x->origin, rq->source, rq->source_len);
     x->origin_len = rq->source_len;
+    x->plans = plans;
     job->ops = &relay_ops;
     job->ctx = x;
     job->frame = rq->frame; /* the receipts borrow it */

@@ -78,10 +78,12 @@ struct relay {
     int64_t oldest_at; /* received_at of the oldest undelivered;
                           INT64_MIN when none waits */
 
-    _Atomic uint64_t acked; /* the center's last acknowledged id */
+    _Atomic uint64_t acked;       /* the center's last acknowledged id */
+    _Atomic uint64_t acked_plans; /* the same for the plans stream */
 
     /* Loop thread. */
-    uint64_t stored;  /* the cursor as the writer last stored it */
+    uint64_t stored; /* the cursor as the writer last stored it */
+    uint64_t stored_plans;
     int job_running;  /* a cursor job is with the writer */
     int stopping;     /* relay_stop ran */
     int async_closed; /* its close callback ran */
@@ -418,6 +420,29 @@ pack_cb(void *arg, const struct store_row *row)
     return 0;
 }
 
+/* store_relay_read_plans' callback: [id, registered_at, source, nil,
+ * plan], the plan in its canonical form (a plan body as a producer sends
+ * it). */
+static int
+pack_plan_cb(void *arg, const struct store_relay_plan *p)
+{
+    struct batch *b = arg;
+    msgpack_packer *pk = &b->pk;
+
+    if (b->n > 0 && b->sb.size >= b->limit)
+        return 1;
+    if (msgpack_pack_array(pk, 5) != 0 ||
+        msgpack_pack_uint64(pk, (uint64_t)p->id) != 0 ||
+        msgpack_pack_int64(pk, p->registered_at) != 0 ||
+        msgpack_pack_str_with_body(pk, p->source.ptr, p->source.len) != 0 ||
+        msgpack_pack_nil(pk) != 0 ||
+        msgpack_sbuffer_write(&b->sb, p->canonical, p->len) != 0)
+        return PROTO_ENOMEM;
+    b->n++;
+    b->last = (uint64_t)p->id;
+    return 0;
+}
+
 /* Before anything was sent (the center away since start), the mean
  * encoded size of what waits comes from a read of its first records. */
 static void
@@ -470,9 +495,11 @@ backlog(struct relay *r, int force)
  * refused the batch (wait before trying again).
  */
 static int
-relay_batch(struct relay *r)
+relay_batch(struct relay *r, int plans)
 {
-    uint64_t from = atomic_load(&r->acked), id, committed;
+    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
+    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    uint64_t from = atomic_load(acked), id, committed;
     struct net_reply rep;
     struct proto_err err;
     struct batch b;
@@ -495,7 +522,10 @@ relay_batch(struct relay *r)
     b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
                   ? r->conn.max_frame / 2
                   : RELAY_BATCH_BYTES_MAX;
-    rc = store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b, &last, &err);
+    rc = plans ? store_relay_read_plans(r->ro, from, max, SIZE_MAX,
+                                        pack_plan_cb, &b, &last, &err)
+               : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b,
+                                  &last, &err);
     if (rc < 0) {
         msgpack_sbuffer_destroy(&b.sb);
         set_error(r, "cannot read the store: %s", err.message);
@@ -505,14 +535,16 @@ relay_batch(struct relay *r)
         msgpack_sbuffer_destroy(&b.sb);
         return 0;
     }
-    r->enc_bytes += b.sb.size;
-    r->enc_records += b.n;
+    if (!plans) {
+        r->enc_bytes += b.sb.size;
+        r->enc_records += b.n;
+    }
     msgpack_sbuffer_init(&fs);
     msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
     start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &id);
     rc = start == (size_t)-1 || msgpack_pack_map(&fpk, 3) != 0 ||
          envelope_pack_cstr(&fpk, "stream") != 0 ||
-         envelope_pack_cstr(&fpk, STORE_RELAY_RECEIPTS) != 0 ||
+         envelope_pack_cstr(&fpk, stream) != 0 ||
          envelope_pack_cstr(&fpk, "from_id") != 0 ||
          msgpack_pack_uint64(&fpk, from) != 0 ||
          envelope_pack_cstr(&fpk, "records") != 0 ||
@@ -558,7 +590,7 @@ relay_batch(struct relay *r)
     }
     net_reply_free(&rep);
     if (committed > b.last) {
-        struct store_relay_backlog bl;
+        uint64_t newest;
 
         /* The center had more of this origin than the batch: batches it
          * committed whose replies were lost before this node stored its
@@ -567,8 +599,8 @@ relay_batch(struct relay *r)
          * cursor may move there, provided this store holds ids that
          * high: otherwise the name is another node's too, or this store
          * was replaced, and the cursor must not move on a guess. */
-        if (store_relay_backlog(r->ro, b.last, &bl, &err) != 0 ||
-            committed > bl.last_id) {
+        if (store_relay_last_id(r->ro, stream, &newest, &err) != 0 ||
+            committed > newest) {
             set_error(r,
                       "%s says origin \"%s\" is committed up to id %llu, "
                       "above this store's newest receipt; not relaying "
@@ -585,10 +617,14 @@ relay_batch(struct relay *r)
         return -2;
     }
     b.last = committed;
-    atomic_store(&r->acked, b.last);
+    atomic_store(acked, b.last);
     uv_mutex_lock(&r->mu);
-    r->st.acked_id = b.last;
-    r->st.relayed += b.n;
+    if (plans) {
+        r->st.plans_relayed += b.n;
+    } else {
+        r->st.acked_id = b.last;
+        r->st.relayed += b.n;
+    }
     r->st.batches++;
     r->st.last_success_ms = unix_ms();
     r->st.error[0] = '\0';
@@ -628,7 +664,13 @@ thread_cb(void *arg)
                 continue;
             }
         }
-        rc = relay_batch(r);
+        /* Plans first (few, and what receipts name), then receipts. */
+        rc = relay_batch(r, 1);
+        if (rc >= 0) {
+            int rr = relay_batch(r, 0);
+
+            rc = rr != 0 ? rr : rc;
+        }
         backlog(r, rc == 0);
         if (rc == 0) {
             if (nap(r, IDLE_POLL_MS))
@@ -651,18 +693,30 @@ thread_cb(void *arg)
 
 struct cursor_job {
     struct relay *r;
-    uint64_t acked;
+    uint64_t acked, acked_plans;
 };
 
 static void maybe_free(struct relay *r);
 static void cursor_submit(struct relay *r);
+
+/* Whether an acknowledgement waits to be stored. Loop thread. */
+static int
+behind(struct relay *r)
+{
+    return atomic_load(&r->acked) > r->stored ||
+           atomic_load(&r->acked_plans) > r->stored_plans;
+}
 
 static int
 cursor_apply(struct writer_job *job, struct store *s, struct proto_err *err)
 {
     struct cursor_job *c = job->ctx;
 
-    return store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err);
+    int rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err);
+
+    return rc != 0 ? rc
+                   : store_relay_cursor_set(s, STORE_RELAY_PLANS,
+                                            c->acked_plans, err);
 }
 
 static void
@@ -674,10 +728,12 @@ cursor_done(struct writer_job *job)
     r->job_running = 0;
     if (job->rc == 0 && c->acked > r->stored)
         r->stored = c->acked;
+    if (job->rc == 0 && c->acked_plans > r->stored_plans)
+        r->stored_plans = c->acked_plans;
     writer_job_free(job);
     server_release(r->srv);
     /* What was acknowledged meanwhile, or again after a failure. */
-    if (r->srv->writer != NULL && atomic_load(&r->acked) > r->stored)
+    if (r->srv->writer != NULL && behind(r))
         cursor_submit(r);
     maybe_free(r);
 }
@@ -700,6 +756,7 @@ cursor_submit(struct relay *r)
     }
     c->r = r;
     c->acked = atomic_load(&r->acked);
+    c->acked_plans = atomic_load(&r->acked_plans);
     job->ops = &cursor_ops;
     job->ctx = c;
     job->items = 1;
@@ -715,7 +772,7 @@ async_cb(uv_async_t *h)
 {
     struct relay *r = h->data;
 
-    if (atomic_load(&r->acked) > r->stored)
+    if (behind(r))
         cursor_submit(r);
 }
 
@@ -845,6 +902,13 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     atomic_store(&r->acked, cursor);
     r->stored = cursor;
     r->st.acked_id = cursor;
+    if (store_relay_cursor_get(r->ro, STORE_RELAY_PLANS, &cursor, &perr) != 0) {
+        snprintf(err, err_len, "cannot read the relay cursor: %s",
+                 perr.message);
+        goto fail;
+    }
+    atomic_store(&r->acked_plans, cursor);
+    r->stored_plans = cursor;
     if (uv_async_init(loop, &r->async, async_cb) != 0) {
         snprintf(err, err_len, "cannot make the relay's wake-up handle");
         goto fail;
@@ -880,7 +944,7 @@ relay_stop(struct relay *r)
     uv_mutex_unlock(&r->mu);
     uv_thread_join(&r->thread);
     r->stopping = 1;
-    if (atomic_load(&r->acked) > r->stored)
+    if (behind(r))
         cursor_submit(r);
     uv_close((uv_handle_t *)&r->async, async_close_cb);
 }

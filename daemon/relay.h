@@ -41,7 +41,9 @@ struct relay_stats {
     uint64_t backlog_bytes;   /* estimated: records x mean encoded size */
     uint64_t oldest_ms;       /* age of the oldest undelivered; 0 none */
     uint64_t last_success_ms; /* unix ms of the last acknowledged batch */
-    uint64_t relayed;         /* records the center stored since start */
+    uint64_t relayed;         /* receipts the center acknowledged since
+                                 start */
+    uint64_t plans_relayed;   /* plans, the same */
     uint64_t batches;         /* batches acknowledged since start */
     uint64_t connects;        /* connections that said hello */
     uint64_t failures;        /* attempts or batches that failed */

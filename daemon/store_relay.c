@@ -168,6 +168,67 @@ store_relay_read(struct store *s, uint64_t after, uint32_t max,
 }
 
 int
+store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
+                       size_t max_bytes, store_relay_plan_cb cb, void *arg,
+                       uint64_t *last, struct proto_err *err)
+{
+    struct store_relay_plan p;
+    sqlite3_stmt *st;
+    size_t bytes = 0;
+    int rc;
+
+    *last = after;
+    if ((rc = prepare(s,
+                      "SELECT id, registered_at, source, canonical FROM plans "
+                      "WHERE id > ?1 ORDER BY id LIMIT ?2",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
+    sqlite3_bind_int64(st, 2, max);
+    while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        p.id = sqlite3_column_int64(st, 0);
+        p.registered_at = sqlite3_column_int64(st, 1);
+        store_column_str(st, 2, &p.source);
+        p.canonical = sqlite3_column_blob(st, 3);
+        p.len = (size_t)sqlite3_column_bytes(st, 3);
+        bytes += p.len;
+        if ((rc = cb(arg, &p)) != 0) {
+            sqlite3_finalize(st);
+            return rc;
+        }
+        *last = (uint64_t)p.id;
+    }
+    if (bytes >= max_bytes)
+        rc = SQLITE_DONE;
+    if (rc != SQLITE_DONE) {
+        rc = store_fail(s, rc, err, "read plans to relay");
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int
+store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
+                    struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    int rc;
+
+    if ((rc = prepare(s,
+                      strcmp(stream, STORE_RELAY_PLANS) == 0
+                          ? "SELECT max(id) FROM plans"
+                          : "SELECT max(id) FROM receipts",
+                      &st, err)))
+        return rc;
+    rc = finish(s, st, &v, err, "read the newest id");
+    *id = rc == 0 && v > 0 ? (uint64_t)v : 0;
+    return rc;
+}
+
+int
 store_relay_backlog(struct store *s, uint64_t after,
                     struct store_relay_backlog *b, struct proto_err *err)
 {

@@ -21,8 +21,10 @@
 #include "error.h"
 #include "store.h"
 
-/* The streams a node relays; only "receipts" is built (docs/fleet.md). */
+/* The streams a node relays (docs/fleet.md): receipts by id, plans by
+ * their row id; retention specs are not relayed yet. */
 #define STORE_RELAY_RECEIPTS "receipts"
+#define STORE_RELAY_PLANS    "plans"
 
 /* ---- The node. ---- */
 
@@ -51,6 +53,27 @@ int store_relay_cursor_set(struct store *s, const char *stream, uint64_t acked,
 int store_relay_read(struct store *s, uint64_t after, uint32_t max,
                      size_t max_bytes, store_row_cb cb, void *arg,
                      uint64_t *last, struct proto_err *err);
+
+/* A registered plan as the relay sends it; borrowed for the callback. */
+struct store_relay_plan {
+    int64_t id;
+    int64_t registered_at;
+    struct proto_str source;
+    const void *canonical; /* msgpack, plan_encode_canonical */
+    size_t len;
+};
+
+typedef int (*store_relay_plan_cb)(void *arg, const struct store_relay_plan *p);
+
+/* store_relay_read for the plans past after, in row id order. */
+int store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
+                           size_t max_bytes, store_relay_plan_cb cb, void *arg,
+                           uint64_t *last, struct proto_err *err);
+
+/* The newest id of stream (STORE_RELAY_RECEIPTS or _PLANS) into *id, 0
+ * when none. */
+int store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
+                        struct proto_err *err);
 
 /* What waits past a cursor. */
 struct store_relay_backlog {

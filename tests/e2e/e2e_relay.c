@@ -923,6 +923,82 @@ START_TEST(test_relay_center_ahead_of_cursor)
 }
 END_TEST
 
+/* The `plans` rows of d (at most 10): their count, and the first's
+ * source and node count. */
+static uint32_t
+plans_of(struct e2e_daemon *d, char *source, size_t len, uint64_t *nodes)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd',
+                                          0xa5, 'p',  'l', 'a', 'n', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows, *src;
+    uint32_t n = 0;
+    int fd = e2e_connect(d);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, 6, 0, 0, body, sizeof(body)), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    n = rows->via.array.size;
+    if (n > 0) {
+        src = e2e_get(&rows->via.array.ptr[0], "source");
+        ck_assert(src != NULL && src->type == MSGPACK_OBJECT_STR);
+        snprintf(source, len, "%.*s", (int)src->via.str.size, src->via.str.ptr);
+        *nodes = e2e_get_uint(&rows->via.array.ptr[0], "nodes");
+    }
+    e2e_reply_free(&rep);
+    close(fd);
+    return n;
+}
+
+/* Plans registered on the node reach the center, with their source. */
+START_TEST(test_relay_plans)
+{
+    struct e2e_reply rep;
+    char source[64] = "";
+    uint64_t nodes = 0, seq = 1;
+    size_t len;
+    char *plan = e2e_read_file(TEST_DATA_DIR "/plans/fixture.msgpack", &len);
+    long until;
+    int fd;
+
+    ck_assert_ptr_nonnull(plan);
+    reset();
+    center_spawn(1);
+    node_spawn(1);
+    fd = connect_node("planner");
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PLAN, 1, 0, 0, plan, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+    produce(10, 10, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 20000; e2e_now_ms() < until;) {
+        if (plans_of(&center, source, sizeof(source), &nodes) == 1)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_eq(plans_of(&center, source, sizeof(source), &nodes), 1);
+    ck_assert_str_eq(source, "planner");
+    ck_assert_uint_eq(nodes, 3);
+    ck_assert_uint_eq(stat_of(&node, "relay_plans_relayed"), 1);
+    await_delivery(10, 20000);
+    check_exactly_once();
+    /* The plans cursor was stored: nothing is sent again. */
+    ck_assert_int_eq(e2e_stop(&node, SIGTERM, 10000, NULL), 0);
+    node_spawn(0);
+    usleep(500000);
+    ck_assert_uint_eq(stat_of(&node, "relay_plans_relayed"), 0);
+    free(plan);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
 /* --check-config reads what the relay will need at start. */
 START_TEST(test_relay_check_config_reads_the_token_file)
 {
@@ -974,6 +1050,7 @@ main(void)
     tcase_add_test(tc, test_relay_retention_waits);
     tcase_add_test(tc, test_relay_center_ahead_of_cursor);
     tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
+    tcase_add_test(tc, test_relay_plans);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);

@@ -13,6 +13,7 @@
 
 #include "envelope.h"
 #include "store.h"
+#include "store_plan.h"
 #include "store_prune.h"
 #include "store_relay.h"
 
@@ -294,6 +295,64 @@ START_TEST(test_store_relay_retention_waits_for_cursor)
 }
 END_TEST
 
+static int
+plan_cb(void *arg, const struct store_relay_plan *p)
+{
+    struct seen *c = arg;
+
+    ck_assert_uint_eq(p->len, 3);
+    ck_assert_int_eq(memcmp(p->canonical, "\x81\xa1x", 3), 0);
+    snprintf(c->source, sizeof(c->source), "%.*s", (int)p->source.len,
+             p->source.ptr);
+    c->ids[c->n++] = p->id;
+    return 0;
+}
+
+/* The plans stream: rows past the cursor in id order, and its own
+ * newest id. */
+START_TEST(test_store_relay_reads_plans)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_plan_new np;
+    struct proto_err err;
+    struct seen c;
+    struct store *s;
+    uint64_t last, newest;
+    int64_t id;
+    char plan[16];
+    int i;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = 0; i < 5; i++) {
+        snprintf(plan, sizeof(plan), "plan-%d", i);
+        memset(&np, 0, sizeof(np));
+        np.key.plan = (struct proto_str){ plan, strlen(plan) };
+        np.key.graph = (struct proto_str){ "g", 1 };
+        np.registered_at = 1700000000000 + i;
+        np.source = (struct proto_str){ "planner", 7 };
+        np.canonical = "\x81\xa1x";
+        np.len = 3;
+        ck_assert_int_eq(store_plan_put(s, &np, &id, &err), 0);
+    }
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read_plans(s, 2, 2, SIZE_MAX, plan_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 2);
+    ck_assert_int_eq(c.ids[0], 3);
+    ck_assert_uint_eq(last, 4);
+    ck_assert_str_eq(c.source, "planner");
+    ck_assert_int_eq(store_relay_last_id(s, STORE_RELAY_PLANS, &newest, &err),
+                     0);
+    ck_assert_uint_eq(newest, 5);
+    ck_assert_int_eq(
+        store_relay_last_id(s, STORE_RELAY_RECEIPTS, &newest, &err), 0);
+    ck_assert_uint_eq(newest, 0);
+    store_free(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -308,6 +367,7 @@ main(void)
     tcase_add_test(tc, test_store_relay_read_past_cursor_in_id_order);
     tcase_add_test(tc, test_store_relay_origin_mark_and_relayed_writes);
     tcase_add_test(tc, test_store_relay_retention_waits_for_cursor);
+    tcase_add_test(tc, test_store_relay_reads_plans);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
