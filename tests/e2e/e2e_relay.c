@@ -511,6 +511,22 @@ START_TEST(test_relay_delivers_exactly_once)
     /* By node: all of them are this one's. */
     ck_assert_uint_eq(count_origin(NODE), 3050);
     ck_assert_uint_eq(count_origin("node-b"), 0);
+    {
+        /* receiptctl asks the same (another node: none). */
+        const char *argv[] = { "receiptctl", "receipts",  "--socket",
+                               center.sock,  "--origin",  "node-b",
+                               "--limit",    "2",         "--format",
+                               "csv",        "--columns", "source,seq",
+                               NULL };
+        char *out = NULL;
+
+        ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/client/receiptctl", argv,
+                                 NULL, NULL, &out, NULL),
+                         0);
+        /* No other node relayed here. */
+        ck_assert_msg(strcmp(out, "source,seq\n") == 0, "%s", out);
+        free(out);
+    }
     ck_assert_uint_eq(stat_of(&node, "relay_relayed"), 3050);
     last = stat_of(&node, "relay_acked_id");
     ck_assert_uint_eq(last, 3050);
