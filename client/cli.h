@@ -37,6 +37,7 @@ struct cli_opts {
     int timeout_ms;
     int format;
     const char *plan, *graph, *model, *source, *requested, *executed;
+    const char *origin; /* receipts at a center: relayed by this node */
     const char *status, *group_by, *value, *element_type;
     int has_since, has_until, has_limit, has_before, has_count;
     uint64_t since, until, limit, before_id, participant, count;

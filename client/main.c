@@ -79,6 +79,7 @@ enum opt_id {
     O_QUIET_FOR,
     O_ONLY_FALLBACKS,
     O_MIN_RATE,
+    O_ORIGIN,
     O_HELP,
     O_VERSION,
 };
@@ -141,6 +142,8 @@ static const struct optdesc optdescs[] = {
     { "before-id", O_BEFORE_ID, "ID",
       "only receipt ids below ID (page backwards)" },
     { "status", O_STATUS, "STATUS", "fallback, clean or unproven" },
+    { "origin", O_ORIGIN, "NODE",
+      "at a center: only the receipts relayed by this node (its name)" },
     { "group-by", O_GROUP_BY, "KEY",
       "plan, graph, model, backends, source or none" },
     { "batch", O_BATCH, "N",
@@ -253,10 +256,12 @@ check_choice(const char *prog, const char *flag, const char *v,
 static int
 pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
 {
-    const char *skeys[] = { "plan",      "graph",    "model",  "source",
-                            "requested", "executed", "status", "group_by" };
-    const char *svals[] = { o->plan,      o->graph,    o->model,  o->source,
-                            o->requested, o->executed, o->status, o->group_by };
+    const char *skeys[] = { "plan",   "graph",     "model",
+                            "source", "requested", "executed",
+                            "status", "group_by",  "origin" };
+    const char *svals[] = { o->plan,   o->graph,     o->model,
+                            o->source, o->requested, o->executed,
+                            o->status, o->group_by,  o->origin };
     const char *ukeys[] = { "since", "until", "limit", "before_id",
                             "quiet_for" };
     const int uhas[] = { o->has_since, o->has_until, o->has_limit,
@@ -267,12 +272,12 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
                   (o->has_min_rate != 0);
     int rc;
 
-    for (i = 0; i < 8; i++)
+    for (i = 0; i < 9; i++)
         n += svals[i] != NULL;
     for (i = 0; i < 5; i++)
         n += uhas[i] != 0;
     rc = msgpack_pack_map(pk, n) != 0 || cli_pack_str(pk, "kind", kind);
-    for (i = 0; i < 8 && rc == 0; i++)
+    for (i = 0; i < 9 && rc == 0; i++)
         if (svals[i] != NULL)
             rc = cli_pack_str(pk, skeys[i], svals[i]);
     for (i = 0; i < 5 && rc == 0; i++)
@@ -642,7 +647,7 @@ static const struct cmd cmds[] = {
       "minute. q or Ctrl-C quits and restores the terminal. Needs a\n"
       "terminal; scripts use stats." },
     { "receipts", cmd_receipts,
-      QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS), "",
+      QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS) | B(O_ORIGIN), "",
       "stored receipts, newest first",
       "Lists stored receipts, newest first. Page backwards with --before-id\n"
       "set to the smallest receipt_id of the previous page. Tables show the\n"
@@ -940,6 +945,9 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         break;
     case O_SOURCE:
         o->source = arg;
+        break;
+    case O_ORIGIN:
+        o->origin = arg;
         break;
     case O_REQUESTED:
         if (backend_ok(prog, "requested", arg) != 0)

@@ -97,6 +97,7 @@ struct relay {
     uint64_t enc_bytes;   /* encoded bytes and records read, for the */
     uint64_t enc_records; /* backlog's estimate */
     uint64_t backlog_ms;
+    uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
     uint64_t rng;
 };
 
@@ -664,8 +665,15 @@ thread_cb(void *arg)
                 continue;
             }
         }
-        /* Plans first (few, and what receipts name), then receipts. */
-        rc = relay_batch(r, 1);
+        /* Plans first (few, and what receipts name), then receipts. A
+         * center that refuses plans (one older than the plans stream)
+         * pauses that stream alone: receipts go on. */
+        rc = 0;
+        if (mono_ms() >= r->plans_paused_until &&
+            (rc = relay_batch(r, 1)) == -2) {
+            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+            rc = 0;
+        }
         if (rc >= 0) {
             int rr = relay_batch(r, 0);
 

@@ -22,6 +22,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <msgpack.h>
 
@@ -511,6 +515,22 @@ START_TEST(test_relay_delivers_exactly_once)
     /* By node: all of them are this one's. */
     ck_assert_uint_eq(count_origin(NODE), 3050);
     ck_assert_uint_eq(count_origin("node-b"), 0);
+    {
+        /* receiptctl asks the same (another node: none). */
+        const char *argv[] = { "receiptctl", "receipts",  "--socket",
+                               center.sock,  "--origin",  "node-b",
+                               "--limit",    "2",         "--format",
+                               "csv",        "--columns", "source,seq",
+                               NULL };
+        char *out = NULL;
+
+        ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/client/receiptctl", argv,
+                                 NULL, NULL, &out, NULL),
+                         0);
+        /* No other node relayed here. */
+        ck_assert_msg(strcmp(out, "source,seq\n") == 0, "%s", out);
+        free(out);
+    }
     ck_assert_uint_eq(stat_of(&node, "relay_relayed"), 3050);
     last = stat_of(&node, "relay_acked_id");
     ck_assert_uint_eq(last, 3050);
@@ -999,6 +1019,141 @@ START_TEST(test_relay_plans)
 }
 END_TEST
 
+/* Reads one frame from fd into a malloc'd buffer; NULL at EOF. */
+static char *
+read_frame(int fd, size_t *len)
+{
+    unsigned char hdr[4];
+    size_t got = 0, n;
+    char *buf;
+    ssize_t r;
+
+    while (got < 4) {
+        if ((r = read(fd, hdr + got, 4 - got)) <= 0)
+            return NULL;
+        got += (size_t)r;
+    }
+    n = (size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 | (size_t)hdr[2] << 8 |
+        hdr[3];
+    ck_assert_uint_le(n, 16u << 20);
+    buf = malloc(n);
+    ck_assert_ptr_nonnull(buf);
+    for (got = 0; got < n; got += (size_t)r)
+        if ((r = read(fd, buf + got, n - got)) <= 0) {
+            free(buf);
+            return NULL;
+        }
+    *len = n;
+    return buf;
+}
+
+/*
+ * A center older than the plans stream, by hand: hello is answered, a
+ * `relay` of plans refused as such a center would, of receipts
+ * acknowledged. The node must keep relaying receipts.
+ */
+START_TEST(test_relay_receipts_go_on_when_plans_are_refused)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    char *plan, *frame;
+    size_t len, flen;
+    uint64_t seq = 1, receipts = 0;
+    unsigned plans_refused = 0;
+    struct e2e_reply rep;
+    long until;
+    int lfd, cfd, fd, one = 1;
+
+    reset();
+    plan = e2e_read_file(TEST_DATA_DIR "/plans/fixture.msgpack", &len);
+    ck_assert_ptr_nonnull(plan);
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(lfd, 0);
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    ck_assert_int_eq(listen(lfd, 4), 0);
+    cport = ntohs(sa.sin_port);
+    snprintf(chost, sizeof(chost), "127.0.0.1:%d", cport);
+    node_spawn(1);
+    fd = connect_node("planner");
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PLAN, 1, 0, 0, plan, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    close(fd);
+    free(plan);
+    produce(30, 10, &seq, 0, NULL);
+
+    cfd = accept(lfd, NULL, NULL);
+    ck_assert_int_ge(cfd, 0);
+    {
+        /* A node that stopped sending ends the loop, not the test's
+         * timeout. */
+        struct timeval tv = { 10, 0 };
+
+        setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
+    while (receipts < 30 && (frame = read_frame(cfd, &flen)) != NULL) {
+        msgpack_unpacked up;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        const msgpack_object *o, *body, *recs, *op;
+        uint64_t id;
+
+        msgpack_unpacked_init(&up);
+        ck_assert_int_eq(msgpack_unpack_next(&up, frame, flen, NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        o = &up.data;
+        op = e2e_get(o, "op");
+        id = e2e_get_uint(o, "id");
+        body = e2e_get(o, "body");
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (op->via.str.size == 5 && memcmp(op->via.str.ptr, "hello", 5) == 0) {
+            envelope_reply_ok(&pk, 1, id);
+            msgpack_pack_map(&pk, 0);
+        } else if (e2e_get_str_eq(body, "stream", "plans")) {
+            struct proto_err err;
+
+            proto_err_set(&err, PROTO_EINVALID, "stream",
+                          "stream \"plans\" is not relayed by this daemon");
+            envelope_reply_error(&pk, 1, id, &err);
+            plans_refused++;
+        } else {
+            recs = e2e_get(body, "records");
+            ck_assert_ptr_nonnull(recs);
+            receipts += recs->via.array.size;
+            envelope_reply_ok(&pk, 1, id);
+            msgpack_pack_map(&pk, 1);
+            msgpack_pack_str_with_body(&pk, "committed_id", 12);
+            msgpack_pack_uint64(&pk, receipts);
+        }
+        ck_assert_int_eq(e2e_send_frame(cfd, sb.data, sb.size), 0);
+        msgpack_sbuffer_destroy(&sb);
+        msgpack_unpacked_destroy(&up);
+        free(frame);
+    }
+    ck_assert_uint_eq(receipts, 30);
+    ck_assert_uint_ge(plans_refused, 1);
+    /* The last reply may still be on its way. */
+    for (until = e2e_now_ms() + 5000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "relay_acked_id") == 30)
+            break;
+        usleep(50000);
+    }
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 30);
+    ck_assert_uint_eq(stat_of(&node, "relay_plans_relayed"), 0);
+    close(cfd);
+    close(lfd);
+    e2e_stop_clean(&node);
+    teardown();
+}
+END_TEST
+
 /* --check-config reads what the relay will need at start. */
 START_TEST(test_relay_check_config_reads_the_token_file)
 {
@@ -1051,6 +1206,7 @@ main(void)
     tcase_add_test(tc, test_relay_center_ahead_of_cursor);
     tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
     tcase_add_test(tc, test_relay_plans);
+    tcase_add_test(tc, test_relay_receipts_go_on_when_plans_are_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);
