@@ -867,11 +867,16 @@ make_partition(struct store_pg *p, int64_t day, struct proto_err *err)
     return 0;
 }
 
+/* qsort has no argument: the arena of the rows being sorted. Only the
+ * writer thread sorts, one group at a time. */
+static const char *sort_arena;
+
+/* Orders rows by their rollup key: hour, strings, backends. */
 static int
-cmp_rows_cb(const void *a, const void *b, void *arg)
+cmp_rows(const void *a, const void *b)
 {
     const struct store_pg_row *x = a, *y = b;
-    const char *ar = arg;
+    const char *ar = sort_arena;
     int c;
 
     if (x->hour != y->hour)
@@ -883,17 +888,7 @@ cmp_rows_cb(const void *a, const void *b, void *arg)
         return c;
     if (x->requested != y->requested)
         return x->requested < y->requested ? -1 : 1;
-    return x->executed < y->executed ? -1 : x->executed > y->executed;
-}
-
-/* qsort has no argument: the arena of the rows being sorted. Only the
- * writer thread sorts, one group at a time. */
-static const char *sort_arena;
-
-static int
-cmp_rows(const void *a, const void *b)
-{
-    return cmp_rows_cb(a, b, (void *)sort_arena);
+    return (x->executed > y->executed) - (x->executed < y->executed);
 }
 
 /* Appends "{v0,v1,...}" to buf (an SQL array's text). */
