@@ -905,8 +905,8 @@ array_text(char *buf, size_t cap, const char *const *v, unsigned n)
         snprintf(buf + o, cap - o, "}");
 }
 
-/* Adds the sums of rows [from, to), which share a key, to its hour's
- * rollup row. */
+/* Sends the upsert that adds the sums of rows [from, to), which share a
+ * key, to its hour's rollup row (pipeline mode: put_rollups). */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
            size_t to, struct proto_err *err)
@@ -933,10 +933,8 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
     char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
     const char *v[15], *e[RECEIPT_NCOUNTERS];
-    PGresult *r;
     size_t i;
     unsigned b;
-    int rc;
 
     memset(c, 0, sizeof(c));
     for (i = from; i < to; i++) {
@@ -993,11 +991,63 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     v[10] = num[6];
     for (i = 0; i < 4; i++)
         v[11 + i] = arrays[i];
-    r = PQexecParams(p->pc, sql, 15, NULL, v, NULL, NULL, 0);
-    rc = PQresultStatus(r) == PGRES_COMMAND_OK
-             ? 0
-             : store_pg_fail(p, r, err, "add to a rollup");
-    PQclear(r);
+    /* In pipeline mode (flush_group): sent now, its result read later. */
+    if (PQsendQueryParams(p->pc, sql, 15, NULL, v, NULL, NULL, 0) != 1)
+        return store_pg_fail(p, NULL, err, "add to a rollup");
+    return 0;
+}
+
+/*
+ * Adds the sums of the sorted rows to their hours' rollup rows, one
+ * upsert per key, in one round trip: libpq's pipeline mode sends them all,
+ * then a sync, and reads every result. The first failure aborts the
+ * transaction, and the results after it say PGRES_PIPELINE_ABORTED.
+ */
+static int
+put_rollups(struct store_pg *p, struct proto_err *err)
+{
+    PGresult *r;
+    size_t i, from;
+    int rc = 0, synced = 0;
+
+    if (PQenterPipelineMode(p->pc) != 1)
+        return store_pg_fail(p, NULL, err, "enter pipeline mode");
+    for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
+        if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
+            rc = put_rollup(p, p->rows, from, i, err);
+            from = i;
+        }
+    if (PQpipelineSync(p->pc) != 1) {
+        if (rc == 0)
+            rc = store_pg_fail(p, NULL, err, "send the rollups");
+    } else {
+        /* Each query's result ends with NULL; the sync's ends it all. */
+        while (!synced) {
+            if ((r = PQgetResult(p->pc)) == NULL) {
+                if (PQstatus(p->pc) != CONNECTION_OK) {
+                    if (rc == 0)
+                        rc = store_pg_fail(p, NULL, err, "add to a rollup");
+                    break;
+                }
+                continue;
+            }
+            switch (PQresultStatus(r)) {
+            case PGRES_PIPELINE_SYNC:
+                synced = 1;
+                break;
+            case PGRES_COMMAND_OK:
+                break;
+            default:
+                if (rc == 0)
+                    rc = store_pg_fail(p, r, err, "add to a rollup");
+                break;
+            }
+            PQclear(r);
+        }
+    }
+    if (PQexitPipelineMode(p->pc) != 1 && rc == 0)
+        rc = store_pg_fail(p, NULL, err, "leave pipeline mode");
+    p->broken |= rc != 0;
     return rc;
 }
 
@@ -1008,7 +1058,7 @@ flush_group(struct store_pg *p, struct proto_err *err)
     static const unsigned char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0";
     static const unsigned char trailer[2] = { 0xff, 0xff };
     PGresult *r;
-    size_t i, from;
+    size_t i;
     int rc, ok;
 
     if (p->n_rows == 0)
@@ -1052,13 +1102,7 @@ flush_group(struct store_pg *p, struct proto_err *err)
         return rc;
     sort_arena = p->arena;
     qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
-    for (from = 0, i = 1; i <= p->n_rows; i++)
-        if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
-            if ((rc = put_rollup(p, p->rows, from, i, err)))
-                return rc;
-            from = i;
-        }
-    return 0;
+    return put_rollups(p, err);
 }
 
 static int
