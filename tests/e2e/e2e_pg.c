@@ -6,6 +6,7 @@
  * once, every one resent stored once, and the query kinds answering from
  * PostgreSQL. PostgreSQL itself crashing under the daemon: writes answer
  * unavailable, then succeed again once it is back, on the same daemon.
+ * Two instances on one database: each answers for the other's writes.
  *
  * Reports SKIP where PostgreSQL 15 is not installed (a failure when
  * RECEIPTD_CI is set).
@@ -281,6 +282,65 @@ START_TEST(test_pg_server_crash_then_back)
 }
 END_TEST
 
+/* A second instance on the same database: it migrates nothing, answers
+ * for what the first stored, and a (source, seq) the first stored is a
+ * duplicate there; both store, neither twice. */
+START_TEST(test_pg_two_instances_share_the_database)
+{
+    struct e2e_daemon d2;
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    int fa, fb;
+    uint64_t seq;
+
+    memset(&d2, 0, sizeof(d2));
+    snprintf(d2.dir, sizeof(d2.dir), "%s", d.dir);
+    snprintf(d2.sock, sizeof(d2.sock), "%s/s2", d.dir);
+    snprintf(d2.db, sizeof(d2.db), "%s/unused2.db", d.dir);
+    snprintf(d2.log, sizeof(d2.log), "%s/receiptd2.log", d.dir);
+    ck_assert_msg(e2e_restart(&d2, extra) == 0, "a second receiptd --pg");
+    fa = e2e_connect(&d);
+    fb = e2e_connect(&d2);
+    ck_assert_int_ge(fa, 0);
+    ck_assert_int_ge(fb, 0);
+    ck_assert_int_eq(e2e_hello(fa, "producer-3"), 0);
+    ck_assert_int_eq(e2e_hello(fb, "producer-3"), 0);
+    for (seq = 1; seq <= 20; seq++) {
+        int fd = seq % 2 ? fa : fb;
+
+        ck_assert_int_eq(send_seq(fd, seq), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(rep.r.ok, "seq %llu: %s", (unsigned long long)seq,
+                      rep.r.err.message);
+        e2e_reply_free(&rep);
+    }
+    /* Each resends what the other stored. */
+    for (seq = 1; seq <= 20; seq++) {
+        int fd = seq % 2 ? fb : fa;
+
+        ck_assert_int_eq(send_seq(fd, seq), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(rep.r.ok);
+        ck_assert_ptr_nonnull(e2e_get(rep.r.result, "duplicate"));
+        e2e_reply_free(&rep);
+    }
+    ck_assert_int_eq(scalar("SELECT count(*) FROM receipts WHERE source = "
+                            "'producer-3'"),
+                     20);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM receiptd_migrations"),
+                     scalar("SELECT max(version) FROM receiptd_migrations"));
+    /* Either answers for both. */
+    rows = query(fb, 500, "gaps", &rep);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "received"), 20);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "last_seq"), 20);
+    e2e_reply_free(&rep);
+    close(fa);
+    close(fb);
+    e2e_stop(&d2, SIGKILL, 5000, NULL);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -291,6 +351,7 @@ suite(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_pg_kill9_keeps_every_ack_once);
     tcase_add_test(tc, test_pg_server_crash_then_back);
+    tcase_add_test(tc, test_pg_two_instances_share_the_database);
     suite_add_tcase(s, tc);
     return s;
 }
