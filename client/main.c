@@ -661,8 +661,10 @@ static const struct cmd cmds[] = {
       "counter coverage and sum/min/max/mean",
       "Per counter (and per group with --group-by): receipts, measured,\n"
       "unknown, coverage, and sum, min, max and mean over measured receipts\n"
-      "only; an unknown counter is never counted as zero. Grouped, a table\n"
-      "ends with a (total) row per counter over every group." },
+      "only; an unknown counter is never counted as zero. not_applicable:\n"
+      "receipts whose schema lacks the counter (coverage is over the rest).\n"
+      "Grouped, a table ends with a (total) row per counter over every\n"
+      "group." },
     { "gaps", cmd_gaps,
       QUERY | B(O_SOURCE) | B(O_ONLY_MISSING) | B(O_QUIET_FOR), "",
       "missing seq ranges per source; quiet sources",

@@ -458,9 +458,10 @@ static const char *const fallbacks_tail[] = {
     "receipts", "fallback", "unproven", "clean", "fallback_rate", NULL,
 };
 
+/* not_applicable came later: after the columns scripts already read. */
 static const char *const coverage_tail[] = {
-    "counter", "bit", "receipts", "measured", "unknown", "coverage",
-    "sum",     "min", "max",      "mean",     NULL,
+    "counter", "bit", "receipts", "measured", "unknown",        "coverage",
+    "sum",     "min", "max",      "mean",     "not_applicable", NULL,
 };
 
 /* The ranges last: they are the one column that can be long. */

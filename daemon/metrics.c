@@ -185,6 +185,17 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
               "Duration of committed group commits (one store transaction "
               "each), since start.",
               &sn->w.commit);
+    family(f, "receiptd_aggregate_unmerged_reads_total", "counter",
+           "fallbacks and coverage queries by where they read the chunks "
+           "whose rollup sums were not merged yet: the writer's published "
+           "sums (memory) or the receipts' rows (rows, when the writer had "
+           "moved on since the query's snapshot).");
+    fprintf(f,
+            "receiptd_aggregate_unmerged_reads_total{from=\"memory\"} "
+            "%" PRIu64 "\n"
+            "receiptd_aggregate_unmerged_reads_total{from=\"rows\"} "
+            "%" PRIu64 "\n",
+            sn->agg_from_memory, sn->agg_from_rows);
     histogram(f, "receiptd_ack_duration_seconds",
               "Time of writes from their queueing for the writer to their "
               "answer (the commit's wait and duration), since start.",
@@ -296,19 +307,28 @@ render_store(FILE *f, struct store *s, uint32_t models, uint64_t deadline_ms,
         goto out;
     family(f, "receiptd_stored_coverage_receipts", "gauge",
            "Receipts in the store by counter and whether their producer "
-           "measured it (coverage bit set) or not.");
+           "measured it (coverage bit set), did not (unknown), or sent a "
+           "schema without it (not_applicable).");
     for (bit = 0; bit < RECEIPT_NCOUNTERS; bit++) {
         uint64_t total = a.n ? a.groups[0].receipts : 0;
         uint64_t measured = a.n ? a.groups[0].c[bit].measured : 0;
+        /* Receipts whose schema lacks the counter (bits 10 and up are
+         * schema 3's) are neither measured nor unknown. */
+        uint64_t na = bit < RECEIPT_NCOUNTERS_V2 || a.n == 0
+                          ? 0
+                          : total - a.groups[0].schema3;
 
         fprintf(f,
                 "receiptd_stored_coverage_receipts{counter=\"%s\","
                 "coverage=\"measured\"} %" PRIu64 "\n"
                 "receiptd_stored_coverage_receipts{counter=\"%s\","
-                "coverage=\"unknown\"} %" PRIu64 "\n",
+                "coverage=\"unknown\"} %" PRIu64 "\n"
+                "receiptd_stored_coverage_receipts{counter=\"%s\","
+                "coverage=\"not_applicable\"} %" PRIu64 "\n",
                 receipt_counters[bit].path, measured,
                 receipt_counters[bit].path,
-                total > measured ? total - measured : 0);
+                total > measured + na ? total - measured - na : 0,
+                receipt_counters[bit].path, na);
     }
     store_agg_free(&a);
 

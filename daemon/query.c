@@ -418,7 +418,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 42) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 44) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -471,6 +471,8 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "pruned", sn->w.pruned) != 0 ||
         kv_uint(pk, "prune_runs", sn->w.prune_runs) != 0 ||
         kv_uint(pk, "prune_failures", sn->w.prune_failures) != 0 ||
+        kv_uint(pk, "aggregates_from_memory", sn->agg_from_memory) != 0 ||
+        kv_uint(pk, "aggregates_from_rows", sn->agg_from_rows) != 0 ||
         envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
     if (failed)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -554,6 +556,8 @@ snapshot(struct query_snapshot *sn, struct server *srv)
     sn->n = srv->n;
     sn->notify_dropped = notify_dropped();
     sn->metrics_models = srv->cfg->metrics_model_series;
+    store_shared_counts(srv->queries ? srv->queries->shared : NULL,
+                        &sn->agg_from_memory, &sn->agg_from_rows);
     writer_get_stats(srv->writer, &sn->w);
 }
 

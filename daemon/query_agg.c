@@ -277,16 +277,22 @@ pack_coverage_row(msgpack_packer *pk, int group_by,
     char dec[48];
     size_t n;
 
-    if (msgpack_pack_map(pk, 10 + nkeys(group_by)) != 0 ||
+    /* Receipts of a schema without this counter are neither measured nor
+     * unknown for it: the counters of bits 10 and up are schema 3's. */
+    uint64_t na = bit < RECEIPT_NCOUNTERS_V2 ? 0 : g->receipts - g->schema3;
+    uint64_t applicable = g->receipts - na;
+
+    if (msgpack_pack_map(pk, 11 + nkeys(group_by)) != 0 ||
         pack_group_keys(pk, group_by, g) ||
         kv_str(pk, "counter", name, strlen(name)) ||
         kv_uint(pk, "bit", (uint64_t)bit) ||
         kv_uint(pk, "receipts", g->receipts) ||
         kv_uint(pk, "measured", c->measured) ||
-        kv_uint(pk, "unknown", g->receipts - c->measured) ||
+        kv_uint(pk, "unknown", applicable - c->measured) ||
+        kv_uint(pk, "not_applicable", na) ||
         kv_double(pk, "coverage",
-                  g->receipts ? (double)c->measured / (double)g->receipts
-                              : 0.0) ||
+                  applicable ? (double)c->measured / (double)applicable
+                             : 0.0) ||
         pack_key(pk, "sum"))
         return -1;
     /* A sum past 2^64 - 1 is exact as a decimal string; msgpack has no
@@ -352,6 +358,7 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
 
         for (i = 0; i < a.n; i++) {
             total.receipts += a.groups[i].receipts;
+            total.schema3 += a.groups[i].schema3;
             for (bit = 0; bit < RECEIPT_NCOUNTERS; bit++)
                 store_agg_counter_merge(&total.c[bit], &a.groups[i].c[bit]);
         }

@@ -24,6 +24,10 @@ struct query_snapshot {
     uint64_t now_ms, started_ms, connections, pending_bytes;
     uint64_t notify_dropped; /* notify_dropped() */
     uint32_t metrics_models; /* metrics.model_series */
+    /* Aggregate queries that read the writer's published sums of the
+     * chunks not merged yet, and those that read those rows instead
+     * (store_shared_counts). */
+    uint64_t agg_from_memory, agg_from_rows;
     struct server_counters n;
     struct writer_stats w;
 };

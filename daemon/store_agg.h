@@ -49,6 +49,9 @@ struct store_agg_group {
     char *name; /* owned: the key's string, "" for backends and none */
     size_t name_len;
     uint64_t receipts, fallback, clean, unproven;
+    /* Of receipts, those whose schema has every counter (schema 3): the
+     * others are "not applicable" for the counters their schema lacks. */
+    uint64_t schema3;
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
 };
 

@@ -47,6 +47,7 @@ struct store_pg_row {
     int64_t hour;
     size_t plan, graph, model, source; /* offsets into the arena */
     uint8_t requested, executed, status;
+    uint8_t schema3; /* a schema-3 receipt: it has every counter */
     uint64_t coverage;
     uint64_t counters[RECEIPT_NCOUNTERS];
 };
@@ -641,6 +642,7 @@ put_receipt(struct store_pg *p, const struct store_write *w,
     row->requested = r->requested_backend;
     row->executed = r->executed_backend;
     row->status = (uint8_t)status;
+    row->schema3 = r->schema_version == 3;
     /* Bits past the schema's counters measure nothing (store_rollup.c). */
     row->coverage =
         r->counter_coverage & receipt_meaningful_bits(r->schema_version);
@@ -1083,7 +1085,8 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
         "INSERT INTO rollup_hours AS r VALUES ($1::bigint, $2, $3, $4, $5, "
         "$6::smallint, $7::smallint, $8::bigint, $9::bigint, $10::bigint, "
         "$11::bigint, $12::bigint[], $13::numeric[], $14::numeric[], "
-        "$15::numeric[]) ON CONFLICT (hour, plan, graph, model, source, "
+        "$15::numeric[], $16::bigint) ON CONFLICT (hour, plan, graph, model, "
+        "source, "
         "requested_backend, executed_backend) DO UPDATE SET receipts = "
         "r.receipts + excluded.receipts, fallback = r.fallback + "
         "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
@@ -1094,19 +1097,21 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
         "= (SELECT array_agg(least(a, b) ORDER BY i) FROM unnest(r.min, "
         "excluded.min) WITH ORDINALITY AS t(a, b, i)), max = (SELECT "
         "array_agg(greatest(a, b) ORDER BY i) FROM unnest(r.max, excluded.max) "
-        "WITH ORDINALITY AS t(a, b, i))";
+        "WITH ORDINALITY AS t(a, b, i)), schema3 = r.schema3 + "
+        "excluded.schema3";
     const struct store_pg_row *k = &rows[from];
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
-    uint64_t counts[3] = { 0, 0, 0 };
+    uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
     char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
     char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
-    const char *v[15], *e[RECEIPT_NCOUNTERS];
+    const char *v[16], *e[RECEIPT_NCOUNTERS];
     size_t i;
     unsigned b;
 
     memset(c, 0, sizeof(c));
     for (i = from; i < to; i++) {
         counts[rows[i].status < 3 ? rows[i].status : 2]++;
+        schema3 += rows[i].schema3;
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             if (rows[i].coverage >> b & 1)
                 store_agg_counter_add(&c[b], rows[i].counters[b]);
@@ -1146,6 +1151,7 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     snprintf(num[4], 24, "%" PRIu64, counts[RECEIPT_STATUS_FALLBACK]);
     snprintf(num[5], 24, "%" PRIu64, counts[RECEIPT_STATUS_CLEAN]);
     snprintf(num[6], 24, "%" PRIu64, counts[RECEIPT_STATUS_UNPROVEN]);
+    snprintf(num[7], 24, "%" PRIu64, schema3);
     v[0] = num[0];
     v[1] = p->arena + k->plan;
     v[2] = p->arena + k->graph;
@@ -1159,8 +1165,9 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     v[10] = num[6];
     for (i = 0; i < 4; i++)
         v[11 + i] = arrays[i];
+    v[15] = num[7];
     /* In pipeline mode (flush_group): sent now, its result read later. */
-    if (PQsendQueryParams(p->pc, sql, 15, NULL, v, NULL, NULL, 0) != 1)
+    if (PQsendQueryParams(p->pc, sql, 16, NULL, v, NULL, NULL, 0) != 1)
         return store_pg_fail(p, NULL, err, "add to a rollup");
     return 0;
 }

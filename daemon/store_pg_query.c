@@ -476,6 +476,7 @@ add_rollups(PGresult *r, int named, unsigned flags, struct store_agg *a,
         g->fallback += (uint64_t)store_pg_i64(PQgetvalue(r, i, 4));
         g->clean += (uint64_t)store_pg_i64(PQgetvalue(r, i, 5));
         g->unproven += (uint64_t)store_pg_i64(PQgetvalue(r, i, 6));
+        g->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 11));
         if (!(flags & STORE_AGG_COUNTERS))
             continue;
         get_i64s(r, i, 7, measured, RECEIPT_NCOUNTERS);
@@ -519,6 +520,7 @@ add_receipts(PGresult *r, int named, unsigned flags, struct store_agg *a,
         g->fallback += status == RECEIPT_STATUS_FALLBACK;
         g->clean += status == RECEIPT_STATUS_CLEAN;
         g->unproven += status == RECEIPT_STATUS_UNPROVEN;
+        g->schema3 += store_pg_i16(PQgetvalue(r, i, 6)) == 3;
         if (!(flags & STORE_AGG_COUNTERS))
             continue;
         coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4)) &
@@ -573,7 +575,8 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     if (h0 < h1) {
         snprintf(sql, sizeof(sql),
                  "SELECT %s, r.receipts, r.fallback, r.clean, r.unproven, "
-                 "r.measured, r.sum, r.min, r.max FROM rollup_hours r%s AND "
+                 "r.measured, r.sum, r.min, r.max, r.schema3 FROM rollup_hours "
+                 "r%s AND "
                  "r.hour >= $%d::bigint AND r.hour < $%d::bigint",
                  kk, base, np + 1, np + 2);
         param_i64(&pa, h0);

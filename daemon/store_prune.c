@@ -122,6 +122,7 @@ recompute(struct store *s, sqlite3_stmt *scan,
         gp->fallback += status == RECEIPT_STATUS_FALLBACK;
         gp->clean += status == RECEIPT_STATUS_CLEAN;
         gp->unproven += status == RECEIPT_STATUS_UNPROVEN;
+        gp->schema3 += schema == 3;
         /* The same rule as store_rollup_add: bits beyond the receipt's
          * schema count as neither measured nor a value. */
         bits &= receipt_meaningful_bits(schema);
@@ -256,7 +257,8 @@ adjust_level(struct store *s, int l, const struct victim *v, size_t n,
 
     len = (size_t)snprintf(sql, sizeof(sql),
                            "UPDATE %s SET receipts = ?8, fallback = ?9, "
-                           "clean = ?10, unproven = ?11, figures = ?12",
+                           "clean = ?10, unproven = ?11, figures = ?12, "
+                           "schema3 = ?13",
                            prune_levels[l].table);
     snprintf(sql + len, sizeof(sql) - len,
              " WHERE " KEY_WHERE " AND bucket = ?7");

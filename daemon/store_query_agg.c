@@ -186,6 +186,7 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
             g->fallback += (uint64_t)sqlite3_column_int64(st, 3);
             g->clean += (uint64_t)sqlite3_column_int64(st, 4);
             g->unproven += (uint64_t)sqlite3_column_int64(st, 5);
+            g->schema3 += (uint64_t)sqlite3_column_int64(st, 6);
         } else if (how == READ_ROLLUP) {
             store_rollup_read(st, 2, g);
         } else {
@@ -198,6 +199,7 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
             g->fallback += status == RECEIPT_STATUS_FALLBACK;
             g->clean += status == RECEIPT_STATUS_CLEAN;
             g->unproven += status == RECEIPT_STATUS_UNPROVEN;
+            g->schema3 += schema == 3;
             if (bits != 0) {
                 struct receipt r;
 
@@ -271,7 +273,7 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
         ADD(", status, schema_version, counter_coverage, counters");
     } else {
         ADD(", count(*), sum(status = %d), sum(status = %d), "
-            "sum(status = %d)",
+            "sum(status = %d), sum(schema_version = 3)",
             RECEIPT_STATUS_FALLBACK, RECEIPT_STATUS_CLEAN,
             RECEIPT_STATUS_UNPROVEN);
     }
@@ -323,7 +325,8 @@ from_rollups(struct store *s, const char *table, const struct store_filter *f,
         ADD(" FROM %s WHERE bucket >= :lo AND bucket < :hi", table);
     } else {
         /* Counts cannot overflow: SQLite may add them up itself. */
-        ADD("sum(receipts), sum(fallback), sum(clean), sum(unproven) FROM "
+        ADD("sum(receipts), sum(fallback), sum(clean), sum(unproven), "
+            "sum(schema3) FROM "
             "%s WHERE bucket >= :lo AND bucket < :hi",
             table);
     }
@@ -468,6 +471,7 @@ walk_cb(void *arg, const struct store_rollup_key *k,
     g->fallback += src->fallback;
     g->clean += src->clean;
     g->unproven += src->unproven;
+    g->schema3 += src->schema3;
     if (w->flags & STORE_AGG_COUNTERS)
         for (i = 0; i < RECEIPT_NCOUNTERS; i++)
             store_agg_counter_merge(&g->c[i], &src->c[i]);

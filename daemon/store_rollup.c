@@ -248,8 +248,8 @@ store_rollup_columns(char *sql, size_t cap, const char *prefix)
 {
     return (size_t)snprintf(sql, cap,
                             "%sreceipts, %sfallback, %sclean, %sunproven, "
-                            "%sfigures",
-                            prefix, prefix, prefix, prefix, prefix);
+                            "%sfigures, %sschema3",
+                            prefix, prefix, prefix, prefix, prefix, prefix);
 }
 
 /* The figures blob: a little-endian u32 with bit i set for every counter
@@ -323,6 +323,7 @@ store_rollup_read(sqlite3_stmt *st, int col, struct store_agg_group *g)
     g->fallback += (uint64_t)sqlite3_column_int64(st, col + 1);
     g->clean += (uint64_t)sqlite3_column_int64(st, col + 2);
     g->unproven += (uint64_t)sqlite3_column_int64(st, col + 3);
+    g->schema3 += (uint64_t)sqlite3_column_int64(st, col + 5);
     read_figures(sqlite3_column_blob(st, col + 4),
                  (size_t)sqlite3_column_bytes(st, col + 4), g);
 }
@@ -337,6 +338,7 @@ store_rollup_bind(sqlite3_stmt *st, int col, const struct store_agg_group *g,
     sqlite3_bind_int64(st, col + 1, (int64_t)g->fallback);
     sqlite3_bind_int64(st, col + 2, (int64_t)g->clean);
     sqlite3_bind_int64(st, col + 3, (int64_t)g->unproven);
+    sqlite3_bind_int64(st, col + 5, (int64_t)g->schema3);
     sqlite3_bind_blob(st, col + 4, buf, (int)n, SQLITE_STATIC);
 }
 
@@ -369,14 +371,14 @@ prepare(struct store *s, struct level *ru, const char *table,
     snprintf(sql, sizeof(sql),
              "INSERT INTO %s (plan_id, graph_id, model_id, "
              "requested_backend, executed_backend, source_id, bucket, "
-             "receipts, fallback, clean, unproven, figures) VALUES (?1, ?2, "
-             "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (plan_id, "
-             "graph_id, model_id, requested_backend, executed_backend, "
-             "source_id, bucket) DO UPDATE SET receipts = receipts + "
-             "excluded.receipts, fallback = fallback + excluded.fallback, "
-             "clean = clean + excluded.clean, unproven = unproven + "
-             "excluded.unproven, figures = rollup_merge(figures, "
-             "excluded.figures)",
+             "receipts, fallback, clean, unproven, figures, schema3) VALUES "
+             "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON "
+             "CONFLICT (plan_id, graph_id, model_id, requested_backend, "
+             "executed_backend, source_id, bucket) DO UPDATE SET receipts = "
+             "receipts + excluded.receipts, fallback = fallback + "
+             "excluded.fallback, clean = clean + excluded.clean, unproven = "
+             "unproven + excluded.unproven, figures = rollup_merge(figures, "
+             "excluded.figures), schema3 = schema3 + excluded.schema3",
              table);
     rc = sqlite3_prepare_v3(store_db(s), sql, -1, SQLITE_PREPARE_PERSISTENT,
                             &ru->put, NULL);
@@ -507,7 +509,7 @@ fold_hours(struct store *s, struct store_rollup *ru, int64_t from, int64_t to,
         sqlite3_bind_int64(put, 7,
                            sqlite3_column_int64(st, 6) * STORE_BUCKET_MS /
                                STORE_DAY_MS);
-        for (i = 0; i < 5; i++)
+        for (i = 0; i < 6; i++)
             sqlite3_bind_value(put, 8 + i, sqlite3_column_value(st, 7 + i));
         rc = sqlite3_step(put);
         sqlite3_reset(put);
@@ -642,6 +644,7 @@ sums_fold(struct sums *m, const struct store_rollup_view *v)
         p->g.fallback += q->g.fallback;
         p->g.clean += q->g.clean;
         p->g.unproven += q->g.unproven;
+        p->g.schema3 += q->g.schema3;
         for (c = 0; c < RECEIPT_NCOUNTERS; c++)
             store_agg_counter_merge(&p->g.c[c], &q->g.c[c]);
     }
@@ -679,6 +682,7 @@ add:
     p->g.fallback += status == RECEIPT_STATUS_FALLBACK;
     p->g.clean += status == RECEIPT_STATUS_CLEAN;
     p->g.unproven += status == RECEIPT_STATUS_UNPROVEN;
+    p->g.schema3 += r->schema_version == 3;
     /* Bits beyond the receipt's schema are kept in the receipt but mean
      * nothing, so they count as neither measured nor a value. */
     bits = r->counter_coverage & receipt_meaningful_bits(r->schema_version);
@@ -977,7 +981,8 @@ rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
              store_db(s),
              "SELECT plan_id, graph_id, model_id, requested_backend, "
              "executed_backend, source_id, bucket, receipts, fallback, "
-             "clean, unproven, figures FROM rollups WHERE bucket >= ?1 "
+             "clean, unproven, figures, schema3 FROM rollups WHERE bucket "
+             ">= ?1 "
              "AND bucket < ?2",
              -1, SQLITE_PREPARE_PERSISTENT, &ru->hours, NULL)) ||
         (rc = sqlite3_prepare_v3(

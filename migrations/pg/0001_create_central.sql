@@ -88,6 +88,7 @@ CREATE TABLE rollup_hours (
     sum numeric[] NOT NULL,
     min numeric[] NOT NULL,               -- NULL elements: none measured
     max numeric[] NOT NULL,
+    schema3 bigint NOT NULL,              -- receipts of schema 3 (all counters)
     PRIMARY KEY (hour, plan, graph, model, source, requested_backend,
                  executed_backend)
 );

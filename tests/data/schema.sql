@@ -105,7 +105,7 @@ CREATE TABLE rollups (
     fallback INTEGER NOT NULL,
     clean INTEGER NOT NULL,
     unproven INTEGER NOT NULL,
-    figures BLOB NOT NULL,                 -- store_rollup.c
+    figures BLOB NOT NULL, schema3 INTEGER NOT NULL DEFAULT 0,                 -- store_rollup.c
     PRIMARY KEY (plan_id, graph_id, model_id, requested_backend,
                  executed_backend, source_id, bucket)
 ) WITHOUT ROWID;
@@ -122,7 +122,7 @@ CREATE TABLE rollups_day (
     fallback INTEGER NOT NULL,
     clean INTEGER NOT NULL,
     unproven INTEGER NOT NULL,
-    figures BLOB NOT NULL,                 -- store_rollup.c
+    figures BLOB NOT NULL, schema3 INTEGER NOT NULL DEFAULT 0,                 -- store_rollup.c
     PRIMARY KEY (plan_id, graph_id, model_id, requested_backend,
                  executed_backend, source_id, bucket)
 ) WITHOUT ROWID;

@@ -274,6 +274,15 @@ START_TEST(test_metrics_figures_match_what_was_sent)
                      "graph_launches\",coverage=\"unknown\"}"),
         10);
     ck_assert_double_eq(sample(text, "receiptd_receipts_accepted_total"), 10);
+    /* Everything is in the tail or merged: no aggregate had chunks left to
+     * read, from memory or from rows. */
+    ck_assert_double_eq(
+        sample(text,
+               "receiptd_aggregate_unmerged_reads_total{from=\"memory\"}"),
+        0);
+    ck_assert_double_eq(
+        sample(text, "receiptd_aggregate_unmerged_reads_total{from=\"rows\"}"),
+        0);
     /* Two models of three, the biggest: model-b (4, all clean or
      * unproven) and model-a (5, 3 fallbacks). */
     ck_assert_double_eq(

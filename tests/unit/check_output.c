@@ -209,28 +209,32 @@ static const char coverage_model_json[] =
     "{\"rows\": ["
     "{\"model_instance_id\": \"m1\", \"counter\": \"counters.decode_steps\","
     " \"bit\": 0, \"receipts\": 2, \"measured\": 2, \"unknown\": 0,"
-    " \"coverage\": 1.0, \"sum\": 10, \"min\": 4, \"max\": 6, \"mean\": 5.0},"
+    " \"coverage\": 1.0, \"sum\": 10, \"min\": 4, \"max\": 6, \"mean\": 5.0,"
+    " \"not_applicable\": 0},"
     "{\"model_instance_id\": \"m2\", \"counter\": \"counters.decode_steps\","
     " \"bit\": 0, \"receipts\": 99998, \"measured\": 1, \"unknown\": 99997,"
     " \"coverage\": 0.0000100002, \"sum\": 1, \"min\": 1, \"max\": 1,"
-    " \"mean\": 1.0}"
+    " \"mean\": 1.0, \"not_applicable\": 0}"
     "], \"truncated\": false, \"total\": ["
     "{\"counter\": \"counters.decode_steps\", \"bit\": 0, \"receipts\": 100000,"
     " \"measured\": 3, \"unknown\": 99997, \"coverage\": 0.00003, \"sum\": 11,"
-    " \"min\": 1, \"max\": 6, \"mean\": 3.6666666666666665}]}";
+    " \"min\": 1, \"max\": 6, \"mean\": 3.6666666666666665,"
+    " \"not_applicable\": 0}]}";
 
 static const char coverage_json[] =
     "{\"rows\": ["
     "{\"counter\": \"counters.decode_steps\", \"bit\": 0, \"receipts\": 3,"
     " \"measured\": 2, \"unknown\": 1, \"coverage\": 0.6666666666666666,"
     " \"sum\": \"36893488147419103230\", \"min\": 18446744073709551615,"
-    " \"max\": 18446744073709551615, \"mean\": 1.8446744073709552e19},"
+    " \"max\": 18446744073709551615, \"mean\": 1.8446744073709552e19,"
+    " \"not_applicable\": 0},"
     "{\"counter\": \"counters.graph_launches\", \"bit\": 1, \"receipts\": 3,"
     " \"measured\": 3, \"unknown\": 0, \"coverage\": 1.0, \"sum\": 7,"
-    " \"min\": 0, \"max\": 5, \"mean\": 2.3333333333333335},"
+    " \"min\": 0, \"max\": 5, \"mean\": 2.3333333333333335,"
+    " \"not_applicable\": 0},"
     "{\"counter\": \"latency.queue_delay_us\", \"bit\": 23, \"receipts\": 3,"
-    " \"measured\": 0, \"unknown\": 3, \"coverage\": 0.0, \"sum\": 0,"
-    " \"min\": null, \"max\": null, \"mean\": null}"
+    " \"measured\": 0, \"unknown\": 1, \"coverage\": 0.0, \"sum\": 0,"
+    " \"min\": null, \"max\": null, \"mean\": null, \"not_applicable\": 2}"
     "], \"truncated\": false}";
 
 static const char receipts_json[] =

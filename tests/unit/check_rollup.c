@@ -463,6 +463,66 @@ START_TEST(test_rollup_chunks_wait_while_a_merge_is_under_way)
 }
 END_TEST
 
+/* Migration 0012 fills the schema-3 counts of existing rollup rows from
+ * the receipts each covers, whatever the merge left: a store written by
+ * this build, mid-merge with chunks waiting, turned back into a schema-11
+ * one (the column dropped; without rollup_end where every chunk was
+ * sealed as written, as before it existed), migrated again. */
+START_TEST(test_rollup_migration_counts_schema3_exactly)
+{
+    const int64_t hour = 3600000;
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 20,
+                            .rollup_chunks = _i ? 2 : 1 };
+    struct proto_err err;
+    struct store *s;
+    sqlite3 *db;
+    int i;
+
+    for (i = 0; i < 6000; i++)
+        snprintf(names[i], sizeof(names[i]), "k-%d", i);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (i = 0; i < 30; i++) {
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        /* Over 33 hours (whole days reach the day rollups); keys shared
+         * by schema-2 and schema-3 receipts, and jobs of many keys. */
+        job(s, i * 37 % 600, i % 4 == 0 ? 300 : 9, i % 4 == 0,
+            10 * hour + (int64_t)i * 4000000);
+        ck_assert_int_eq(store_commit(s, &err), 0);
+    }
+    store_free(s);
+    ck_assert(merging());
+    ck_assert_int_gt(scalar("SELECT count(*) FROM rollups WHERE schema3 > 0 "
+                            "AND schema3 < receipts"),
+                     0);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "ALTER TABLE rollups DROP COLUMN schema3; "
+                                  "ALTER TABLE rollups_day DROP COLUMN "
+                                  "schema3; PRAGMA user_version = 11",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    if (_i == 0)
+        ck_assert_int_eq(sqlite3_exec(db,
+                                      "DELETE FROM counters WHERE name = "
+                                      "'rollup_end'",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    store_free(s);
+    ck_assert_int_gt(scalar("SELECT count(*) FROM rollups_day"), 0);
+    assert_rollups_equal_scan();
+    /* The day rows hold the hour rows below days_from, schema 3 too (the
+     * day rows past the queries' whole days are read when days end). */
+    ck_assert_int_eq(scalar("SELECT coalesce(sum(schema3), 0) FROM "
+                            "rollups_day"),
+                     scalar("SELECT coalesce(sum(schema3), 0) FROM rollups "
+                            "WHERE bucket < (SELECT value FROM counters "
+                            "WHERE name = 'days_from')"));
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -498,6 +558,7 @@ suite(void)
                         4);
     tcase_add_loop_test(tc, test_rollup_chunks_wait_while_a_merge_is_under_way,
                         2, 4);
+    tcase_add_loop_test(tc, test_rollup_migration_counts_schema3_exactly, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -317,11 +317,11 @@ agg_text(struct store *s, const struct store_filter *f, int group_by,
     for (i = 0; i < a.n; i++) {
         const struct store_agg_group *g = &a.groups[i];
 
-        add(&t, "[%.*s|%lld|%lld] %llu %llu %llu %llu", (int)g->name_len,
+        add(&t, "[%.*s|%lld|%lld] %llu %llu %llu %llu %llu", (int)g->name_len,
             g->name ? g->name : "", g->name ? 0LL : (long long)g->k1,
             g->name ? 0LL : (long long)g->k2, (unsigned long long)g->receipts,
             (unsigned long long)g->fallback, (unsigned long long)g->clean,
-            (unsigned long long)g->unproven);
+            (unsigned long long)g->unproven, (unsigned long long)g->schema3);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             add(&t, " %llu/%llx:%llx/%llu/%llu",
                 (unsigned long long)g->c[b].measured,
