@@ -33,25 +33,53 @@
 #define MAXSEQ (ROUNDS * (PER + WINDOW) + 1)
 
 static struct e2e_daemon d;
-static char pgdir[300], cluster[512], db[700];
+static char base[150], pgdir[300], cluster[512], db[700];
 static const char *extra[3];
 
+/* One cluster for the binary, in its parent process (an unchecked
+ * fixture), so that it is stopped whatever the tests do: a failed
+ * assertion ends a test's process before its own teardown. */
+static void
+cluster_up(void)
+{
+    const char *tmp = TEST_BINARY_DIR;
+
+    if (strlen(tmp) > 60)
+        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(base, sizeof(base), "%s/e2e-pg-XXXXXX", tmp);
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(pgdir, sizeof(pgdir), "%s/pg", base);
+    pg_cluster_start(pgdir, cluster, sizeof(cluster));
+}
+
+static void
+cluster_down(void)
+{
+    char cmd[400];
+    int rc;
+
+    pg_cluster_stop(pgdir, "fast");
+    if (getenv("E2E_KEEP") == NULL) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+        rc = system(cmd);
+        (void)rc;
+    }
+}
+
+/* Each test: a database of its own and a daemon on it. */
 static void
 setup(void)
 {
-    const char *base = TEST_BINARY_DIR;
+    char name[32];
 
     memset(&d, 0, sizeof(d));
-    if (strlen(base) > 60)
-        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(d.dir, sizeof(d.dir), "%s/e2e-XXXXXX", base);
+    snprintf(d.dir, sizeof(d.dir), "%s/d-XXXXXX", base);
     ck_assert_ptr_nonnull(mkdtemp(d.dir));
     snprintf(d.sock, sizeof(d.sock), "%s/s", d.dir);
     snprintf(d.db, sizeof(d.db), "%s/unused.db", d.dir);
     snprintf(d.log, sizeof(d.log), "%s/receiptd.log", d.dir);
-    snprintf(pgdir, sizeof(pgdir), "%s/pg", d.dir);
-    pg_cluster_start(pgdir, cluster, sizeof(cluster));
-    pg_cluster_database(cluster, "central", db, sizeof(db));
+    snprintf(name, sizeof(name), "central_%ld", (long)getpid());
+    pg_cluster_database(cluster, name, db, sizeof(db));
     extra[0] = "--pg";
     extra[1] = db;
     extra[2] = NULL;
@@ -64,7 +92,6 @@ teardown(void)
     if (d.pid > 0)
         e2e_stop(&d, SIGKILL, 5000, NULL);
     d.pid = 0;
-    pg_cluster_stop(pgdir, "fast");
     e2e_cleanup(&d);
 }
 
@@ -347,6 +374,7 @@ suite(void)
     Suite *s = suite_create("e2e_pg");
     TCase *tc = tcase_create("pg");
 
+    tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_pg_kill9_keeps_every_ack_once);
