@@ -108,6 +108,10 @@ config_free(struct config *c)
     free_list(c->writer_groups, c->n_writer_groups);
     free_list(c->reader_groups, c->n_reader_groups);
     free_tokens(c->tokens, c->n_tokens);
+    free_list(c->upstream, c->n_upstream);
+    free(c->upstream_token_file);
+    free(c->upstream_ca_file);
+    free(c->upstream_name);
     memset(c, 0, sizeof(*c));
 }
 
@@ -162,6 +166,10 @@ config_copy(struct config *dst, const struct config *src)
         dup_list(src->writer_groups, src->n_writer_groups, &ok);
     dst->reader_groups =
         dup_list(src->reader_groups, src->n_reader_groups, &ok);
+    dst->upstream = dup_list(src->upstream, src->n_upstream, &ok);
+    dst->upstream_token_file = dup_or_null(src->upstream_token_file, &ok);
+    dst->upstream_ca_file = dup_or_null(src->upstream_ca_file, &ok);
+    dst->upstream_name = dup_or_null(src->upstream_name, &ok);
     dst->tokens = NULL;
     if (src->n_tokens > 0) {
         dst->tokens = calloc(src->n_tokens, sizeof(*dst->tokens));
@@ -182,6 +190,8 @@ config_copy(struct config *dst, const struct config *src)
             dst->n_reader_groups = 0;
         if (dst->tokens == NULL)
             dst->n_tokens = 0;
+        if (dst->upstream == NULL)
+            dst->n_upstream = 0;
         config_free(dst);
         return -1;
     }
@@ -582,6 +592,37 @@ const struct config_key config_keys[] = {
       .name = "tokens",
       .kind = CONFIG_KIND_TOKENS,
       M(tokens) },
+
+    { .section = "upstream",
+      .name = "endpoints",
+      .flag = "upstream",
+      .arg = "HOST:PORT",
+      .kind = CONFIG_KIND_ENDPOINTS,
+      M(upstream),
+      .help = "relay everything committed to this center (repeat the flag "
+              "for others to fail over to); needs upstream.token_file" },
+    { .section = "upstream",
+      .name = "token_file",
+      .flag = "upstream-token-file",
+      .arg = "FILE",
+      .kind = CONFIG_KIND_PATH,
+      M(upstream_token_file),
+      .help = "a file holding the center's TCP token" },
+    { .section = "upstream",
+      .name = "ca_file",
+      .flag = "upstream-ca-file",
+      .arg = "FILE",
+      .kind = CONFIG_KIND_PATH,
+      M(upstream_ca_file),
+      .help = "speak TLS to the center and verify it against these CAs "
+              "(PEM) and its name; unset: plain text" },
+    { .section = "upstream",
+      .name = "name",
+      .flag = "upstream-name",
+      .arg = "NAME",
+      .kind = CONFIG_KIND_STRING,
+      M(upstream_name),
+      .help = "this node's name at the center (default: the host name)" },
 
     { .section = "metrics",
       .name = "model_series",
@@ -991,6 +1032,66 @@ check_tcp(const char *a)
     return inet_pton(AF_INET, host, &in4) == 1 ? 0 : -2;
 }
 
+/* An upstream endpoint: HOST:PORT where HOST is a numeric address (IPv6
+ * in brackets) or a name (letters, digits, '-' and '.'), resolved when
+ * the relay connects. */
+static int
+check_endpoint(const char *a)
+{
+    const char *colon = strrchr(a, ':'), *p;
+    int rc = check_tcp(a);
+
+    if (rc != -2 || a[0] == '[')
+        return rc == 0 ? 0 : -1;
+    if (colon == NULL || colon == a || colon - a > 253)
+        return -1;
+    for (p = a; p < colon; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.')
+            return -1;
+    return 0;
+}
+
+#define UPSTREAM_MAX 16
+
+static int check_string(const struct config_key *k, const char *v, char *why,
+                        size_t len);
+
+/*
+ * A flag's endpoint: the first --upstream replaces the file's list, each
+ * further one adds to it, "" empties it.
+ */
+static int
+add_endpoint(struct config *c, const struct config_key *k, const char *text,
+             char *why, size_t len)
+{
+    int from_flag = c->where[k - config_keys][0] == '-';
+    char **list, *copy;
+
+    if (check_string(k, text, why, len) < 0)
+        return -1;
+    if (!from_flag || text[0] == '\0') {
+        free_list(c->upstream, c->n_upstream);
+        c->upstream = NULL;
+        c->n_upstream = 0;
+        if (text[0] == '\0')
+            return 0;
+    }
+    if (c->n_upstream >= UPSTREAM_MAX) {
+        snprintf(why, len, "at most %d endpoints", UPSTREAM_MAX);
+        return -1;
+    }
+    list = realloc(c->upstream, (c->n_upstream + 1) * sizeof(*list));
+    if (list == NULL || (copy = strdup(text)) == NULL) {
+        if (list != NULL)
+            c->upstream = list;
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
+    list[c->n_upstream++] = copy;
+    c->upstream = list;
+    return 0;
+}
+
 /* Checks a string value of k (a name, path, socket or TCP address). */
 static int
 check_string(const struct config_key *k, const char *v, char *why, size_t len)
@@ -1016,6 +1117,15 @@ check_string(const struct config_key *k, const char *v, char *why, size_t len)
         if (n > PATH_MAX_LEN) {
             snprintf(why, len, "a path is at most %d bytes, got %zu",
                      PATH_MAX_LEN, n);
+            return -1;
+        }
+        return 0;
+    case CONFIG_KIND_ENDPOINTS:
+        if (n > 0 && check_endpoint(v) < 0) {
+            snprintf(why, len,
+                     "\"%s\" is not HOST:PORT (a name or a numeric address, "
+                     "port 1-65535; an IPv6 address in brackets)",
+                     v);
             return -1;
         }
         return 0;
@@ -1152,6 +1262,8 @@ set_text(struct config *c, const struct config_key *k, const char *text,
         }
         set_number(c, k, text[0] == 't');
         return 0;
+    case CONFIG_KIND_ENDPOINTS:
+        return add_endpoint(c, k, text, why, len);
     case CONFIG_KIND_GROUPS:
     case CONFIG_KIND_TOKENS:
         break;
@@ -1245,6 +1357,48 @@ check_name(const char *v)
     size_t len = strlen(v);
 
     return len == 0 || len > NAME_MAX_LEN ? -1 : 0;
+}
+
+static int
+load_endpoints(struct load *ld, const config_setting_t *s,
+               const struct config_key *k, struct config *c)
+{
+    char why[CONFIG_ERR_MAX];
+    char **list = NULL;
+    int n, i;
+
+    if (config_setting_type(s) != CONFIG_TYPE_ARRAY &&
+        config_setting_type(s) != CONFIG_TYPE_LIST)
+        return fail(ld, s, k->section, k->name,
+                    "expected an array such as [ \"center.example:7411\" ], "
+                    "got %s",
+                    type_name(s));
+    n = config_setting_length(s);
+    if (n > UPSTREAM_MAX)
+        return fail(ld, s, k->section, k->name, "at most %d endpoints, got %d",
+                    UPSTREAM_MAX, n);
+    if (n > 0 && (list = calloc((size_t)n, sizeof(*list))) == NULL)
+        return fail(ld, s, k->section, k->name, "out of memory");
+    for (i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        const char *v = config_setting_type(e) == CONFIG_TYPE_STRING
+                            ? config_setting_get_string(e)
+                            : NULL;
+
+        if (v == NULL || v[0] == '\0' || check_string(k, v, why, sizeof(why))) {
+            free_list(list, (size_t)n);
+            return fail(ld, e, k->section, k->name, "element %d: %s", i,
+                        v == NULL || v[0] == '\0' ? "expected HOST:PORT" : why);
+        }
+        if ((list[i] = strdup(v)) == NULL) {
+            free_list(list, (size_t)n);
+            return fail(ld, e, k->section, k->name, "out of memory");
+        }
+    }
+    free_list(c->upstream, c->n_upstream);
+    c->upstream = list;
+    c->n_upstream = (size_t)n;
+    return 0;
 }
 
 static int
@@ -1444,6 +1598,8 @@ load_key(struct load *ld, const config_setting_t *s, const struct config_key *k,
         return load_number(ld, s, k, c);
     case CONFIG_KIND_GROUPS:
         return load_groups(ld, s, k, c);
+    case CONFIG_KIND_ENDPOINTS:
+        return load_endpoints(ld, s, k, c);
     case CONFIG_KIND_TOKENS:
         return load_tokens(ld, s, c);
     case CONFIG_KIND_BOOL:
@@ -1739,6 +1895,16 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
                      "listen.tcp_plaintext = true to send tokens and "
                      "receipts in plain text",
                      c->tcp_listen);
+    if (c->n_upstream > 0 && c->upstream_token_file == NULL)
+        return blame(c, err, KEY(upstream), NULL,
+                     "relaying needs the center's token: set "
+                     "upstream.token_file (--upstream-token-file)");
+    /* A node relays what its embedded store committed; a central instance
+     * on PostgreSQL relays nothing further (yet). */
+    if (c->n_upstream > 0 && config_store_pg(c))
+        return blame(c, err, KEY(upstream), KEY(store_backend),
+                     "relaying reads the embedded SQLite store: a "
+                     "postgresql store has no relay yet");
     /* A rejected frame of the largest allowed size must fit quarantine, and
      * one connection's unsent replies must fit the global budget. */
     if (c->quarantine_max_bytes < c->max_frame)
@@ -1878,6 +2044,19 @@ config_preflight(const struct config *c, enum config_preflight mode,
 {
     const struct config_key *k = KEY(db_path);
 
+    /* The relay reads these at start; a file it cannot read would stop
+     * the start after the store was opened. A reload keeps the running
+     * relay, which read them already. */
+    if (mode != CONFIG_PREFLIGHT_RELOAD && c->n_upstream > 0 &&
+        c->upstream_token_file != NULL &&
+        access(c->upstream_token_file, R_OK) != 0)
+        return blame(c, err, KEY(upstream_token_file), NULL,
+                     "cannot read %s: %s", c->upstream_token_file,
+                     strerror(errno));
+    if (mode != CONFIG_PREFLIGHT_RELOAD && c->n_upstream > 0 &&
+        c->upstream_ca_file != NULL && access(c->upstream_ca_file, R_OK) != 0)
+        return blame(c, err, KEY(upstream_ca_file), NULL, "cannot read %s: %s",
+                     c->upstream_ca_file, strerror(errno));
     if (mode != CONFIG_PREFLIGHT_ADOPTED && c->socket_path != NULL &&
         c->socket_path[0] != '\0' && check_socket(c, mode, err) != 0)
         return -1;
@@ -1904,6 +2083,19 @@ static int
 same_str(const char *a, const char *b)
 {
     return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+static int
+same_list(char *const *a, size_t na, char *const *b, size_t nb)
+{
+    size_t i;
+
+    if (na != nb)
+        return 0;
+    for (i = 0; i < na; i++)
+        if (!same_str(a[i], b[i]))
+            return 0;
+    return 1;
 }
 
 static void
@@ -1945,6 +2137,15 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "store.chunk_receipts");
     if (old->rollup_chunks != next->rollup_chunks)
         add_name(what, &n, "store.rollup_chunks");
+    if (!same_list(old->upstream, old->n_upstream, next->upstream,
+                   next->n_upstream))
+        add_name(what, &n, "upstream.endpoints");
+    if (!same_str(old->upstream_token_file, next->upstream_token_file))
+        add_name(what, &n, "upstream.token_file");
+    if (!same_str(old->upstream_ca_file, next->upstream_ca_file))
+        add_name(what, &n, "upstream.ca_file");
+    if (!same_str(old->upstream_name, next->upstream_name))
+        add_name(what, &n, "upstream.name");
     return n;
 }
 
@@ -1958,6 +2159,23 @@ keep_str(char **dst, const char *src)
         return -1;
     free(*dst);
     *dst = copy;
+    return 0;
+}
+
+/* Replaces the list *dst (*n entries) with a copy of src. */
+static int
+keep_list(char ***dst, size_t *n, char *const *src, size_t n_src)
+{
+    int ok = 1;
+    char **copy = dup_list(src, n_src, &ok);
+
+    if (!ok) {
+        free_list(copy, copy != NULL ? n_src : 0);
+        return -1;
+    }
+    free_list(*dst, *n);
+    *dst = copy;
+    *n = n_src;
     return 0;
 }
 
@@ -1985,7 +2203,13 @@ config_reload(const struct config *running, const char *path,
         keep_str(&next->http_listen, running->http_listen) < 0 ||
         keep_str(&next->db_path, running->db_path) < 0 ||
         keep_str(&next->store_backend, running->store_backend) < 0 ||
-        keep_str(&next->pg_conninfo, running->pg_conninfo) < 0) {
+        keep_str(&next->pg_conninfo, running->pg_conninfo) < 0 ||
+        keep_str(&next->upstream_token_file, running->upstream_token_file) <
+            0 ||
+        keep_str(&next->upstream_ca_file, running->upstream_ca_file) < 0 ||
+        keep_str(&next->upstream_name, running->upstream_name) < 0 ||
+        keep_list(&next->upstream, &next->n_upstream, running->upstream,
+                  running->n_upstream) < 0) {
         snprintf(err, CONFIG_ERR_MAX, "out of memory");
         goto fail;
     }
@@ -2066,6 +2290,14 @@ dump_key(const struct config *c, const struct config_key *k, FILE *out)
         fprintf(out, n > 0 ? " ]" : "]");
         break;
     }
+    case CONFIG_KIND_ENDPOINTS:
+        fprintf(out, "[");
+        for (i = 0; i < c->n_upstream; i++) {
+            fprintf(out, i == 0 ? " " : ", ");
+            put_string(out, c->upstream[i]);
+        }
+        fprintf(out, c->n_upstream > 0 ? " ]" : "]");
+        break;
     case CONFIG_KIND_TOKENS:
         fprintf(out, "(");
         for (i = 0; i < c->n_tokens; i++) {
@@ -2208,6 +2440,7 @@ config_key_describe(const struct config_key *k, const struct config *c,
         break;
     case CONFIG_KIND_GROUPS:
     case CONFIG_KIND_TOKENS:
+    case CONFIG_KIND_ENDPOINTS:
         break;
     }
     snprintf(buf, len, "%s%s%s%s%s", k->section != NULL ? k->section : "",

@@ -90,6 +90,14 @@ struct config {
     struct config_token *tokens;
     size_t n_tokens;
 
+    /* The node's relay to a center (relay.c, docs/fleet.md): off while
+     * no endpoint is set. */
+    char **upstream; /* "HOST:PORT" each, tried in turn */
+    size_t n_upstream;
+    char *upstream_token_file; /* the center's TCP token, in a file */
+    char *upstream_ca_file;    /* TLS: verify the center against it */
+    char *upstream_name;       /* the node's name there; NULL = hostname */
+
     /* Metrics (metrics.c). */
     uint32_t metrics_model_series; /* models as labels; 0 = none (default) */
     uint32_t health_stall_ms;      /* /healthz: longest writer stall */
@@ -131,7 +139,9 @@ enum config_kind {
     CONFIG_KIND_GROUPS,   /* an array of group names (file only) */
     CONFIG_KIND_TOKENS,   /* a list of { name; sha256; } groups (file only) */
     CONFIG_KIND_LOGLEVEL, /* "err", "warning", "notice", "info", "debug" */
-    CONFIG_KIND_BOOL      /* true or false */
+    CONFIG_KIND_BOOL,     /* true or false */
+    CONFIG_KIND_ENDPOINTS /* an array of "HOST:PORT" (a name or a numeric
+                             address); the flag is repeatable */
 };
 
 struct config_key {

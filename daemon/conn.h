@@ -116,6 +116,7 @@ struct conn {
     /* Set by hello. A token is checked there and not kept. */
     char source[CONN_SOURCE_MAX + 1];
     size_t source_len;
+    int relays; /* hello said relay: true, with a token (dispatch_relay.c) */
 };
 
 /*

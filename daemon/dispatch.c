@@ -26,6 +26,7 @@
 #include "access.h"
 #include "conn.h"
 #include "dispatch_plan.h"
+#include "dispatch_relay.h"
 #include "reply.h"
 #include "envelope.h"
 #include "hash.h"
@@ -531,7 +532,7 @@ do_hello(const struct request *rq)
     struct reply rb;
     char *reply;
     size_t rlen;
-    int dup, failed;
+    int dup, failed, relays;
 
     /* Its bytes in the read buffer go too (conn.c's feed). */
     c->wipe_frame = 1;
@@ -571,6 +572,16 @@ do_hello(const struct request *rq)
             proto_err_prefix_field(&err, "token");
             goto fail;
         }
+    }
+    /* A node relaying to this center (dispatch_relay.c): its source is
+     * the origin, so it must hold a token, checked below. */
+    o = mpobj_map_get(b, "relay", &dup);
+    relays = o != NULL && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+    if (relays && (c->kind != CONN_TCP || tok.ptr == NULL || src.len == 0)) {
+        proto_err_set(&err, PROTO_EUNAUTHORIZED, "relay",
+                      "relay needs a TCP connection, a token and a source "
+                      "(the node's name)");
+        goto fail;
     }
     if (c->kind == CONN_TCP) {
         char cn[256];
@@ -619,6 +630,7 @@ do_hello(const struct request *rq)
     memcpy(c->source, src.ptr, src.len);
     c->source[src.len] = '\0';
     c->source_len = src.len;
+    c->relays = relays;
     /* The source is copied and the token was only checked (never kept):
      * nothing borrows the frame, which is wiped so no plaintext token
      * outlives the handshake in freed memory. */
@@ -695,6 +707,8 @@ static const struct dispatch_op ops[PROTO_OP_COUNT] = {
     [PROTO_OP_RETENTION] = { PROTO_OP_RETENTION, 0, dispatch_plan_frame },
     [PROTO_OP_READBACK] = { PROTO_OP_READBACK, 0, dispatch_plan_frame },
     [PROTO_OP_QUERY] = { PROTO_OP_QUERY, 0, do_query },
+    /* A node's batch; only after a hello with relay: true and a token. */
+    [PROTO_OP_RELAY] = { PROTO_OP_RELAY, 0, dispatch_relay },
 };
 
 const struct dispatch_op *
@@ -785,8 +799,8 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     struct envelope env;
     /* What a handler sees (dispatch.h): the connection itself only for
      * hello, set once the envelope names the op. */
-    struct request rq = { c->srv,    slot,          &env, frame, len,
-                          c->source, c->source_len, NULL, NULL,  0 };
+    struct request rq = { c->srv,        slot, &env, frame, len,      c->source,
+                          c->source_len, NULL, NULL, 0,     c->relays };
     struct proto_err err;
     msgpack_unpacked up;
     int rc;

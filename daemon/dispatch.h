@@ -44,6 +44,8 @@ struct request {
      * the handler, which owns them; NULL otherwise. */
     struct receipt *decoded;
     size_t ndecoded;
+    /* The connection's hello said relay: true with a token (`relay`). */
+    int relays;
 };
 
 /*

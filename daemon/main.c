@@ -31,6 +31,7 @@
 #include "log.h"
 #include "notify.h"
 #include "query.h"
+#include "relay.h"
 #include "server.h"
 #include "store.h"
 #include "tls.h"
@@ -282,6 +283,8 @@ drained_cb(struct server *srv)
 static void
 stop_cb(uv_signal_t *h, int signum)
 {
+    struct relay *relay;
+
     (void)h;
     log_info("signal %d: draining", signum);
     notify_stopping();
@@ -290,6 +293,11 @@ stop_cb(uv_signal_t *h, int signum)
     /* Before the drain: no HTTP request may start a job after it. */
     http_stop(ms.http);
     ms.http = NULL;
+    /* The relay's last acknowledged cursor is stored before the writer
+     * stops (the drain waits for it). */
+    relay = ms.srv.relay;
+    ms.srv.relay = NULL;
+    relay_stop(relay);
     server_drain(&ms.srv, DRAIN_GRACE_MS);
 }
 
@@ -347,6 +355,22 @@ status_cb(uv_timer_t *t)
                       (unsigned long long)n->rejected,
                       (unsigned long long)n->duplicates,
                       (unsigned long long)n->unavailable);
+    /* A node's relay, in a line of its own (the manager keeps the last). */
+    if (ms.srv.relay != NULL && !st.failing && st.failures <= last_failures) {
+        struct relay_stats rs;
+
+        relay_get_stats(ms.srv.relay, &rs);
+        notify_status("%.0f receipts/s, %zu connections; store ok; %llu "
+                      "receipts stored since start; relay to %s %s: %llu "
+                      "receipts (%llu KiB) waiting, oldest %llu s%s%s",
+                      rate, ms.srv.n_conns, (unsigned long long)n->accepted,
+                      rs.endpoint[0] ? rs.endpoint : "-",
+                      rs.connected ? "connected" : "not connected",
+                      (unsigned long long)rs.backlog_records,
+                      (unsigned long long)(rs.backlog_bytes / 1024),
+                      (unsigned long long)(rs.oldest_ms / 1000),
+                      rs.error[0] ? "; " : "", rs.error);
+    }
     /* Said once per 10 s at most: the manager may be stuck, and STATUS=
      * lines are dropped rather than block the loop. */
     if (notify_dropped() > last_dropped)
@@ -796,6 +820,7 @@ main(int argc, char **argv)
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
     sopts.chunk_receipts = cfg->chunk_receipts;
     sopts.rollup_chunks = cfg->rollup_chunks;
+    sopts.relay_wait = cfg->n_upstream > 0;
     sopts.migrating = store_migrating;
     sopts.migrating_arg = &migrated;
     /* The writer's store publishes the rollup sums not merged yet there,
@@ -830,6 +855,9 @@ main(int argc, char **argv)
     query_pool_set_backend(ms.srv.queries, sopts.backend);
     query_pool_set_shared(ms.srv.queries, sopts.shared);
     store_shared_unref(sopts.shared);
+    if (cfg->n_upstream > 0 && relay_start(loop, &ms.srv, cfg, &ms.srv.relay,
+                                           lerr, LISTEN_ERR_MAX) != 0)
+        fatalx("upstream: %s", lerr);
 
     /* Sockets passed by systemd replace the configured ones of their kind;
      * a configured listener of a kind systemd did not pass is bound here,

@@ -97,6 +97,42 @@ histogram(FILE *f, const char *name, const char *help,
             name, h->count);
 }
 
+/* A node's relay to its center (relay.c), only where one is set. */
+static void
+render_relay(FILE *f, const struct relay_stats *r)
+{
+    family(f, "receiptd_relay_info", "gauge",
+           "The center the relay sends to (or tried last), as a label; "
+           "always 1.");
+    fputs("receiptd_relay_info{endpoint=\"", f);
+    label(f, r->endpoint, strlen(r->endpoint));
+    fputs("\"} 1\n", f);
+    one(f, "receiptd_relay_connected", "gauge",
+        "1 while the relay is connected to a center.", r->connected ? 1 : 0);
+    one(f, "receiptd_relay_backlog_receipts", "gauge",
+        "Receipts committed here and not yet acknowledged by the center.",
+        r->backlog_records);
+    one(f, "receiptd_relay_backlog_bytes", "gauge",
+        "Their size, estimated from the mean encoded size of the receipts "
+        "relayed.",
+        r->backlog_bytes);
+    seconds(f, "receiptd_relay_oldest_undelivered_seconds", "gauge",
+            "Age of the oldest receipt not yet acknowledged by the center; 0 "
+            "when none waits.",
+            r->oldest_ms * 1000u);
+    family(f, "receiptd_relay_last_success_seconds", "gauge",
+           "When the center last acknowledged a batch, in seconds since the "
+           "epoch; 0 never since start.");
+    fprintf(f,
+            "receiptd_relay_last_success_seconds %" PRIu64 ".%03" PRIu64 "\n",
+            r->last_success_ms / 1000u, r->last_success_ms % 1000u);
+    one(f, "receiptd_relay_receipts_total", "counter",
+        "Receipts the center acknowledged since start.", r->relayed);
+    one(f, "receiptd_relay_failures_total", "counter",
+        "Connection attempts and batches that failed since start.",
+        r->failures);
+}
+
 static void
 render_daemon(FILE *f, const struct query_snapshot *sn,
               const struct store_stats *st, uint64_t plans, uint64_t retained)
@@ -228,6 +264,8 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
     one(f, "receiptd_prune_failures_total", "counter",
         "Retention prune batches rolled back, since start.",
         sn->w.prune_failures);
+    if (sn->relay_on)
+        render_relay(f, &sn->relay);
 }
 
 static int

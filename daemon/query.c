@@ -289,6 +289,8 @@ parse_receipts(struct query_args *a, const msgpack_object *body,
     if ((rc = query_parse_common(a, body, err)) ||
         (rc = query_opt_uint(body, "before_id", &a->f.has_before_id,
                              &a->f.before_id, err)) ||
+        (rc = opt_str(body, "origin", &a->strs[4], &a->f.origin,
+                      &a->f.origin_len, err)) ||
         (rc = query_opt_enum(body, "status", receipt_status_from_name,
                              "fallback, clean or unproven", &a->f.status, err)))
         return rc;
@@ -404,6 +406,37 @@ query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
     return rc;
 }
 
+/* The relay's figures in `stats` (docs/fleet.md), only on a node that
+ * relays: QUERY_RELAY_KEYS keys. */
+#define QUERY_RELAY_KEYS 11
+
+static int
+kv_str_or_nil(msgpack_packer *pk, const char *k, const char *v)
+{
+    return envelope_pack_cstr(pk, k) != 0 ||
+           (v[0] != '\0' ? envelope_pack_cstr(pk, v) : msgpack_pack_nil(pk)) !=
+               0;
+}
+
+static int
+pack_relay(msgpack_packer *pk, const struct relay_stats *r)
+{
+    return kv_str_or_nil(pk, "relay_endpoint", r->endpoint) ||
+           envelope_pack_cstr(pk, "relay_connected") != 0 ||
+           (r->connected ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+           kv_uint(pk, "relay_acked_id", r->acked_id) != 0 ||
+           kv_uint(pk, "relay_backlog", r->backlog_records) != 0 ||
+           kv_uint(pk, "relay_backlog_bytes", r->backlog_bytes) != 0 ||
+           kv_uint(pk, "relay_oldest_undelivered_ms", r->oldest_ms) != 0 ||
+           envelope_pack_cstr(pk, "relay_last_success") != 0 ||
+           (r->last_success_ms ? msgpack_pack_uint64(pk, r->last_success_ms)
+                               : msgpack_pack_nil(pk)) != 0 ||
+           kv_uint(pk, "relay_relayed", r->relayed) != 0 ||
+           kv_uint(pk, "relay_plans_relayed", r->plans_relayed) != 0 ||
+           kv_uint(pk, "relay_failures", r->failures) != 0 ||
+           kv_str_or_nil(pk, "relay_error", r->error);
+}
+
 static int
 run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
           struct proto_err *err)
@@ -418,7 +451,8 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         return rc;
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 || msgpack_pack_map(pk, 44) != 0 ||
+        msgpack_pack_array(pk, 1) != 0 ||
+        msgpack_pack_map(pk, 44 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -473,6 +507,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "prune_failures", sn->w.prune_failures) != 0 ||
         kv_uint(pk, "aggregates_from_memory", sn->agg_from_memory) != 0 ||
         kv_uint(pk, "aggregates_from_rows", sn->agg_from_rows) != 0 ||
+        (sn->relay_on && pack_relay(pk, &sn->relay) != 0) ||
         envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
     if (failed)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -559,6 +594,9 @@ snapshot(struct query_snapshot *sn, struct server *srv)
     store_shared_counts(srv->queries ? srv->queries->shared : NULL,
                         &sn->agg_from_memory, &sn->agg_from_rows);
     writer_get_stats(srv->writer, &sn->w);
+    sn->relay_on = srv->relay != NULL;
+    if (sn->relay_on)
+        relay_get_stats(srv->relay, &sn->relay);
 }
 
 static void
@@ -566,7 +604,7 @@ qreq_free(struct qreq *q)
 {
     int i;
 
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         free(q->a.strs[i]);
     if (q->job_free != NULL)
         q->job_free(q->job_arg);

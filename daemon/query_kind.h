@@ -16,6 +16,7 @@
 #include "error.h"
 #include "store.h"
 
+#include "relay.h"
 #include "server.h"
 #include "writer.h"
 
@@ -30,13 +31,15 @@ struct query_snapshot {
     uint64_t agg_from_memory, agg_from_rows;
     struct server_counters n;
     struct writer_stats w;
+    int relay_on; /* upstream configured: relay holds its figures */
+    struct relay_stats relay;
 };
 
 /* What a kind's parse fills and its run reads. The strings of f point
  * into strs, owned copies (the frame is freed once parsed). */
 struct query_args {
     struct store_filter f;
-    char *strs[4]; /* plan, graph, model, source */
+    char *strs[5]; /* plan, graph, model, source; receipts: origin */
     int group_by;  /* fallbacks, coverage: enum store_group */
     int has_qid;   /* quarantine: one row by its id */
     uint64_t qid;

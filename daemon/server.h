@@ -23,6 +23,7 @@ struct conn;
 struct writer;
 struct writer_job;
 struct query_pool;
+struct relay;
 struct listener;
 struct tls_ctx;
 
@@ -63,6 +64,7 @@ struct server {
     const struct access_policy *access; /* who may do what */
     struct writer *writer;
     struct query_pool *queries;
+    struct relay *relay; /* the node's relay to a center; NULL when off */
     struct listener *listeners[2];
     size_t n_listeners;
     /* The TLS settings new TCP connections get (tls.h; one reference

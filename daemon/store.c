@@ -21,6 +21,7 @@
 
 #include "store_internal.h"
 #include "store_sqlite.h"
+#include "store_relay.h"
 #include "store_rollup.h"
 #include "store_tail.h"
 #include "store_seq.h"
@@ -141,6 +142,7 @@ struct store {
     int page_limit; /* PRAGMA max_page_count was set (store_opts.max_pages) */
     uint64_t quarantine_max;
     int rollup_chunks;           /* store_opts.rollup_chunks */
+    int relay_wait;              /* store_opts.relay_wait */
     struct store_shared *shared; /* store_opts.shared, a reference */
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
@@ -562,6 +564,7 @@ store_sqlite_open(const char *path, const struct store_opts *opts,
     s->base.ops = &store_sqlite_ops;
     s->readonly = opts->readonly;
     s->quarantine_max = opts->quarantine_max_bytes;
+    s->relay_wait = opts->relay_wait;
     s->rollup_chunks =
         opts->rollup_chunks ? (int)opts->rollup_chunks : STORE_ROLLUP_CHUNKS;
     s->shared = store_shared_ref(opts->shared);
@@ -1473,7 +1476,7 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      source_id, err)))
         return rc;
-    if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->relayed)
         return 0;
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
@@ -1504,7 +1507,8 @@ store_sqlite_write_end(struct store *s, struct store_write *w,
     for (i = 0; i < w->n_quarantine; i++)
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
-    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused)
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused ||
+        w->relayed)
         return 0;
     /* A single receipt's record is what its row says: it waits with the
      * tail and is written with the chunk (store_tail.c). */
@@ -1531,6 +1535,12 @@ store_sqlite_apply(struct store *s, struct store_write *w,
     if ((rc = put_receipts(s, w, source_id, err)))
         return rc;
     return store_write_end(s, w, source_id, err);
+}
+
+int
+store_relay_waits(const struct store *s)
+{
+    return s->relay_wait;
 }
 
 sqlite3 *

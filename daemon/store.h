@@ -73,6 +73,10 @@ struct store_opts {
      * not read those receipts' rows; NULL = none (queries read the rows).
      * Borrowed: the store takes a reference of its own. */
     struct store_shared *shared;
+    /* A node that relays (relay.c): retention never prunes a receipt past
+     * the relay's cursor, what the center has not acknowledged
+     * (store_relay.h, docs/fleet.md). */
+    int relay_wait;
 };
 
 /* The registry of store_opts.shared: made with one reference, which the
@@ -157,6 +161,10 @@ struct store_write {
     size_t source_len;
     int has_seq; /* dedupe applies only with a seq and a non-empty source */
     uint64_t seq;
+    /* A record relayed from a node (dispatch_relay.c): source and seq are
+     * the producer's, kept in the row but not checked or recorded, since
+     * exactly-once at a center is the origin's mark (store_relay.h). */
+    int relayed;
     int64_t received_at; /* unix milliseconds */
     const struct receipt *receipts;
     size_t n_receipts;
@@ -224,6 +232,10 @@ int store_write_end(struct store *s, struct store_write *w, int64_t source_id,
 struct store_filter {
     const char *plan, *graph, *model, *source; /* NULL = any */
     size_t plan_len, graph_len, model_len, source_len;
+    /* `receipts` at a center: only those relayed by this node (its hello
+     * source; relay_ranges, store_relay.h); NULL = any. */
+    const char *origin;
+    size_t origin_len;
     int requested, executed, status; /* -1 = any */
     int has_since, has_until, has_before_id;
     uint64_t since, until; /* since <= received_at < until */

@@ -31,6 +31,7 @@
 #include "store_agg.h"
 #include "store_internal.h"
 #include "store_sqlite.h"
+#include "store_relay.h"
 #include "store_rollup.h"
 #include "store_row.h"
 #include "store_tail.h"
@@ -322,8 +323,9 @@ take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                  "SELECT id, received_at, plan_id, graph_id, model_id, "
                  "requested_backend, executed_backend, source_id FROM receipts "
                  "WHERE id < (SELECT coalesce(max(end_id), 0) FROM chunks "
-                 "WHERE first_at < ?1) AND received_at < ?1 ORDER BY id "
-                 "LIMIT ?2",
+                 "WHERE first_at < ?1) AND received_at < ?1 AND (?3 = 0 OR "
+                 "id <= (SELECT coalesce(max(acked_id), 0) FROM relay_cursor "
+                 "WHERE stream = 'receipts')) ORDER BY id LIMIT ?2",
                  &sel, err);
     if (rc == 0)
         rc = prepare(s, "DELETE FROM receipts WHERE id = ?1", &del, err);
@@ -331,6 +333,8 @@ take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
         goto out;
     sqlite3_bind_int64(sel, 1, cutoff_ms);
     sqlite3_bind_int64(sel, 2, max_rows);
+    /* A node that relays keeps what the center has not acknowledged. */
+    sqlite3_bind_int(sel, 3, store_relay_waits(s));
     while ((rc = sqlite3_step(sel)) == SQLITE_ROW && *n < max_rows) {
         struct store_rollup_key *k = &v[*n].k;
 

@@ -74,6 +74,11 @@ store_query_receipts_sql(char *sql, size_t cap, const struct store_filter *f)
         ADD(" AND r.received_at >= :since");
     if (f->has_until)
         ADD(" AND r.received_at < :until");
+    /* The batch of relay_ranges that holds the row: one seek each. */
+    if (f->origin)
+        ADD(" AND EXISTS (SELECT 1 FROM relay_ranges g WHERE g.first_id = "
+            "(SELECT max(first_id) FROM relay_ranges WHERE first_id <= r.id) "
+            "AND g.last_id >= r.id AND g.origin = :origin)");
     ADD(" ORDER BY r.id DESC LIMIT :limit");
 #undef ADD
     return n;
@@ -460,6 +465,8 @@ page(struct page *p, struct proto_err *err)
         store_bind_i64(p->rows, ":since", store_clamp_i64(p->f->since));
     if (p->f->has_until)
         store_bind_i64(p->rows, ":until", store_clamp_i64(p->f->until));
+    if (p->f->origin)
+        store_bind_blob(p->rows, ":origin", p->f->origin, p->f->origin_len);
     if ((rc = range(p, tail, INT64_MAX, err)) != 0)
         return rc;
     if (p->keys.n == 0)

@@ -2,17 +2,19 @@
  * store_rollup.c: keeps the per-hour and per-day rollups of
  * migrations/0004 up to date, inside the writer's transaction.
  *
- * Runs on the writer thread only, with the read-write store. A rollup row
- * is read, the receipt is added in C (128-bit sums carried by hand, u64
- * extremes compared as unsigned: SQLite has neither), and the row is
- * written back; because all of it happens in the transaction (and the
- * savepoint) that writes them, a rollback undoes both. Since migration
- * 0007 the rollups cover exactly the receipts below tail_from
- * (store_tail.c): the sums of the tail are kept here in memory, one entry
- * per key and hour, across commits, and written when the tail becomes a
- * chunk, so a key costs one row update per chunk however many receipts
- * share it. A rollback drops them all, and the tail re-adds what its rows
- * still say.
+ * Runs on the writer thread only, with the read-write store, except the
+ * registry of published sums (store_shared), which query threads read. A
+ * rollup row is read, the receipt is added in C (128-bit sums carried by
+ * hand, u64 extremes compared as unsigned: SQLite has neither), and the
+ * row is written back; because all of it happens in the transaction (and
+ * the savepoint) that writes them, a rollback undoes both. The sums of
+ * the tail are kept here in memory, one entry per key and hour, across
+ * commits; when the tail becomes a chunk they become the chunk's view, and
+ * store_opts.rollup_chunks chunks are sealed together and merged into the
+ * rollup rows over the commits that follow (migrations/0008 and the
+ * rollup_end counter), so a key costs one row update per that many
+ * chunks however many receipts share it. A rollback drops them all, and
+ * the tail re-adds what the rows still say (store_tail.c).
  *
  * Pruning (store_prune.c) rewrites the rollup rows of the buckets it
  * touched from the receipts left in them.

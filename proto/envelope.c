@@ -27,6 +27,7 @@ static const struct {
     [PROTO_OP_RETENTION] = { "retention", 1 },
     [PROTO_OP_READBACK] = { "readback", 0 },
     [PROTO_OP_QUERY] = { "query", 0 },
+    [PROTO_OP_RELAY] = { "relay", 1 },
 };
 
 const char *

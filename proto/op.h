@@ -16,6 +16,7 @@ enum proto_op {
     PROTO_OP_RETENTION,
     PROTO_OP_READBACK,
     PROTO_OP_QUERY,
+    PROTO_OP_RELAY,
     PROTO_OP_COUNT
 };
 

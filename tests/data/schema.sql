@@ -75,6 +75,24 @@ CREATE TABLE "receipts" (
     counters BLOB NOT NULL,                -- counters, then artifacts
     extra BLOB                             -- msgpack map of unknown keys
 );
+CREATE TABLE relay_cursor (
+    stream TEXT PRIMARY KEY,
+    acked_id INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE relay_origins (
+    origin BLOB NOT NULL,
+    stream TEXT NOT NULL,
+    committed_id INTEGER NOT NULL,
+    PRIMARY KEY (origin, stream)
+) WITHOUT ROWID;
+CREATE TABLE relay_ranges (
+    first_id INTEGER PRIMARY KEY,          -- the center's receipt ids
+    last_id INTEGER NOT NULL,              -- [first_id, last_id]
+    origin BLOB NOT NULL,
+    origin_first INTEGER NOT NULL,         -- the node's ids of the same rows
+    origin_last INTEGER NOT NULL
+);
+CREATE INDEX relay_ranges_origin ON relay_ranges (origin, first_id);
 CREATE TABLE retained_values (
     plan_id INTEGER NOT NULL REFERENCES plans(id),
     value_id BLOB NOT NULL,

@@ -298,6 +298,7 @@ START_TEST(test_access_op_allowed_follows_op_table)
         { PROTO_OP_RECEIPT, 1 },  { PROTO_OP_RECEIPTS, 1 },
         { PROTO_OP_PLAN, 1 },     { PROTO_OP_RETENTION, 1 },
         { PROTO_OP_READBACK, 0 }, { PROTO_OP_QUERY, 0 },
+        { PROTO_OP_RELAY, 1 },
     };
     struct proto_err err;
     size_t i;

@@ -660,7 +660,12 @@ START_TEST(test_config_reload_keeps_flags_and_running_listeners)
                   "%s", err);
     /* full.conf's chunk_receipts is 4096, include.conf's the default. */
     ck_assert_str_eq(restart, "listen.socket_group, limits.query_threads, "
-                              "store.chunk_receipts");
+                              "store.chunk_receipts, upstream.endpoints, "
+                              "upstream.token_file, upstream.ca_file, "
+                              "upstream.name");
+    /* The relay runs as it started. */
+    ck_assert_uint_eq(next.n_upstream, 2);
+    ck_assert_str_eq(next.upstream_name, "node-17");
     ck_assert_uint_eq(next.query_threads, 3);
     ck_assert_uint_eq(next.chunk_receipts, 4096);
     ck_assert_uint_eq(next.max_batch, 7);                /* the flag */
@@ -976,6 +981,18 @@ spell_key(const struct config_key *k)
         spell("yes", "\"yes\"", 0, 0);
         spell("1", "1", 0, 0);
         spell("", "\"\"", 0, 0);
+        break;
+    case CONFIG_KIND_ENDPOINTS:
+        /* A list in the file, one value a flag (which repeats). */
+        spell("", "[ ]", 1, 1);
+        spell("127.0.0.1:7411", "[ \"127.0.0.1:7411\" ]", 1, 1);
+        spell("[::1]:7411", "[ \"[::1]:7411\" ]", 1, 1);
+        spell("center-1.example:7411", "[ \"center-1.example:7411\" ]", 1, 1);
+        spell("host:0", "[ \"host:0\" ]", 0, 0);
+        spell("host:65536", "[ \"host:65536\" ]", 0, 0);
+        spell("a b:7411", "[ \"a b:7411\" ]", 0, 0);
+        spell("localhost", "[ \"localhost\" ]", 0, 0);
+        spell("[::1x]:7411", "[ \"[::1x]:7411\" ]", 0, 0);
         break;
     case CONFIG_KIND_GROUPS:
     case CONFIG_KIND_TOKENS:

@@ -40,6 +40,7 @@ static const struct {
     { PROTO_OP_RECEIPT, 0, 0, 1 },  { PROTO_OP_RECEIPTS, 0, 0, 1 },
     { PROTO_OP_PLAN, 0, 0, 1 },     { PROTO_OP_RETENTION, 0, 0, 1 },
     { PROTO_OP_READBACK, 0, 1, 1 }, { PROTO_OP_QUERY, 0, 1, 1 },
+    { PROTO_OP_RELAY, 0, 0, 1 },
 };
 
 START_TEST(test_dispatch_op_allowed_matrix)

@@ -509,8 +509,11 @@ START_TEST(test_rollup_migration_counts_schema3_exactly)
                                       NULL, NULL, NULL),
                          SQLITE_OK);
     sqlite3_close(db);
+    /* Only 0012 runs again: the later migrations' tables are there. */
+    o.max_version = 12;
     ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
     store_free(s);
+    ck_assert_int_eq(scalar("PRAGMA user_version"), 12);
     ck_assert_int_gt(scalar("SELECT count(*) FROM rollups_day"), 0);
     assert_rollups_equal_scan();
     /* The day rows hold the hour rows below days_from, schema 3 too (the

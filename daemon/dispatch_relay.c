@@ -1,0 +1,437 @@
+/*
+ * dispatch_relay.c: the `relay` op at a center (docs/fleet.md).
+ *
+ * A node sends what it committed, in its id order, as
+ * {stream, from_id, records: [[id, received_at, source, seq|nil,
+ * payload], ...]}. The loop thread checks the whole batch (sizes before
+ * anything is allocated, ids strictly rising, every payload through
+ * receipt_decode as a producer's), then queues one job. On the writer
+ * thread the job reads the origin's mark (the highest node id committed
+ * here for the stream), stores only the records above it, each with the
+ * producer's source, seq and received_at (store_write.relayed: no dedupe
+ * by (source, seq), the node's id is the identity), and raises the mark in
+ * the same transaction. The reply, {committed_id, stored}, leaves after
+ * COMMIT, so a node that reads committed_id may advance its cursor: a
+ * resend after a lost reply stores nothing twice.
+ */
+#include "dispatch_relay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "conn.h"
+#include "envelope.h"
+#include "invariant.h"
+#include "mpobj.h"
+#include "plan.h"
+#include "receipt.h"
+#include "reply.h"
+#include "server.h"
+#include "store_plan.h"
+#include "store_relay.h"
+#include "writer.h"
+
+/* One record of a batch: the receipt, or the plan's key, borrows the
+ * job's frame; a plan's canonical bytes are the record's own. */
+struct relay_rec {
+    uint64_t id;
+    int64_t received_at;
+    struct proto_str source;
+    int has_seq;
+    uint64_t seq;
+    struct receipt r;
+    struct store_plan_key key;
+    char *canon;
+    size_t canon_len;
+    uint64_t nnodes, nvalues;
+};
+
+struct rctx {
+    struct conn_slot *slot;
+    struct server *srv;
+    int has_id;
+    uint64_t id;
+    char origin[CONN_SOURCE_MAX + 1];
+    size_t origin_len;
+    int plans; /* the stream: plans, else receipts */
+    struct relay_rec *recs;
+    size_t n;
+    /* Writer thread outputs. */
+    uint64_t committed; /* the origin's mark after the job */
+    uint64_t stored;    /* records stored (above the mark) */
+    uint64_t conflicts; /* plans whose key holds another plan here */
+};
+
+static void
+answer(struct conn_slot *slot, int has_id, uint64_t id,
+       const struct proto_err *err)
+{
+    size_t len;
+    char *r = reply_error(has_id, id, err, &len);
+
+    conn_slot_complete(slot, r, len);
+}
+
+static void
+rctx_clear(struct rctx *x)
+{
+    size_t i;
+
+    if (x == NULL)
+        return;
+    for (i = 0; x->recs != NULL && i < x->n; i++) {
+        receipt_clear(&x->recs[i].r);
+        free(x->recs[i].canon);
+    }
+    free(x->recs);
+}
+
+/* A plan of the batch: stored unless its key is; a key that holds
+ * another plan here is a conflict, counted and skipped (the node cannot
+ * change it, and the stream must go on). */
+static int
+plan_apply(struct rctx *x, struct store *s, const struct relay_rec *r,
+           struct proto_err *err)
+{
+    struct store_plan_new np;
+    void *stored = NULL;
+    size_t len = 0;
+    int64_t id;
+    int rc;
+
+    if ((rc = store_plan_get(s, &r->key, &id, &stored, &len, err)))
+        return rc;
+    if (id != 0) {
+        if (len != r->canon_len || memcmp(stored, r->canon, len) != 0)
+            x->conflicts++;
+        free(stored);
+        return 0;
+    }
+    memset(&np, 0, sizeof(np));
+    np.key = r->key;
+    np.registered_at = r->received_at;
+    np.source = r->source;
+    np.nodes = r->nnodes;
+    np.values = r->nvalues;
+    np.canonical = r->canon;
+    np.len = r->canon_len;
+    if ((rc = store_plan_put(s, &np, &id, err)))
+        return rc;
+    x->stored++;
+    return 0;
+}
+
+/* Writer thread, inside the group's transaction: the plans stream. */
+static int
+plans_apply(struct rctx *x, struct store *s, struct proto_err *err)
+{
+    uint64_t mark;
+    size_t i;
+    int rc;
+
+    if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
+                                     STORE_RELAY_PLANS, &mark, err)))
+        return rc;
+    x->committed = mark;
+    for (i = 0; i < x->n; i++) {
+        if (x->recs[i].id <= mark)
+            continue;
+        if ((rc = plan_apply(x, s, &x->recs[i], err)))
+            return rc;
+        x->committed = x->recs[i].id;
+    }
+    if (x->committed == mark)
+        return 0;
+    return store_relay_origin_set(s, x->origin, x->origin_len,
+                                  STORE_RELAY_PLANS, x->committed, err);
+}
+
+/* Writer thread, inside the group's transaction. */
+static int
+relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
+{
+    struct rctx *x = job->ctx;
+    struct store_write w;
+    uint64_t mark, first_node = 0;
+    int64_t first_id = 0, last_id = 0;
+    size_t i;
+    int rc;
+
+    x->stored = 0;
+    x->conflicts = 0;
+    if (x->plans)
+        return plans_apply(x, s, err);
+    if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
+                                     STORE_RELAY_RECEIPTS, &mark, err)))
+        return rc;
+    x->committed = mark;
+    for (i = 0; i < x->n; i++) {
+        const struct relay_rec *r = &x->recs[i];
+
+        /* Committed here before: a resend. The ids rise, so everything
+         * at or below the mark is one prefix of the batch. */
+        if (r->id <= mark)
+            continue;
+        memset(&w, 0, sizeof(w));
+        w.op = PROTO_OP_RECEIPT;
+        w.source = r->source.ptr;
+        w.source_len = r->source.len;
+        w.has_seq = r->has_seq;
+        w.seq = r->seq;
+        w.relayed = 1;
+        w.received_at = r->received_at;
+        w.receipts = &r->r;
+        w.n_receipts = 1;
+        if ((rc = store_apply(s, &w, err)))
+            return rc;
+        if (x->stored++ == 0) {
+            first_id = w.receipt_id;
+            first_node = r->id;
+        }
+        last_id = w.receipt_id;
+        x->committed = r->id;
+    }
+    if (x->stored == 0)
+        return 0;
+    if ((rc =
+             store_relay_origin_set(s, x->origin, x->origin_len,
+                                    STORE_RELAY_RECEIPTS, x->committed, err)) ||
+        (rc = store_relay_range_add(s, x->origin, x->origin_len, first_id,
+                                    last_id, first_node, x->committed, err)))
+        return rc;
+    return 0;
+}
+
+/* Loop thread, after COMMIT (or the group's failure). */
+static void
+relay_done(struct writer_job *job)
+{
+    struct rctx *x = job->ctx;
+    struct reply rb;
+    size_t len;
+    char *reply;
+    int failed;
+
+    server_count_write(x->srv, job);
+    if (job->rc != 0) {
+        reply = reply_error(x->has_id, x->id, &job->err, &len);
+    } else {
+        if (!x->plans)
+            x->srv->n.accepted += x->stored;
+        failed =
+            reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
+            msgpack_pack_map(&rb.pk, x->plans ? 3 : 2) != 0 ||
+            reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
+            reply_kv_uint(&rb.pk, "stored", x->stored) != 0 ||
+            (x->plans && reply_kv_uint(&rb.pk, "conflicts", x->conflicts) != 0);
+        reply = reply_finish(&rb, failed, &len);
+    }
+    conn_slot_complete(x->slot, reply, len);
+    rctx_clear(x);
+    writer_job_free(job);
+}
+
+static const struct writer_job_ops relay_ops = { relay_apply, relay_done, 0 };
+
+/* Record i of the batch into rec; err's path is the record's. */
+static int
+record(const msgpack_object *o, size_t i, int plans, uint64_t *prev,
+       int64_t *bytes, struct relay_rec *rec, struct proto_err *err)
+{
+    const msgpack_object *f;
+    uint64_t at;
+    int rc;
+
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 5) {
+        proto_err_set(err, PROTO_EINVALID, "",
+                      "expected a record as an array [id, received_at, "
+                      "source, seq, payload], got %s",
+                      mpobj_type_name(o));
+        goto fail;
+    }
+    f = o->via.array.ptr;
+    if (mpobj_uint(&f[0], INT64_MAX, &rec->id, err) != 0) {
+        proto_err_prefix_index(err, 0);
+        goto fail;
+    }
+    if (rec->id <= *prev) {
+        proto_err_set(err, PROTO_EINVALID, "", "ids must rise: %llu after %llu",
+                      (unsigned long long)rec->id, (unsigned long long)*prev);
+        proto_err_prefix_index(err, 0);
+        goto fail;
+    }
+    *prev = rec->id;
+    if (mpobj_uint(&f[1], INT64_MAX, &at, err) != 0) {
+        proto_err_prefix_index(err, 1);
+        goto fail;
+    }
+    rec->received_at = (int64_t)at;
+    if (mpobj_str(&f[2], CONN_SOURCE_MAX, &rec->source, err) != 0) {
+        proto_err_prefix_index(err, 2);
+        goto fail;
+    }
+    rec->has_seq = f[3].type != MSGPACK_OBJECT_NIL;
+    if (rec->has_seq && mpobj_uint(&f[3], UINT64_MAX, &rec->seq, err) != 0) {
+        proto_err_prefix_index(err, 3);
+        goto fail;
+    }
+    if (plans) {
+        struct plan *plan = NULL;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        if ((rc = plan_decode(&f[4], &plan, err)) != 0) {
+            proto_err_prefix_index(err, 4);
+            proto_err_prefix_index(err, i);
+            return rc;
+        }
+        /* The canonical form is what is stored and compared, as for a
+         * plan a producer registers. */
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (plan_encode_canonical(plan, &pk) != 0) {
+            msgpack_sbuffer_destroy(&sb);
+            plan_free(plan);
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        }
+        rec->canon_len = sb.size;
+        rec->canon = msgpack_sbuffer_release(&sb);
+        rec->key.plan = plan->prepared_plan_id;
+        rec->key.graph = plan->graph_hash;
+        rec->nnodes = plan->nnodes;
+        rec->nvalues = plan->nvalues;
+        plan_free(plan);
+        *bytes += (int64_t)(sizeof(*rec) + rec->canon_len);
+        return 0;
+    }
+    if ((rc = receipt_decode(&f[4], &rec->r, err)) != 0) {
+        proto_err_prefix_index(err, 4);
+        proto_err_prefix_index(err, i);
+        return rc;
+    }
+    *bytes += (int64_t)(sizeof(*rec) + rec->r.extra_len);
+    return 0;
+fail:
+    proto_err_prefix_index(err, i);
+    return err->code;
+}
+
+void
+dispatch_relay(const struct request *rq)
+{
+    const struct envelope *env = rq->env;
+    const msgpack_object *b = env->body, *o, *recs;
+    struct writer_job *job = NULL;
+    struct rctx *x = NULL;
+    struct proto_err err;
+    struct proto_str stream;
+    uint64_t from_id, prev;
+    int64_t bytes = 0;
+    size_t n, i;
+    int dup, plans;
+
+    proto_err_clear(&err);
+    if (!rq->relays) {
+        proto_err_set(&err, PROTO_EUNAUTHORIZED, "",
+                      "relay needs a TCP connection whose hello has a token "
+                      "and relay: true");
+        goto fail;
+    }
+    if (b == NULL || b->type != MSGPACK_OBJECT_MAP) {
+        proto_err_set(&err, PROTO_EINVALID, "body",
+                      "expected the relay body as a map {stream, from_id, "
+                      "records}");
+        goto fail;
+    }
+    o = mpobj_map_get(b, "stream", &dup);
+    if (o == NULL || mpobj_str(o, 32, &stream, &err) != 0 || dup) {
+        if (o == NULL || dup)
+            proto_err_set(&err, PROTO_EINVALID, "stream",
+                          "expected one stream, a string");
+        else
+            proto_err_prefix_field(&err, "stream");
+        goto fail;
+    }
+    plans = stream.len == strlen(STORE_RELAY_PLANS) &&
+            memcmp(stream.ptr, STORE_RELAY_PLANS, stream.len) == 0;
+    if (!plans && (stream.len != strlen(STORE_RELAY_RECEIPTS) ||
+                   memcmp(stream.ptr, STORE_RELAY_RECEIPTS, stream.len) != 0)) {
+        proto_err_set(&err, PROTO_EINVALID, "stream",
+                      "stream \"%.*s\" is not relayed by this daemon (it "
+                      "takes \"receipts\" and \"plans\")",
+                      (int)(stream.len < 32 ? stream.len : 32), stream.ptr);
+        goto fail;
+    }
+    o = mpobj_map_get(b, "from_id", &dup);
+    if (o == NULL || dup) {
+        proto_err_set(&err, PROTO_EINVALID, "from_id",
+                      "expected one from_id, an unsigned integer");
+        goto fail;
+    }
+    if (mpobj_uint(o, INT64_MAX, &from_id, &err) != 0) {
+        proto_err_prefix_field(&err, "from_id");
+        goto fail;
+    }
+    recs = mpobj_map_get(b, "records", &dup);
+    if (recs == NULL || dup || recs->type != MSGPACK_OBJECT_ARRAY) {
+        proto_err_set(&err, PROTO_EINVALID, "records",
+                      "expected one records array");
+        goto fail;
+    }
+    /* The count is checked before the array of records is allocated. */
+    n = recs->via.array.size;
+    if (n > DISPATCH_RELAY_MAX_RECORDS || n > rq->srv->cfg->max_batch) {
+        proto_err_set(
+            &err, PROTO_ETOO_LARGE, "records",
+            "batch of %zu records is over %lu; split it", n,
+            (unsigned long)(rq->srv->cfg->max_batch < DISPATCH_RELAY_MAX_RECORDS
+                                ? rq->srv->cfg->max_batch
+                                : DISPATCH_RELAY_MAX_RECORDS));
+        goto fail;
+    }
+    if ((job = writer_job_new()) == NULL ||
+        (x = calloc(1, sizeof(*x))) == NULL ||
+        (x->recs = calloc(n ? n : 1, sizeof(*x->recs))) == NULL)
+        goto nomem;
+    prev = from_id;
+    for (i = 0; i < n; i++) {
+        int rc = record(&recs->via.array.ptr[i], i, plans, &prev, &bytes,
+                        &x->recs[i], &err);
+
+        /* A record that failed may own its canonical plan already. */
+        x->n = i + 1;
+        if (rc == PROTO_ENOMEM)
+            goto nomem;
+        if (rc != 0) {
+            proto_err_prefix_field(&err, "records");
+            goto fail;
+        }
+    }
+    x->slot = rq->slot;
+    x->srv = rq->srv;
+    x->has_id = env->has_id;
+    x->id = env->id;
+    memcpy(x->origin, rq->source, rq->source_len);
+    x->origin_len = rq->source_len;
+    x->plans = plans;
+    job->ops = &relay_ops;
+    job->ctx = x;
+    job->frame = rq->frame; /* the receipts borrow it */
+    job->items = n ? n : 1;
+    job->bytes = sizeof(*job) + sizeof(*x) + rq->len + (size_t)bytes;
+    job->w.op = -1;
+    server_submit(rq->srv, job);
+    return;
+nomem:
+    proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
+fail:
+    answer(rq->slot, env->has_id, env->id, &err);
+    if (x != NULL) {
+        rctx_clear(x);
+        free(x);
+    }
+    free(job);
+    free(rq->frame);
+}

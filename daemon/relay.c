@@ -1,0 +1,964 @@
+/*
+ * relay.c: a node's relay to a center (relay.h, docs/fleet.md).
+ *
+ * Threads: relay_start and relay_stop, the async callback and the cursor
+ * job's done run on the loop; everything else on the relay's own thread,
+ * which owns the read-only store connection and the connection to the
+ * center. They share the mutex-guarded figures, the stop flag and the
+ * socket's descriptor (so that relay_stop can cut a wait short with
+ * shutdown(2)), and the acknowledged id (an atomic the loop reads when
+ * woken).
+ *
+ * Invariants: the cursor (relay_cursor in the store) never passes what
+ * the center acknowledged after its COMMIT; the relay thread sends from
+ * the highest id acknowledged, stored or not, so a restart resends at
+ * most what was acknowledged after the cursor was last stored, and the
+ * center cuts it (its per-origin mark). Memory is bounded by one batch:
+ * RELAY_BATCH_RECORDS records and half the center's max_frame, and
+ * replies are read with a 64 KiB frame limit.
+ */
+#include "relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+
+#include "config.h"
+#include "envelope.h"
+#include "log.h"
+#include "mpobj.h"
+#include "net.h"
+#include "receipt.h"
+#include "server.h"
+#include "store.h"
+#include "store_relay.h"
+#include "tls.h"
+#include "writer.h"
+
+#define TOKEN_MAX       4096
+#define REPLY_FRAME_MAX (64u << 10)
+/* The most encoded records a batch holds, whatever the center allows. */
+#define RELAY_BATCH_BYTES_MAX (8u << 20)
+/* How often an idle relay looks for new rows, and refreshes its backlog
+ * figures while busy. */
+#define IDLE_POLL_MS     100
+#define BACKLOG_EVERY_MS 500
+
+struct relay {
+    uv_loop_t *loop;
+    struct server *srv;
+    uv_async_t async; /* the thread: a batch was acknowledged */
+    uv_thread_t thread;
+    int started;
+
+    /* Copied settings. */
+    char **endpoints;
+    size_t n_endpoints;
+    char token[TOKEN_MAX + 1];
+    char name[256];
+    char *db_path;
+    struct tls_ctx *tls; /* NULL: plain text */
+
+    uv_mutex_t mu; /* guards what follows, up to the loop's part */
+    uv_cond_t cv;
+    int stop;
+    int fd; /* the connection's socket while it is open, else -1 */
+    struct relay_stats st;
+    int64_t oldest_at; /* received_at of the oldest undelivered;
+                          INT64_MIN when none waits */
+
+    _Atomic uint64_t acked;       /* the center's last acknowledged id */
+    _Atomic uint64_t acked_plans; /* the same for the plans stream */
+
+    /* Loop thread. */
+    uint64_t stored; /* the cursor as the writer last stored it */
+    uint64_t stored_plans;
+    int job_running;  /* a cursor job is with the writer */
+    int stopping;     /* relay_stop ran */
+    int async_closed; /* its close callback ran */
+
+    /* Relay thread. */
+    struct store *ro;
+    struct net_conn conn;
+    int connected;
+    size_t ep;            /* the endpoint in use or to try next */
+    uint64_t backoff;     /* the current bound, ms; 0 after a success */
+    uint64_t enc_bytes;   /* encoded bytes and records read, for the */
+    uint64_t enc_records; /* backlog's estimate */
+    uint64_t backlog_ms;
+    uint64_t rng;
+};
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t
+unix_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* xorshift64*: the jitter needs no more. */
+static uint64_t
+rnd(struct relay *r)
+{
+    r->rng ^= r->rng >> 12;
+    r->rng ^= r->rng << 25;
+    r->rng ^= r->rng >> 27;
+    return r->rng * 2685821657736338717ull;
+}
+
+static int
+stopping(struct relay *r)
+{
+    int s;
+
+    uv_mutex_lock(&r->mu);
+    s = r->stop;
+    uv_mutex_unlock(&r->mu);
+    return s;
+}
+
+/* Waits ms or until relay_stop; returns 1 when stopping. */
+static int
+nap(struct relay *r, uint64_t ms)
+{
+    uint64_t until = mono_ms() + ms, now;
+    int s;
+
+    uv_mutex_lock(&r->mu);
+    while (!r->stop && (now = mono_ms()) < until)
+        uv_cond_timedwait(&r->cv, &r->mu, (until - now) * 1000000u);
+    s = r->stop;
+    uv_mutex_unlock(&r->mu);
+    return s;
+}
+
+static void backlog(struct relay *r, int force);
+
+static void set_error(struct relay *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+set_error(struct relay *r, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    int changed;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    uv_mutex_lock(&r->mu);
+    changed = strcmp(r->st.error, msg) != 0;
+    snprintf(r->st.error, sizeof(r->st.error), "%s", msg);
+    r->st.failures++;
+    uv_mutex_unlock(&r->mu);
+    /* The same failure again (a center that stays down) is logged once. */
+    if (changed)
+        log_warnx("relay: %s", msg);
+}
+
+/* ---- The connection. ---- */
+
+static void
+hang_up(struct relay *r)
+{
+    if (!r->connected && r->conn.rbuf == NULL)
+        return;
+    uv_mutex_lock(&r->mu);
+    r->fd = -1;
+    r->st.connected = 0;
+    uv_mutex_unlock(&r->mu);
+    net_close(&r->conn);
+    r->connected = 0;
+}
+
+/* A TCP connection to hostport within RELAY_CONNECT_TIMEOUT_MS, given to
+ * r->conn; 0 or -1 with msg set. */
+static int
+dial(struct relay *r, const char *hostport, char *msg, size_t len)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':'), *h = hostport;
+    size_t hlen = colon != NULL ? (size_t)(colon - hostport) : 0;
+    struct addrinfo hints, *res = NULL, *ai;
+    int fd = -1, rc, e = ETIMEDOUT, flags;
+
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (colon == NULL || hlen == 0 || hlen >= sizeof(host)) {
+        snprintf(msg, len, "%.100s: expected HOST:PORT", hostport);
+        return -1;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if ((rc = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
+        snprintf(msg, len, "cannot resolve %.100s: %.100s", hostport,
+                 gai_strerror(rc));
+        return -1;
+    }
+    for (ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
+        uint64_t until = mono_ms() + RELAY_CONNECT_TIMEOUT_MS;
+
+        fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 &&
+            errno != EINPROGRESS) {
+            e = errno;
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        /* In slices, so that relay_stop need not wait for the timeout. */
+        for (;;) {
+            struct pollfd p = { .fd = fd, .events = POLLOUT };
+            socklen_t elen = sizeof(e);
+
+            if (poll(&p, 1, 100) > 0) {
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) != 0)
+                    e = errno;
+                break;
+            }
+            if (stopping(r) || mono_ms() >= until) {
+                e = ETIMEDOUT;
+                break;
+            }
+        }
+        if (e != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(msg, len, "cannot connect to %.100s: %.100s", hostport,
+                 strerror(e));
+        return -1;
+    }
+    flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        close(fd);
+        snprintf(msg, len, "%.100s: cannot set up the socket", hostport);
+        return -1;
+    }
+    /* net_adopt closes fd when it fails. */
+    if (net_adopt(&r->conn, fd, hostport, RELAY_REPLY_TIMEOUT_MS, msg, len))
+        return -1;
+    r->conn.tcp = 1;
+    /* Replies to a relay are small: a center may not make this node
+     * buffer more. */
+    frame_reader_close(&r->conn.fr);
+    frame_reader_init(&r->conn.fr, REPLY_FRAME_MAX);
+    uv_mutex_lock(&r->mu);
+    r->fd = fd;
+    uv_mutex_unlock(&r->mu);
+    return 0;
+}
+
+/* hello {protocol, source: the node's name, token, relay: true}. */
+static int
+hello(struct relay *r, char *msg, size_t len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct net_reply rep;
+    const msgpack_object *v;
+    uint64_t id, u;
+    size_t start;
+    int rc;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    start = net_frame_begin(&r->conn, &sb, &pk, PROTO_OP_HELLO, 1, &id);
+    if (start == (size_t)-1 || msgpack_pack_map(&pk, 4) != 0 ||
+        envelope_pack_cstr(&pk, "protocol") != 0 ||
+        msgpack_pack_uint64(&pk, PROTO_VERSION) != 0 ||
+        envelope_pack_cstr(&pk, "source") != 0 ||
+        envelope_pack_cstr(&pk, r->name) != 0 ||
+        envelope_pack_cstr(&pk, "token") != 0 ||
+        envelope_pack_cstr(&pk, r->token) != 0 ||
+        envelope_pack_cstr(&pk, "relay") != 0 || msgpack_pack_true(&pk) != 0 ||
+        net_frame_finish(&r->conn, &sb, start) != 0) {
+        if (sb.data != NULL)
+            explicit_bzero(sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        snprintf(msg, len, "cannot build hello");
+        return -1;
+    }
+    rc = net_call(&r->conn, &sb, id, &rep, msg, len);
+    /* The frame held the token. */
+    explicit_bzero(sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc == 0 && !rep.r.ok) {
+        snprintf(msg, len, "%.64s refused hello: %.160s", r->conn.peer,
+                 rep.r.err.message);
+        rc = -1;
+    }
+    if (rc == 0 && rep.r.result != NULL &&
+        rep.r.result->type == MSGPACK_OBJECT_MAP) {
+        v = mpobj_map_get(rep.r.result, "max_frame", NULL);
+        if (v != NULL && mpobj_uint(v, FRAME_MAX_CEILING, &u, NULL) == 0 &&
+            u >= 4096)
+            r->conn.max_frame = (uint32_t)u;
+        v = mpobj_map_get(rep.r.result, "max_batch", NULL);
+        if (v != NULL && mpobj_uint(v, UINT32_MAX, &u, NULL) == 0 && u > 0)
+            r->conn.max_batch = (uint32_t)u;
+    }
+    net_reply_free(&rep);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Connects to the endpoint r->ep, after the backoff; on failure the next
+ * attempt goes to the next endpoint. Returns 0 when connected, -1 when
+ * not (try again), 1 when stopping. */
+static int nap_watching(struct relay *r, uint64_t ms);
+
+static int
+connect_next(struct relay *r)
+{
+    const char *ep = r->endpoints[r->ep];
+    char msg[256];
+
+    /* While the center is away the backlog grows: keep its figures
+     * current through every wait. */
+    backlog(r, 1);
+    if (r->backoff > 0 && nap_watching(r, rnd(r) % (r->backoff + 1)))
+        return 1;
+    uv_mutex_lock(&r->mu);
+    snprintf(r->st.endpoint, sizeof(r->st.endpoint), "%s", ep);
+    uv_mutex_unlock(&r->mu);
+    if (dial(r, ep, msg, sizeof(msg)) != 0)
+        goto fail;
+    if (r->tls != NULL &&
+        net_start_tls(&r->conn, r->tls, ep, msg, sizeof(msg)) != 0)
+        goto fail;
+    if (hello(r, msg, sizeof(msg)) != 0)
+        goto fail;
+    r->connected = 1;
+    r->backoff = 0;
+    uv_mutex_lock(&r->mu);
+    r->st.connected = 1;
+    r->st.connects++;
+    r->st.error[0] = '\0';
+    uv_mutex_unlock(&r->mu);
+    log_info("relay: relaying to %s as \"%s\"%s", ep, r->name,
+             r->tls != NULL ? " over TLS" : "");
+    return 0;
+fail:
+    hang_up(r);
+    if (stopping(r))
+        return 1;
+    set_error(r, "%s", msg);
+    r->ep = (r->ep + 1) % r->n_endpoints;
+    r->backoff = r->backoff == 0 ? RELAY_BACKOFF_MIN_MS : r->backoff * 2;
+    if (r->backoff > RELAY_BACKOFF_MAX_MS)
+        r->backoff = RELAY_BACKOFF_MAX_MS;
+    return -1;
+}
+
+/* ---- Batches. ---- */
+
+struct batch {
+    msgpack_sbuffer sb; /* the records, packed one after another */
+    msgpack_packer pk;
+    size_t limit; /* bytes of records */
+    uint32_t n;
+    uint64_t last; /* id of the last record packed */
+};
+
+/* store_relay_read's callback: one row as [id, received_at, source,
+ * seq|nil, payload], the payload in the producer's map form. */
+static int
+pack_cb(void *arg, const struct store_row *row)
+{
+    struct batch *b = arg;
+    msgpack_packer *pk = &b->pk;
+
+    if (b->n > 0 && b->sb.size >= b->limit)
+        return 1; /* full: the row waits for the next batch */
+    if (msgpack_pack_array(pk, 5) != 0 ||
+        msgpack_pack_uint64(pk, (uint64_t)row->receipt_id) != 0 ||
+        msgpack_pack_int64(pk, row->received_at) != 0 ||
+        msgpack_pack_str_with_body(pk, row->source.ptr, row->source.len) != 0 ||
+        (row->has_seq ? msgpack_pack_uint64(pk, row->seq)
+                      : msgpack_pack_nil(pk)) != 0 ||
+        receipt_encode(&row->r, pk) != 0)
+        return PROTO_ENOMEM;
+    b->n++;
+    b->last = (uint64_t)row->receipt_id;
+    return 0;
+}
+
+/* store_relay_read_plans' callback: [id, registered_at, source, nil,
+ * plan], the plan in its canonical form (a plan body as a producer sends
+ * it). */
+static int
+pack_plan_cb(void *arg, const struct store_relay_plan *p)
+{
+    struct batch *b = arg;
+    msgpack_packer *pk = &b->pk;
+
+    if (b->n > 0 && b->sb.size >= b->limit)
+        return 1;
+    if (msgpack_pack_array(pk, 5) != 0 ||
+        msgpack_pack_uint64(pk, (uint64_t)p->id) != 0 ||
+        msgpack_pack_int64(pk, p->registered_at) != 0 ||
+        msgpack_pack_str_with_body(pk, p->source.ptr, p->source.len) != 0 ||
+        msgpack_pack_nil(pk) != 0 ||
+        msgpack_sbuffer_write(&b->sb, p->canonical, p->len) != 0)
+        return PROTO_ENOMEM;
+    b->n++;
+    b->last = (uint64_t)p->id;
+    return 0;
+}
+
+/* Before anything was sent (the center away since start), the mean
+ * encoded size of what waits comes from a read of its first records. */
+static void
+sample(struct relay *r)
+{
+    struct proto_err err;
+    struct batch b;
+    uint64_t last;
+
+    memset(&b, 0, sizeof(b));
+    msgpack_sbuffer_init(&b.sb);
+    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    b.limit = SIZE_MAX;
+    if (store_relay_read(r->ro, atomic_load(&r->acked), 100, SIZE_MAX, pack_cb,
+                         &b, &last, &err) == 0 &&
+        b.n > 0) {
+        r->enc_bytes += b.sb.size;
+        r->enc_records += b.n;
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+static void
+backlog(struct relay *r, int force)
+{
+    struct store_relay_backlog bl;
+    struct proto_err err;
+    uint64_t now = mono_ms(), mean;
+
+    if (!force && now - r->backlog_ms < BACKLOG_EVERY_MS)
+        return;
+    r->backlog_ms = now;
+    if (store_relay_backlog(r->ro, atomic_load(&r->acked), &bl, &err) != 0)
+        return;
+    if (r->enc_records == 0 && bl.records > 0)
+        sample(r);
+    mean = r->enc_records ? r->enc_bytes / r->enc_records : 0;
+    uv_mutex_lock(&r->mu);
+    r->st.acked_id = atomic_load(&r->acked);
+    r->st.backlog_records = bl.records;
+    r->st.backlog_bytes = bl.records * mean;
+    r->oldest_at = bl.oldest_at;
+    uv_mutex_unlock(&r->mu);
+}
+
+/*
+ * Reads the next batch past the acknowledged id and sends it; returns 1
+ * when it was acknowledged, 0 when there was nothing to send, -1 when
+ * the connection failed (hang up and reconnect), -2 when the center
+ * refused the batch (wait before trying again).
+ */
+static int
+relay_batch(struct relay *r, int plans)
+{
+    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
+    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    uint64_t from = atomic_load(acked), id, committed;
+    struct net_reply rep;
+    struct proto_err err;
+    struct batch b;
+    msgpack_sbuffer fs;
+    msgpack_packer fpk;
+    const msgpack_object *v;
+    char msg[256];
+    size_t start;
+    uint64_t last;
+    uint32_t max = RELAY_BATCH_RECORDS;
+    int rc;
+
+    if (r->conn.max_batch < max)
+        max = r->conn.max_batch;
+    memset(&b, 0, sizeof(b));
+    msgpack_sbuffer_init(&b.sb);
+    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    /* The center's max_frame is its word: the node's memory is bounded
+     * by its own cap as well. */
+    b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
+                  ? r->conn.max_frame / 2
+                  : RELAY_BATCH_BYTES_MAX;
+    rc = plans ? store_relay_read_plans(r->ro, from, max, SIZE_MAX,
+                                        pack_plan_cb, &b, &last, &err)
+               : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b,
+                                  &last, &err);
+    if (rc < 0) {
+        msgpack_sbuffer_destroy(&b.sb);
+        set_error(r, "cannot read the store: %s", err.message);
+        return -2;
+    }
+    if (b.n == 0) {
+        msgpack_sbuffer_destroy(&b.sb);
+        return 0;
+    }
+    if (!plans) {
+        r->enc_bytes += b.sb.size;
+        r->enc_records += b.n;
+    }
+    msgpack_sbuffer_init(&fs);
+    msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
+    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &id);
+    rc = start == (size_t)-1 || msgpack_pack_map(&fpk, 3) != 0 ||
+         envelope_pack_cstr(&fpk, "stream") != 0 ||
+         envelope_pack_cstr(&fpk, stream) != 0 ||
+         envelope_pack_cstr(&fpk, "from_id") != 0 ||
+         msgpack_pack_uint64(&fpk, from) != 0 ||
+         envelope_pack_cstr(&fpk, "records") != 0 ||
+         msgpack_pack_array(&fpk, b.n) != 0 ||
+         msgpack_sbuffer_write(&fs, b.sb.data, b.sb.size) != 0;
+    msgpack_sbuffer_destroy(&b.sb);
+    if (rc != 0) {
+        msgpack_sbuffer_destroy(&fs);
+        set_error(r, "out of memory for a batch");
+        return -2;
+    }
+    if (net_frame_finish(&r->conn, &fs, start) != 0) {
+        msgpack_sbuffer_destroy(&fs);
+        set_error(r,
+                  "receipt %llu does not fit the center's max_frame "
+                  "(%lu bytes)",
+                  (unsigned long long)(from + 1),
+                  (unsigned long)r->conn.max_frame);
+        return -2;
+    }
+    rc = net_call(&r->conn, &fs, id, &rep, msg, sizeof(msg));
+    msgpack_sbuffer_destroy(&fs);
+    if (rc != 0) {
+        net_reply_free(&rep);
+        set_error(r, "%s", msg);
+        return -1;
+    }
+    if (!rep.r.ok) {
+        set_error(
+            r, "%s refused a batch from id %llu: %s%s%s: %s", r->conn.peer,
+            (unsigned long long)from, proto_code_name(rep.r.err.code),
+            rep.r.err.path[0] ? " at " : "", rep.r.err.path, rep.r.err.message);
+        net_reply_free(&rep);
+        return -2;
+    }
+    v = rep.r.result != NULL && rep.r.result->type == MSGPACK_OBJECT_MAP
+            ? mpobj_map_get(rep.r.result, "committed_id", NULL)
+            : NULL;
+    if (v == NULL || mpobj_uint(v, INT64_MAX, &committed, NULL) != 0) {
+        net_reply_free(&rep);
+        set_error(r, "%s answered a batch without committed_id", r->conn.peer);
+        return -1;
+    }
+    net_reply_free(&rep);
+    if (committed > b.last) {
+        uint64_t newest;
+
+        /* The center had more of this origin than the batch: batches it
+         * committed whose replies were lost before this node stored its
+         * cursor (a kill -9, a failover), sent again in smaller batches.
+         * Everything up to committed is at the center, in order, so the
+         * cursor may move there, provided this store holds ids that
+         * high: otherwise the name is another node's too, or this store
+         * was replaced, and the cursor must not move on a guess. */
+        if (store_relay_last_id(r->ro, stream, &newest, &err) != 0 ||
+            committed > newest) {
+            set_error(r,
+                      "%s says origin \"%s\" is committed up to id %llu, "
+                      "above this store's newest receipt; not relaying "
+                      "until that is resolved (two nodes with one name?)",
+                      r->conn.peer, r->name, (unsigned long long)committed);
+            return -2;
+        }
+    } else if (committed < b.last) {
+        /* Every record above the mark is stored: a center that answers
+         * less did not store the batch as it says. */
+        set_error(r, "%s answered committed_id %llu to a batch ending at %llu",
+                  r->conn.peer, (unsigned long long)committed,
+                  (unsigned long long)b.last);
+        return -2;
+    }
+    b.last = committed;
+    atomic_store(acked, b.last);
+    uv_mutex_lock(&r->mu);
+    if (plans) {
+        r->st.plans_relayed += b.n;
+    } else {
+        r->st.acked_id = b.last;
+        r->st.relayed += b.n;
+    }
+    r->st.batches++;
+    r->st.last_success_ms = unix_ms();
+    r->st.error[0] = '\0';
+    uv_mutex_unlock(&r->mu);
+    uv_async_send(&r->async);
+    return 1;
+}
+
+/* nap(), refreshing the backlog's figures every BACKLOG_EVERY_MS. */
+static int
+nap_watching(struct relay *r, uint64_t ms)
+{
+    uint64_t until = mono_ms() + ms, now;
+
+    while ((now = mono_ms()) < until) {
+        if (nap(r, until - now < BACKLOG_EVERY_MS ? until - now
+                                                  : BACKLOG_EVERY_MS))
+            return 1;
+        backlog(r, 0);
+    }
+    return stopping(r);
+}
+
+static void
+thread_cb(void *arg)
+{
+    struct relay *r = arg;
+    int rc;
+
+    backlog(r, 1);
+    while (!stopping(r)) {
+        if (!r->connected) {
+            if ((rc = connect_next(r)) == 1)
+                break;
+            if (rc < 0) {
+                backlog(r, 0);
+                continue;
+            }
+        }
+        /* Plans first (few, and what receipts name), then receipts. */
+        rc = relay_batch(r, 1);
+        if (rc >= 0) {
+            int rr = relay_batch(r, 0);
+
+            rc = rr != 0 ? rr : rc;
+        }
+        backlog(r, rc == 0);
+        if (rc == 0) {
+            if (nap(r, IDLE_POLL_MS))
+                break;
+        } else if (rc == -1) {
+            /* The connection broke: at once to the next endpoint, then
+             * with the backoff. */
+            hang_up(r);
+            r->ep = (r->ep + 1) % r->n_endpoints;
+        } else if (rc == -2) {
+            hang_up(r);
+            if (nap_watching(r, RELAY_BACKOFF_MAX_MS))
+                break;
+        }
+    }
+    hang_up(r);
+}
+
+/* ---- The loop's side: the cursor, through the writer. ---- */
+
+struct cursor_job {
+    struct relay *r;
+    uint64_t acked, acked_plans;
+};
+
+static void maybe_free(struct relay *r);
+static void cursor_submit(struct relay *r);
+
+/* Whether an acknowledgement waits to be stored. Loop thread. */
+static int
+behind(struct relay *r)
+{
+    return atomic_load(&r->acked) > r->stored ||
+           atomic_load(&r->acked_plans) > r->stored_plans;
+}
+
+static int
+cursor_apply(struct writer_job *job, struct store *s, struct proto_err *err)
+{
+    struct cursor_job *c = job->ctx;
+
+    int rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err);
+
+    return rc != 0 ? rc
+                   : store_relay_cursor_set(s, STORE_RELAY_PLANS,
+                                            c->acked_plans, err);
+}
+
+static void
+cursor_done(struct writer_job *job)
+{
+    struct cursor_job *c = job->ctx;
+    struct relay *r = c->r;
+
+    r->job_running = 0;
+    if (job->rc == 0 && c->acked > r->stored)
+        r->stored = c->acked;
+    if (job->rc == 0 && c->acked_plans > r->stored_plans)
+        r->stored_plans = c->acked_plans;
+    writer_job_free(job);
+    server_release(r->srv);
+    /* What was acknowledged meanwhile, or again after a failure. */
+    if (r->srv->writer != NULL && behind(r))
+        cursor_submit(r);
+    maybe_free(r);
+}
+
+static const struct writer_job_ops cursor_ops = { cursor_apply, cursor_done,
+                                                  1 };
+
+static void
+cursor_submit(struct relay *r)
+{
+    struct writer_job *job;
+    struct cursor_job *c;
+
+    if (r->job_running || r->srv->writer == NULL)
+        return;
+    if ((job = writer_job_new()) == NULL ||
+        (c = calloc(1, sizeof(*c))) == NULL) {
+        free(job);
+        return; /* the next acknowledgement tries again */
+    }
+    c->r = r;
+    c->acked = atomic_load(&r->acked);
+    c->acked_plans = atomic_load(&r->acked_plans);
+    job->ops = &cursor_ops;
+    job->ctx = c;
+    job->items = 1;
+    job->bytes = sizeof(*job) + sizeof(*c);
+    job->w.op = -1;
+    r->job_running = 1;
+    server_hold(r->srv);
+    server_submit(r->srv, job);
+}
+
+static void
+async_cb(uv_async_t *h)
+{
+    struct relay *r = h->data;
+
+    if (behind(r))
+        cursor_submit(r);
+}
+
+static void
+relay_free(struct relay *r)
+{
+    size_t i;
+
+    for (i = 0; i < r->n_endpoints; i++)
+        free(r->endpoints[i]);
+    free(r->endpoints);
+    free(r->db_path);
+    store_free(r->ro);
+    tls_ctx_free(r->tls);
+    explicit_bzero(r->token, sizeof(r->token));
+    uv_cond_destroy(&r->cv);
+    uv_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static void
+maybe_free(struct relay *r)
+{
+    if (r->stopping && r->async_closed && !r->job_running)
+        relay_free(r);
+}
+
+static void
+async_close_cb(uv_handle_t *h)
+{
+    struct relay *r = h->data;
+
+    r->async_closed = 1;
+    maybe_free(r);
+}
+
+/* The token: the file's first line, without its line end. */
+static int
+read_token(const char *path, char *out, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "re");
+    size_t n;
+
+    if (f == NULL) {
+        snprintf(err, err_len, "upstream.token_file %s: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    n = fread(out, 1, TOKEN_MAX + 1, f);
+    fclose(f);
+    if (n > TOKEN_MAX) {
+        explicit_bzero(out, TOKEN_MAX + 1);
+        snprintf(err, err_len, "upstream.token_file %s: over %d bytes", path,
+                 TOKEN_MAX);
+        return -1;
+    }
+    out[n] = '\0';
+    out[strcspn(out, "\r\n")] = '\0';
+    if (out[0] == '\0') {
+        snprintf(err, err_len, "upstream.token_file %s: empty", path);
+        return -1;
+    }
+    return 0;
+}
+
+int
+relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
+            struct relay **out, char *err, size_t err_len)
+{
+    struct relay *r = calloc(1, sizeof(*r));
+    struct store_opts o;
+    struct proto_err perr;
+    uint64_t cursor = 0;
+    size_t i;
+
+    *out = NULL;
+    if (r == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    uv_mutex_init(&r->mu);
+    uv_cond_init(&r->cv);
+    r->loop = loop;
+    r->srv = srv;
+    r->fd = -1;
+    r->conn.fd = -1;
+    r->oldest_at = INT64_MIN;
+    r->rng = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^
+             (uint64_t)(uintptr_t)r;
+    if (r->rng == 0)
+        r->rng = 1;
+    if ((r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
+        (r->db_path = strdup(cfg->db_path)) == NULL)
+        goto nomem;
+    for (i = 0; i < cfg->n_upstream; i++) {
+        if ((r->endpoints[i] = strdup(cfg->upstream[i])) == NULL)
+            goto nomem;
+        r->n_endpoints++;
+    }
+    if (cfg->upstream_name != NULL)
+        snprintf(r->name, sizeof(r->name), "%s", cfg->upstream_name);
+    else if (gethostname(r->name, sizeof(r->name) - 1) != 0)
+        r->name[0] = '\0';
+    if (r->name[0] == '\0') {
+        snprintf(err, err_len, "upstream.name: no host name to use; set it");
+        goto fail;
+    }
+    if (read_token(cfg->upstream_token_file, r->token, err, err_len) != 0)
+        goto fail;
+    if (cfg->upstream_ca_file != NULL) {
+        struct net_tls t = { cfg->upstream_ca_file, NULL, NULL };
+
+        if (net_tls_ctx(&t, &r->tls, err, err_len) != 0)
+            goto fail;
+    }
+    /* Opened here, so that the cursor is known (stats) before the thread
+     * runs; the thread alone uses the connection from then on. */
+    memset(&o, 0, sizeof(o));
+    o.readonly = 1;
+    if (store_open(r->db_path, &o, &r->ro, &perr) != 0 ||
+        store_relay_cursor_get(r->ro, STORE_RELAY_RECEIPTS, &cursor, &perr) !=
+            0) {
+        snprintf(err, err_len, "cannot read the relay cursor: %s",
+                 perr.message);
+        goto fail;
+    }
+    atomic_store(&r->acked, cursor);
+    r->stored = cursor;
+    r->st.acked_id = cursor;
+    if (store_relay_cursor_get(r->ro, STORE_RELAY_PLANS, &cursor, &perr) != 0) {
+        snprintf(err, err_len, "cannot read the relay cursor: %s",
+                 perr.message);
+        goto fail;
+    }
+    atomic_store(&r->acked_plans, cursor);
+    r->stored_plans = cursor;
+    if (uv_async_init(loop, &r->async, async_cb) != 0) {
+        snprintf(err, err_len, "cannot make the relay's wake-up handle");
+        goto fail;
+    }
+    r->async.data = r;
+    if (uv_thread_create(&r->thread, thread_cb, r) != 0) {
+        snprintf(err, err_len, "cannot start the relay thread");
+        r->stopping = 1;
+        uv_close((uv_handle_t *)&r->async, async_close_cb);
+        return -1;
+    }
+    r->started = 1;
+    *out = r;
+    return 0;
+nomem:
+    snprintf(err, err_len, "out of memory");
+fail:
+    relay_free(r);
+    return -1;
+}
+
+void
+relay_stop(struct relay *r)
+{
+    if (r == NULL || r->stopping)
+        return;
+    uv_mutex_lock(&r->mu);
+    r->stop = 1;
+    /* A wait for the center ends now. */
+    if (r->fd >= 0)
+        shutdown(r->fd, SHUT_RDWR);
+    uv_cond_broadcast(&r->cv);
+    uv_mutex_unlock(&r->mu);
+    uv_thread_join(&r->thread);
+    r->stopping = 1;
+    if (behind(r))
+        cursor_submit(r);
+    uv_close((uv_handle_t *)&r->async, async_close_cb);
+}
+
+void
+relay_get_stats(struct relay *r, struct relay_stats *st)
+{
+    uint64_t now = unix_ms();
+
+    uv_mutex_lock(&r->mu);
+    *st = r->st;
+    /* The age as of now, not as of the last look at the store. */
+    st->oldest_ms = r->oldest_at != INT64_MIN && now > (uint64_t)r->oldest_at
+                        ? now - (uint64_t)r->oldest_at
+                        : 0;
+    uv_mutex_unlock(&r->mu);
+}

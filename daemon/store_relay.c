@@ -1,0 +1,352 @@
+/*
+ * store_relay.c: the relay's cursor on a node and the high-water marks of
+ * the origins on a center (store_relay.h, migration 0013).
+ *
+ * Statements are prepared per call: a cursor moves once per acknowledged
+ * batch and an origin's mark once per relayed batch, so the cost is per
+ * batch, never per receipt. store_relay_read runs on the relay's own
+ * read-only connection, off the loop and the writer.
+ */
+#include "store_relay.h"
+
+#include <string.h>
+
+#include "store_internal.h"
+#include "store_row.h"
+
+static int
+prepare(struct store *s, const char *sql, sqlite3_stmt **st,
+        struct proto_err *err)
+{
+    int rc;
+
+    /* Every function here starts with a statement: a store of another
+     * backend stops at this one. */
+    if (strcmp(store_backend_name(s), "sqlite") != 0) {
+        *st = NULL;
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "the relay is not built for the %s backend yet",
+                             store_backend_name(s));
+    }
+    rc = sqlite3_prepare_v2(store_db(s), sql, -1, st, NULL);
+    if (rc != SQLITE_OK) {
+        *st = NULL;
+        return store_fail(s, rc, err, "prepare a relay statement");
+    }
+    return 0;
+}
+
+/* Steps st to its end (a write, or a read of one value into *v when v is
+ * set and a row came), then finalizes it. */
+static int
+finish(struct store *s, sqlite3_stmt *st, int64_t *v, struct proto_err *err,
+       const char *what)
+{
+    int rc = sqlite3_step(st);
+
+    if (rc == SQLITE_ROW) {
+        if (v != NULL)
+            *v = sqlite3_column_int64(st, 0);
+        rc = sqlite3_step(st);
+    }
+    if (rc != SQLITE_DONE) {
+        rc = store_fail(s, rc, err, what);
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int
+store_relay_cursor_get(struct store *s, const char *stream, uint64_t *acked,
+                       struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    int rc;
+
+    if ((rc = prepare(s, "SELECT acked_id FROM relay_cursor WHERE stream = ?",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_text(st, 1, stream, -1, SQLITE_STATIC);
+    rc = finish(s, st, &v, err, "read the relay cursor");
+    *acked = rc == 0 && v > 0 ? (uint64_t)v : 0;
+    return rc;
+}
+
+int
+store_relay_cursor_set(struct store *s, const char *stream, uint64_t acked,
+                       struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if ((rc = prepare(s,
+                      "INSERT INTO relay_cursor (stream, acked_id) VALUES "
+                      "(?1, ?2) ON CONFLICT (stream) DO UPDATE SET acked_id "
+                      "= max(acked_id, excluded.acked_id)",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_text(st, 1, stream, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, store_clamp_i64(acked));
+    return finish(s, st, NULL, err, "advance the relay cursor");
+}
+
+/* The columns of store_query_receipts_sql's rows, in id order past a
+ * cursor. */
+static const char read_sql[] =
+    "SELECT r.id, r.received_at, src.value, r.seq, r.status, "
+    "r.schema_version, r.requested_backend, r.executed_backend, d0.value, "
+    "d1.value, d2.value, d3.value, d4.value, r.counter_coverage, r.counters, "
+    "r.extra FROM receipts r JOIN strings src ON src.id = r.source_id "
+    "JOIN strings d0 ON d0.id = r.model_id "
+    "JOIN strings d1 ON d1.id = r.plan_id "
+    "JOIN strings d2 ON d2.id = r.graph_id "
+    "JOIN strings d3 ON d3.id = r.tuning_id "
+    "JOIN strings d4 ON d4.id = r.stop_reason_id "
+    "WHERE r.id > ?1 ORDER BY r.id LIMIT ?2";
+
+/* The row at st as store_query_receipts hands it over (store_query.c's
+ * emit); returns its stored bytes (counters and unknown keys). */
+static size_t
+row_of(sqlite3_stmt *st, struct store_row *row)
+{
+    struct proto_str *strs[5];
+    int i;
+
+    memset(row, 0, sizeof(*row));
+    row->receipt_id = sqlite3_column_int64(st, 0);
+    row->received_at = sqlite3_column_int64(st, 1);
+    store_column_str(st, 2, &row->source);
+    row->has_seq = sqlite3_column_type(st, 3) != SQLITE_NULL;
+    row->seq = (uint64_t)sqlite3_column_int64(st, 3);
+    row->status = sqlite3_column_int(st, 4);
+    row->r.schema_version = (uint16_t)sqlite3_column_int(st, 5);
+    row->r.requested_backend = (uint8_t)sqlite3_column_int(st, 6);
+    row->r.executed_backend = (uint8_t)sqlite3_column_int(st, 7);
+    strs[0] = &row->r.model_instance_id;
+    strs[1] = &row->r.prepared_plan_id;
+    strs[2] = &row->r.graph_hash;
+    strs[3] = &row->r.tuning_profile;
+    strs[4] = &row->r.stop_reason;
+    for (i = 0; i < 5; i++)
+        store_column_str(st, 8 + i, strs[i]);
+    row->r.counter_coverage = (uint64_t)sqlite3_column_int64(st, 13);
+    store_counters_column(st, 14, &row->r);
+    if (sqlite3_column_type(st, 15) == SQLITE_BLOB) {
+        /* Borrowed for the callback only. */
+        row->r.extra = (char *)sqlite3_column_blob(st, 15);
+        row->r.extra_len = (size_t)sqlite3_column_bytes(st, 15);
+    }
+    return (size_t)sqlite3_column_bytes(st, 14) + row->r.extra_len;
+}
+
+int
+store_relay_read(struct store *s, uint64_t after, uint32_t max,
+                 size_t max_bytes, store_row_cb cb, void *arg, uint64_t *last,
+                 struct proto_err *err)
+{
+    struct store_row row;
+    sqlite3_stmt *st;
+    size_t bytes = 0;
+    int rc;
+
+    *last = after;
+    if ((rc = prepare(s, read_sql, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
+    sqlite3_bind_int64(st, 2, max);
+    while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        bytes += row_of(st, &row);
+        if ((rc = cb(arg, &row)) != 0) {
+            sqlite3_finalize(st);
+            return rc;
+        }
+        *last = (uint64_t)row.receipt_id;
+    }
+    if (bytes >= max_bytes)
+        rc = SQLITE_DONE;
+    if (rc != SQLITE_DONE) {
+        rc = store_fail(s, rc, err, "read receipts to relay");
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int
+store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
+                       size_t max_bytes, store_relay_plan_cb cb, void *arg,
+                       uint64_t *last, struct proto_err *err)
+{
+    struct store_relay_plan p;
+    sqlite3_stmt *st;
+    size_t bytes = 0;
+    int rc;
+
+    *last = after;
+    if ((rc = prepare(s,
+                      "SELECT id, registered_at, source, canonical FROM plans "
+                      "WHERE id > ?1 ORDER BY id LIMIT ?2",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
+    sqlite3_bind_int64(st, 2, max);
+    while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        p.id = sqlite3_column_int64(st, 0);
+        p.registered_at = sqlite3_column_int64(st, 1);
+        store_column_str(st, 2, &p.source);
+        p.canonical = sqlite3_column_blob(st, 3);
+        p.len = (size_t)sqlite3_column_bytes(st, 3);
+        bytes += p.len;
+        if ((rc = cb(arg, &p)) != 0) {
+            sqlite3_finalize(st);
+            return rc;
+        }
+        *last = (uint64_t)p.id;
+    }
+    if (bytes >= max_bytes)
+        rc = SQLITE_DONE;
+    if (rc != SQLITE_DONE) {
+        rc = store_fail(s, rc, err, "read plans to relay");
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int
+store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
+                    struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    int rc;
+
+    if ((rc = prepare(s,
+                      strcmp(stream, STORE_RELAY_PLANS) == 0
+                          ? "SELECT max(id) FROM plans"
+                          : "SELECT max(id) FROM receipts",
+                      &st, err)))
+        return rc;
+    rc = finish(s, st, &v, err, "read the newest id");
+    *id = rc == 0 && v > 0 ? (uint64_t)v : 0;
+    return rc;
+}
+
+int
+store_relay_backlog(struct store *s, uint64_t after,
+                    struct store_relay_backlog *b, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t v;
+    int rc;
+
+    b->records = 0;
+    b->last_id = 0;
+    b->oldest_at = INT64_MIN;
+    if ((rc = store_exec(s, "BEGIN", err, "begin a read")))
+        return rc;
+    v = 0;
+    if ((rc = prepare(s, "SELECT max(id) FROM receipts", &st, err)) ||
+        (rc = finish(s, st, &v, err, "read the newest receipt id")))
+        goto out;
+    b->last_id = v > 0 ? (uint64_t)v : 0;
+    if (b->last_id <= after)
+        goto out;
+    v = INT64_MIN;
+    if ((rc = prepare(s,
+                      "SELECT received_at FROM receipts WHERE id > ? ORDER "
+                      "BY id LIMIT 1",
+                      &st, err)))
+        goto out;
+    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
+    if ((rc = finish(s, st, &v, err, "read the oldest undelivered receipt")))
+        goto out;
+    b->oldest_at = v;
+    /* Ids are assigned in order and rarely skipped (a rolled-back group),
+     * so past STORE_RELAY_COUNT_MAX the difference stands for the count,
+     * which would read every row waiting. */
+    if (b->last_id - after > STORE_RELAY_COUNT_MAX) {
+        b->records = b->last_id - after;
+        goto out;
+    }
+    v = 0;
+    if ((rc = prepare(s, "SELECT count(*) FROM receipts WHERE id > ?", &st,
+                      err)))
+        goto out;
+    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
+    if ((rc = finish(s, st, &v, err, "count the undelivered receipts")))
+        goto out;
+    b->records = v > 0 ? (uint64_t)v : 0;
+out:
+    /* A read transaction: nothing to keep, nothing that can fail. */
+    sqlite3_exec(store_db(s), "COMMIT", NULL, NULL, NULL);
+    return rc;
+}
+
+int
+store_relay_origin_get(struct store *s, const char *origin, size_t len,
+                       const char *stream, uint64_t *committed,
+                       struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    int rc;
+
+    if ((rc = prepare(s,
+                      "SELECT committed_id FROM relay_origins WHERE origin = "
+                      "?1 AND stream = ?2",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_blob(st, 1, origin, (int)len, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, stream, -1, SQLITE_STATIC);
+    rc = finish(s, st, &v, err, "read an origin's relayed mark");
+    *committed = rc == 0 && v > 0 ? (uint64_t)v : 0;
+    return rc;
+}
+
+int
+store_relay_origin_set(struct store *s, const char *origin, size_t len,
+                       const char *stream, uint64_t committed,
+                       struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if ((rc = prepare(s,
+                      "INSERT INTO relay_origins (origin, stream, "
+                      "committed_id) VALUES (?1, ?2, ?3) ON CONFLICT (origin, "
+                      "stream) DO UPDATE SET committed_id = "
+                      "max(committed_id, excluded.committed_id)",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_blob(st, 1, origin, (int)len, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, stream, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, store_clamp_i64(committed));
+    return finish(s, st, NULL, err, "record an origin's relayed mark");
+}
+
+int
+store_relay_range_add(struct store *s, const char *origin, size_t len,
+                      int64_t first_id, int64_t last_id, uint64_t origin_first,
+                      uint64_t origin_last, struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if ((rc = prepare(s,
+                      "INSERT INTO relay_ranges (first_id, last_id, origin, "
+                      "origin_first, origin_last) VALUES (?1, ?2, ?3, ?4, ?5)",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, first_id);
+    sqlite3_bind_int64(st, 2, last_id);
+    sqlite3_bind_blob(st, 3, origin, (int)len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, store_clamp_i64(origin_first));
+    sqlite3_bind_int64(st, 5, store_clamp_i64(origin_last));
+    return finish(s, st, NULL, err, "record a relayed range");
+}

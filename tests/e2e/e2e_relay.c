@@ -1,0 +1,1060 @@
+/*
+ * e2e_relay.c: two real daemons on real sockets and real SQLite files, a
+ * node relaying to a center over TCP with a token (docs/fleet.md).
+ *
+ * Every receipt carries a tag of its own (its prepared_plan_id, "t-N"),
+ * so the center's rows can be counted per receipt. Covered: what the node
+ * acknowledged arrives at the center exactly once, with the producer's
+ * source and seq, receipts sent without seq included; the cursor survives
+ * a restart of the node; a center that is down while the node keeps
+ * accepting, the backlog and its age in `stats`; kill -9 of the node and
+ * of the center at random moments under a producer that resends what was
+ * not acknowledged; TLS to the center, verified against a CA; and the
+ * `relay` op itself, spoken by hand: who may send it, a batch refused
+ * whole, and a resend cut at the origin's mark.
+ *
+ * Check forks each test; each starts its own daemons.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+
+#include "e2e_util.h"
+#include "envelope.h"
+#include "skip.h"
+#include "testcerts.h"
+
+#define TOKEN "test"
+#define TOKEN_HASH                                                             \
+    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define NODE    "node-a"
+#define SOURCE  "producer-1"
+#define MAXTAGS 20000
+
+static struct e2e_daemon center, node;
+static int cport;
+static char chost[64];
+static char conf[300], tokfile[300];
+static char certs[256]; /* "" when openssl could not make them */
+static int center_tls;  /* the center speaks TLS (certs/server) */
+/* More flags for the node (NULL-terminated), or NULL. */
+static const char *const *node_extra;
+
+/* How many times each tag is at the center; which the node acknowledged. */
+static unsigned char seen[MAXTAGS];
+static unsigned char acked[MAXTAGS];
+static unsigned next_tag;
+
+static void
+files(void)
+{
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+
+    snprintf(conf, sizeof(conf), "%s/e2e-relay-%d.conf", base, (int)getpid());
+    snprintf(tokfile, sizeof(tokfile), "%s/e2e-relay-%d.token", base,
+             (int)getpid());
+    ck_assert_int_eq(e2e_write_file(tokfile, TOKEN "\n"), 0);
+}
+
+static void
+center_spawn(int first)
+{
+    char text[1024], c[300], k[300];
+    const char *flags[] = { "--config", conf, "--tcp", chost, NULL };
+    long until;
+    int fd;
+
+    if (first) {
+        cport = e2e_free_port();
+        ck_assert_int_gt(cport, 0);
+        snprintf(chost, sizeof(chost), "127.0.0.1:%d", cport);
+        if (center_tls) {
+            snprintf(c, sizeof(c), "%s/server.pem", certs);
+            snprintf(k, sizeof(k), "%s/server.key", certs);
+            snprintf(text, sizeof(text),
+                     "listen: { tls_cert = \"%s\"; tls_key = \"%s\"; };\n"
+                     "access: { tokens = ( { name = \"nodes\"; sha256 = "
+                     "\"" TOKEN_HASH "\"; } ); };\n",
+                     c, k);
+        } else
+            snprintf(text, sizeof(text),
+                     "listen: { tcp_plaintext = true; };\n"
+                     "access: { tokens = ( { name = \"nodes\"; sha256 = "
+                     "\"" TOKEN_HASH "\"; } ); };\n");
+        ck_assert_int_eq(e2e_write_file(conf, text), 0);
+        ck_assert_msg(e2e_start(&center, flags) == 0, "the center did not "
+                                                      "start");
+    } else
+        ck_assert_msg(e2e_restart(&center, flags) == 0,
+                      "the center did not start again");
+    for (until = e2e_now_ms() + 5000; e2e_now_ms() < until;) {
+        if ((fd = e2e_connect_tcp(cport)) >= 0) {
+            close(fd);
+            return;
+        }
+        usleep(10000);
+    }
+    ck_abort_msg("the center's TCP listener did not come up");
+}
+
+static void
+node_spawn(int first)
+{
+    char ca[300];
+    const char *flags[16] = { "--upstream",
+                              chost,
+                              "--upstream-token-file",
+                              tokfile,
+                              "--upstream-name",
+                              NODE,
+                              NULL };
+    int n = 6, i;
+
+    for (i = 0; node_extra != NULL && node_extra[i] != NULL && n < 12; i++)
+        flags[n++] = node_extra[i];
+    if (center_tls) {
+        snprintf(ca, sizeof(ca), "%s/ca.pem", certs);
+        flags[n++] = "--upstream-ca-file";
+        flags[n++] = ca;
+        /* The certificate names localhost: the name is checked. */
+        snprintf(chost, sizeof(chost), "localhost:%d", cport);
+    }
+    flags[n] = NULL;
+    if (first)
+        ck_assert_msg(e2e_start(&node, flags) == 0, "the node did not start");
+    else
+        ck_assert_msg(e2e_restart(&node, flags) == 0,
+                      "the node did not start again");
+    if (center_tls)
+        snprintf(chost, sizeof(chost), "127.0.0.1:%d", cport);
+}
+
+static void
+teardown(void)
+{
+    e2e_cleanup(&node);
+    e2e_cleanup(&center);
+    unlink(conf);
+    unlink(tokfile);
+}
+
+/* ---- The producer. ---- */
+
+static int
+connect_node(const char *source)
+{
+    long until = e2e_now_ms() + 10000;
+    int fd;
+
+    while (e2e_now_ms() < until) {
+        if ((fd = e2e_connect(&node)) >= 0) {
+            if (source == NULL || e2e_hello(fd, source) == 0)
+                return fd;
+            close(fd);
+        }
+        usleep(20000);
+    }
+    ck_abort_msg("cannot reach the node");
+    return -1;
+}
+
+/* A batch of n receipts tagged first.. as a `receipts` body. */
+static void
+pack_batch(msgpack_sbuffer *sb, unsigned first, unsigned n)
+{
+    msgpack_packer pk;
+    char tag[32];
+    unsigned i;
+
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, n);
+    for (i = 0; i < n; i++) {
+        struct e2e_receipt r = { .schema = 3,
+                                 .plan = tag,
+                                 .coverage = 0x41,
+                                 .decode_steps = first + i,
+                                 .executed = (first + i) % 3 ? "cuda" : "cpu" };
+
+        snprintf(tag, sizeof(tag), "t-%u", first + i);
+        ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    }
+}
+
+/* Sends the batch under seq on fd; 1 when acknowledged, 0 when the
+ * connection failed (resend later). */
+static int
+send_batch(int fd, uint64_t seq, unsigned first, unsigned n)
+{
+    msgpack_sbuffer sb;
+    struct e2e_reply rep;
+    int ok = 0;
+
+    msgpack_sbuffer_init(&sb);
+    pack_batch(&sb, first, n);
+    if (e2e_request(fd, PROTO_OP_RECEIPTS, seq, 1, seq, sb.data, sb.size) ==
+            0 &&
+        e2e_recv(fd, 10000, &rep) == 0) {
+        ck_assert_msg(rep.r.ok, "batch %llu refused: %s",
+                      (unsigned long long)seq, rep.r.err.message);
+        ok = 1;
+        e2e_reply_free(&rep);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return ok;
+}
+
+/* Writes batches of size receipts with seqs from *seq until count were
+ * acknowledged, reconnecting (and resending) when the node dies; each
+ * batch's tags are marked acknowledged. kill_at: before this batch, call
+ * chaos() (NULL: never). */
+static void
+produce(unsigned count, unsigned size, uint64_t *seq, unsigned kill_every,
+        void (*chaos)(void))
+{
+    unsigned done = 0, b = 0, i;
+    int fd = connect_node(SOURCE);
+
+    while (done < count) {
+        unsigned first = next_tag;
+
+        if (chaos != NULL && kill_every > 0 && b > 0 && b % kill_every == 0) {
+            chaos();
+            close(fd);
+            fd = connect_node(SOURCE);
+        }
+        /* The same tags and seq until acknowledged: a resend. */
+        while (!send_batch(fd, *seq, first, size)) {
+            close(fd);
+            fd = connect_node(SOURCE);
+        }
+        for (i = 0; i < size; i++)
+            acked[first + i] = 1;
+        next_tag += size;
+        (*seq)++;
+        done += size;
+        b++;
+    }
+    close(fd);
+}
+
+/* Single receipts without seq and without hello: a node id only. */
+static void
+produce_unsequenced(unsigned count)
+{
+    int fd = connect_node(NULL);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    char tag[32];
+    unsigned i;
+
+    for (i = 0; i < count; i++) {
+        struct e2e_receipt r = { .schema = 3, .plan = tag, .coverage = 1 };
+
+        snprintf(tag, sizeof(tag), "t-%u", next_tag);
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPT, i + 1, 0, 0, sb.data, sb.size),
+            0);
+        ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+        ck_assert(rep.r.ok);
+        e2e_reply_free(&rep);
+        msgpack_sbuffer_destroy(&sb);
+        acked[next_tag++] = 1;
+    }
+    close(fd);
+}
+
+/* ---- The center's side. ---- */
+
+static uint64_t
+stat_of(struct e2e_daemon *d, const char *key)
+{
+    int fd = e2e_connect(d);
+    uint64_t v;
+
+    if (fd < 0)
+        return UINT64_MAX;
+    v = e2e_stat(fd, 99, key);
+    close(fd);
+    return v;
+}
+
+static uint64_t read_center(void);
+
+/* The node's stats relay_error into buf; 0 when nil or no answer. */
+static int
+stat_error(struct e2e_daemon *d, char *buf, size_t len)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd',
+                                          0xa5, 's',  't', 'a', 't', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows, *v;
+    int fd = e2e_connect(d), ok = 0;
+
+    if (fd < 0)
+        return 0;
+    if (e2e_request(fd, PROTO_OP_QUERY, 4, 0, 0, body, sizeof(body)) == 0 &&
+        e2e_recv(fd, 5000, &rep) == 0) {
+        rows = rep.r.ok ? e2e_get(rep.r.result, "rows") : NULL;
+        v = rows != NULL && rows->via.array.size == 1
+                ? e2e_get(&rows->via.array.ptr[0], "relay_error")
+                : NULL;
+        if (v != NULL && v->type == MSGPACK_OBJECT_STR) {
+            snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+            ok = 1;
+        }
+        e2e_reply_free(&rep);
+    }
+    close(fd);
+    return ok;
+}
+
+/* The `metrics` text of d (malloc'd). */
+static char *
+metrics_of(struct e2e_daemon *d)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd', 0xa7,
+                                          'm',  'e',  't', 'r', 'i', 'c', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows, *text;
+    char *out;
+    int fd = e2e_connect(d);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, 3, 0, 0, body, sizeof(body)), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert(rows != NULL && rows->via.array.size == 1);
+    text = e2e_get(&rows->via.array.ptr[0], "text");
+    ck_assert(text != NULL && text->type == MSGPACK_OBJECT_STR);
+    out = strndup(text->via.str.ptr, text->via.str.size);
+    e2e_reply_free(&rep);
+    close(fd);
+    return out;
+}
+
+/* Waits until the node has nothing left to relay and the center holds
+ * want receipts. */
+static void
+await_delivery(uint64_t want, long ms)
+{
+    long until = e2e_now_ms() + ms;
+    uint64_t got = 0, backlog = 0;
+
+    while (e2e_now_ms() < until) {
+        backlog = stat_of(&node, "relay_backlog");
+        /* The center's rows, not its counters: it may have restarted. */
+        if (backlog == 0 && (got = read_center()) >= want)
+            return;
+        usleep(100000);
+    }
+    ck_abort_msg("the center holds %llu of %llu receipts, the node's backlog "
+                 "is %llu",
+                 (unsigned long long)got, (unsigned long long)want,
+                 (unsigned long long)backlog);
+}
+
+/* Reads every receipt row of the center (pages of 10,000 by before_id),
+ * counting tags into seen[]; checks the producer's source and seq where
+ * they were sent. Returns the rows read. */
+static uint64_t
+read_center(void)
+{
+    uint64_t before = 0, rows = 0;
+    int fd = e2e_connect(&center);
+
+    ck_assert_int_ge(fd, 0);
+    memset(seen, 0, sizeof(seen));
+    for (;;) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        struct e2e_reply rep;
+        const msgpack_object *list;
+        uint32_t i;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, before ? 3 : 2);
+        msgpack_pack_str_with_body(&pk, "kind", 4);
+        msgpack_pack_str_with_body(&pk, "receipts", 8);
+        msgpack_pack_str_with_body(&pk, "limit", 5);
+        msgpack_pack_uint32(&pk, 10000);
+        if (before) {
+            msgpack_pack_str_with_body(&pk, "before_id", 9);
+            msgpack_pack_uint64(&pk, before);
+        }
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_QUERY, 7, 0, 0, sb.data, sb.size), 0);
+        msgpack_sbuffer_destroy(&sb);
+        ck_assert_int_eq(e2e_recv(fd, 20000, &rep), 0);
+        ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+        list = e2e_get(rep.r.result, "rows");
+        ck_assert_ptr_nonnull(list);
+        for (i = 0; i < list->via.array.size; i++) {
+            const msgpack_object *row = &list->via.array.ptr[i];
+            const msgpack_object *plan = e2e_get(row, "prepared_plan_id");
+            const msgpack_object *seq = e2e_get(row, "seq");
+            unsigned tag;
+            char buf[32];
+
+            ck_assert_ptr_nonnull(plan);
+            snprintf(buf, sizeof(buf), "%.*s", (int)plan->via.str.size,
+                     plan->via.str.ptr);
+            ck_assert_int_eq(sscanf(buf, "t-%u", &tag), 1);
+            ck_assert_uint_lt(tag, MAXTAGS);
+            seen[tag]++;
+            /* The producer's identity travelled: batches were sent with
+             * source and seq, the unsequenced ones with neither. */
+            if (seq != NULL && seq->type != MSGPACK_OBJECT_NIL)
+                ck_assert(e2e_get_str_eq(row, "source", SOURCE));
+            else
+                ck_assert(e2e_get_str_eq(row, "source", ""));
+            before = e2e_get_uint(row, "receipt_id");
+            rows++;
+        }
+        i = list->via.array.size;
+        e2e_reply_free(&rep);
+        if (i < 10000)
+            break;
+    }
+    close(fd);
+    return rows;
+}
+
+/* How many receipts the center's `receipts` query finds relayed by
+ * origin (at most 10,000). */
+static uint32_t
+count_origin(const char *origin)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    const msgpack_object *list;
+    uint32_t n;
+    int fd = e2e_connect(&center);
+
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "kind", 4);
+    msgpack_pack_str_with_body(&pk, "receipts", 8);
+    msgpack_pack_str_with_body(&pk, "limit", 5);
+    msgpack_pack_uint32(&pk, 10000);
+    msgpack_pack_str_with_body(&pk, "origin", 6);
+    msgpack_pack_str_with_body(&pk, origin, strlen(origin));
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 8, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 20000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    list = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(list);
+    n = list->via.array.size;
+    e2e_reply_free(&rep);
+    close(fd);
+    return n;
+}
+
+/* Every acknowledged tag at the center exactly once, no tag twice. */
+static void
+check_exactly_once(void)
+{
+    unsigned i, missing = 0, twice = 0;
+
+    read_center();
+    for (i = 0; i < next_tag; i++) {
+        if (acked[i] && seen[i] == 0)
+            missing++;
+        if (seen[i] > 1)
+            twice++;
+    }
+    ck_assert_msg(missing == 0 && twice == 0,
+                  "%u acknowledged receipts missing at the center, %u stored "
+                  "twice (of %u)",
+                  missing, twice, next_tag);
+}
+
+static void
+reset(void)
+{
+    memset(acked, 0, sizeof(acked));
+    next_tag = 0;
+    files();
+}
+
+/* ---- Tests. ---- */
+
+START_TEST(test_relay_delivers_exactly_once)
+{
+    uint64_t seq = 1, last;
+
+    reset();
+    center_spawn(1);
+    node_spawn(1);
+    produce(3000, 100, &seq, 0, NULL);
+    produce_unsequenced(50);
+    await_delivery(3050, 30000);
+    check_exactly_once();
+    ck_assert_uint_eq(read_center(), 3050);
+    /* By node: all of them are this one's. */
+    ck_assert_uint_eq(count_origin(NODE), 3050);
+    ck_assert_uint_eq(count_origin("node-b"), 0);
+    ck_assert_uint_eq(stat_of(&node, "relay_relayed"), 3050);
+    last = stat_of(&node, "relay_acked_id");
+    ck_assert_uint_eq(last, 3050);
+    /* The cursor was stored: a node started again sends nothing twice
+     * and knows where it stands at once. */
+    ck_assert_int_eq(e2e_stop(&node, SIGTERM, 10000, NULL), 0);
+    node_spawn(0);
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), last);
+    usleep(300000);
+    ck_assert_uint_eq(stat_of(&node, "relay_relayed"), 0);
+    produce(100, 10, &seq, 0, NULL);
+    await_delivery(3150, 30000);
+    check_exactly_once();
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* Without the center the node accepts as ever; stats show what waits. */
+START_TEST(test_relay_center_away)
+{
+    uint64_t seq = 1, oldest;
+    char notify[300], got[1024] = "", want[128];
+    int nfd;
+
+    reset();
+    center_spawn(1);
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    /* The node's STATUS= lines come here (the center has none). */
+    snprintf(notify, sizeof(notify), "%s/e2e-relay-%d.notify",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    unlink(notify);
+    nfd = e2e_notify_bind(notify);
+    ck_assert_int_ge(nfd, 0);
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
+    node_spawn(1);
+    ck_assert_int_eq(unsetenv("NOTIFY_SOCKET"), 0);
+    produce(500, 50, &seq, 0, NULL);
+    usleep(1200000);
+    ck_assert_uint_eq(stat_of(&node, "accepted"), 500);
+    ck_assert_uint_eq(stat_of(&node, "relay_backlog"), 500);
+    ck_assert_uint_gt(stat_of(&node, "relay_backlog_bytes"), 0);
+    oldest = stat_of(&node, "relay_oldest_undelivered_ms");
+    ck_assert_uint_ge(oldest, 1000);
+    ck_assert_uint_gt(stat_of(&node, "relay_failures"), 0);
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 0);
+    {
+        char *text = metrics_of(&node);
+
+        ck_assert_ptr_nonnull(strstr(text, "\nreceiptd_relay_backlog_receipts "
+                                           "500\n"));
+        ck_assert_ptr_nonnull(strstr(text, "\nreceiptd_relay_connected 0\n"));
+        ck_assert_ptr_nonnull(
+            strstr(text, "\nreceiptd_relay_oldest_undelivered_seconds 1."));
+        free(text);
+    }
+    /* Every 10 s, systemd's status line says what waits. */
+    snprintf(want, sizeof(want), "relay to %s not connected: 500 receipts (",
+             chost);
+    ck_assert_msg(e2e_notify_await(nfd, want, 15000, got, sizeof(got)) == 0,
+                  "no STATUS= with \"%s\"; last: %s", want, got);
+    close(nfd);
+    unlink(notify);
+    center_spawn(0);
+    /* The backoff is at most 30 s (full jitter), the first tries far
+     * less. */
+    await_delivery(500, 45000);
+    check_exactly_once();
+    ck_assert_uint_eq(stat_of(&node, "relay_oldest_undelivered_ms"), 0);
+    ck_assert_uint_ne(stat_of(&node, "relay_last_success"), UINT64_MAX);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* Retention on a node keeps what the center has not acknowledged, and
+ * prunes it once it has. */
+START_TEST(test_relay_retention_waits)
+{
+    const char *const more[] = { "--retention-age-s", "1", "--prune-idle-ms",
+                                 "20", NULL };
+    uint64_t seq = 1;
+    long until;
+
+    reset();
+    center_spawn(1);
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_extra = more;
+    node_spawn(1);
+    /* Retention keeps the newest second's receipts whatever the clock
+     * says: a later write makes the first ones due. */
+    produce(200, 50, &seq, 0, NULL);
+    usleep(1500000);
+    produce(50, 50, &seq, 0, NULL);
+    usleep(1500000);
+    ck_assert_uint_eq(stat_of(&node, "pruned"), 0);
+    ck_assert_uint_eq(stat_of(&node, "relay_backlog"), 250);
+    center_spawn(0);
+    await_delivery(250, 45000);
+    check_exactly_once();
+    usleep(1200000);
+    produce(50, 50, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 10000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "pruned") >= 250)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_ge(stat_of(&node, "pruned"), 250);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+static unsigned rounds;
+
+/* kill -9 of the node or of the center, at a random moment of the
+ * relay's work (the producer has just written a batch), each started
+ * again. */
+static void
+chaos(void)
+{
+    usleep((useconds_t)(rand() % 30000));
+    if (rand() % 2) {
+        ck_assert_int_eq(e2e_stop(&node, SIGKILL, 5000, NULL), 0);
+        node_spawn(0);
+    } else {
+        ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+        usleep((useconds_t)(rand() % 300000));
+        center_spawn(0);
+    }
+    rounds++;
+}
+
+START_TEST(test_relay_survives_kill9_of_node_and_center)
+{
+    uint64_t seq = 1;
+    const char *env = getenv("RELAY_KILLS");
+    unsigned kills = env != NULL ? (unsigned)atoi(env) : 12;
+
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    reset();
+    center_spawn(1);
+    node_spawn(1);
+    /* A batch of 20 between kills: the relay is busy at each. */
+    produce(20 * 3 * kills, 20, &seq, 3, chaos);
+    produce_unsequenced(20);
+    await_delivery(next_tag, 60000);
+    check_exactly_once();
+    ck_assert_uint_ge(rounds, kills - 1);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+START_TEST(test_relay_over_tls)
+{
+    uint64_t seq = 1;
+
+    if (certs[0] == '\0')
+        skip_now("openssl is not installed or could not make certificates");
+    reset();
+    center_tls = 1;
+    center_spawn(1);
+    node_spawn(1);
+    produce(400, 100, &seq, 0, NULL);
+    await_delivery(400, 30000);
+    check_exactly_once();
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* ---- The op by hand, as a node would speak it. ---- */
+
+static int relay_hello_src(int fd, const char *source, int relay,
+                           const char *token);
+
+static int
+relay_hello(int fd, int relay, const char *token)
+{
+    return relay_hello_src(fd, "hand", relay, token);
+}
+
+static int
+relay_hello_as(int fd, const char *source, const char *token)
+{
+    return relay_hello_src(fd, source, 1, token);
+}
+
+static int
+relay_hello_src(int fd, const char *source, int relay, const char *token)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    int ok;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, token ? 4 : 3);
+    msgpack_pack_str_with_body(&pk, "protocol", 8);
+    msgpack_pack_uint8(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "source", 6);
+    msgpack_pack_str_with_body(&pk, source, strlen(source));
+    msgpack_pack_str_with_body(&pk, "relay", 5);
+    if (relay)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    if (token) {
+        msgpack_pack_str_with_body(&pk, "token", 5);
+        msgpack_pack_str_with_body(&pk, token, strlen(token));
+    }
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_HELLO, 1, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 5000, &rep), 0);
+    ok = rep.r.ok;
+    e2e_reply_free(&rep);
+    return ok;
+}
+
+/* Sends {stream, from_id, records} with ids ids[0..n) (a bad one when
+ * bad_at == i) and reads the reply into rep. */
+static void
+relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
+           struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char tag[32];
+    unsigned i;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "stream", 6);
+    msgpack_pack_str_with_body(&pk, "receipts", 8);
+    msgpack_pack_str_with_body(&pk, "from_id", 7);
+    msgpack_pack_uint64(&pk, from);
+    msgpack_pack_str_with_body(&pk, "records", 7);
+    msgpack_pack_array(&pk, n);
+    for (i = 0; i < n; i++) {
+        struct e2e_receipt r = { .schema = 3, .plan = tag, .coverage = 1 };
+
+        snprintf(tag, sizeof(tag), "t-%llu", (unsigned long long)ids[i]);
+        msgpack_pack_array(&pk, 5);
+        msgpack_pack_uint64(&pk, ids[i]);
+        msgpack_pack_uint64(&pk, 1700000000000ull + ids[i]);
+        msgpack_pack_str_with_body(&pk, SOURCE, strlen(SOURCE));
+        msgpack_pack_uint64(&pk, ids[i]);
+        if ((int)i == bad_at)
+            msgpack_pack_str_with_body(&pk, "no", 2);
+        else
+            ck_assert_int_eq(e2e_pack_receipt(&pk, &r), 0);
+    }
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RELAY, 5, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
+}
+
+START_TEST(test_relay_op_refusals_and_cut)
+{
+    static const uint64_t first[] = { 1, 2, 3, 4 }, again[] = { 3, 4, 5, 6 },
+                          falling[] = { 7, 9, 8 };
+    struct e2e_reply rep;
+    int fd;
+
+    reset();
+    center_spawn(1);
+    /* Without relay: true in hello, the op is refused. */
+    fd = e2e_connect_tcp(cport);
+    ck_assert_int_ge(fd, 0);
+    ck_assert(relay_hello(fd, 0, TOKEN));
+    relay_send(fd, 0, first, 4, -1, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_int_eq(rep.r.err.code, PROTO_EUNAUTHORIZED);
+    e2e_reply_free(&rep);
+    close(fd);
+    /* Nor on the Unix socket, which has no token. */
+    fd = e2e_connect(&center);
+    ck_assert_int_ge(fd, 0);
+    ck_assert(!relay_hello(fd, 1, NULL));
+    close(fd);
+
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello(fd, 1, TOKEN));
+    /* A bad record refuses the batch whole, naming it. */
+    relay_send(fd, 0, first, 4, 2, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_int_eq(rep.r.err.code, PROTO_EINVALID);
+    ck_assert_str_eq(rep.r.err.path, "records[2][4]");
+    e2e_reply_free(&rep);
+    ck_assert_uint_eq(stat_of(&center, "accepted"), 0);
+
+    relay_send(fd, 0, first, 4, -1, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 4);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 4);
+    e2e_reply_free(&rep);
+    /* The same batch again (a lost reply): nothing stored. */
+    relay_send(fd, 0, first, 4, -1, &rep);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 4);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 0);
+    e2e_reply_free(&rep);
+    /* Overlapping: cut to what is new. */
+    relay_send(fd, 2, again, 4, -1, &rep);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 6);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 2);
+    e2e_reply_free(&rep);
+    /* Ids that do not rise. */
+    relay_send(fd, 6, falling, 3, -1, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "records[2][0]");
+    e2e_reply_free(&rep);
+    close(fd);
+
+    /* The mark survives a kill -9 of the center. */
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    center_spawn(0);
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello(fd, 1, TOKEN));
+    relay_send(fd, 0, again, 4, -1, &rep);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 0);
+    e2e_reply_free(&rep);
+    close(fd);
+    {
+        unsigned i;
+
+        read_center();
+        for (i = 1; i <= 6; i++)
+            ck_assert_uint_eq(seen[i], 1);
+        ck_assert_uint_eq(count_origin("hand"), 6);
+    }
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* A center that already holds ids of the node's name: up to ids the node
+ * has, the cursor moves there (replies lost before a kill -9 of the
+ * node); past its newest receipt, the node stops and says why. */
+START_TEST(test_relay_center_ahead_of_cursor)
+{
+    static const uint64_t ids[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+    uint64_t seq = 1, hand[1200];
+    struct e2e_reply rep;
+    char err[512] = "";
+    unsigned i;
+    long until;
+    int fd;
+
+    reset();
+    center_spawn(1);
+    for (i = 0; i < 1200; i++)
+        hand[i] = i + 1;
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello_as(fd, NODE, TOKEN));
+    relay_send(fd, 0, hand, 1200, -1, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+    /* The center comes back once the node holds its 2,000: the node's
+     * first batch is ids 1..1000, the center answers 1200. */
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_spawn(1);
+    produce(2000, 500, &seq, 0, NULL);
+    center_spawn(0);
+    for (until = e2e_now_ms() + 45000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "relay_acked_id") == 2000)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 2000);
+    ck_assert_uint_eq(read_center(), 2000);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+
+    /* Ahead of everything the node has. */
+    reset();
+    center_spawn(1);
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello_as(fd, NODE, TOKEN));
+    relay_send(fd, 0, ids, 10, -1, &rep);
+    ck_assert(rep.r.ok);
+    e2e_reply_free(&rep);
+    close(fd);
+    node_spawn(1);
+    produce(5, 5, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 10000; e2e_now_ms() < until;) {
+        if (stat_error(&node, err, sizeof(err)) && strstr(err, "above"))
+            break;
+        usleep(100000);
+    }
+    ck_assert_msg(strstr(err, "two nodes with one name") != NULL, "%s", err);
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), 0);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* The `plans` rows of d (at most 10): their count, and the first's
+ * source and node count. */
+static uint32_t
+plans_of(struct e2e_daemon *d, char *source, size_t len, uint64_t *nodes)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd',
+                                          0xa5, 'p',  'l', 'a', 'n', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rows, *src;
+    uint32_t n = 0;
+    int fd = e2e_connect(d);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, 6, 0, 0, body, sizeof(body)), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    n = rows->via.array.size;
+    if (n > 0) {
+        src = e2e_get(&rows->via.array.ptr[0], "source");
+        ck_assert(src != NULL && src->type == MSGPACK_OBJECT_STR);
+        snprintf(source, len, "%.*s", (int)src->via.str.size, src->via.str.ptr);
+        *nodes = e2e_get_uint(&rows->via.array.ptr[0], "nodes");
+    }
+    e2e_reply_free(&rep);
+    close(fd);
+    return n;
+}
+
+/* Plans registered on the node reach the center, with their source. */
+START_TEST(test_relay_plans)
+{
+    struct e2e_reply rep;
+    char source[64] = "";
+    uint64_t nodes = 0, seq = 1;
+    size_t len;
+    char *plan = e2e_read_file(TEST_DATA_DIR "/plans/fixture.msgpack", &len);
+    long until;
+    int fd;
+
+    ck_assert_ptr_nonnull(plan);
+    reset();
+    center_spawn(1);
+    node_spawn(1);
+    fd = connect_node("planner");
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PLAN, 1, 0, 0, plan, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+    produce(10, 10, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 20000; e2e_now_ms() < until;) {
+        if (plans_of(&center, source, sizeof(source), &nodes) == 1)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_eq(plans_of(&center, source, sizeof(source), &nodes), 1);
+    ck_assert_str_eq(source, "planner");
+    ck_assert_uint_eq(nodes, 3);
+    ck_assert_uint_eq(stat_of(&node, "relay_plans_relayed"), 1);
+    await_delivery(10, 20000);
+    check_exactly_once();
+    /* The plans cursor was stored: nothing is sent again. */
+    ck_assert_int_eq(e2e_stop(&node, SIGTERM, 10000, NULL), 0);
+    node_spawn(0);
+    usleep(500000);
+    ck_assert_uint_eq(stat_of(&node, "relay_plans_relayed"), 0);
+    free(plan);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* --check-config reads what the relay will need at start. */
+START_TEST(test_relay_check_config_reads_the_token_file)
+{
+    const char *const bad[] = { "receiptd",
+                                "--socket",
+                                "/nonexistent/s",
+                                "--db",
+                                "/nonexistent/db",
+                                "--upstream",
+                                "127.0.0.1:7411",
+                                "--upstream-token-file",
+                                "/nonexistent/token",
+                                "--check-config",
+                                NULL };
+    const char *const nofile[] = {
+        "receiptd",       "--socket",        "/nonexistent/s",
+        "--db",           "/nonexistent/db", "--upstream",
+        "127.0.0.1:7411", "--check-config",  NULL
+    };
+    char *err = NULL;
+
+    ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/daemon/receiptd", bad, NULL,
+                             NULL, NULL, &err),
+                     1);
+    ck_assert_msg(strstr(err, "--upstream-token-file: cannot read "
+                              "/nonexistent/token") != NULL,
+                  "%s", err);
+    free(err);
+    err = NULL;
+    ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/daemon/receiptd", nofile, NULL,
+                             NULL, NULL, &err),
+                     1);
+    ck_assert_msg(strstr(err, "needs the center's token") != NULL, "%s", err);
+    free(err);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("e2e_relay");
+    TCase *tc = tcase_create("relay");
+
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_relay_delivers_exactly_once);
+    tcase_add_test(tc, test_relay_center_away);
+    tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
+    tcase_add_test(tc, test_relay_op_refusals_and_cut);
+    tcase_add_test(tc, test_relay_retention_waits);
+    tcase_add_test(tc, test_relay_center_ahead_of_cursor);
+    tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
+    tcase_add_test(tc, test_relay_plans);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tls");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_relay_over_tls);
+    suite_add_tcase(s, tc);
+    return testcerts_run("e2e_relay", s, certs, sizeof(certs));
+}

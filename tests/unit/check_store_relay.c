@@ -1,0 +1,377 @@
+/*
+ * check_store_relay.c: daemon/store_relay.c on a real SQLite file: the
+ * node's cursor (never back, survives a reopen), the read past it (id
+ * order, bounded, the producer's source and seq), the backlog, and the
+ * center's per-origin mark and its cut, a relayed write kept apart from
+ * the producer's (source, seq) records.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "envelope.h"
+#include "store.h"
+#include "store_plan.h"
+#include "store_prune.h"
+#include "store_relay.h"
+
+static char dir[512];
+static char path[600];
+
+static void
+setup(void)
+{
+    snprintf(dir, sizeof(dir), "%s/check_store_relay-XXXXXX", TEST_BINARY_DIR);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/t.db", dir);
+}
+
+static void
+teardown(void)
+{
+    char cmd[700];
+    int rc;
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    rc = system(cmd);
+    (void)rc;
+}
+
+static void
+make_receipt(struct receipt *r, const char *plan)
+{
+    memset(r, 0, sizeof(*r));
+    r->schema_version = 3;
+    r->requested_backend = RECEIPT_BACKEND_CUDA;
+    r->executed_backend = RECEIPT_BACKEND_CUDA;
+    r->model_instance_id = (struct proto_str){ "model", 5 };
+    r->prepared_plan_id = (struct proto_str){ plan, strlen(plan) };
+    r->graph_hash = (struct proto_str){ "", 0 };
+    r->tuning_profile = (struct proto_str){ "", 0 };
+    r->stop_reason = (struct proto_str){ "", 0 };
+    r->counter_coverage = 1;
+    r->counters[0] = 7;
+}
+
+/* Stores n receipts, the i-th with plan "p-<i>", from source src with
+ * seqs 1..n (relayed: kept in the rows, not recorded). */
+static void
+put(struct store *s, const char *src, unsigned from, unsigned n, int relayed)
+{
+    struct proto_err err;
+    struct store_write w;
+    struct receipt r;
+    char plan[32];
+    unsigned i;
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = from; i < from + n; i++) {
+        snprintf(plan, sizeof(plan), "p-%u", i);
+        make_receipt(&r, plan);
+        memset(&w, 0, sizeof(w));
+        w.op = PROTO_OP_RECEIPT;
+        w.source = src;
+        w.source_len = strlen(src);
+        w.has_seq = 1;
+        w.seq = i;
+        w.relayed = relayed;
+        w.received_at = 1700000000000 + i;
+        w.receipts = &r;
+        w.n_receipts = 1;
+        ck_assert_int_eq(store_apply(s, &w, &err), 0);
+        ck_assert_int_eq(w.duplicate, 0);
+    }
+    ck_assert_int_eq(store_commit(s, &err), 0);
+}
+
+START_TEST(test_store_relay_cursor_never_goes_back)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct proto_err err;
+    struct store *s;
+    uint64_t v;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_get(s, STORE_RELAY_RECEIPTS, &v, &err),
+                     0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, 40, &err),
+                     0);
+    /* A late acknowledgement of an older batch leaves it. */
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, 30, &err),
+                     0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_get(s, STORE_RELAY_RECEIPTS, &v, &err),
+                     0);
+    ck_assert_uint_eq(v, 40);
+    /* Rolled back: not moved. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, 90, &err),
+                     0);
+    store_rollback(s);
+    store_free(s);
+    /* It is on disk. */
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_get(s, STORE_RELAY_RECEIPTS, &v, &err),
+                     0);
+    ck_assert_uint_eq(v, 40);
+    store_free(s);
+}
+END_TEST
+
+struct seen {
+    unsigned n;
+    int64_t ids[64];
+    uint64_t seqs[64];
+    char first_plan[16];
+    char source[16];
+};
+
+static int
+seen_cb(void *arg, const struct store_row *row)
+{
+    struct seen *c = arg;
+
+    if (c->n == 0) {
+        snprintf(c->first_plan, sizeof(c->first_plan), "%.*s",
+                 (int)row->r.prepared_plan_id.len, row->r.prepared_plan_id.ptr);
+        snprintf(c->source, sizeof(c->source), "%.*s", (int)row->source.len,
+                 row->source.ptr);
+    }
+    ck_assert(row->has_seq);
+    c->ids[c->n] = row->receipt_id;
+    c->seqs[c->n] = row->seq;
+    c->n++;
+    return 0;
+}
+
+START_TEST(test_store_relay_read_past_cursor_in_id_order)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_relay_backlog bl;
+    struct proto_err err;
+    struct seen c;
+    struct store *s, *q;
+    uint64_t last;
+    unsigned i;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    put(s, "prod", 1, 30, 0);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read(q, 10, 8, SIZE_MAX, seen_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 8);
+    ck_assert_uint_eq(last, 18);
+    ck_assert_str_eq(c.first_plan, "p-11");
+    ck_assert_str_eq(c.source, "prod");
+    for (i = 0; i < c.n; i++) {
+        ck_assert_int_eq(c.ids[i], 11 + (int64_t)i);
+        ck_assert_uint_eq(c.seqs[i], 11 + i);
+    }
+    /* A byte bound stops the read, but never before one row. */
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(store_relay_read(q, 0, 30, 1, seen_cb, &c, &last, &err),
+                     0);
+    ck_assert_uint_eq(c.n, 1);
+    ck_assert_uint_eq(last, 1);
+    /* Nothing past the end. */
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read(q, 30, 8, SIZE_MAX, seen_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 0);
+    ck_assert_uint_eq(last, 30);
+
+    ck_assert_int_eq(store_relay_backlog(q, 25, &bl, &err), 0);
+    ck_assert_uint_eq(bl.records, 5);
+    ck_assert_uint_eq(bl.last_id, 30);
+    ck_assert_int_eq(bl.oldest_at, 1700000000000 + 26);
+    ck_assert_int_eq(store_relay_backlog(q, 30, &bl, &err), 0);
+    ck_assert_uint_eq(bl.records, 0);
+    ck_assert_int_eq(bl.oldest_at, INT64_MIN);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
+/* The center: an origin's mark rises only, per origin and stream, and a
+ * relayed write keeps the producer's seq without recording it, so the
+ * same (source, seq) relayed from two nodes is two receipts. */
+START_TEST(test_store_relay_origin_mark_and_relayed_writes)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct proto_err err;
+    struct seen c;
+    struct store *s, *q;
+    uint64_t v, last;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(
+        store_relay_origin_get(s, "node-a", 6, STORE_RELAY_RECEIPTS, &v, &err),
+        0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(
+        store_relay_origin_set(s, "node-a", 6, STORE_RELAY_RECEIPTS, 12, &err),
+        0);
+    ck_assert_int_eq(
+        store_relay_origin_set(s, "node-a", 6, STORE_RELAY_RECEIPTS, 5, &err),
+        0);
+    ck_assert_int_eq(store_relay_range_add(s, "node-a", 6, 1, 12, 1, 12, &err),
+                     0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(
+        store_relay_origin_get(s, "node-a", 6, STORE_RELAY_RECEIPTS, &v, &err),
+        0);
+    ck_assert_uint_eq(v, 12);
+    ck_assert_int_eq(
+        store_relay_origin_get(s, "node-b", 6, STORE_RELAY_RECEIPTS, &v, &err),
+        0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(store_relay_origin_get(s, "node-a", 6, "plans", &v, &err),
+                     0);
+    ck_assert_uint_eq(v, 0);
+
+    /* Two nodes' producers under one name and seqs: all stored. */
+    put(s, "prod", 1, 4, 1);
+    put(s, "prod", 1, 4, 1);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read(q, 0, 64, SIZE_MAX, seen_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 8);
+    ck_assert_uint_eq(c.seqs[4], 1);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
+/* A node that relays prunes nothing the center has not acknowledged. */
+START_TEST(test_store_relay_retention_waits_for_cursor)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 4,
+                            .relay_wait = 1 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_prune_result pr;
+    struct proto_err err;
+    struct seen c;
+    struct store *s, *q;
+    uint64_t last;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    put(s, "prod", 1, 30, 0);
+    /* Everything is due, nothing acknowledged. */
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, 10, &err),
+                     0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 10);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 0);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read(q, 0, 64, SIZE_MAX, seen_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 20);
+    ck_assert_int_eq(c.ids[0], 11);
+    store_free(q);
+    store_free(s);
+    /* Without relay_wait the same store prunes the rest. */
+    o.relay_wait = 0;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 20);
+    store_free(s);
+}
+END_TEST
+
+static int
+plan_cb(void *arg, const struct store_relay_plan *p)
+{
+    struct seen *c = arg;
+
+    ck_assert_uint_eq(p->len, 3);
+    ck_assert_int_eq(memcmp(p->canonical, "\x81\xa1x", 3), 0);
+    snprintf(c->source, sizeof(c->source), "%.*s", (int)p->source.len,
+             p->source.ptr);
+    c->ids[c->n++] = p->id;
+    return 0;
+}
+
+/* The plans stream: rows past the cursor in id order, and its own
+ * newest id. */
+START_TEST(test_store_relay_reads_plans)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_plan_new np;
+    struct proto_err err;
+    struct seen c;
+    struct store *s;
+    uint64_t last, newest;
+    int64_t id;
+    char plan[16];
+    int i;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = 0; i < 5; i++) {
+        snprintf(plan, sizeof(plan), "plan-%d", i);
+        memset(&np, 0, sizeof(np));
+        np.key.plan = (struct proto_str){ plan, strlen(plan) };
+        np.key.graph = (struct proto_str){ "g", 1 };
+        np.registered_at = 1700000000000 + i;
+        np.source = (struct proto_str){ "planner", 7 };
+        np.canonical = "\x81\xa1x";
+        np.len = 3;
+        ck_assert_int_eq(store_plan_put(s, &np, &id, &err), 0);
+    }
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(
+        store_relay_read_plans(s, 2, 2, SIZE_MAX, plan_cb, &c, &last, &err), 0);
+    ck_assert_uint_eq(c.n, 2);
+    ck_assert_int_eq(c.ids[0], 3);
+    ck_assert_uint_eq(last, 4);
+    ck_assert_str_eq(c.source, "planner");
+    ck_assert_int_eq(store_relay_last_id(s, STORE_RELAY_PLANS, &newest, &err),
+                     0);
+    ck_assert_uint_eq(newest, 5);
+    ck_assert_int_eq(
+        store_relay_last_id(s, STORE_RELAY_RECEIPTS, &newest, &err), 0);
+    ck_assert_uint_eq(newest, 0);
+    store_free(s);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("store_relay");
+    TCase *tc = tcase_create("relay");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_store_relay_cursor_never_goes_back);
+    tcase_add_test(tc, test_store_relay_read_past_cursor_in_id_order);
+    tcase_add_test(tc, test_store_relay_origin_mark_and_relayed_writes);
+    tcase_add_test(tc, test_store_relay_retention_waits_for_cursor);
+    tcase_add_test(tc, test_store_relay_reads_plans);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
