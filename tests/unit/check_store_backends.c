@@ -434,7 +434,7 @@ START_TEST(test_backends_answer_every_kind_the_same)
     b = open_store(STORE_BACKEND_POSTGRESQL, pg, 1);
 
     /* receipts, filter by filter */
-    for (i = 0; i < 9; i++) {
+    for (i = 0; i < 10; i++) {
         struct store_filter f = filter();
 
         switch (i) {
@@ -473,6 +473,10 @@ START_TEST(test_backends_answer_every_kind_the_same)
         case 8:
             f.source = "";
             f.source_len = 0;
+            break;
+        case 9: /* a node that relayed nothing here */
+            f.origin = "node-x";
+            f.origin_len = 6;
             break;
         }
         snprintf(what, sizeof(what), "receipts (filter %zu)", i);
