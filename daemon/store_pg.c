@@ -36,6 +36,7 @@
 #define ID_BLOCK   1024 /* the sequence's increment (migration 0001) */
 #define COPY_NCOLS 18
 #define COPY_SLICE ((size_t)1 << 20)
+#define HWM_MAX    65536 /* sources whose highest seq is kept */
 
 extern const struct store_migration store_pg_migrations[];
 extern const int store_pg_migrations_count;
@@ -50,6 +51,8 @@ struct store_pg_row {
     uint64_t coverage;
     uint64_t counters[RECEIPT_NCOUNTERS];
 };
+
+static void hwm_clear(struct store_pg *p);
 
 int
 store_pg_schema_version(void)
@@ -280,7 +283,11 @@ pg_free(struct store *s)
 
     PQfinish(p->pc);
     free(p->where);
-    free(p->copy);
+    free(p->copy.p);
+    free(p->seqs_copy.p);
+    free(p->recs);
+    hwm_clear(p);
+    free(p->hwm);
     free(p->rows);
     free(p->arena);
     free(p->days);
@@ -379,10 +386,12 @@ pg_path(struct store *s)
 static void
 drop_group(struct store_pg *p)
 {
-    p->copy_len = 0;
+    p->copy.len = 0;
+    p->seqs_copy.len = 0;
     p->n_rows = 0;
+    p->n_recs = 0;
     p->arena_len = 0;
-    p->sp_copy_len = p->sp_rows = p->sp_arena_len = 0;
+    memset(&p->sp, 0, sizeof(p->sp));
 }
 
 static int
@@ -405,6 +414,7 @@ pg_rollback(struct store *s)
     struct store_pg *p = store_pg_of(s);
 
     drop_group(p);
+    hwm_clear(p); /* they may hold the group's seqs */
     if (p->in_txn && PQstatus(p->pc) == CONNECTION_OK)
         PQclear(PQexec(p->pc, "ROLLBACK"));
     p->in_txn = 0;
@@ -415,9 +425,11 @@ pg_savepoint(struct store *s, struct proto_err *err)
 {
     struct store_pg *p = store_pg_of(s);
 
-    p->sp_copy_len = p->copy_len;
-    p->sp_rows = p->n_rows;
-    p->sp_arena_len = p->arena_len;
+    p->sp.copy = p->copy.len;
+    p->sp.seqs_copy = p->seqs_copy.len;
+    p->sp.rows = p->n_rows;
+    p->sp.recs = p->n_recs;
+    p->sp.arena = p->arena_len;
     return store_pg_exec(p, "SAVEPOINT job", err, "open a savepoint");
 }
 
@@ -434,9 +446,12 @@ pg_savepoint_rollback(struct store *s)
     struct store_pg *p = store_pg_of(s);
     struct proto_err err;
 
-    p->copy_len = p->sp_copy_len;
-    p->n_rows = p->sp_rows;
-    p->arena_len = p->sp_arena_len;
+    p->copy.len = p->sp.copy;
+    p->seqs_copy.len = p->sp.seqs_copy;
+    p->n_rows = p->sp.rows;
+    p->n_recs = p->sp.recs;
+    p->arena_len = p->sp.arena;
+    hwm_clear(p);
     if (store_pg_exec(p, "ROLLBACK TO job", &err, "roll back a savepoint") ||
         store_pg_exec(p, "RELEASE job", &err, "release a savepoint"))
         p->broken = 1;
@@ -472,18 +487,18 @@ grow(void **buf, size_t *cap, size_t need, size_t size)
 }
 
 static int
-put_bytes(struct store_pg *p, const void *b, size_t n)
+put_bytes(struct store_pg_buf *o, const void *b, size_t n)
 {
-    if (grow((void **)&p->copy, &p->copy_cap, p->copy_len + n, 1) != 0)
+    if (grow((void **)&o->p, &o->cap, o->len + n, 1) != 0)
         return -1;
     if (n > 0)
-        memcpy(p->copy + p->copy_len, b, n);
-    p->copy_len += n;
+        memcpy(o->p + o->len, b, n);
+    o->len += n;
     return 0;
 }
 
 static int
-put_be(struct store_pg *p, uint64_t v, int bytes)
+put_be(struct store_pg_buf *p, uint64_t v, int bytes)
 {
     unsigned char b[8];
     int i;
@@ -495,26 +510,26 @@ put_be(struct store_pg *p, uint64_t v, int bytes)
 
 /* A field of a COPY tuple: its length, then its bytes. */
 static int
-field(struct store_pg *p, const void *b, size_t n)
+field(struct store_pg_buf *p, const void *b, size_t n)
 {
     return put_be(p, (uint32_t)n, 4) || put_bytes(p, b, n);
 }
 
 static int
-field_i64(struct store_pg *p, uint64_t v)
+field_i64(struct store_pg_buf *p, uint64_t v)
 {
     return put_be(p, 8, 4) || put_be(p, v, 8);
 }
 
 static int
-field_i16(struct store_pg *p, unsigned v)
+field_i16(struct store_pg_buf *p, unsigned v)
 {
     return put_be(p, 2, 4) || put_be(p, v, 2);
 }
 
 /* A one-dimensional bigint[] in the binary array format. */
 static int
-field_i64s(struct store_pg *p, const uint64_t *v, unsigned n)
+field_i64s(struct store_pg_buf *p, const uint64_t *v, unsigned n)
 {
     unsigned i;
 
@@ -526,6 +541,13 @@ field_i64s(struct store_pg *p, const uint64_t *v, unsigned n)
         if (put_be(p, 8, 4) || put_be(p, v[i], 8))
             return -1;
     return 0;
+}
+
+/* SQL NULL as a COPY field. */
+static int
+field_null(struct store_pg_buf *p)
+{
+    return put_be(p, 0xffffffffu, 4);
 }
 
 static int
@@ -575,6 +597,7 @@ put_receipt(struct store_pg *p, const struct store_write *w,
         &r->model_instance_id, &r->prepared_plan_id, &r->graph_hash,
         &r->tuning_profile,    &r->stop_reason,
     };
+    struct store_pg_buf *c = &p->copy;
     int i, status = receipt_status(r);
 
     for (i = 0; i < 5; i++)
@@ -590,23 +613,22 @@ put_receipt(struct store_pg *p, const struct store_write *w,
         goto nomem;
     row = &p->rows[p->n_rows];
     memset(row, 0, sizeof(*row));
-    if (put_be(p, COPY_NCOLS, 2) || field(p, "", 0) ||
-        field_i64(p, (uint64_t)id) || field_i64(p, (uint64_t)w->received_at) ||
-        field(p, w->source, w->source_len))
+    if (put_be(c, COPY_NCOLS, 2) || field(c, "", 0) ||
+        field_i64(c, (uint64_t)id) || field_i64(c, (uint64_t)w->received_at) ||
+        field(c, w->source, w->source_len))
         goto nomem;
-    if (w->has_seq ? field_i64(p, w->seq) : put_be(p, 0xffffffffu, 4))
+    if (w->has_seq ? field_i64(c, w->seq) : field_null(c))
         goto nomem;
-    if (field_i16(p, r->schema_version) || field_i16(p, r->requested_backend) ||
-        field_i16(p, r->executed_backend) || field_i16(p, (unsigned)status))
+    if (field_i16(c, r->schema_version) || field_i16(c, r->requested_backend) ||
+        field_i16(c, r->executed_backend) || field_i16(c, (unsigned)status))
         goto nomem;
     for (i = 0; i < 5; i++)
-        if (field(p, strs[i]->ptr, strs[i]->len))
+        if (field(c, strs[i]->ptr, strs[i]->len))
             goto nomem;
-    if (field_i64(p, r->counter_coverage) ||
-        field_i64s(p, r->counters, RECEIPT_NCOUNTERS) ||
-        field_i64s(p, r->artifacts, RECEIPT_NARTIFACTS) ||
-        (r->extra != NULL ? field(p, r->extra, r->extra_len)
-                          : put_be(p, 0xffffffffu, 4)))
+    if (field_i64(c, r->counter_coverage) ||
+        field_i64s(c, r->counters, RECEIPT_NCOUNTERS) ||
+        field_i64s(c, r->artifacts, RECEIPT_NARTIFACTS) ||
+        (r->extra != NULL ? field(c, r->extra, r->extra_len) : field_null(c)))
         goto nomem;
     row->hour = w->received_at >= 0 ? w->received_at / HOUR_MS
                                     : (w->received_at - HOUR_MS + 1) / HOUR_MS;
@@ -734,35 +756,155 @@ out:
     return rc;
 }
 
-static int
-dedupe_put(struct store_pg *p, const struct store_write *w,
-           struct proto_err *err)
-{
-    char seq[24], op[8], id[24], status[8], hash[16];
-    const char *v[7] = { w->source, seq, op, id, status, hash, w->outcome };
-    int len[7] = { (int)w->source_len, 0, 0, 0, 0, 0, (int)w->outcome_len };
-    int fmt[7] = { 1, 0, 0, 0, 0, 0, 1 };
-    PGresult *r;
-    int rc;
+/* ---- the seqs' high-water marks ---- */
 
-    snprintf(seq, sizeof(seq), "%" PRId64, (int64_t)w->seq);
-    snprintf(op, sizeof(op), "%d", w->op);
-    snprintf(id, sizeof(id), "%" PRId64, w->receipt_id);
-    snprintf(status, sizeof(status), "%d", w->status);
-    snprintf(hash, sizeof(hash), "%" PRIu32, w->payload_hash);
-    if (w->outcome == NULL)
-        v[6] = NULL;
-    r = PQexecParams(p->pc,
-                     "INSERT INTO dedupe (source, seq, op, receipt_id, status, "
-                     "hash, outcome) VALUES (convert_from($1::bytea, 'UTF8'), "
-                     "$2::bigint, $3::smallint, $4::bigint, $5::smallint, "
-                     "$6::bigint, $7::bytea)",
-                     7, NULL, v, len, fmt, 0);
-    rc = PQresultStatus(r) == PGRES_COMMAND_OK
-             ? 0
-             : store_pg_fail(p, r, err, "record a seq");
+static uint64_t
+hwm_hash(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+static void
+hwm_clear(struct store_pg *p)
+{
+    size_t i;
+
+    for (i = 0; i < p->n_hwm_slots; i++) {
+        free(p->hwm[i].source);
+        p->hwm[i].source = NULL;
+    }
+    p->n_hwm = 0;
+}
+
+/* The mark of source, made (unknown) when new; NULL when out of memory.
+ * Past HWM_MAX sources the marks start again, so memory stays bounded. */
+static struct store_pg_hwm *
+hwm_get(struct store_pg *p, const char *src, size_t len)
+{
+    struct store_pg_hwm *m;
+    size_t j;
+
+    if (p->n_hwm >= HWM_MAX)
+        hwm_clear(p);
+    if (p->hwm == NULL) {
+        if ((p->hwm = calloc(HWM_MAX * 2, sizeof(*p->hwm))) == NULL)
+            return NULL;
+        p->n_hwm_slots = HWM_MAX * 2;
+    }
+    j = hwm_hash(src, len) & (p->n_hwm_slots - 1);
+    for (;; j = (j + 1) & (p->n_hwm_slots - 1)) {
+        m = &p->hwm[j];
+        if (m->source == NULL)
+            break;
+        if (m->len == len && memcmp(m->source, src, len) == 0)
+            return m;
+    }
+    if ((m->source = malloc(len + 1)) == NULL)
+        return NULL;
+    memcpy(m->source, src, len);
+    m->source[len] = '\0';
+    m->len = len;
+    m->known = 0;
+    m->has = 0;
+    m->seq = 0;
+    p->n_hwm++;
+    return m;
+}
+
+/* Reads source's highest recorded seq into m. */
+static int
+hwm_load(struct store_pg *p, struct store_pg_hwm *m, struct proto_err *err)
+{
+    const char *v[1] = { m->source };
+    int len[1] = { (int)m->len }, fmt[1] = { 1 };
+    PGresult *r = PQexecParams(p->pc,
+                               "SELECT max(seq) FROM dedupe WHERE source = "
+                               "convert_from($1::bytea, 'UTF8')",
+                               1, NULL, v, len, fmt, 1);
+    int rc = 0;
+
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = store_pg_fail(p, r, err, "look up a source's seqs");
+    else {
+        m->known = 1;
+        m->has = !PQgetisnull(r, 0, 0);
+        m->seq = m->has ? (uint64_t)store_pg_i64(PQgetvalue(r, 0, 0)) : 0;
+    }
     PQclear(r);
     return rc;
+}
+
+/* A record of the open group with w's (source, seq); 1 when found, with
+ * w set as a duplicate or conflict. */
+static int
+group_record(struct store_pg *p, struct store_write *w, struct proto_err *err)
+{
+    size_t i = p->n_recs;
+
+    while (i-- > 0) {
+        const struct store_pg_rec *e = &p->recs[i];
+
+        if (e->seq != w->seq || e->source_len != w->source_len ||
+            memcmp(p->arena + e->source, w->source, w->source_len) != 0)
+            continue;
+        if (other_payload(w, e->op, e->hash))
+            return 1;
+        w->duplicate = 1;
+        w->receipt_id = e->receipt_id;
+        w->status = e->status;
+        if (e->has_outcome) {
+            if ((w->dup_outcome =
+                     malloc(e->outcome_len ? e->outcome_len : 1)) == NULL)
+                return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            memcpy(w->dup_outcome, p->arena + e->outcome, e->outcome_len);
+            w->dup_outcome_len = e->outcome_len;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* Keeps w's first outcome for the commit's COPY into dedupe. */
+static int
+put_record(struct store_pg *p, const struct store_write *w,
+           struct proto_err *err)
+{
+    struct store_pg_buf *c = &p->seqs_copy;
+    struct store_pg_rec *e;
+
+    if (grow((void **)&p->recs, &p->cap_recs, p->n_recs + 1,
+             sizeof(*p->recs)) != 0)
+        goto nomem;
+    e = &p->recs[p->n_recs];
+    memset(e, 0, sizeof(*e));
+    e->seq = w->seq;
+    e->source_len = w->source_len;
+    e->op = w->op;
+    e->receipt_id = w->receipt_id;
+    e->status = w->status;
+    e->hash = w->payload_hash;
+    e->has_outcome = w->outcome != NULL;
+    e->outcome_len = w->outcome_len;
+    if (arena_put(p, w->source, w->source_len, &e->source) ||
+        (e->has_outcome &&
+         arena_put(p, w->outcome, w->outcome_len, &e->outcome)))
+        goto nomem;
+    if (put_be(c, 7, 2) || field(c, w->source, w->source_len) ||
+        field_i64(c, w->seq) || field_i16(c, (unsigned)w->op) ||
+        field_i64(c, (uint64_t)w->receipt_id) ||
+        field_i16(c, (unsigned)w->status) || field_i64(c, w->payload_hash) ||
+        (w->outcome != NULL ? field(c, w->outcome, w->outcome_len)
+                            : field_null(c)))
+        goto nomem;
+    p->n_recs++;
+    return 0;
+nomem:
+    return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
 static int
@@ -771,11 +913,20 @@ has_record(const struct store_write *w)
     return w->has_seq && w->source_len > 0 && w->op >= 0;
 }
 
+/*
+ * The (source, seq) check costs no round trip for a new seq: each source's
+ * highest recorded seq is read once (hwm_load) and kept, with the open
+ * group's records on top. Only a seq at or below it (a resend, or an
+ * older seq arriving late) is looked up: in the group, then in dedupe. A
+ * seq another instance recorded since the mark was read makes the
+ * commit's COPY into dedupe fail on its key (flush_group).
+ */
 static int
 pg_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
                struct proto_err *err)
 {
     struct store_pg *p = store_pg_of(s);
+    struct store_pg_hwm *m;
     int rc;
 
     w->duplicate = 0;
@@ -786,7 +937,16 @@ pg_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
     *source_id = 0; /* sources are stored as text here */
     if (!has_record(w) || !text_ok(w->source, w->source_len))
         return 0;
-    rc = dedupe_get(p, w, err);
+    if ((m = hwm_get(p, w->source, w->source_len)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (!m->known && (rc = hwm_load(p, m, err)))
+        return rc;
+    rc = 0;
+    if (m->has && w->seq <= m->seq) {
+        /* A resend, or a late seq: in the group, else in dedupe. */
+        if ((rc = group_record(p, w, err)) == 0)
+            rc = dedupe_get(p, w, err);
+    }
     if (rc == 1 && w->conflict && w->conflict_q != NULL &&
         (rc = put_quarantine(p, w, w->conflict_q, err)) == 0)
         rc = 1;
@@ -798,6 +958,7 @@ pg_write_end(struct store *s, struct store_write *w, int64_t source_id,
              struct proto_err *err)
 {
     struct store_pg *p = store_pg_of(s);
+    struct store_pg_hwm *m;
     size_t i;
     int rc;
 
@@ -807,7 +968,14 @@ pg_write_end(struct store *s, struct store_write *w, int64_t source_id,
             return rc;
     if (!has_record(w) || w->refused || !text_ok(w->source, w->source_len))
         return 0;
-    return dedupe_put(p, w, err);
+    if ((rc = put_record(p, w, err)))
+        return rc;
+    if ((m = hwm_get(p, w->source, w->source_len)) != NULL && m->known &&
+        (!m->has || w->seq > m->seq)) {
+        m->has = 1;
+        m->seq = w->seq;
+    }
+    return 0;
 }
 
 static int
@@ -869,11 +1037,16 @@ make_partition(struct store_pg *p, int64_t day, struct proto_err *err)
     return 0;
 }
 
+/* qsort has no argument: the arena of the rows being sorted. Only the
+ * writer thread sorts, one group at a time. */
+static const char *sort_arena;
+
+/* Orders rows by their rollup key: hour, strings, backends. */
 static int
-cmp_rows_cb(const void *a, const void *b, void *arg)
+cmp_rows(const void *a, const void *b)
 {
     const struct store_pg_row *x = a, *y = b;
-    const char *ar = arg;
+    const char *ar = sort_arena;
     int c;
 
     if (x->hour != y->hour)
@@ -885,17 +1058,7 @@ cmp_rows_cb(const void *a, const void *b, void *arg)
         return c;
     if (x->requested != y->requested)
         return x->requested < y->requested ? -1 : 1;
-    return x->executed < y->executed ? -1 : x->executed > y->executed;
-}
-
-/* qsort has no argument: the arena of the rows being sorted. Only the
- * writer thread sorts, one group at a time. */
-static const char *sort_arena;
-
-static int
-cmp_rows(const void *a, const void *b)
-{
-    return cmp_rows_cb(a, b, (void *)sort_arena);
+    return (x->executed > y->executed) - (x->executed < y->executed);
 }
 
 /* Appends "{v0,v1,...}" to buf (an SQL array's text). */
@@ -912,8 +1075,8 @@ array_text(char *buf, size_t cap, const char *const *v, unsigned n)
         snprintf(buf + o, cap - o, "}");
 }
 
-/* Adds the sums of rows [from, to), which share a key, to its hour's
- * rollup row. */
+/* Sends the upsert that adds the sums of rows [from, to), which share a
+ * key, to its hour's rollup row (pipeline mode: put_rollups). */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
            size_t to, struct proto_err *err)
@@ -942,10 +1105,8 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
     char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
     const char *v[16], *e[RECEIPT_NCOUNTERS];
-    PGresult *r;
     size_t i;
     unsigned b;
-    int rc;
 
     memset(c, 0, sizeof(c));
     for (i = from; i < to; i++) {
@@ -1005,24 +1166,117 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     for (i = 0; i < 4; i++)
         v[11 + i] = arrays[i];
     v[15] = num[7];
-    r = PQexecParams(p->pc, sql, 16, NULL, v, NULL, NULL, 0);
-    rc = PQresultStatus(r) == PGRES_COMMAND_OK
-             ? 0
-             : store_pg_fail(p, r, err, "add to a rollup");
-    PQclear(r);
+    /* In pipeline mode (flush_group): sent now, its result read later. */
+    if (PQsendQueryParams(p->pc, sql, 16, NULL, v, NULL, NULL, 0) != 1)
+        return store_pg_fail(p, NULL, err, "add to a rollup");
+    return 0;
+}
+
+/*
+ * Adds the sums of the sorted rows to their hours' rollup rows, one
+ * upsert per key, in one round trip: libpq's pipeline mode sends them all,
+ * then a sync, and reads every result. The first failure aborts the
+ * transaction, and the results after it say PGRES_PIPELINE_ABORTED.
+ */
+static int
+put_rollups(struct store_pg *p, struct proto_err *err)
+{
+    PGresult *r;
+    size_t i, from;
+    int rc = 0, synced = 0;
+
+    if (PQenterPipelineMode(p->pc) != 1)
+        return store_pg_fail(p, NULL, err, "enter pipeline mode");
+    for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
+        if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
+            rc = put_rollup(p, p->rows, from, i, err);
+            from = i;
+        }
+    if (PQpipelineSync(p->pc) != 1) {
+        if (rc == 0)
+            rc = store_pg_fail(p, NULL, err, "send the rollups");
+    } else {
+        /* Each query's result ends with NULL; the sync's ends it all. */
+        while (!synced) {
+            if ((r = PQgetResult(p->pc)) == NULL) {
+                if (PQstatus(p->pc) != CONNECTION_OK) {
+                    if (rc == 0)
+                        rc = store_pg_fail(p, NULL, err, "add to a rollup");
+                    break;
+                }
+                continue;
+            }
+            switch (PQresultStatus(r)) {
+            case PGRES_PIPELINE_SYNC:
+                synced = 1;
+                break;
+            case PGRES_COMMAND_OK:
+                break;
+            default:
+                if (rc == 0)
+                    rc = store_pg_fail(p, r, err, "add to a rollup");
+                break;
+            }
+            PQclear(r);
+        }
+    }
+    if (PQexitPipelineMode(p->pc) != 1 && rc == 0)
+        rc = store_pg_fail(p, NULL, err, "leave pipeline mode");
+    p->broken |= rc != 0;
     return rc;
 }
 
-/* Sends the group's receipts and rollups (see the file's comment). */
+/* Runs sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
+ * b between the format's header and trailer. */
 static int
-flush_group(struct store_pg *p, struct proto_err *err)
+copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
+        struct proto_err *err, const char *what)
 {
     static const unsigned char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0";
     static const unsigned char trailer[2] = { 0xff, 0xff };
-    PGresult *r;
-    size_t i, from;
+    PGresult *r = PQexec(p->pc, sql);
+    size_t i;
     int rc, ok;
 
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        rc = store_pg_fail(p, r, err, what);
+        PQclear(r);
+        return rc;
+    }
+    PQclear(r);
+    /* libpq takes an int's worth at a time: the buffer goes in slices. */
+    ok = PQputCopyData(p->pc, (const char *)header, sizeof(header)) == 1;
+    for (i = 0; ok && i < b->len; i += COPY_SLICE)
+        ok = PQputCopyData(
+                 p->pc, (const char *)b->p + i,
+                 (int)(b->len - i < COPY_SLICE ? b->len - i : COPY_SLICE)) == 1;
+    if (!ok ||
+        PQputCopyData(p->pc, (const char *)trailer, sizeof(trailer)) != 1 ||
+        PQputCopyEnd(p->pc, NULL) != 1)
+        return store_pg_fail(p, NULL, err, what);
+    r = PQgetResult(p->pc);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0
+                                               : store_pg_fail(p, r, err, what);
+    PQclear(r);
+    while ((r = PQgetResult(p->pc)) != NULL)
+        PQclear(r);
+    return rc;
+}
+
+/* Sends the group's seq records, receipts and rollups (see the file's
+ * comment). A seq another instance recorded meanwhile fails the group on
+ * dedupe's key; the writer then answers it as the duplicate it is
+ * (writer.c answer_committed). */
+static int
+flush_group(struct store_pg *p, struct proto_err *err)
+{
+    size_t i;
+    int rc;
+
+    if (p->n_recs > 0 &&
+        (rc = copy_in(p, "COPY dedupe FROM STDIN (FORMAT binary)",
+                      &p->seqs_copy, err, "record the seqs")))
+        return rc;
     if (p->n_rows == 0)
         return 0;
     for (i = 0; i < p->n_rows; i++) {
@@ -1032,45 +1286,15 @@ flush_group(struct store_pg *p, struct proto_err *err)
         if ((rc = make_partition(p, day, err)))
             return rc;
     }
-    r = PQexec(p->pc, "COPY staging FROM STDIN (FORMAT binary)");
-    if (PQresultStatus(r) != PGRES_COPY_IN) {
-        rc = store_pg_fail(p, r, err, "start a COPY");
-        PQclear(r);
+    if ((rc = copy_in(p, "COPY staging FROM STDIN (FORMAT binary)", &p->copy,
+                      err, "COPY the receipts")))
         return rc;
-    }
-    PQclear(r);
-    /* libpq takes an int's worth at a time: the buffer goes in slices. */
-    ok = PQputCopyData(p->pc, (const char *)header, sizeof(header)) == 1;
-    for (i = 0; ok && i < p->copy_len; i += COPY_SLICE)
-        ok = PQputCopyData(p->pc, (const char *)p->copy + i,
-                           (int)(p->copy_len - i < COPY_SLICE ? p->copy_len - i
-                                                              : COPY_SLICE)) ==
-             1;
-    if (!ok ||
-        PQputCopyData(p->pc, (const char *)trailer, sizeof(trailer)) != 1 ||
-        PQputCopyEnd(p->pc, NULL) != 1)
-        return store_pg_fail(p, NULL, err, "send a COPY");
-    r = PQgetResult(p->pc);
-    rc = PQresultStatus(r) == PGRES_COMMAND_OK
-             ? 0
-             : store_pg_fail(p, r, err, "COPY the receipts");
-    PQclear(r);
-    while ((r = PQgetResult(p->pc)) != NULL)
-        PQclear(r);
-    if (rc || (rc = store_pg_exec(p,
-                                  "INSERT INTO receipts SELECT * FROM "
-                                  "staging",
-                                  err, "store the receipts")))
+    if ((rc = store_pg_exec(p, "INSERT INTO receipts SELECT * FROM staging",
+                            err, "store the receipts")))
         return rc;
     sort_arena = p->arena;
     qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
-    for (from = 0, i = 1; i <= p->n_rows; i++)
-        if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
-            if ((rc = put_rollup(p, p->rows, from, i, err)))
-                return rc;
-            from = i;
-        }
-    return 0;
+    return put_rollups(p, err);
 }
 
 static int

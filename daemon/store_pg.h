@@ -21,6 +21,30 @@ int store_pg_schema_version(void);
 
 struct store_pg_row; /* a receipt of the open group (store_pg.c) */
 
+/* A (source, seq) record of the open group; strings in the arena. */
+struct store_pg_rec {
+    size_t source, source_len, outcome, outcome_len;
+    uint64_t seq;
+    int64_t receipt_id;
+    int op, status, has_outcome;
+    uint32_t hash;
+};
+
+/* A source's highest recorded seq, as far as this instance knows. */
+struct store_pg_hwm {
+    char *source; /* owned; NULL: a free slot */
+    size_t len;
+    int known; /* read from dedupe */
+    int has;   /* the source has a recorded seq: seq */
+    uint64_t seq;
+};
+
+/* A growing buffer of COPY tuples. */
+struct store_pg_buf {
+    unsigned char *p;
+    size_t len, cap;
+};
+
 struct store_pg {
     struct store_base base; /* first: store_ops.h */
     PGconn *pc;
@@ -33,15 +57,23 @@ struct store_pg {
      * id_end) of the block last drawn from the sequence receipt_ids. */
     int64_t id_next, id_end;
     /* The group's receipts, as COPY (FORMAT binary) tuples waiting for
-     * the commit, and their rollup keys and figures. */
-    unsigned char *copy;
-    size_t copy_len, copy_cap;
+     * the commit, and their rollup keys and figures; its (source, seq)
+     * records likewise. */
+    struct store_pg_buf copy, seqs_copy;
     struct store_pg_row *rows;
     size_t n_rows, cap_rows;
-    char *arena; /* the rows' strings, NUL-terminated */
+    struct store_pg_rec *recs;
+    size_t n_recs, cap_recs;
+    char *arena; /* the rows' and records' strings, NUL-terminated */
     size_t arena_len, arena_cap;
     /* What the open savepoint restores. */
-    size_t sp_copy_len, sp_rows, sp_arena_len;
+    struct {
+        size_t copy, seqs_copy, rows, recs, arena;
+    } sp;
+    /* Each source's highest recorded seq (store_pg.c pg_write_begin),
+     * open addressing in n_hwm_slots (a power of two). */
+    struct store_pg_hwm *hwm;
+    size_t n_hwm, n_hwm_slots;
     /* Days (received_at / 86400000) whose partition exists. */
     int64_t *days;
     size_t n_days, cap_days;

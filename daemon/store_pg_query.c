@@ -190,6 +190,10 @@ store_pg_query_receipts(struct store *s, const struct store_filter *f,
     if (f->has_before_id)
         ADD(" AND r.id < $%d::bigint",
             param_i64(&pa, store_pg_clamp(f->before_id)));
+    /* The receipts a node relayed ('' for those sent here directly). */
+    if (f->origin)
+        ADD(" AND r.origin = convert_from($%d::bytea, 'UTF8')",
+            param_str(&pa, f->origin, f->origin_len));
     ADD(" ORDER BY r.id DESC LIMIT %u", f->limit + 1);
 #undef ADD
     if ((rc = read_begin(p, deadline_ms, err)))

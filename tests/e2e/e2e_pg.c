@@ -6,6 +6,7 @@
  * once, every one resent stored once, and the query kinds answering from
  * PostgreSQL. PostgreSQL itself crashing under the daemon: writes answer
  * unavailable, then succeed again once it is back, on the same daemon.
+ * Two instances on one database: each answers for the other's writes.
  *
  * Reports SKIP where PostgreSQL 15 is not installed (a failure when
  * RECEIPTD_CI is set).
@@ -32,25 +33,53 @@
 #define MAXSEQ (ROUNDS * (PER + WINDOW) + 1)
 
 static struct e2e_daemon d;
-static char pgdir[300], cluster[512], db[700];
+static char base[150], pgdir[300], cluster[512], db[700];
 static const char *extra[3];
 
+/* One cluster for the binary, in its parent process (an unchecked
+ * fixture), so that it is stopped whatever the tests do: a failed
+ * assertion ends a test's process before its own teardown. */
+static void
+cluster_up(void)
+{
+    const char *tmp = TEST_BINARY_DIR;
+
+    if (strlen(tmp) > 60)
+        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(base, sizeof(base), "%s/e2e-pg-XXXXXX", tmp);
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(pgdir, sizeof(pgdir), "%s/pg", base);
+    pg_cluster_start(pgdir, cluster, sizeof(cluster));
+}
+
+static void
+cluster_down(void)
+{
+    char cmd[400];
+    int rc;
+
+    pg_cluster_stop(pgdir, "fast");
+    if (getenv("E2E_KEEP") == NULL) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+        rc = system(cmd);
+        (void)rc;
+    }
+}
+
+/* Each test: a database of its own and a daemon on it. */
 static void
 setup(void)
 {
-    const char *base = TEST_BINARY_DIR;
+    char name[32];
 
     memset(&d, 0, sizeof(d));
-    if (strlen(base) > 60)
-        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(d.dir, sizeof(d.dir), "%s/e2e-XXXXXX", base);
+    snprintf(d.dir, sizeof(d.dir), "%s/d-XXXXXX", base);
     ck_assert_ptr_nonnull(mkdtemp(d.dir));
     snprintf(d.sock, sizeof(d.sock), "%s/s", d.dir);
     snprintf(d.db, sizeof(d.db), "%s/unused.db", d.dir);
     snprintf(d.log, sizeof(d.log), "%s/receiptd.log", d.dir);
-    snprintf(pgdir, sizeof(pgdir), "%s/pg", d.dir);
-    pg_cluster_start(pgdir, cluster, sizeof(cluster));
-    pg_cluster_database(cluster, "central", db, sizeof(db));
+    snprintf(name, sizeof(name), "central_%ld", (long)getpid());
+    pg_cluster_database(cluster, name, db, sizeof(db));
     extra[0] = "--pg";
     extra[1] = db;
     extra[2] = NULL;
@@ -63,7 +92,6 @@ teardown(void)
     if (d.pid > 0)
         e2e_stop(&d, SIGKILL, 5000, NULL);
     d.pid = 0;
-    pg_cluster_stop(pgdir, "fast");
     e2e_cleanup(&d);
 }
 
@@ -281,16 +309,77 @@ START_TEST(test_pg_server_crash_then_back)
 }
 END_TEST
 
+/* A second instance on the same database: it migrates nothing, answers
+ * for what the first stored, and a (source, seq) the first stored is a
+ * duplicate there; both store, neither twice. */
+START_TEST(test_pg_two_instances_share_the_database)
+{
+    struct e2e_daemon d2;
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    int fa, fb;
+    uint64_t seq;
+
+    memset(&d2, 0, sizeof(d2));
+    snprintf(d2.dir, sizeof(d2.dir), "%s", d.dir);
+    snprintf(d2.sock, sizeof(d2.sock), "%s/s2", d.dir);
+    snprintf(d2.db, sizeof(d2.db), "%s/unused2.db", d.dir);
+    snprintf(d2.log, sizeof(d2.log), "%s/receiptd2.log", d.dir);
+    ck_assert_msg(e2e_restart(&d2, extra) == 0, "a second receiptd --pg");
+    fa = e2e_connect(&d);
+    fb = e2e_connect(&d2);
+    ck_assert_int_ge(fa, 0);
+    ck_assert_int_ge(fb, 0);
+    ck_assert_int_eq(e2e_hello(fa, "producer-3"), 0);
+    ck_assert_int_eq(e2e_hello(fb, "producer-3"), 0);
+    for (seq = 1; seq <= 20; seq++) {
+        int fd = seq % 2 ? fa : fb;
+
+        ck_assert_int_eq(send_seq(fd, seq), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(rep.r.ok, "seq %llu: %s", (unsigned long long)seq,
+                      rep.r.err.message);
+        e2e_reply_free(&rep);
+    }
+    /* Each resends what the other stored. */
+    for (seq = 1; seq <= 20; seq++) {
+        int fd = seq % 2 ? fb : fa;
+
+        ck_assert_int_eq(send_seq(fd, seq), 0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert(rep.r.ok);
+        ck_assert_ptr_nonnull(e2e_get(rep.r.result, "duplicate"));
+        e2e_reply_free(&rep);
+    }
+    ck_assert_int_eq(scalar("SELECT count(*) FROM receipts WHERE source = "
+                            "'producer-3'"),
+                     20);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM receiptd_migrations"),
+                     scalar("SELECT max(version) FROM receiptd_migrations"));
+    /* Either answers for both. */
+    rows = query(fb, 500, "gaps", &rep);
+    ck_assert_uint_eq(rows->via.array.size, 1);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "received"), 20);
+    ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "last_seq"), 20);
+    e2e_reply_free(&rep);
+    close(fa);
+    close(fb);
+    e2e_stop(&d2, SIGKILL, 5000, NULL);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
     Suite *s = suite_create("e2e_pg");
     TCase *tc = tcase_create("pg");
 
+    tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_pg_kill9_keeps_every_ack_once);
     tcase_add_test(tc, test_pg_server_crash_then_back);
+    tcase_add_test(tc, test_pg_two_instances_share_the_database);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -398,6 +398,9 @@ enum {
     V_TLS_WITH_TOKEN,
     V_QUARANTINE_SMALL,
     V_PENDING_SMALL,
+    V_PG_NO_DB,
+    V_BACKEND_BAD,
+    V_PG_NO_CONNINFO,
     V_COUNT
 };
 
@@ -439,6 +442,11 @@ static const char *const validate_want[V_COUNT] = {
     [V_PENDING_SMALL] = "limits.max_pending: limits.max_pending (1048576 "
                         "bytes) is smaller than limits.max_unsent (4194304 "
                         "bytes)",
+    [V_PG_NO_DB] = "",
+    [V_BACKEND_BAD] = "store.backend: \"mysql\" is not a store backend: "
+                      "\"sqlite\" or \"postgresql\"",
+    [V_PG_NO_CONNINFO] = "store.conninfo: the postgresql backend needs a "
+                         "conninfo",
 };
 
 START_TEST(test_config_validate_cross_field_table)
@@ -456,6 +464,17 @@ START_TEST(test_config_validate_cross_field_table)
     case V_NO_DB:
         free(c.db_path);
         c.db_path = strdup("");
+        break;
+    case V_PG_NO_DB: /* --pg alone: no SQLite path needed */
+        free(c.db_path);
+        c.db_path = strdup("");
+        c.pg_conninfo = strdup("host=/run/postgresql dbname=receipts");
+        break;
+    case V_BACKEND_BAD:
+        c.store_backend = strdup("mysql");
+        break;
+    case V_PG_NO_CONNINFO:
+        c.store_backend = strdup("postgresql");
         break;
     case V_FRAME_SMALL:
         c.max_frame = 63;

@@ -123,10 +123,11 @@ mk_receipt(struct receipt *r, int i)
     r->artifacts[3] = 7;
 }
 
-/* One `receipt` write with a seq, in its own group. */
+/* One `receipt` write with a seq into the open group; expect: 0 new, 1
+ * a duplicate, 2 a conflict (the seq was another payload). */
 static void
 one(struct store *s, const char *source, uint64_t seq, int i, int64_t at,
-    int expect_dup)
+    int expect)
 {
     struct receipt r;
     struct store_write w;
@@ -144,7 +145,8 @@ one(struct store *s, const char *source, uint64_t seq, int i, int64_t at,
     w.n_receipts = 1;
     w.payload_hash = (uint32_t)(i + 1);
     ck_assert_int_eq(store_apply(s, &w, &err), 0);
-    ck_assert_int_eq(w.duplicate, expect_dup);
+    ck_assert_int_eq(w.duplicate, expect == 1);
+    ck_assert_int_eq(w.conflict, expect == 2);
     free(w.dup_outcome);
 }
 
@@ -173,6 +175,8 @@ fill(struct store *s)
                 continue; /* gaps */
             one(s, "node-a", seq, k, at + i * 1000, 0);
         }
+        if (g == 0) /* a resend inside the group that stored it */
+            one(s, "node-a", 2, 1, at + 9000, 1);
         one(s, "node-b", 100 + (uint64_t)g * 2, g, at + 500, 0);
         for (i = 0; i < 25; i++)
             mk_receipt(&rs[i], g * 25 + i);
@@ -189,6 +193,7 @@ fill(struct store *s)
     /* A resend of a stored seq: a duplicate, stored once. */
     ck_assert_int_eq(store_begin(s, &err), 0);
     one(s, "node-a", 5, 4, T0 + 80 * HOUR, 1);
+    one(s, "node-a", 6, 99, T0 + 80 * HOUR, 2); /* another payload */
     memset(&w, 0, sizeof(w));
     w.op = -1;
     w.source = "node-a";
@@ -429,7 +434,7 @@ START_TEST(test_backends_answer_every_kind_the_same)
     b = open_store(STORE_BACKEND_POSTGRESQL, pg, 1);
 
     /* receipts, filter by filter */
-    for (i = 0; i < 9; i++) {
+    for (i = 0; i < 10; i++) {
         struct store_filter f = filter();
 
         switch (i) {
@@ -468,6 +473,10 @@ START_TEST(test_backends_answer_every_kind_the_same)
         case 8:
             f.source = "";
             f.source_len = 0;
+            break;
+        case 9: /* a node that relayed nothing here */
+            f.origin = "node-x";
+            f.origin_len = 6;
             break;
         }
         snprintf(what, sizeof(what), "receipts (filter %zu)", i);
@@ -644,6 +653,56 @@ START_TEST(test_pg_same_rows_twice_fail_whole)
 }
 END_TEST
 
+/* Two instances on one database: a seq one of them stored after the
+ * other read its source's marks is still stored once. The second's group
+ * fails whole on dedupe's key; its next look finds the duplicate. */
+START_TEST(test_pg_two_writers_store_a_seq_once)
+{
+    struct proto_err err;
+    struct receipt r;
+    struct store_write w;
+    struct store *a, *b;
+    char pg[700];
+
+    fresh_db("two", pg, sizeof(pg));
+    a = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    b = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    /* Both learn node-a's highest seq: 1. */
+    ck_assert_int_eq(store_begin(a, &err), 0);
+    one(a, "node-a", 1, 0, T0, 0);
+    ck_assert_int_eq(store_commit(a, &err), 0);
+    ck_assert_int_eq(store_begin(b, &err), 0);
+    one(b, "node-a", 1, 0, T0, 1);
+    ck_assert_int_eq(store_commit(b, &err), 0);
+    /* a stores seq 2; b, whose mark says 1, tries it too. */
+    ck_assert_int_eq(store_begin(a, &err), 0);
+    one(a, "node-a", 2, 1, T0 + 1, 0);
+    ck_assert_int_eq(store_commit(a, &err), 0);
+    ck_assert_int_eq(store_begin(b, &err), 0);
+    one(b, "node-a", 2, 1, T0 + 2, 0);
+    ck_assert_int_ne(store_commit(b, &err), 0);
+    ck_assert(store_txn_broken(b));
+    store_rollback(b);
+    /* As the writer does after a failed group: look again. */
+    ck_assert_int_eq(store_begin(b, &err), 0);
+    mk_receipt(&r, 1);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = "node-a";
+    w.source_len = 6;
+    w.has_seq = 1;
+    w.seq = 2;
+    w.payload_hash = 2;
+    ck_assert_int_eq(store_apply(b, &w, &err), 0);
+    ck_assert_int_eq(w.duplicate, 1);
+    store_rollback(b);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts WHERE seq = 2"),
+                     1);
+    store_free(a);
+    store_free(b);
+}
+END_TEST
+
 /* Retention drops whole days: the partitions before the cutoff, their
  * hours' rollups, a record in prunes. */
 START_TEST(test_pg_prune_drops_whole_days)
@@ -688,6 +747,7 @@ suite(void)
     tcase_add_test(tc, test_pg_rollups_equal_scan);
     tcase_add_test(tc, test_pg_instances_migrate_once);
     tcase_add_test(tc, test_pg_same_rows_twice_fail_whole);
+    tcase_add_test(tc, test_pg_two_writers_store_a_seq_once);
     tcase_add_test(tc, test_pg_prune_drops_whole_days);
     suite_add_tcase(s, tc);
     return s;
