@@ -124,6 +124,43 @@ get_str(PGresult *r, int row, int col)
     return s;
 }
 
+/*
+ * The loop of a query of rows: runs sql (asking for limit + 1 rows) in a
+ * read transaction under the deadline, calls one(r, i, cb, arg) for each
+ * of the first limit rows and sets *truncated when there was one more.
+ * Returns 0, one's non-zero return, or an error.
+ */
+typedef int (*pg_row_fn)(PGresult *r, int i, void *cb, void *arg);
+
+static int
+query_rows(struct store_pg *p, const char *sql, struct params *pa,
+           uint32_t limit, uint64_t deadline_ms, pg_row_fn one, void *cb,
+           void *arg, int *truncated, struct proto_err *err)
+{
+    PGresult *r = NULL;
+    int rc, i, rows;
+
+    *truncated = 0;
+    if ((rc = read_begin(p, deadline_ms, err)))
+        goto out;
+    if ((r = run(p, sql, pa, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    rows = PQntuples(r);
+    for (i = 0; i < rows && rc == 0; i++) {
+        if ((uint32_t)i == limit) {
+            *truncated = 1;
+            break;
+        }
+        rc = one(r, i, cb, arg);
+    }
+out:
+    PQclear(r);
+    read_end(p);
+    return rc;
+}
+
 /* ---- receipts ---- */
 
 /* The filters of f as SQL conditions on receipts r, their values in pa. */
@@ -156,6 +193,36 @@ where(char *sql, size_t cap, size_t n, const struct store_filter *f,
 #undef ADD
 }
 
+static int
+receipt_row(PGresult *r, int i, void *cb, void *arg)
+{
+    struct store_row row;
+
+    memset(&row, 0, sizeof(row));
+    row.receipt_id = store_pg_i64(PQgetvalue(r, i, 0));
+    row.received_at = store_pg_i64(PQgetvalue(r, i, 1));
+    row.source = get_str(r, i, 2);
+    row.has_seq = !PQgetisnull(r, i, 3);
+    row.seq = row.has_seq ? (uint64_t)store_pg_i64(PQgetvalue(r, i, 3)) : 0;
+    row.status = store_pg_i16(PQgetvalue(r, i, 4));
+    row.r.schema_version = (uint16_t)store_pg_i16(PQgetvalue(r, i, 5));
+    row.r.requested_backend = (uint8_t)store_pg_i16(PQgetvalue(r, i, 6));
+    row.r.executed_backend = (uint8_t)store_pg_i16(PQgetvalue(r, i, 7));
+    row.r.model_instance_id = get_str(r, i, 8);
+    row.r.prepared_plan_id = get_str(r, i, 9);
+    row.r.graph_hash = get_str(r, i, 10);
+    row.r.tuning_profile = get_str(r, i, 11);
+    row.r.stop_reason = get_str(r, i, 12);
+    row.r.counter_coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 13));
+    get_i64s(r, i, 14, row.r.counters, RECEIPT_NCOUNTERS);
+    get_i64s(r, i, 15, row.r.artifacts, RECEIPT_NARTIFACTS);
+    if (!PQgetisnull(r, i, 16)) {
+        row.r.extra = PQgetvalue(r, i, 16);
+        row.r.extra_len = (size_t)PQgetlength(r, i, 16);
+    }
+    return ((store_row_cb)cb)(arg, &row);
+}
+
 int
 store_pg_query_receipts(struct store *s, const struct store_filter *f,
                         uint64_t deadline_ms, store_row_cb cb, void *arg,
@@ -164,11 +231,8 @@ store_pg_query_receipts(struct store *s, const struct store_filter *f,
     struct store_pg *p = store_pg_of(s);
     struct params pa = { 0 };
     char sql[1536];
-    PGresult *r = NULL;
     size_t n;
-    int rc, i, rows;
 
-    *truncated = 0;
     n = (size_t)snprintf(
         sql, sizeof(sql),
         "SELECT r.id, r.received_at, r.source, r.seq, r.status, "
@@ -196,48 +260,8 @@ store_pg_query_receipts(struct store *s, const struct store_filter *f,
             param_str(&pa, f->origin, f->origin_len));
     ADD(" ORDER BY r.id DESC LIMIT %u", f->limit + 1);
 #undef ADD
-    if ((rc = read_begin(p, deadline_ms, err)))
-        goto out;
-    if ((r = run(p, sql, &pa, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    rows = PQntuples(r);
-    for (i = 0; i < rows && rc == 0; i++) {
-        struct store_row row;
-
-        if ((uint32_t)i == f->limit) {
-            *truncated = 1;
-            break;
-        }
-        memset(&row, 0, sizeof(row));
-        row.receipt_id = store_pg_i64(PQgetvalue(r, i, 0));
-        row.received_at = store_pg_i64(PQgetvalue(r, i, 1));
-        row.source = get_str(r, i, 2);
-        row.has_seq = !PQgetisnull(r, i, 3);
-        row.seq = row.has_seq ? (uint64_t)store_pg_i64(PQgetvalue(r, i, 3)) : 0;
-        row.status = store_pg_i16(PQgetvalue(r, i, 4));
-        row.r.schema_version = (uint16_t)store_pg_i16(PQgetvalue(r, i, 5));
-        row.r.requested_backend = (uint8_t)store_pg_i16(PQgetvalue(r, i, 6));
-        row.r.executed_backend = (uint8_t)store_pg_i16(PQgetvalue(r, i, 7));
-        row.r.model_instance_id = get_str(r, i, 8);
-        row.r.prepared_plan_id = get_str(r, i, 9);
-        row.r.graph_hash = get_str(r, i, 10);
-        row.r.tuning_profile = get_str(r, i, 11);
-        row.r.stop_reason = get_str(r, i, 12);
-        row.r.counter_coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 13));
-        get_i64s(r, i, 14, row.r.counters, RECEIPT_NCOUNTERS);
-        get_i64s(r, i, 15, row.r.artifacts, RECEIPT_NARTIFACTS);
-        if (!PQgetisnull(r, i, 16)) {
-            row.r.extra = PQgetvalue(r, i, 16);
-            row.r.extra_len = (size_t)PQgetlength(r, i, 16);
-        }
-        rc = cb(arg, &row);
-    }
-out:
-    PQclear(r);
-    read_end(p);
-    return rc;
+    return query_rows(p, sql, &pa, f->limit, deadline_ms, receipt_row, cb, arg,
+                      truncated, err);
 }
 
 /* The first column of sql's first row (a bigint, binary), dflt when
@@ -769,6 +793,35 @@ out:
 
 /* ---- quarantine, plans, retention records ---- */
 
+static int
+quarantine_row(PGresult *r, int i, void *cb, void *arg)
+{
+    struct store_qrow q;
+    char code[16];
+    const char *name;
+
+    memset(&q, 0, sizeof(q));
+    q.id = store_pg_i64(PQgetvalue(r, i, 0));
+    q.received_at = store_pg_i64(PQgetvalue(r, i, 1));
+    q.source = get_str(r, i, 2);
+    q.op = get_str(r, i, 3);
+    name = proto_code_name(store_pg_i32(PQgetvalue(r, i, 4)));
+    snprintf(code, sizeof(code), "%s", name ? name : "");
+    q.code.ptr = code;
+    q.code.len = strlen(code);
+    q.path = get_str(r, i, 5);
+    q.message = get_str(r, i, 6);
+    q.size = (uint64_t)store_pg_i64(PQgetvalue(r, i, 7));
+    q.attempts = (uint64_t)store_pg_i64(PQgetvalue(r, i, 8));
+    q.last_attempt_at = store_pg_i64(PQgetvalue(r, i, 9));
+    /* NULL unless the query asked for the bytes. */
+    if (!PQgetisnull(r, i, 10)) {
+        q.raw = PQgetvalue(r, i, 10);
+        q.raw_len = (size_t)PQgetlength(r, i, 10);
+    }
+    return ((store_qrow_cb)cb)(arg, &q);
+}
+
 int
 store_pg_query_quarantine(struct store *s, const struct store_filter *f,
                           int has_id, uint64_t id, int with_raw,
@@ -778,11 +831,8 @@ store_pg_query_quarantine(struct store *s, const struct store_filter *f,
     struct store_pg *p = store_pg_of(s);
     struct params pa = { 0 };
     char sql[1024];
-    PGresult *r = NULL;
     size_t n;
-    int rc, i, rows;
 
-    *truncated = 0;
     n = (size_t)snprintf(sql, sizeof(sql),
                          "SELECT id, received_at, source, op, code, path, "
                          "message, length(raw)::bigint, attempts, "
@@ -804,46 +854,23 @@ store_pg_query_quarantine(struct store *s, const struct store_filter *f,
             param_i64(&pa, store_pg_clamp(f->until)));
     ADD(" ORDER BY id DESC LIMIT %u", f->limit + 1);
 #undef ADD
-    if ((rc = read_begin(p, deadline_ms, err)))
-        goto out;
-    if ((r = run(p, sql, &pa, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    rows = PQntuples(r);
-    for (i = 0; i < rows && rc == 0; i++) {
-        struct store_qrow q;
-        char code[16];
-        const char *name;
+    return query_rows(p, sql, &pa, f->limit, deadline_ms, quarantine_row, cb,
+                      arg, truncated, err);
+}
 
-        if ((uint32_t)i == f->limit) {
-            *truncated = 1;
-            break;
-        }
-        memset(&q, 0, sizeof(q));
-        q.id = store_pg_i64(PQgetvalue(r, i, 0));
-        q.received_at = store_pg_i64(PQgetvalue(r, i, 1));
-        q.source = get_str(r, i, 2);
-        q.op = get_str(r, i, 3);
-        name = proto_code_name(store_pg_i32(PQgetvalue(r, i, 4)));
-        snprintf(code, sizeof(code), "%s", name ? name : "");
-        q.code.ptr = code;
-        q.code.len = strlen(code);
-        q.path = get_str(r, i, 5);
-        q.message = get_str(r, i, 6);
-        q.size = (uint64_t)store_pg_i64(PQgetvalue(r, i, 7));
-        q.attempts = (uint64_t)store_pg_i64(PQgetvalue(r, i, 8));
-        q.last_attempt_at = store_pg_i64(PQgetvalue(r, i, 9));
-        if (with_raw && !PQgetisnull(r, i, 10)) {
-            q.raw = PQgetvalue(r, i, 10);
-            q.raw_len = (size_t)PQgetlength(r, i, 10);
-        }
-        rc = cb(arg, &q);
-    }
-out:
-    PQclear(r);
-    read_end(p);
-    return rc;
+static int
+plan_row(PGresult *r, int i, void *cb, void *arg)
+{
+    struct store_plan_row pr;
+
+    pr.plan = get_str(r, i, 0);
+    pr.graph = get_str(r, i, 1);
+    pr.source = get_str(r, i, 2);
+    pr.registered_at = store_pg_i64(PQgetvalue(r, i, 3));
+    pr.nodes = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4));
+    pr.values = (uint64_t)store_pg_i64(PQgetvalue(r, i, 5));
+    pr.retained = (uint64_t)store_pg_i64(PQgetvalue(r, i, 6));
+    return ((store_plan_row_cb)cb)(arg, &pr);
 }
 
 int
@@ -854,11 +881,8 @@ store_pg_query_plans(struct store *s, const struct store_filter *f,
     struct store_pg *p = store_pg_of(s);
     struct params pa = { 0 };
     char sql[1024];
-    PGresult *r = NULL;
     size_t n;
-    int rc, i, rows;
 
-    *truncated = 0;
     n = (size_t)snprintf(sql, sizeof(sql),
                          "SELECT p.plan, p.graph, p.source, p.registered_at, "
                          "p.nodes, p.nvalues, (SELECT count(*) FROM retained "
@@ -883,33 +907,22 @@ store_pg_query_plans(struct store *s, const struct store_filter *f,
             param_i64(&pa, store_pg_clamp(f->until)));
     ADD(" ORDER BY p.id DESC LIMIT %u", f->limit + 1);
 #undef ADD
-    if ((rc = read_begin(p, deadline_ms, err)))
-        goto out;
-    if ((r = run(p, sql, &pa, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    rows = PQntuples(r);
-    for (i = 0; i < rows && rc == 0; i++) {
-        struct store_plan_row pr;
+    return query_rows(p, sql, &pa, f->limit, deadline_ms, plan_row, cb, arg,
+                      truncated, err);
+}
 
-        if ((uint32_t)i == f->limit) {
-            *truncated = 1;
-            break;
-        }
-        pr.plan = get_str(r, i, 0);
-        pr.graph = get_str(r, i, 1);
-        pr.source = get_str(r, i, 2);
-        pr.registered_at = store_pg_i64(PQgetvalue(r, i, 3));
-        pr.nodes = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4));
-        pr.values = (uint64_t)store_pg_i64(PQgetvalue(r, i, 5));
-        pr.retained = (uint64_t)store_pg_i64(PQgetvalue(r, i, 6));
-        rc = cb(arg, &pr);
-    }
-out:
-    PQclear(r);
-    read_end(p);
-    return rc;
+static int
+retained_row(PGresult *r, int i, void *cb, void *arg)
+{
+    struct store_retained_row v;
+
+    v.plan = get_str(r, i, 0);
+    v.graph = get_str(r, i, 1);
+    v.value_id = get_str(r, i, 2);
+    v.retained_at = store_pg_i64(PQgetvalue(r, i, 3));
+    v.value = PQgetvalue(r, i, 4);
+    v.len = (size_t)PQgetlength(r, i, 4);
+    return ((store_retained_row_cb)cb)(arg, &v);
 }
 
 int
@@ -920,10 +933,7 @@ store_pg_query_retained(struct store *s, const struct store_filter *f,
     struct store_pg *p = store_pg_of(s);
     struct params pa = { 0 };
     char sql[1024];
-    PGresult *r = NULL;
-    int rc, i, rows;
 
-    *truncated = 0;
     param_str(&pa, f->plan, f->plan_len);
     if (f->graph)
         param_str(&pa, f->graph, f->graph_len);
@@ -934,32 +944,8 @@ store_pg_query_retained(struct store *s, const struct store_filter *f,
              "convert_to(v.value_id, 'UTF8') LIMIT %u",
              f->graph ? " AND p.graph = convert_from($2::bytea, 'UTF8')" : "",
              f->limit + 1);
-    if ((rc = read_begin(p, deadline_ms, err)))
-        goto out;
-    if ((r = run(p, sql, &pa, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    rows = PQntuples(r);
-    for (i = 0; i < rows && rc == 0; i++) {
-        struct store_retained_row v;
-
-        if ((uint32_t)i == f->limit) {
-            *truncated = 1;
-            break;
-        }
-        v.plan = get_str(r, i, 0);
-        v.graph = get_str(r, i, 1);
-        v.value_id = get_str(r, i, 2);
-        v.retained_at = store_pg_i64(PQgetvalue(r, i, 3));
-        v.value = PQgetvalue(r, i, 4);
-        v.len = (size_t)PQgetlength(r, i, 4);
-        rc = cb(arg, &v);
-    }
-out:
-    PQclear(r);
-    read_end(p);
-    return rc;
+    return query_rows(p, sql, &pa, f->limit, deadline_ms, retained_row, cb, arg,
+                      truncated, err);
 }
 
 int
