@@ -38,8 +38,12 @@
 /* Distinct keys the tail may hold in memory (about 1 KiB each); a full
  * table makes the tail a chunk early (store_rollup_full). */
 #define TXN_MAX 8192
-/* Distinct keys of the chunks waiting to be sealed together, and so of
- * the sums being merged: a tail that would not fit seals them first. */
+/* The keys of the chunks waiting to be sealed together, each chunk's
+ * counted (a key in every chunk counts once per chunk), so at most the
+ * keys of the sums being merged: a tail that would pass it seals them
+ * first. The bench's single receipts (6,400 keys a chunk) seal two chunks
+ * at a time by this bound; 4 x 8,192 sealed fewer times but measured more
+ * writer instructions over 160,000 receipts (3.02e9 against 2.64e9). */
 #define WAIT_MAX (2 * TXN_MAX)
 
 struct pending {
