@@ -50,6 +50,10 @@
 #define REPLY_FRAME_MAX (64u << 10)
 /* The most encoded records a batch holds, whatever the center allows. */
 #define RELAY_BATCH_BYTES_MAX (8u << 20)
+/* How long a batch read waits for what it read to be durable (writer.c,
+ * pipelined durability: a sync takes milliseconds) before it is read
+ * again later. */
+#define RELAY_DURABLE_WAIT_MS 1000u
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
 #define IDLE_POLL_MS     100
@@ -533,6 +537,14 @@ relay_batch(struct relay *r, int plans)
         return -2;
     }
     if (b.n == 0) {
+        msgpack_sbuffer_destroy(&b.sb);
+        return 0;
+    }
+    /* Read committed is not yet durable when the writer syncs after
+     * its commits: the center must never hold what a power cut could
+     * take from the node, whose ids would then be given out again. */
+    if (r->srv->writer != NULL &&
+        writer_wait_durable(r->srv->writer, RELAY_DURABLE_WAIT_MS) != 0) {
         msgpack_sbuffer_destroy(&b.sb);
         return 0;
     }

@@ -77,6 +77,12 @@ struct store_opts {
      * the relay's cursor, what the center has not acknowledged
      * (store_relay.h, docs/fleet.md). */
     int relay_wait;
+    /* Pipelined durability (SQLite): COMMIT does not sync the WAL
+     * (synchronous=NORMAL after the migrations), and the writer makes
+     * each group durable with store_wal_sync before it answers, on a
+     * thread of its own while the next group is applied (writer.c,
+     * docs/ingest.md). 0: synchronous=FULL, each COMMIT syncs. */
+    int sync_pipelined;
 };
 
 /* The registry of store_opts.shared: made with one reference, which the
@@ -322,6 +328,22 @@ int store_file_check(struct store *s, struct proto_err *err);
  * Writer thread, or the loop once the writer thread has ended.
  */
 int store_checkpoint_final(struct store *s, struct proto_err *err);
+
+/*
+ * Pipelined durability (store_opts.sync_pipelined): whether s commits
+ * without syncing; then every COMMIT is durable only after a later
+ * store_wal_sync returned 0. store_wal_sync may run on another thread
+ * than the writer's, at the same time as its transactions, but never at
+ * the same time as a checkpoint (or store_checkpoint_final): the writer
+ * checkpoints only while no sync is under way or owed, since after a
+ * failed sync a checkpoint could copy pages the disk lost. After a failed
+ * sync, store_wal_rewrite (writer thread, no sync under way) writes the
+ * WAL again and syncs it: once it returned 0 every commit so far is
+ * durable. Both return 0 for a backend whose COMMIT is durable.
+ */
+int store_sync_pipelined(const struct store *s);
+int store_wal_sync(struct store *s, struct proto_err *err);
+int store_wal_rewrite(struct store *s, struct proto_err *err);
 
 /*
  * A quiet moment's share of the rollup merge (store_rollup.c): when the

@@ -281,6 +281,28 @@ store_file_check(struct store *s, struct proto_err *err)
 }
 
 int
+store_sync_pipelined(const struct store *s)
+{
+    return ops(s)->sync_pipelined != NULL && ops(s)->sync_pipelined(s);
+}
+
+int
+store_wal_sync(struct store *s, struct proto_err *err)
+{
+    if (ops(s)->wal_sync == NULL)
+        return 0;
+    return ops(s)->wal_sync(s, err);
+}
+
+int
+store_wal_rewrite(struct store *s, struct proto_err *err)
+{
+    if (ops(s)->wal_rewrite == NULL)
+        return 0;
+    return ops(s)->wal_rewrite(s, err);
+}
+
+int
 store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     if (ops(s)->merge_idle == NULL)

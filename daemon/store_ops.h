@@ -104,6 +104,11 @@ struct store_ops {
     int (*checkpoint)(struct store *s, struct proto_err *err);
     int (*checkpoint_final)(struct store *s, struct proto_err *err);
     int (*file_check)(struct store *s, struct proto_err *err);
+    /* Pipelined durability (store.h store_wal_sync); NULL: every COMMIT
+     * is durable when it returns. */
+    int (*sync_pipelined)(const struct store *s);
+    int (*wal_sync)(struct store *s, struct proto_err *err);
+    int (*wal_rewrite)(struct store *s, struct proto_err *err);
     int (*merge_idle)(struct store *s, unsigned keys, struct proto_err *err);
     int (*merge_pending)(const struct store *s);
 };

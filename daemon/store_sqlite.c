@@ -39,6 +39,9 @@ const struct store_ops store_sqlite_ops = {
     .checkpoint = store_sqlite_checkpoint,
     .checkpoint_final = store_sqlite_checkpoint_final,
     .file_check = store_sqlite_file_check,
+    .sync_pipelined = store_sqlite_sync_pipelined,
+    .wal_sync = store_sqlite_wal_sync,
+    .wal_rewrite = store_sqlite_wal_rewrite,
     .merge_idle = store_sqlite_merge_idle,
     .merge_pending = store_sqlite_merge_pending,
 };

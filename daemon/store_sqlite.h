@@ -81,6 +81,9 @@ int store_sqlite_wal_frames(const struct store *s);
 int store_sqlite_checkpoint(struct store *s, struct proto_err *err);
 int store_sqlite_checkpoint_final(struct store *s, struct proto_err *err);
 int store_sqlite_file_check(struct store *s, struct proto_err *err);
+int store_sqlite_sync_pipelined(const struct store *s);
+int store_sqlite_wal_sync(struct store *s, struct proto_err *err);
+int store_sqlite_wal_rewrite(struct store *s, struct proto_err *err);
 int store_sqlite_merge_idle(struct store *s, unsigned keys,
                             struct proto_err *err);
 int store_sqlite_merge_pending(const struct store *s);

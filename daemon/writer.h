@@ -122,6 +122,15 @@ void writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
 
 /* Changes the bounds of a commit group (as writer_new takes them; 0 means
  * 1). The next group taken obeys them. Any thread, any time (reload). */
+/*
+ * Waits, at most timeout_ms, until every group that began to commit
+ * before the call is durable (synced, when the store's durability is
+ * pipelined) or failed. A reader that calls it after its read knows that
+ * what it read survives a power cut. Any thread but the writer's.
+ * Returns 0, or -1 when the time ran out.
+ */
+int writer_wait_durable(struct writer *w, uint64_t timeout_ms);
+
 void writer_set_limits(struct writer *w, uint32_t max_items,
                        uint64_t max_bytes);
 
