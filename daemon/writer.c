@@ -1029,6 +1029,8 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->cpu_us = atomic_load(&w->cpu_us);
     st->checkpoints = atomic_load(&w->checkpoints);
     st->checkpoint_us = atomic_load(&w->checkpoint_us);
+    st->syncs = atomic_load(&w->syncs);
+    st->sync_us = atomic_load(&w->sync_us);
     st->pruned = atomic_load(&w->pruned);
     st->prune_runs = atomic_load(&w->prune_runs);
     st->prune_failures = atomic_load(&w->prune_failures);

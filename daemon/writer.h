@@ -147,6 +147,9 @@ struct writer_stats {
                                  groups, committed or rolled back */
     uint64_t checkpoints;     /* WAL checkpoints run in quiet moments */
     uint64_t checkpoint_us;   /* their total duration */
+    uint64_t syncs;           /* WAL syncs of the syncer thread (pipelined
+                                 durability; 0 when COMMIT syncs) */
+    uint64_t sync_us;         /* their total duration */
     uint64_t pruned;          /* receipts removed by retention since start */
     uint64_t prune_runs;      /* prune batches that removed something */
     uint64_t prune_failures;  /* prune batches rolled back */
