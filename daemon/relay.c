@@ -94,13 +94,14 @@ struct relay {
     int connected;
     size_t ep;            /* the endpoint in use or to try next */
     uint64_t backoff;     /* the current bound, ms; 0 after a success */
-    uint64_t busy_backoff; /* the same for a center that answered
-                              unavailable or overloaded; 0 after a batch */
     uint64_t enc_bytes;   /* encoded bytes and records read, for the */
     uint64_t enc_records; /* backlog's estimate */
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
     uint64_t rng;
+    /* The backoff's bound for a center that answered unavailable or
+     * overloaded, ms; 0 after a batch stored. */
+    uint64_t busy_backoff;
 };
 
 static uint64_t

@@ -939,8 +939,8 @@ put_relay_seq(struct store_pg *p, const struct store_write *w,
     if (put_be(c, 8, 2) || field(c, w->source, w->source_len) ||
         field_i64(c, w->seq) || field_i16(c, (unsigned)w->op) ||
         field_i64(c, (uint64_t)w->receipt_id) ||
-        field_i16(c, (unsigned)w->status) || field_i64(c, 0) ||
-        field_null(c) || field(c, w->origin, w->origin_len))
+        field_i16(c, (unsigned)w->status) || field_i64(c, 0) || field_null(c) ||
+        field(c, w->origin, w->origin_len))
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     p->n_relay_seqs++;
     return 0;

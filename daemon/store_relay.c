@@ -295,8 +295,8 @@ out:
 
 int
 store_sqlite_relay_origin_get(struct store *s, const char *origin, size_t len,
-                       const char *stream, uint64_t *committed,
-                       struct proto_err *err)
+                              const char *stream, uint64_t *committed,
+                              struct proto_err *err)
 {
     sqlite3_stmt *st;
     int64_t v = 0;
@@ -316,8 +316,8 @@ store_sqlite_relay_origin_get(struct store *s, const char *origin, size_t len,
 
 int
 store_sqlite_relay_origin_set(struct store *s, const char *origin, size_t len,
-                       const char *stream, uint64_t committed,
-                       struct proto_err *err)
+                              const char *stream, uint64_t committed,
+                              struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;
@@ -337,8 +337,9 @@ store_sqlite_relay_origin_set(struct store *s, const char *origin, size_t len,
 
 int
 store_sqlite_relay_range_add(struct store *s, const char *origin, size_t len,
-                      int64_t first_id, int64_t last_id, uint64_t origin_first,
-                      uint64_t origin_last, struct proto_err *err)
+                             int64_t first_id, int64_t last_id,
+                             uint64_t origin_first, uint64_t origin_last,
+                             struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;

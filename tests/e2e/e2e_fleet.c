@@ -423,8 +423,8 @@ struct figures {
 };
 
 static void
-add_fallbacks(struct e2e_daemon *d, const char *group_by,
-              uint64_t (*into)[4], unsigned n_groups)
+add_fallbacks(struct e2e_daemon *d, const char *group_by, uint64_t (*into)[4],
+              unsigned n_groups)
 {
     static const char *const keys[4] = { "receipts", "fallback", "clean",
                                          "unproven" };
@@ -436,9 +436,9 @@ add_fallbacks(struct e2e_daemon *d, const char *group_by,
     query(d, "fallbacks", group_by, NULL, 0, &rep);
     rows = rows_of(&rep);
     for (i = 0; i < rows->via.array.size; i++) {
-        g = group_index(&rows->via.array.ptr[i],
-                        strcmp(group_by, "plan") == 0 ? "prepared_plan_id"
-                                                      : "source");
+        g = group_index(&rows->via.array.ptr[i], strcmp(group_by, "plan") == 0
+                                                     ? "prepared_plan_id"
+                                                     : "source");
         ck_assert_uint_lt(g, n_groups);
         for (k = 0; k < 4; k++)
             into[g][k] += e2e_get_uint(&rows->via.array.ptr[i], keys[k]);
@@ -558,11 +558,11 @@ START_TEST(test_fleet_relays_exactly_once_through_kills)
     snprintf(conf, sizeof(conf), "%s/center.conf", base);
     snprintf(tokfile, sizeof(tokfile), "%s/token", base);
     ck_assert_int_eq(e2e_write_file(tokfile, TOKEN "\n"), 0);
-    ck_assert_int_eq(
-        e2e_write_file(conf, "listen: { tcp_plaintext = true; };\n"
-                             "access: { tokens = ( { name = \"nodes\"; "
-                             "sha256 = \"" TOKEN_HASH "\"; } ); };\n"),
-        0);
+    ck_assert_int_eq(e2e_write_file(conf,
+                                    "listen: { tcp_plaintext = true; };\n"
+                                    "access: { tokens = ( { name = \"nodes\"; "
+                                    "sha256 = \"" TOKEN_HASH "\"; } ); };\n"),
+                     0);
     for (i = 0; i < CENTERS; i++)
         center_spawn(i, 1);
     for (i = 0; i < NODES; i++)
@@ -590,8 +590,7 @@ START_TEST(test_fleet_relays_exactly_once_through_kills)
     for (i = 0; i < NODES; i++) {
         ck_assert_int_eq(waitpid(kids[i], &status, 0), kids[i]);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                      "the producers of node %d failed (status %d)", i,
-                      status);
+                      "the producers of node %d failed (status %d)", i, status);
     }
     fprintf(stderr, "fleet: producers done after %ld ms, %d kills\n",
             e2e_now_ms() - t0, kills);
@@ -704,9 +703,9 @@ START_TEST(test_fleet_relays_exactly_once_through_kills)
         ck_assert_msg(memcmp(center_f->by_plan, nodes_f->by_plan,
                              sizeof(nodes_f->by_plan)) == 0,
                       "center %d: fallbacks by plan differ from the nodes'", i);
-        ck_assert_msg(memcmp(center_f->cov, nodes_f->cov,
-                             sizeof(nodes_f->cov)) == 0,
-                      "center %d: coverage differs from the nodes'", i);
+        ck_assert_msg(
+            memcmp(center_f->cov, nodes_f->cov, sizeof(nodes_f->cov)) == 0,
+            "center %d: coverage differs from the nodes'", i);
     }
     ck_assert_uint_gt(nodes_f->by_plan[0][1], 0); /* fallbacks were summed */
     free(center_f);

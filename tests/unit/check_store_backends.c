@@ -789,9 +789,9 @@ relay_batch(struct store *s, const char *origin, uint64_t from_id, unsigned n,
                                                 STORE_RELAY_RECEIPTS, mark,
                                                 &err),
                          0);
-        ck_assert_int_eq(store_relay_range_add(s, origin, strlen(origin),
-                                               first, last, mark - stored + 1,
-                                               mark, &err),
+        ck_assert_int_eq(store_relay_range_add(s, origin, strlen(origin), first,
+                                               last, mark - stored + 1, mark,
+                                               &err),
                          0);
     }
     ck_assert_msg(store_commit(s, &err) == 0, "%s", err.message);
@@ -869,8 +869,8 @@ relay_history(int backend, const char *where)
     gaps = gaps_text(q, &f, &sel);
     ck_assert_msg(strstr(gaps, "prod 1..10 got 10 missing 0 ") != NULL, "%s",
                   gaps);
-    ck_assert_msg(strstr(gaps, "batch-src 3..3 got 1 missing 0 ") != NULL,
-                  "%s", gaps);
+    ck_assert_msg(strstr(gaps, "batch-src 3..3 got 1 missing 0 ") != NULL, "%s",
+                  gaps);
     agg = agg_text(q, &f, STORE_GROUP_SOURCE, 0);
     add(&t, "%s---\n%s", gaps, agg);
     free(gaps);
@@ -960,9 +960,9 @@ START_TEST(test_pg_origin_mark_waits_for_the_other_instance)
     w.receipts = &r;
     w.n_receipts = 1;
     ck_assert_int_eq(store_apply(a, &w, &err), 0);
-    ck_assert_int_eq(store_relay_origin_set(a, "node-x", 6,
-                                            STORE_RELAY_RECEIPTS, 1, &err),
-                     0);
+    ck_assert_int_eq(
+        store_relay_origin_set(a, "node-x", 6, STORE_RELAY_RECEIPTS, 1, &err),
+        0);
     ck_assert_int_eq(pthread_create(&t, NULL, mark_thread, &m), 0);
     usleep(400 * 1000);
     ck_assert_int_eq(__atomic_load_n(&m.done, __ATOMIC_SEQ_CST), 0);

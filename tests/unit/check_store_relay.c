@@ -270,17 +270,15 @@ START_TEST(test_store_relay_origin_mark_and_relayed_writes)
     ck_assert_uint_eq(c.n, 8);
     ck_assert_uint_eq(c.seqs[4], 1);
     {
-        struct store_filter f = { .requested = -1,
-                                  .executed = -1,
-                                  .status = -1,
-                                  .limit = 10 };
+        struct store_filter f = {
+            .requested = -1, .executed = -1, .status = -1, .limit = 10
+        };
         struct store_gap_select sel = { 0 };
         struct gaps g = { 0 };
         int truncated;
 
-        ck_assert_int_eq(store_query_gaps(q, &f, &sel, 0, gaps_cb, &g,
-                                          &truncated, &err),
-                         0);
+        ck_assert_int_eq(
+            store_query_gaps(q, &f, &sel, 0, gaps_cb, &g, &truncated, &err), 0);
         ck_assert_uint_eq(g.n, 1);
         ck_assert_uint_eq(g.first, 1);
         ck_assert_uint_eq(g.last, 4);
