@@ -928,19 +928,18 @@ has_record(const struct store_write *w)
 }
 
 /* Keeps a relayed receipt's (source, seq) for the commit, which adds it
- * to dedupe unless a record is there (flush_group): the first origin to
- * relay a seq of a source is the one recorded. */
+ * to dedupe unless a record is there (flush_group): the first node to
+ * relay a seq of a source is the one recorded, with its id. */
 static int
 put_relay_seq(struct store_pg *p, const struct store_write *w,
               struct proto_err *err)
 {
     struct store_pg_buf *c = &p->relay_seqs;
 
-    if (put_be(c, 8, 2) || field(c, w->source, w->source_len) ||
+    if (put_be(c, 7, 2) || field(c, w->source, w->source_len) ||
         field_i64(c, w->seq) || field_i16(c, (unsigned)w->op) ||
         field_i64(c, (uint64_t)w->receipt_id) ||
-        field_i16(c, (unsigned)w->status) || field_i64(c, 0) || field_null(c) ||
-        field(c, w->origin, w->origin_len))
+        field_i16(c, (unsigned)w->status) || field_i64(c, 0) || field_null(c))
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     p->n_relay_seqs++;
     return 0;
@@ -1324,15 +1323,14 @@ flush_group(struct store_pg *p, struct proto_err *err)
     if (p->n_relay_seqs > 0 &&
         ((rc = copy_in(p,
                        "COPY seq_staging (source, seq, op, receipt_id, "
-                       "status, hash, outcome, origin) FROM STDIN (FORMAT "
-                       "binary)",
+                       "status, hash, outcome) FROM STDIN (FORMAT binary)",
                        &p->relay_seqs, err, "record the relayed seqs")) ||
          (rc = store_pg_exec(p,
                              "INSERT INTO dedupe (source, seq, op, "
-                             "receipt_id, status, hash, outcome, origin) "
-                             "SELECT source, seq, op, receipt_id, status, "
-                             "hash, outcome, origin FROM seq_staging ON "
-                             "CONFLICT DO NOTHING",
+                             "receipt_id, status, hash, outcome) SELECT "
+                             "source, seq, op, receipt_id, status, hash, "
+                             "outcome FROM seq_staging ON CONFLICT DO "
+                             "NOTHING",
                              err, "record the relayed seqs"))))
         return rc;
     if (p->n_rows == 0)

@@ -8,9 +8,10 @@
 -- twice. The writer locks the origin's row until its COMMIT, so two
 -- instances never store one origin's batch at once.
 --
--- dedupe also records the producer's (source, seq) of relayed receipts,
--- so `gaps` answers for the fleet's producers; origin says which node's
--- receipt was the first with that seq ('' for a write sent here).
+-- dedupe also records the producer's (source, seq) of relayed receipts
+-- (the node's id as receipt_id), so `gaps` answers for the fleet's
+-- producers. Its columns stay as they were: an instance not upgraded yet
+-- COPYs into it all of them.
 
 CREATE TABLE relay_origins (
     origin text NOT NULL,
@@ -18,5 +19,3 @@ CREATE TABLE relay_origins (
     committed_id bigint NOT NULL,
     PRIMARY KEY (origin, stream)
 );
-
-ALTER TABLE dedupe ADD COLUMN origin text NOT NULL DEFAULT '';

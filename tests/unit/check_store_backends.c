@@ -889,13 +889,13 @@ START_TEST(test_backends_store_relayed_batches_the_same)
     same(relay_history(STORE_BACKEND_SQLITE, lite),
          relay_history(STORE_BACKEND_POSTGRESQL, pg), "relayed batches");
     /* PostgreSQL keeps the node's ids under its name, and the first
-     * origin of a seq in dedupe. */
+     * node's id of a seq in dedupe (node-a's 7 and 8, not node-b's). */
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts WHERE origin "
                                 "= 'node-a' AND id BETWEEN 1 AND 8"),
                      8);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM dedupe WHERE source = "
-                                "'prod' AND seq IN (7, 8) AND origin = "
-                                "'node-a'"),
+                                "'prod' AND seq IN (7, 8) AND receipt_id = "
+                                "seq"),
                      2);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM dedupe WHERE source = "
                                 "'batch-src'"),
