@@ -302,6 +302,7 @@ stat_of(struct e2e_daemon *d, const char *key)
 }
 
 static uint64_t read_center(void);
+static int center_gaps(const char *source, uint64_t *last, uint64_t *missing);
 
 /* The node's stats relay_error into buf; 0 when nil or no answer. */
 static int
@@ -692,6 +693,14 @@ START_TEST(test_relay_survives_kill9_of_node_and_center)
     await_delivery(next_tag, 60000);
     check_exactly_once();
     ck_assert_uint_ge(rounds, kills - 1);
+    /* The producer's seqs at the center: none missing. */
+    {
+        uint64_t last = 0, missing = 1;
+
+        ck_assert(center_gaps(SOURCE, &last, &missing));
+        ck_assert_uint_eq(last, seq - 1);
+        ck_assert_uint_eq(missing, 0);
+    }
     e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
