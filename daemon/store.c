@@ -1621,10 +1621,11 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
     w->receipt_id = 0;
     w->evicted = 0;
     w->refused = 0;
+    w->seq_seen = 0;
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      source_id, err)))
         return rc;
-    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->relayed)
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
         return 0;
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
@@ -1638,6 +1639,18 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
             w->receipt_id = e->receipt_id;
             w->status = e->status;
         }
+    }
+    if (w->relayed) {
+        /* Never a duplicate (the origin's mark is): the row is stored,
+         * and the record written only when the seq is new here. */
+        free(w->dup_outcome);
+        w->dup_outcome = NULL;
+        w->dup_outcome_len = 0;
+        w->duplicate = 0;
+        w->conflict = 0;
+        w->receipt_id = 0;
+        w->seq_seen = rc == 1;
+        return rc == 1 ? 0 : rc;
     }
     if (rc == 1 && w->conflict && w->conflict_q != NULL &&
         (rc = put_quarantine(s, w, *source_id, w->conflict_q, err)) == 0)
@@ -1656,7 +1669,7 @@ store_sqlite_write_end(struct store *s, struct store_write *w,
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
     if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused ||
-        w->relayed)
+        w->seq_seen)
         return 0;
     /* A single receipt's record is what its row says: it waits with the
      * tail and is written with the chunk (store_tail.c). */

@@ -168,9 +168,20 @@ struct store_write {
     int has_seq; /* dedupe applies only with a seq and a non-empty source */
     uint64_t seq;
     /* A record relayed from a node (dispatch_relay.c): source and seq are
-     * the producer's, kept in the row but not checked or recorded, since
-     * exactly-once at a center is the origin's mark (store_relay.h). */
+     * the producer's, kept in the row. Exactly-once at a center is the
+     * origin's mark (store_relay.h), so the (source, seq) is never a
+     * duplicate of the write: it is recorded (for `gaps`) unless it is
+     * recorded already (seq_seen below: two nodes carried the source, or
+     * a `receipts` batch's rows share its seq), and the row is stored
+     * either way. origin (origin_len bytes) is the node's name and
+     * origin_id the node's id of the row: a backend that keeps rows
+     * under (origin, id) (PostgreSQL) stores them so, SQLite gives the
+     * row an id of its own (receipt_id) and the relay records the batch
+     * in relay_ranges. */
     int relayed;
+    const char *origin;
+    size_t origin_len;
+    uint64_t origin_id;
     int64_t received_at; /* unix milliseconds */
     const struct receipt *receipts;
     size_t n_receipts;
@@ -205,6 +216,8 @@ struct store_write {
     uint64_t evicted; /* quarantine rows evicted by this write */
     int refused;      /* set between store_write_begin and _end: the write was
                          refused, so no dedupe record */
+    int seq_seen;     /* relayed: the (source, seq) was recorded already, so
+                         store_write_end records nothing */
 };
 
 /*

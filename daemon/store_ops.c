@@ -317,3 +317,30 @@ store_merge_pending(const struct store *s)
         return 0;
     return ops(s)->merge_pending(s);
 }
+
+int
+store_relay_origin_get(struct store *s, const char *origin, size_t len,
+                       const char *stream, uint64_t *committed,
+                       struct proto_err *err)
+{
+    return ops(s)->relay_origin_get(s, origin, len, stream, committed, err);
+}
+
+int
+store_relay_origin_set(struct store *s, const char *origin, size_t len,
+                       const char *stream, uint64_t committed,
+                       struct proto_err *err)
+{
+    return ops(s)->relay_origin_set(s, origin, len, stream, committed, err);
+}
+
+int
+store_relay_range_add(struct store *s, const char *origin, size_t len,
+                      int64_t first_id, int64_t last_id, uint64_t origin_first,
+                      uint64_t origin_last, struct proto_err *err)
+{
+    if (ops(s)->relay_range_add == NULL)
+        return 0;
+    return ops(s)->relay_range_add(s, origin, len, first_id, last_id,
+                                   origin_first, origin_last, err);
+}
