@@ -30,7 +30,7 @@ struct config_token {
     unsigned char sha256[32]; /* SHA-256 of the token's bytes */
 };
 
-#define CONFIG_KEYS_MAX  40  /* config_keys[] holds fewer (check_config) */
+#define CONFIG_KEYS_MAX  48  /* config_keys[] holds fewer (check_config) */
 #define CONFIG_WHERE_MAX 300 /* "file:line"; a longer path is cut */
 
 struct config {
@@ -75,6 +75,7 @@ struct config {
     uint64_t commit_max_bytes;  /* default 16 MiB */
     uint32_t query_timeout_ms;  /* default 10,000 */
     uint32_t query_threads;     /* read-only connections; default 2 */
+    uint32_t max_followers;     /* receipts queries that follow; 64 */
 
     /* Access control (access.h applies it). Unix socket: with both group
      * lists empty the socket file's mode and group decide alone (every
