@@ -272,7 +272,7 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
     const char *svals[] = { o->plan,   o->graph,     o->model,
                             o->source, o->requested, o->executed,
                             o->status, o->group_by,  o->origin };
-    const char *ukeys[] = { "since",     "until",    "limit",
+    const char *ukeys[] = { "since",     "until",     "limit",
                             "before_id", "quiet_for", "after_id" };
     const int uhas[] = { o->has_since,  o->has_until,     o->has_limit,
                          o->has_before, o->has_quiet_for, o->has_after };
@@ -294,8 +294,8 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
         if (uhas[i])
             rc = cli_pack_u64(pk, ukeys[i], uvals[i]);
     if (rc == 0 && o->follow)
-        rc = envelope_pack_cstr(pk, "follow") != 0 ||
-             msgpack_pack_true(pk) != 0;
+        rc =
+            envelope_pack_cstr(pk, "follow") != 0 || msgpack_pack_true(pk) != 0;
     if (rc == 0 && o->only_missing)
         rc = envelope_pack_cstr(pk, "only_missing") != 0 ||
              msgpack_pack_true(pk) != 0;
@@ -692,8 +692,7 @@ static const struct cmd cmds[] = {
     { "receipts", cmd_receipts,
       QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS) | B(O_ORIGIN) |
           B(O_AFTER_ID) | B(O_FOLLOW),
-      "",
-      "stored receipts, newest first; or as they are committed",
+      "", "stored receipts, newest first; or as they are committed",
       "Lists stored receipts, newest first. Page backwards with --before-id\n"
       "set to the smallest receipt_id of the previous page. With --after-id\n"
       "ID: the receipts above ID, oldest first, so a script pages forwards\n"

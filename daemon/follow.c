@@ -145,9 +145,9 @@ fetch_run(void *arg, struct store *s, uint64_t deadline_ms, msgpack_packer *pk,
     rc = query_pack_receipts(&a, s, pk, 1, fe->silent, &info, err);
     if (rc == 0 || rc == QUERY_RUN_SILENT) {
         fe->truncated = info.truncated;
-        fe->cursor = info.truncated              ? info.last_id
-                     : top > fe->f.after_id     ? top
-                                                : fe->f.after_id;
+        fe->cursor = info.truncated         ? info.last_id
+                     : top > fe->f.after_id ? top
+                                            : fe->f.after_id;
     }
     if (rc == 0 && reply_kv_uint(pk, "last_id", fe->cursor) != 0)
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -423,7 +423,8 @@ follow_start(struct server *srv, struct conn_slot *slot, int has_id,
         srv->follow_timer.data = srv;
         srv->follow_timer_on = 1;
     }
-    if (srv->follow_timer_on == 1 && !uv_is_active((uv_handle_t *)&srv->follow_timer))
+    if (srv->follow_timer_on == 1 &&
+        !uv_is_active((uv_handle_t *)&srv->follow_timer))
         uv_timer_start(&srv->follow_timer, look_cb, FOLLOW_LOOK_MS,
                        FOLLOW_LOOK_MS);
     srv->follow_seen = srv->n.accepted;

@@ -93,9 +93,9 @@ int query_run_receipts(struct query_args *a, struct store *s,
 
 /* What query_pack_receipts found. */
 struct query_rows_info {
-    uint32_t n;        /* rows packed */
-    int truncated;     /* more matched than f.limit */
-    uint64_t last_id;  /* the last row's receipt_id (0: none) */
+    uint32_t n;       /* rows packed */
+    int truncated;    /* more matched than f.limit */
+    uint64_t last_id; /* the last row's receipt_id (0: none) */
 };
 
 /* The `receipts` result of a->f as a map of 2 + extra keys, rows and
@@ -103,9 +103,8 @@ struct query_rows_info {
  * silent_if_empty and no row, nothing is packed and QUERY_RUN_SILENT
  * returned. info is filled either way. */
 int query_pack_receipts(struct query_args *a, struct store *s,
-                        msgpack_packer *pk, unsigned extra,
-                        int silent_if_empty, struct query_rows_info *info,
-                        struct proto_err *err);
+                        msgpack_packer *pk, unsigned extra, int silent_if_empty,
+                        struct query_rows_info *info, struct proto_err *err);
 
 extern const struct query_kind query_kind_fallbacks, query_kind_coverage,
     query_kind_gaps, query_kind_quarantine;

@@ -47,7 +47,7 @@ struct server_counters {
     uint64_t auth_failures;           /* TCP hellos refused (token) */
     uint64_t unauthenticated_refused; /* TCP peers over their budget */
     uint64_t tls_handshakes;          /* TLS sessions established */
-    uint64_t tls_failures; /* handshakes that failed (garbage included) */
+    uint64_t tls_failures;      /* handshakes that failed (garbage included) */
     uint64_t followers_total;   /* follows started (follow.c) */
     uint64_t followers_cut_off; /* ... ended for reading too slowly */
 };

@@ -279,8 +279,8 @@ int store_query_receipts(struct store *s, const struct store_filter *f,
  * of a lower id this instance wrote is committed. A follower reads up to
  * it (follow.c). For read-only stores.
  */
-int store_last_receipt_id(struct store *s, uint64_t deadline_ms,
-                          uint64_t *id, struct proto_err *err);
+int store_last_receipt_id(struct store *s, uint64_t deadline_ms, uint64_t *id,
+                          struct proto_err *err);
 
 /* What the store itself knows for the `stats` query. */
 struct store_stats {

@@ -91,9 +91,8 @@ send_stream(int fd, uint64_t from, uint64_t to, unsigned n)
         msgpack_pack_array(&pk, (uint32_t)(end - i));
         for (j = i; j < end; j++)
             ck_assert_int_eq(e2e_pack_receipt(&pk, nth(j)), 0);
-        ck_assert_int_eq(e2e_request(fd, PROTO_OP_RECEIPTS, i, 1, i, sb.data,
-                                     sb.size),
-                         0);
+        ck_assert_int_eq(
+            e2e_request(fd, PROTO_OP_RECEIPTS, i, 1, i, sb.data, sb.size), 0);
         sent++;
         /* At most four batches in flight. */
         while (sent - got > 4) {
@@ -318,7 +317,7 @@ json_uint(const char *line, const char *key)
 START_TEST(test_follow_in_order_with_filters)
 {
     const char *args[] = { "receipts", "--follow", "--executed", "cpu",
-                           "--format", "json", NULL };
+                           "--format", "json",     NULL };
     struct e2e_reply rep;
     struct ctl ctl;
     char line[8192], err[1024];
@@ -374,9 +373,9 @@ END_TEST
 START_TEST(test_after_id_pages_forward)
 {
     const char *extra[] = { "--chunk-receipts", "64", NULL };
-    const char *ctl_args[] = { "receiptctl", "--socket", NULL, "receipts",
-                               "--after-id", "100", "--limit", "3",
-                               "--executed", "cuda", "--format", "jsonl",
+    const char *ctl_args[] = { "receiptctl", "--socket", NULL,       "receipts",
+                               "--after-id", "100",      "--limit",  "3",
+                               "--executed", "cuda",     "--format", "jsonl",
                                NULL };
     struct e2e_reply rep;
     const msgpack_object *rows;
@@ -399,9 +398,9 @@ START_TEST(test_after_id_pages_forward)
         n = 1000 - after < 128 ? 1000 - after : 128;
         ck_assert_uint_eq(rows->via.array.size, n);
         for (i = 0; i < rows->via.array.size; i++)
-            ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[i],
-                                           "receipt_id"),
-                              after + 1 + i);
+            ck_assert_uint_eq(
+                e2e_get_uint(&rows->via.array.ptr[i], "receipt_id"),
+                after + 1 + i);
         ck_assert(e2e_get(rep.r.result, "truncated")->via.boolean ==
                   (after + 128 < 1000));
         after += n;
@@ -497,8 +496,7 @@ START_TEST(test_slow_follower_cut_off)
             uint32_t i;
 
             for (i = 0; i < r->via.array.size; i++, rows++) {
-                uint64_t id =
-                    e2e_get_uint(&r->via.array.ptr[i], "receipt_id");
+                uint64_t id = e2e_get_uint(&r->via.array.ptr[i], "receipt_id");
                 ck_assert_uint_eq(id, last + 1);
                 last = id;
             }
@@ -528,7 +526,7 @@ START_TEST(test_follow_resumes_across_restart)
     const char *args1[] = { "receipts", "--follow", "--format", "jsonl", NULL };
     char after[32], line[8192], err[1024];
     const char *args2[] = { "receipts", "--follow", "--after-id", after,
-                            "--format", "jsonl", NULL };
+                            "--format", "jsonl",    NULL };
     static unsigned char seen[400];
     struct ctl ctl;
     uint64_t i, id, prev = 0, resume, got = 0;
