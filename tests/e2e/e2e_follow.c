@@ -324,7 +324,11 @@ START_TEST(test_follow_in_order_with_filters)
     uint64_t last = 0, prev = 0, i, n = 3000, cpu = 0;
     int fol, pro, rc;
 
-    ck_assert_int_eq(e2e_start(&d, NULL), 0);
+    /* Small chunks: the rows a follow reads move from the tail into
+     * chunks between its pages. */
+    const char *extra[] = { "--chunk-receipts", "100", NULL };
+
+    ck_assert_int_eq(e2e_start(&d, extra), 0);
     pro = producer("p1");
     /* Written before the follows began: not theirs. */
     send_stream(pro, 0, 30, 10);
