@@ -289,6 +289,12 @@ pump(struct follower *fl)
 
     if (c == NULL || fl->ended || fl->busy || c->closing)
         return;
+    if (c->want_close) {
+        /* The peer half-closed (or broke framing): nothing more is
+         * pushed, and the connection closes once it is written. */
+        follow_end(fl, NULL);
+        return;
+    }
     if (fl->live && c->unsent > cap) {
         cut_off(fl);
         return;
