@@ -626,6 +626,41 @@ START_TEST(test_follow_limit_and_refusals)
 }
 END_TEST
 
+START_TEST(test_followers_leave_under_load)
+{
+    struct e2e_reply rep;
+    int fol[8], pro, k, j;
+    uint64_t seq = 0;
+
+    ck_assert_int_eq(e2e_start(&d, NULL), 0);
+    pro = producer("p1");
+    /* Followers that leave at every moment: before their first reply,
+     * while a page is read for them, with pages unread. */
+    for (k = 0; k < 30; k++) {
+        for (j = 0; j < 8; j++) {
+            fol[j] = e2e_connect(&d);
+            ck_assert_int_ge(fol[j], 0);
+            send_query(fol[j], 1, 1, j % 2, 0, NULL, 50);
+        }
+        if (k % 3 == 0) {
+            ck_assert_int_eq(e2e_recv(fol[k % 8], T, &rep), 0);
+            e2e_reply_free(&rep);
+        }
+        send_stream(pro, seq, seq + 200, 100);
+        seq += 200;
+        for (j = 0; j < 8; j++)
+            close(fol[j]);
+    }
+    for (k = 0; k < 200 && e2e_stat(pro, 1000 + (uint64_t)k, "followers") != 0;
+         k++)
+        usleep(10000);
+    ck_assert_uint_eq(e2e_stat(pro, 1, "followers"), 0);
+    ck_assert_uint_eq(e2e_stat(pro, 2, "followers_total"), 240);
+    ck_assert_uint_eq(e2e_stat(pro, 3, "accepted"), seq);
+    close(pro);
+}
+END_TEST
+
 /* ---- PostgreSQL ---- */
 
 static char pg_base[150], pg_dir[300], pg_cluster[512], pg_db[700];
@@ -724,6 +759,7 @@ suite(void)
     tcase_add_test(tc, test_slow_follower_cut_off);
     tcase_add_test(tc, test_follow_resumes_across_restart);
     tcase_add_test(tc, test_follow_limit_and_refusals);
+    tcase_add_test(tc, test_followers_leave_under_load);
     suite_add_tcase(s, tc);
 
     tcase_set_tags(pg, "pg");
