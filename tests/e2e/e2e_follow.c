@@ -365,6 +365,26 @@ START_TEST(test_follow_in_order_with_filters)
         prev = id;
     }
     ck_assert_uint_eq(prev, last);
+    /* How long a receipt takes from its acknowledgement to the follower
+     * (reported, not asserted: a figure of this machine). */
+    {
+        long t0, worst = 0, sum = 0;
+
+        for (i = 0; i < 20; i++) {
+            uint64_t at = 30 + n + i * 3 + 1; /* a cpu receipt */
+
+            send_stream(pro, at, at + 1, 1);
+            t0 = e2e_now_ms();
+            read_follow(fol, 7, 1, "cpu", &last);
+            ck_assert_uint_eq(last, 30 + n + 1 + i);
+            sum += e2e_now_ms() - t0;
+            worst = e2e_now_ms() - t0 > worst ? e2e_now_ms() - t0 : worst;
+        }
+        fprintf(stderr,
+                "e2e_follow: acknowledged to pushed: mean %.1f ms, worst %ld "
+                "ms over 20 receipts\n",
+                (double)sum / 20.0, worst);
+    }
     /* Ctrl-C ends it cleanly. */
     rc = ctl_wait(&ctl, SIGINT, err, sizeof(err));
     ck_assert_msg(rc == 0, "receiptctl exited %d: %s", rc, err);
