@@ -4,7 +4,7 @@
  *
  *   bench_ingest [--total 200000] [--connections 16] [--batch 100]
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
- *                [--daemon PATH] [--pg-bin DIR]
+ *                [--daemon PATH] [--pg-bin DIR] [--daemon-arg ARG]...
  *
  * 1. Bare append: the rows the daemon stores for these receipts (the 13
  *    integer columns of `receipts`, strings as interned ids, and the
@@ -107,6 +107,11 @@ static long opt_total = 200000;
 static const char *opt_daemon = BENCH_BINARY_DIR "/daemon/receiptd";
 static const char *opt_pg_bin = "/usr/lib/postgresql/15/bin";
 static const char *opt_only; /* --only bare,pg,batch,half,single,idle,tls */
+/* --daemon-arg, repeatable: more arguments for every daemon started (to
+ * compare settings, e.g. "--sync-in-commit true"). */
+#define MAX_DAEMON_ARGS 8
+static const char *opt_daemon_args[MAX_DAEMON_ARGS];
+static int n_daemon_args;
 static char tmpdir[256];
 
 /* How load and idle connections reach the daemon: its Unix socket, or TCP
@@ -884,7 +889,7 @@ start_daemon(const char *name)
 {
     char sock[300], db[300], log[300], tcp[64], conf[300], text[300];
     char cert[300], key[300];
-    const char *argv[24];
+    const char *argv[32];
     pid_t pid;
     int i, fd, n = 0;
 
@@ -898,6 +903,8 @@ start_daemon(const char *name)
     argv[n++] = db;
     argv[n++] = "--max-connections";
     argv[n++] = "4096";
+    for (i = 0; i < n_daemon_args; i++)
+        argv[n++] = opt_daemon_args[i];
     if (transport != T_UNIX) {
         /* SHA-256 of "bench". */
         snprintf(conf, sizeof(conf), "%s/%s.conf", tmpdir, name);
@@ -1398,7 +1405,8 @@ usage(void)
         "[--single-connections N]\n"
         "                    [--pipeline N] [--idle N] [--daemon PATH] "
         "[--pg-bin DIR]\n"
-        "                    [--only bare,pg,batch,half,single,idle,tls]\n");
+        "                    [--only bare,pg,batch,half,single,idle,tls]"
+        " [--daemon-arg ARG]...\n");
     exit(2);
 }
 
@@ -1526,6 +1534,9 @@ parse_args(int argc, char **argv)
             opt_pg_bin = v;
         else if (strcmp(a, "--only") == 0)
             opt_only = v;
+        else if (strcmp(a, "--daemon-arg") == 0 &&
+                 n_daemon_args < MAX_DAEMON_ARGS)
+            opt_daemon_args[n_daemon_args++] = v;
         else
             usage();
     }

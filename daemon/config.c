@@ -465,6 +465,16 @@ const struct config_key config_keys[] = {
       .max = 64,
       .help = "chunks whose rollup sums are merged together; read at start "
               "only" },
+    { .section = "store",
+      .name = "sync_in_commit",
+      .flag = "sync-in-commit",
+      .arg = "BOOL",
+      .kind = CONFIG_KIND_BOOL,
+      M(sync_in_commit),
+      .help = "sync the WAL inside each COMMIT (SQLite synchronous=FULL) "
+              "instead of on a thread of its own while the next group is "
+              "applied; replies wait for the sync either way (true or "
+              "false; read at start only)" },
 
     { .section = "limits",
       .name = "max_frame",
@@ -2147,6 +2157,8 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "store.chunk_receipts");
     if (old->rollup_chunks != next->rollup_chunks)
         add_name(what, &n, "store.rollup_chunks");
+    if (old->sync_in_commit != next->sync_in_commit)
+        add_name(what, &n, "store.sync_in_commit");
     if (!same_list(old->upstream, old->n_upstream, next->upstream,
                    next->n_upstream))
         add_name(what, &n, "upstream.endpoints");
@@ -2227,6 +2239,7 @@ config_reload(const struct config *running, const char *path,
     next->query_threads = running->query_threads;
     next->chunk_receipts = running->chunk_receipts;
     next->rollup_chunks = running->rollup_chunks;
+    next->sync_in_commit = running->sync_in_commit;
     if (config_validate(next, err) < 0)
         goto fail;
     return 0;

@@ -61,6 +61,10 @@ struct config {
     uint32_t prune_batch;          /* rows per prune step, default 1000 */
     uint32_t chunk_receipts;       /* receipts per chunk, default 16384 */
     uint32_t rollup_chunks;        /* chunks merged together, default 4 */
+    /* 1: SQLite syncs the WAL inside each COMMIT (synchronous=FULL); 0,
+     * the default: the writer's syncer thread syncs it after each commit
+     * group, before its replies (store_opts.sync_pipelined). */
+    uint32_t sync_in_commit;
 
     /* Limits. */
     uint32_t max_frame;         /* default 1 MiB, ceiling 64 MiB */

@@ -967,11 +967,20 @@ write_done(struct writer_job *job)
                                            job->w.dup_outcome_len);
     } else if (!failed && (x->op == PROTO_OP_RECEIPT || job->w.duplicate)) {
         /* A duplicate without a recorded blob was first a `receipt`. */
+        static const char receipt_id[] = "\xaa"
+                                         "receipt_id";
+        static const char fallback[] = "\xa8"
+                                       "fallback";
+
         status = receipt_status_name(job->w.status);
         failed = msgpack_pack_map(&rb.pk, job->w.duplicate ? 3 : 2) != 0 ||
-                 reply_kv_uint(&rb.pk, "receipt_id",
-                               (uint64_t)job->w.receipt_id) != 0 ||
-                 reply_kv_cstr(&rb.pk, "fallback", status ? status : "") != 0;
+                 envelope_pack_raw(&rb.pk, receipt_id,
+                                   sizeof(receipt_id) - 1) != 0 ||
+                 msgpack_pack_uint64(&rb.pk, (uint64_t)job->w.receipt_id) !=
+                     0 ||
+                 envelope_pack_raw(&rb.pk, fallback, sizeof(fallback) - 1) !=
+                     0 ||
+                 envelope_pack_cstr(&rb.pk, status ? status : "") != 0;
         if (!failed && job->w.duplicate)
             failed = envelope_pack_cstr(&rb.pk, "duplicate") != 0 ||
                      msgpack_pack_true(&rb.pk) != 0;

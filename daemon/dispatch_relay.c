@@ -9,10 +9,13 @@
  * thread the job reads the origin's mark (the highest node id committed
  * here for the stream), stores only the records above it, each with the
  * producer's source, seq and received_at (store_write.relayed: no dedupe
- * by (source, seq), the node's id is the identity), and raises the mark in
- * the same transaction. The reply, {committed_id, stored}, leaves after
- * COMMIT, so a node that reads committed_id may advance its cursor: a
- * resend after a lost reply stores nothing twice.
+ * by (source, seq), the node's id is the identity; the (source, seq) is
+ * recorded for `gaps` where it is new), and raises the mark in the same
+ * transaction. The reply, {committed_id, stored}, leaves after COMMIT, so
+ * a node that reads committed_id may advance its cursor: a resend after a
+ * lost reply stores nothing twice. Every step is an operation of the
+ * store's backend (store_ops.h): SQLite gives the rows ids of its own and
+ * records the batch's range; PostgreSQL keeps them under (origin, id).
  */
 #include "dispatch_relay.h"
 
@@ -181,6 +184,9 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
         w.has_seq = r->has_seq;
         w.seq = r->seq;
         w.relayed = 1;
+        w.origin = x->origin;
+        w.origin_len = x->origin_len;
+        w.origin_id = r->id;
         w.received_at = r->received_at;
         w.receipts = &r->r;
         w.n_receipts = 1;

@@ -820,6 +820,7 @@ main(int argc, char **argv)
     sopts.quarantine_max_bytes = cfg->quarantine_max_bytes;
     sopts.chunk_receipts = cfg->chunk_receipts;
     sopts.rollup_chunks = cfg->rollup_chunks;
+    sopts.sync_pipelined = !cfg->sync_in_commit;
     sopts.relay_wait = cfg->n_upstream > 0;
     sopts.migrating = store_migrating;
     sopts.migrating_arg = &migrated;

@@ -257,6 +257,13 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
     seconds(f, "receiptd_checkpoint_seconds_total", "counter",
             "Time spent in those checkpoints since start.",
             sn->w.checkpoint_us);
+    one(f, "receiptd_wal_syncs_total", "counter",
+        "WAL syncs the syncer thread ran after commit groups since start "
+        "(0 with store.sync_in_commit, where COMMIT syncs).",
+        sn->w.syncs);
+    seconds(f, "receiptd_wal_sync_seconds_total", "counter",
+            "Time spent in those syncs since start; replies wait for them.",
+            sn->w.sync_us);
     one(f, "receiptd_pending_writes", "gauge",
         "Writes waiting for the writer thread now.", sn->w.queued);
     one(f, "receiptd_pending_write_bytes", "gauge",

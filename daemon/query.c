@@ -515,6 +515,8 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "writer_cpu_us", sn->w.cpu_us) != 0 ||
         kv_uint(pk, "checkpoints", sn->w.checkpoints) != 0 ||
         kv_uint(pk, "checkpoint_us", sn->w.checkpoint_us) != 0 ||
+        kv_uint(pk, "wal_syncs", sn->w.syncs) != 0 ||
+        kv_uint(pk, "wal_sync_us", sn->w.sync_us) != 0 ||
         kv_uint(pk, "commit_failures", sn->w.failures) != 0 ||
         envelope_pack_cstr(pk, "store_failing") != 0 ||
         (sn->w.failing ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||

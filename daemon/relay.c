@@ -50,6 +50,10 @@
 #define REPLY_FRAME_MAX (64u << 10)
 /* The most encoded records a batch holds, whatever the center allows. */
 #define RELAY_BATCH_BYTES_MAX (8u << 20)
+/* How long a batch read waits for what it read to be durable (writer.c,
+ * pipelined durability: a sync takes milliseconds) before it is read
+ * again later. */
+#define RELAY_DURABLE_WAIT_MS 1000u
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
 #define IDLE_POLL_MS     100
@@ -99,6 +103,9 @@ struct relay {
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
     uint64_t rng;
+    /* The backoff's bound for a center that answered unavailable or
+     * overloaded, ms; 0 after a batch stored. */
+    uint64_t busy_backoff;
 };
 
 static uint64_t
@@ -493,7 +500,9 @@ backlog(struct relay *r, int force)
  * Reads the next batch past the acknowledged id and sends it; returns 1
  * when it was acknowledged, 0 when there was nothing to send, -1 when
  * the connection failed (hang up and reconnect), -2 when the center
- * refused the batch (wait before trying again).
+ * refused the batch (wait before trying again), -3 when it could not
+ * store it now (unavailable: its database away; overloaded): the next
+ * endpoint, after a backoff of its own.
  */
 static int
 relay_batch(struct relay *r, int plans)
@@ -536,6 +545,14 @@ relay_batch(struct relay *r, int plans)
         msgpack_sbuffer_destroy(&b.sb);
         return 0;
     }
+    /* Read committed is not yet durable when the writer syncs after
+     * its commits: the center must never hold what a power cut could
+     * take from the node, whose ids would then be given out again. */
+    if (r->srv->writer != NULL &&
+        writer_wait_durable(r->srv->writer, RELAY_DURABLE_WAIT_MS) != 0) {
+        msgpack_sbuffer_destroy(&b.sb);
+        return 0;
+    }
     if (!plans) {
         r->enc_bytes += b.sb.size;
         r->enc_records += b.n;
@@ -574,12 +591,15 @@ relay_batch(struct relay *r, int plans)
         return -1;
     }
     if (!rep.r.ok) {
+        int busy = rep.r.err.code == PROTO_EUNAVAILABLE ||
+                   rep.r.err.code == PROTO_EOVERLOADED;
+
         set_error(
             r, "%s refused a batch from id %llu: %s%s%s: %s", r->conn.peer,
             (unsigned long long)from, proto_code_name(rep.r.err.code),
             rep.r.err.path[0] ? " at " : "", rep.r.err.path, rep.r.err.message);
         net_reply_free(&rep);
-        return -2;
+        return busy ? -3 : -2;
     }
     v = rep.r.result != NULL && rep.r.result->type == MSGPACK_OBJECT_MAP
             ? mpobj_map_get(rep.r.result, "committed_id", NULL)
@@ -681,6 +701,7 @@ thread_cb(void *arg)
         }
         backlog(r, rc == 0);
         if (rc == 0) {
+            r->busy_backoff = 0;
             if (nap(r, IDLE_POLL_MS))
                 break;
         } else if (rc == -1) {
@@ -691,6 +712,18 @@ thread_cb(void *arg)
         } else if (rc == -2) {
             hang_up(r);
             if (nap_watching(r, RELAY_BACKOFF_MAX_MS))
+                break;
+        } else if (rc == -3) {
+            /* The center could not store it now (a database restarting,
+             * an instance overloaded): another endpoint may, after a
+             * backoff that connecting does not reset. */
+            hang_up(r);
+            r->ep = (r->ep + 1) % r->n_endpoints;
+            r->busy_backoff = r->busy_backoff == 0 ? RELAY_BACKOFF_MIN_MS
+                                                   : r->busy_backoff * 2;
+            if (r->busy_backoff > RELAY_BACKOFF_MAX_MS)
+                r->busy_backoff = RELAY_BACKOFF_MAX_MS;
+            if (nap_watching(r, rnd(r) % (r->busy_backoff + 1)))
                 break;
         }
     }

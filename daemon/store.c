@@ -155,6 +155,8 @@ struct store {
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
+    int sync_pipelined;          /* store_opts.sync_pipelined, once open */
+    sqlite3_file *wal_file;      /* its WAL, for store_wal_sync */
     int in_savepoint;            /* a job's savepoint is open */
     struct put_row *rows;        /* PUT_DEFER_MAX single receipts' rows */
     size_t n_rows;               /* waiting for their INSERT */
@@ -285,7 +287,9 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     struct store *s = arg;
 
     s->wal_frames = frames;
-    if (frames >= STORE_WAL_HARD_FRAMES &&
+    /* Pipelined: the writer checkpoints past the bound itself, once every
+     * frame is synced (writer.c), never over frames not synced yet. */
+    if (frames >= STORE_WAL_HARD_FRAMES && !s->sync_pipelined &&
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL,
                                   NULL) == SQLITE_OK)
         s->wal_frames = 0;
@@ -405,6 +409,147 @@ set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
         if ((rc = pragma_text(s, sql, buf, sizeof(buf), err)))
             return rc;
     }
+    return 0;
+}
+
+/*
+ * Pipelined durability (store_opts.sync_pipelined), after the migrations,
+ * which commit with FULL: COMMIT writes the WAL frames without syncing
+ * them (synchronous=NORMAL, which keeps the file consistent whatever is
+ * lost) and store_wal_sync makes them durable. WAL mode syncs the WAL
+ * before every checkpoint under NORMAL as under FULL, so a checkpoint
+ * never copies a frame that is not on the disk.
+ */
+static int
+set_pipelined(struct store *s, const struct store_opts *o,
+              struct proto_err *err)
+{
+    char buf[32];
+    int rc;
+
+    if (s->readonly || !o->sync_pipelined)
+        return 0;
+    if ((rc = store_exec(s, "PRAGMA synchronous = NORMAL", err,
+                         "set synchronous")) ||
+        (rc = pragma_text(s, "PRAGMA synchronous", buf, sizeof(buf), err)))
+        return rc;
+    if (atoi(buf) != 1)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "synchronous is %s after asking for NORMAL (1)",
+                             buf);
+    s->sync_pipelined = 1;
+    return 0;
+}
+
+int
+store_sqlite_sync_pipelined(const struct store *s)
+{
+    return s->sync_pipelined;
+}
+
+/*
+ * The WAL's file, found on the writer's thread after a commit: SQLite
+ * opens it with the connection's first transaction and keeps it while
+ * the connection is open. The first commit into a new WAL syncs its
+ * header (and the directory) itself, on the writer's thread.
+ */
+static int
+find_wal(struct store *s, struct proto_err *err)
+{
+    sqlite3_file *f = NULL;
+    int rc;
+
+    rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
+                              &f);
+    if (rc != SQLITE_OK || f == NULL || f->pMethods == NULL)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "cannot find the WAL file to sync (SQLite "
+                             "error %d)",
+                             rc);
+    s->wal_file = f;
+    return 0;
+}
+
+/* Another thread than the writer's may call this (writer.c's syncer):
+ * it touches only the WAL's file object, whose sync SQLite's unix VFS
+ * does with fsync on a descriptor that stays open. No store_fail: that
+ * reads the connection's error state, the writer's. */
+int
+store_sqlite_wal_sync(struct store *s, struct proto_err *err)
+{
+    int rc;
+
+    if (s->wal_file == NULL)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "no WAL file to sync");
+    rc = s->wal_file->pMethods->xSync(s->wal_file, SQLITE_SYNC_NORMAL);
+    if (rc != SQLITE_OK)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "cannot sync the WAL: %s (SQLite error %d)",
+                             sqlite3_errstr(rc), rc);
+    return 0;
+}
+
+/*
+ * After a failed sync the kernel may have dropped the WAL's unsynced
+ * pages while keeping them readable ("fsyncgate"): a later sync would
+ * report success for data that is not on the disk. Writing the whole WAL
+ * again from what reads back, then syncing it, puts every committed
+ * frame on the disk. Written a run of whole frames at a time (a frame is
+ * a 24-byte header and a page; the WAL's own header is 32 bytes), so
+ * that each write covers whole frames as SQLite wrote them, and at most
+ * WAL_REWRITE_BYTES (SQLite's unix VFS writes at most 128 KiB in one
+ * call). Writer thread, with no sync under way.
+ */
+#define WAL_HEADER 32
+#define WAL_FRAME_HEADER 24
+#define WAL_REWRITE_BYTES (128 * 1024)
+
+int
+store_sqlite_wal_rewrite(struct store *s, struct proto_err *err)
+{
+    sqlite3_file *f = s->wal_file;
+    sqlite3_int64 size = 0, off, n;
+    unsigned char hdr[WAL_HEADER], *buf;
+    uint32_t page;
+    size_t frame, run;
+    int rc;
+
+    if (f == NULL)
+        return 0;
+    if ((rc = f->pMethods->xFileSize(f, &size)) != SQLITE_OK)
+        return store_fail(s, rc, err, "read its WAL's size");
+    if (size >= WAL_HEADER) {
+        if ((rc = f->pMethods->xRead(f, hdr, WAL_HEADER, 0)) != SQLITE_OK)
+            return store_fail(s, rc, err, "read its WAL");
+        page = (uint32_t)hdr[8] << 24 | (uint32_t)hdr[9] << 16 |
+               (uint32_t)hdr[10] << 8 | hdr[11];
+        if (page == 1)
+            page = 65536; /* the WAL format's way to say 64 KiB */
+        if (page < 512 || page > 65536 || (page & (page - 1)) != 0)
+            return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                                 "the WAL's header names a page size of "
+                                 "%u bytes",
+                                 page);
+        frame = WAL_FRAME_HEADER + (size_t)page;
+        run = (WAL_REWRITE_BYTES / frame) * frame; /* one frame at least */
+        if ((buf = malloc(run)) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        rc = f->pMethods->xWrite(f, hdr, WAL_HEADER, 0);
+        for (off = WAL_HEADER; rc == SQLITE_OK && off < size; off += n) {
+            n = size - off;
+            if (n > (sqlite3_int64)run)
+                n = (sqlite3_int64)run;
+            rc = f->pMethods->xRead(f, buf, (int)n, off);
+            if (rc == SQLITE_OK)
+                rc = f->pMethods->xWrite(f, buf, (int)n, off);
+        }
+        free(buf);
+        if (rc != SQLITE_OK)
+            return store_fail(s, rc, err, "write its WAL again");
+    }
+    if ((rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL)) != SQLITE_OK)
+        return store_fail(s, rc, err, "sync its WAL");
     return 0;
 }
 
@@ -593,7 +738,8 @@ store_sqlite_open(const char *path, const struct store_opts *opts,
         goto fail;
     }
     if ((rc = set_pragmas(s, opts, err)) ||
-        (rc = migrate(s, opts, target, err)))
+        (rc = migrate(s, opts, target, err)) ||
+        (rc = set_pipelined(s, opts, err)))
         goto fail;
     if (!s->readonly && target == store_migrations_count) {
         s->cache = calloc(CACHE_SLOTS, sizeof(*s->cache));
@@ -782,6 +928,8 @@ store_sqlite_commit(struct store *s, struct proto_err *err)
         rc = run(s, ST_COMMIT, err, "commit");
     if (rc == 0)
         store_rollup_publish(s->rollup);
+    if (rc == 0 && s->sync_pipelined && s->wal_file == NULL)
+        rc = find_wal(s, err);
 
     /* A failed COMMIT is never retried: the group is rolled back and its
      * producers resend, because after an fsync error the state of the file
@@ -1473,10 +1621,11 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
     w->receipt_id = 0;
     w->evicted = 0;
     w->refused = 0;
+    w->seq_seen = 0;
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      source_id, err)))
         return rc;
-    if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->relayed)
+    if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
         return 0;
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
@@ -1490,6 +1639,18 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
             w->receipt_id = e->receipt_id;
             w->status = e->status;
         }
+    }
+    if (w->relayed) {
+        /* Never a duplicate (the origin's mark is): the row is stored,
+         * and the record written only when the seq is new here. */
+        free(w->dup_outcome);
+        w->dup_outcome = NULL;
+        w->dup_outcome_len = 0;
+        w->duplicate = 0;
+        w->conflict = 0;
+        w->receipt_id = 0;
+        w->seq_seen = rc == 1;
+        return rc == 1 ? 0 : rc;
     }
     if (rc == 1 && w->conflict && w->conflict_q != NULL &&
         (rc = put_quarantine(s, w, *source_id, w->conflict_q, err)) == 0)
@@ -1508,7 +1669,7 @@ store_sqlite_write_end(struct store *s, struct store_write *w,
         if ((rc = put_quarantine(s, w, source_id, &w->quarantine[i], err)))
             return rc;
     if (!(w->has_seq && w->source_len > 0 && w->op >= 0) || w->refused ||
-        w->relayed)
+        w->seq_seen)
         return 0;
     /* A single receipt's record is what its row says: it waits with the
      * tail and is written with the chunk (store_tail.c). */

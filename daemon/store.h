@@ -77,6 +77,12 @@ struct store_opts {
      * the relay's cursor, what the center has not acknowledged
      * (store_relay.h, docs/fleet.md). */
     int relay_wait;
+    /* Pipelined durability (SQLite): COMMIT does not sync the WAL
+     * (synchronous=NORMAL after the migrations), and the writer makes
+     * each group durable with store_wal_sync before it answers, on a
+     * thread of its own while the next group is applied (writer.c,
+     * docs/ingest.md). 0: synchronous=FULL, each COMMIT syncs. */
+    int sync_pipelined;
 };
 
 /* The registry of store_opts.shared: made with one reference, which the
@@ -162,9 +168,20 @@ struct store_write {
     int has_seq; /* dedupe applies only with a seq and a non-empty source */
     uint64_t seq;
     /* A record relayed from a node (dispatch_relay.c): source and seq are
-     * the producer's, kept in the row but not checked or recorded, since
-     * exactly-once at a center is the origin's mark (store_relay.h). */
+     * the producer's, kept in the row. Exactly-once at a center is the
+     * origin's mark (store_relay.h), so the (source, seq) is never a
+     * duplicate of the write: it is recorded (for `gaps`) unless it is
+     * recorded already (seq_seen below: two nodes carried the source, or
+     * a `receipts` batch's rows share its seq), and the row is stored
+     * either way. origin (origin_len bytes) is the node's name and
+     * origin_id the node's id of the row: a backend that keeps rows
+     * under (origin, id) (PostgreSQL) stores them so, SQLite gives the
+     * row an id of its own (receipt_id) and the relay records the batch
+     * in relay_ranges. */
     int relayed;
+    const char *origin;
+    size_t origin_len;
+    uint64_t origin_id;
     int64_t received_at; /* unix milliseconds */
     const struct receipt *receipts;
     size_t n_receipts;
@@ -199,6 +216,8 @@ struct store_write {
     uint64_t evicted; /* quarantine rows evicted by this write */
     int refused;      /* set between store_write_begin and _end: the write was
                          refused, so no dedupe record */
+    int seq_seen;     /* relayed: the (source, seq) was recorded already, so
+                         store_write_end records nothing */
 };
 
 /*
@@ -335,6 +354,22 @@ int store_file_check(struct store *s, struct proto_err *err);
  * Writer thread, or the loop once the writer thread has ended.
  */
 int store_checkpoint_final(struct store *s, struct proto_err *err);
+
+/*
+ * Pipelined durability (store_opts.sync_pipelined): whether s commits
+ * without syncing; then every COMMIT is durable only after a later
+ * store_wal_sync returned 0. store_wal_sync may run on another thread
+ * than the writer's, at the same time as its transactions, but never at
+ * the same time as a checkpoint (or store_checkpoint_final): the writer
+ * checkpoints only while no sync is under way or owed, since after a
+ * failed sync a checkpoint could copy pages the disk lost. After a failed
+ * sync, store_wal_rewrite (writer thread, no sync under way) writes the
+ * WAL again and syncs it: once it returned 0 every commit so far is
+ * durable. Both return 0 for a backend whose COMMIT is durable.
+ */
+int store_sync_pipelined(const struct store *s);
+int store_wal_sync(struct store *s, struct proto_err *err);
+int store_wal_rewrite(struct store *s, struct proto_err *err);
 
 /*
  * A quiet moment's share of the rollup merge (store_rollup.c): when the

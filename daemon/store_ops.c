@@ -288,6 +288,28 @@ store_file_check(struct store *s, struct proto_err *err)
 }
 
 int
+store_sync_pipelined(const struct store *s)
+{
+    return ops(s)->sync_pipelined != NULL && ops(s)->sync_pipelined(s);
+}
+
+int
+store_wal_sync(struct store *s, struct proto_err *err)
+{
+    if (ops(s)->wal_sync == NULL)
+        return 0;
+    return ops(s)->wal_sync(s, err);
+}
+
+int
+store_wal_rewrite(struct store *s, struct proto_err *err)
+{
+    if (ops(s)->wal_rewrite == NULL)
+        return 0;
+    return ops(s)->wal_rewrite(s, err);
+}
+
+int
 store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     if (ops(s)->merge_idle == NULL)
@@ -301,4 +323,31 @@ store_merge_pending(const struct store *s)
     if (ops(s)->merge_pending == NULL)
         return 0;
     return ops(s)->merge_pending(s);
+}
+
+int
+store_relay_origin_get(struct store *s, const char *origin, size_t len,
+                       const char *stream, uint64_t *committed,
+                       struct proto_err *err)
+{
+    return ops(s)->relay_origin_get(s, origin, len, stream, committed, err);
+}
+
+int
+store_relay_origin_set(struct store *s, const char *origin, size_t len,
+                       const char *stream, uint64_t committed,
+                       struct proto_err *err)
+{
+    return ops(s)->relay_origin_set(s, origin, len, stream, committed, err);
+}
+
+int
+store_relay_range_add(struct store *s, const char *origin, size_t len,
+                      int64_t first_id, int64_t last_id, uint64_t origin_first,
+                      uint64_t origin_last, struct proto_err *err)
+{
+    if (ops(s)->relay_range_add == NULL)
+        return 0;
+    return ops(s)->relay_range_add(s, origin, len, first_id, last_id,
+                                   origin_first, origin_last, err);
 }

@@ -20,6 +20,7 @@
 #include "store_agg.h"
 #include "store_plan.h"
 #include "store_prune.h"
+#include "store_relay.h"
 
 struct store_ops {
     const char *name; /* "sqlite", "postgresql": for messages */
@@ -55,6 +56,22 @@ struct store_ops {
     int (*plan_retain)(struct store *s, int64_t plan_id,
                        struct proto_str value_id, int64_t retained_at,
                        const void *value, size_t len, struct proto_err *err);
+
+    /* A center's side of the relay (store_relay.h), in the writer's
+     * transaction. origin_get also takes whatever lock keeps two
+     * instances from storing one origin's batch at once (PostgreSQL: the
+     * mark's row, until COMMIT). range_add is optional: a backend that
+     * keeps each row under its origin (PostgreSQL) leaves it NULL. */
+    int (*relay_origin_get)(struct store *s, const char *origin, size_t len,
+                            const char *stream, uint64_t *committed,
+                            struct proto_err *err);
+    int (*relay_origin_set)(struct store *s, const char *origin, size_t len,
+                            const char *stream, uint64_t committed,
+                            struct proto_err *err);
+    int (*relay_range_add)(struct store *s, const char *origin, size_t len,
+                           int64_t first_id, int64_t last_id,
+                           uint64_t origin_first, uint64_t origin_last,
+                           struct proto_err *err);
 
     /* Retention, on the writer's store. */
     int (*prune)(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
@@ -106,6 +123,11 @@ struct store_ops {
     int (*checkpoint)(struct store *s, struct proto_err *err);
     int (*checkpoint_final)(struct store *s, struct proto_err *err);
     int (*file_check)(struct store *s, struct proto_err *err);
+    /* Pipelined durability (store.h store_wal_sync); NULL: every COMMIT
+     * is durable when it returns. */
+    int (*sync_pipelined)(const struct store *s);
+    int (*wal_sync)(struct store *s, struct proto_err *err);
+    int (*wal_rewrite)(struct store *s, struct proto_err *err);
     int (*merge_idle)(struct store *s, unsigned keys, struct proto_err *err);
     int (*merge_pending)(const struct store *s);
 };

@@ -135,8 +135,10 @@ session_setup(struct store_pg *p, struct proto_err *err)
                              "make the connection read-only");
     return store_pg_exec(p,
                          "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
-                         "receipts) ON COMMIT DELETE ROWS",
-                         err, "make the staging table");
+                         "receipts) ON COMMIT DELETE ROWS; CREATE TEMP TABLE "
+                         "IF NOT EXISTS seq_staging (LIKE dedupe) ON COMMIT "
+                         "DELETE ROWS",
+                         err, "make the staging tables");
 }
 
 int
@@ -285,6 +287,7 @@ pg_free(struct store *s)
     free(p->where);
     free(p->copy.p);
     free(p->seqs_copy.p);
+    free(p->relay_seqs.p);
     free(p->recs);
     hwm_clear(p);
     free(p->hwm);
@@ -388,6 +391,8 @@ drop_group(struct store_pg *p)
 {
     p->copy.len = 0;
     p->seqs_copy.len = 0;
+    p->relay_seqs.len = 0;
+    p->n_relay_seqs = 0;
     p->n_rows = 0;
     p->n_recs = 0;
     p->arena_len = 0;
@@ -427,6 +432,8 @@ pg_savepoint(struct store *s, struct proto_err *err)
 
     p->sp.copy = p->copy.len;
     p->sp.seqs_copy = p->seqs_copy.len;
+    p->sp.relay_seqs = p->relay_seqs.len;
+    p->sp.n_relay_seqs = p->n_relay_seqs;
     p->sp.rows = p->n_rows;
     p->sp.recs = p->n_recs;
     p->sp.arena = p->arena_len;
@@ -448,6 +455,8 @@ pg_savepoint_rollback(struct store *s)
 
     p->copy.len = p->sp.copy;
     p->seqs_copy.len = p->sp.seqs_copy;
+    p->relay_seqs.len = p->sp.relay_seqs;
+    p->n_relay_seqs = p->sp.n_relay_seqs;
     p->n_rows = p->sp.rows;
     p->n_recs = p->sp.recs;
     p->arena_len = p->sp.arena;
@@ -608,12 +617,17 @@ put_receipt(struct store_pg *p, const struct store_write *w,
     if (!text_ok(w->source, w->source_len))
         return proto_err_set(err, PROTO_EINVALID, NULL,
                              "the source holds a NUL character");
+    if (w->relayed && !text_ok(w->origin, w->origin_len))
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "the origin holds a NUL character");
     if (grow((void **)&p->rows, &p->cap_rows, p->n_rows + 1,
              sizeof(*p->rows)) != 0)
         goto nomem;
     row = &p->rows[p->n_rows];
     memset(row, 0, sizeof(*row));
-    if (put_be(c, COPY_NCOLS, 2) || field(c, "", 0) ||
+    /* A receipt sent here has origin ''; a relayed one its node's name. */
+    if (put_be(c, COPY_NCOLS, 2) ||
+        (w->relayed ? field(c, w->origin, w->origin_len) : field(c, "", 0)) ||
         field_i64(c, (uint64_t)id) || field_i64(c, (uint64_t)w->received_at) ||
         field(c, w->source, w->source_len))
         goto nomem;
@@ -913,6 +927,24 @@ has_record(const struct store_write *w)
     return w->has_seq && w->source_len > 0 && w->op >= 0;
 }
 
+/* Keeps a relayed receipt's (source, seq) for the commit, which adds it
+ * to dedupe unless a record is there (flush_group): the first node to
+ * relay a seq of a source is the one recorded, with its id. */
+static int
+put_relay_seq(struct store_pg *p, const struct store_write *w,
+              struct proto_err *err)
+{
+    struct store_pg_buf *c = &p->relay_seqs;
+
+    if (put_be(c, 7, 2) || field(c, w->source, w->source_len) ||
+        field_i64(c, w->seq) || field_i16(c, (unsigned)w->op) ||
+        field_i64(c, (uint64_t)w->receipt_id) ||
+        field_i16(c, (unsigned)w->status) || field_i64(c, 0) || field_null(c))
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    p->n_relay_seqs++;
+    return 0;
+}
+
 /*
  * The (source, seq) check costs no round trip for a new seq: each source's
  * highest recorded seq is read once (hwm_load) and kept, with the open
@@ -934,8 +966,11 @@ pg_write_begin(struct store *s, struct store_write *w, int64_t *source_id,
     w->receipt_id = 0;
     w->evicted = 0;
     w->refused = 0;
+    w->seq_seen = 0;
     *source_id = 0; /* sources are stored as text here */
-    if (!has_record(w) || !text_ok(w->source, w->source_len))
+    /* A relayed receipt is never a duplicate (the origin's mark is): its
+     * record is added at the commit where none is, without a look-up. */
+    if (!has_record(w) || !text_ok(w->source, w->source_len) || w->relayed)
         return 0;
     if ((m = hwm_get(p, w->source, w->source_len)) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
@@ -968,7 +1003,7 @@ pg_write_end(struct store *s, struct store_write *w, int64_t source_id,
             return rc;
     if (!has_record(w) || w->refused || !text_ok(w->source, w->source_len))
         return 0;
-    if ((rc = put_record(p, w, err)))
+    if ((rc = w->relayed ? put_relay_seq(p, w, err) : put_record(p, w, err)))
         return rc;
     if ((m = hwm_get(p, w->source, w->source_len)) != NULL && m->known &&
         (!m->has || w->seq > m->seq)) {
@@ -989,8 +1024,12 @@ pg_apply(struct store *s, struct store_write *w, struct proto_err *err)
     if ((rc = pg_write_begin(s, w, &source_id, err)))
         return rc == 1 ? 0 : rc;
     for (i = 0; i < w->n_receipts; i++) {
-        if ((rc = next_id(p, &id, err)) ||
-            (rc = put_receipt(p, w, &w->receipts[i], id, err)))
+        /* A relayed receipt keeps its node's id (one receipt a write). */
+        if (w->relayed)
+            id = store_pg_clamp(w->origin_id + i);
+        else if ((rc = next_id(p, &id, err)))
+            return rc;
+        if ((rc = put_receipt(p, w, &w->receipts[i], id, err)))
             return rc;
         if (i == 0) {
             w->receipt_id = id;
@@ -1274,8 +1313,25 @@ flush_group(struct store_pg *p, struct proto_err *err)
     int rc;
 
     if (p->n_recs > 0 &&
-        (rc = copy_in(p, "COPY dedupe FROM STDIN (FORMAT binary)",
+        (rc = copy_in(p,
+                      "COPY dedupe (source, seq, op, receipt_id, status, "
+                      "hash, outcome) FROM STDIN (FORMAT binary)",
                       &p->seqs_copy, err, "record the seqs")))
+        return rc;
+    /* Relayed seqs: another node may have carried the source, a batch's
+     * rows share its seq, a failover resends: a record there stays. */
+    if (p->n_relay_seqs > 0 &&
+        ((rc = copy_in(p,
+                       "COPY seq_staging (source, seq, op, receipt_id, "
+                       "status, hash, outcome) FROM STDIN (FORMAT binary)",
+                       &p->relay_seqs, err, "record the relayed seqs")) ||
+         (rc = store_pg_exec(p,
+                             "INSERT INTO dedupe (source, seq, op, "
+                             "receipt_id, status, hash, outcome) SELECT "
+                             "source, seq, op, receipt_id, status, hash, "
+                             "outcome FROM seq_staging ON CONFLICT DO "
+                             "NOTHING",
+                             err, "record the relayed seqs"))))
         return rc;
     if (p->n_rows == 0)
         return 0;
@@ -1427,6 +1483,78 @@ pg_plan_retain(struct store *s, int64_t plan_id, struct proto_str value_id,
     return 0;
 }
 
+/* ---- the relay, at a center ---- */
+
+/*
+ * The origin's mark for stream, its row made at 0 when new and locked
+ * until the group's COMMIT (an upsert that changes nothing takes the
+ * row's lock and returns the newest committed value): a second instance
+ * given the same origin's batch (a node that failed over while this one
+ * held it) waits here, then reads the mark this one raised and cuts the
+ * batch to nothing. The unique key (origin, id, received_at) stands
+ * behind it.
+ */
+static int
+pg_relay_origin_get(struct store *s, const char *origin, size_t len,
+                    const char *stream, uint64_t *committed,
+                    struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    const char *v[2] = { origin, stream };
+    int l[2] = { (int)len, 0 }, fmt[2] = { 1, 0 };
+    PGresult *r;
+    int64_t c;
+    int rc;
+
+    *committed = 0;
+    if (!text_ok(origin, len))
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "the origin holds a NUL character");
+    r = PQexecParams(p->pc,
+                     "INSERT INTO relay_origins AS o (origin, stream, "
+                     "committed_id) VALUES (convert_from($1::bytea, 'UTF8'), "
+                     "$2, 0) ON CONFLICT (origin, stream) DO UPDATE SET "
+                     "committed_id = o.committed_id RETURNING committed_id",
+                     2, NULL, v, l, fmt, 1);
+    if ((rc = params_result(p, r, PGRES_TUPLES_OK, err,
+                            "read an origin's relayed mark")))
+        return rc;
+    c = PQntuples(r) > 0 ? store_pg_i64(PQgetvalue(r, 0, 0)) : 0;
+    PQclear(r);
+    *committed = c > 0 ? (uint64_t)c : 0;
+    return 0;
+}
+
+static int
+pg_relay_origin_set(struct store *s, const char *origin, size_t len,
+                    const char *stream, uint64_t committed,
+                    struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    char id[24];
+    const char *v[3] = { origin, stream, id };
+    int l[3] = { (int)len, 0, 0 }, fmt[3] = { 1, 0, 0 };
+    PGresult *r;
+    int rc;
+
+    if (!text_ok(origin, len))
+        return proto_err_set(err, PROTO_EINVALID, NULL,
+                             "the origin holds a NUL character");
+    snprintf(id, sizeof(id), "%" PRId64, store_pg_clamp(committed));
+    r = PQexecParams(p->pc,
+                     "INSERT INTO relay_origins AS o (origin, stream, "
+                     "committed_id) VALUES (convert_from($1::bytea, 'UTF8'), "
+                     "$2, $3::bigint) ON CONFLICT (origin, stream) DO UPDATE "
+                     "SET committed_id = greatest(o.committed_id, "
+                     "excluded.committed_id)",
+                     3, NULL, v, l, fmt, 0);
+    if ((rc = params_result(p, r, PGRES_COMMAND_OK, err,
+                            "record an origin's relayed mark")))
+        return rc;
+    PQclear(r);
+    return 0;
+}
+
 /* ---- retention ---- */
 
 static int
@@ -1545,6 +1673,9 @@ const struct store_ops store_pg_ops = {
     .plan_get = pg_plan_get,
     .plan_put = pg_plan_put,
     .plan_retain = pg_plan_retain,
+    .relay_origin_get = pg_relay_origin_get,
+    .relay_origin_set = pg_relay_origin_set,
+    /* relay_range_add: NULL, each row holds its origin. */
     .prune = pg_prune,
     .prune_newest = pg_prune_newest,
     .query_receipts = store_pg_query_receipts,

@@ -60,6 +60,10 @@ struct store_pg {
      * the commit, and their rollup keys and figures; its (source, seq)
      * records likewise. */
     struct store_pg_buf copy, seqs_copy;
+    /* The (source, seq) records of relayed receipts (store_write.relayed),
+     * which go into dedupe only where it has none (seq_staging). */
+    struct store_pg_buf relay_seqs;
+    size_t n_relay_seqs;
     struct store_pg_row *rows;
     size_t n_rows, cap_rows;
     struct store_pg_rec *recs;
@@ -68,7 +72,7 @@ struct store_pg {
     size_t arena_len, arena_cap;
     /* What the open savepoint restores. */
     struct {
-        size_t copy, seqs_copy, rows, recs, arena;
+        size_t copy, seqs_copy, relay_seqs, n_relay_seqs, rows, recs, arena;
     } sp;
     /* Each source's highest recorded seq (store_pg.c pg_write_begin),
      * open addressing in n_hwm_slots (a power of two). */

@@ -1,6 +1,9 @@
 /*
  * store_relay.c: the relay's cursor on a node and the high-water marks of
- * the origins on a center (store_relay.h, migration 0013).
+ * the origins on a center (store_relay.h, migration 0013), on SQLite. A
+ * node's store is SQLite; a center's functions are the SQLite backend's
+ * operations (store_sqlite_relay_*, store_ops.h), PostgreSQL's are in
+ * store_pg.c.
  *
  * Statements are prepared per call: a cursor moves once per acknowledged
  * batch and an origin's mark once per relayed batch, so the cost is per
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "store_sqlite.h"
 #include "store_row.h"
 
 static int
@@ -21,11 +25,12 @@ prepare(struct store *s, const char *sql, sqlite3_stmt **st,
     int rc;
 
     /* Every function here starts with a statement: a store of another
-     * backend stops at this one. */
+     * backend stops at this one (a node relays from SQLite only; a
+     * center's operations are reached through store_ops.h). */
     if (strcmp(store_backend_name(s), "sqlite") != 0) {
         *st = NULL;
         return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
-                             "the relay is not built for the %s backend yet",
+                             "a node relays from an SQLite store, not %s",
                              store_backend_name(s));
     }
     rc = sqlite3_prepare_v2(store_db(s), sql, -1, st, NULL);
@@ -289,9 +294,9 @@ out:
 }
 
 int
-store_relay_origin_get(struct store *s, const char *origin, size_t len,
-                       const char *stream, uint64_t *committed,
-                       struct proto_err *err)
+store_sqlite_relay_origin_get(struct store *s, const char *origin, size_t len,
+                              const char *stream, uint64_t *committed,
+                              struct proto_err *err)
 {
     sqlite3_stmt *st;
     int64_t v = 0;
@@ -310,9 +315,9 @@ store_relay_origin_get(struct store *s, const char *origin, size_t len,
 }
 
 int
-store_relay_origin_set(struct store *s, const char *origin, size_t len,
-                       const char *stream, uint64_t committed,
-                       struct proto_err *err)
+store_sqlite_relay_origin_set(struct store *s, const char *origin, size_t len,
+                              const char *stream, uint64_t committed,
+                              struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;
@@ -331,9 +336,10 @@ store_relay_origin_set(struct store *s, const char *origin, size_t len,
 }
 
 int
-store_relay_range_add(struct store *s, const char *origin, size_t len,
-                      int64_t first_id, int64_t last_id, uint64_t origin_first,
-                      uint64_t origin_last, struct proto_err *err)
+store_sqlite_relay_range_add(struct store *s, const char *origin, size_t len,
+                             int64_t first_id, int64_t last_id,
+                             uint64_t origin_first, uint64_t origin_last,
+                             struct proto_err *err)
 {
     sqlite3_stmt *st;
     int rc;

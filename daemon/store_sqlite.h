@@ -38,6 +38,16 @@ int store_sqlite_plan_retain(struct store *s, int64_t plan_id,
                              struct proto_str value_id, int64_t retained_at,
                              const void *value, size_t len,
                              struct proto_err *err);
+int store_sqlite_relay_origin_get(struct store *s, const char *origin,
+                                  size_t len, const char *stream,
+                                  uint64_t *committed, struct proto_err *err);
+int store_sqlite_relay_origin_set(struct store *s, const char *origin,
+                                  size_t len, const char *stream,
+                                  uint64_t committed, struct proto_err *err);
+int store_sqlite_relay_range_add(struct store *s, const char *origin,
+                                 size_t len, int64_t first_id, int64_t last_id,
+                                 uint64_t origin_first, uint64_t origin_last,
+                                 struct proto_err *err);
 int store_sqlite_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                        struct store_prune_result *out, struct proto_err *err);
 int store_sqlite_prune_newest(struct store *s, int64_t *ms,
@@ -83,6 +93,9 @@ int store_sqlite_wal_frames(const struct store *s);
 int store_sqlite_checkpoint(struct store *s, struct proto_err *err);
 int store_sqlite_checkpoint_final(struct store *s, struct proto_err *err);
 int store_sqlite_file_check(struct store *s, struct proto_err *err);
+int store_sqlite_sync_pipelined(const struct store *s);
+int store_sqlite_wal_sync(struct store *s, struct proto_err *err);
+int store_sqlite_wal_rewrite(struct store *s, struct proto_err *err);
 int store_sqlite_merge_idle(struct store *s, unsigned keys,
                             struct proto_err *err);
 int store_sqlite_merge_pending(const struct store *s);

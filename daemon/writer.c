@@ -3,10 +3,20 @@
  *
  * Threads: writer_submit(), writer_stop() and the async callback run on the
  * loop thread; run() runs on the writer thread and is the only user of the
- * store. The mutex guards the two lists (queued, done) and the stop flag;
- * the store is touched without it. Jobs come back in submission order
- * because a group is taken from the head of the queue and appended whole to
- * the done list.
+ * store but for one call. The mutex guards the lists (queued, to sync,
+ * done) and the flags; the store is touched without it. Jobs come back in
+ * submission order because a group is taken from the head of the queue
+ * and appended whole to the next list.
+ *
+ * Pipelined durability (store_sync_pipelined): a committed group is not
+ * durable yet. It waits in the sync list for the syncer thread (sync_run),
+ * whose one store_wal_sync makes every group committed before it durable,
+ * and only then moves to the done list and is answered; meanwhile the
+ * writer applies and commits the next groups. A failed sync fails every
+ * group it was for and every group committed after it (their frames
+ * follow frames the disk may have lost), and the writer writes the WAL
+ * again (store_wal_rewrite) before it commits anything else. Checkpoints
+ * wait until every commit is synced (wait_synced).
  */
 #include "writer.h"
 
@@ -64,6 +74,26 @@ struct writer {
     /* Retention (writer_set_retention), guarded by mu: 0 = never prune. */
     uint64_t prune_age_ms;
     uint32_t prune_batch, prune_idle_ms;
+
+    /* Pipelined durability, guarded by mu but for the atomics: the
+     * groups committed and not synced yet (s_commits of them committed,
+     * the newest numbered s_seq), whether a sync is under way or failed
+     * (the WAL is written again before the next commit), the syncer's
+     * stop flag. commit_seq numbers every group before it commits, so
+     * that a commit a reader can see has a number at most commit_seq
+     * read after the read; durable_seq is the newest number whose group,
+     * and every one before it, is durable or failed. */
+    int pipelined;
+    uv_thread_t sync_thread;
+    int sync_started;
+    uv_cond_t sync_cond;   /* work for the syncer */
+    uv_cond_t synced_cond; /* the syncer went idle; durable_seq moved */
+    struct writer_job *s_head, *s_tail;
+    uint64_t s_commits, s_seq;
+    int syncing, sync_broken, sync_stop;
+    _Atomic uint64_t commit_seq, durable_seq;
+    _Atomic uint64_t syncs, sync_us;
+    _Atomic uint64_t sync_start_us; /* the sync under way began; 0: none */
 
     _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
     _Atomic uint64_t cpu_us;
@@ -269,8 +299,9 @@ answer_committed(struct writer *w, struct writer_job *head)
         store_rollback(w->store);
 }
 
-/* Applies one group in one transaction. */
-static void
+/* Applies one group in one transaction. Returns 1 when it committed
+ * (durable at once, or once synced when pipelined), 0 when it failed. */
+static int
 commit_group(struct writer *w, struct writer_job *head)
 {
     struct proto_err err;
@@ -292,7 +323,7 @@ commit_group(struct writer *w, struct writer_job *head)
         goto failed;
     if (store_file_check(w->store, &err) != 0) {
         file_gone(w, head, &err);
-        return;
+        return 0;
     }
     dt = now_us() - t0;
     atomic_store(&w->last_us, dt);
@@ -304,7 +335,7 @@ commit_group(struct writer *w, struct writer_job *head)
     atomic_fetch_add(&w->groups, 1);
     atomic_store(&w->failing, 0);
     atomic_store(&w->file_gone, 0);
-    return;
+    return 1;
 failed:
     store_rollback(w->store);
     uv_mutex_lock(&w->mu);
@@ -319,6 +350,135 @@ failed:
               store_path(w->store), err.message);
     fail_group(head, &err);
     answer_committed(w, head);
+    return 0;
+}
+
+/*
+ * The syncer thread (pipelined durability): takes what the writer
+ * committed, syncs the WAL once for all of it, and hands it on to be
+ * answered. After a failed sync (sync_broken) it syncs nothing until the
+ * writer has written the WAL again: groups committed meanwhile are failed
+ * without a sync, since their frames follow frames the disk may have
+ * dropped.
+ */
+static void
+sync_run(void *arg)
+{
+    struct writer *w = arg;
+    struct writer_job *head, *tail;
+    struct proto_err err;
+    uint64_t commits, seq, t0;
+    int rc, broken;
+
+    uv_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->s_head == NULL && !w->sync_stop)
+            uv_cond_wait(&w->sync_cond, &w->mu);
+        if (w->s_head == NULL)
+            break;
+        head = w->s_head;
+        tail = w->s_tail;
+        commits = w->s_commits;
+        seq = w->s_seq;
+        w->s_head = w->s_tail = NULL;
+        w->s_commits = 0;
+        w->syncing = 1;
+        broken = w->sync_broken;
+        uv_mutex_unlock(&w->mu);
+
+        rc = 0;
+        proto_err_clear(&err);
+        if (commits > 0 && broken) {
+            rc = proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
+                               "committed after a failed sync of the WAL");
+        } else if (commits > 0) {
+            t0 = now_us();
+            atomic_store(&w->sync_start_us, t0);
+            rc = store_wal_sync(w->store, &err);
+            atomic_store(&w->sync_start_us, 0);
+            atomic_fetch_add(&w->syncs, 1);
+            atomic_fetch_add(&w->sync_us, now_us() - t0);
+        }
+
+        uv_mutex_lock(&w->mu);
+        w->syncing = 0;
+        if (rc != 0) {
+            if (!w->sync_broken)
+                log_errx("writer: a sync of the WAL of %s failed: %s; its "
+                         "groups are answered unavailable and the WAL is "
+                         "written again before the next commit",
+                         store_path(w->store), err.message);
+            w->sync_broken = 1;
+            snprintf(w->last_error, sizeof(w->last_error), "%s",
+                     err.message);
+            atomic_store(&w->failing, 1);
+            atomic_fetch_add(&w->failures, 1);
+            fail_group(head, &err);
+        } else if (!w->sync_broken) {
+            atomic_store(&w->durable_seq, seq);
+        }
+        if (w->d_tail != NULL)
+            w->d_tail->next = head;
+        else
+            w->d_head = head;
+        w->d_tail = tail;
+        uv_cond_broadcast(&w->synced_cond);
+        uv_mutex_unlock(&w->mu);
+        uv_async_send(&w->async);
+        uv_mutex_lock(&w->mu);
+    }
+    uv_mutex_unlock(&w->mu);
+}
+
+/* Ends the syncer thread once it has handed on all it holds. */
+static void
+stop_syncer(struct writer *w)
+{
+    if (!w->sync_started)
+        return;
+    uv_mutex_lock(&w->mu);
+    w->sync_stop = 1;
+    uv_cond_signal(&w->sync_cond);
+    uv_mutex_unlock(&w->mu);
+    uv_thread_join(&w->sync_thread);
+    w->sync_started = 0;
+}
+
+/* Waits, with mu held, until every group handed to the syncer is synced
+ * (or failed). */
+static void
+wait_synced(struct writer *w)
+{
+    while (w->s_head != NULL || w->syncing)
+        uv_cond_wait(&w->synced_cond, &w->mu);
+}
+
+/*
+ * After a failed sync, before the next commit: writes the WAL again and
+ * syncs it (store_wal_rewrite). Returns 0 when every commit so far is
+ * durable, else -1 with err set: the group is answered unavailable
+ * without touching the store, and the next one tries again.
+ */
+static int
+heal(struct writer *w, struct proto_err *err)
+{
+    int rc;
+
+    uv_mutex_lock(&w->mu);
+    wait_synced(w);
+    uv_mutex_unlock(&w->mu);
+    proto_err_clear(err);
+    if ((rc = store_wal_rewrite(w->store, err)) != 0)
+        return -1;
+    uv_mutex_lock(&w->mu);
+    w->sync_broken = 0;
+    atomic_store(&w->durable_seq, atomic_load(&w->commit_seq));
+    uv_cond_broadcast(&w->synced_cond);
+    uv_mutex_unlock(&w->mu);
+    log_info("writer: the WAL of %s was written again and synced; writes "
+             "are committed again",
+             store_path(w->store));
+    return 0;
 }
 
 /*
@@ -494,14 +654,64 @@ checkpoint(struct writer *w)
     atomic_fetch_add(&w->checkpoint_us, now_us() - t0);
 }
 
+/*
+ * Hands a group on: to the done list when each COMMIT is durable, else to
+ * the syncer. seq is the group's commit number, committed whether it
+ * committed.
+ */
+static void
+hand_on(struct writer *w, struct writer_job *head, struct writer_job *tail,
+        uint64_t seq, int committed)
+{
+    uv_mutex_lock(&w->mu);
+    if (w->pipelined) {
+        if (w->s_tail != NULL)
+            w->s_tail->next = head;
+        else
+            w->s_head = head;
+        w->s_tail = tail;
+        w->s_seq = seq;
+        w->s_commits += committed ? 1 : 0;
+        uv_cond_signal(&w->sync_cond);
+        uv_mutex_unlock(&w->mu);
+        return;
+    }
+    if (w->d_tail != NULL)
+        w->d_tail->next = head;
+    else
+        w->d_head = head;
+    w->d_tail = tail;
+    atomic_store(&w->durable_seq, seq);
+    uv_cond_broadcast(&w->synced_cond);
+    uv_mutex_unlock(&w->mu);
+    uv_async_send(&w->async);
+}
+
+/* A checkpoint when pipelined waits for the syncs owed (a checkpoint
+ * syncs the WAL itself, but after a failed sync it could copy what the
+ * disk dropped); none while the WAL waits to be written again. */
+static void
+checkpoint_synced(struct writer *w)
+{
+    int broken;
+
+    uv_mutex_lock(&w->mu);
+    wait_synced(w);
+    broken = w->sync_broken;
+    uv_mutex_unlock(&w->mu);
+    if (!broken)
+        checkpoint(w);
+}
+
 static void
 run(void *arg)
 {
     struct writer *w = arg;
     struct writer_job *head, *tail, *j;
-    uint64_t items, bytes, n, cpu0, age;
+    struct proto_err err;
+    uint64_t items, bytes, n, cpu0, age, seq;
     uint32_t batch;
-    int quiet;
+    int quiet, committed, broken;
 
     for (;;) {
         uv_mutex_lock(&w->mu);
@@ -533,25 +743,30 @@ run(void *arg)
         atomic_store(&w->in_group, 1);
         uv_mutex_unlock(&w->mu);
 
+        uv_mutex_lock(&w->mu);
+        broken = w->sync_broken;
+        uv_mutex_unlock(&w->mu);
+
         /* Rolled-back groups count too: their CPU was spent all the
          * same, and a cost per stored receipt should show it. */
         cpu0 = thread_cpu_us();
-        commit_group(w, head);
+        seq = atomic_fetch_add(&w->commit_seq, 1) + 1;
+        if (broken && heal(w, &err) != 0) {
+            atomic_fetch_add(&w->failures, 1);
+            fail_group(head, &err);
+            committed = 0;
+        } else
+            committed = commit_group(w, head);
         atomic_fetch_add(&w->cpu_us, thread_cpu_us() - cpu0);
         atomic_store(&w->beat_us, now_us());
+        atomic_store(&w->in_group, 0);
+        hand_on(w, head, tail, seq, committed);
 
         uv_mutex_lock(&w->mu);
-        atomic_store(&w->in_group, 0);
-        if (w->d_tail != NULL)
-            w->d_tail->next = head;
-        else
-            w->d_head = head;
-        w->d_tail = tail;
         quiet = w->q_head == NULL;
         age = w->prune_age_ms;
         batch = w->prune_batch;
         uv_mutex_unlock(&w->mu);
-        uv_async_send(&w->async);
         /* Retention under constant load, when the idle moments never
          * come (a write more often than prune_idle_ms). */
         if (age > 0 && batch > 0 &&
@@ -559,10 +774,17 @@ run(void *arg)
             prune_step(w, age, batch);
         /* Replies are on their way; with nothing waiting, this is the
          * moment to copy the WAL into the database, out of any commit's
-         * latency. */
-        if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
-            checkpoint(w);
+         * latency. Pipelined, the WAL's bound is the writer's to keep
+         * (store.h STORE_WAL_HARD_FRAMES). */
+        if (!w->pipelined) {
+            if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
+                checkpoint(w);
+        } else if ((quiet &&
+                    store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES) ||
+                   store_wal_frames(w->store) >= STORE_WAL_HARD_FRAMES)
+            checkpoint_synced(w);
     }
+    stop_syncer(w);
 }
 
 static void
@@ -630,7 +852,24 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
         return proto_err_set(err, PROTO_ENOMEM, NULL,
                              "cannot create a condition variable");
     }
+    if (uv_cond_init(&w->sync_cond) != 0) {
+        uv_cond_destroy(&w->cond);
+        uv_mutex_destroy(&w->mu);
+        free(w);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "cannot create a condition variable");
+    }
+    if (uv_cond_init(&w->synced_cond) != 0) {
+        uv_cond_destroy(&w->sync_cond);
+        uv_cond_destroy(&w->cond);
+        uv_mutex_destroy(&w->mu);
+        free(w);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "cannot create a condition variable");
+    }
     if (uv_async_init(loop, &w->async, async_cb) != 0) {
+        uv_cond_destroy(&w->synced_cond);
+        uv_cond_destroy(&w->sync_cond);
         uv_cond_destroy(&w->cond);
         uv_mutex_destroy(&w->mu);
         free(w);
@@ -638,9 +877,20 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
                              "cannot create an async handle");
     }
     w->async.data = w;
+    w->pipelined = store_sync_pipelined(store);
+    if (w->pipelined) {
+        if (uv_thread_create(&w->sync_thread, sync_run, w) != 0) {
+            w->store = NULL;
+            writer_stop(w);
+            return proto_err_set(err, PROTO_ENOMEM, NULL,
+                                 "cannot start the syncer thread");
+        }
+        w->sync_started = 1;
+    }
     if (uv_thread_create(&w->thread, run, w) != 0) {
         /* The handle is registered; it must be closed, and the writer is
          * freed in that close callback without its store. */
+        stop_syncer(w);
         w->store = NULL;
         writer_stop(w);
         return proto_err_set(err, PROTO_ENOMEM, NULL,
@@ -675,6 +925,8 @@ close_cb(uv_handle_t *h)
     struct writer *w = h->data;
 
     store_free(w->store);
+    uv_cond_destroy(&w->synced_cond);
+    uv_cond_destroy(&w->sync_cond);
     uv_cond_destroy(&w->cond);
     uv_mutex_destroy(&w->mu);
     free(w);
@@ -733,6 +985,29 @@ writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
     uv_mutex_unlock(&w->mu);
 }
 
+int
+writer_wait_durable(struct writer *w, uint64_t timeout_ms)
+{
+    uint64_t target = atomic_load(&w->commit_seq);
+    uint64_t end = now_us() + timeout_ms * 1000u, now;
+    int rc = 0;
+
+    if (atomic_load(&w->durable_seq) >= target)
+        return 0;
+    uv_mutex_lock(&w->mu);
+    while (atomic_load(&w->durable_seq) < target) {
+        now = now_us();
+        if (now >= end) {
+            rc = -1;
+            break;
+        }
+        (void)uv_cond_timedwait(&w->synced_cond, &w->mu,
+                                (end - now) * 1000u);
+    }
+    uv_mutex_unlock(&w->mu);
+    return rc;
+}
+
 void
 writer_set_limits(struct writer *w, uint32_t max_items, uint64_t max_bytes)
 {
@@ -754,6 +1029,8 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->cpu_us = atomic_load(&w->cpu_us);
     st->checkpoints = atomic_load(&w->checkpoints);
     st->checkpoint_us = atomic_load(&w->checkpoint_us);
+    st->syncs = atomic_load(&w->syncs);
+    st->sync_us = atomic_load(&w->sync_us);
     st->pruned = atomic_load(&w->pruned);
     st->prune_runs = atomic_load(&w->prune_runs);
     st->prune_failures = atomic_load(&w->prune_failures);
@@ -765,6 +1042,14 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
         uint64_t beat = atomic_load(&w->beat_us), now = now_us();
 
         st->stalled_ms = now > beat ? (now - beat) / 1000u : 0;
+    }
+    /* Pipelined, replies wait for the syncer too: a sync that does not
+     * return stalls every write however well the writer goes on. */
+    {
+        uint64_t s0 = atomic_load(&w->sync_start_us), now = now_us();
+
+        if (s0 != 0 && now > s0 && (now - s0) / 1000u > st->stalled_ms)
+            st->stalled_ms = (now - s0) / 1000u;
     }
     uv_mutex_lock(&w->mu);
     memcpy(st->last_error, w->last_error, sizeof(st->last_error));

@@ -122,6 +122,15 @@ void writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
 
 /* Changes the bounds of a commit group (as writer_new takes them; 0 means
  * 1). The next group taken obeys them. Any thread, any time (reload). */
+/*
+ * Waits, at most timeout_ms, until every group that began to commit
+ * before the call is durable (synced, when the store's durability is
+ * pipelined) or failed. A reader that calls it after its read knows that
+ * what it read survives a power cut. Any thread but the writer's.
+ * Returns 0, or -1 when the time ran out.
+ */
+int writer_wait_durable(struct writer *w, uint64_t timeout_ms);
+
 void writer_set_limits(struct writer *w, uint32_t max_items,
                        uint64_t max_bytes);
 
@@ -138,6 +147,9 @@ struct writer_stats {
                                  groups, committed or rolled back */
     uint64_t checkpoints;     /* WAL checkpoints run in quiet moments */
     uint64_t checkpoint_us;   /* their total duration */
+    uint64_t syncs;           /* WAL syncs of the syncer thread (pipelined
+                                 durability; 0 when COMMIT syncs) */
+    uint64_t sync_us;         /* their total duration */
     uint64_t pruned;          /* receipts removed by retention since start */
     uint64_t prune_runs;      /* prune batches that removed something */
     uint64_t prune_failures;  /* prune batches rolled back */

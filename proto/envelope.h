@@ -123,5 +123,8 @@ int envelope_reply_decode(const msgpack_object *o, struct envelope_reply *r,
 
 /* Packs a NUL-terminated string. Returns 0 or -1. */
 int envelope_pack_cstr(msgpack_packer *pk, const char *s);
+/* Bytes already in msgpack form (a constant key, say "\xa2ok"), written
+ * as they are: one write instead of a header and a body. */
+int envelope_pack_raw(msgpack_packer *pk, const char *bytes, size_t n);
 
 #endif

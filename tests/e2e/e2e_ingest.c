@@ -631,6 +631,52 @@ START_TEST(test_e2e_pipelined_replies_in_order)
 }
 END_TEST
 
+/* Where the WAL is synced: by default the writer's syncer thread syncs
+ * it after commit groups (stats wal_syncs counts them); with
+ * --sync-in-commit true SQLite syncs inside COMMIT and the syncer is
+ * not there. Either way every write is answered ok after its sync. */
+START_TEST(test_e2e_wal_synced_where_configured)
+{
+    static const char *const in_commit[] = { "--sync-in-commit", "true",
+                                             NULL };
+    struct e2e_receipt r = { .schema = 3, .coverage = 0x7f };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    size_t len, i, n = 50;
+    char *body = e2e_receipt_bytes(&r, &len);
+    uint64_t syncs;
+    int fd;
+
+    start(_i == 0 ? NULL : in_commit);
+    fd = e2e_connect(&d);
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (i = 0; i < n; i++) {
+        size_t start_at = frame_sbuffer_begin(&sb);
+
+        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
+        msgpack_sbuffer_write(&sb, body, len);
+        frame_sbuffer_finish(&sb, start_at);
+    }
+    ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
+    for (i = 0; i < n; i++) {
+        expect_ok(fd, i, &rep);
+        e2e_reply_free(&rep);
+    }
+    ck_assert_uint_eq(e2e_stat(fd, n, "accepted"), n);
+    syncs = e2e_stat(fd, n + 1, "wal_syncs");
+    if (_i == 0)
+        ck_assert_uint_gt(syncs, 0);
+    else
+        ck_assert_uint_eq(syncs, 0);
+    msgpack_sbuffer_destroy(&sb);
+    free(body);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_e2e_dedupe_across_reconnects_and_restart)
 {
     struct e2e_receipt r = { .schema = 2, .coverage = 0x40 };
@@ -1901,7 +1947,7 @@ suite(void)
     struct {
         const char *name;
         const TTest *t;
-        int loop;
+        int loop; /* iterations of a loop test; 0: a plain test */
     } cases[] = {
         { "hello_ping", test_e2e_hello_and_ping, 0 },
         { "unimplemented", test_e2e_unimplemented_ops_and_kinds, 0 },
@@ -1910,6 +1956,7 @@ suite(void)
         { "query_timeout", test_e2e_slow_query_is_interrupted, 0 },
         { "filters", test_e2e_query_filters_select_rows, 0 },
         { "pipelining", test_e2e_pipelined_replies_in_order, 0 },
+        { "wal_sync", test_e2e_wal_synced_where_configured, 2 },
         { "source_of_its_time", test_e2e_write_keeps_source_of_its_time, 0 },
         { "dedupe", test_e2e_dedupe_across_reconnects_and_restart, 0 },
         { "seq_conflict", test_e2e_reused_seq_is_a_conflict, 0 },
@@ -1923,7 +1970,8 @@ suite(void)
         { "sigkill", test_e2e_sigkill_keeps_every_acknowledged_receipt, 0 },
         { "full_store", test_e2e_full_store_answers_unavailable_and_resumes,
           0 },
-        { "hostile", test_e2e_hostile_frame_answered_daemon_survives, 1 },
+        { "hostile", test_e2e_hostile_frame_answered_daemon_survives,
+          (int)(sizeof(hostile) / sizeof(hostile[0])) },
         { "trickle", test_e2e_trickled_frame_is_cut_off, 0 },
         { "never_reads", test_e2e_client_that_never_reads_is_not_buffered, 0 },
         { "limits", test_e2e_connection_limit_and_idle_timeout, 0 },
@@ -1941,8 +1989,7 @@ suite(void)
         tcase_set_timeout(tc, 60);
         tcase_add_checked_fixture(tc, NULL, teardown);
         if (cases[i].loop)
-            tcase_add_loop_test(tc, cases[i].t, 0,
-                                (int)(sizeof(hostile) / sizeof(hostile[0])));
+            tcase_add_loop_test(tc, cases[i].t, 0, cases[i].loop);
         else
             tcase_add_test(tc, cases[i].t);
         suite_add_tcase(s, tc);

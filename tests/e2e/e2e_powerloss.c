@@ -43,6 +43,12 @@
 /* Chunks of 8: the 24 receipts make three, so power is also cut while the
  * writer turns its tail into a chunk (migrations/0007). */
 static const char *const small_chunks[] = { "--chunk-receipts", "8", NULL };
+/* The power-cut sweep runs for both places the WAL is synced: the
+ * writer's syncer thread (the default) and SQLite's COMMIT. */
+static const char *const in_commit[] = { "--chunk-receipts", "8",
+                                         "--sync-in-commit", "true", NULL };
+static const char *const *const sync_modes[] = { small_chunks, in_commit };
+static const char *const *args = small_chunks;
 #define SOURCE "powerloss-e2e"
 
 static struct e2e_daemon d;
@@ -220,7 +226,7 @@ count_syncs(void)
     int status, fired;
 
     preload(0, 0);
-    ck_assert_msg(e2e_start(&d, small_chunks) == 0, "receiptd did not start");
+    ck_assert_msg(e2e_start(&d, args) == 0, "receiptd did not start");
     no_preload();
     ck_assert_int_eq(send_receipts(acked, sent, 1, NULL), NRECEIPTS);
     ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
@@ -239,6 +245,7 @@ START_TEST(test_e2e_powerloss_daemon_keeps_every_acknowledged_receipt)
     char when[96];
     long rows;
 
+    args = sync_modes[_i];
     snprintf(count_path, sizeof(count_path), "%s/powerloss-e2e-%d.count",
              TEST_BINARY_DIR, (int)getpid());
     n = count_syncs();
@@ -250,7 +257,7 @@ START_TEST(test_e2e_powerloss_daemon_keeps_every_acknowledged_receipt)
                  k % 2 ? "" : " (garbled)");
         /* Even cuts garble the unsynced writes instead of dropping them. */
         preload(k, k % 2 ? 0 : (unsigned)k);
-        started = e2e_start(&d, small_chunks) == 0;
+        started = e2e_start(&d, args) == 0;
         no_preload();
         if (started)
             send_receipts(acked, sent, 1, NULL);
@@ -282,7 +289,7 @@ START_TEST(test_e2e_powerloss_daemon_keeps_every_acknowledged_receipt)
 
         /* Start-up after the cut recovers the file; the producer resends
          * what was not acknowledged, and everything lands exactly once. */
-        ck_assert_msg(e2e_restart(&d, small_chunks) == 0,
+        ck_assert_msg(e2e_restart(&d, args) == 0,
                       "%s: receiptd does not start on the file", when);
         missing = 0;
         for (i = 0; i < NRECEIPTS; i++) {
@@ -296,10 +303,12 @@ START_TEST(test_e2e_powerloss_daemon_keeps_every_acknowledged_receipt)
         ck_assert_int_eq(rows, NRECEIPTS);
         e2e_cleanup(&d);
     }
-    printf("e2e_powerloss: receiptd lost its power at each of %lu sync "
-           "points (%lu during start-up, half garbled); %lu acknowledged "
-           "receipts checked, %lu unacknowledged resent, 0 lost\n",
-           n, cut_in_startup, acked_total, resent);
+    printf("e2e_powerloss[%s]: receiptd lost its power at each of %lu "
+           "sync points (%lu during start-up, half garbled); %lu "
+           "acknowledged receipts checked, %lu unacknowledged resent, 0 "
+           "lost\n",
+           args == in_commit ? "sync in COMMIT" : "syncer thread", n,
+           cut_in_startup, acked_total, resent);
     fflush(stdout);
 }
 END_TEST
@@ -396,6 +405,67 @@ START_TEST(test_e2e_powerloss_daemon_io_fault_never_acknowledges_a_loss)
 }
 END_TEST
 
+/*
+ * A failed sync, then the power cut a sync or two later. After a failed
+ * fsync Linux may drop the pages it had (the preload keeps them lost
+ * whatever later syncs say), so a daemon that went on committing after
+ * the frames it failed to sync would acknowledge receipts the WAL cannot
+ * reach after the cut (recovery stops at the lost frames). The writer
+ * writes the WAL again before its next commit (writer.c heal); without
+ * that this test loses acknowledged receipts.
+ */
+START_TEST(test_e2e_powerloss_daemon_sync_fault_then_cut)
+{
+    unsigned char acked[NRECEIPTS], sent[NRECEIPTS];
+    unsigned long n, nth, runs = 0, acked_total = 0;
+    int stride = env_int("RELIABILITY_FAULT_STRIDE", 5), status, started, i;
+    unsigned long after = (unsigned long)_i;
+    char v[32], when[128];
+
+    args = small_chunks;
+    snprintf(count_path, sizeof(count_path), "%s/powerloss-e2e-%d.count",
+             TEST_BINARY_DIR, (int)getpid());
+    n = count_syncs();
+    if (stride < 1)
+        stride = 1;
+    for (nth = 1; nth + after <= n; nth += (unsigned long)stride) {
+        memset(acked, 0, sizeof(acked));
+        memset(sent, 0, sizeof(sent));
+        snprintf(when, sizeof(when), "sync %lu failed, power cut at sync %lu",
+                 nth, nth + after);
+        preload(nth + after, 0);
+        setenv("RECEIPTD_FAULT_OP", "sync", 1);
+        snprintf(v, sizeof(v), "%lu", nth);
+        setenv("RECEIPTD_FAULT_NTH", v, 1);
+        snprintf(v, sizeof(v), "%d", SQLITE_IOERR_FSYNC);
+        setenv("RECEIPTD_FAULT_CODE", v, 1);
+        started = e2e_start(&d, args) == 0;
+        no_preload();
+        if (started)
+            send_receipts(acked, sent, 3, NULL);
+        if (d.pid > 0) {
+            kill(d.pid, SIGTERM);
+            status = 0;
+            for (i = 0; i < 500 && waitpid(d.pid, &status, WNOHANG) == 0; i++)
+                usleep(10000);
+            if (i == 500)
+                e2e_stop(&d, SIGKILL, 5000, NULL);
+            d.pid = 0;
+        }
+        for (i = 0; i < NRECEIPTS; i++)
+            acked_total += acked[i];
+        check_file(acked, sent, when);
+        e2e_cleanup(&d);
+        runs++;
+    }
+    printf("e2e_powerloss[sync fault, cut %lu syncs later, every %d]: %lu "
+           "runs, %lu acknowledged receipts checked, 0 lost\n",
+           after, stride, runs, acked_total);
+    fflush(stdout);
+    ck_assert_uint_gt(runs, 0);
+}
+END_TEST
+
 static Suite *
 powerloss_suite(void)
 {
@@ -404,8 +474,16 @@ powerloss_suite(void)
 
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc,
-                   test_e2e_powerloss_daemon_keeps_every_acknowledged_receipt);
+    tcase_add_loop_test(
+        tc, test_e2e_powerloss_daemon_keeps_every_acknowledged_receipt, 0,
+        (int)(sizeof(sync_modes) / sizeof(sync_modes[0])));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("daemon_sync_fault_then_cut");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_e2e_powerloss_daemon_sync_fault_then_cut, 1,
+                        4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("daemon_io_faults");

@@ -30,7 +30,10 @@
 #include <msgpack.h>
 
 #include "e2e_util.h"
+#include <libpq-fe.h>
+
 #include "envelope.h"
+#include "pg_cluster.h"
 #include "skip.h"
 #include "testcerts.h"
 
@@ -47,6 +50,9 @@ static char chost[64];
 static char conf[300], tokfile[300];
 static char certs[256]; /* "" when openssl could not make them */
 static int center_tls;  /* the center speaks TLS (certs/server) */
+/* The center stores in PostgreSQL (--pg center_pg) when set: the case
+ * "postgresql", on a private cluster of its own. */
+static char pgbase[150], pgdir[300], pgcluster[512], center_pg[700];
 /* More flags for the node (NULL-terminated), or NULL. */
 static const char *const *node_extra;
 
@@ -70,10 +76,13 @@ static void
 center_spawn(int first)
 {
     char text[1024], c[300], k[300];
-    const char *flags[] = { "--config", conf, "--tcp", chost, NULL };
+    const char *flags[] = { "--config", conf,      "--tcp", chost,
+                            NULL,       center_pg, NULL };
     long until;
     int fd;
 
+    if (center_pg[0] != '\0')
+        flags[4] = "--pg";
     if (first) {
         cport = e2e_free_port();
         ck_assert_int_gt(cport, 0);
@@ -293,6 +302,7 @@ stat_of(struct e2e_daemon *d, const char *key)
 }
 
 static uint64_t read_center(void);
+static int center_gaps(const char *source, uint64_t *last, uint64_t *missing);
 
 /* The node's stats relay_error into buf; 0 when nil or no answer. */
 static int
@@ -683,6 +693,14 @@ START_TEST(test_relay_survives_kill9_of_node_and_center)
     await_delivery(next_tag, 60000);
     check_exactly_once();
     ck_assert_uint_ge(rounds, kills - 1);
+    /* The producer's seqs at the center: none missing. */
+    {
+        uint64_t last = 0, missing = 1;
+
+        ck_assert(center_gaps(SOURCE, &last, &missing));
+        ck_assert_uint_eq(last, seq - 1);
+        ck_assert_uint_eq(missing, 0);
+    }
     e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
@@ -1191,6 +1209,178 @@ START_TEST(test_relay_check_config_reads_the_token_file)
 }
 END_TEST
 
+/* ---- A center on PostgreSQL. ---- */
+
+/* One cluster for the case, in the parent process (an unchecked
+ * fixture), so it is stopped whatever the tests do. */
+static void
+cluster_up(void)
+{
+    const char *tmp = TEST_BINARY_DIR;
+
+    if (strlen(tmp) > 60)
+        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(pgbase, sizeof(pgbase), "%s/e2e-relay-pg-XXXXXX", tmp);
+    ck_assert_ptr_nonnull(mkdtemp(pgbase));
+    snprintf(pgdir, sizeof(pgdir), "%s/pg", pgbase);
+    pg_cluster_start(pgdir, pgcluster, sizeof(pgcluster));
+}
+
+static void
+cluster_down(void)
+{
+    char cmd[400];
+    int rc;
+
+    pg_cluster_stop(pgdir, "fast");
+    if (getenv("E2E_KEEP") == NULL) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", pgbase);
+        rc = system(cmd);
+        (void)rc;
+    }
+}
+
+/* The first column of sql's first row on the center's database. */
+static long long
+pg_scalar(const char *sql)
+{
+    PGconn *pc = PQconnectdb(center_pg);
+    PGresult *r;
+    long long v;
+
+    ck_assert_msg(PQstatus(pc) == CONNECTION_OK, "%s", PQerrorMessage(pc));
+    r = PQexec(pc, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s: %s", sql,
+                  PQerrorMessage(pc));
+    v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    PQfinish(pc);
+    return v;
+}
+
+/* The center's `gaps` row of source: its last seq and missing count;
+ * 0 when the source has no row. */
+static int
+center_gaps(const char *source, uint64_t *last, uint64_t *missing)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    int fd = e2e_connect(&center), found = 0;
+
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    msgpack_pack_str_with_body(&pk, "kind", 4);
+    msgpack_pack_str_with_body(&pk, "gaps", 4);
+    msgpack_pack_str_with_body(&pk, "source", 6);
+    msgpack_pack_str_with_body(&pk, source, strlen(source));
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 9, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    rows = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rows);
+    if (rows->via.array.size == 1) {
+        found = 1;
+        *last = e2e_get_uint(&rows->via.array.ptr[0], "last_seq");
+        *missing = e2e_get_uint(&rows->via.array.ptr[0], "missing_seqs");
+    }
+    e2e_reply_free(&rep);
+    close(fd);
+    return found;
+}
+
+/*
+ * A node relaying to a center on PostgreSQL, killed (SIGKILL) at random
+ * moments, node and center: every receipt the node acknowledged is in
+ * PostgreSQL once under the node's name and id, the query op and the
+ * origin filter see them, `gaps` at the center has the producer's seqs
+ * with none missing, and the plan registered on the node is there.
+ */
+START_TEST(test_relay_to_postgresql_center)
+{
+    const char *env = getenv("RELAY_KILLS");
+    unsigned kills = env != NULL ? (unsigned)atoi(env) : 12;
+    uint64_t seq = 1, last = 0, missing = 1;
+    struct e2e_reply rep;
+    char source[64] = "", name[32], sql[256];
+    uint64_t nodes = 0;
+    size_t len;
+    char *plan = e2e_read_file(TEST_DATA_DIR "/plans/fixture.msgpack", &len);
+    long until;
+    int fd;
+
+    ck_assert_ptr_nonnull(plan);
+    snprintf(name, sizeof(name), "relay_%ld", (long)getpid());
+    pg_cluster_database(pgcluster, name, center_pg, sizeof(center_pg));
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    reset();
+    center_spawn(1);
+    node_spawn(1);
+    fd = connect_node("planner");
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PLAN, 1, 0, 0, plan, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+    free(plan);
+    produce(20 * 3 * kills, 20, &seq, 3, chaos);
+    produce_unsequenced(20);
+    await_delivery(next_tag, 60000);
+    check_exactly_once();
+    ck_assert_uint_ge(rounds, kills - 1);
+    /* PostgreSQL itself: the node's ids under its name, once each. */
+    snprintf(sql, sizeof(sql),
+             "SELECT count(DISTINCT id) FROM receipts WHERE origin = '%s'",
+             NODE);
+    ck_assert_int_eq(pg_scalar(sql), (long long)next_tag);
+    ck_assert_int_eq(pg_scalar("SELECT count(*) FROM receipts"),
+                     (long long)next_tag);
+    snprintf(sql, sizeof(sql),
+             "SELECT committed_id FROM relay_origins WHERE origin = '%s' AND "
+             "stream = 'receipts'",
+             NODE);
+    ck_assert_int_eq(pg_scalar(sql), (long long)next_tag);
+    /* By node, through the query op and receiptctl. */
+    ck_assert_uint_eq(count_origin(NODE), next_tag);
+    ck_assert_uint_eq(count_origin("node-b"), 0);
+    {
+        const char *argv[] = { "receiptctl", "receipts",  "--socket",
+                               center.sock,  "--origin",  NODE,
+                               "--limit",    "3",         "--format",
+                               "csv",        "--columns", "source",
+                               NULL };
+        char *out = NULL;
+
+        ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/client/receiptctl", argv,
+                                 NULL, NULL, &out, NULL),
+                         0);
+        /* The newest are the unsequenced ones: no hello, no source. */
+        ck_assert_msg(strcmp(out, "source\n\n\n\n") == 0, "%s", out);
+        free(out);
+    }
+    /* gaps at the center: the producer's seqs, none missing. */
+    ck_assert(center_gaps(SOURCE, &last, &missing));
+    ck_assert_uint_eq(last, seq - 1);
+    ck_assert_uint_eq(missing, 0);
+    /* The plan, relayed as a stream of its own. */
+    for (until = e2e_now_ms() + 20000; e2e_now_ms() < until;) {
+        if (plans_of(&center, source, sizeof(source), &nodes) == 1)
+            break;
+        usleep(100000);
+    }
+    ck_assert_uint_eq(plans_of(&center, source, sizeof(source), &nodes), 1);
+    ck_assert_str_eq(source, "planner");
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1211,6 +1401,14 @@ main(void)
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_relay_over_tls);
+    suite_add_tcase(s, tc);
+    /* A center on PostgreSQL: its own CTest test (e2e_relay_postgresql),
+     * skipped without PostgreSQL 15. */
+    tc = tcase_create("postgresql");
+    tcase_set_tags(tc, "postgresql");
+    tcase_set_timeout(tc, 240);
+    tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+    tcase_add_test(tc, test_relay_to_postgresql_center);
     suite_add_tcase(s, tc);
     return testcerts_run("e2e_relay", s, certs, sizeof(certs));
 }

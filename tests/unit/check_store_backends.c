@@ -29,6 +29,7 @@
 #include "store.h"
 #include "store_agg.h"
 #include "store_prune.h"
+#include "store_relay.h"
 
 #define DAY  INT64_C(86400000)
 #define HOUR INT64_C(3600000)
@@ -735,6 +736,245 @@ START_TEST(test_pg_prune_drops_whole_days)
 }
 END_TEST
 
+/* ---- the relay at a center ---- */
+
+/*
+ * One relayed batch of origin into s, in a transaction of its own, as
+ * dispatch_relay.c stores it: the origin's mark read, the records above
+ * it stored (node ids from_id.., the producer's source, seqs from seq0 or
+ * all seq0), the mark raised, the range recorded. Returns the stored.
+ */
+static unsigned
+relay_batch(struct store *s, const char *origin, uint64_t from_id, unsigned n,
+            const char *source, uint64_t seq0, int same_seq)
+{
+    struct proto_err err;
+    struct store_write w;
+    struct receipt r;
+    uint64_t mark, id;
+    int64_t first = 0, last = 0;
+    unsigned i, stored = 0;
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_origin_get(s, origin, strlen(origin),
+                                            STORE_RELAY_RECEIPTS, &mark, &err),
+                     0);
+    for (i = 0; i < n; i++) {
+        id = from_id + i;
+        if (id <= mark)
+            continue;
+        mk_receipt(&r, (int)id);
+        memset(&w, 0, sizeof(w));
+        w.op = PROTO_OP_RECEIPT;
+        w.source = source;
+        w.source_len = strlen(source);
+        w.has_seq = 1;
+        w.seq = same_seq ? seq0 : seq0 + i;
+        w.relayed = 1;
+        w.origin = origin;
+        w.origin_len = strlen(origin);
+        w.origin_id = id;
+        w.received_at = T0 + (int64_t)id * 61000;
+        w.receipts = &r;
+        w.n_receipts = 1;
+        ck_assert_msg(store_apply(s, &w, &err) == 0, "%s", err.message);
+        ck_assert_int_eq(w.duplicate, 0);
+        if (stored++ == 0)
+            first = w.receipt_id;
+        last = w.receipt_id;
+        mark = id;
+    }
+    if (stored > 0) {
+        ck_assert_int_eq(store_relay_origin_set(s, origin, strlen(origin),
+                                                STORE_RELAY_RECEIPTS, mark,
+                                                &err),
+                         0);
+        ck_assert_int_eq(store_relay_range_add(s, origin, strlen(origin), first,
+                                               last, mark - stored + 1, mark,
+                                               &err),
+                         0);
+    }
+    ck_assert_msg(store_commit(s, &err) == 0, "%s", err.message);
+    return stored;
+}
+
+static unsigned
+count_lines(const char *t)
+{
+    unsigned n = 0;
+
+    for (; *t; t++)
+        n += *t == '\n';
+    return n;
+}
+
+/* The receipts relayed by origin (NULL: all) on the read store q. */
+static unsigned
+relayed_rows(struct store *q, const char *origin)
+{
+    struct store_filter f = filter();
+    char *t;
+    unsigned n;
+
+    if (origin != NULL) {
+        f.origin = origin;
+        f.origin_len = strlen(origin);
+    }
+    t = receipts_text(q, &f);
+    n = count_lines(t) - 1; /* the "truncated" line */
+    free(t);
+    return n;
+}
+
+/* Relayed batches, the same on both backends: resends cut by the
+ * origin's mark, two nodes carrying one producer source (both nodes'
+ * receipts stored, each seq recorded once, by the first origin), a
+ * batch's rows sharing one seq, then the producer's seq sent to the
+ * center itself: a duplicate. `gaps` is empty, by origin counts. */
+static char *
+relay_history(int backend, const char *where)
+{
+    struct store *s = open_store(backend, where, 0), *q;
+    struct store_filter f = filter();
+    struct store_gap_select sel = { 0 };
+    struct proto_err err;
+    uint64_t mark;
+    char *gaps, *agg;
+    struct text t = { NULL, 0, 0 };
+
+    ck_assert_uint_eq(relay_batch(s, "node-a", 1, 5, "prod", 1, 0), 5);
+    ck_assert_uint_eq(relay_batch(s, "node-a", 1, 5, "prod", 1, 0), 0);
+    ck_assert_uint_eq(relay_batch(s, "node-a", 4, 5, "prod", 4, 0), 3);
+    ck_assert_uint_eq(relay_batch(s, "node-b", 1, 3, "prod", 7, 0), 3);
+    ck_assert_uint_eq(relay_batch(s, "node-b", 4, 3, "batch-src", 3, 1), 3);
+    ck_assert_int_eq(store_relay_origin_get(s, "node-a", 6,
+                                            STORE_RELAY_RECEIPTS, &mark, &err),
+                     0);
+    ck_assert_uint_eq(mark, 8);
+    ck_assert_int_eq(store_relay_origin_get(s, "node-b", 6,
+                                            STORE_RELAY_RECEIPTS, &mark, &err),
+                     0);
+    ck_assert_uint_eq(mark, 6);
+    /* The producer sends seq 9 to the center itself: node-b relayed it. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    one(s, "prod", 9, 0, T0, 1);
+    one(s, "prod", 10, 0, T0 + 1, 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+
+    q = open_store(backend, where, 1);
+    ck_assert_uint_eq(relayed_rows(q, NULL), 15);
+    ck_assert_uint_eq(relayed_rows(q, "node-a"), 8);
+    ck_assert_uint_eq(relayed_rows(q, "node-b"), 6);
+    ck_assert_uint_eq(relayed_rows(q, "node-c"), 0);
+    gaps = gaps_text(q, &f, &sel);
+    ck_assert_msg(strstr(gaps, "prod 1..10 got 10 missing 0 ") != NULL, "%s",
+                  gaps);
+    ck_assert_msg(strstr(gaps, "batch-src 3..3 got 1 missing 0 ") != NULL, "%s",
+                  gaps);
+    agg = agg_text(q, &f, STORE_GROUP_SOURCE, 0);
+    add(&t, "%s---\n%s", gaps, agg);
+    free(gaps);
+    free(agg);
+    store_free(q);
+    store_free(s);
+    return t.p;
+}
+
+START_TEST(test_backends_store_relayed_batches_the_same)
+{
+    char pg[700], lite[300];
+
+    snprintf(lite, sizeof(lite), "%s/relayed.db", dir);
+    fresh_db("relayed", pg, sizeof(pg));
+    same(relay_history(STORE_BACKEND_SQLITE, lite),
+         relay_history(STORE_BACKEND_POSTGRESQL, pg), "relayed batches");
+    /* PostgreSQL keeps the node's ids under its name, and the first
+     * node's id of a seq in dedupe (node-a's 7 and 8, not node-b's). */
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts WHERE origin "
+                                "= 'node-a' AND id BETWEEN 1 AND 8"),
+                     8);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM dedupe WHERE source = "
+                                "'prod' AND seq IN (7, 8) AND receipt_id = "
+                                "seq"),
+                     2);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM dedupe WHERE source = "
+                                "'batch-src'"),
+                     1);
+}
+END_TEST
+
+struct mark_wait {
+    struct store *s;
+    uint64_t mark;
+    int done;
+};
+
+static void *
+mark_thread(void *arg)
+{
+    struct mark_wait *m = arg;
+    struct proto_err err;
+
+    ck_assert_int_eq(store_begin(m->s, &err), 0);
+    ck_assert_int_eq(store_relay_origin_get(m->s, "node-x", 6,
+                                            STORE_RELAY_RECEIPTS, &m->mark,
+                                            &err),
+                     0);
+    __atomic_store_n(&m->done, 1, __ATOMIC_SEQ_CST);
+    store_rollback(m->s);
+    return NULL;
+}
+
+/* Two instances given one origin's batch (a node that failed over while
+ * the first held it): the second waits for the first's COMMIT at the
+ * origin's mark, then reads the mark raised, so it stores nothing twice. */
+START_TEST(test_pg_origin_mark_waits_for_the_other_instance)
+{
+    struct mark_wait m = { NULL, 0, 0 };
+    struct proto_err err;
+    struct store *a;
+    struct store_write w;
+    struct receipt r;
+    uint64_t mark;
+    pthread_t t;
+    char pg[700];
+
+    fresh_db("marks", pg, sizeof(pg));
+    a = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    m.s = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    ck_assert_int_eq(store_begin(a, &err), 0);
+    ck_assert_int_eq(store_relay_origin_get(a, "node-x", 6,
+                                            STORE_RELAY_RECEIPTS, &mark, &err),
+                     0);
+    ck_assert_uint_eq(mark, 0);
+    mk_receipt(&r, 1);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPT;
+    w.source = "prod";
+    w.source_len = 4;
+    w.relayed = 1;
+    w.origin = "node-x";
+    w.origin_len = 6;
+    w.origin_id = 1;
+    w.received_at = T0;
+    w.receipts = &r;
+    w.n_receipts = 1;
+    ck_assert_int_eq(store_apply(a, &w, &err), 0);
+    ck_assert_int_eq(
+        store_relay_origin_set(a, "node-x", 6, STORE_RELAY_RECEIPTS, 1, &err),
+        0);
+    ck_assert_int_eq(pthread_create(&t, NULL, mark_thread, &m), 0);
+    usleep(400 * 1000);
+    ck_assert_int_eq(__atomic_load_n(&m.done, __ATOMIC_SEQ_CST), 0);
+    ck_assert_int_eq(store_commit(a, &err), 0);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(m.done, 1);
+    ck_assert_uint_eq(m.mark, 1);
+    store_free(m.s);
+    store_free(a);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -749,6 +989,8 @@ suite(void)
     tcase_add_test(tc, test_pg_same_rows_twice_fail_whole);
     tcase_add_test(tc, test_pg_two_writers_store_a_seq_once);
     tcase_add_test(tc, test_pg_prune_drops_whole_days);
+    tcase_add_test(tc, test_backends_store_relayed_batches_the_same);
+    tcase_add_test(tc, test_pg_origin_mark_waits_for_the_other_instance);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,8 +2,9 @@
  * check_store_relay.c: daemon/store_relay.c on a real SQLite file: the
  * node's cursor (never back, survives a reopen), the read past it (id
  * order, bounded, the producer's source and seq), the backlog, and the
- * center's per-origin mark and its cut, a relayed write kept apart from
- * the producer's (source, seq) records.
+ * center's per-origin mark and its cut, a relayed write never a duplicate
+ * of the producer's (source, seq) records, its seq recorded for `gaps`
+ * where new.
  */
 #include <check.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "envelope.h"
 #include "store.h"
+#include "store_agg.h"
 #include "store_plan.h"
 #include "store_prune.h"
 #include "store_relay.h"
@@ -56,7 +58,8 @@ make_receipt(struct receipt *r, const char *plan)
 }
 
 /* Stores n receipts, the i-th with plan "p-<i>", from source src with
- * seqs 1..n (relayed: kept in the rows, not recorded). */
+ * seqs 1..n (relayed: kept in the rows, recorded where new, never a
+ * duplicate). */
 static void
 put(struct store *s, const char *src, unsigned from, unsigned n, int relayed)
 {
@@ -199,9 +202,28 @@ START_TEST(test_store_relay_read_past_cursor_in_id_order)
 }
 END_TEST
 
+struct gaps {
+    unsigned n;
+    uint64_t first, last, received, missing;
+};
+
+static int
+gaps_cb(void *arg, const struct store_gap *g)
+{
+    struct gaps *x = arg;
+
+    x->n++;
+    x->first = g->first_seq;
+    x->last = g->last_seq;
+    x->received = g->received;
+    x->missing = g->missing;
+    return 0;
+}
+
 /* The center: an origin's mark rises only, per origin and stream, and a
- * relayed write keeps the producer's seq without recording it, so the
- * same (source, seq) relayed from two nodes is two receipts. */
+ * relayed write keeps the producer's seq and records it where it is new,
+ * so the same (source, seq) relayed from two nodes is two receipts and
+ * one record: `gaps` counts it once. */
 START_TEST(test_store_relay_origin_mark_and_relayed_writes)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
@@ -247,6 +269,22 @@ START_TEST(test_store_relay_origin_mark_and_relayed_writes)
         store_relay_read(q, 0, 64, SIZE_MAX, seen_cb, &c, &last, &err), 0);
     ck_assert_uint_eq(c.n, 8);
     ck_assert_uint_eq(c.seqs[4], 1);
+    {
+        struct store_filter f = {
+            .requested = -1, .executed = -1, .status = -1, .limit = 10
+        };
+        struct store_gap_select sel = { 0 };
+        struct gaps g = { 0 };
+        int truncated;
+
+        ck_assert_int_eq(
+            store_query_gaps(q, &f, &sel, 0, gaps_cb, &g, &truncated, &err), 0);
+        ck_assert_uint_eq(g.n, 1);
+        ck_assert_uint_eq(g.first, 1);
+        ck_assert_uint_eq(g.last, 4);
+        ck_assert_uint_eq(g.received, 4);
+        ck_assert_uint_eq(g.missing, 0);
+    }
     store_free(q);
     store_free(s);
 }
