@@ -40,8 +40,13 @@
 #include "reply.h"
 #include "server.h"
 #include "store.h"
+#include "writer.h"
 
 #define FOLLOW_LOOK_MS 1000
+/* How long a fetch waits for what it is about to read to be durable
+ * (writer_wait_durable: a sync takes milliseconds); past it the rows wait
+ * for the next look. */
+#define FOLLOW_DURABLE_WAIT_MS 1000
 
 struct follower {
     struct follower *prev, *next; /* the server's list, while it follows */
@@ -64,6 +69,7 @@ struct follower {
 
 struct fetch {
     struct follower *fl;
+    struct writer *writer; /* NULL: nothing to wait for */
     struct store_filter f; /* the follower's, after its cursor */
     int from_now;
     int silent;  /* a page after the first: nothing found, nothing sent */
@@ -125,8 +131,21 @@ fetch_run(void *arg, struct store *s, uint64_t deadline_ms, msgpack_packer *pk,
 
     fe->ran = 1;
     fe->cursor = fe->f.after_id;
-    if ((rc = store_last_receipt_id(s, deadline_ms, &top, err)) != 0)
+    if ((rc = store_last_receipt_id(s, &fe->f, deadline_ms, &top, err)) != 0)
         return fe->rc = rc;
+    /* Committed is not yet durable when the writer syncs after its
+     * commits: a follower must never hold a receipt a power cut could take
+     * back, whose id would then be given out again. Every row up to top
+     * was committed before this wait, so it is durable after it. */
+    if (top > fe->f.after_id && fe->writer != NULL &&
+        writer_wait_durable(fe->writer, FOLLOW_DURABLE_WAIT_MS) != 0) {
+        if (fe->from_now)
+            return fe->rc = proto_err_set(
+                       err, PROTO_EUNAVAILABLE, NULL,
+                       "the store did not sync within %d ms; follow later",
+                       FOLLOW_DURABLE_WAIT_MS);
+        top = fe->f.after_id;
+    }
     if (fe->from_now) {
         fe->cursor = top;
         if (pack_empty(pk, top) != 0)
@@ -225,6 +244,7 @@ fetch(struct follower *fl, struct conn_slot *slot, int first,
     if (fe == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     fe->fl = fl;
+    fe->writer = fl->srv->writer;
     fe->f = fl->f;
     fe->f.has_after_id = 1;
     fe->f.after_id = fl->cursor;

@@ -487,7 +487,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
         msgpack_pack_array(pk, 1) != 0 ||
-        msgpack_pack_map(pk, 47 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
+        msgpack_pack_map(pk, 49 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||

@@ -294,11 +294,15 @@ int store_query_receipts(struct store *s, const struct store_filter *f,
                          int *truncated, struct proto_err *err);
 
 /*
- * The newest receipt id the store holds now (0 when none): every receipt
- * of a lower id this instance wrote is committed. A follower reads up to
+ * The newest receipt id the store holds now among those f's receipts
+ * query after an id reads (0 when none): every receipt of a lower id
+ * this instance wrote is committed. On PostgreSQL that is the ids of
+ * f->origin's relayed rows, or of the center's own (origin '') without
+ * one, since relayed rows keep their node's ids. A follower reads up to
  * it (follow.c). For read-only stores.
  */
-int store_last_receipt_id(struct store *s, uint64_t deadline_ms, uint64_t *id,
+int store_last_receipt_id(struct store *s, const struct store_filter *f,
+                          uint64_t deadline_ms, uint64_t *id,
                           struct proto_err *err);
 
 /* What the store itself knows for the `stats` query. */

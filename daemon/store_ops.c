@@ -181,10 +181,10 @@ store_query_stats(struct store *s, uint64_t deadline_ms, struct store_stats *st,
 }
 
 int
-store_last_receipt_id(struct store *s, uint64_t deadline_ms, uint64_t *id,
-                      struct proto_err *err)
+store_last_receipt_id(struct store *s, const struct store_filter *f,
+                      uint64_t deadline_ms, uint64_t *id, struct proto_err *err)
 {
-    return ops(s)->last_receipt_id(s, deadline_ms, id, err);
+    return ops(s)->last_receipt_id(s, f, deadline_ms, id, err);
 }
 
 int
