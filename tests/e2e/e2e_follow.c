@@ -765,6 +765,103 @@ START_TEST(test_follow_on_postgresql)
 }
 END_TEST
 
+/* Sends a `receipts` follow query with origin, after_id 0. */
+static void
+send_origin_follow(int fd, uint64_t id, const char *origin)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "receipts");
+    envelope_pack_cstr(&pk, "follow");
+    msgpack_pack_true(&pk);
+    envelope_pack_cstr(&pk, "after_id");
+    msgpack_pack_uint64(&pk, 0);
+    envelope_pack_cstr(&pk, "origin");
+    envelope_pack_cstr(&pk, origin);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+#define TOKEN "test"
+#define TOKEN_HASH                                                             \
+    "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+START_TEST(test_follow_relayed_at_a_postgresql_center)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char conf[300], tok[300], host[64], name[32];
+    const char *cflags[] = { "--config", conf,  "--tcp", host,
+                             "--pg",     pg_db, NULL };
+    const char *nflags[] = {
+        "--upstream", host, "--upstream-token-file", tok, "--upstream-name",
+        "node-a",     NULL
+    };
+    struct e2e_daemon node;
+    struct e2e_reply rep;
+    uint64_t last = 0, own_last = 0;
+    int port, fol, own, pro, cpro;
+
+    snprintf(name, sizeof(name), "follow_relay_%ld", (long)getpid());
+    pg_cluster_database(pg_cluster, name, pg_db, sizeof(pg_db));
+    snprintf(conf, sizeof(conf), "%s/e2e-follow-%d.conf", tmp, (int)getpid());
+    snprintf(tok, sizeof(tok), "%s/e2e-follow-%d.token", tmp, (int)getpid());
+    ck_assert_int_eq(e2e_write_file(tok, TOKEN "\n"), 0);
+    ck_assert_int_eq(e2e_write_file(conf,
+                                    "listen: { tcp_plaintext = true; };\n"
+                                    "access: { tokens = ( { name = \"nodes\"; "
+                                    "sha256 = \"" TOKEN_HASH "\"; } ); };\n"),
+                     0);
+    port = e2e_free_port();
+    ck_assert_int_gt(port, 0);
+    snprintf(host, sizeof(host), "127.0.0.1:%d", port);
+    /* d is the center, on PostgreSQL; node relays to it. */
+    ck_assert_int_eq(e2e_start(&d, cflags), 0);
+    memset(&node, 0, sizeof(node));
+    ck_assert_int_eq(e2e_start(&node, nflags), 0);
+    /* One follower of the node's relayed receipts, one of the center's
+     * own: relayed rows keep the node's ids, so each cursor is one
+     * origin's. */
+    fol = e2e_connect(&d);
+    own = e2e_connect(&d);
+    ck_assert_int_ge(fol, 0);
+    ck_assert_int_ge(own, 0);
+    send_origin_follow(fol, 3, "node-a");
+    ck_assert_int_eq(e2e_recv(fol, T, &rep), 0);
+    ck_assert_uint_eq(rows_of(&rep)->via.array.size, 0);
+    e2e_reply_free(&rep);
+    send_query(own, 4, 1, 1, 0, NULL, 0);
+    ck_assert_int_eq(e2e_recv(own, T, &rep), 0);
+    ck_assert_uint_eq(rows_of(&rep)->via.array.size, 0);
+    e2e_reply_free(&rep);
+    /* Receipts to the node (relayed) and to the center itself. */
+    pro = e2e_connect(&node);
+    ck_assert_int_ge(pro, 0);
+    ck_assert_int_eq(e2e_hello(pro, "p1"), 0);
+    cpro = producer("p2");
+    send_stream(pro, 0, 300, 50);
+    send_stream(cpro, 0, 40, 10);
+    read_follow(fol, 3, 300, NULL, &last);
+    ck_assert_uint_eq(last, 300); /* the node's ids */
+    read_follow(own, 4, 40, NULL, &own_last);
+    send_stream(pro, 300, 400, 50);
+    read_follow(fol, 3, 100, NULL, &last);
+    ck_assert_uint_eq(last, 400);
+    close(pro);
+    close(cpro);
+    close(fol);
+    close(own);
+    e2e_stop_clean(&node);
+    unlink(conf);
+    unlink(tok);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -787,6 +884,7 @@ suite(void)
     tcase_add_checked_fixture(pg, NULL, teardown);
     tcase_set_timeout(pg, 180);
     tcase_add_test(pg, test_follow_on_postgresql);
+    tcase_add_test(pg, test_follow_relayed_at_a_postgresql_center);
     suite_add_tcase(s, pg);
     return s;
 }
