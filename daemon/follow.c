@@ -9,8 +9,9 @@
  * committed (a PostgreSQL store shared by central instances), every
  * follower reads what lies past its cursor on the query pool, through the
  * store interface, as a `receipts` query after an id: first the newest id
- * the store holds (every lower id is committed), then the matching rows
- * up to it, oldest first, at most `limit` of them. A page that found rows
+ * the store holds (every lower id is committed), then, once the writer
+ * says those are durable, the matching rows up to it, oldest first, at
+ * most `limit` of them. A page that found rows
  * is one reply frame carrying the request's id; one that found none sends
  * nothing. One fetch per follower runs at a time; commits meanwhile mark
  * it to look again.
