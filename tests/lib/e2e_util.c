@@ -309,8 +309,11 @@ e2e_recv(int fd, int timeout_ms, struct e2e_reply *rep)
     rep->len = len;
     if (read_full(fd, rep->buf, len, deadline) != 0)
         return -1;
+    /* A reply frame is exactly one object: bytes after it mean a map or
+     * array packed with a wrong count (the daemon's stats once did). */
     if (msgpack_unpack_next(&rep->up, rep->buf, len, &off) !=
-        MSGPACK_UNPACK_SUCCESS)
+            MSGPACK_UNPACK_SUCCESS ||
+        off != len)
         return -1;
     return envelope_reply_decode(&rep->up.data, &rep->r, &err) == 0 ? 0 : -1;
 }
