@@ -114,6 +114,55 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
                          "PostgreSQL could not %s: %s", what, text);
 }
 
+/* The upsert that adds a key's sums to its hour's rollup row, prepared
+ * once per writer session (session_setup) as ROLLUP_STMT: parsing and
+ * planning it for every key was a third of the server's time in a group
+ * (bench_ingest --only central, perf). The arrays are added element by
+ * element in expressions (rollup_sql), not through a subquery each: the
+ * four unnest ... array_agg(ORDER BY) subplans were another quarter. */
+#define ROLLUP_STMT "receiptd_rollup"
+#define ROLLUP_SQL_MAX 16384
+static const char rollup_head[] =
+    "INSERT INTO rollup_hours AS r VALUES ($1::bigint, $2, $3, $4, $5, "
+    "$6::smallint, $7::smallint, $8::bigint, $9::bigint, $10::bigint, "
+    "$11::bigint, $12::bigint[], $13::numeric[], $14::numeric[], "
+    "$15::numeric[], $16::bigint) ON CONFLICT (hour, plan, graph, model, "
+    "source, requested_backend, executed_backend) DO UPDATE SET receipts = "
+    "r.receipts + excluded.receipts, fallback = r.fallback + "
+    "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
+    "r.unproven + excluded.unproven, schema3 = r.schema3 + "
+    "excluded.schema3";
+
+/* The upsert's text into buf: rollup_head, then each array column as
+ * ARRAY[f(r.c[1], excluded.c[1]), ...] over RECEIPT_NCOUNTERS elements
+ * (least and greatest skip a NULL: min and max of nothing measured). */
+static void
+rollup_sql(char *buf, size_t cap)
+{
+    static const char *const cols[4] = { "measured", "sum", "min", "max" };
+    static const char *const fns[4] = { NULL, NULL, "least", "greatest" };
+    size_t o = (size_t)snprintf(buf, cap, "%s", rollup_head);
+    unsigned c, b;
+
+    for (c = 0; c < 4 && o < cap; c++) {
+        o += (size_t)snprintf(buf + o, cap - o, ", %s = ARRAY[", cols[c]);
+        for (b = 1; b <= RECEIPT_NCOUNTERS && o < cap; b++) {
+            if (b > 1)
+                o += (size_t)snprintf(buf + o, cap - o, ", ");
+            if (o < cap && fns[c] != NULL)
+                o += (size_t)snprintf(buf + o, cap - o,
+                                      "%s(r.%s[%u], excluded.%s[%u])", fns[c],
+                                      cols[c], b, cols[c], b);
+            else if (o < cap)
+                o += (size_t)snprintf(buf + o, cap - o,
+                                      "r.%s[%u] + excluded.%s[%u]", cols[c], b,
+                                      cols[c], b);
+        }
+        if (o < cap)
+            o += (size_t)snprintf(buf + o, cap - o, "]");
+    }
+}
+
 /*
  * What each session needs, at open and after a reconnect: durable commits
  * whatever the server's default, no NOTICE lines in the daemon's log (IF
@@ -123,6 +172,8 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
 static int
 session_setup(struct store_pg *p, struct proto_err *err)
 {
+    char sql[ROLLUP_SQL_MAX];
+    PGresult *r;
     int rc;
 
     if ((rc = store_pg_exec(p,
@@ -133,10 +184,23 @@ session_setup(struct store_pg *p, struct proto_err *err)
     if (p->readonly)
         return store_pg_exec(p, "SET default_transaction_read_only = on", err,
                              "make the connection read-only");
-    return store_pg_exec(p,
-                         "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
-                         "receipts) ON COMMIT DELETE ROWS",
-                         err, "make the staging table");
+    if ((rc = store_pg_exec(p,
+                            "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
+                            "receipts) ON COMMIT DELETE ROWS",
+                            err, "make the staging table")))
+        return rc;
+    /* A generic plan from the first execution on: the upsert's plan does
+     * not depend on its values. */
+    if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan",
+                            err, "set up the session")))
+        return rc;
+    rollup_sql(sql, sizeof(sql));
+    r = PQprepare(p->pc, ROLLUP_STMT, sql, 16, NULL);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "prepare the rollup upsert");
+    PQclear(r);
+    return rc;
 }
 
 int
@@ -1081,24 +1145,6 @@ static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
            size_t to, struct proto_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO rollup_hours AS r VALUES ($1::bigint, $2, $3, $4, $5, "
-        "$6::smallint, $7::smallint, $8::bigint, $9::bigint, $10::bigint, "
-        "$11::bigint, $12::bigint[], $13::numeric[], $14::numeric[], "
-        "$15::numeric[], $16::bigint) ON CONFLICT (hour, plan, graph, model, "
-        "source, "
-        "requested_backend, executed_backend) DO UPDATE SET receipts = "
-        "r.receipts + excluded.receipts, fallback = r.fallback + "
-        "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
-        "r.unproven + excluded.unproven, measured = (SELECT array_agg(a + b "
-        "ORDER BY i) FROM unnest(r.measured, excluded.measured) WITH "
-        "ORDINALITY AS t(a, b, i)), sum = (SELECT array_agg(a + b ORDER BY i) "
-        "FROM unnest(r.sum, excluded.sum) WITH ORDINALITY AS t(a, b, i)), min "
-        "= (SELECT array_agg(least(a, b) ORDER BY i) FROM unnest(r.min, "
-        "excluded.min) WITH ORDINALITY AS t(a, b, i)), max = (SELECT "
-        "array_agg(greatest(a, b) ORDER BY i) FROM unnest(r.max, excluded.max) "
-        "WITH ORDINALITY AS t(a, b, i)), schema3 = r.schema3 + "
-        "excluded.schema3";
     const struct store_pg_row *k = &rows[from];
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
     uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
@@ -1167,7 +1213,7 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
         v[11 + i] = arrays[i];
     v[15] = num[7];
     /* In pipeline mode (flush_group): sent now, its result read later. */
-    if (PQsendQueryParams(p->pc, sql, 16, NULL, v, NULL, NULL, 0) != 1)
+    if (PQsendQueryPrepared(p->pc, ROLLUP_STMT, 16, v, NULL, NULL, 0) != 1)
         return store_pg_fail(p, NULL, err, "add to a rollup");
     return 0;
 }
@@ -1286,11 +1332,8 @@ flush_group(struct store_pg *p, struct proto_err *err)
         if ((rc = make_partition(p, day, err)))
             return rc;
     }
-    if ((rc = copy_in(p, "COPY staging FROM STDIN (FORMAT binary)", &p->copy,
+    if ((rc = copy_in(p, "COPY receipts FROM STDIN (FORMAT binary)", &p->copy,
                       err, "COPY the receipts")))
-        return rc;
-    if ((rc = store_pg_exec(p, "INSERT INTO receipts SELECT * FROM staging",
-                            err, "store the receipts")))
         return rc;
     sort_arena = p->arena;
     qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
