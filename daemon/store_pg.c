@@ -114,20 +114,26 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
                          "PostgreSQL could not %s: %s", what, text);
 }
 
-/* The upsert that adds a key's sums to its hour's rollup row, prepared
- * once per writer session (session_setup) as ROLLUP_STMT: parsing and
- * planning it for every key was a third of the server's time in a group
- * (bench_ingest --only central, perf). The arrays are added element by
- * element in expressions (rollup_sql), not through a subquery each: the
- * four unnest ... array_agg(ORDER BY) subplans were another quarter. */
+/* The upsert that adds a group's sums to their hours' rollup rows, one
+ * row per key, all keys in one statement (the columns as arrays, unnest
+ * making the rows), prepared once per writer session (session_setup) as
+ * ROLLUP_STMT. Each of these halved the server's time in a group
+ * (bench_ingest --only central, perf): one statement per key, parsed and
+ * planned each time, with the counters' arrays added in four subqueries
+ * (unnest ... array_agg ORDER BY) per row; now the arrays are added
+ * element by element in expressions (rollup_sql). */
 #define ROLLUP_STMT "receiptd_rollup"
 #define ROLLUP_SQL_MAX 16384
+#define ROLLUP_NCOLS 16
 static const char rollup_head[] =
-    "INSERT INTO rollup_hours AS r VALUES ($1::bigint, $2, $3, $4, $5, "
-    "$6::smallint, $7::smallint, $8::bigint, $9::bigint, $10::bigint, "
-    "$11::bigint, $12::bigint[], $13::numeric[], $14::numeric[], "
-    "$15::numeric[], $16::bigint) ON CONFLICT (hour, plan, graph, model, "
-    "source, requested_backend, executed_backend) DO UPDATE SET receipts = "
+    "INSERT INTO rollup_hours AS r SELECT h, p, g, m, s, rq, ex, n, fb, cl, "
+    "un, me::bigint[], su::numeric[], mi::numeric[], ma::numeric[], s3 FROM "
+    "unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], "
+    "$6::smallint[], $7::smallint[], $8::bigint[], $9::bigint[], "
+    "$10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], "
+    "$15::text[], $16::bigint[]) AS t(h, p, g, m, s, rq, ex, n, fb, cl, un, "
+    "me, su, mi, ma, s3) ON CONFLICT (hour, plan, graph, model, source, "
+    "requested_backend, executed_backend) DO UPDATE SET receipts = "
     "r.receipts + excluded.receipts, fallback = r.fallback + "
     "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
     "r.unproven + excluded.unproven, schema3 = r.schema3 + "
@@ -195,7 +201,7 @@ session_setup(struct store_pg *p, struct proto_err *err)
                             err, "set up the session")))
         return rc;
     rollup_sql(sql, sizeof(sql));
-    r = PQprepare(p->pc, ROLLUP_STMT, sql, 16, NULL);
+    r = PQprepare(p->pc, ROLLUP_STMT, sql, ROLLUP_NCOLS, NULL);
     rc = PQresultStatus(r) == PGRES_COMMAND_OK
              ? 0
              : store_pg_fail(p, r, err, "prepare the rollup upsert");
@@ -1139,18 +1145,34 @@ array_text(char *buf, size_t cap, const char *const *v, unsigned n)
         snprintf(buf + o, cap - o, "}");
 }
 
-/* Sends the upsert that adds the sums of rows [from, to), which share a
- * key, to its hour's rollup row (pipeline mode: put_rollups). */
+/* Appends v to the SQL array text in b ("{" first, "," after), quoted,
+ * with '"' and '\\' escaped: any string is one element. */
+static int
+array_add(struct store_pg_buf *b, const char *v)
+{
+    const char *c;
+
+    if (put_bytes(b, b->len == 0 ? "{\"" : ",\"", 2))
+        return -1;
+    for (c = v; *c != '\0'; c++)
+        if (((*c == '"' || *c == '\\') && put_bytes(b, "\\", 1)) ||
+            put_bytes(b, c, 1))
+            return -1;
+    return put_bytes(b, "\"", 1);
+}
+
+/* Adds the sums of rows [from, to), which share a key, as one element of
+ * each of the upsert's column arrays (put_rollups). */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
-           size_t to, struct proto_err *err)
+           size_t to, struct store_pg_buf *cols, struct proto_err *err)
 {
     const struct store_pg_row *k = &rows[from];
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
     uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
     char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
     char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
-    const char *v[16], *e[RECEIPT_NCOUNTERS];
+    const char *v[ROLLUP_NCOLS], *e[RECEIPT_NCOUNTERS];
     size_t i;
     unsigned b;
 
@@ -1212,62 +1234,44 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     for (i = 0; i < 4; i++)
         v[11 + i] = arrays[i];
     v[15] = num[7];
-    /* In pipeline mode (flush_group): sent now, its result read later. */
-    if (PQsendQueryPrepared(p->pc, ROLLUP_STMT, 16, v, NULL, NULL, 0) != 1)
-        return store_pg_fail(p, NULL, err, "add to a rollup");
+    for (i = 0; i < ROLLUP_NCOLS; i++)
+        if (array_add(&cols[i], v[i]) != 0)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
 }
 
 /*
- * Adds the sums of the sorted rows to their hours' rollup rows, one
- * upsert per key, in one round trip: libpq's pipeline mode sends them all,
- * then a sync, and reads every result. The first failure aborts the
- * transaction, and the results after it say PGRES_PIPELINE_ABORTED.
+ * Adds the sums of the sorted rows to their hours' rollup rows: one
+ * element per key in each column's array, then the one upsert.
  */
 static int
 put_rollups(struct store_pg *p, struct proto_err *err)
 {
+    struct store_pg_buf cols[ROLLUP_NCOLS];
+    const char *v[ROLLUP_NCOLS];
     PGresult *r;
     size_t i, from;
-    int rc = 0, synced = 0;
+    int rc = 0;
 
-    if (PQenterPipelineMode(p->pc) != 1)
-        return store_pg_fail(p, NULL, err, "enter pipeline mode");
+    memset(cols, 0, sizeof(cols));
     for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
         if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
-            rc = put_rollup(p, p->rows, from, i, err);
+            rc = put_rollup(p, p->rows, from, i, cols, err);
             from = i;
         }
-    if (PQpipelineSync(p->pc) != 1) {
-        if (rc == 0)
-            rc = store_pg_fail(p, NULL, err, "send the rollups");
-    } else {
-        /* Each query's result ends with NULL; the sync's ends it all. */
-        while (!synced) {
-            if ((r = PQgetResult(p->pc)) == NULL) {
-                if (PQstatus(p->pc) != CONNECTION_OK) {
-                    if (rc == 0)
-                        rc = store_pg_fail(p, NULL, err, "add to a rollup");
-                    break;
-                }
-                continue;
-            }
-            switch (PQresultStatus(r)) {
-            case PGRES_PIPELINE_SYNC:
-                synced = 1;
-                break;
-            case PGRES_COMMAND_OK:
-                break;
-            default:
-                if (rc == 0)
-                    rc = store_pg_fail(p, r, err, "add to a rollup");
-                break;
-            }
-            PQclear(r);
-        }
+    for (i = 0; rc == 0 && i < ROLLUP_NCOLS; i++) {
+        if (put_bytes(&cols[i], "}", 2) != 0)
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        v[i] = (const char *)cols[i].p;
     }
-    if (PQexitPipelineMode(p->pc) != 1 && rc == 0)
-        rc = store_pg_fail(p, NULL, err, "leave pipeline mode");
+    if (rc == 0) {
+        r = PQexecPrepared(p->pc, ROLLUP_STMT, ROLLUP_NCOLS, v, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = store_pg_fail(p, r, err, "add to the rollups");
+        PQclear(r);
+    }
+    for (i = 0; i < ROLLUP_NCOLS; i++)
+        free(cols[i].p);
     p->broken |= rc != 0;
     return rc;
 }
