@@ -1900,16 +1900,18 @@ print_central(const struct central_figures *f)
     printf("%-34s %9.0f rows/s (binary, %d rows per COPY, the center's "
            "receipts table: partitioned, primary key and 3 indexes)\n",
            "central: PostgreSQL COPY", f->copy_rate, BENCH_GROUP_ROWS);
-    printf("%-34s CPU over %.1f s: postgres %.2f cores, client %.2f\n", "",
-           f->copy_s, f->copy_pg_cpu / f->copy_s,
-           f->copy_client_cpu / f->copy_s);
+    printf("%-34s CPU over %.1f s: postgres %.2f cores, client %.2f; "
+           "per row: postgres %.1f us\n",
+           "", f->copy_s, f->copy_pg_cpu / f->copy_s,
+           f->copy_client_cpu / f->copy_s, f->copy_pg_cpu * 1e6 / opt_total);
     snprintf(label, sizeof(label), "central: daemon --pg, batch %d x %d",
              opt_batch, opt_conns);
     print_load(label, &f->daemon);
     printf("%-34s CPU over %.1f s: receiptd %.2f cores, postgres %.2f, "
-           "client %.2f\n",
+           "client %.2f; per receipt: receiptd %.1f us, postgres %.1f us\n",
            "", f->daemon_s, f->daemon_cpu / f->daemon_s,
-           f->daemon_pg_cpu / f->daemon_s, f->daemon_client_cpu / f->daemon_s);
+           f->daemon_pg_cpu / f->daemon_s, f->daemon_client_cpu / f->daemon_s,
+           f->daemon_cpu * 1e6 / opt_total, f->daemon_pg_cpu * 1e6 / opt_total);
 }
 
 #endif /* HAVE_LIBPQ */

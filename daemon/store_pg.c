@@ -1240,47 +1240,52 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     return 0;
 }
 
-/*
- * Adds the sums of the sorted rows to their hours' rollup rows: one
- * element per key in each column's array, then the one upsert.
- */
+/* The upsert's column arrays (put_rollup) of the sorted rows, one
+ * element per key. */
 static int
-put_rollups(struct store_pg *p, struct proto_err *err)
+rollup_cols(struct store_pg *p, struct store_pg_buf *cols,
+            struct proto_err *err)
 {
-    struct store_pg_buf cols[ROLLUP_NCOLS];
-    const char *v[ROLLUP_NCOLS];
-    PGresult *r;
     size_t i, from;
     int rc = 0;
 
-    memset(cols, 0, sizeof(cols));
     for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
         if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
             rc = put_rollup(p, p->rows, from, i, cols, err);
             from = i;
         }
-    for (i = 0; rc == 0 && i < ROLLUP_NCOLS; i++) {
+    for (i = 0; rc == 0 && i < ROLLUP_NCOLS; i++)
         if (put_bytes(&cols[i], "}", 2) != 0)
             rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        v[i] = (const char *)cols[i].p;
-    }
-    if (rc == 0) {
-        r = PQexecPrepared(p->pc, ROLLUP_STMT, ROLLUP_NCOLS, v, NULL, NULL, 0);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK)
-            rc = store_pg_fail(p, r, err, "add to the rollups");
-        PQclear(r);
-    }
-    for (i = 0; i < ROLLUP_NCOLS; i++)
-        free(cols[i].p);
-    p->broken |= rc != 0;
     return rc;
 }
 
-/* Runs sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
- * b between the format's header and trailer. */
+/* Adds the sums of the group's keys to their hours' rollup rows: the
+ * one upsert (ROLLUP_STMT) over the arrays rollup_cols made. */
 static int
-copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
-        struct proto_err *err, const char *what)
+put_rollups(struct store_pg *p, const struct store_pg_buf *cols,
+            struct proto_err *err)
+{
+    const char *v[ROLLUP_NCOLS];
+    PGresult *r;
+    size_t i;
+    int rc = 0;
+
+    for (i = 0; i < ROLLUP_NCOLS; i++)
+        v[i] = (const char *)cols[i].p;
+    r = PQexecPrepared(p->pc, ROLLUP_STMT, ROLLUP_NCOLS, v, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = store_pg_fail(p, r, err, "add to the rollups");
+    PQclear(r);
+    return rc;
+}
+
+/* Sends sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
+ * b between the format's header and trailer; copy_end reads its
+ * outcome, so that the caller may work while the server does. */
+static int
+copy_send(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
+          struct proto_err *err, const char *what)
 {
     static const unsigned char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0";
     static const unsigned char trailer[2] = { 0xff, 0xff };
@@ -1304,13 +1309,30 @@ copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
         PQputCopyData(p->pc, (const char *)trailer, sizeof(trailer)) != 1 ||
         PQputCopyEnd(p->pc, NULL) != 1)
         return store_pg_fail(p, NULL, err, what);
-    r = PQgetResult(p->pc);
+    return 0;
+}
+
+static int
+copy_end(struct store_pg *p, struct proto_err *err, const char *what)
+{
+    PGresult *r = PQgetResult(p->pc);
+    int rc;
+
     rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0
                                                : store_pg_fail(p, r, err, what);
     PQclear(r);
     while ((r = PQgetResult(p->pc)) != NULL)
         PQclear(r);
     return rc;
+}
+
+static int
+copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
+        struct proto_err *err, const char *what)
+{
+    int rc = copy_send(p, sql, b, err, what);
+
+    return rc != 0 ? rc : copy_end(p, err, what);
 }
 
 /* Sends the group's seq records, receipts and rollups (see the file's
@@ -1320,8 +1342,9 @@ copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
 static int
 flush_group(struct store_pg *p, struct proto_err *err)
 {
+    struct store_pg_buf cols[ROLLUP_NCOLS];
     size_t i;
-    int rc;
+    int rc, rc2;
 
     if (p->n_recs > 0 &&
         (rc = copy_in(p, "COPY dedupe FROM STDIN (FORMAT binary)",
@@ -1336,12 +1359,20 @@ flush_group(struct store_pg *p, struct proto_err *err)
         if ((rc = make_partition(p, day, err)))
             return rc;
     }
-    if ((rc = copy_in(p, "COPY receipts FROM STDIN (FORMAT binary)", &p->copy,
-                      err, "COPY the receipts")))
-        return rc;
-    sort_arena = p->arena;
-    qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
-    return put_rollups(p, err);
+    /* The rollup's arrays are made while the server takes the COPY. */
+    memset(cols, 0, sizeof(cols));
+    if ((rc = copy_send(p, "COPY receipts FROM STDIN (FORMAT binary)",
+                        &p->copy, err, "COPY the receipts")) == 0) {
+        sort_arena = p->arena;
+        qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
+        rc2 = rollup_cols(p, cols, err);
+        rc = copy_end(p, err, "COPY the receipts");
+        if (rc == 0 && (rc = rc2) == 0)
+            rc = put_rollups(p, cols, err);
+    }
+    for (i = 0; i < ROLLUP_NCOLS; i++)
+        free(cols[i].p);
+    return rc;
 }
 
 static int
