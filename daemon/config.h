@@ -30,7 +30,7 @@ struct config_token {
     unsigned char sha256[32]; /* SHA-256 of the token's bytes */
 };
 
-#define CONFIG_KEYS_MAX  40  /* config_keys[] holds fewer (check_config) */
+#define CONFIG_KEYS_MAX  48  /* config_keys[] holds fewer (check_config) */
 #define CONFIG_WHERE_MAX 300 /* "file:line"; a longer path is cut */
 
 struct config {
@@ -97,6 +97,10 @@ struct config {
     char *upstream_token_file; /* the center's TCP token, in a file */
     char *upstream_ca_file;    /* TLS: verify the center against it */
     char *upstream_name;       /* the node's name there; NULL = hostname */
+    uint32_t upstream_window;  /* batches in flight, default 4 */
+    /* Retention with an upstream: "wait" (NULL or "", the default) keeps
+     * what was not delivered; "drop" prunes it and counts it in prunes. */
+    char *relay_retention;
 
     /* Metrics (metrics.c). */
     uint32_t metrics_model_series; /* models as labels; 0 = none (default) */

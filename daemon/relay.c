@@ -55,6 +55,14 @@
 #define IDLE_POLL_MS     100
 #define BACKLOG_EVERY_MS 500
 
+/* A batch sent and not answered yet. */
+struct flight {
+    uint64_t id;   /* the frame's */
+    uint64_t from; /* its from_id */
+    uint64_t last; /* its last record's id */
+    uint32_t n;
+};
+
 struct relay {
     uv_loop_t *loop;
     struct server *srv;
@@ -99,6 +107,10 @@ struct relay {
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
     uint64_t rng;
+    /* Receipts' batches in flight: a ring of `window` from head. */
+    struct flight *flights;
+    uint32_t window, head, n_flight;
+    uint64_t sent; /* the last id of the last batch sent */
 };
 
 static uint64_t
@@ -193,6 +205,7 @@ hang_up(struct relay *r)
     uv_mutex_unlock(&r->mu);
     net_close(&r->conn);
     r->connected = 0;
+    r->n_flight = 0;
 }
 
 /* A TCP connection to hostport within RELAY_CONNECT_TIMEOUT_MS, given to
@@ -490,23 +503,21 @@ backlog(struct relay *r, int force)
 }
 
 /*
- * Reads the next batch past the acknowledged id and sends it; returns 1
- * when it was acknowledged, 0 when there was nothing to send, -1 when
- * the connection failed (hang up and reconnect), -2 when the center
- * refused the batch (wait before trying again).
+ * Reads the next batch of the stream past `from` and sends it (with
+ * `follows` when a batch before it on this connection is not answered
+ * yet); returns 1 with *f, 0 when there was nothing to send, -1 when the
+ * connection failed, -2 when the batch cannot be sent (wait before
+ * trying again).
  */
 static int
-relay_batch(struct relay *r, int plans)
+send_batch(struct relay *r, int plans, uint64_t from, int follows,
+           struct flight *f)
 {
-    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
     const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
-    uint64_t from = atomic_load(acked), id, committed;
-    struct net_reply rep;
     struct proto_err err;
     struct batch b;
     msgpack_sbuffer fs;
     msgpack_packer fpk;
-    const msgpack_object *v;
     char msg[256];
     size_t start;
     uint64_t last;
@@ -542,12 +553,14 @@ relay_batch(struct relay *r, int plans)
     }
     msgpack_sbuffer_init(&fs);
     msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
-    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &id);
-    rc = start == (size_t)-1 || msgpack_pack_map(&fpk, 3) != 0 ||
+    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &f->id);
+    rc = start == (size_t)-1 || msgpack_pack_map(&fpk, follows ? 4 : 3) != 0 ||
          envelope_pack_cstr(&fpk, "stream") != 0 ||
          envelope_pack_cstr(&fpk, stream) != 0 ||
          envelope_pack_cstr(&fpk, "from_id") != 0 ||
          msgpack_pack_uint64(&fpk, from) != 0 ||
+         (follows && (envelope_pack_cstr(&fpk, "follows") != 0 ||
+                      msgpack_pack_true(&fpk) != 0)) ||
          envelope_pack_cstr(&fpk, "records") != 0 ||
          msgpack_pack_array(&fpk, b.n) != 0 ||
          msgpack_sbuffer_write(&fs, b.sb.data, b.sb.size) != 0;
@@ -566,20 +579,56 @@ relay_batch(struct relay *r, int plans)
                   (unsigned long)r->conn.max_frame);
         return -2;
     }
-    rc = net_call(&r->conn, &fs, id, &rep, msg, sizeof(msg));
+    rc = net_send(&r->conn, fs.data, fs.size, msg, sizeof(msg));
     msgpack_sbuffer_destroy(&fs);
+    if (rc != 0) {
+        set_error(r, "%s", msg);
+        return -1;
+    }
+    f->from = from;
+    f->last = b.last;
+    f->n = b.n;
+    return 1;
+}
+
+/*
+ * Reads the reply to the batch f, the oldest in flight, and moves the
+ * stream's acknowledged id; returns 1, -1 when the connection failed or
+ * the reply is not f's, -2 when the center refused the batch or answered
+ * what it cannot have stored.
+ */
+static int
+take_reply(struct relay *r, int plans, const struct flight *f)
+{
+    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
+    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    struct net_reply rep;
+    struct proto_err err;
+    const msgpack_object *v;
+    char msg[256];
+    uint64_t committed, last = f->last;
+    int rc;
+
+    rc = net_recv(&r->conn, &rep, msg, sizeof(msg));
     if (rc != 0) {
         net_reply_free(&rep);
         set_error(r, "%s", msg);
         return -1;
     }
     if (!rep.r.ok) {
+        /* A batch behind f may be refused before f is answered: the
+         * window is dropped whole either way. */
         set_error(
             r, "%s refused a batch from id %llu: %s%s%s: %s", r->conn.peer,
-            (unsigned long long)from, proto_code_name(rep.r.err.code),
+            (unsigned long long)f->from, proto_code_name(rep.r.err.code),
             rep.r.err.path[0] ? " at " : "", rep.r.err.path, rep.r.err.message);
         net_reply_free(&rep);
         return -2;
+    }
+    if (!rep.r.has_id || rep.r.id != f->id) {
+        net_reply_free(&rep);
+        set_error(r, "%s answered out of order", r->conn.peer);
+        return -1;
     }
     v = rep.r.result != NULL && rep.r.result->type == MSGPACK_OBJECT_MAP
             ? mpobj_map_get(rep.r.result, "committed_id", NULL)
@@ -590,7 +639,7 @@ relay_batch(struct relay *r, int plans)
         return -1;
     }
     net_reply_free(&rep);
-    if (committed > b.last) {
+    if (committed > last) {
         uint64_t newest;
 
         /* The center had more of this origin than the batch: batches it
@@ -609,28 +658,84 @@ relay_batch(struct relay *r, int plans)
                       r->conn.peer, r->name, (unsigned long long)committed);
             return -2;
         }
-    } else if (committed < b.last) {
+    } else if (committed < last) {
         /* Every record above the mark is stored: a center that answers
          * less did not store the batch as it says. */
         set_error(r, "%s answered committed_id %llu to a batch ending at %llu",
                   r->conn.peer, (unsigned long long)committed,
-                  (unsigned long long)b.last);
+                  (unsigned long long)last);
         return -2;
     }
-    b.last = committed;
-    atomic_store(acked, b.last);
+    /* Never back: a batch behind a resend may answer a lower mark than
+     * the one before it did. */
+    if (committed > atomic_load(acked))
+        atomic_store(acked, committed);
     uv_mutex_lock(&r->mu);
     if (plans) {
-        r->st.plans_relayed += b.n;
+        r->st.plans_relayed += f->n;
     } else {
-        r->st.acked_id = b.last;
-        r->st.relayed += b.n;
+        r->st.acked_id = atomic_load(acked);
+        r->st.relayed += f->n;
     }
     r->st.batches++;
     r->st.last_success_ms = unix_ms();
     r->st.error[0] = '\0';
     uv_mutex_unlock(&r->mu);
     uv_async_send(&r->async);
+    return 1;
+}
+
+/* One batch of the stream, sent and answered: the plans' way (few). The
+ * same returns as relay_window. */
+static int
+relay_batch(struct relay *r, int plans)
+{
+    struct flight f;
+    int rc = send_batch(r, plans, atomic_load(plans ? &r->acked_plans
+                                                    : &r->acked),
+                        0, &f);
+
+    return rc <= 0 ? rc : take_reply(r, plans, &f);
+}
+
+/*
+ * Receipts: sends batches past the last one sent while fewer than
+ * r->window are unanswered, then takes the oldest one's reply. Returns 1
+ * when a batch was acknowledged, 0 when nothing waits and nothing is in
+ * flight, -1 when the connection failed (hang up and reconnect), -2 when
+ * the center refused a batch (wait before trying again). After -1 or -2
+ * nothing is in flight: the next connection starts from what was
+ * acknowledged, and the center cuts what it has.
+ */
+static int
+relay_window(struct relay *r)
+{
+    int rc;
+
+    if (r->n_flight == 0)
+        r->sent = atomic_load(&r->acked);
+    while (r->n_flight < r->window) {
+        struct flight *f = &r->flights[(r->head + r->n_flight) % r->window];
+
+        rc = send_batch(r, 0, r->sent, r->n_flight > 0, f);
+        if (rc < 0) {
+            r->n_flight = 0;
+            return rc;
+        }
+        if (rc == 0)
+            break;
+        r->sent = f->last;
+        r->n_flight++;
+    }
+    if (r->n_flight == 0)
+        return 0;
+    rc = take_reply(r, 0, &r->flights[r->head]);
+    if (rc < 0) {
+        r->n_flight = 0;
+        return rc;
+    }
+    r->head = (r->head + 1) % r->window;
+    r->n_flight--;
     return 1;
 }
 
@@ -675,7 +780,7 @@ thread_cb(void *arg)
             rc = 0;
         }
         if (rc >= 0) {
-            int rr = relay_batch(r, 0);
+            int rr = relay_window(r);
 
             rc = rr != 0 ? rr : rc;
         }
@@ -792,6 +897,7 @@ relay_free(struct relay *r)
     for (i = 0; i < r->n_endpoints; i++)
         free(r->endpoints[i]);
     free(r->endpoints);
+    free(r->flights);
     free(r->db_path);
     store_free(r->ro);
     tls_ctx_free(r->tls);
@@ -872,7 +978,9 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
              (uint64_t)(uintptr_t)r;
     if (r->rng == 0)
         r->rng = 1;
-    if ((r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
+    r->window = cfg->upstream_window > 0 ? cfg->upstream_window : 1;
+    if ((r->flights = calloc(r->window, sizeof(*r->flights))) == NULL ||
+        (r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
         (r->db_path = strdup(cfg->db_path)) == NULL)
         goto nomem;
     for (i = 0; i < cfg->n_upstream; i++) {
