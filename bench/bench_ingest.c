@@ -1924,6 +1924,8 @@ struct relay_figures {
     struct load_result off, on;
     double on_delivered_s; /* from the start of the load to all relayed */
     double drain1, drainw;  /* records/s node -> center */
+    /* CPU seconds over each load: the node, and the center meanwhile. */
+    double off_s, off_cpu, on_s, on_cpu, on_center_cpu;
 };
 
 /* Waits until the node `name` relayed n records; seconds since t0, or -1
@@ -2010,7 +2012,7 @@ relay_phase(const struct load_spec *batch, struct relay_figures *f)
     uint64_t n = (uint64_t)(spec.frames * spec.conns * spec.per_frame);
     char tok[300];
     pid_t center, pid;
-    double t0;
+    double t0, c0, cc0;
     int port, fd;
 
     snprintf(tok, sizeof(tok), "%s/token", tmpdir);
@@ -2026,15 +2028,24 @@ relay_phase(const struct load_spec *batch, struct relay_figures *f)
     settle();
     spec.phase = "relayoff";
     pid = start_daemon("node-off");
+    c0 = proc_cpu_s(pid, 0, NULL);
+    t0 = now_s();
     load("node-off", &spec, &f->off);
+    f->off_s = now_s() - t0;
+    f->off_cpu = proc_cpu_s(pid, 0, NULL) - c0;
     stop_daemon(pid);
 
     settle();
     spec.phase = "relayon";
     pid = start_node("node-on", port, 0);
     usleep(100000);
+    c0 = proc_cpu_s(pid, 0, NULL);
+    cc0 = proc_cpu_s(center, 0, NULL);
     t0 = now_s();
     load("node-on", &spec, &f->on);
+    f->on_s = now_s() - t0;
+    f->on_cpu = proc_cpu_s(pid, 0, NULL) - c0;
+    f->on_center_cpu = proc_cpu_s(center, 0, NULL) - cc0;
     f->on_delivered_s = relayed_by("node-on", n, t0);
     stop_daemon(pid);
 
@@ -2053,9 +2064,15 @@ print_relay(const struct relay_figures *f)
     snprintf(label, sizeof(label), "node, relay off, batch %d x %d",
              opt_batch, opt_conns);
     print_load(label, &f->off);
+    printf("%-34s CPU: node %.2f cores, %.1f us per receipt\n", "",
+           f->off_cpu / f->off_s, f->off_cpu * 1e6 / opt_total);
     snprintf(label, sizeof(label), "node, relay on, batch %d x %d", opt_batch,
              opt_conns);
     print_load(label, &f->on);
+    printf("%-34s CPU: node %.2f cores, %.1f us per receipt; the center "
+           "meanwhile %.2f cores\n",
+           "", f->on_cpu / f->on_s, f->on_cpu * 1e6 / opt_total,
+           f->on_center_cpu / f->on_s);
     if (f->on_delivered_s > 0)
         printf("%-34s all at the center %.1f s after the load began\n", "",
                f->on_delivered_s);
