@@ -77,6 +77,9 @@ struct store_opts {
      * the relay's cursor, what the center has not acknowledged
      * (store_relay.h, docs/fleet.md). */
     int relay_wait;
+    /* store.relay_retention = "drop": retention prunes past the cursor
+     * too, and counts what it took there in prunes.undelivered. */
+    int relay_drop;
 };
 
 /* The registry of store_opts.shared: made with one reference, which the

@@ -139,6 +139,8 @@ struct writer_stats {
     uint64_t checkpoints;     /* WAL checkpoints run in quiet moments */
     uint64_t checkpoint_us;   /* their total duration */
     uint64_t pruned;          /* receipts removed by retention since start */
+    uint64_t pruned_undelivered; /* of them, not acknowledged by the center
+                                    (store.relay_retention = "drop") */
     uint64_t prune_runs;      /* prune batches that removed something */
     uint64_t prune_failures;  /* prune batches rolled back */
     int failing;              /* the last commit group was rolled back */
