@@ -647,6 +647,80 @@ START_TEST(test_relay_retention_waits)
 }
 END_TEST
 
+/* The sums of rows and undelivered over d's `prunes` records. */
+static void
+prunes_of(struct e2e_daemon *d, uint64_t *rows, uint64_t *undelivered)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd', 0xa6,
+                                          'p',  'r',  'u', 'n', 'e', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rs;
+    int fd = e2e_connect(d);
+    uint32_t i;
+
+    *rows = *undelivered = 0;
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 5, 0, 0, body,
+                                 sizeof(body)),
+                     0);
+    ck_assert_int_eq(e2e_recv(fd, 5000, &rep), 0);
+    ck_assert(rep.r.ok);
+    rs = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rs);
+    for (i = 0; i < rs->via.array.size; i++) {
+        *rows += e2e_get_uint(&rs->via.array.ptr[i], "rows");
+        *undelivered += e2e_get_uint(&rs->via.array.ptr[i], "undelivered");
+    }
+    e2e_reply_free(&rep);
+    close(fd);
+}
+
+/* With store.relay_retention = "drop", retention prunes what the center
+ * has not acknowledged (it is away) and counts it: in each prunes record,
+ * in stats and in the metrics; the relay then goes on with what is left. */
+START_TEST(test_relay_retention_drops)
+{
+    const char *const more[] = { "--retention-age-s", "1", "--prune-idle-ms",
+                                 "20", "--relay-retention", "drop", NULL };
+    uint64_t seq = 1, rows, undelivered, pruned;
+    char *text;
+    long until;
+
+    reset();
+    center_spawn(1);
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_extra = more;
+    node_spawn(1);
+    produce(200, 50, &seq, 0, NULL);
+    usleep(1500000);
+    produce(50, 50, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 10000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "pruned") >= 200)
+            break;
+        usleep(100000);
+    }
+    pruned = stat_of(&node, "pruned");
+    ck_assert_uint_ge(pruned, 200);
+    /* Nothing was acknowledged: every receipt pruned was undelivered. */
+    ck_assert_uint_eq(stat_of(&node, "pruned_undelivered"), pruned);
+    prunes_of(&node, &rows, &undelivered);
+    ck_assert_uint_eq(rows, pruned);
+    ck_assert_uint_eq(undelivered, pruned);
+    text = metrics_of(&node);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(
+        strstr(text, "\nreceiptd_pruned_undelivered_receipts_total "));
+    free(text);
+    /* What is left reaches the center. */
+    center_spawn(0);
+    await_delivery(250 - pruned, 45000);
+    ck_assert_uint_eq(read_center(), 250 - pruned);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
 static unsigned rounds;
 
 /* kill -9 of the node or of the center, at a random moment of the
@@ -1203,6 +1277,7 @@ main(void)
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
     tcase_add_test(tc, test_relay_retention_waits);
+    tcase_add_test(tc, test_relay_retention_drops);
     tcase_add_test(tc, test_relay_center_ahead_of_cursor);
     tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
     tcase_add_test(tc, test_relay_plans);
