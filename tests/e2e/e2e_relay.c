@@ -835,8 +835,8 @@ relay_hello_src(int fd, const char *source, int relay, const char *token)
 /* Sends {stream, from_id, records} with ids ids[0..n) (a bad one when
  * bad_at == i) and reads the reply into rep. */
 static void
-relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
-           struct e2e_reply *rep)
+relay_send_follows(int fd, uint64_t from, const uint64_t *ids, unsigned n,
+                   int bad_at, int follows, struct e2e_reply *rep)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -845,11 +845,15 @@ relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
+    msgpack_pack_map(&pk, follows ? 4 : 3);
     msgpack_pack_str_with_body(&pk, "stream", 6);
     msgpack_pack_str_with_body(&pk, "receipts", 8);
     msgpack_pack_str_with_body(&pk, "from_id", 7);
     msgpack_pack_uint64(&pk, from);
+    if (follows) {
+        msgpack_pack_str_with_body(&pk, "follows", 7);
+        msgpack_pack_true(&pk);
+    }
     msgpack_pack_str_with_body(&pk, "records", 7);
     msgpack_pack_array(&pk, n);
     for (i = 0; i < n; i++) {
@@ -872,10 +876,18 @@ relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
     ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
 }
 
+static void
+relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
+           struct e2e_reply *rep)
+{
+    relay_send_follows(fd, from, ids, n, bad_at, 0, rep);
+}
+
 START_TEST(test_relay_op_refusals_and_cut)
 {
     static const uint64_t first[] = { 1, 2, 3, 4 }, again[] = { 3, 4, 5, 6 },
-                          falling[] = { 7, 9, 8 };
+                          falling[] = { 7, 9, 8 }, later[] = { 11, 12 },
+                          next[] = { 7, 8 };
     struct e2e_reply rep;
     int fd;
 
@@ -928,6 +940,19 @@ START_TEST(test_relay_op_refusals_and_cut)
     ck_assert(!rep.r.ok);
     ck_assert_str_eq(rep.r.err.path, "records[2][0]");
     e2e_reply_free(&rep);
+    /* A batch that follows one the center did not store (the mark is 6,
+     * it starts after 10) is refused, nothing stored; one that follows
+     * the mark is stored. */
+    relay_send_follows(fd, 10, later, 2, -1, 1, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_int_eq(rep.r.err.code, PROTO_ECONFLICT);
+    ck_assert_str_eq(rep.r.err.path, "from_id");
+    e2e_reply_free(&rep);
+    relay_send_follows(fd, 6, next, 2, -1, 1, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 8);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 2);
+    e2e_reply_free(&rep);
     close(fd);
 
     /* The mark survives a kill -9 of the center. */
@@ -944,9 +969,10 @@ START_TEST(test_relay_op_refusals_and_cut)
         unsigned i;
 
         read_center();
-        for (i = 1; i <= 6; i++)
+        for (i = 1; i <= 8; i++)
             ck_assert_uint_eq(seen[i], 1);
-        ck_assert_uint_eq(count_origin("hand"), 6);
+        ck_assert_uint_eq(seen[11], 0);
+        ck_assert_uint_eq(count_origin("hand"), 8);
     }
     e2e_stop_clean(&center);
     teardown();
