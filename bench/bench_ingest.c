@@ -1871,6 +1871,12 @@ central_phase(const struct load_spec *batch, struct central_figures *f)
         pg_down();
         return -1;
     }
+    /* Measured: its autovacuum must not run beside the daemon's phase. */
+    pg_conninfo(conninfo, sizeof(conninfo), "postgres");
+    pc = PQconnectdb(conninfo);
+    if (PQstatus(pc) == CONNECTION_OK)
+        pg_ok(pc, "DROP DATABASE baseline WITH (FORCE)");
+    PQfinish(pc);
     settle();
     pg_conninfo(conninfo, sizeof(conninfo), "center");
     daemon_pg = conninfo;

@@ -6,9 +6,10 @@
  * A group's receipts are not sent one by one: store_apply appends each as
  * a COPY (FORMAT binary) tuple to a buffer and keeps its rollup key and
  * figures; the commit creates the partitions the group needs, sends the
- * buffer with one COPY into the temporary table staging, moves it into
- * receipts with one INSERT ... SELECT, adds the group's rollup sums (one
- * INSERT ... ON CONFLICT DO UPDATE per key and hour) and commits. What
+ * buffer with one COPY into receipts (the relay's cut and the dedupe
+ * check made every row new; a row stored twice fails the group on the
+ * primary key), adds the group's rollup sums (one INSERT ... ON CONFLICT
+ * DO UPDATE for all its keys and hours) and commits. What
  * goes to the server before the commit are the (source, seq) look-ups and
  * records, quarantine, plans and the id blocks. Nothing is answered before
  * COMMIT returned (writer.c).
@@ -172,8 +173,8 @@ rollup_sql(char *buf, size_t cap)
 /*
  * What each session needs, at open and after a reconnect: durable commits
  * whatever the server's default, no NOTICE lines in the daemon's log (IF
- * NOT EXISTS says one each time), and the writer's staging table or a
- * query connection's read-only default.
+ * NOT EXISTS says one each time), and the writer's prepared rollup
+ * upsert or a query connection's read-only default.
  */
 static int
 session_setup(struct store_pg *p, struct proto_err *err)
@@ -190,11 +191,6 @@ session_setup(struct store_pg *p, struct proto_err *err)
     if (p->readonly)
         return store_pg_exec(p, "SET default_transaction_read_only = on", err,
                              "make the connection read-only");
-    if ((rc = store_pg_exec(p,
-                            "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
-                            "receipts) ON COMMIT DELETE ROWS",
-                            err, "make the staging table")))
-        return rc;
     /* A generic plan from the first execution on: the upsert's plan does
      * not depend on its values. */
     if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan",
