@@ -4,7 +4,8 @@
  *
  *   bench_ingest [--total 200000] [--connections 16] [--batch 100]
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
- *                [--daemon PATH] [--pg-bin DIR]
+ *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
+ *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
  *
  * 1. Bare append: the rows the daemon stores for these receipts (the 13
  *    integer columns of `receipts`, strings as interned ids, and the
@@ -40,6 +41,16 @@
  *    daemon of its own, as a ratio; then `idle` TLS connections that said
  *    hello, and the resident memory they add against as many plain ones.
  *    Skipped with a note without openssl.
+ * 9. The central tier (issue 12): on one private cluster, the rows the
+ *    batch load sends as the center stores them, COPY binary of 10,000
+ *    each into the center's own receipts table (its schema made by the
+ *    daemon's migrations: partitioned, primary key and 3 indexes), then
+ *    the real daemon with --pg under the batch load of 3; the CPU of the
+ *    cluster's processes and of the daemon over each, from /proc.
+ * 10. The relay (issue 12): a center on SQLite over TCP with a token; the
+ *    batch load on a node without upstream, then on a node relaying to
+ *    the center; then the first node's store relayed whole from cursor 0
+ *    with one batch in flight and with --relay-window: records/s.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
