@@ -13,7 +13,10 @@
  * the center acknowledged after its COMMIT; the relay thread sends from
  * the highest id acknowledged, stored or not, so a restart resends at
  * most what was acknowledged after the cursor was last stored, and the
- * center cuts it (its per-origin mark). Memory is bounded by one batch:
+ * center cuts it (its per-origin mark). Up to upstream.window batches
+ * are in flight (a ring of what each was, not its bytes), and a batch of
+ * receipts behind an unanswered one says `follows`, so the center never
+ * stores it without the one before. Memory is bounded by one batch:
  * RELAY_BATCH_RECORDS records and half the center's max_frame, and
  * replies are read with a 64 KiB frame limit.
  */
@@ -61,6 +64,7 @@ struct flight {
     uint64_t from; /* its from_id */
     uint64_t last; /* its last record's id */
     uint32_t n;
+    int plans; /* the stream: plans, else receipts */
 };
 
 struct relay {
@@ -107,10 +111,12 @@ struct relay {
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
     uint64_t rng;
-    /* Receipts' batches in flight: a ring of `window` from head. */
+    /* Batches in flight: a ring of `window` from head, of which
+     * n_receipts of receipts and plans_out (0 or 1) of plans. */
     struct flight *flights;
-    uint32_t window, head, n_flight;
-    uint64_t sent; /* the last id of the last batch sent */
+    uint32_t window, head, n_flight, n_receipts;
+    int plans_out;
+    uint64_t sent; /* the last receipt id of the last batch sent */
 };
 
 static uint64_t
@@ -194,6 +200,8 @@ set_error(struct relay *r, const char *fmt, ...)
 
 /* ---- The connection. ---- */
 
+static void drop_window(struct relay *r);
+
 static void
 hang_up(struct relay *r)
 {
@@ -205,7 +213,7 @@ hang_up(struct relay *r)
     uv_mutex_unlock(&r->mu);
     net_close(&r->conn);
     r->connected = 0;
-    r->n_flight = 0;
+    drop_window(r);
 }
 
 /* A TCP connection to hostport within RELAY_CONNECT_TIMEOUT_MS, given to
@@ -615,20 +623,23 @@ take_reply(struct relay *r, int plans, const struct flight *f)
         set_error(r, "%s", msg);
         return -1;
     }
+    if (!rep.r.has_id || rep.r.id != f->id) {
+        /* A batch behind f refused before f was answered (checked on the
+         * center's loop, f still in its writer): the window is dropped
+         * and sent again from the cursor, f first. */
+        set_error(r, "%s answered out of order%s%s", r->conn.peer,
+                  rep.r.ok ? "" : ": ",
+                  rep.r.ok ? "" : rep.r.err.message);
+        net_reply_free(&rep);
+        return -1;
+    }
     if (!rep.r.ok) {
-        /* A batch behind f may be refused before f is answered: the
-         * window is dropped whole either way. */
         set_error(
             r, "%s refused a batch from id %llu: %s%s%s: %s", r->conn.peer,
             (unsigned long long)f->from, proto_code_name(rep.r.err.code),
             rep.r.err.path[0] ? " at " : "", rep.r.err.path, rep.r.err.message);
         net_reply_free(&rep);
         return -2;
-    }
-    if (!rep.r.has_id || rep.r.id != f->id) {
-        net_reply_free(&rep);
-        set_error(r, "%s answered out of order", r->conn.peer);
-        return -1;
     }
     v = rep.r.result != NULL && rep.r.result->type == MSGPACK_OBJECT_MAP
             ? mpobj_map_get(rep.r.result, "committed_id", NULL)
@@ -685,57 +696,86 @@ take_reply(struct relay *r, int plans, const struct flight *f)
     return 1;
 }
 
-/* One batch of the stream, sent and answered: the plans' way (few). The
- * same returns as relay_window. */
-static int
-relay_batch(struct relay *r, int plans)
+/* Forgets every batch in flight (after a failure, or a hang-up): the next
+ * connection starts again from what was acknowledged. */
+static void
+drop_window(struct relay *r)
 {
-    struct flight f;
-    int rc = send_batch(r, plans, atomic_load(plans ? &r->acked_plans
-                                                    : &r->acked),
-                        0, &f);
-
-    return rc <= 0 ? rc : take_reply(r, plans, &f);
+    r->n_flight = r->n_receipts = 0;
+    r->plans_out = 0;
 }
 
 /*
- * Receipts: sends batches past the last one sent while fewer than
- * r->window are unanswered, then takes the oldest one's reply. Returns 1
- * when a batch was acknowledged, 0 when nothing waits and nothing is in
- * flight, -1 when the connection failed (hang up and reconnect), -2 when
- * the center refused a batch (wait before trying again). After -1 or -2
+ * One step of the relay on a connection: sends what fits the window,
+ * then takes the oldest batch's reply. A batch of plans goes first when
+ * none is out (few, and what receipts name; one at a time), then batches
+ * of receipts past the last one sent while fewer than r->window batches
+ * are unanswered; replies come in the order sent. Returns 1 when a batch
+ * was answered, 0 when nothing waits and nothing is in flight, -1 when
+ * the connection failed (hang up and reconnect), -2 when the center
+ * refused a batch of receipts (wait before trying again). After -1 or -2
  * nothing is in flight: the next connection starts from what was
- * acknowledged, and the center cuts what it has.
+ * acknowledged, and the center cuts what it has. A center that refuses
+ * plans (one older than the plans stream) pauses that stream alone.
  */
 static int
 relay_window(struct relay *r)
 {
-    int rc;
+    struct flight *f;
+    int rc, plans;
 
-    if (r->n_flight == 0)
+    if (r->n_receipts == 0)
         r->sent = atomic_load(&r->acked);
+    if (!r->plans_out && r->n_flight < r->window &&
+        mono_ms() >= r->plans_paused_until) {
+        f = &r->flights[(r->head + r->n_flight) % r->window];
+        rc = send_batch(r, 1, atomic_load(&r->acked_plans), 0, f);
+        if (rc == -1) {
+            drop_window(r);
+            return rc;
+        }
+        if (rc == -2)
+            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+        if (rc == 1) {
+            f->plans = 1;
+            r->plans_out = 1;
+            r->n_flight++;
+        }
+    }
     while (r->n_flight < r->window) {
-        struct flight *f = &r->flights[(r->head + r->n_flight) % r->window];
-
-        rc = send_batch(r, 0, r->sent, r->n_flight > 0, f);
+        f = &r->flights[(r->head + r->n_flight) % r->window];
+        rc = send_batch(r, 0, r->sent, r->n_receipts > 0, f);
         if (rc < 0) {
-            r->n_flight = 0;
+            drop_window(r);
             return rc;
         }
         if (rc == 0)
             break;
+        f->plans = 0;
         r->sent = f->last;
         r->n_flight++;
+        r->n_receipts++;
     }
     if (r->n_flight == 0)
         return 0;
-    rc = take_reply(r, 0, &r->flights[r->head]);
+    f = &r->flights[r->head];
+    plans = f->plans;
+    rc = take_reply(r, plans, f);
+    if (rc == -2 && plans) {
+        /* The connection is fine: receipts go on. */
+        r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+        rc = 1;
+    }
     if (rc < 0) {
-        r->n_flight = 0;
+        drop_window(r);
         return rc;
     }
     r->head = (r->head + 1) % r->window;
     r->n_flight--;
+    if (plans)
+        r->plans_out = 0;
+    else
+        r->n_receipts--;
     return 1;
 }
 
@@ -770,20 +810,7 @@ thread_cb(void *arg)
                 continue;
             }
         }
-        /* Plans first (few, and what receipts name), then receipts. A
-         * center that refuses plans (one older than the plans stream)
-         * pauses that stream alone: receipts go on. */
-        rc = 0;
-        if (mono_ms() >= r->plans_paused_until &&
-            (rc = relay_batch(r, 1)) == -2) {
-            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
-            rc = 0;
-        }
-        if (rc >= 0) {
-            int rr = relay_window(r);
-
-            rc = rr != 0 ? rr : rc;
-        }
+        rc = relay_window(r);
         backlog(r, rc == 0);
         if (rc == 0) {
             if (nap(r, IDLE_POLL_MS))
