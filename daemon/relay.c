@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +58,8 @@
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
 #define IDLE_POLL_MS     100
+/* The relay thread's nice value, above the daemon's other threads. */
+#define RELAY_NICE 10
 #define BACKLOG_EVERY_MS 500
 
 /* A batch sent and not answered yet. */
@@ -412,7 +416,8 @@ fail:
 /* ---- Batches. ---- */
 
 struct batch {
-    msgpack_sbuffer sb; /* the records, packed one after another */
+    msgpack_sbuffer *sb; /* the records go after sb's first base bytes */
+    size_t base;
     msgpack_packer pk;
     size_t limit; /* bytes of records */
     uint32_t n;
@@ -427,7 +432,7 @@ pack_cb(void *arg, const struct store_row *row)
     struct batch *b = arg;
     msgpack_packer *pk = &b->pk;
 
-    if (b->n > 0 && b->sb.size >= b->limit)
+    if (b->n > 0 && b->sb->size - b->base >= b->limit)
         return 1; /* full: the row waits for the next batch */
     if (msgpack_pack_array(pk, 5) != 0 ||
         msgpack_pack_uint64(pk, (uint64_t)row->receipt_id) != 0 ||
@@ -451,14 +456,14 @@ pack_plan_cb(void *arg, const struct store_relay_plan *p)
     struct batch *b = arg;
     msgpack_packer *pk = &b->pk;
 
-    if (b->n > 0 && b->sb.size >= b->limit)
+    if (b->n > 0 && b->sb->size - b->base >= b->limit)
         return 1;
     if (msgpack_pack_array(pk, 5) != 0 ||
         msgpack_pack_uint64(pk, (uint64_t)p->id) != 0 ||
         msgpack_pack_int64(pk, p->registered_at) != 0 ||
         msgpack_pack_str_with_body(pk, p->source.ptr, p->source.len) != 0 ||
         msgpack_pack_nil(pk) != 0 ||
-        msgpack_sbuffer_write(&b->sb, p->canonical, p->len) != 0)
+        msgpack_sbuffer_write(b->sb, p->canonical, p->len) != 0)
         return PROTO_ENOMEM;
     b->n++;
     b->last = (uint64_t)p->id;
@@ -472,19 +477,21 @@ sample(struct relay *r)
 {
     struct proto_err err;
     struct batch b;
+    msgpack_sbuffer sb;
     uint64_t last;
 
     memset(&b, 0, sizeof(b));
-    msgpack_sbuffer_init(&b.sb);
-    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_init(&sb);
+    b.sb = &sb;
+    msgpack_packer_init(&b.pk, &sb, msgpack_sbuffer_write);
     b.limit = SIZE_MAX;
     if (store_relay_read(r->ro, atomic_load(&r->acked), 100, SIZE_MAX, pack_cb,
                          &b, &last, &err) == 0 &&
         b.n > 0) {
-        r->enc_bytes += b.sb.size;
+        r->enc_bytes += sb.size;
         r->enc_records += b.n;
     }
-    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_sbuffer_destroy(&sb);
 }
 
 static void
@@ -521,6 +528,7 @@ static int
 send_batch(struct relay *r, int plans, uint64_t from, int follows,
            struct flight *f)
 {
+    static const unsigned char array32[5] = { 0xdd, 0, 0, 0, 0 };
     const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
     struct proto_err err;
     struct batch b;
@@ -530,13 +538,34 @@ send_batch(struct relay *r, int plans, uint64_t from, int follows,
     size_t start;
     uint64_t last;
     uint32_t max = RELAY_BATCH_RECORDS;
+    unsigned char *count;
     int rc;
 
     if (r->conn.max_batch < max)
         max = r->conn.max_batch;
+    /* The frame's head, then the records packed straight after it, under
+     * an array header whose count is written once they are read. */
+    msgpack_sbuffer_init(&fs);
+    msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
+    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &f->id);
+    if (start == (size_t)-1 || msgpack_pack_map(&fpk, follows ? 4 : 3) != 0 ||
+        envelope_pack_cstr(&fpk, "stream") != 0 ||
+        envelope_pack_cstr(&fpk, stream) != 0 ||
+        envelope_pack_cstr(&fpk, "from_id") != 0 ||
+        msgpack_pack_uint64(&fpk, from) != 0 ||
+        (follows && (envelope_pack_cstr(&fpk, "follows") != 0 ||
+                     msgpack_pack_true(&fpk) != 0)) ||
+        envelope_pack_cstr(&fpk, "records") != 0 ||
+        msgpack_sbuffer_write(&fs, (const char *)array32, sizeof(array32)) !=
+            0) {
+        msgpack_sbuffer_destroy(&fs);
+        set_error(r, "out of memory for a batch");
+        return -2;
+    }
     memset(&b, 0, sizeof(b));
-    msgpack_sbuffer_init(&b.sb);
-    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    b.sb = &fs;
+    b.base = fs.size;
+    msgpack_packer_init(&b.pk, &fs, msgpack_sbuffer_write);
     /* The center's max_frame is its word: the node's memory is bounded
      * by its own cap as well. */
     b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
@@ -547,37 +576,23 @@ send_batch(struct relay *r, int plans, uint64_t from, int follows,
                : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b,
                                   &last, &err);
     if (rc < 0) {
-        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&fs);
         set_error(r, "cannot read the store: %s", err.message);
         return -2;
     }
     if (b.n == 0) {
-        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&fs);
         return 0;
     }
     if (!plans) {
-        r->enc_bytes += b.sb.size;
+        r->enc_bytes += fs.size - b.base;
         r->enc_records += b.n;
     }
-    msgpack_sbuffer_init(&fs);
-    msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
-    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &f->id);
-    rc = start == (size_t)-1 || msgpack_pack_map(&fpk, follows ? 4 : 3) != 0 ||
-         envelope_pack_cstr(&fpk, "stream") != 0 ||
-         envelope_pack_cstr(&fpk, stream) != 0 ||
-         envelope_pack_cstr(&fpk, "from_id") != 0 ||
-         msgpack_pack_uint64(&fpk, from) != 0 ||
-         (follows && (envelope_pack_cstr(&fpk, "follows") != 0 ||
-                      msgpack_pack_true(&fpk) != 0)) ||
-         envelope_pack_cstr(&fpk, "records") != 0 ||
-         msgpack_pack_array(&fpk, b.n) != 0 ||
-         msgpack_sbuffer_write(&fs, b.sb.data, b.sb.size) != 0;
-    msgpack_sbuffer_destroy(&b.sb);
-    if (rc != 0) {
-        msgpack_sbuffer_destroy(&fs);
-        set_error(r, "out of memory for a batch");
-        return -2;
-    }
+    count = (unsigned char *)fs.data + b.base - 4;
+    count[0] = (unsigned char)(b.n >> 24);
+    count[1] = (unsigned char)(b.n >> 16);
+    count[2] = (unsigned char)(b.n >> 8);
+    count[3] = (unsigned char)b.n;
     if (net_frame_finish(&r->conn, &fs, start) != 0) {
         msgpack_sbuffer_destroy(&fs);
         set_error(r,
@@ -800,6 +815,13 @@ thread_cb(void *arg)
     struct relay *r = arg;
     int rc;
 
+    /* Background work: on a busy node the loop and the writer (local
+     * ingest) go first, and the relay catches up in quieter moments.
+     * Linux applies a thread's own nice value to that thread alone. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RELAY_NICE) !=
+        0)
+        log_debug("relay: cannot lower the thread's priority: %s",
+                  strerror(errno));
     backlog(r, 1);
     while (!stopping(r)) {
         if (!r->connected) {
