@@ -727,8 +727,9 @@ pg_up(const char *what)
             pg_port);
     fclose(f);
     {
-        char *argv[] = { pg_ctl, "-D", pg_data, "-l", slog, "-w", "start",
-                         NULL };
+        char *argv[] = {
+            pg_ctl, "-D", pg_data, "-l", slog, "-w", "start", NULL
+        };
         if (run(pg_user, argv) != 0) {
             printf("  note: %s skipped: the server did not "
                    "start (see %s)\n",
@@ -743,8 +744,8 @@ pg_up(const char *what)
 static void
 pg_conninfo(char *buf, size_t size, const char *db)
 {
-    snprintf(buf, size, "host=127.0.0.1 port=%d user=bench dbname=%s",
-             pg_port, db);
+    snprintf(buf, size, "host=127.0.0.1 port=%d user=bench dbname=%s", pg_port,
+             db);
 }
 
 /* Stops the cluster and removes its files. */
@@ -755,8 +756,9 @@ pg_down(void)
 
     snprintf(pg_ctl, sizeof(pg_ctl), "%s/pg_ctl", opt_pg_bin);
     {
-        char *argv[] = { pg_ctl, "-D", pg_data, "-m", "fast", "-w", "stop",
-                         NULL };
+        char *argv[] = {
+            pg_ctl, "-D", pg_data, "-m", "fast", "-w", "stop", NULL
+        };
         if (run(pg_user, argv) != 0)
             printf("  note: pg_ctl stop failed (see %s/pg.log)\n", tmpdir);
         else {
@@ -1485,15 +1487,14 @@ idle(const char *name, long *rss, long *hwm, long *rss_before)
 static void
 usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: bench_ingest [--total N] [--connections N] [--batch N] "
-        "[--single-connections N]\n"
-        "                    [--pipeline N] [--idle N] [--daemon PATH] "
-        "[--pg-bin DIR]\n"
-        "                    [--relay-window N]\n"
-        "                    [--only "
-        "bare,pg,batch,half,single,idle,tls,central,relay]\n");
+    fprintf(stderr,
+            "usage: bench_ingest [--total N] [--connections N] [--batch N] "
+            "[--single-connections N]\n"
+            "                    [--pipeline N] [--idle N] [--daemon PATH] "
+            "[--pg-bin DIR]\n"
+            "                    [--relay-window N]\n"
+            "                    [--only "
+            "bare,pg,batch,half,single,idle,tls,central,relay]\n");
     exit(2);
 }
 
@@ -1718,8 +1719,8 @@ center_stream(unsigned char *buf, long first, long n, int64_t received_at)
     p = put_be(put_be(p + sizeof(sig), 0, 4), 0, 4);
     for (row = first; row < first + n; row++) {
         unsigned i = (unsigned)(row % ((long)BENCH_BODIES * opt_batch));
-        int req = receipt_backend_from_name(requested_of(i),
-                                            strlen(requested_of(i)));
+        int req =
+            receipt_backend_from_name(requested_of(i), strlen(requested_of(i)));
         int exe =
             receipt_backend_from_name(executed_of(i), strlen(executed_of(i)));
 
@@ -1940,7 +1941,7 @@ print_central(const struct central_figures *f)
 struct relay_figures {
     struct load_result off, on;
     double on_delivered_s; /* from the start of the load to all relayed */
-    double drain1, drainw;  /* records/s node -> center */
+    double drain1, drainw; /* records/s node -> center */
     /* CPU seconds over each load: the node, and the center meanwhile. */
     double off_s, off_cpu, on_s, on_cpu, on_center_cpu;
 };
@@ -1968,8 +1969,7 @@ copy_store(const char *from, const char *to)
     snprintf(cmd, sizeof(cmd),
              "cp '%s/%s.db' '%s/%s.db' && { [ ! -e '%s/%s.db-wal' ] || cp "
              "'%s/%s.db-wal' '%s/%s.db-wal'; }",
-             tmpdir, from, tmpdir, to, tmpdir, from, tmpdir, from, tmpdir,
-             to);
+             tmpdir, from, tmpdir, to, tmpdir, from, tmpdir, from, tmpdir, to);
     if (system(cmd) != 0)
         dief("copy", cmd);
 }
@@ -2078,8 +2078,8 @@ print_relay(const struct relay_figures *f)
 {
     char label[64];
 
-    snprintf(label, sizeof(label), "node, relay off, batch %d x %d",
-             opt_batch, opt_conns);
+    snprintf(label, sizeof(label), "node, relay off, batch %d x %d", opt_batch,
+             opt_conns);
     print_load(label, &f->off);
     printf("%-34s CPU: node %.2f cores, %.1f us per receipt\n", "",
            f->off_cpu / f->off_s, f->off_cpu * 1e6 / opt_total);

@@ -55,7 +55,7 @@ struct rctx {
     uint64_t id;
     char origin[CONN_SOURCE_MAX + 1];
     size_t origin_len;
-    int plans; /* the stream: plans, else receipts */
+    int plans;   /* the stream: plans, else receipts */
     int follows; /* stored only if the mark is at from_id or above */
     uint64_t from_id;
     struct relay_rec *recs;

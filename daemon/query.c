@@ -519,8 +519,8 @@ static int
 pack_prune(msgpack_packer *pk, const struct store_prune_rec *r)
 {
     static const char *const keys[7] = {
-        "id",   "pruned_at",          "cutoff_at",
-        "rows", "oldest_received_at", "newest_received_at",
+        "id",         "pruned_at",          "cutoff_at",
+        "rows",       "oldest_received_at", "newest_received_at",
         "undelivered"
     };
     const int64_t v[7] = { r->id,     r->pruned_at, r->cutoff,     r->rows,

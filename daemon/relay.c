@@ -57,9 +57,9 @@
 #define RELAY_BATCH_BYTES_MAX (8u << 20)
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
-#define IDLE_POLL_MS     100
+#define IDLE_POLL_MS 100
 /* The relay thread's nice value, above the daemon's other threads. */
-#define RELAY_NICE 10
+#define RELAY_NICE       10
 #define BACKLOG_EVERY_MS 500
 
 /* A batch sent and not answered yet. */
@@ -643,8 +643,7 @@ take_reply(struct relay *r, int plans, const struct flight *f)
          * center's loop, f still in its writer): the window is dropped
          * and sent again from the cursor, f first. */
         set_error(r, "%s answered out of order%s%s", r->conn.peer,
-                  rep.r.ok ? "" : ": ",
-                  rep.r.ok ? "" : rep.r.err.message);
+                  rep.r.ok ? "" : ": ", rep.r.ok ? "" : rep.r.err.message);
         net_reply_free(&rep);
         return -1;
     }
@@ -818,8 +817,7 @@ thread_cb(void *arg)
     /* Background work: on a busy node the loop and the writer (local
      * ingest) go first, and the relay catches up in quieter moments.
      * Linux applies a thread's own nice value to that thread alone. */
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RELAY_NICE) !=
-        0)
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RELAY_NICE) != 0)
         log_debug("relay: cannot lower the thread's priority: %s",
                   strerror(errno));
     backlog(r, 1);

@@ -123,9 +123,9 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * planned each time, with the counters' arrays added in four subqueries
  * (unnest ... array_agg ORDER BY) per row; now the arrays are added
  * element by element in expressions (rollup_sql). */
-#define ROLLUP_STMT "receiptd_rollup"
+#define ROLLUP_STMT    "receiptd_rollup"
 #define ROLLUP_SQL_MAX 16384
-#define ROLLUP_NCOLS 16
+#define ROLLUP_NCOLS   16
 static const char rollup_head[] =
     "INSERT INTO rollup_hours AS r SELECT h, p, g, m, s, rq, ex, n, fb, cl, "
     "un, me::bigint[], su::numeric[], mi::numeric[], ma::numeric[], s3 FROM "
@@ -193,8 +193,8 @@ session_setup(struct store_pg *p, struct proto_err *err)
                              "make the connection read-only");
     /* A generic plan from the first execution on: the upsert's plan does
      * not depend on its values. */
-    if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan",
-                            err, "set up the session")))
+    if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan", err,
+                            "set up the session")))
         return rc;
     rollup_sql(sql, sizeof(sql));
     r = PQprepare(p->pc, ROLLUP_STMT, sql, ROLLUP_NCOLS, NULL);
@@ -1357,8 +1357,8 @@ flush_group(struct store_pg *p, struct proto_err *err)
     }
     /* The rollup's arrays are made while the server takes the COPY. */
     memset(cols, 0, sizeof(cols));
-    if ((rc = copy_send(p, "COPY receipts FROM STDIN (FORMAT binary)",
-                        &p->copy, err, "COPY the receipts")) == 0) {
+    if ((rc = copy_send(p, "COPY receipts FROM STDIN (FORMAT binary)", &p->copy,
+                        err, "COPY the receipts")) == 0) {
         sort_arena = p->arena;
         qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
         rc2 = rollup_cols(p, cols, err);

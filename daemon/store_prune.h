@@ -31,10 +31,10 @@ struct store_prune_result {
  * so the rollups stay exactly the sum of the stored receipts; and, when at
  * least one receipt was removed, adds a row to `prunes` (time, cutoff,
  * rows, oldest and newest received_at, and with store_opts.relay_drop
- * how many of them were past the relay's cursor: undelivered). Dedupe records are kept. Must be
- * called on the writer's read-write store with no transaction open. out
- * is caller-owned and always filled. Returns 0, PROTO_EINVALID for a bad
- * max_rows, PROTO_ENOMEM, or the store's error code; on error nothing
+ * how many of them were past the relay's cursor: undelivered). Dedupe records
+ * are kept. Must be called on the writer's read-write store with no transaction
+ * open. out is caller-owned and always filled. Returns 0, PROTO_EINVALID for a
+ * bad max_rows, PROTO_ENOMEM, or the store's error code; on error nothing
  * changed. */
 int store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                 struct store_prune_result *out, struct proto_err *err);

@@ -660,9 +660,8 @@ prunes_of(struct e2e_daemon *d, uint64_t *rows, uint64_t *undelivered)
 
     *rows = *undelivered = 0;
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 5, 0, 0, body,
-                                 sizeof(body)),
-                     0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, 5, 0, 0, body, sizeof(body)), 0);
     ck_assert_int_eq(e2e_recv(fd, 5000, &rep), 0);
     ck_assert(rep.r.ok);
     rs = e2e_get(rep.r.result, "rows");
@@ -680,8 +679,13 @@ prunes_of(struct e2e_daemon *d, uint64_t *rows, uint64_t *undelivered)
  * in stats and in the metrics; the relay then goes on with what is left. */
 START_TEST(test_relay_retention_drops)
 {
-    const char *const more[] = { "--retention-age-s", "1", "--prune-idle-ms",
-                                 "20", "--relay-retention", "drop", NULL };
+    const char *const more[] = { "--retention-age-s",
+                                 "1",
+                                 "--prune-idle-ms",
+                                 "20",
+                                 "--relay-retention",
+                                 "drop",
+                                 NULL };
     uint64_t seq = 1, rows, undelivered, pruned;
     char *text;
     long until;
