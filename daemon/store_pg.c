@@ -116,29 +116,27 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
 }
 
 /* The upsert that adds a group's sums to their hours' rollup rows, one
- * row per key, all keys in one statement (the columns as arrays, unnest
- * making the rows), prepared once per writer session (session_setup) as
- * ROLLUP_STMT. Each of these halved the server's time in a group
- * (bench_ingest --only central, perf): one statement per key, parsed and
- * planned each time, with the counters' arrays added in four subqueries
- * (unnest ... array_agg ORDER BY) per row; now the arrays are added
- * element by element in expressions (rollup_sql). */
+ * row per key, all keys in one statement: its one parameter is an array
+ * of rollup_hours rows in binary (rollup_row), unnest making the rows;
+ * prepared once per writer session (session_setup) as ROLLUP_STMT. Each
+ * step took a large part of the server's time in a group (bench_ingest
+ * --only central, perf): one statement per key, parsed and planned each
+ * time; the counters' arrays added in four subqueries (unnest ...
+ * array_agg ORDER BY) per row, now element by element in expressions
+ * (rollup_sql); the keys' figures sent as text (array_in, numeric_in). */
 #define ROLLUP_STMT    "receiptd_rollup"
 #define ROLLUP_SQL_MAX 16384
-#define ROLLUP_NCOLS   16
 static const char rollup_head[] =
-    "INSERT INTO rollup_hours AS r SELECT h, p, g, m, s, rq, ex, n, fb, cl, "
-    "un, me::bigint[], su::numeric[], mi::numeric[], ma::numeric[], s3 FROM "
-    "unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], "
-    "$6::smallint[], $7::smallint[], $8::bigint[], $9::bigint[], "
-    "$10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], "
-    "$15::text[], $16::bigint[]) AS t(h, p, g, m, s, rq, ex, n, fb, cl, un, "
-    "me, su, mi, ma, s3) ON CONFLICT (hour, plan, graph, model, source, "
-    "requested_backend, executed_backend) DO UPDATE SET receipts = "
+    "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
+    "ON CONFLICT (hour, plan, graph, model, source, requested_backend, "
+    "executed_backend) DO UPDATE SET receipts = "
     "r.receipts + excluded.receipts, fallback = r.fallback + "
     "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
     "r.unproven + excluded.unproven, schema3 = r.schema3 + "
     "excluded.schema3";
+
+static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
+                   int64_t *v, struct proto_err *err, const char *what);
 
 /* The upsert's text into buf: rollup_head, then each array column as
  * ARRAY[f(r.c[1], excluded.c[1]), ...] over RECEIPT_NCOUNTERS elements
@@ -181,6 +179,7 @@ session_setup(struct store_pg *p, struct proto_err *err)
 {
     char sql[ROLLUP_SQL_MAX];
     PGresult *r;
+    int64_t oid;
     int rc;
 
     if ((rc = store_pg_exec(p,
@@ -196,8 +195,13 @@ session_setup(struct store_pg *p, struct proto_err *err)
     if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan", err,
                             "set up the session")))
         return rc;
+    /* The row type's id, which each element of the parameter names. */
+    if ((rc = one_int(p, "SELECT 'rollup_hours'::regtype::oid", 0, &oid, err,
+                      "read the rollup row type")))
+        return rc;
+    p->rollup_oid = (uint32_t)oid;
     rollup_sql(sql, sizeof(sql));
-    r = PQprepare(p->pc, ROLLUP_STMT, sql, ROLLUP_NCOLS, NULL);
+    r = PQprepare(p->pc, ROLLUP_STMT, sql, 1, NULL);
     rc = PQresultStatus(r) == PGRES_COMMAND_OK
              ? 0
              : store_pg_fail(p, r, err, "prepare the rollup upsert");
@@ -572,6 +576,17 @@ put_be(struct store_pg_buf *p, uint64_t v, int bytes)
     for (i = 0; i < bytes; i++)
         b[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
     return put_bytes(p, b, (size_t)bytes);
+}
+
+/* Overwrites the 4 bytes at `at` with v, big-endian (a length written
+ * once what it counts is). */
+static void
+patch_be32(struct store_pg_buf *p, size_t at, uint64_t v)
+{
+    p->p[at] = (unsigned char)(v >> 24);
+    p->p[at + 1] = (unsigned char)(v >> 16);
+    p->p[at + 2] = (unsigned char)(v >> 8);
+    p->p[at + 3] = (unsigned char)v;
 }
 
 /* A field of a COPY tuple: its length, then its bytes. */
@@ -1127,149 +1142,165 @@ cmp_rows(const void *a, const void *b)
     return (x->executed > y->executed) - (x->executed < y->executed);
 }
 
-/* Appends "{v0,v1,...}" to buf (an SQL array's text). */
-static void
-array_text(char *buf, size_t cap, const char *const *v, unsigned n)
-{
-    size_t o = 0;
-    unsigned i;
-
-    o += (size_t)snprintf(buf + o, cap - o, "{");
-    for (i = 0; i < n && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "," : "", v[i]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "}");
-}
-
-/* Appends v to the SQL array text in b ("{" first, "," after), quoted,
- * with '"' and '\\' escaped: any string is one element. */
+/* 128 bits as a numeric in binary (numeric_recv): base-10000 digits,
+ * most significant first, without trailing zero digits. */
 static int
-array_add(struct store_pg_buf *b, const char *v)
+put_numeric(struct store_pg_buf *b, unsigned __int128 v)
 {
-    const char *c;
+    uint16_t d[10]; /* 2^128 < 10000^10 */
+    int n = 0, w, i;
 
-    if (put_bytes(b, b->len == 0 ? "{\"" : ",\"", 2))
+    while (v > 0) {
+        d[n++] = (uint16_t)(v % 10000);
+        v /= 10000;
+    }
+    w = n - 1;
+    for (i = 0; i < n && d[i] == 0; i++)
+        ;
+    if (put_be(b, (uint64_t)(n - i), 2) ||
+        put_be(b, (uint64_t)(uint16_t)(n > 0 ? w : 0), 2) || put_be(b, 0, 2) ||
+        put_be(b, 0, 2))
         return -1;
-    for (c = v; *c != '\0'; c++)
-        if (((*c == '"' || *c == '\\') && put_bytes(b, "\\", 1)) ||
-            put_bytes(b, c, 1))
+    for (w = n - 1; w >= i; w--)
+        if (put_be(b, d[w], 2))
             return -1;
-    return put_bytes(b, "\"", 1);
+    return 0;
 }
 
-/* Adds the sums of rows [from, to), which share a key, as one element of
- * each of the upsert's column arrays (put_rollups). */
+/* A numeric[] of n values as a field (binary), NULL where !has[k]. */
+static int
+field_numerics(struct store_pg_buf *b, const unsigned __int128 *v,
+               const int *has, unsigned n)
+{
+    size_t at = b->len, at2;
+    unsigned k;
+    int nulls = 0;
+
+    for (k = 0; k < n; k++)
+        nulls |= !has[k];
+    if (put_be(b, 0, 4) || put_be(b, 1, 4) || put_be(b, (uint64_t)nulls, 4) ||
+        put_be(b, 1700 /* NUMERICOID */, 4) || put_be(b, n, 4) ||
+        put_be(b, 1, 4))
+        return -1;
+    for (k = 0; k < n; k++) {
+        if (!has[k]) {
+            if (field_null(b))
+                return -1;
+            continue;
+        }
+        at2 = b->len;
+        if (put_be(b, 0, 4) || put_numeric(b, v[k]))
+            return -1;
+        patch_be32(b, at2, b->len - at2 - 4);
+    }
+    patch_be32(b, at, b->len - at - 4);
+    return 0;
+}
+
+/* One column of a row in binary (record_recv): its type, then the field. */
+#define COL(oid) put_be(b, (oid), 4)
+
+/*
+ * Appends the sums of rows [from, to), which share a key, to b as one
+ * rollup_hours row in binary, an element of the upsert's array
+ * (put_rollups): the table's 16 columns in order (migrations/pg/0001).
+ */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
-           size_t to, struct store_pg_buf *cols, struct proto_err *err)
+           size_t to, struct store_pg_buf *b, struct proto_err *err)
 {
     const struct store_pg_row *k = &rows[from];
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
     uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
-    char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
-    char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
-    const char *v[ROLLUP_NCOLS], *e[RECEIPT_NCOUNTERS];
-    size_t i;
-    unsigned b;
+    uint64_t measured[RECEIPT_NCOUNTERS];
+    unsigned __int128 v[3][RECEIPT_NCOUNTERS];
+    int has[RECEIPT_NCOUNTERS], all[RECEIPT_NCOUNTERS];
+    const char *strs[4] = { p->arena + k->plan, p->arena + k->graph,
+                            p->arena + k->model, p->arena + k->source };
+    size_t i, at = b->len;
+    unsigned j;
 
     memset(c, 0, sizeof(c));
     for (i = from; i < to; i++) {
         counts[rows[i].status < 3 ? rows[i].status : 2]++;
         schema3 += rows[i].schema3;
-        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
-            if (rows[i].coverage >> b & 1)
-                store_agg_counter_add(&c[b], rows[i].counters[b]);
+        for (j = 0; j < RECEIPT_NCOUNTERS; j++)
+            if (rows[i].coverage >> j & 1)
+                store_agg_counter_add(&c[j], rows[i].counters[j]);
     }
-    for (b = 0; b < RECEIPT_NCOUNTERS; b++) {
-        unsigned __int128 sum =
-            (unsigned __int128)c[b].sum_hi << 64 | c[b].sum_lo;
-        char digits[48];
-        int n = 0;
-
-        snprintf(txt[0][b], 48, "%" PRIu64, c[b].measured);
-        /* The 128-bit sum in decimal. */
-        do {
-            digits[n++] = (char)('0' + (int)(sum % 10));
-            sum /= 10;
-        } while (sum > 0);
-        for (i = 0; i < (size_t)n; i++)
-            txt[1][b][i] = digits[n - 1 - (int)i];
-        txt[1][b][n] = '\0';
-        if (c[b].measured > 0) {
-            snprintf(txt[2][b], 48, "%" PRIu64, c[b].min);
-            snprintf(txt[3][b], 48, "%" PRIu64, c[b].max);
-        } else {
-            snprintf(txt[2][b], 48, "NULL");
-            snprintf(txt[3][b], 48, "NULL");
-        }
+    for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
+        measured[j] = c[j].measured;
+        v[0][j] = (unsigned __int128)c[j].sum_hi << 64 | c[j].sum_lo;
+        v[1][j] = c[j].min;
+        v[2][j] = c[j].max;
+        has[j] = c[j].measured > 0;
+        all[j] = 1;
     }
-    for (i = 0; i < 4; i++) {
-        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
-            e[b] = txt[i][b];
-        array_text(arrays[i], sizeof(arrays[i]), e, RECEIPT_NCOUNTERS);
-    }
-    snprintf(num[0], 24, "%" PRId64, k->hour);
-    snprintf(num[1], 24, "%u", k->requested);
-    snprintf(num[2], 24, "%u", k->executed);
-    snprintf(num[3], 24, "%zu", to - from);
-    snprintf(num[4], 24, "%" PRIu64, counts[RECEIPT_STATUS_FALLBACK]);
-    snprintf(num[5], 24, "%" PRIu64, counts[RECEIPT_STATUS_CLEAN]);
-    snprintf(num[6], 24, "%" PRIu64, counts[RECEIPT_STATUS_UNPROVEN]);
-    snprintf(num[7], 24, "%" PRIu64, schema3);
-    v[0] = num[0];
-    v[1] = p->arena + k->plan;
-    v[2] = p->arena + k->graph;
-    v[3] = p->arena + k->model;
-    v[4] = p->arena + k->source;
-    v[5] = num[1];
-    v[6] = num[2];
-    v[7] = num[3];
-    v[8] = num[4];
-    v[9] = num[5];
-    v[10] = num[6];
-    for (i = 0; i < 4; i++)
-        v[11 + i] = arrays[i];
-    v[15] = num[7];
-    for (i = 0; i < ROLLUP_NCOLS; i++)
-        if (array_add(&cols[i], v[i]) != 0)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (put_be(b, 0, 4) || put_be(b, 16, 4) || COL(20) ||
+        field_i64(b, (uint64_t)k->hour))
+        goto nomem;
+    for (j = 0; j < 4; j++)
+        if (COL(25) || field(b, strs[j], strlen(strs[j])))
+            goto nomem;
+    if (COL(21) || field_i16(b, k->requested) || COL(21) ||
+        field_i16(b, k->executed) || COL(20) ||
+        field_i64(b, (uint64_t)(to - from)) || COL(20) ||
+        field_i64(b, counts[RECEIPT_STATUS_FALLBACK]) || COL(20) ||
+        field_i64(b, counts[RECEIPT_STATUS_CLEAN]) || COL(20) ||
+        field_i64(b, counts[RECEIPT_STATUS_UNPROVEN]) ||
+        COL(1016 /* bigint[] */) ||
+        field_i64s(b, measured, RECEIPT_NCOUNTERS) ||
+        COL(1231 /* numeric[] */) ||
+        field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) || COL(1231) ||
+        field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) || COL(1231) ||
+        field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) || COL(20) ||
+        field_i64(b, schema3))
+        goto nomem;
+    patch_be32(b, at, b->len - at - 4);
     return 0;
+nomem:
+    return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
-/* The upsert's column arrays (put_rollup) of the sorted rows, one
- * element per key. */
+#undef COL
+
+/* The upsert's parameter (put_rollup) for the sorted rows: a
+ * rollup_hours[] in binary, one element per key. */
 static int
-rollup_cols(struct store_pg *p, struct store_pg_buf *cols,
-            struct proto_err *err)
+rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
 {
     size_t i, from;
+    uint64_t keys = 0;
     int rc = 0;
 
+    if (put_be(b, 1, 4) || put_be(b, 0, 4) || put_be(b, p->rollup_oid, 4) ||
+        put_be(b, 0, 4) || put_be(b, 1, 4))
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
         if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
-            rc = put_rollup(p, p->rows, from, i, cols, err);
+            rc = put_rollup(p, p->rows, from, i, b, err);
             from = i;
+            keys++;
         }
-    for (i = 0; rc == 0 && i < ROLLUP_NCOLS; i++)
-        if (put_bytes(&cols[i], "}", 2) != 0)
-            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc == 0)
+        patch_be32(b, 12, keys);
     return rc;
 }
 
 /* Adds the sums of the group's keys to their hours' rollup rows: the
- * one upsert (ROLLUP_STMT) over the arrays rollup_cols made. */
+ * one upsert (ROLLUP_STMT) over the array rollup_cols made. */
 static int
-put_rollups(struct store_pg *p, const struct store_pg_buf *cols,
+put_rollups(struct store_pg *p, const struct store_pg_buf *b,
             struct proto_err *err)
 {
-    const char *v[ROLLUP_NCOLS];
+    const char *v = (const char *)b->p;
+    int len = (int)b->len, fmt = 1, rc = 0;
     PGresult *r;
-    size_t i;
-    int rc = 0;
 
-    for (i = 0; i < ROLLUP_NCOLS; i++)
-        v[i] = (const char *)cols[i].p;
-    r = PQexecPrepared(p->pc, ROLLUP_STMT, ROLLUP_NCOLS, v, NULL, NULL, 0);
+    if (b->len > INT32_MAX)
+        return proto_err_set(err, PROTO_ETOO_LARGE, NULL,
+                             "the group's rollups are over 2 GiB");
+    r = PQexecPrepared(p->pc, ROLLUP_STMT, 1, &v, &len, &fmt, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         rc = store_pg_fail(p, r, err, "add to the rollups");
     PQclear(r);
@@ -1338,7 +1369,7 @@ copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
 static int
 flush_group(struct store_pg *p, struct proto_err *err)
 {
-    struct store_pg_buf cols[ROLLUP_NCOLS];
+    struct store_pg_buf cols;
     size_t i;
     int rc, rc2;
 
@@ -1356,18 +1387,17 @@ flush_group(struct store_pg *p, struct proto_err *err)
             return rc;
     }
     /* The rollup's arrays are made while the server takes the COPY. */
-    memset(cols, 0, sizeof(cols));
+    memset(&cols, 0, sizeof(cols));
     if ((rc = copy_send(p, "COPY receipts FROM STDIN (FORMAT binary)", &p->copy,
                         err, "COPY the receipts")) == 0) {
         sort_arena = p->arena;
         qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
-        rc2 = rollup_cols(p, cols, err);
+        rc2 = rollup_cols(p, &cols, err);
         rc = copy_end(p, err, "COPY the receipts");
         if (rc == 0 && (rc = rc2) == 0)
-            rc = put_rollups(p, cols, err);
+            rc = put_rollups(p, &cols, err);
     }
-    for (i = 0; i < ROLLUP_NCOLS; i++)
-        free(cols[i].p);
+    free(cols.p);
     return rc;
 }
 
