@@ -4,7 +4,9 @@
  *
  *   bench_ingest [--total 200000] [--connections 16] [--batch 100]
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
- *                [--daemon PATH] [--pg-bin DIR] [--daemon-arg ARG]...
+ *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
+ *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
+ *                [--daemon-arg ARG]...
  *
  * 1. Bare append: the rows the daemon stores for these receipts (the 13
  *    integer columns of `receipts`, strings as interned ids, and the
@@ -40,6 +42,16 @@
  *    daemon of its own, as a ratio; then `idle` TLS connections that said
  *    hello, and the resident memory they add against as many plain ones.
  *    Skipped with a note without openssl.
+ * 9. The central tier (issue 12): on one private cluster, the rows the
+ *    batch load sends as the center stores them, COPY binary of 10,000
+ *    each into the center's own receipts table (its schema made by the
+ *    daemon's migrations: partitioned, primary key and 3 indexes), then
+ *    the real daemon with --pg under the batch load of 3; the CPU of the
+ *    cluster's processes and of the daemon over each, from /proc.
+ * 10. The relay (issue 12): a center on SQLite over TCP with a token; the
+ *    batch load on a node without upstream, then on a node relaying to
+ *    the center; then the first node's store relayed whole from cursor 0
+ *    with one batch in flight and with --relay-window: records/s.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
@@ -54,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -102,11 +115,12 @@ static double bare_wide = -1, pg_wide = -1;
 #define BENCH_NINTCOLS (wide ? BENCH_NINT : BENCH_NHEAD)
 
 static int opt_conns = 16, opt_batch = 100, opt_single_conns = 64;
-static int opt_pipeline = 8, opt_idle = 1000;
+static int opt_pipeline = 8, opt_idle = 1000, opt_relay_window = 8;
 static long opt_total = 200000;
 static const char *opt_daemon = BENCH_BINARY_DIR "/daemon/receiptd";
 static const char *opt_pg_bin = "/usr/lib/postgresql/15/bin";
-static const char *opt_only; /* --only bare,pg,batch,half,single,idle,tls */
+/* --only bare,pg,batch,half,single,idle,tls,central,relay */
+static const char *opt_only;
 /* --daemon-arg, repeatable: more arguments for every daemon started (to
  * compare settings, e.g. "--sync-in-commit true"). */
 #define MAX_DAEMON_ARGS 8
@@ -653,79 +667,128 @@ pg_copy_rows(PGconn *pc)
     return (double)opt_total / dt;
 }
 
+/* The private cluster while it runs (pg_up). */
+static char pg_data[300];
+static const char *pg_user;
+static int pg_port = -1;
+
 /*
- * Starts a private cluster in tmpdir/pg, runs the COPY loop and stops the
- * cluster. Rows per second, or -1 after printing why not.
+ * Starts a private cluster in tmpdir/pg on loopback, fsync and
+ * synchronous_commit on. 0, or -1 after printing why not (what: the
+ * phase that needed it).
  */
-static double
-pg_copy(void)
+static int
+pg_up(const char *what)
 {
-    char initdb[300], pg_ctl[300], data[300], slog[300], conf[300];
-    char conninfo[128];
-    const char *user = NULL;
+    char initdb[300], pg_ctl[300], slog[300], conf[300];
     struct passwd *pw = NULL;
-    PGconn *pc;
     FILE *f;
-    double rate = -1;
-    int port;
 
     snprintf(initdb, sizeof(initdb), "%s/initdb", opt_pg_bin);
     snprintf(pg_ctl, sizeof(pg_ctl), "%s/pg_ctl", opt_pg_bin);
-    snprintf(data, sizeof(data), "%s/pg", tmpdir);
+    snprintf(pg_data, sizeof(pg_data), "%s/pg", tmpdir);
     snprintf(slog, sizeof(slog), "%s/pg/server.log", tmpdir);
     snprintf(conf, sizeof(conf), "%s/pg/postgresql.conf", tmpdir);
+    pg_user = NULL;
     if (access(initdb, X_OK) != 0 || access(pg_ctl, X_OK) != 0) {
-        printf("  note: PostgreSQL COPY skipped: no %s (Debian: apt-get "
+        printf("  note: %s skipped: no %s (Debian: apt-get "
                "install postgresql-15)\n",
-               initdb);
+               what, initdb);
         return -1;
     }
     if (geteuid() == 0) {
         if ((pw = getpwnam("postgres")) == NULL)
             pw = getpwnam("nobody");
         if (pw == NULL) {
-            printf("  note: PostgreSQL COPY skipped: running as root and "
-                   "there is neither a postgres nor a nobody user\n");
+            printf("  note: %s skipped: running as root and "
+                   "there is neither a postgres nor a nobody user\n",
+                   what);
             return -1;
         }
-        user = pw->pw_name;
+        pg_user = pw->pw_name;
     }
-    if (mkdir(data, 0700) != 0)
-        die(data);
-    if (pw != NULL &&
-        (chown(data, pw->pw_uid, pw->pw_gid) != 0 || chmod(tmpdir, 0711) != 0))
-        die(data);
+    if (mkdir(pg_data, 0700) != 0)
+        die(pg_data);
+    if (pw != NULL && (chown(pg_data, pw->pw_uid, pw->pw_gid) != 0 ||
+                       chmod(tmpdir, 0711) != 0))
+        die(pg_data);
     {
-        char *argv[] = { initdb, "-D",    data,        "-U", "bench",
+        char *argv[] = { initdb, "-D",    pg_data,     "-U", "bench",
                          "-A",   "trust", "--no-sync", NULL };
-        if (run(user, argv) != 0) {
-            printf("  note: PostgreSQL COPY skipped: initdb failed (see "
+        if (run(pg_user, argv) != 0) {
+            printf("  note: %s skipped: initdb failed (see "
                    "%s/pg.log)\n",
-                   tmpdir);
+                   what, tmpdir);
             return -1;
         }
     }
     /* Durability as the daemon has it; loopback only, no Unix socket. */
-    port = free_port();
-    if (port < 0 || (f = fopen(conf, "a")) == NULL)
+    pg_port = free_port();
+    if (pg_port < 0 || (f = fopen(conf, "a")) == NULL)
         die("postgresql.conf");
     fprintf(f,
             "listen_addresses = '127.0.0.1'\nport = %d\n"
             "unix_socket_directories = ''\nfsync = on\n"
             "synchronous_commit = on\n",
-            port);
+            pg_port);
     fclose(f);
     {
-        char *argv[] = { pg_ctl, "-D", data, "-l", slog, "-w", "start", NULL };
-        if (run(user, argv) != 0) {
-            printf("  note: PostgreSQL COPY skipped: the server did not "
+        char *argv[] = {
+            pg_ctl, "-D", pg_data, "-l", slog, "-w", "start", NULL
+        };
+        if (run(pg_user, argv) != 0) {
+            printf("  note: %s skipped: the server did not "
                    "start (see %s)\n",
-                   slog);
+                   what, slog);
             return -1;
         }
     }
-    snprintf(conninfo, sizeof(conninfo),
-             "host=127.0.0.1 port=%d user=bench dbname=postgres", port);
+    return 0;
+}
+
+/* A connection string for database db of the cluster pg_up started. */
+static void
+pg_conninfo(char *buf, size_t size, const char *db)
+{
+    snprintf(buf, size, "host=127.0.0.1 port=%d user=bench dbname=%s", pg_port,
+             db);
+}
+
+/* Stops the cluster and removes its files. */
+static void
+pg_down(void)
+{
+    char pg_ctl[300];
+
+    snprintf(pg_ctl, sizeof(pg_ctl), "%s/pg_ctl", opt_pg_bin);
+    {
+        char *argv[] = {
+            pg_ctl, "-D", pg_data, "-m", "fast", "-w", "stop", NULL
+        };
+        if (run(pg_user, argv) != 0)
+            printf("  note: pg_ctl stop failed (see %s/pg.log)\n", tmpdir);
+        else {
+            char *rm[] = { "rm", "-rf", pg_data, NULL };
+            run(NULL, rm);
+        }
+    }
+    pg_port = -1;
+}
+
+/*
+ * Starts a private cluster, runs the COPY loop and stops the cluster.
+ * Rows per second, or -1 after printing why not.
+ */
+static double
+pg_copy(void)
+{
+    char conninfo[128];
+    PGconn *pc;
+    double rate = -1;
+
+    if (pg_up("PostgreSQL COPY") != 0)
+        return -1;
+    pg_conninfo(conninfo, sizeof(conninfo), "postgres");
     pc = PQconnectdb(conninfo);
     if (PQstatus(pc) != CONNECTION_OK)
         printf("  note: PostgreSQL: %s", PQerrorMessage(pc));
@@ -735,15 +798,7 @@ pg_copy(void)
         wide = 0;
     }
     PQfinish(pc);
-    {
-        char *argv[] = { pg_ctl, "-D", data, "-m", "fast", "-w", "stop", NULL };
-        if (run(user, argv) != 0)
-            printf("  note: pg_ctl stop failed (see %s/pg.log)\n", tmpdir);
-        else {
-            char *rm[] = { "rm", "-rf", data, NULL };
-            run(NULL, rm);
-        }
-    }
+    pg_down();
     return rate;
 }
 
@@ -884,12 +939,18 @@ receive(int fd, struct tls_conn *tls, void *buf, size_t cap)
     }
 }
 
+/* What start_daemon adds: --pg with this connection string instead of
+ * --db (the central phase), and these flags (NULL-terminated, at most
+ * 8: the relay phase's upstream). */
+static const char *daemon_pg;
+static const char *const *daemon_extra;
+
 static pid_t
 start_daemon(const char *name)
 {
     char sock[300], db[300], log[300], tcp[64], conf[300], text[300];
     char cert[300], key[300];
-    const char *argv[32];
+    const char *argv[48];
     pid_t pid;
     int i, fd, n = 0;
 
@@ -899,8 +960,13 @@ start_daemon(const char *name)
     argv[n++] = opt_daemon;
     argv[n++] = "--socket";
     argv[n++] = sock;
-    argv[n++] = "--db";
-    argv[n++] = db;
+    if (daemon_pg != NULL) {
+        argv[n++] = "--pg";
+        argv[n++] = daemon_pg;
+    } else {
+        argv[n++] = "--db";
+        argv[n++] = db;
+    }
     argv[n++] = "--max-connections";
     argv[n++] = "4096";
     for (i = 0; i < n_daemon_args; i++)
@@ -935,6 +1001,8 @@ start_daemon(const char *name)
             argv[n++] = "true";
         }
     }
+    for (i = 0; daemon_extra != NULL && daemon_extra[i] != NULL && i < 8; i++)
+        argv[n++] = daemon_extra[i];
     argv[n] = NULL;
     if ((pid = fork()) < 0)
         die("fork");
@@ -1038,9 +1106,11 @@ row_uint(const msgpack_object *row, const char *key, int *found)
     return *found ? v->via.u64 : 0;
 }
 
-/* One `query` {"kind": "stats"} on a connection of its own. */
-static void
-writer_figures(const char *name, struct writer_figures *wf)
+/* One `query` {"kind": "stats"} on a connection of its own: the fields
+ * keys[0..n) of its row into v (0 when absent); returns a mask of those
+ * found (bit i: keys[i]). */
+static unsigned
+stats_fields(const char *name, const char *const *keys, int n, uint64_t *v)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -1052,7 +1122,8 @@ writer_figures(const char *name, struct writer_figures *wf)
     uint32_t len;
     char *buf;
     size_t off = 0;
-    int fd = connect_to(name), found;
+    unsigned mask = 0;
+    int fd = connect_to(name), found, i;
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -1078,15 +1149,40 @@ writer_figures(const char *name, struct writer_figures *wf)
     if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY ||
         rows->via.array.size != 1)
         dief("stats", "no row");
-    wf->accepted = row_uint(&rows->via.array.ptr[0], "accepted", &found);
-    wf->cpu_us = row_uint(&rows->via.array.ptr[0], "writer_cpu_us", &found);
-    wf->has_cpu = found;
-    wf->groups = row_uint(&rows->via.array.ptr[0], "commit_groups", &found);
-    wf->checkpoints = row_uint(&rows->via.array.ptr[0], "checkpoints", &found);
-    wf->checkpoint_us =
-        row_uint(&rows->via.array.ptr[0], "checkpoint_us", &found);
+    for (i = 0; i < n; i++) {
+        v[i] = row_uint(&rows->via.array.ptr[0], keys[i], &found);
+        mask |= (unsigned)found << i;
+    }
     msgpack_unpacked_destroy(&up);
     free(buf);
+    return mask;
+}
+
+/* One stats field of the daemon `name`, 0 when absent. */
+static uint64_t
+stat_of(const char *name, const char *key)
+{
+    uint64_t v;
+
+    stats_fields(name, &key, 1, &v);
+    return v;
+}
+
+static void
+writer_figures(const char *name, struct writer_figures *wf)
+{
+    static const char *const keys[] = { "accepted", "writer_cpu_us",
+                                        "commit_groups", "checkpoints",
+                                        "checkpoint_us" };
+    uint64_t v[5];
+    unsigned mask = stats_fields(name, keys, 5, v);
+
+    wf->accepted = v[0];
+    wf->cpu_us = v[1];
+    wf->has_cpu = (mask & 2) != 0;
+    wf->groups = v[2];
+    wf->checkpoints = v[3];
+    wf->checkpoint_us = v[4];
 }
 
 /* Writer CPU microseconds per receipt stored between two readings, or
@@ -1404,8 +1500,10 @@ usage(void)
             "[--single-connections N]\n"
             "                    [--pipeline N] [--idle N] [--daemon PATH] "
             "[--pg-bin DIR]\n"
-            "                    [--only bare,pg,batch,half,single,idle,tls]"
-            " [--daemon-arg ARG]...\n");
+            "                    [--relay-window N]\n"
+            "                    [--only "
+            "bare,pg,batch,half,single,idle,tls,central,relay]\n"
+            "                    [--daemon-arg ARG]...\n");
     exit(2);
 }
 
@@ -1503,6 +1601,515 @@ tls_phase(const struct load_spec *batch, struct tls_figures *f)
     return 0;
 }
 
+static void print_load(const char *what, const struct load_result *r);
+
+/* ---- CPU by process ---- */
+
+/* User and system CPU seconds of process pid, with those of its children
+ * it waited for when `reaped` is set; -1 when it is gone. */
+static double
+proc_cpu_s(pid_t pid, int reaped, pid_t *ppid)
+{
+    char path[64], line[1024], *p;
+    unsigned long long ut, st, cut, cst;
+    int pp;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    /* After the name: state ppid pgrp session tty tpgid flags minflt
+     * cminflt majflt cmajflt utime stime cutime cstime. */
+    if (p == NULL || sscanf(p + 2,
+                            "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                            "%llu %llu %llu %llu",
+                            &pp, &ut, &st, &cut, &cst) != 5)
+        return -1;
+    if (ppid != NULL)
+        *ppid = pp;
+    return (double)(ut + st + (reaped ? cut + cst : 0)) /
+           (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds of this process. */
+static double
+self_cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+#ifdef HAVE_LIBPQ
+
+/* ---- 9. the central tier ---- */
+
+/* CPU seconds of the private cluster: the postmaster, the children it
+ * reaped, and those alive now (backends, walwriter, checkpointer ...). */
+static double
+pg_cpu_s(void)
+{
+    char path[400], line[64];
+    pid_t pm = 0, pp;
+    double sum, c;
+    struct dirent *de;
+    DIR *d;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/postmaster.pid", pg_data);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fgets(line, sizeof(line), f))
+        pm = (pid_t)atoi(line);
+    fclose(f);
+    if (pm <= 0 || (sum = proc_cpu_s(pm, 1, NULL)) < 0)
+        return 0;
+    if ((d = opendir("/proc")) == NULL)
+        return sum;
+    while ((de = readdir(d)) != NULL) {
+        pid_t pid = (pid_t)atoi(de->d_name);
+
+        if (pid > 0 && pid != pm && (c = proc_cpu_s(pid, 0, &pp)) >= 0 &&
+            pp == pm)
+            sum += c;
+    }
+    closedir(d);
+    return sum;
+}
+
+static unsigned char *
+put_text(unsigned char *p, const char *s)
+{
+    size_t n = strlen(s);
+
+    p = put_be(p, n, 4);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static unsigned char *
+put_i64s(unsigned char *p, const uint64_t *v, unsigned n)
+{
+    unsigned i;
+
+    /* Length, then dimensions 1, no NULLs, int8, n elements from 1. */
+    p = put_be(p, 20 + (uint64_t)n * 12, 4);
+    p = put_be(put_be(put_be(p, 1, 4), 0, 4), 20, 4);
+    p = put_be(put_be(p, n, 4), 1, 4);
+    for (i = 0; i < n; i++)
+        p = put_be(put_be(p, 8, 4), v[i], 8);
+    return p;
+}
+
+#define CENTER_ROW_MAX 1024
+
+/*
+ * COPY binary of rows [first, first + n) as the center stores them
+ * (migrations/pg/0001: origin '', the id, received_at, the producer's
+ * source and seq, the receipt's fields, its strings as text and its
+ * counters as bigint[]), the receipts the load phase sends, in the same
+ * sources. Returns its length; buf must hold 21 + n * CENTER_ROW_MAX.
+ */
+static size_t
+center_stream(unsigned char *buf, long first, long n, int64_t received_at)
+{
+    static const unsigned char sig[11] = "PGCOPY\n\377\r\n";
+    unsigned char *p = buf;
+    uint64_t counters[RECEIPT_NCOUNTERS], artifacts[RECEIPT_NARTIFACTS];
+    char src[96], plan[32], model[32], graph[32];
+    long row;
+    int k;
+
+    memcpy(p, sig, sizeof(sig));
+    p = put_be(put_be(p + sizeof(sig), 0, 4), 0, 4);
+    for (row = first; row < first + n; row++) {
+        unsigned i = (unsigned)(row % ((long)BENCH_BODIES * opt_batch));
+        int req =
+            receipt_backend_from_name(requested_of(i), strlen(requested_of(i)));
+        int exe =
+            receipt_backend_from_name(executed_of(i), strlen(executed_of(i)));
+
+        snprintf(src, sizeof(src), "bench/central/%ld/%ld",
+                 (row / opt_batch) % opt_conns, (long)getpid());
+        snprintf(plan, sizeof(plan), "plan-%u", i % BENCH_PLANS);
+        snprintf(model, sizeof(model), "model-%u", i % BENCH_MODELS);
+        snprintf(graph, sizeof(graph), "%016x",
+                 (i % BENCH_PLANS) * 2654435761u);
+        for (k = 0; k < RECEIPT_NCOUNTERS; k++)
+            counters[k] = counter_of(i, k);
+        for (k = 0; k < RECEIPT_NARTIFACTS; k++)
+            artifacts[k] = (uint64_t)k;
+        p = put_be(p, 18, 2);
+        p = put_text(p, "");
+        p = put_be(put_be(p, 8, 4), (uint64_t)(row + 1), 8);
+        p = put_be(put_be(p, 8, 4), (uint64_t)received_at, 8);
+        p = put_text(p, src);
+        p = put_be(put_be(p, 8, 4), (uint64_t)(row / opt_batch / opt_conns), 8);
+        p = put_be(put_be(p, 2, 4), 3, 2);
+        p = put_be(put_be(p, 2, 4), (uint64_t)req, 2);
+        p = put_be(put_be(p, 2, 4), (uint64_t)exe, 2);
+        p = put_be(put_be(p, 2, 4),
+                   req != exe || counter_of(i, 6) > 0 ? RECEIPT_STATUS_FALLBACK
+                                                      : RECEIPT_STATUS_CLEAN,
+                   2);
+        p = put_text(p, model);
+        p = put_text(p, plan);
+        p = put_text(p, graph);
+        p = put_text(p, "default");
+        p = put_text(p, i % 3 ? "eos" : "max_tokens");
+        p = put_be(put_be(p, 8, 4), 0x3ffffff, 8);
+        p = put_i64s(p, counters, RECEIPT_NCOUNTERS);
+        p = put_i64s(p, artifacts, RECEIPT_NARTIFACTS);
+        p = put_be(p, 0xffffffffu, 4); /* extra: none */
+    }
+    p = put_be(p, 0xffff, 2);
+    return (size_t)(p - buf);
+}
+
+/* The day partitions of today and tomorrow (UTC), as the writer names
+ * them (store_pg.c make_partition). */
+static int
+center_partitions(PGconn *pc)
+{
+    int64_t day = unix_ms() / 86400000, d;
+    char sql[256];
+
+    for (d = day; d <= day + 1; d++) {
+        snprintf(sql, sizeof(sql),
+                 "CREATE TABLE IF NOT EXISTS receipts_d%lld PARTITION OF "
+                 "receipts FOR VALUES FROM (%lld) TO (%lld)",
+                 (long long)d, (long long)d * 86400000,
+                 (long long)(d + 1) * 86400000);
+        if (!pg_ok(pc, sql))
+            return -1;
+    }
+    return 0;
+}
+
+struct central_figures {
+    double copy_rate, copy_s, copy_pg_cpu, copy_client_cpu;
+    struct load_result daemon;
+    double daemon_s, daemon_cpu, daemon_pg_cpu, daemon_client_cpu;
+};
+
+/*
+ * The COPY baseline into database `baseline`, whose schema a daemon made
+ * (so the table and its indexes are the center's own), BENCH_GROUP_ROWS
+ * rows per COPY, each its own transaction. 0 or -1.
+ */
+static int
+center_copy(struct central_figures *f)
+{
+    char conninfo[160];
+    unsigned char *buf = malloc(21 + (size_t)BENCH_GROUP_ROWS * CENTER_ROW_MAX);
+    PGconn *pc;
+    long row, n;
+    double t0, c0, s0;
+    int rc = -1;
+
+    pg_conninfo(conninfo, sizeof(conninfo), "baseline");
+    pc = PQconnectdb(conninfo);
+    if (buf == NULL || PQstatus(pc) != CONNECTION_OK ||
+        center_partitions(pc) != 0)
+        goto out;
+    settle();
+    c0 = pg_cpu_s();
+    s0 = self_cpu_s();
+    t0 = now_s();
+    for (row = 0; row < opt_total; row += n) {
+        PGresult *r;
+        size_t len;
+        int ok;
+
+        n = opt_total - row < BENCH_GROUP_ROWS ? opt_total - row
+                                               : BENCH_GROUP_ROWS;
+        r = PQexec(pc, "COPY receipts FROM STDIN (FORMAT binary)");
+        ok = PQresultStatus(r) == PGRES_COPY_IN;
+        PQclear(r);
+        len = center_stream(buf, row, n, unix_ms());
+        if (!ok || PQputCopyData(pc, (const char *)buf, (int)len) != 1 ||
+            PQputCopyEnd(pc, NULL) != 1)
+            goto out;
+        ok = 1;
+        while ((r = PQgetResult(pc)) != NULL) {
+            ok &= PQresultStatus(r) == PGRES_COMMAND_OK;
+            PQclear(r);
+        }
+        if (!ok)
+            goto out;
+    }
+    f->copy_s = now_s() - t0;
+    f->copy_rate = (double)opt_total / f->copy_s;
+    f->copy_pg_cpu = pg_cpu_s() - c0;
+    f->copy_client_cpu = self_cpu_s() - s0;
+    rc = 0;
+out:
+    if (rc != 0)
+        printf("  note: central COPY: %s", PQerrorMessage(pc));
+    PQfinish(pc);
+    free(buf);
+    return rc;
+}
+
+/*
+ * Phase 9: on one private cluster, the COPY baseline (database
+ * `baseline`), then the real daemon with --pg (database `center`) under
+ * the batch load over its Unix socket; the CPU each side spent. 0, or -1
+ * after a note.
+ */
+static int
+central_phase(const struct load_spec *batch, struct central_figures *f)
+{
+    char conninfo[160];
+    struct load_spec spec = *batch;
+    PGconn *pc;
+    pid_t pid;
+    double t0, c0, d0, s0;
+    int ok;
+
+    if (pg_up("the central phase") != 0)
+        return -1;
+    pg_conninfo(conninfo, sizeof(conninfo), "postgres");
+    pc = PQconnectdb(conninfo);
+    ok = PQstatus(pc) == CONNECTION_OK &&
+         pg_ok(pc, "CREATE DATABASE baseline") &&
+         pg_ok(pc, "CREATE DATABASE center");
+    PQfinish(pc);
+    if (!ok) {
+        pg_down();
+        return -1;
+    }
+    /* The baseline's schema: the daemon's migrations, applied by it. */
+    pg_conninfo(conninfo, sizeof(conninfo), "baseline");
+    daemon_pg = conninfo;
+    stop_daemon(start_daemon("schema"));
+    daemon_pg = NULL;
+    if (center_copy(f) != 0) {
+        pg_down();
+        return -1;
+    }
+    /* Measured: its autovacuum must not run beside the daemon's phase. */
+    pg_conninfo(conninfo, sizeof(conninfo), "postgres");
+    pc = PQconnectdb(conninfo);
+    if (PQstatus(pc) == CONNECTION_OK)
+        pg_ok(pc, "DROP DATABASE baseline WITH (FORCE)");
+    PQfinish(pc);
+    settle();
+    pg_conninfo(conninfo, sizeof(conninfo), "center");
+    daemon_pg = conninfo;
+    pid = start_daemon("central");
+    daemon_pg = NULL;
+    usleep(100000);
+    spec.phase = "central";
+    c0 = pg_cpu_s();
+    d0 = proc_cpu_s(pid, 0, NULL);
+    s0 = self_cpu_s();
+    t0 = now_s();
+    load("central", &spec, &f->daemon);
+    f->daemon_s = now_s() - t0;
+    f->daemon_pg_cpu = pg_cpu_s() - c0;
+    f->daemon_cpu = proc_cpu_s(pid, 0, NULL) - d0;
+    f->daemon_client_cpu = self_cpu_s() - s0;
+    stop_daemon(pid);
+    pg_down();
+    return 0;
+}
+
+static void
+print_central(const struct central_figures *f)
+{
+    char label[64];
+
+    printf("%-34s %9.0f rows/s (binary, %d rows per COPY, the center's "
+           "receipts table: partitioned, primary key and 3 indexes)\n",
+           "central: PostgreSQL COPY", f->copy_rate, BENCH_GROUP_ROWS);
+    printf("%-34s CPU over %.1f s: postgres %.2f cores, client %.2f; "
+           "per row: postgres %.1f us\n",
+           "", f->copy_s, f->copy_pg_cpu / f->copy_s,
+           f->copy_client_cpu / f->copy_s, f->copy_pg_cpu * 1e6 / opt_total);
+    snprintf(label, sizeof(label), "central: daemon --pg, batch %d x %d",
+             opt_batch, opt_conns);
+    print_load(label, &f->daemon);
+    printf("%-34s CPU over %.1f s: receiptd %.2f cores, postgres %.2f, "
+           "client %.2f; per receipt: receiptd %.1f us, postgres %.1f us\n",
+           "", f->daemon_s, f->daemon_cpu / f->daemon_s,
+           f->daemon_pg_cpu / f->daemon_s, f->daemon_client_cpu / f->daemon_s,
+           f->daemon_cpu * 1e6 / opt_total, f->daemon_pg_cpu * 1e6 / opt_total);
+}
+
+#endif /* HAVE_LIBPQ */
+
+/* ---- 10. the relay ---- */
+
+/* The node's own ingest with relaying off and on, and the relay's drain
+ * of a backlog at a window of one batch and of opt_relay_window. */
+struct relay_figures {
+    struct load_result off, on;
+    double on_delivered_s; /* from the start of the load to all relayed */
+    double drain1, drainw; /* records/s node -> center */
+    /* CPU seconds over each load: the node, and the center meanwhile. */
+    double off_s, off_cpu, on_s, on_cpu, on_center_cpu;
+};
+
+/* Waits until the node `name` relayed n records; seconds since t0, or -1
+ * after RELAY_WAIT_S. */
+#define RELAY_WAIT_S 600
+static double
+relayed_by(const char *name, uint64_t n, double t0)
+{
+    while (stat_of(name, "relay_relayed") < n) {
+        if (now_s() - t0 > RELAY_WAIT_S)
+            return -1;
+        usleep(20000);
+    }
+    return now_s() - t0;
+}
+
+/* Copies tmpdir/from.db (a stopped daemon's store) to tmpdir/to.db. */
+static void
+copy_store(const char *from, const char *to)
+{
+    char cmd[2400];
+
+    snprintf(cmd, sizeof(cmd),
+             "cp '%s/%s.db' '%s/%s.db' && { [ ! -e '%s/%s.db-wal' ] || cp "
+             "'%s/%s.db-wal' '%s/%s.db-wal'; }",
+             tmpdir, from, tmpdir, to, tmpdir, from, tmpdir, from, tmpdir, to);
+    if (system(cmd) != 0)
+        dief("copy", cmd);
+}
+
+/* A node named name relaying to 127.0.0.1:port with window w (0: the
+ * daemon's default). */
+static pid_t
+start_node(const char *name, int port, int w)
+{
+    static char up[64], tok[300], win[16];
+    const char *extra[] = { "--upstream",
+                            up,
+                            "--upstream-token-file",
+                            tok,
+                            "--upstream-name",
+                            name,
+                            w > 0 ? "--upstream-window" : NULL,
+                            win,
+                            NULL };
+    pid_t pid;
+
+    snprintf(up, sizeof(up), "127.0.0.1:%d", port);
+    snprintf(tok, sizeof(tok), "%s/token", tmpdir);
+    snprintf(win, sizeof(win), "%d", w);
+    daemon_extra = extra;
+    pid = start_daemon(name);
+    daemon_extra = NULL;
+    return pid;
+}
+
+/* A drain of the store copied from `from`: records/s until the center
+ * acknowledged all n, or -1. */
+static double
+drain(const char *from, const char *name, int port, int w, uint64_t n)
+{
+    double t0 = now_s(), dt;
+    pid_t pid;
+
+    copy_store(from, name);
+    pid = start_node(name, port, w);
+    dt = relayed_by(name, n, t0);
+    stop_daemon(pid);
+    return dt > 0 ? (double)n / dt : -1;
+}
+
+/*
+ * Phase 10: a center on SQLite listening on TCP with a token; a node
+ * without upstream under the batch load, then a node relaying to the
+ * center under the same load (the center reachable and busy meanwhile);
+ * then two copies of the first node's store relayed whole, one batch in
+ * flight and opt_relay_window.
+ */
+static void
+relay_phase(const struct load_spec *batch, struct relay_figures *f)
+{
+    struct load_spec spec = *batch;
+    uint64_t n = (uint64_t)(spec.frames * spec.conns * spec.per_frame);
+    char tok[300];
+    pid_t center, pid;
+    double t0, c0, cc0;
+    int port, fd;
+
+    snprintf(tok, sizeof(tok), "%s/token", tmpdir);
+    if ((fd = open(tok, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
+        die(tok);
+    write_all(fd, BENCH_TOKEN "\n", strlen(BENCH_TOKEN) + 1);
+    close(fd);
+    transport = T_TCP;
+    port = tcp_port = free_port();
+    center = start_daemon("center");
+    transport = T_UNIX;
+
+    settle();
+    spec.phase = "relayoff";
+    pid = start_daemon("node-off");
+    c0 = proc_cpu_s(pid, 0, NULL);
+    t0 = now_s();
+    load("node-off", &spec, &f->off);
+    f->off_s = now_s() - t0;
+    f->off_cpu = proc_cpu_s(pid, 0, NULL) - c0;
+    stop_daemon(pid);
+
+    settle();
+    spec.phase = "relayon";
+    pid = start_node("node-on", port, 0);
+    usleep(100000);
+    c0 = proc_cpu_s(pid, 0, NULL);
+    cc0 = proc_cpu_s(center, 0, NULL);
+    t0 = now_s();
+    load("node-on", &spec, &f->on);
+    f->on_s = now_s() - t0;
+    f->on_cpu = proc_cpu_s(pid, 0, NULL) - c0;
+    f->on_center_cpu = proc_cpu_s(center, 0, NULL) - cc0;
+    f->on_delivered_s = relayed_by("node-on", n, t0);
+    stop_daemon(pid);
+
+    settle();
+    f->drain1 = drain("node-off", "drain-1", port, 1, n);
+    settle();
+    f->drainw = drain("node-off", "drain-w", port, opt_relay_window, n);
+    stop_daemon(center);
+}
+
+static void
+print_relay(const struct relay_figures *f)
+{
+    char label[64];
+
+    snprintf(label, sizeof(label), "node, relay off, batch %d x %d", opt_batch,
+             opt_conns);
+    print_load(label, &f->off);
+    printf("%-34s CPU: node %.2f cores, %.1f us per receipt\n", "",
+           f->off_cpu / f->off_s, f->off_cpu * 1e6 / opt_total);
+    snprintf(label, sizeof(label), "node, relay on, batch %d x %d", opt_batch,
+             opt_conns);
+    print_load(label, &f->on);
+    printf("%-34s CPU: node %.2f cores, %.1f us per receipt; the center "
+           "meanwhile %.2f cores\n",
+           "", f->on_cpu / f->on_s, f->on_cpu * 1e6 / opt_total,
+           f->on_center_cpu / f->on_s);
+    if (f->on_delivered_s > 0)
+        printf("%-34s all at the center %.1f s after the load began\n", "",
+               f->on_delivered_s);
+    else
+        printf("%-34s not all at the center after %d s\n", "", RELAY_WAIT_S);
+    printf("%-34s %9.0f records/s (a backlog of %ld, window 1)\n",
+           "relay drain node -> center", f->drain1, opt_total);
+    printf("%-34s %9.0f records/s (window %d)\n", "", f->drainw,
+           opt_relay_window);
+}
+
 /* ---- main ---- */
 
 static void
@@ -1527,6 +2134,8 @@ parse_args(int argc, char **argv)
             opt_pipeline = atoi(v);
         else if (strcmp(a, "--idle") == 0)
             opt_idle = atoi(v);
+        else if (strcmp(a, "--relay-window") == 0)
+            opt_relay_window = atoi(v);
         else if (strcmp(a, "--daemon") == 0)
             opt_daemon = v;
         else if (strcmp(a, "--pg-bin") == 0)
@@ -1540,7 +2149,7 @@ parse_args(int argc, char **argv)
             usage();
     }
     if (opt_conns < 1 || opt_batch < 1 || opt_single_conns < 1 ||
-        opt_pipeline < 1 || opt_idle < 0 ||
+        opt_pipeline < 1 || opt_idle < 0 || opt_relay_window < 1 ||
         opt_total < (long)opt_conns * opt_batch * 2 ||
         opt_total < (long)opt_single_conns) {
         fprintf(stderr, "bench_ingest: --total must be at least 2 x "
@@ -1580,7 +2189,11 @@ main(int argc, char **argv)
     double bare, pg = -1;
     long rss, hwm, rss0, peak;
     struct tls_figures tf;
-    int tls_ok;
+    struct relay_figures rf;
+#ifdef HAVE_LIBPQ
+    struct central_figures cf;
+#endif
+    int tls_ok, central_ok = 0;
     char label[64];
     pid_t pid;
 
@@ -1688,6 +2301,25 @@ main(int argc, char **argv)
                  opt_batch, opt_conns);
         print_load(label, &tf.tls);
     }
+#ifdef HAVE_LIBPQ
+    memset(&cf, 0, sizeof(cf));
+    if (phase_on("central")) {
+        settle();
+        central_ok = central_phase(&batch, &cf) == 0;
+        if (central_ok)
+            print_central(&cf);
+    }
+#else
+    if (phase_on("central"))
+        printf("  note: the central phase skipped: built without libpq "
+               "(Debian: libpq-dev)\n");
+#endif
+    memset(&rf, 0, sizeof(rf));
+    if (phase_on("relay")) {
+        settle();
+        relay_phase(&batch, &rf);
+        print_relay(&rf);
+    }
     printf("memory: peak RSS under load %.1f MiB\n", peak / 1024.0);
     if (tls_ok && tf.idle_tls > 0)
         printf("memory: %d idle TCP connections: RSS %.1f MiB (%.1f before); "
@@ -1711,6 +2343,16 @@ main(int argc, char **argv)
     print_ratio("single / batch", rs.rate, rb.rate);
     if (tls_ok)
         print_ratio("TLS / plain TCP, batch", tf.tls.rate, tf.tcp.rate);
+#ifdef HAVE_LIBPQ
+    if (central_ok)
+        print_ratio("central daemon / COPY", cf.daemon.rate, cf.copy_rate);
+#endif
+    if (phase_on("relay")) {
+        print_ratio("node relay on / off", rf.on.rate, rf.off.rate);
+        snprintf(label, sizeof(label), "relay drain window %d / 1",
+                 opt_relay_window);
+        print_ratio(label, rf.drainw, rf.drain1);
+    }
 
     {
         char cmd[300];

@@ -507,6 +507,7 @@ static const char *const prunes_cols[] = {
     "rows",
     "oldest_received_at",
     "newest_received_at",
+    "undelivered",
     EXTRA_COL,
     NULL,
 };
@@ -546,6 +547,7 @@ static const char *const stats_cols[] = {
     "retained_values",
     "pruned",
     "prune_runs",
+    "pruned_undelivered",
     "prune_failures",
     EXTRA_COL,
     NULL,

@@ -49,6 +49,7 @@ config_defaults(struct config *c)
     c->prune_batch = 1000;
     c->chunk_receipts = 16384;
     c->rollup_chunks = 4;
+    c->upstream_window = 4;
     c->max_frame = FRAME_MAX_DEFAULT;
     c->max_batch = 10000;
     c->max_connections = 1024;
@@ -113,6 +114,7 @@ config_free(struct config *c)
     free(c->upstream_token_file);
     free(c->upstream_ca_file);
     free(c->upstream_name);
+    free(c->relay_retention);
     memset(c, 0, sizeof(*c));
 }
 
@@ -171,6 +173,7 @@ config_copy(struct config *dst, const struct config *src)
     dst->upstream_token_file = dup_or_null(src->upstream_token_file, &ok);
     dst->upstream_ca_file = dup_or_null(src->upstream_ca_file, &ok);
     dst->upstream_name = dup_or_null(src->upstream_name, &ok);
+    dst->relay_retention = dup_or_null(src->relay_retention, &ok);
     dst->tokens = NULL;
     if (src->n_tokens > 0) {
         dst->tokens = calloc(src->n_tokens, sizeof(*dst->tokens));
@@ -437,6 +440,15 @@ const struct config_key config_keys[] = {
       .plain_min = HOUR / SEC,
       .help = "prune receipts older than this" },
     { .section = "store",
+      .name = "relay_retention",
+      .flag = "relay-retention",
+      .arg = "MODE",
+      .kind = CONFIG_KIND_STRING,
+      M(relay_retention),
+      .help = "with an upstream: \"wait\" (the default) prunes only what "
+              "the center acknowledged; \"drop\" prunes anyway and counts "
+              "what was not delivered in prunes.undelivered" },
+    { .section = "store",
       .name = "prune_batch",
       .flag = "prune-batch",
       .arg = "N",
@@ -643,6 +655,16 @@ const struct config_key config_keys[] = {
       .kind = CONFIG_KIND_STRING,
       M(upstream_name),
       .help = "this node's name at the center (default: the host name)" },
+    { .section = "upstream",
+      .name = "window",
+      .flag = "upstream-window",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(upstream_window),
+      .min = 1,
+      .max = 64,
+      .help = "batches sent to the center before the first is "
+              "acknowledged" },
 
     { .section = "metrics",
       .name = "model_series",
@@ -1862,6 +1884,13 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
                      "\"%s\" is not a store backend: \"sqlite\" or "
                      "\"postgresql\"",
                      c->store_backend);
+    if (c->relay_retention != NULL && c->relay_retention[0] != '\0' &&
+        strcmp(c->relay_retention, "wait") != 0 &&
+        strcmp(c->relay_retention, "drop") != 0)
+        return blame(c, err, KEY(relay_retention), NULL,
+                     "\"%s\" is not a relay retention: \"wait\" or "
+                     "\"drop\"",
+                     c->relay_retention);
     if (config_store_pg(c)) {
         if (c->pg_conninfo == NULL || c->pg_conninfo[0] == '\0')
             return blame(c, err, KEY(pg_conninfo), KEY(store_backend),
@@ -2168,6 +2197,10 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "upstream.ca_file");
     if (!same_str(old->upstream_name, next->upstream_name))
         add_name(what, &n, "upstream.name");
+    if (old->upstream_window != next->upstream_window)
+        add_name(what, &n, "upstream.window");
+    if (!same_str(old->relay_retention, next->relay_retention))
+        add_name(what, &n, "store.relay_retention");
     return n;
 }
 
@@ -2230,6 +2263,7 @@ config_reload(const struct config *running, const char *path,
             0 ||
         keep_str(&next->upstream_ca_file, running->upstream_ca_file) < 0 ||
         keep_str(&next->upstream_name, running->upstream_name) < 0 ||
+        keep_str(&next->relay_retention, running->relay_retention) < 0 ||
         keep_list(&next->upstream, &next->n_upstream, running->upstream,
                   running->n_upstream) < 0) {
         snprintf(err, CONFIG_ERR_MAX, "out of memory");
@@ -2240,6 +2274,7 @@ config_reload(const struct config *running, const char *path,
     next->chunk_receipts = running->chunk_receipts;
     next->rollup_chunks = running->rollup_chunks;
     next->sync_in_commit = running->sync_in_commit;
+    next->upstream_window = running->upstream_window;
     if (config_validate(next, err) < 0)
         goto fail;
     return 0;

@@ -102,6 +102,10 @@ struct config {
     char *upstream_token_file; /* the center's TCP token, in a file */
     char *upstream_ca_file;    /* TLS: verify the center against it */
     char *upstream_name;       /* the node's name there; NULL = hostname */
+    uint32_t upstream_window;  /* batches in flight, default 4 */
+    /* Retention with an upstream: "wait" (NULL or "", the default) keeps
+     * what was not delivered; "drop" prunes it and counts it in prunes. */
+    char *relay_retention;
 
     /* Metrics (metrics.c). */
     uint32_t metrics_model_series; /* models as labels; 0 = none (default) */

@@ -58,7 +58,9 @@ struct rctx {
     uint64_t id;
     char origin[CONN_SOURCE_MAX + 1];
     size_t origin_len;
-    int plans; /* the stream: plans, else receipts */
+    int plans;   /* the stream: plans, else receipts */
+    int follows; /* stored only if the mark is at from_id or above */
+    uint64_t from_id;
     struct relay_rec *recs;
     size_t n;
     /* Writer thread outputs. */
@@ -169,6 +171,16 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
     if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
                                      STORE_RELAY_RECEIPTS, &mark, err)))
         return rc;
+    /* Sent behind a batch not answered yet, which was not stored (refused,
+     * failed): storing this one would raise the mark over that one's
+     * records, and the resend would be cut as if they were here. */
+    if (x->follows && mark < x->from_id)
+        return proto_err_set(err, PROTO_ECONFLICT, "from_id",
+                             "the batch before this one was not stored: the "
+                             "origin's mark is %llu, below from_id %llu; "
+                             "send again from the mark",
+                             (unsigned long long)mark,
+                             (unsigned long long)x->from_id);
     x->committed = mark;
     for (i = 0; i < x->n; i++) {
         const struct relay_rec *r = &x->recs[i];
@@ -336,7 +348,7 @@ dispatch_relay(const struct request *rq)
     uint64_t from_id, prev;
     int64_t bytes = 0;
     size_t n, i;
-    int dup, plans;
+    int dup, plans, follows;
 
     proto_err_clear(&err);
     if (!rq->relays) {
@@ -380,6 +392,13 @@ dispatch_relay(const struct request *rq)
         proto_err_prefix_field(&err, "from_id");
         goto fail;
     }
+    o = mpobj_map_get(b, "follows", &dup);
+    if (o != NULL && (dup || o->type != MSGPACK_OBJECT_BOOLEAN)) {
+        proto_err_set(&err, PROTO_EINVALID, "follows",
+                      "expected follows as one boolean");
+        goto fail;
+    }
+    follows = o != NULL && o->via.boolean;
     recs = mpobj_map_get(b, "records", &dup);
     if (recs == NULL || dup || recs->type != MSGPACK_OBJECT_ARRAY) {
         proto_err_set(&err, PROTO_EINVALID, "records",
@@ -422,6 +441,8 @@ dispatch_relay(const struct request *rq)
     memcpy(x->origin, rq->source, rq->source_len);
     x->origin_len = rq->source_len;
     x->plans = plans;
+    x->follows = follows;
+    x->from_id = from_id;
     job->ops = &relay_ops;
     job->ctx = x;
     job->frame = rq->frame; /* the receipts borrow it */

@@ -821,7 +821,9 @@ main(int argc, char **argv)
     sopts.chunk_receipts = cfg->chunk_receipts;
     sopts.rollup_chunks = cfg->rollup_chunks;
     sopts.sync_pipelined = !cfg->sync_in_commit;
-    sopts.relay_wait = cfg->n_upstream > 0;
+    sopts.relay_drop = cfg->n_upstream > 0 && cfg->relay_retention != NULL &&
+                       strcmp(cfg->relay_retention, "drop") == 0;
+    sopts.relay_wait = cfg->n_upstream > 0 && !sopts.relay_drop;
     sopts.migrating = store_migrating;
     sopts.migrating_arg = &migrated;
     /* The writer's store publishes the rollup sums not merged yet there,

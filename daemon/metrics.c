@@ -276,6 +276,10 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
         retained);
     one(f, "receiptd_pruned_receipts_total", "counter",
         "Receipts removed by retention since start.", sn->w.pruned);
+    one(f, "receiptd_pruned_undelivered_receipts_total", "counter",
+        "Receipts removed by retention before the center acknowledged "
+        "them (store.relay_retention = \"drop\").",
+        sn->w.pruned_undelivered);
     one(f, "receiptd_prune_runs_total", "counter",
         "Retention prune batches that removed rows, since start.",
         sn->w.prune_runs);

@@ -487,7 +487,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
         msgpack_pack_array(pk, 1) != 0 ||
-        msgpack_pack_map(pk, 49 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
+        msgpack_pack_map(pk, 50 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -541,6 +541,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "retained_values", retained) != 0 ||
         kv_uint(pk, "pruned", sn->w.pruned) != 0 ||
         kv_uint(pk, "prune_runs", sn->w.prune_runs) != 0 ||
+        kv_uint(pk, "pruned_undelivered", sn->w.pruned_undelivered) != 0 ||
         kv_uint(pk, "prune_failures", sn->w.prune_failures) != 0 ||
         kv_uint(pk, "aggregates_from_memory", sn->agg_from_memory) != 0 ||
         kv_uint(pk, "aggregates_from_rows", sn->agg_from_rows) != 0 ||
@@ -557,17 +558,18 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
 static int
 pack_prune(msgpack_packer *pk, const struct store_prune_rec *r)
 {
-    static const char *const keys[6] = {
-        "id",   "pruned_at",          "cutoff_at",
-        "rows", "oldest_received_at", "newest_received_at"
+    static const char *const keys[7] = {
+        "id",         "pruned_at",          "cutoff_at",
+        "rows",       "oldest_received_at", "newest_received_at",
+        "undelivered"
     };
-    const int64_t v[6] = { r->id,   r->pruned_at, r->cutoff,
-                           r->rows, r->oldest,    r->newest };
+    const int64_t v[7] = { r->id,     r->pruned_at, r->cutoff,     r->rows,
+                           r->oldest, r->newest,    r->undelivered };
     int i;
 
-    if (msgpack_pack_map(pk, 6) != 0)
+    if (msgpack_pack_map(pk, 7) != 0)
         return -1;
-    for (i = 0; i < 6; i++)
+    for (i = 0; i < 7; i++)
         if (envelope_pack_cstr(pk, keys[i]) != 0 ||
             msgpack_pack_int64(pk, v[i]) != 0)
             return -1;

@@ -13,7 +13,10 @@
  * the center acknowledged after its COMMIT; the relay thread sends from
  * the highest id acknowledged, stored or not, so a restart resends at
  * most what was acknowledged after the cursor was last stored, and the
- * center cuts it (its per-origin mark). Memory is bounded by one batch:
+ * center cuts it (its per-origin mark). Up to upstream.window batches
+ * are in flight (a ring of what each was, not its bytes), and a batch of
+ * receipts behind an unanswered one says `follows`, so the center never
+ * stores it without the one before. Memory is bounded by one batch:
  * RELAY_BATCH_RECORDS records and half the center's max_frame, and
  * replies are read with a 64 KiB frame limit.
  */
@@ -28,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,8 +61,19 @@
 #define RELAY_DURABLE_WAIT_MS 1000u
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
-#define IDLE_POLL_MS     100
+#define IDLE_POLL_MS 100
+/* The relay thread's nice value, above the daemon's other threads. */
+#define RELAY_NICE       10
 #define BACKLOG_EVERY_MS 500
+
+/* A batch sent and not answered yet. */
+struct flight {
+    uint64_t id;   /* the frame's */
+    uint64_t from; /* its from_id */
+    uint64_t last; /* its last record's id */
+    uint32_t n;
+    int plans; /* the stream: plans, else receipts */
+};
 
 struct relay {
     uv_loop_t *loop;
@@ -103,6 +119,12 @@ struct relay {
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
     uint64_t rng;
+    /* Batches in flight: a ring of `window` from head, of which
+     * n_receipts of receipts and plans_out (0 or 1) of plans. */
+    struct flight *flights;
+    uint32_t window, head, n_flight, n_receipts;
+    int plans_out;
+    uint64_t sent; /* the last receipt id of the last batch sent */
     /* The backoff's bound for a center that answered unavailable or
      * overloaded, ms; 0 after a batch stored. */
     uint64_t busy_backoff;
@@ -189,6 +211,8 @@ set_error(struct relay *r, const char *fmt, ...)
 
 /* ---- The connection. ---- */
 
+static void drop_window(struct relay *r);
+
 static void
 hang_up(struct relay *r)
 {
@@ -200,6 +224,7 @@ hang_up(struct relay *r)
     uv_mutex_unlock(&r->mu);
     net_close(&r->conn);
     r->connected = 0;
+    drop_window(r);
 }
 
 /* A TCP connection to hostport within RELAY_CONNECT_TIMEOUT_MS, given to
@@ -398,7 +423,8 @@ fail:
 /* ---- Batches. ---- */
 
 struct batch {
-    msgpack_sbuffer sb; /* the records, packed one after another */
+    msgpack_sbuffer *sb; /* the records go after sb's first base bytes */
+    size_t base;
     msgpack_packer pk;
     size_t limit; /* bytes of records */
     uint32_t n;
@@ -413,7 +439,7 @@ pack_cb(void *arg, const struct store_row *row)
     struct batch *b = arg;
     msgpack_packer *pk = &b->pk;
 
-    if (b->n > 0 && b->sb.size >= b->limit)
+    if (b->n > 0 && b->sb->size - b->base >= b->limit)
         return 1; /* full: the row waits for the next batch */
     if (msgpack_pack_array(pk, 5) != 0 ||
         msgpack_pack_uint64(pk, (uint64_t)row->receipt_id) != 0 ||
@@ -437,14 +463,14 @@ pack_plan_cb(void *arg, const struct store_relay_plan *p)
     struct batch *b = arg;
     msgpack_packer *pk = &b->pk;
 
-    if (b->n > 0 && b->sb.size >= b->limit)
+    if (b->n > 0 && b->sb->size - b->base >= b->limit)
         return 1;
     if (msgpack_pack_array(pk, 5) != 0 ||
         msgpack_pack_uint64(pk, (uint64_t)p->id) != 0 ||
         msgpack_pack_int64(pk, p->registered_at) != 0 ||
         msgpack_pack_str_with_body(pk, p->source.ptr, p->source.len) != 0 ||
         msgpack_pack_nil(pk) != 0 ||
-        msgpack_sbuffer_write(&b->sb, p->canonical, p->len) != 0)
+        msgpack_sbuffer_write(b->sb, p->canonical, p->len) != 0)
         return PROTO_ENOMEM;
     b->n++;
     b->last = (uint64_t)p->id;
@@ -458,19 +484,21 @@ sample(struct relay *r)
 {
     struct proto_err err;
     struct batch b;
+    msgpack_sbuffer sb;
     uint64_t last;
 
     memset(&b, 0, sizeof(b));
-    msgpack_sbuffer_init(&b.sb);
-    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    msgpack_sbuffer_init(&sb);
+    b.sb = &sb;
+    msgpack_packer_init(&b.pk, &sb, msgpack_sbuffer_write);
     b.limit = SIZE_MAX;
     if (store_relay_read(r->ro, atomic_load(&r->acked), 100, SIZE_MAX, pack_cb,
                          &b, &last, &err) == 0 &&
         b.n > 0) {
-        r->enc_bytes += b.sb.size;
+        r->enc_bytes += sb.size;
         r->enc_records += b.n;
     }
-    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_sbuffer_destroy(&sb);
 }
 
 static void
@@ -497,36 +525,54 @@ backlog(struct relay *r, int force)
 }
 
 /*
- * Reads the next batch past the acknowledged id and sends it; returns 1
- * when it was acknowledged, 0 when there was nothing to send, -1 when
- * the connection failed (hang up and reconnect), -2 when the center
- * refused the batch (wait before trying again), -3 when it could not
- * store it now (unavailable: its database away; overloaded): the next
- * endpoint, after a backoff of its own.
+ * Reads the next batch of the stream past `from` and sends it (with
+ * `follows` when a batch before it on this connection is not answered
+ * yet); returns 1 with *f, 0 when there was nothing to send, -1 when the
+ * connection failed, -2 when the batch cannot be sent (wait before
+ * trying again).
  */
 static int
-relay_batch(struct relay *r, int plans)
+send_batch(struct relay *r, int plans, uint64_t from, int follows,
+           struct flight *f)
 {
-    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
+    static const unsigned char array32[5] = { 0xdd, 0, 0, 0, 0 };
     const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
-    uint64_t from = atomic_load(acked), id, committed;
-    struct net_reply rep;
     struct proto_err err;
     struct batch b;
     msgpack_sbuffer fs;
     msgpack_packer fpk;
-    const msgpack_object *v;
     char msg[256];
     size_t start;
     uint64_t last;
     uint32_t max = RELAY_BATCH_RECORDS;
+    unsigned char *count;
     int rc;
 
     if (r->conn.max_batch < max)
         max = r->conn.max_batch;
+    /* The frame's head, then the records packed straight after it, under
+     * an array header whose count is written once they are read. */
+    msgpack_sbuffer_init(&fs);
+    msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
+    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &f->id);
+    if (start == (size_t)-1 || msgpack_pack_map(&fpk, follows ? 4 : 3) != 0 ||
+        envelope_pack_cstr(&fpk, "stream") != 0 ||
+        envelope_pack_cstr(&fpk, stream) != 0 ||
+        envelope_pack_cstr(&fpk, "from_id") != 0 ||
+        msgpack_pack_uint64(&fpk, from) != 0 ||
+        (follows && (envelope_pack_cstr(&fpk, "follows") != 0 ||
+                     msgpack_pack_true(&fpk) != 0)) ||
+        envelope_pack_cstr(&fpk, "records") != 0 ||
+        msgpack_sbuffer_write(&fs, (const char *)array32, sizeof(array32)) !=
+            0) {
+        msgpack_sbuffer_destroy(&fs);
+        set_error(r, "out of memory for a batch");
+        return -2;
+    }
     memset(&b, 0, sizeof(b));
-    msgpack_sbuffer_init(&b.sb);
-    msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+    b.sb = &fs;
+    b.base = fs.size;
+    msgpack_packer_init(&b.pk, &fs, msgpack_sbuffer_write);
     /* The center's max_frame is its word: the node's memory is bounded
      * by its own cap as well. */
     b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
@@ -537,12 +583,12 @@ relay_batch(struct relay *r, int plans)
                : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b,
                                   &last, &err);
     if (rc < 0) {
-        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&fs);
         set_error(r, "cannot read the store: %s", err.message);
         return -2;
     }
     if (b.n == 0) {
-        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&fs);
         return 0;
     }
     /* Read committed is not yet durable when the writer syncs after
@@ -550,30 +596,18 @@ relay_batch(struct relay *r, int plans)
      * take from the node, whose ids would then be given out again. */
     if (r->srv->writer != NULL &&
         writer_wait_durable(r->srv->writer, RELAY_DURABLE_WAIT_MS) != 0) {
-        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&fs);
         return 0;
     }
     if (!plans) {
-        r->enc_bytes += b.sb.size;
+        r->enc_bytes += fs.size - b.base;
         r->enc_records += b.n;
     }
-    msgpack_sbuffer_init(&fs);
-    msgpack_packer_init(&fpk, &fs, msgpack_sbuffer_write);
-    start = net_frame_begin(&r->conn, &fs, &fpk, PROTO_OP_RELAY, 1, &id);
-    rc = start == (size_t)-1 || msgpack_pack_map(&fpk, 3) != 0 ||
-         envelope_pack_cstr(&fpk, "stream") != 0 ||
-         envelope_pack_cstr(&fpk, stream) != 0 ||
-         envelope_pack_cstr(&fpk, "from_id") != 0 ||
-         msgpack_pack_uint64(&fpk, from) != 0 ||
-         envelope_pack_cstr(&fpk, "records") != 0 ||
-         msgpack_pack_array(&fpk, b.n) != 0 ||
-         msgpack_sbuffer_write(&fs, b.sb.data, b.sb.size) != 0;
-    msgpack_sbuffer_destroy(&b.sb);
-    if (rc != 0) {
-        msgpack_sbuffer_destroy(&fs);
-        set_error(r, "out of memory for a batch");
-        return -2;
-    }
+    count = (unsigned char *)fs.data + b.base - 4;
+    count[0] = (unsigned char)(b.n >> 24);
+    count[1] = (unsigned char)(b.n >> 16);
+    count[2] = (unsigned char)(b.n >> 8);
+    count[3] = (unsigned char)b.n;
     if (net_frame_finish(&r->conn, &fs, start) != 0) {
         msgpack_sbuffer_destroy(&fs);
         set_error(r,
@@ -583,11 +617,50 @@ relay_batch(struct relay *r, int plans)
                   (unsigned long)r->conn.max_frame);
         return -2;
     }
-    rc = net_call(&r->conn, &fs, id, &rep, msg, sizeof(msg));
+    rc = net_send(&r->conn, fs.data, fs.size, msg, sizeof(msg));
     msgpack_sbuffer_destroy(&fs);
+    if (rc != 0) {
+        set_error(r, "%s", msg);
+        return -1;
+    }
+    f->from = from;
+    f->last = b.last;
+    f->n = b.n;
+    return 1;
+}
+
+/*
+ * Reads the reply to the batch f, the oldest in flight, and moves the
+ * stream's acknowledged id; returns 1, -1 when the connection failed or
+ * the reply is not f's, -2 when the center refused the batch or answered
+ * what it cannot have stored, -3 when it could not store it now
+ * (unavailable: its database away; overloaded).
+ */
+static int
+take_reply(struct relay *r, int plans, const struct flight *f)
+{
+    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
+    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    struct net_reply rep;
+    struct proto_err err;
+    const msgpack_object *v;
+    char msg[256];
+    uint64_t committed, last = f->last;
+    int rc;
+
+    rc = net_recv(&r->conn, &rep, msg, sizeof(msg));
     if (rc != 0) {
         net_reply_free(&rep);
         set_error(r, "%s", msg);
+        return -1;
+    }
+    if (!rep.r.has_id || rep.r.id != f->id) {
+        /* A batch behind f refused before f was answered (checked on the
+         * center's loop, f still in its writer): the window is dropped
+         * and sent again from the cursor, f first. */
+        set_error(r, "%s answered out of order%s%s", r->conn.peer,
+                  rep.r.ok ? "" : ": ", rep.r.ok ? "" : rep.r.err.message);
+        net_reply_free(&rep);
         return -1;
     }
     if (!rep.r.ok) {
@@ -596,7 +669,7 @@ relay_batch(struct relay *r, int plans)
 
         set_error(
             r, "%s refused a batch from id %llu: %s%s%s: %s", r->conn.peer,
-            (unsigned long long)from, proto_code_name(rep.r.err.code),
+            (unsigned long long)f->from, proto_code_name(rep.r.err.code),
             rep.r.err.path[0] ? " at " : "", rep.r.err.path, rep.r.err.message);
         net_reply_free(&rep);
         return busy ? -3 : -2;
@@ -610,7 +683,7 @@ relay_batch(struct relay *r, int plans)
         return -1;
     }
     net_reply_free(&rep);
-    if (committed > b.last) {
+    if (committed > last) {
         uint64_t newest;
 
         /* The center had more of this origin than the batch: batches it
@@ -629,28 +702,114 @@ relay_batch(struct relay *r, int plans)
                       r->conn.peer, r->name, (unsigned long long)committed);
             return -2;
         }
-    } else if (committed < b.last) {
+    } else if (committed < last) {
         /* Every record above the mark is stored: a center that answers
          * less did not store the batch as it says. */
         set_error(r, "%s answered committed_id %llu to a batch ending at %llu",
                   r->conn.peer, (unsigned long long)committed,
-                  (unsigned long long)b.last);
+                  (unsigned long long)last);
         return -2;
     }
-    b.last = committed;
-    atomic_store(acked, b.last);
+    /* Never back: a batch behind a resend may answer a lower mark than
+     * the one before it did. */
+    if (committed > atomic_load(acked))
+        atomic_store(acked, committed);
     uv_mutex_lock(&r->mu);
     if (plans) {
-        r->st.plans_relayed += b.n;
+        r->st.plans_relayed += f->n;
     } else {
-        r->st.acked_id = b.last;
-        r->st.relayed += b.n;
+        r->st.acked_id = atomic_load(acked);
+        r->st.relayed += f->n;
     }
     r->st.batches++;
     r->st.last_success_ms = unix_ms();
     r->st.error[0] = '\0';
     uv_mutex_unlock(&r->mu);
     uv_async_send(&r->async);
+    return 1;
+}
+
+/* Forgets every batch in flight (after a failure, or a hang-up): the next
+ * connection starts again from what was acknowledged. */
+static void
+drop_window(struct relay *r)
+{
+    r->n_flight = r->n_receipts = 0;
+    r->plans_out = 0;
+}
+
+/*
+ * One step of the relay on a connection: sends what fits the window,
+ * then takes the oldest batch's reply. A batch of plans goes first when
+ * none is out (few, and what receipts name; one at a time), then batches
+ * of receipts past the last one sent while fewer than r->window batches
+ * are unanswered; replies come in the order sent. Returns 1 when a batch
+ * was answered, 0 when nothing waits and nothing is in flight, -1 when
+ * the connection failed (hang up and reconnect), -2 when the center
+ * refused a batch of receipts (wait before trying again), -3 when it
+ * could not store one now (the next endpoint, after a backoff of its
+ * own). After a failure nothing is in flight: the next connection starts from
+ * what was acknowledged, and the center cuts what it has. A center that refuses
+ * plans (one older than the plans stream) pauses that stream alone.
+ */
+static int
+relay_window(struct relay *r)
+{
+    struct flight *f;
+    int rc, plans;
+
+    if (r->n_receipts == 0)
+        r->sent = atomic_load(&r->acked);
+    if (!r->plans_out && r->n_flight < r->window &&
+        mono_ms() >= r->plans_paused_until) {
+        f = &r->flights[(r->head + r->n_flight) % r->window];
+        rc = send_batch(r, 1, atomic_load(&r->acked_plans), 0, f);
+        if (rc == -1) {
+            drop_window(r);
+            return rc;
+        }
+        if (rc == -2)
+            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+        if (rc == 1) {
+            f->plans = 1;
+            r->plans_out = 1;
+            r->n_flight++;
+        }
+    }
+    while (r->n_flight < r->window) {
+        f = &r->flights[(r->head + r->n_flight) % r->window];
+        rc = send_batch(r, 0, r->sent, r->n_receipts > 0, f);
+        if (rc < 0) {
+            drop_window(r);
+            return rc;
+        }
+        if (rc == 0)
+            break;
+        f->plans = 0;
+        r->sent = f->last;
+        r->n_flight++;
+        r->n_receipts++;
+    }
+    if (r->n_flight == 0)
+        return 0;
+    f = &r->flights[r->head];
+    plans = f->plans;
+    rc = take_reply(r, plans, f);
+    if (rc == -2 && plans) {
+        /* The connection is fine: receipts go on. */
+        r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+        rc = 1;
+    }
+    if (rc < 0) {
+        drop_window(r);
+        return rc;
+    }
+    r->head = (r->head + 1) % r->window;
+    r->n_flight--;
+    if (plans)
+        r->plans_out = 0;
+    else
+        r->n_receipts--;
     return 1;
 }
 
@@ -675,6 +834,12 @@ thread_cb(void *arg)
     struct relay *r = arg;
     int rc;
 
+    /* Background work: on a busy node the loop and the writer (local
+     * ingest) go first, and the relay catches up in quieter moments.
+     * Linux applies a thread's own nice value to that thread alone. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RELAY_NICE) != 0)
+        log_debug("relay: cannot lower the thread's priority: %s",
+                  strerror(errno));
     backlog(r, 1);
     while (!stopping(r)) {
         if (!r->connected) {
@@ -685,23 +850,11 @@ thread_cb(void *arg)
                 continue;
             }
         }
-        /* Plans first (few, and what receipts name), then receipts. A
-         * center that refuses plans (one older than the plans stream)
-         * pauses that stream alone: receipts go on. */
-        rc = 0;
-        if (mono_ms() >= r->plans_paused_until &&
-            (rc = relay_batch(r, 1)) == -2) {
-            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
-            rc = 0;
-        }
-        if (rc >= 0) {
-            int rr = relay_batch(r, 0);
-
-            rc = rr != 0 ? rr : rc;
-        }
+        rc = relay_window(r);
         backlog(r, rc == 0);
-        if (rc == 0) {
+        if (rc >= 0)
             r->busy_backoff = 0;
+        if (rc == 0) {
             if (nap(r, IDLE_POLL_MS))
                 break;
         } else if (rc == -1) {
@@ -825,6 +978,7 @@ relay_free(struct relay *r)
     for (i = 0; i < r->n_endpoints; i++)
         free(r->endpoints[i]);
     free(r->endpoints);
+    free(r->flights);
     free(r->db_path);
     store_free(r->ro);
     tls_ctx_free(r->tls);
@@ -905,7 +1059,9 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
              (uint64_t)(uintptr_t)r;
     if (r->rng == 0)
         r->rng = 1;
-    if ((r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
+    r->window = cfg->upstream_window > 0 ? cfg->upstream_window : 1;
+    if ((r->flights = calloc(r->window, sizeof(*r->flights))) == NULL ||
+        (r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
         (r->db_path = strdup(cfg->db_path)) == NULL)
         goto nomem;
     for (i = 0; i < cfg->n_upstream; i++) {

@@ -143,6 +143,7 @@ struct store {
     uint64_t quarantine_max;
     int rollup_chunks;           /* store_opts.rollup_chunks */
     int relay_wait;              /* store_opts.relay_wait */
+    int relay_drop;              /* store_opts.relay_drop */
     struct store_shared *shared; /* store_opts.shared, a reference */
     sqlite3_stmt *st[ST_COUNT];
     sqlite3_stmt *put[PUT_LEVELS]; /* multi-row receipt inserts */
@@ -709,6 +710,7 @@ store_sqlite_open(const char *path, const struct store_opts *opts,
     s->readonly = opts->readonly;
     s->quarantine_max = opts->quarantine_max_bytes;
     s->relay_wait = opts->relay_wait;
+    s->relay_drop = opts->relay_drop;
     s->rollup_chunks =
         opts->rollup_chunks ? (int)opts->rollup_chunks : STORE_ROLLUP_CHUNKS;
     s->shared = store_shared_ref(opts->shared);
@@ -1701,6 +1703,12 @@ int
 store_relay_waits(const struct store *s)
 {
     return s->relay_wait;
+}
+
+int
+store_relay_drops(const struct store *s)
+{
+    return s->relay_drop;
 }
 
 sqlite3 *

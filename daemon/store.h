@@ -83,6 +83,9 @@ struct store_opts {
      * thread of its own while the next group is applied (writer.c,
      * docs/ingest.md). 0: synchronous=FULL, each COMMIT syncs. */
     int sync_pipelined;
+    /* store.relay_retention = "drop": retention prunes past the cursor
+     * too, and counts what it took there in prunes.undelivered. */
+    int relay_drop;
 };
 
 /* The registry of store_opts.shared: made with one reference, which the

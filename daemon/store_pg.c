@@ -6,9 +6,10 @@
  * A group's receipts are not sent one by one: store_apply appends each as
  * a COPY (FORMAT binary) tuple to a buffer and keeps its rollup key and
  * figures; the commit creates the partitions the group needs, sends the
- * buffer with one COPY into the temporary table staging, moves it into
- * receipts with one INSERT ... SELECT, adds the group's rollup sums (one
- * INSERT ... ON CONFLICT DO UPDATE per key and hour) and commits. What
+ * buffer with one COPY into receipts (the relay's cut and the dedupe
+ * check made every row new; a row stored twice fails the group on the
+ * primary key), adds the group's rollup sums (one INSERT ... ON CONFLICT
+ * DO UPDATE for all its keys and hours) and commits. What
  * goes to the server before the commit are the (source, seq) look-ups and
  * records, quarantine, plans and the id blocks. Nothing is answered before
  * COMMIT returned (writer.c).
@@ -114,15 +115,71 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
                          "PostgreSQL could not %s: %s", what, text);
 }
 
+/* The upsert that adds a group's sums to their hours' rollup rows, one
+ * row per key, all keys in one statement: its one parameter is an array
+ * of rollup_hours rows in binary (rollup_row), unnest making the rows;
+ * prepared once per writer session (session_setup) as ROLLUP_STMT. Each
+ * step took a large part of the server's time in a group (bench_ingest
+ * --only central, perf): one statement per key, parsed and planned each
+ * time; the counters' arrays added in four subqueries (unnest ...
+ * array_agg ORDER BY) per row, now element by element in expressions
+ * (rollup_sql); the keys' figures sent as text (array_in, numeric_in). */
+#define ROLLUP_STMT    "receiptd_rollup"
+#define ROLLUP_SQL_MAX 16384
+static const char rollup_head[] =
+    "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
+    "ON CONFLICT (hour, plan, graph, model, source, requested_backend, "
+    "executed_backend) DO UPDATE SET receipts = "
+    "r.receipts + excluded.receipts, fallback = r.fallback + "
+    "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
+    "r.unproven + excluded.unproven, schema3 = r.schema3 + "
+    "excluded.schema3";
+
+static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
+                   int64_t *v, struct proto_err *err, const char *what);
+
+/* The upsert's text into buf: rollup_head, then each array column as
+ * ARRAY[f(r.c[1], excluded.c[1]), ...] over RECEIPT_NCOUNTERS elements
+ * (least and greatest skip a NULL: min and max of nothing measured). */
+static void
+rollup_sql(char *buf, size_t cap)
+{
+    static const char *const cols[4] = { "measured", "sum", "min", "max" };
+    static const char *const fns[4] = { NULL, NULL, "least", "greatest" };
+    size_t o = (size_t)snprintf(buf, cap, "%s", rollup_head);
+    unsigned c, b;
+
+    for (c = 0; c < 4 && o < cap; c++) {
+        o += (size_t)snprintf(buf + o, cap - o, ", %s = ARRAY[", cols[c]);
+        for (b = 1; b <= RECEIPT_NCOUNTERS && o < cap; b++) {
+            if (b > 1)
+                o += (size_t)snprintf(buf + o, cap - o, ", ");
+            if (o < cap && fns[c] != NULL)
+                o += (size_t)snprintf(buf + o, cap - o,
+                                      "%s(r.%s[%u], excluded.%s[%u])", fns[c],
+                                      cols[c], b, cols[c], b);
+            else if (o < cap)
+                o += (size_t)snprintf(buf + o, cap - o,
+                                      "r.%s[%u] + excluded.%s[%u]", cols[c], b,
+                                      cols[c], b);
+        }
+        if (o < cap)
+            o += (size_t)snprintf(buf + o, cap - o, "]");
+    }
+}
+
 /*
  * What each session needs, at open and after a reconnect: durable commits
  * whatever the server's default, no NOTICE lines in the daemon's log (IF
- * NOT EXISTS says one each time), and the writer's staging table or a
- * query connection's read-only default.
+ * NOT EXISTS says one each time), and the writer's prepared rollup
+ * upsert or a query connection's read-only default.
  */
 static int
 session_setup(struct store_pg *p, struct proto_err *err)
 {
+    char sql[ROLLUP_SQL_MAX];
+    PGresult *r;
+    int64_t oid;
     int rc;
 
     if ((rc = store_pg_exec(p,
@@ -133,12 +190,30 @@ session_setup(struct store_pg *p, struct proto_err *err)
     if (p->readonly)
         return store_pg_exec(p, "SET default_transaction_read_only = on", err,
                              "make the connection read-only");
-    return store_pg_exec(p,
-                         "CREATE TEMP TABLE IF NOT EXISTS staging (LIKE "
-                         "receipts) ON COMMIT DELETE ROWS; CREATE TEMP TABLE "
-                         "IF NOT EXISTS seq_staging (LIKE dedupe) ON COMMIT "
-                         "DELETE ROWS",
-                         err, "make the staging tables");
+    /* Relayed seqs go to dedupe through a staging table of their own
+     * (ON CONFLICT DO NOTHING: a resend, another node, another instance). */
+    if ((rc = store_pg_exec(p,
+                            "CREATE TEMP TABLE IF NOT EXISTS seq_staging "
+                            "(LIKE dedupe) ON COMMIT DELETE ROWS",
+                            err, "make the staging table")))
+        return rc;
+    /* A generic plan from the first execution on: the upsert's plan does
+     * not depend on its values. */
+    if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan", err,
+                            "set up the session")))
+        return rc;
+    /* The row type's id, which each element of the parameter names. */
+    if ((rc = one_int(p, "SELECT 'rollup_hours'::regtype::oid", 0, &oid, err,
+                      "read the rollup row type")))
+        return rc;
+    p->rollup_oid = (uint32_t)oid;
+    rollup_sql(sql, sizeof(sql));
+    r = PQprepare(p->pc, ROLLUP_STMT, sql, 1, NULL);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "prepare the rollup upsert");
+    PQclear(r);
+    return rc;
 }
 
 int
@@ -515,6 +590,17 @@ put_be(struct store_pg_buf *p, uint64_t v, int bytes)
     for (i = 0; i < bytes; i++)
         b[i] = (unsigned char)(v >> (8 * (bytes - 1 - i)));
     return put_bytes(p, b, (size_t)bytes);
+}
+
+/* Overwrites the 4 bytes at `at` with v, big-endian (a length written
+ * once what it counts is). */
+static void
+patch_be32(struct store_pg_buf *p, size_t at, uint64_t v)
+{
+    p->p[at] = (unsigned char)(v >> 24);
+    p->p[at + 1] = (unsigned char)(v >> 16);
+    p->p[at + 2] = (unsigned char)(v >> 8);
+    p->p[at + 3] = (unsigned char)v;
 }
 
 /* A field of a COPY tuple: its length, then its bytes. */
@@ -1100,176 +1186,177 @@ cmp_rows(const void *a, const void *b)
     return (x->executed > y->executed) - (x->executed < y->executed);
 }
 
-/* Appends "{v0,v1,...}" to buf (an SQL array's text). */
-static void
-array_text(char *buf, size_t cap, const char *const *v, unsigned n)
+/* 128 bits as a numeric in binary (numeric_recv): base-10000 digits,
+ * most significant first, without trailing zero digits. */
+static int
+put_numeric(struct store_pg_buf *b, unsigned __int128 v)
 {
-    size_t o = 0;
-    unsigned i;
+    uint16_t d[10]; /* 2^128 < 10000^10 */
+    int n = 0, w, i;
 
-    o += (size_t)snprintf(buf + o, cap - o, "{");
-    for (i = 0; i < n && o < cap; i++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "," : "", v[i]);
-    if (o < cap)
-        snprintf(buf + o, cap - o, "}");
+    while (v > 0) {
+        d[n++] = (uint16_t)(v % 10000);
+        v /= 10000;
+    }
+    w = n - 1;
+    for (i = 0; i < n && d[i] == 0; i++)
+        ;
+    if (put_be(b, (uint64_t)(n - i), 2) ||
+        put_be(b, (uint64_t)(uint16_t)(n > 0 ? w : 0), 2) || put_be(b, 0, 2) ||
+        put_be(b, 0, 2))
+        return -1;
+    for (w = n - 1; w >= i; w--)
+        if (put_be(b, d[w], 2))
+            return -1;
+    return 0;
 }
 
-/* Sends the upsert that adds the sums of rows [from, to), which share a
- * key, to its hour's rollup row (pipeline mode: put_rollups). */
+/* A numeric[] of n values as a field (binary), NULL where !has[k]. */
+static int
+field_numerics(struct store_pg_buf *b, const unsigned __int128 *v,
+               const int *has, unsigned n)
+{
+    size_t at = b->len, at2;
+    unsigned k;
+    int nulls = 0;
+
+    for (k = 0; k < n; k++)
+        nulls |= !has[k];
+    if (put_be(b, 0, 4) || put_be(b, 1, 4) || put_be(b, (uint64_t)nulls, 4) ||
+        put_be(b, 1700 /* NUMERICOID */, 4) || put_be(b, n, 4) ||
+        put_be(b, 1, 4))
+        return -1;
+    for (k = 0; k < n; k++) {
+        if (!has[k]) {
+            if (field_null(b))
+                return -1;
+            continue;
+        }
+        at2 = b->len;
+        if (put_be(b, 0, 4) || put_numeric(b, v[k]))
+            return -1;
+        patch_be32(b, at2, b->len - at2 - 4);
+    }
+    patch_be32(b, at, b->len - at - 4);
+    return 0;
+}
+
+/* One column of a row in binary (record_recv): its type, then the field. */
+#define COL(oid) put_be(b, (oid), 4)
+
+/*
+ * Appends the sums of rows [from, to), which share a key, to b as one
+ * rollup_hours row in binary, an element of the upsert's array
+ * (put_rollups): the table's 16 columns in order (migrations/pg/0001).
+ */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
-           size_t to, struct proto_err *err)
+           size_t to, struct store_pg_buf *b, struct proto_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO rollup_hours AS r VALUES ($1::bigint, $2, $3, $4, $5, "
-        "$6::smallint, $7::smallint, $8::bigint, $9::bigint, $10::bigint, "
-        "$11::bigint, $12::bigint[], $13::numeric[], $14::numeric[], "
-        "$15::numeric[], $16::bigint) ON CONFLICT (hour, plan, graph, model, "
-        "source, "
-        "requested_backend, executed_backend) DO UPDATE SET receipts = "
-        "r.receipts + excluded.receipts, fallback = r.fallback + "
-        "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
-        "r.unproven + excluded.unproven, measured = (SELECT array_agg(a + b "
-        "ORDER BY i) FROM unnest(r.measured, excluded.measured) WITH "
-        "ORDINALITY AS t(a, b, i)), sum = (SELECT array_agg(a + b ORDER BY i) "
-        "FROM unnest(r.sum, excluded.sum) WITH ORDINALITY AS t(a, b, i)), min "
-        "= (SELECT array_agg(least(a, b) ORDER BY i) FROM unnest(r.min, "
-        "excluded.min) WITH ORDINALITY AS t(a, b, i)), max = (SELECT "
-        "array_agg(greatest(a, b) ORDER BY i) FROM unnest(r.max, excluded.max) "
-        "WITH ORDINALITY AS t(a, b, i)), schema3 = r.schema3 + "
-        "excluded.schema3";
     const struct store_pg_row *k = &rows[from];
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
     uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
-    char num[11][24], txt[4][RECEIPT_NCOUNTERS][48];
-    char arrays[4][RECEIPT_NCOUNTERS * 48 + 4];
-    const char *v[16], *e[RECEIPT_NCOUNTERS];
-    size_t i;
-    unsigned b;
+    uint64_t measured[RECEIPT_NCOUNTERS];
+    unsigned __int128 v[3][RECEIPT_NCOUNTERS];
+    int has[RECEIPT_NCOUNTERS], all[RECEIPT_NCOUNTERS];
+    const char *strs[4] = { p->arena + k->plan, p->arena + k->graph,
+                            p->arena + k->model, p->arena + k->source };
+    size_t i, at = b->len;
+    unsigned j;
 
     memset(c, 0, sizeof(c));
     for (i = from; i < to; i++) {
         counts[rows[i].status < 3 ? rows[i].status : 2]++;
         schema3 += rows[i].schema3;
-        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
-            if (rows[i].coverage >> b & 1)
-                store_agg_counter_add(&c[b], rows[i].counters[b]);
+        for (j = 0; j < RECEIPT_NCOUNTERS; j++)
+            if (rows[i].coverage >> j & 1)
+                store_agg_counter_add(&c[j], rows[i].counters[j]);
     }
-    for (b = 0; b < RECEIPT_NCOUNTERS; b++) {
-        unsigned __int128 sum =
-            (unsigned __int128)c[b].sum_hi << 64 | c[b].sum_lo;
-        char digits[48];
-        int n = 0;
-
-        snprintf(txt[0][b], 48, "%" PRIu64, c[b].measured);
-        /* The 128-bit sum in decimal. */
-        do {
-            digits[n++] = (char)('0' + (int)(sum % 10));
-            sum /= 10;
-        } while (sum > 0);
-        for (i = 0; i < (size_t)n; i++)
-            txt[1][b][i] = digits[n - 1 - (int)i];
-        txt[1][b][n] = '\0';
-        if (c[b].measured > 0) {
-            snprintf(txt[2][b], 48, "%" PRIu64, c[b].min);
-            snprintf(txt[3][b], 48, "%" PRIu64, c[b].max);
-        } else {
-            snprintf(txt[2][b], 48, "NULL");
-            snprintf(txt[3][b], 48, "NULL");
-        }
+    for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
+        measured[j] = c[j].measured;
+        v[0][j] = (unsigned __int128)c[j].sum_hi << 64 | c[j].sum_lo;
+        v[1][j] = c[j].min;
+        v[2][j] = c[j].max;
+        has[j] = c[j].measured > 0;
+        all[j] = 1;
     }
-    for (i = 0; i < 4; i++) {
-        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
-            e[b] = txt[i][b];
-        array_text(arrays[i], sizeof(arrays[i]), e, RECEIPT_NCOUNTERS);
-    }
-    snprintf(num[0], 24, "%" PRId64, k->hour);
-    snprintf(num[1], 24, "%u", k->requested);
-    snprintf(num[2], 24, "%u", k->executed);
-    snprintf(num[3], 24, "%zu", to - from);
-    snprintf(num[4], 24, "%" PRIu64, counts[RECEIPT_STATUS_FALLBACK]);
-    snprintf(num[5], 24, "%" PRIu64, counts[RECEIPT_STATUS_CLEAN]);
-    snprintf(num[6], 24, "%" PRIu64, counts[RECEIPT_STATUS_UNPROVEN]);
-    snprintf(num[7], 24, "%" PRIu64, schema3);
-    v[0] = num[0];
-    v[1] = p->arena + k->plan;
-    v[2] = p->arena + k->graph;
-    v[3] = p->arena + k->model;
-    v[4] = p->arena + k->source;
-    v[5] = num[1];
-    v[6] = num[2];
-    v[7] = num[3];
-    v[8] = num[4];
-    v[9] = num[5];
-    v[10] = num[6];
-    for (i = 0; i < 4; i++)
-        v[11 + i] = arrays[i];
-    v[15] = num[7];
-    /* In pipeline mode (flush_group): sent now, its result read later. */
-    if (PQsendQueryParams(p->pc, sql, 16, NULL, v, NULL, NULL, 0) != 1)
-        return store_pg_fail(p, NULL, err, "add to a rollup");
+    if (put_be(b, 0, 4) || put_be(b, 16, 4) || COL(20) ||
+        field_i64(b, (uint64_t)k->hour))
+        goto nomem;
+    for (j = 0; j < 4; j++)
+        if (COL(25) || field(b, strs[j], strlen(strs[j])))
+            goto nomem;
+    if (COL(21) || field_i16(b, k->requested) || COL(21) ||
+        field_i16(b, k->executed) || COL(20) ||
+        field_i64(b, (uint64_t)(to - from)) || COL(20) ||
+        field_i64(b, counts[RECEIPT_STATUS_FALLBACK]) || COL(20) ||
+        field_i64(b, counts[RECEIPT_STATUS_CLEAN]) || COL(20) ||
+        field_i64(b, counts[RECEIPT_STATUS_UNPROVEN]) ||
+        COL(1016 /* bigint[] */) ||
+        field_i64s(b, measured, RECEIPT_NCOUNTERS) ||
+        COL(1231 /* numeric[] */) ||
+        field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) || COL(1231) ||
+        field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) || COL(1231) ||
+        field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) || COL(20) ||
+        field_i64(b, schema3))
+        goto nomem;
+    patch_be32(b, at, b->len - at - 4);
     return 0;
+nomem:
+    return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
-/*
- * Adds the sums of the sorted rows to their hours' rollup rows, one
- * upsert per key, in one round trip: libpq's pipeline mode sends them all,
- * then a sync, and reads every result. The first failure aborts the
- * transaction, and the results after it say PGRES_PIPELINE_ABORTED.
- */
-static int
-put_rollups(struct store_pg *p, struct proto_err *err)
-{
-    PGresult *r;
-    size_t i, from;
-    int rc = 0, synced = 0;
+#undef COL
 
-    if (PQenterPipelineMode(p->pc) != 1)
-        return store_pg_fail(p, NULL, err, "enter pipeline mode");
+/* The upsert's parameter (put_rollup) for the sorted rows: a
+ * rollup_hours[] in binary, one element per key. */
+static int
+rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
+{
+    size_t i, from;
+    uint64_t keys = 0;
+    int rc = 0;
+
+    if (put_be(b, 1, 4) || put_be(b, 0, 4) || put_be(b, p->rollup_oid, 4) ||
+        put_be(b, 0, 4) || put_be(b, 1, 4))
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
         if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
-            rc = put_rollup(p, p->rows, from, i, err);
+            rc = put_rollup(p, p->rows, from, i, b, err);
             from = i;
+            keys++;
         }
-    if (PQpipelineSync(p->pc) != 1) {
-        if (rc == 0)
-            rc = store_pg_fail(p, NULL, err, "send the rollups");
-    } else {
-        /* Each query's result ends with NULL; the sync's ends it all. */
-        while (!synced) {
-            if ((r = PQgetResult(p->pc)) == NULL) {
-                if (PQstatus(p->pc) != CONNECTION_OK) {
-                    if (rc == 0)
-                        rc = store_pg_fail(p, NULL, err, "add to a rollup");
-                    break;
-                }
-                continue;
-            }
-            switch (PQresultStatus(r)) {
-            case PGRES_PIPELINE_SYNC:
-                synced = 1;
-                break;
-            case PGRES_COMMAND_OK:
-                break;
-            default:
-                if (rc == 0)
-                    rc = store_pg_fail(p, r, err, "add to a rollup");
-                break;
-            }
-            PQclear(r);
-        }
-    }
-    if (PQexitPipelineMode(p->pc) != 1 && rc == 0)
-        rc = store_pg_fail(p, NULL, err, "leave pipeline mode");
-    p->broken |= rc != 0;
+    if (rc == 0)
+        patch_be32(b, 12, keys);
     return rc;
 }
 
-/* Runs sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
- * b between the format's header and trailer. */
+/* Adds the sums of the group's keys to their hours' rollup rows: the
+ * one upsert (ROLLUP_STMT) over the array rollup_cols made. */
 static int
-copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
-        struct proto_err *err, const char *what)
+put_rollups(struct store_pg *p, const struct store_pg_buf *b,
+            struct proto_err *err)
+{
+    const char *v = (const char *)b->p;
+    int len = (int)b->len, fmt = 1, rc = 0;
+    PGresult *r;
+
+    if (b->len > INT32_MAX)
+        return proto_err_set(err, PROTO_ETOO_LARGE, NULL,
+                             "the group's rollups are over 2 GiB");
+    r = PQexecPrepared(p->pc, ROLLUP_STMT, 1, &v, &len, &fmt, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = store_pg_fail(p, r, err, "add to the rollups");
+    PQclear(r);
+    return rc;
+}
+
+/* Sends sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
+ * b between the format's header and trailer; copy_end reads its
+ * outcome, so that the caller may work while the server does. */
+static int
+copy_send(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
+          struct proto_err *err, const char *what)
 {
     static const unsigned char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0";
     static const unsigned char trailer[2] = { 0xff, 0xff };
@@ -1293,13 +1380,30 @@ copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
         PQputCopyData(p->pc, (const char *)trailer, sizeof(trailer)) != 1 ||
         PQputCopyEnd(p->pc, NULL) != 1)
         return store_pg_fail(p, NULL, err, what);
-    r = PQgetResult(p->pc);
+    return 0;
+}
+
+static int
+copy_end(struct store_pg *p, struct proto_err *err, const char *what)
+{
+    PGresult *r = PQgetResult(p->pc);
+    int rc;
+
     rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0
                                                : store_pg_fail(p, r, err, what);
     PQclear(r);
     while ((r = PQgetResult(p->pc)) != NULL)
         PQclear(r);
     return rc;
+}
+
+static int
+copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
+        struct proto_err *err, const char *what)
+{
+    int rc = copy_send(p, sql, b, err, what);
+
+    return rc != 0 ? rc : copy_end(p, err, what);
 }
 
 /* Sends the group's seq records, receipts and rollups (see the file's
@@ -1309,8 +1413,9 @@ copy_in(struct store_pg *p, const char *sql, const struct store_pg_buf *b,
 static int
 flush_group(struct store_pg *p, struct proto_err *err)
 {
+    struct store_pg_buf cols;
     size_t i;
-    int rc;
+    int rc, rc2;
 
     if (p->n_recs > 0 &&
         (rc = copy_in(p,
@@ -1342,15 +1447,19 @@ flush_group(struct store_pg *p, struct proto_err *err)
         if ((rc = make_partition(p, day, err)))
             return rc;
     }
-    if ((rc = copy_in(p, "COPY staging FROM STDIN (FORMAT binary)", &p->copy,
-                      err, "COPY the receipts")))
-        return rc;
-    if ((rc = store_pg_exec(p, "INSERT INTO receipts SELECT * FROM staging",
-                            err, "store the receipts")))
-        return rc;
-    sort_arena = p->arena;
-    qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
-    return put_rollups(p, err);
+    /* The rollup's arrays are made while the server takes the COPY. */
+    memset(&cols, 0, sizeof(cols));
+    if ((rc = copy_send(p, "COPY receipts FROM STDIN (FORMAT binary)", &p->copy,
+                        err, "COPY the receipts")) == 0) {
+        sort_arena = p->arena;
+        qsort(p->rows, p->n_rows, sizeof(*p->rows), cmp_rows);
+        rc2 = rollup_cols(p, &cols, err);
+        rc = copy_end(p, err, "COPY the receipts");
+        if (rc == 0 && (rc = rc2) == 0)
+            rc = put_rollups(p, &cols, err);
+    }
+    free(cols.p);
+    return rc;
 }
 
 static int

@@ -78,6 +78,8 @@ struct store_pg {
      * open addressing in n_hwm_slots (a power of two). */
     struct store_pg_hwm *hwm;
     size_t n_hwm, n_hwm_slots;
+    /* The rollup_hours row type's id (the rollup upsert's parameter). */
+    uint32_t rollup_oid;
     /* Days (received_at / 86400000) whose partition exists. */
     int64_t *days;
     size_t n_days, cap_days;

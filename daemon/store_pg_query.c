@@ -1104,6 +1104,7 @@ store_pg_query_prunes(struct store *s, const struct store_filter *f,
         e->rows = store_pg_i64(PQgetvalue(r, i, 3));
         e->oldest = store_pg_i64(PQgetvalue(r, i, 4));
         e->newest = store_pg_i64(PQgetvalue(r, i, 5));
+        e->undelivered = 0; /* a center relays to no one */
     }
     *nout = (size_t)rows;
 out:

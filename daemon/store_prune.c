@@ -305,16 +305,28 @@ out:
     return rc;
 }
 
-/* Selects the batch into v (room for max_rows) and deletes it. */
+/* Selects the batch into v (room for max_rows) and deletes it; with
+ * store_opts.relay_drop, *undelivered counts those past the relay's
+ * cursor. */
 static int
 take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
-           struct victim *v, size_t *n, struct proto_err *err)
+           struct victim *v, size_t *n, uint64_t *undelivered,
+           struct proto_err *err)
 {
     sqlite3_stmt *sel = NULL, *del = NULL;
+    int64_t cursor = INT64_MAX;
     size_t i;
     int rc;
 
     *n = 0;
+    *undelivered = 0;
+    if (store_relay_drops(s) &&
+        (rc = store_one_int(s,
+                            "SELECT coalesce(max(acked_id), 0) FROM "
+                            "relay_cursor WHERE stream = 'receipts'",
+                            NULL, 0, 0, 0, &cursor, err,
+                            "read the relay cursor")))
+        return rc;
     /* Oldest ids first, up to the last chunk that reaches below the cutoff
      * (chunks end below tail_from): received_at follows the clock, so this
      * reads little more than the batch, and a receipt stamped by a clock
@@ -346,6 +358,7 @@ take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
         k->executed = sqlite3_column_int(sel, 6);
         k->source_id = sqlite3_column_int64(sel, 7);
         v[*n].id = sqlite3_column_int64(sel, 0);
+        *undelivered += v[*n].id > cursor;
         (*n)++;
     }
     if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
@@ -407,7 +420,7 @@ record(struct store *s, int64_t cutoff_ms, const struct store_prune_result *r,
     sqlite3_stmt *st = NULL;
     int rc = prepare(s,
                      "INSERT INTO prunes (pruned_at, cutoff, rows, oldest, "
-                     "newest) VALUES (?1, ?2, ?3, ?4, ?5)",
+                     "newest, undelivered) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                      &st, err);
 
     if (rc != 0)
@@ -417,6 +430,7 @@ record(struct store *s, int64_t cutoff_ms, const struct store_prune_result *r,
     sqlite3_bind_int64(st, 3, (int64_t)r->rows);
     sqlite3_bind_int64(st, 4, r->oldest);
     sqlite3_bind_int64(st, 5, r->newest);
+    sqlite3_bind_int64(st, 6, (int64_t)r->undelivered);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "record a prune");
@@ -429,6 +443,7 @@ store_sqlite_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     struct victim *v = NULL;
     struct store_rollup_key *keys = NULL;
     int64_t days_from = 0;
+    uint64_t undelivered = 0;
     size_t n = 0;
     int rc, l;
 
@@ -456,7 +471,7 @@ store_sqlite_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     if (rc == 0)
         rc = store_rollup_seal_all(s, *store_rollups(s), err);
     if (rc == 0)
-        rc = take_batch(s, cutoff_ms, max_rows, v, &n, err);
+        rc = take_batch(s, cutoff_ms, max_rows, v, &n, &undelivered, err);
     if (rc == 0)
         rc = store_counter(s, "days_from", 0, &days_from, err);
     if (rc == 0 && n == 0) {
@@ -480,6 +495,7 @@ store_sqlite_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                 out->newest = v[i].k.received_at;
         }
         out->more = n == max_rows;
+        out->undelivered = undelivered;
         rc = record(s, cutoff_ms, out, err);
     }
     if (rc == 0)

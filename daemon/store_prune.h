@@ -19,6 +19,9 @@ struct store_prune_result {
     int64_t oldest; /* received_at of the oldest removed (rows > 0) */
     int64_t newest; /* received_at of the newest removed (rows > 0) */
     int more;       /* rows == max_rows: more receipts may be due */
+    /* Of rows, those past the relay's cursor (store_opts.relay_drop):
+     * not acknowledged by the center when they were pruned. */
+    uint64_t undelivered;
 };
 
 /* In one transaction of its own, deletes at most max_rows (1 ..
@@ -27,10 +30,11 @@ struct store_prune_result {
  * from the receipts that remain in its bucket (deleting rows left empty),
  * so the rollups stay exactly the sum of the stored receipts; and, when at
  * least one receipt was removed, adds a row to `prunes` (time, cutoff,
- * rows, oldest and newest received_at). Dedupe records are kept. Must be
- * called on the writer's read-write store with no transaction open. out
- * is caller-owned and always filled. Returns 0, PROTO_EINVALID for a bad
- * max_rows, PROTO_ENOMEM, or the store's error code; on error nothing
+ * rows, oldest and newest received_at, and with store_opts.relay_drop
+ * how many of them were past the relay's cursor: undelivered). Dedupe records
+ * are kept. Must be called on the writer's read-write store with no transaction
+ * open. out is caller-owned and always filled. Returns 0, PROTO_EINVALID for a
+ * bad max_rows, PROTO_ENOMEM, or the store's error code; on error nothing
  * changed. */
 int store_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
                 struct store_prune_result *out, struct proto_err *err);
@@ -44,6 +48,7 @@ int store_prune_newest(struct store *s, int64_t *ms, struct proto_err *err);
 /* One record of the `prunes` table (unix milliseconds but id and rows). */
 struct store_prune_rec {
     int64_t id, pruned_at, cutoff, rows, oldest, newest;
+    int64_t undelivered; /* rows the center had not acknowledged */
 };
 
 /*

@@ -26,6 +26,7 @@ prune_row_cb(sqlite3_stmt *st, void *recs, void *n)
     r->rows = sqlite3_column_int64(st, 3);
     r->oldest = sqlite3_column_int64(st, 4);
     r->newest = sqlite3_column_int64(st, 5);
+    r->undelivered = sqlite3_column_int64(st, 6);
     ++*(size_t *)n;
     return 0;
 }
@@ -50,11 +51,12 @@ store_sqlite_query_prunes(struct store *s, const struct store_filter *f,
     recs = malloc((size_t)f->limit * sizeof(*recs));
     if (recs == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    rc = sqlite3_prepare_v2(store_db(s),
-                            "SELECT id, pruned_at, cutoff, rows, oldest, "
-                            "newest FROM prunes WHERE pruned_at >= ?1 AND "
-                            "pruned_at < ?2 ORDER BY id DESC LIMIT ?3",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(
+        store_db(s),
+        "SELECT id, pruned_at, cutoff, rows, oldest, "
+        "newest, undelivered FROM prunes WHERE pruned_at >= ?1 AND "
+        "pruned_at < ?2 ORDER BY id DESC LIMIT ?3",
+        -1, &st, NULL);
     if (rc != SQLITE_OK) {
         free(recs);
         return store_fail(s, rc, err, "prepare the prunes query");

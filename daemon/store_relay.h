@@ -96,6 +96,11 @@ int store_relay_backlog(struct store *s, uint64_t after,
  * while it was never acknowledged). */
 int store_relay_waits(const struct store *s);
 
+/* Whether retention prunes past the cursor anyway (store_opts.relay_drop,
+ * "drop"): store_prune then counts the receipts it removed above the
+ * cursor of "receipts" in its result and prunes record (undelivered). */
+int store_relay_drops(const struct store *s);
+
 /* ---- The center. ---- */
 
 /* The highest id of origin (len bytes, borrowed) committed in stream, 0

@@ -100,6 +100,7 @@ struct writer {
     _Atomic uint64_t cpu_us;
     _Atomic uint64_t checkpoints, checkpoint_us;
     _Atomic uint64_t pruned, prune_runs, prune_failures;
+    _Atomic uint64_t pruned_undelivered;
     _Atomic int failing;
     /* For a health check (writer_stats.stalled_ms): whether the writer
      * holds a group, and when it last finished one or got work after
@@ -569,6 +570,13 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
     if (r.rows > 0) {
         atomic_fetch_add(&w->pruned, r.rows);
         atomic_fetch_add(&w->prune_runs, 1);
+        if (r.undelivered > 0) {
+            atomic_fetch_add(&w->pruned_undelivered, r.undelivered);
+            log_warnx("writer: retention pruned %llu receipts the center "
+                      "had not acknowledged (store.relay_retention = "
+                      "\"drop\")",
+                      (unsigned long long)r.undelivered);
+        }
         log_debug("writer: pruned %llu receipts received before %lld",
                   (unsigned long long)r.rows, (long long)cutoff);
     }
@@ -1050,6 +1058,7 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     st->sync_us = atomic_load(&w->sync_us);
     st->pruned = atomic_load(&w->pruned);
     st->prune_runs = atomic_load(&w->prune_runs);
+    st->pruned_undelivered = atomic_load(&w->pruned_undelivered);
     st->prune_failures = atomic_load(&w->prune_failures);
     st->failing = atomic_load(&w->failing);
     histo_read(&w->commit_hist, &st->commit);

@@ -136,21 +136,24 @@ void writer_set_limits(struct writer *w, uint32_t max_items,
 
 /* Commit figures, readable from any thread. */
 struct writer_stats {
-    uint64_t groups;          /* groups committed (a progress counter for the
-                                 watchdog: it moves while writes succeed) */
-    uint64_t failures;        /* groups rolled back */
-    uint64_t last_us;         /* duration of the last commit group */
-    uint64_t total_us;        /* sum over committed groups */
-    uint64_t max_us;          /* the longest */
-    uint64_t queued;          /* jobs waiting for the writer right now */
-    uint64_t cpu_us;          /* writer thread CPU time spent in commit
-                                 groups, committed or rolled back */
-    uint64_t checkpoints;     /* WAL checkpoints run in quiet moments */
-    uint64_t checkpoint_us;   /* their total duration */
-    uint64_t syncs;           /* WAL syncs of the syncer thread (pipelined
-                                 durability; 0 when COMMIT syncs) */
-    uint64_t sync_us;         /* their total duration */
-    uint64_t pruned;          /* receipts removed by retention since start */
+    uint64_t groups;        /* groups committed (a progress counter for the
+                               watchdog: it moves while writes succeed) */
+    uint64_t failures;      /* groups rolled back */
+    uint64_t last_us;       /* duration of the last commit group */
+    uint64_t total_us;      /* sum over committed groups */
+    uint64_t max_us;        /* the longest */
+    uint64_t queued;        /* jobs waiting for the writer right now */
+    uint64_t cpu_us;        /* writer thread CPU time spent in commit
+                               groups, committed or rolled back */
+    uint64_t checkpoints;   /* WAL checkpoints run in quiet moments */
+    uint64_t checkpoint_us; /* their total duration */
+    uint64_t syncs;         /* WAL syncs of the syncer thread (pipelined
+                               durability; 0 when COMMIT syncs) */
+    uint64_t sync_us;       /* their total duration */
+    uint64_t pruned;        /* receipts removed by retention since start */
+    /* Of pruned, receipts the center had not acknowledged (with
+     * store.relay_retention = "drop"). */
+    uint64_t pruned_undelivered;
     uint64_t prune_runs;      /* prune batches that removed something */
     uint64_t prune_failures;  /* prune batches rolled back */
     int failing;              /* the last commit group was rolled back */

@@ -45,7 +45,7 @@ CREATE TABLE prunes (
     rows INTEGER NOT NULL,                 -- receipts removed
     oldest INTEGER NOT NULL,               -- received_at of the oldest removed
     newest INTEGER NOT NULL                -- received_at of the newest removed
-);
+, undelivered INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE quarantine (
     id INTEGER PRIMARY KEY,
     received_at INTEGER NOT NULL,          -- unix milliseconds

@@ -257,8 +257,9 @@ START_TEST(test_cli_csv_header_is_fixed_per_kind)
         ck_assert_int_eq(commas, 44);
     }
     ck_assert_str_eq(before[3], before[0]);
-    ck_assert_str_eq(before[6], "id,pruned_at,cutoff_at,rows,"
-                                "oldest_received_at,newest_received_at,extra");
+    ck_assert_str_eq(before[6],
+                     "id,pruned_at,cutoff_at,rows,"
+                     "oldest_received_at,newest_received_at,undelivered,extra");
     import_text("mixed.jsonl", S1_LINE S3_LINE);
     for (i = 0; i < 9; i++) {
         csv_header(after, sizeof(after), kinds[i]);

@@ -657,6 +657,84 @@ START_TEST(test_relay_retention_waits)
 }
 END_TEST
 
+/* The sums of rows and undelivered over d's `prunes` records. */
+static void
+prunes_of(struct e2e_daemon *d, uint64_t *rows, uint64_t *undelivered)
+{
+    static const unsigned char body[] = { 0x81, 0xa4, 'k', 'i', 'n', 'd', 0xa6,
+                                          'p',  'r',  'u', 'n', 'e', 's' };
+    struct e2e_reply rep;
+    const msgpack_object *rs;
+    int fd = e2e_connect(d);
+    uint32_t i;
+
+    *rows = *undelivered = 0;
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, 5, 0, 0, body, sizeof(body)), 0);
+    ck_assert_int_eq(e2e_recv(fd, 5000, &rep), 0);
+    ck_assert(rep.r.ok);
+    rs = e2e_get(rep.r.result, "rows");
+    ck_assert_ptr_nonnull(rs);
+    for (i = 0; i < rs->via.array.size; i++) {
+        *rows += e2e_get_uint(&rs->via.array.ptr[i], "rows");
+        *undelivered += e2e_get_uint(&rs->via.array.ptr[i], "undelivered");
+    }
+    e2e_reply_free(&rep);
+    close(fd);
+}
+
+/* With store.relay_retention = "drop", retention prunes what the center
+ * has not acknowledged (it is away) and counts it: in each prunes record,
+ * in stats and in the metrics; the relay then goes on with what is left. */
+START_TEST(test_relay_retention_drops)
+{
+    const char *const more[] = { "--retention-age-s",
+                                 "1",
+                                 "--prune-idle-ms",
+                                 "20",
+                                 "--relay-retention",
+                                 "drop",
+                                 NULL };
+    uint64_t seq = 1, rows, undelivered, pruned;
+    char *text;
+    long until;
+
+    reset();
+    center_spawn(1);
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_extra = more;
+    node_spawn(1);
+    produce(200, 50, &seq, 0, NULL);
+    usleep(1500000);
+    produce(50, 50, &seq, 0, NULL);
+    for (until = e2e_now_ms() + 10000; e2e_now_ms() < until;) {
+        if (stat_of(&node, "pruned") >= 200)
+            break;
+        usleep(100000);
+    }
+    pruned = stat_of(&node, "pruned");
+    ck_assert_uint_ge(pruned, 200);
+    /* Nothing was acknowledged: every receipt pruned was undelivered. */
+    ck_assert_uint_eq(stat_of(&node, "pruned_undelivered"), pruned);
+    prunes_of(&node, &rows, &undelivered);
+    ck_assert_uint_eq(rows, pruned);
+    ck_assert_uint_eq(undelivered, pruned);
+    text = metrics_of(&node);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(
+        strstr(text, "\nreceiptd_pruned_undelivered_receipts_total "));
+    free(text);
+    /* What is left reaches the center. */
+    center_spawn(0);
+    await_delivery(250 - pruned, 45000);
+    ck_assert_uint_eq(read_center(), 250 - pruned);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
 static unsigned rounds;
 
 /* kill -9 of the node or of the center, at a random moment of the
@@ -779,8 +857,8 @@ relay_hello_src(int fd, const char *source, int relay, const char *token)
 /* Sends {stream, from_id, records} with ids ids[0..n) (a bad one when
  * bad_at == i) and reads the reply into rep. */
 static void
-relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
-           struct e2e_reply *rep)
+relay_send_follows(int fd, uint64_t from, const uint64_t *ids, unsigned n,
+                   int bad_at, int follows, struct e2e_reply *rep)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -789,11 +867,15 @@ relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
+    msgpack_pack_map(&pk, follows ? 4 : 3);
     msgpack_pack_str_with_body(&pk, "stream", 6);
     msgpack_pack_str_with_body(&pk, "receipts", 8);
     msgpack_pack_str_with_body(&pk, "from_id", 7);
     msgpack_pack_uint64(&pk, from);
+    if (follows) {
+        msgpack_pack_str_with_body(&pk, "follows", 7);
+        msgpack_pack_true(&pk);
+    }
     msgpack_pack_str_with_body(&pk, "records", 7);
     msgpack_pack_array(&pk, n);
     for (i = 0; i < n; i++) {
@@ -816,10 +898,18 @@ relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
     ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
 }
 
+static void
+relay_send(int fd, uint64_t from, const uint64_t *ids, unsigned n, int bad_at,
+           struct e2e_reply *rep)
+{
+    relay_send_follows(fd, from, ids, n, bad_at, 0, rep);
+}
+
 START_TEST(test_relay_op_refusals_and_cut)
 {
     static const uint64_t first[] = { 1, 2, 3, 4 }, again[] = { 3, 4, 5, 6 },
-                          falling[] = { 7, 9, 8 };
+                          falling[] = { 7, 9, 8 }, later[] = { 11, 12 },
+                          next[] = { 7, 8 };
     struct e2e_reply rep;
     int fd;
 
@@ -872,6 +962,19 @@ START_TEST(test_relay_op_refusals_and_cut)
     ck_assert(!rep.r.ok);
     ck_assert_str_eq(rep.r.err.path, "records[2][0]");
     e2e_reply_free(&rep);
+    /* A batch that follows one the center did not store (the mark is 6,
+     * it starts after 10) is refused, nothing stored; one that follows
+     * the mark is stored. */
+    relay_send_follows(fd, 10, later, 2, -1, 1, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_int_eq(rep.r.err.code, PROTO_ECONFLICT);
+    ck_assert_str_eq(rep.r.err.path, "from_id");
+    e2e_reply_free(&rep);
+    relay_send_follows(fd, 6, next, 2, -1, 1, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 8);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 2);
+    e2e_reply_free(&rep);
     close(fd);
 
     /* The mark survives a kill -9 of the center. */
@@ -888,9 +991,10 @@ START_TEST(test_relay_op_refusals_and_cut)
         unsigned i;
 
         read_center();
-        for (i = 1; i <= 6; i++)
+        for (i = 1; i <= 8; i++)
             ck_assert_uint_eq(seen[i], 1);
-        ck_assert_uint_eq(count_origin("hand"), 6);
+        ck_assert_uint_eq(seen[11], 0);
+        ck_assert_uint_eq(count_origin("hand"), 8);
     }
     e2e_stop_clean(&center);
     teardown();
@@ -1393,6 +1497,7 @@ main(void)
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
     tcase_add_test(tc, test_relay_retention_waits);
+    tcase_add_test(tc, test_relay_retention_drops);
     tcase_add_test(tc, test_relay_center_ahead_of_cursor);
     tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
     tcase_add_test(tc, test_relay_plans);

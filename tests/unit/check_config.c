@@ -401,6 +401,8 @@ enum {
     V_PG_NO_DB,
     V_BACKEND_BAD,
     V_PG_NO_CONNINFO,
+    V_RELAY_RETENTION_BAD,
+    V_RELAY_RETENTION_DROP,
     V_COUNT
 };
 
@@ -447,6 +449,9 @@ static const char *const validate_want[V_COUNT] = {
                       "\"sqlite\" or \"postgresql\"",
     [V_PG_NO_CONNINFO] = "store.conninfo: the postgresql backend needs a "
                          "conninfo",
+    [V_RELAY_RETENTION_BAD] = "store.relay_retention: \"keep\" is not a "
+                              "relay retention: \"wait\" or \"drop\"",
+    [V_RELAY_RETENTION_DROP] = "",
 };
 
 START_TEST(test_config_validate_cross_field_table)
@@ -475,6 +480,12 @@ START_TEST(test_config_validate_cross_field_table)
         break;
     case V_PG_NO_CONNINFO:
         c.store_backend = strdup("postgresql");
+        break;
+    case V_RELAY_RETENTION_BAD:
+        c.relay_retention = strdup("keep");
+        break;
+    case V_RELAY_RETENTION_DROP:
+        c.relay_retention = strdup("drop");
         break;
     case V_FRAME_SMALL:
         c.max_frame = 63;
@@ -662,10 +673,13 @@ START_TEST(test_config_reload_keeps_flags_and_running_listeners)
     ck_assert_str_eq(restart, "listen.socket_group, limits.query_threads, "
                               "store.chunk_receipts, upstream.endpoints, "
                               "upstream.token_file, upstream.ca_file, "
-                              "upstream.name");
+                              "upstream.name, upstream.window, "
+                              "store.relay_retention");
     /* The relay runs as it started. */
     ck_assert_uint_eq(next.n_upstream, 2);
     ck_assert_str_eq(next.upstream_name, "node-17");
+    ck_assert_uint_eq(next.upstream_window, 8);
+    ck_assert_str_eq(next.relay_retention, "drop");
     ck_assert_uint_eq(next.query_threads, 3);
     ck_assert_uint_eq(next.chunk_receipts, 4096);
     ck_assert_uint_eq(next.max_batch, 7);                /* the flag */

@@ -333,6 +333,60 @@ START_TEST(test_store_relay_retention_waits_for_cursor)
 }
 END_TEST
 
+/* store.relay_retention = "drop": retention takes what is due past the
+ * cursor too, and each prune record counts those it took there. */
+START_TEST(test_store_relay_retention_drop_counts_undelivered)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 4,
+                            .relay_drop = 1 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_prune_result pr;
+    struct store_prune_rec *recs;
+    struct store_filter f;
+    struct proto_err err;
+    struct store *s, *q;
+    size_t n;
+    int truncated;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    put(s, "prod", 1, 30, 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, 10, &err),
+                     0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    /* Ids 1..8: all acknowledged. */
+    ck_assert_int_eq(store_prune(s, 1800000000000, 8, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 8);
+    ck_assert_uint_eq(pr.undelivered, 0);
+    /* Ids 9..20: 11..20 were not. */
+    ck_assert_int_eq(store_prune(s, 1800000000000, 12, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 12);
+    ck_assert_uint_eq(pr.undelivered, 10);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 10);
+    ck_assert_uint_eq(pr.undelivered, 10);
+    ck_assert_int_eq(store_prune(s, 1800000000000, 1000, &pr, &err), 0);
+    ck_assert_uint_eq(pr.rows, 0);
+    /* The prunes query shows them, newest first. */
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&f, 0, sizeof(f));
+    f.limit = 10;
+    ck_assert_int_eq(store_query_prunes(q, &f, 0, &recs, &n, &truncated, &err),
+                     0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(recs[0].rows, 10);
+    ck_assert_int_eq(recs[0].undelivered, 10);
+    ck_assert_int_eq(recs[1].rows, 12);
+    ck_assert_int_eq(recs[1].undelivered, 10);
+    ck_assert_int_eq(recs[2].rows, 8);
+    ck_assert_int_eq(recs[2].undelivered, 0);
+    free(recs);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
 static int
 plan_cb(void *arg, const struct store_relay_plan *p)
 {
@@ -405,6 +459,7 @@ main(void)
     tcase_add_test(tc, test_store_relay_read_past_cursor_in_id_order);
     tcase_add_test(tc, test_store_relay_origin_mark_and_relayed_writes);
     tcase_add_test(tc, test_store_relay_retention_waits_for_cursor);
+    tcase_add_test(tc, test_store_relay_retention_drop_counts_undelivered);
     tcase_add_test(tc, test_store_relay_reads_plans);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
