@@ -55,7 +55,8 @@
 
 static struct e2e_daemon nodes[NODES], centers[CENTERS];
 static char chost[CENTERS][64];
-static char base[150], pgdir[300], cluster[512], db[700];
+static struct pg_scratch pg;
+static char db[700];
 static char conf[300], tokfile[300];
 static unsigned rounds_per_source = 16;
 
@@ -66,28 +67,13 @@ static unsigned rounds_per_source = 16;
 static void
 cluster_up(void)
 {
-    const char *tmp = TEST_BINARY_DIR;
-
-    if (strlen(tmp) > 60)
-        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(base, sizeof(base), "%s/e2e-fleet-XXXXXX", tmp);
-    ck_assert_ptr_nonnull(mkdtemp(base));
-    snprintf(pgdir, sizeof(pgdir), "%s/pg", base);
-    pg_cluster_start(pgdir, cluster, sizeof(cluster));
+    pg_scratch_up(&pg, "e2e-fleet");
 }
 
 static void
 cluster_down(void)
 {
-    char cmd[400];
-    int rc;
-
-    pg_cluster_stop(pgdir, "fast");
-    if (getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-        rc = system(cmd);
-        (void)rc;
-    }
+    pg_scratch_down(&pg);
 }
 
 static void
@@ -147,7 +133,7 @@ node_spawn(int i, int first)
 static void
 ack_path(int node, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/acked-%d", base, node);
+    snprintf(buf, len, "%s/acked-%d", pg.base, node);
 }
 
 /* Connects to the node's socket and says hello as source (none when
@@ -325,9 +311,9 @@ kill_one(int what)
         break;
     default:
         /* PostgreSQL crashes: the server recovers from its WAL. */
-        ck_assert_int_eq(pg_cluster_stop(pgdir, "immediate"), 0);
+        ck_assert_int_eq(pg_cluster_stop(pg.dir, "immediate"), 0);
         usleep((useconds_t)(rand() % 500000));
-        pg_cluster_start(pgdir, cluster, sizeof(cluster));
+        pg_cluster_start(pg.dir, pg.conninfo, sizeof(pg.conninfo));
         break;
     }
 }
@@ -576,9 +562,9 @@ START_TEST(test_fleet_relays_exactly_once_through_kills)
     if (env != NULL && atoi(env) > 0)
         rounds_per_source = (unsigned)atoi(env);
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
-    pg_cluster_database(cluster, "fleet", db, sizeof(db));
-    snprintf(conf, sizeof(conf), "%s/center.conf", base);
-    snprintf(tokfile, sizeof(tokfile), "%s/token", base);
+    pg_cluster_database(pg.conninfo, "fleet", db, sizeof(db));
+    snprintf(conf, sizeof(conf), "%s/center.conf", pg.base);
+    snprintf(tokfile, sizeof(tokfile), "%s/token", pg.base);
     ck_assert_int_eq(e2e_write_file(tokfile, TOKEN "\n"), 0);
     ck_assert_int_eq(e2e_write_file(conf,
                                     "listen: { tcp_plaintext = true; };\n"

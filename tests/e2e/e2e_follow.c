@@ -683,34 +683,19 @@ END_TEST
 
 /* ---- PostgreSQL ---- */
 
-static char pg_base[150], pg_dir[300], pg_cluster[512], pg_db[700];
+static struct pg_scratch pg;
+static char pg_db[700];
 
 static void
 cluster_up(void)
 {
-    const char *tmp = TEST_BINARY_DIR;
-
-    if (strlen(tmp) > 60)
-        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(pg_base, sizeof(pg_base), "%s/e2e-follow-pg-XXXXXX", tmp);
-    ck_assert_ptr_nonnull(mkdtemp(pg_base));
-    snprintf(pg_dir, sizeof(pg_dir), "%s/pg", pg_base);
-    pg_cluster_start(pg_dir, pg_cluster, sizeof(pg_cluster));
+    pg_scratch_up(&pg, "e2e-follow-pg");
 }
 
 static void
 cluster_down(void)
 {
-    char cmd[400];
-    int rc;
-
-    if (pg_cluster[0] != '\0')
-        pg_cluster_stop(pg_dir, "fast");
-    if (getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", pg_base);
-        rc = system(cmd);
-        (void)rc;
-    }
+    pg_scratch_down(&pg);
 }
 
 START_TEST(test_follow_on_postgresql)
@@ -723,7 +708,7 @@ START_TEST(test_follow_on_postgresql)
     int fol, pro, pro2;
 
     snprintf(name, sizeof(name), "follow_%ld", (long)getpid());
-    pg_cluster_database(pg_cluster, name, pg_db, sizeof(pg_db));
+    pg_cluster_database(pg.conninfo, name, pg_db, sizeof(pg_db));
     ck_assert_int_eq(e2e_start(&d, extra), 0);
     pro = producer("p1");
     send_stream(pro, 0, 20, 10);
@@ -808,7 +793,7 @@ START_TEST(test_follow_relayed_at_a_postgresql_center)
     int port, fol, own, pro, cpro;
 
     snprintf(name, sizeof(name), "follow_relay_%ld", (long)getpid());
-    pg_cluster_database(pg_cluster, name, pg_db, sizeof(pg_db));
+    pg_cluster_database(pg.conninfo, name, pg_db, sizeof(pg_db));
     snprintf(conf, sizeof(conf), "%s/e2e-follow-%d.conf", tmp, (int)getpid());
     snprintf(tok, sizeof(tok), "%s/e2e-follow-%d.token", tmp, (int)getpid());
     ck_assert_int_eq(e2e_write_file(tok, TOKEN "\n"), 0);
@@ -867,7 +852,7 @@ suite(void)
 {
     Suite *s = suite_create("e2e_follow");
     TCase *tc = tcase_create("follow");
-    TCase *pg = tcase_create("pg");
+    TCase *tc_pg = tcase_create("pg");
 
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 120);
@@ -879,13 +864,13 @@ suite(void)
     tcase_add_test(tc, test_followers_leave_under_load);
     suite_add_tcase(s, tc);
 
-    tcase_set_tags(pg, "pg");
-    tcase_add_unchecked_fixture(pg, cluster_up, cluster_down);
-    tcase_add_checked_fixture(pg, NULL, teardown);
-    tcase_set_timeout(pg, 180);
-    tcase_add_test(pg, test_follow_on_postgresql);
-    tcase_add_test(pg, test_follow_relayed_at_a_postgresql_center);
-    suite_add_tcase(s, pg);
+    tcase_set_tags(tc_pg, "pg");
+    tcase_add_unchecked_fixture(tc_pg, cluster_up, cluster_down);
+    tcase_add_checked_fixture(tc_pg, NULL, teardown);
+    tcase_set_timeout(tc_pg, 180);
+    tcase_add_test(tc_pg, test_follow_on_postgresql);
+    tcase_add_test(tc_pg, test_follow_relayed_at_a_postgresql_center);
+    suite_add_tcase(s, tc_pg);
     return s;
 }
 

@@ -33,7 +33,8 @@
 #define MAXSEQ (ROUNDS * (PER + WINDOW) + 1)
 
 static struct e2e_daemon d;
-static char base[150], pgdir[300], cluster[512], db[700];
+static struct pg_scratch pg;
+static char db[700];
 static const char *extra[3];
 
 /* One cluster for the binary, in its parent process (an unchecked
@@ -42,28 +43,13 @@ static const char *extra[3];
 static void
 cluster_up(void)
 {
-    const char *tmp = TEST_BINARY_DIR;
-
-    if (strlen(tmp) > 60)
-        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(base, sizeof(base), "%s/e2e-pg-XXXXXX", tmp);
-    ck_assert_ptr_nonnull(mkdtemp(base));
-    snprintf(pgdir, sizeof(pgdir), "%s/pg", base);
-    pg_cluster_start(pgdir, cluster, sizeof(cluster));
+    pg_scratch_up(&pg, "e2e-pg");
 }
 
 static void
 cluster_down(void)
 {
-    char cmd[400];
-    int rc;
-
-    pg_cluster_stop(pgdir, "fast");
-    if (getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-        rc = system(cmd);
-        (void)rc;
-    }
+    pg_scratch_down(&pg);
 }
 
 /* Each test: a database of its own and a daemon on it. */
@@ -73,13 +59,13 @@ setup(void)
     char name[32];
 
     memset(&d, 0, sizeof(d));
-    snprintf(d.dir, sizeof(d.dir), "%s/d-XXXXXX", base);
+    snprintf(d.dir, sizeof(d.dir), "%s/d-XXXXXX", pg.base);
     ck_assert_ptr_nonnull(mkdtemp(d.dir));
     snprintf(d.sock, sizeof(d.sock), "%s/s", d.dir);
     snprintf(d.db, sizeof(d.db), "%s/unused.db", d.dir);
     snprintf(d.log, sizeof(d.log), "%s/receiptd.log", d.dir);
     snprintf(name, sizeof(name), "central_%ld", (long)getpid());
-    pg_cluster_database(cluster, name, db, sizeof(db));
+    pg_cluster_database(pg.conninfo, name, db, sizeof(db));
     extra[0] = "--pg";
     extra[1] = db;
     extra[2] = NULL;
@@ -273,13 +259,13 @@ START_TEST(test_pg_server_crash_then_back)
     ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
     ck_assert(rep.r.ok);
     e2e_reply_free(&rep);
-    ck_assert_int_eq(pg_cluster_stop(pgdir, "immediate"), 0);
+    ck_assert_int_eq(pg_cluster_stop(pg.dir, "immediate"), 0);
     ck_assert_int_eq(send_seq(fd, 2), 0);
     ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
     ck_assert(!rep.r.ok);
     ck_assert_int_eq(rep.r.err.code, PROTO_EUNAVAILABLE);
     e2e_reply_free(&rep);
-    pg_cluster_start(pgdir, again, sizeof(again));
+    pg_cluster_start(pg.dir, again, sizeof(again));
     /* The writer reconnects at its next group. */
     for (i = 0; i < 50 && !ok; i++) {
         ck_assert_int_eq(send_seq(fd, 2), 0);
@@ -293,8 +279,8 @@ START_TEST(test_pg_server_crash_then_back)
     /* Restarted while the daemon is idle: the connections it holds are
      * gone without its knowing; the next write and query still succeed at
      * the first attempt. */
-    ck_assert_int_eq(pg_cluster_stop(pgdir, "fast"), 0);
-    pg_cluster_start(pgdir, again, sizeof(again));
+    ck_assert_int_eq(pg_cluster_stop(pg.dir, "fast"), 0);
+    pg_cluster_start(pg.dir, again, sizeof(again));
     ck_assert_int_eq(send_seq(fd, 3), 0);
     ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
     ck_assert_msg(rep.r.ok, "the first write after a restart: %s",

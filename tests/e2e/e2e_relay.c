@@ -52,7 +52,8 @@ static char certs[256]; /* "" when openssl could not make them */
 static int center_tls;  /* the center speaks TLS (certs/server) */
 /* The center stores in PostgreSQL (--pg center_pg) when set: the case
  * "postgresql", on a private cluster of its own. */
-static char pgbase[150], pgdir[300], pgcluster[512], center_pg[700];
+static struct pg_scratch pg;
+static char center_pg[700];
 /* More flags for the node (NULL-terminated), or NULL. */
 static const char *const *node_extra;
 
@@ -1320,28 +1321,13 @@ END_TEST
 static void
 cluster_up(void)
 {
-    const char *tmp = TEST_BINARY_DIR;
-
-    if (strlen(tmp) > 60)
-        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(pgbase, sizeof(pgbase), "%s/e2e-relay-pg-XXXXXX", tmp);
-    ck_assert_ptr_nonnull(mkdtemp(pgbase));
-    snprintf(pgdir, sizeof(pgdir), "%s/pg", pgbase);
-    pg_cluster_start(pgdir, pgcluster, sizeof(pgcluster));
+    pg_scratch_up(&pg, "e2e-relay-pg");
 }
 
 static void
 cluster_down(void)
 {
-    char cmd[400];
-    int rc;
-
-    pg_cluster_stop(pgdir, "fast");
-    if (getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", pgbase);
-        rc = system(cmd);
-        (void)rc;
-    }
+    pg_scratch_down(&pg);
 }
 
 /* The first column of sql's first row on the center's database. */
@@ -1420,7 +1406,7 @@ START_TEST(test_relay_to_postgresql_center)
 
     ck_assert_ptr_nonnull(plan);
     snprintf(name, sizeof(name), "relay_%ld", (long)getpid());
-    pg_cluster_database(pgcluster, name, center_pg, sizeof(center_pg));
+    pg_cluster_database(pg.conninfo, name, center_pg, sizeof(center_pg));
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     reset();
     center_spawn(1);

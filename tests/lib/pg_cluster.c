@@ -79,3 +79,32 @@ pg_cluster_database(const char *conninfo, const char *name, char *out,
     PQfinish(pc);
     snprintf(out, cap, "%s dbname=%s", conninfo, name);
 }
+
+void
+pg_scratch_up(struct pg_scratch *s, const char *prefix)
+{
+    const char *tmp = TEST_BINARY_DIR;
+
+    if (strlen(tmp) > 60)
+        tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(s->base, sizeof(s->base), "%s/%s-XXXXXX", tmp, prefix);
+    ck_assert_ptr_nonnull(mkdtemp(s->base));
+    snprintf(s->dir, sizeof(s->dir), "%s/pg", s->base);
+    s->conninfo[0] = '\0';
+    pg_cluster_start(s->dir, s->conninfo, sizeof(s->conninfo));
+}
+
+void
+pg_scratch_down(struct pg_scratch *s)
+{
+    char cmd[400];
+    int rc;
+
+    if (s->conninfo[0] != '\0')
+        pg_cluster_stop(s->dir, "fast");
+    if (s->base[0] != '\0' && getenv("E2E_KEEP") == NULL) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->base);
+        rc = system(cmd);
+        (void)rc;
+    }
+}

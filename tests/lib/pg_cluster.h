@@ -29,4 +29,21 @@ int pg_cluster_stop(const char *dir, const char *mode);
 void pg_cluster_database(const char *conninfo, const char *name, char *out,
                          size_t cap);
 
+/*
+ * A cluster for a test binary's whole run, made by an unchecked fixture
+ * (Check's parent process, so that it is stopped whatever the tests do):
+ * in a new directory "PREFIX-XXXXXX" under the build tree, or under
+ * TMPDIR when that path is too long for the server's Unix socket.
+ * pg_scratch_down stops it and removes the directory, unless E2E_KEEP is
+ * set.
+ */
+struct pg_scratch {
+    char base[150];     /* the directory made for the run */
+    char dir[300];      /* the cluster's, inside base */
+    char conninfo[512]; /* "" until the cluster has started */
+};
+
+void pg_scratch_up(struct pg_scratch *s, const char *prefix);
+void pg_scratch_down(struct pg_scratch *s);
+
 #endif
