@@ -78,12 +78,28 @@ static const char *const group_keys[STORE_GROUP_COUNT] = {
     [STORE_GROUP_SOURCE] = "source_id, 0",
 };
 
+/* The bucket of a time column (in units of unit ms) as SQL: the start, in
+ * unix ms, of the bucket of f->every it falls in; 0 without buckets.
+ * every is a whole number of hours (query_agg.c checks), so an hour or a
+ * day rollup row falls in one bucket. */
+static const char *
+bucket_sql(char *buf, size_t cap, const struct store_filter *f,
+           const char *col, long long unit)
+{
+    if (f->every == 0)
+        return "0";
+    snprintf(buf, cap, "(%s * %lld / %llu * %llu)", col, unit,
+             (unsigned long long)f->every, (unsigned long long)f->every);
+    return buf;
+}
+
 static uint64_t
-key_hash(int64_t k1, int64_t k2)
+key_hash(int64_t k1, int64_t k2, int64_t b)
 {
     uint64_t h = (uint64_t)k1 * 0x9e3779b97f4a7c15ull;
 
     h ^= (uint64_t)k2 + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)b * 0xc2b2ae3d27d4eb4full + (h << 6) + (h >> 2);
     return h ^ (h >> 29);
 }
 
@@ -105,7 +121,7 @@ grow(struct store_agg *a)
     for (i = 0; i < nslots; i++)
         slots[i] = SIZE_MAX;
     for (i = 0; i < a->n; i++) {
-        size_t j = key_hash(g[i].k1, g[i].k2) & (nslots - 1);
+        size_t j = key_hash(g[i].k1, g[i].k2, g[i].bucket) & (nslots - 1);
         while (slots[j] != SIZE_MAX)
             j = (j + 1) & (nslots - 1);
         slots[j] = i;
@@ -117,9 +133,11 @@ grow(struct store_agg *a)
     return 0;
 }
 
-/* The group of (k1, k2), made when new; NULL with err set on failure. */
+/* The group of (k1, k2) and bucket b, made when new; NULL with err set on
+ * failure. */
 static struct store_agg_group *
-group(struct store_agg *a, int64_t k1, int64_t k2, struct proto_err *err)
+group(struct store_agg *a, int64_t k1, int64_t k2, int64_t b,
+      struct proto_err *err)
 {
     struct store_agg_group *g;
     size_t j;
@@ -127,8 +145,9 @@ group(struct store_agg *a, int64_t k1, int64_t k2, struct proto_err *err)
     if (a->n == a->cap) {
         if (a->n >= STORE_AGG_GROUPS_MAX) {
             proto_err_set(err, PROTO_EOVERLOADED, NULL,
-                          "more than %d groups; narrow the filters or group "
-                          "by something coarser",
+                          "more than %d groups (one per bucket with every); "
+                          "narrow the filters, group by something coarser or "
+                          "take a larger every",
                           STORE_AGG_GROUPS_MAX);
             return NULL;
         }
@@ -137,10 +156,10 @@ group(struct store_agg *a, int64_t k1, int64_t k2, struct proto_err *err)
             return NULL;
         }
     }
-    j = key_hash(k1, k2) & (a->nslots - 1);
+    j = key_hash(k1, k2, b) & (a->nslots - 1);
     while (a->slots[j] != SIZE_MAX) {
         g = &a->groups[a->slots[j]];
-        if (g->k1 == k1 && g->k2 == k2)
+        if (g->k1 == k1 && g->k2 == k2 && g->bucket == b)
             return g;
         j = (j + 1) & (a->nslots - 1);
     }
@@ -148,6 +167,7 @@ group(struct store_agg *a, int64_t k1, int64_t k2, struct proto_err *err)
     memset(g, 0, sizeof(*g));
     g->k1 = k1;
     g->k2 = k2;
+    g->bucket = b;
     a->slots[j] = a->n++;
     return g;
 }
@@ -166,7 +186,9 @@ store_agg_free(struct store_agg *a)
     memset(a, 0, sizeof(*a));
 }
 
-/* Runs a prepared statement, handing each row to one of the readers. */
+/* Runs a prepared statement, handing each row to one of the readers. A
+ * row is the group's two key columns, the reader's columns, and its
+ * bucket last. */
 enum reader { READ_COUNTS, READ_ROLLUP, READ_RECEIPT };
 
 static int
@@ -174,11 +196,11 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
           struct store_agg *a, struct proto_err *err)
 {
     struct store_agg_group *g;
-    int rc, i;
+    int rc, i, last = sqlite3_column_count(st) - 1;
 
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         g = group(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                  err);
+                  sqlite3_column_int64(st, last), err);
         if (g == NULL)
             return err ? err->code : PROTO_ENOMEM;
         if (how == READ_COUNTS) {
@@ -265,8 +287,9 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
               int64_t hi, int64_t tail, const struct store_rollup_merge *m,
               struct store_agg *a, struct proto_err *err)
 {
-    char sql[4096];
+    char sql[4096], bb[96];
     size_t n = 0, cap = sizeof(sql);
+    const char *b = bucket_sql(bb, sizeof(bb), f, "received_at", 1);
 
     ADD("SELECT %s", group_keys[group_by]);
     if (flags & STORE_AGG_COUNTERS) {
@@ -277,7 +300,7 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
             RECEIPT_STATUS_FALLBACK, RECEIPT_STATUS_CLEAN,
             RECEIPT_STATUS_UNPROVEN);
     }
-    ADD(" FROM receipts WHERE 1");
+    ADD(", %s FROM receipts WHERE 1", b);
     if (part == PART_TAIL)
         ADD(" AND id >= :tail");
     if (part == PART_UNMERGED) {
@@ -301,7 +324,7 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
     if (bounded)
         ADD(" AND received_at >= :lo AND received_at < :hi");
     if (!(flags & STORE_AGG_COUNTERS))
-        ADD(" GROUP BY 1, 2");
+        ADD(" GROUP BY 1, 2%s%s", f->every ? ", " : "", f->every ? b : "");
     if (n >= cap)
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
     return run_sql(s, sql, f, lo, hi, tail, m,
@@ -315,24 +338,28 @@ from_rollups(struct store *s, const char *table, const struct store_filter *f,
              int group_by, unsigned flags, int64_t lo, int64_t hi,
              struct store_agg *a, struct proto_err *err)
 {
-    char sql[16384];
+    char sql[16384], bb[96];
     size_t n = 0, cap = sizeof(sql);
+    const char *b =
+        bucket_sql(bb, sizeof(bb), f, "bucket",
+                   strcmp(table, "rollups") == 0 ? STORE_BUCKET_MS
+                                                 : STORE_DAY_MS);
 
     ADD("SELECT %s, ", group_keys[group_by]);
     if (flags & STORE_AGG_COUNTERS) {
         if (n < cap)
             n += store_rollup_columns(sql + n, cap - n, "");
-        ADD(" FROM %s WHERE bucket >= :lo AND bucket < :hi", table);
+        ADD(", %s FROM %s WHERE bucket >= :lo AND bucket < :hi", b, table);
     } else {
         /* Counts cannot overflow: SQLite may add them up itself. */
         ADD("sum(receipts), sum(fallback), sum(clean), sum(unproven), "
-            "sum(schema3) FROM "
+            "sum(schema3), %s FROM "
             "%s WHERE bucket >= :lo AND bucket < :hi",
-            table);
+            b, table);
     }
     n = add_filters(sql, cap, n, f);
     if (!(flags & STORE_AGG_COUNTERS))
-        ADD(" GROUP BY 1, 2");
+        ADD(" GROUP BY 1, 2%s%s", f->every ? ", " : "", f->every ? b : "");
     if (n >= cap)
         return proto_err_set(err, PROTO_EINVALID, NULL, "query too long");
     return run_sql(s, sql, f, lo, hi, 0, NULL,
@@ -422,6 +449,7 @@ struct walk {
     struct store_agg *a;
     int group_by;
     unsigned flags;
+    int64_t every; /* buckets of that many ms; 0 = none */
     int64_t ids[4]; /* plan, graph, model, source; 0 = any */
     int requested, executed;
     int64_t lo, hi; /* hour buckets' starts */
@@ -465,7 +493,9 @@ walk_cb(void *arg, const struct store_rollup_key *k,
     default:
         break;
     }
-    if ((g = group(w->a, k1, k2, w->err)) == NULL)
+    if ((g = group(w->a, k1, k2,
+                   w->every ? k->received_at / w->every * w->every : 0,
+                   w->err)) == NULL)
         return w->err->code ? w->err->code : PROTO_ENOMEM;
     g->receipts += src->receipts;
     g->fallback += src->fallback;
@@ -499,6 +529,7 @@ from_views(struct store *s, const struct store_filter *f, int group_by,
     w.a = a;
     w.group_by = group_by;
     w.flags = flags;
+    w.every = (int64_t)f->every;
     w.requested = f->requested;
     w.executed = f->executed;
     w.lo = lo;
@@ -566,6 +597,11 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
      * from its hours. */
     if ((rc = store_counter(s, "days_from", 0, &days_from, err)))
         return rc;
+    /* A day rollup row falls in one bucket only when the buckets are whole
+     * days; else the window (a bounded number of buckets) is read from
+     * the hours. */
+    if (f->every % D != 0)
+        return hours(s, f, group_by, flags, lo, hi, a, err);
     fd = lo / D + (lo % D != 0);
     ed = hi / D;
     if (ed > days_from * STORE_BUCKET_MS / D)
