@@ -12,6 +12,9 @@
  *    spread evenly over `hours` hours of received_at, each source running
  *    one model, plan and graph, with three backend pairs (matched, a
  *    fallback to cpu, wgpu-vulkan) and mixed schemas and coverage.
+ *    The cases include series (`every` one hour over the week up to the
+ *    newest receipt) and the windows `--since 1h` and `--since 15m` (up to
+ *    the newest receipt), whose partial hour is read from the receipts.
  * 2. Queries: with a read-only store, each case runs `runs` times through
  *    query_agg (the daemon's code: rollups, edge scans, sorting, msgpack
  *    encoding); p50 and p99 in milliseconds.
@@ -175,24 +178,42 @@ struct bcase {
     int coverage; /* else fallbacks */
     int group_by;
     const char *plan, *model;
-    int ranged; /* the last day, cut off the hour on both sides */
+    /* RANGE_DAY: the last day, cut off the hour on both sides;
+     * RANGE_WEEK: the week up to the newest receipt; RANGE_HOUR, RANGE_15M:
+     * the last hour or 15 minutes up to it (`--since 1h`, its edge read
+     * from the receipts) */
+    int ranged;
+    int hourly; /* a series: `every` one hour */
     const char *sql_group, *sql_where;
 };
 
+enum { RANGE_ALL, RANGE_DAY, RANGE_WEEK, RANGE_HOUR, RANGE_15M };
+
 static struct bcase cases[] = {
-    { "fallbacks by plan, all", 0, STORE_GROUP_PLAN, NULL, NULL, 0, "plan_id",
-      "" },
+    { "fallbacks by plan, all", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_ALL, 0,
+      "plan_id", "" },
     { "fallbacks by backends, plan + 24h", 0, STORE_GROUP_BACKENDS, "plan-c",
-      NULL, 1, "requested_backend, executed_backend", "" },
-    { "coverage, all", 1, STORE_GROUP_NONE, NULL, NULL, 0, NULL, "" },
-    { "coverage by model, all", 1, STORE_GROUP_MODEL, NULL, NULL, 0, "model_id",
+      NULL, RANGE_DAY, 0, "requested_backend, executed_backend", "" },
+    { "coverage, all", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_ALL, 0, NULL,
       "" },
-    { "coverage, model + 24h", 1, STORE_GROUP_NONE, NULL, "mistral-7b", 1, NULL,
-      "" },
+    { "coverage by model, all", 1, STORE_GROUP_MODEL, NULL, NULL, RANGE_ALL, 0,
+      "model_id", "" },
+    { "coverage, model + 24h", 1, STORE_GROUP_NONE, NULL, "mistral-7b",
+      RANGE_DAY, 0, NULL, "" },
+    { "fallbacks by plan, 7d hourly", 0, STORE_GROUP_PLAN, NULL, NULL,
+      RANGE_WEEK, 1, "plan_id", "" },
+    { "fallbacks by backends, 7d hourly", 0, STORE_GROUP_BACKENDS, NULL, NULL,
+      RANGE_WEEK, 1, "requested_backend, executed_backend", "" },
+    { "coverage, 7d hourly", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_WEEK, 1,
+      NULL, "" },
+    { "fallbacks by plan, last 1h", 0, STORE_GROUP_PLAN, NULL, NULL,
+      RANGE_HOUR, 0, "plan_id", "" },
+    { "fallbacks by plan, last 15m", 0, STORE_GROUP_PLAN, NULL, NULL,
+      RANGE_15M, 0, "plan_id", "" },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static int64_t range_since, range_until;
+static int64_t range_since, range_until, newest;
 
 static void
 filter_of(const struct bcase *c, struct store_filter *f)
@@ -208,11 +229,20 @@ filter_of(const struct bcase *c, struct store_filter *f)
         f->model = c->model;
         f->model_len = strlen(c->model);
     }
-    if (c->ranged) {
+    if (c->ranged == RANGE_DAY) {
         f->has_since = f->has_until = 1;
         f->since = (uint64_t)range_since;
         f->until = (uint64_t)range_until;
+    } else if (c->ranged != RANGE_ALL) {
+        f->has_since = f->has_until = 1;
+        f->until = (uint64_t)newest + 1;
+        f->since = f->until - (uint64_t)(c->ranged == RANGE_WEEK ? 168 * HOUR_MS
+                                         : c->ranged == RANGE_HOUR
+                                             ? HOUR_MS
+                                             : 15 * 60000);
     }
+    if (c->hourly)
+        f->every = HOUR_MS;
 }
 
 /* counter(blob, i): counter i of a receipts row's counters blob (a count
@@ -285,11 +315,17 @@ plain_sql(const struct bcase *c, char *sql, size_t cap)
         ADD(" AND model_id = (SELECT id FROM strings WHERE value = "
             "CAST('%s' AS BLOB))",
             c->model);
-    if (c->ranged)
+    if (c->ranged != RANGE_ALL) {
+        struct store_filter f;
+
+        filter_of(c, &f);
         ADD(" AND received_at >= %lld AND received_at < %lld",
-            (long long)range_since, (long long)range_until);
-    if (c->sql_group)
-        ADD(" GROUP BY %s", c->sql_group);
+            (long long)f.since, (long long)f.until);
+    }
+    if (c->sql_group || c->hourly)
+        ADD(" GROUP BY %s%s%s", c->sql_group ? c->sql_group : "",
+            c->sql_group && c->hourly ? ", " : "",
+            c->hourly ? "received_at / 3600000" : "");
 #undef ADD
 }
 
@@ -333,7 +369,8 @@ same(struct store *s, const struct bcase *c)
     for (i = 0; i < a.n && ok; i++) {
         for (j = 0; j < b.n; j++)
             if (a.groups[i].k1 == b.groups[j].k1 &&
-                a.groups[i].k2 == b.groups[j].k2)
+                a.groups[i].k2 == b.groups[j].k2 &&
+                a.groups[i].bucket == b.groups[j].bucket)
                 break;
         ok = j < b.n && a.groups[i].receipts == b.groups[j].receipts &&
              a.groups[i].fallback == b.groups[j].fallback &&
@@ -543,6 +580,7 @@ main(int argc, char **argv)
                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
                                 counter_fn, NULL, NULL) != SQLITE_OK)
         return 1;
+    newest = one_int(db, "SELECT coalesce(max(received_at), 0) FROM receipts");
     printf("receipts read from their rows by every aggregate: %lld\n",
            (long long)one_int(db, "SELECT coalesce(max(id) + 1, 0) - "
                                   "(SELECT rollup_from FROM rollup_merge) "
