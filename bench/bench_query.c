@@ -208,10 +208,10 @@ static struct bcase cases[] = {
       RANGE_WEEK, 1, "requested_backend, executed_backend", "" },
     { "coverage, 7d hourly", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_WEEK, 1,
       NULL, "" },
-    { "fallbacks by plan, last 1h", 0, STORE_GROUP_PLAN, NULL, NULL,
-      RANGE_HOUR, 0, "plan_id", "" },
-    { "fallbacks by plan, last 15m", 0, STORE_GROUP_PLAN, NULL, NULL,
-      RANGE_15M, 0, "plan_id", "" },
+    { "fallbacks by plan, last 1h", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_HOUR,
+      0, "plan_id", "" },
+    { "fallbacks by plan, last 15m", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_15M,
+      0, "plan_id", "" },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -238,10 +238,10 @@ filter_of(const struct bcase *c, struct store_filter *f)
     } else if (c->ranged != RANGE_ALL) {
         f->has_since = f->has_until = 1;
         f->until = (uint64_t)newest + 1;
-        f->since = f->until - (uint64_t)(c->ranged == RANGE_WEEK ? 168 * HOUR_MS
-                                         : c->ranged == RANGE_HOUR
-                                             ? HOUR_MS
-                                             : 15 * 60000);
+        f->since =
+            f->until - (uint64_t)(c->ranged == RANGE_WEEK   ? 168 * HOUR_MS
+                                  : c->ranged == RANGE_HOUR ? HOUR_MS
+                                                            : 15 * 60000);
     }
     if (c->hourly)
         f->every = HOUR_MS;

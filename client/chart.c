@@ -25,8 +25,8 @@
 /* One line: its label, its cells' figures and their sums. */
 struct line {
     char label[256];
-    size_t first, n;        /* cells[first, first + n) */
-    uint64_t hits, of;      /* fallback / receipts, or measured / applicable */
+    size_t first, n;   /* cells[first, first + n) */
+    uint64_t hits, of; /* fallback / receipts, or measured / applicable */
 };
 
 struct cell_fig {
@@ -106,8 +106,8 @@ row_fig(const msgpack_object *row, int coverage)
     struct cell_fig c;
 
     if (coverage) {
-        uint64_t r = get_u64(row, "receipts"), na = get_u64(row,
-                                                              "not_applicable");
+        uint64_t r = get_u64(row, "receipts"),
+                 na = get_u64(row, "not_applicable");
 
         c.hits = get_u64(row, "measured");
         c.of = r > na ? r - na : 0;
@@ -262,8 +262,7 @@ output_chart(FILE *out, const struct output_spec *spec,
                        l->of ? (double)l->hits / (double)l->of : 0.0);
         if ((n = strlen(rate)) > rw)
             rw = n;
-        snprintf(count, sizeof(count), "%" PRIu64 "/%" PRIu64, l->hits,
-                 l->of);
+        snprintf(count, sizeof(count), "%" PRIu64 "/%" PRIu64, l->hits, l->of);
         if ((n = strlen(count)) > cw)
             cw = n;
     }
@@ -292,8 +291,7 @@ output_chart(FILE *out, const struct output_spec *spec,
             fputs(glyph(&ch.cells[l->first + k], full), out);
         output_percent(rate, sizeof(rate),
                        l->of ? (double)l->hits / (double)l->of : 0.0);
-        snprintf(count, sizeof(count), "%" PRIu64 "/%" PRIu64, l->hits,
-                 l->of);
+        snprintf(count, sizeof(count), "%" PRIu64 "/%" PRIu64, l->hits, l->of);
         fprintf(out, "  %*s  %*s\n", (int)rw, rate, (int)cw, count);
     }
     free(ch.lines);

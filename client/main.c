@@ -973,14 +973,14 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_FORMAT:
         o->format = output_format_from_name(arg);
         if (o->format < 0 || !format_ok(c->name, o->format)) {
-            cli_usage_err(
-                prog,
-                "--format: unknown format \"%s\" (expected "
-                "table, json%s or csv%s)",
-                arg, format_ok(c->name, OUTPUT_JSONL) ? ", jsonl" : "",
-                strcmp(c->name, "stats") == 0 ? " or prometheus"
-                : format_ok(c->name, OUTPUT_CHART) ? " or chart"
-                                                   : "");
+            cli_usage_err(prog,
+                          "--format: unknown format \"%s\" (expected "
+                          "table, json%s or csv%s)",
+                          arg,
+                          format_ok(c->name, OUTPUT_JSONL) ? ", jsonl" : "",
+                          strcmp(c->name, "stats") == 0      ? " or prometheus"
+                          : format_ok(c->name, OUTPUT_CHART) ? " or chart"
+                                                             : "");
             return CLI_EXIT_USAGE;
         }
         break;

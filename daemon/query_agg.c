@@ -389,8 +389,8 @@ fallbacks_series(struct store_agg *a, const struct store_filter *f,
                 series_at(a, &sr[i], &at, b, &empty);
 
             failed = msgpack_pack_map(&rpk, 6 + nkeys(group_by)) != 0 ||
-                     pack_group_keys(&rpk, group_by, g) ||
-                     kv_bucket(&rpk, b) || pack_fallback_figures(&rpk, g);
+                     pack_group_keys(&rpk, group_by, g) || kv_bucket(&rpk, b) ||
+                     pack_fallback_figures(&rpk, g);
             nrows++;
         }
         listed++;
@@ -503,8 +503,7 @@ pack_coverage_row(msgpack_packer *pk, int group_by,
     uint64_t na = bit < RECEIPT_NCOUNTERS_V2 ? 0 : g->receipts - g->schema3;
     uint64_t applicable = g->receipts - na;
 
-    if (msgpack_pack_map(pk, 11 + nkeys(group_by) + (with_bucket != 0)) !=
-            0 ||
+    if (msgpack_pack_map(pk, 11 + nkeys(group_by) + (with_bucket != 0)) != 0 ||
         pack_group_keys(pk, group_by, g) ||
         (with_bucket && kv_bucket(pk, g->bucket)) ||
         kv_str(pk, "counter", name, strlen(name)) ||
@@ -543,8 +542,8 @@ pack_coverage_row(msgpack_packer *pk, int group_by,
  * and rows stop at QUERY_AGG_SERIES_ROWS_MAX. Grouped, total holds the
  * same for every group merged. */
 static int
-coverage_series(struct store_agg *a, const struct store_filter *f,
-                int group_by, msgpack_packer *pk, struct proto_err *err)
+coverage_series(struct store_agg *a, const struct store_filter *f, int group_by,
+                msgpack_packer *pk, struct proto_err *err)
 {
     struct store_agg_group empty, *tot = NULL;
     struct series *sr;
@@ -573,9 +572,9 @@ coverage_series(struct store_agg *a, const struct store_filter *f,
                 break;
             }
             for (k = 0; k < nb && !failed; k++) {
-                const struct store_agg_group *g = series_at(
-                    a, &sr[i], &at, first + (int64_t)k * (int64_t)f->every,
-                    &empty);
+                const struct store_agg_group *g =
+                    series_at(a, &sr[i], &at,
+                              first + (int64_t)k * (int64_t)f->every, &empty);
 
                 failed = pack_coverage_row(&rpk, group_by, g, bit, 1);
                 nrows++;
@@ -590,12 +589,13 @@ coverage_series(struct store_agg *a, const struct store_filter *f,
         bucket_totals(a, f, first, nb, 1, tot);
         msgpack_sbuffer_init(&tb);
         msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
-        failed = msgpack_pack_array(&tpk, (uint32_t)RECEIPT_NCOUNTERS * nb) != 0;
+        failed =
+            msgpack_pack_array(&tpk, (uint32_t)RECEIPT_NCOUNTERS * nb) != 0;
         for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++)
             for (k = 0; k < nb && !failed; k++) {
                 tot[k].bucket = first + (int64_t)k * (int64_t)f->every;
-                failed = pack_coverage_row(&tpk, STORE_GROUP_NONE, &tot[k],
-                                           bit, 1);
+                failed =
+                    pack_coverage_row(&tpk, STORE_GROUP_NONE, &tot[k], bit, 1);
             }
         rc = failed ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
                     : pack_result_total(pk, &rb, nrows, truncated, &tb, err);
@@ -660,8 +660,7 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
         msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
         failed = msgpack_pack_array(&tpk, RECEIPT_NCOUNTERS) != 0;
         for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++)
-            failed =
-                pack_coverage_row(&tpk, STORE_GROUP_NONE, &total, bit, 0);
+            failed = pack_coverage_row(&tpk, STORE_GROUP_NONE, &total, bit, 0);
         rc = failed ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
                     : pack_result_total(pk, &rb, nrows, truncated, &tb, err);
         msgpack_sbuffer_destroy(&tb);

@@ -83,8 +83,8 @@ static const char *const group_keys[STORE_GROUP_COUNT] = {
  * every is a whole number of hours (query_agg.c checks), so an hour or a
  * day rollup row falls in one bucket. */
 static const char *
-bucket_sql(char *buf, size_t cap, const struct store_filter *f,
-           const char *col, long long unit)
+bucket_sql(char *buf, size_t cap, const struct store_filter *f, const char *col,
+           long long unit)
 {
     if (f->every == 0)
         return "0";
@@ -345,10 +345,9 @@ from_rollups(struct store *s, const char *table, const struct store_filter *f,
 {
     char sql[16384], bb[96];
     size_t n = 0, cap = sizeof(sql);
-    const char *b =
-        bucket_sql(bb, sizeof(bb), f, "bucket",
-                   strcmp(table, "rollups") == 0 ? STORE_BUCKET_MS
-                                                 : STORE_DAY_MS);
+    const char *b = bucket_sql(bb, sizeof(bb), f, "bucket",
+                               strcmp(table, "rollups") == 0 ? STORE_BUCKET_MS
+                                                             : STORE_DAY_MS);
 
     ADD("SELECT %s, ", group_keys[group_by]);
     if (flags & STORE_AGG_COUNTERS) {
@@ -451,7 +450,7 @@ struct walk {
     struct store_agg *a;
     int group_by;
     unsigned flags;
-    int64_t every; /* buckets of that many ms; 0 = none */
+    int64_t every;  /* buckets of that many ms; 0 = none */
     int64_t ids[4]; /* plan, graph, model, source; 0 = any */
     int requested, executed;
     int64_t lo, hi; /* hour buckets' starts */

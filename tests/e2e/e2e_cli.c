@@ -506,14 +506,16 @@ START_TEST(test_cli_series_and_chart)
     const char *chart[] = { "fallbacks", "--group-by", "backends", "--every",
                             "1h",        "--since",    "3h",       "--format",
                             "chart",     NULL };
-    const char *cov[] = { "coverage", "--every", "1h",    "--since",
+    const char *cov[] = { "coverage", "--every",  "1h",    "--since",
                           "2h",       "--format", "chart", NULL };
-    const char *dflt[] = { "fallbacks", "--every", "1d", "--format", "csv",
-                           NULL };
+    const char *dflt[] = {
+        "fallbacks", "--every", "1d", "--format", "csv", NULL
+    };
     const char *nochart[] = { "fallbacks", "--format", "chart", NULL };
     const char *minutes[] = { "coverage", "--every", "90m", NULL };
-    const char *far[] = { "fallbacks", "--every", "1h", "--since", "100d",
-                          NULL };
+    const char *far[] = {
+        "fallbacks", "--every", "1h", "--since", "100d", NULL
+    };
     char line[512];
     const char *p;
     struct run r;

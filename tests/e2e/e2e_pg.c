@@ -291,8 +291,7 @@ START_TEST(test_pg_kill9_keeps_every_ack_once)
             last = e2e_get_uint(r, "bucket");
             sum += e2e_get_uint(r, "receipts");
         }
-        ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "receipts"),
-                          0);
+        ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "receipts"), 0);
         ck_assert_uint_eq(sum,
                           (uint64_t)scalar("SELECT count(*) FROM receipts"));
     }

@@ -965,8 +965,8 @@ check_fallbacks_series(const struct q *q)
             size_t m, j;
 
             /* The bucket, clipped to the window. */
-            qb.since = b0 + (int64_t)k * e > q->since ? b0 + (int64_t)k * e
-                                                      : q->since;
+            qb.since =
+                b0 + (int64_t)k * e > q->since ? b0 + (int64_t)k * e : q->since;
             qb.until = b0 + (int64_t)(k + 1) * e < q->until
                            ? b0 + (int64_t)(k + 1) * e
                            : q->until;
@@ -977,13 +977,10 @@ check_fallbacks_series(const struct q *q)
             check_keys(r, gb, &want[i]);
             ck_assert_uint_eq(e2e_get_uint(r, "bucket"),
                               (uint64_t)(b0 + (int64_t)k * e));
-            ck_assert_uint_eq(e2e_get_uint(r, "receipts"),
-                              w ? w->receipts : 0);
-            ck_assert_uint_eq(e2e_get_uint(r, "fallback"),
-                              w ? w->fallback : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "receipts"), w ? w->receipts : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "fallback"), w ? w->fallback : 0);
             ck_assert_uint_eq(e2e_get_uint(r, "clean"), w ? w->clean : 0);
-            ck_assert_uint_eq(e2e_get_uint(r, "unproven"),
-                              w ? w->unproven : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "unproven"), w ? w->unproven : 0);
             if (i == 0) {
                 const msgpack_object *t = &total->via.array.ptr[k];
                 uint64_t all = 0, fb = 0;
@@ -1024,8 +1021,8 @@ check_coverage_series(const struct q *q)
             const msgpack_object *r = &rows->via.array.ptr[row];
             struct q qb = *q;
 
-            qb.since = b0 + (int64_t)k * e > q->since ? b0 + (int64_t)k * e
-                                                      : q->since;
+            qb.since =
+                b0 + (int64_t)k * e > q->since ? b0 + (int64_t)k * e : q->since;
             qb.until = b0 + (int64_t)(k + 1) * e < q->until
                            ? b0 + (int64_t)(k + 1) * e
                            : q->until;
@@ -1476,10 +1473,10 @@ START_TEST(test_query_series_rejects_bad_every)
         int64_t span;
         const char *path;
     } bad[] = {
-        { 60000, 1, HOUR, "every" },              /* a minute */
-        { HOUR + 1, 1, HOUR, "every" },           /* not whole hours */
-        { HOUR, 0, 0, "since" },                  /* no start */
-        { HOUR, 1, 2001 * HOUR, "every" },        /* too many buckets */
+        { 60000, 1, HOUR, "every" },       /* a minute */
+        { HOUR + 1, 1, HOUR, "every" },    /* not whole hours */
+        { HOUR, 0, 0, "since" },           /* no start */
+        { HOUR, 1, 2001 * HOUR, "every" }, /* too many buckets */
     };
     struct e2e_reply rep;
     struct q q;

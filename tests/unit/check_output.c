@@ -112,8 +112,8 @@ result_free(struct result *r)
 
 /* Runs fn-style output into a string (caller frees). */
 static char *
-render_every(int format, const char *kind, const char *group_by,
-             uint64_t every, const msgpack_object *res, int *rc)
+render_every(int format, const char *kind, const char *group_by, uint64_t every,
+             const msgpack_object *res, int *rc)
 {
     struct output_spec spec = { kind, group_by, NULL, every };
     char *buf = NULL, err[OUTPUT_ERR_MAX] = "";
@@ -406,8 +406,7 @@ static const struct golden_case series_cases[] = {
       "backends" },
     { "series_backends.table", "fallbacks", series_json, OUTPUT_TABLE,
       "backends" },
-    { "series_backends.csv", "fallbacks", series_json, OUTPUT_CSV,
-      "backends" },
+    { "series_backends.csv", "fallbacks", series_json, OUTPUT_CSV, "backends" },
     { "coverage_series.chart", "coverage", coverage_series_json, OUTPUT_CHART,
       NULL },
     { "empty_series.chart", "fallbacks", empty_json, OUTPUT_CHART, NULL },
@@ -421,8 +420,8 @@ START_TEST(test_output_series_match_golden)
     int rc;
 
     result_from_json(&r, gc->input);
-    got = render_every(gc->format, gc->kind, gc->group_by, 3600000,
-                       &r.up.data, &rc);
+    got = render_every(gc->format, gc->kind, gc->group_by, 3600000, &r.up.data,
+                       &rc);
     ck_assert_msg(rc == 0, "%s: %s", gc->golden, got);
     check_golden(gc->golden, got);
     free(got);
@@ -438,8 +437,8 @@ START_TEST(test_output_chart_needs_buckets)
     int rc;
 
     result_from_json(&r, fallbacks_json);
-    got = render_every(OUTPUT_CHART, "fallbacks", NULL, 3600000, &r.up.data,
-                       &rc);
+    got =
+        render_every(OUTPUT_CHART, "fallbacks", NULL, 3600000, &r.up.data, &rc);
     ck_assert_int_ne(rc, 0);
     ck_assert_msg(strstr(got, "--every") != NULL, "%s", got);
     free(got);

@@ -321,9 +321,8 @@ agg_text(struct store *s, const struct store_filter *f, int group_by,
 
         add(&t, "[%.*s|%lld|%lld|%lld] %llu %llu %llu %llu %llu",
             (int)g->name_len, g->name ? g->name : "",
-            g->name ? 0LL : (long long)g->k1,
-            g->name ? 0LL : (long long)g->k2, (long long)g->bucket,
-            (unsigned long long)g->receipts,
+            g->name ? 0LL : (long long)g->k1, g->name ? 0LL : (long long)g->k2,
+            (long long)g->bucket, (unsigned long long)g->receipts,
             (unsigned long long)g->fallback, (unsigned long long)g->clean,
             (unsigned long long)g->unproven, (unsigned long long)g->schema3);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
@@ -489,30 +488,30 @@ START_TEST(test_backends_answer_every_kind_the_same)
     /* fallbacks and coverage: every grouping, every window, as one total
      * and as series of hours and of days */
     for (e = 0; e < 3; e++)
-    for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
-        for (gb = 0; gb < STORE_GROUP_COUNT; gb++) {
-            struct store_filter f = filter();
+        for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
+            for (gb = 0; gb < STORE_GROUP_COUNT; gb++) {
+                struct store_filter f = filter();
 
-            f.every = e == 0 ? 0 : e == 1 ? HOUR : DAY;
+                f.every = e == 0 ? 0 : e == 1 ? HOUR : DAY;
 
-            f.has_since = windows[i][0] != 0;
-            f.since = (uint64_t)windows[i][0];
-            f.has_until = windows[i][1] != 0;
-            f.until = (uint64_t)windows[i][1];
-            if (gb == STORE_GROUP_MODEL) {
-                f.plan = "p2";
-                f.plan_len = 2;
+                f.has_since = windows[i][0] != 0;
+                f.since = (uint64_t)windows[i][0];
+                f.has_until = windows[i][1] != 0;
+                f.until = (uint64_t)windows[i][1];
+                if (gb == STORE_GROUP_MODEL) {
+                    f.plan = "p2";
+                    f.plan_len = 2;
+                }
+                snprintf(what, sizeof(what),
+                         "coverage (window %zu, group %d, every %llu)", i, gb,
+                         (unsigned long long)f.every);
+                same(agg_text(a, &f, gb, STORE_AGG_COUNTERS),
+                     agg_text(b, &f, gb, STORE_AGG_COUNTERS), what);
+                snprintf(what, sizeof(what),
+                         "fallbacks (window %zu, group %d, every %llu)", i, gb,
+                         (unsigned long long)f.every);
+                same(agg_text(a, &f, gb, 0), agg_text(b, &f, gb, 0), what);
             }
-            snprintf(what, sizeof(what),
-                     "coverage (window %zu, group %d, every %llu)", i, gb,
-                     (unsigned long long)f.every);
-            same(agg_text(a, &f, gb, STORE_AGG_COUNTERS),
-                 agg_text(b, &f, gb, STORE_AGG_COUNTERS), what);
-            snprintf(what, sizeof(what),
-                     "fallbacks (window %zu, group %d, every %llu)", i, gb,
-                     (unsigned long long)f.every);
-            same(agg_text(a, &f, gb, 0), agg_text(b, &f, gb, 0), what);
-        }
     /* gaps */
     {
         struct store_filter f = filter();
