@@ -15,7 +15,8 @@
  *    fallback to cpu, wgpu-vulkan) and mixed schemas and coverage.
  *    The cases include series (`every` one hour over the week up to the
  *    newest receipt) and the windows `--since 1h` and `--since 15m` (up to
- *    the newest receipt), whose partial hour is read from the receipts.
+ *    the newest receipt), whose partial hour is read from the receipts
+ *    (by plan) or mostly from the chunks' sums (by backends, coverage).
  * 2. Queries: with a read-only store, each case runs `runs` times through
  *    query_agg (the daemon's code: rollups, edge scans, sorting, msgpack
  *    encoding); p50 and p99 in milliseconds, and the p50 of the thread's
@@ -212,6 +213,12 @@ static struct bcase cases[] = {
       0, "plan_id", "" },
     { "fallbacks by plan, last 15m", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_15M,
       0, "plan_id", "" },
+    { "fallbacks by backends, last 1h", 0, STORE_GROUP_BACKENDS, NULL, NULL,
+      RANGE_HOUR, 0, "requested_backend, executed_backend", "" },
+    { "fallbacks by backends, last 15m", 0, STORE_GROUP_BACKENDS, NULL, NULL,
+      RANGE_15M, 0, "requested_backend, executed_backend", "" },
+    { "coverage, last 1h", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_HOUR, 0,
+      NULL, "" },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

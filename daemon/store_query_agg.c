@@ -282,10 +282,11 @@ enum part {
     PART_ALL,     /* every receipt (STORE_AGG_SCAN) */
     PART_CHUNKED, /* those below tail_from, which the rollups cover */
     PART_TAIL,    /* those at or above it, which they do not */
-    PART_UNMERGED /* those of the chunks below it that the rollups do not
-                   * hold yet: of the ones being merged, those past the
-                   * merge's key (migrations/0008), and every one of the
-                   * chunks waiting to be sealed (rollup_end) */
+    PART_UNMERGED, /* those of the chunks below it that the rollups do not
+                    * hold yet: of the ones being merged, those past the
+                    * merge's key (migrations/0008), and every one of the
+                    * chunks waiting to be sealed (rollup_end) */
+    PART_RANGE     /* the ids [m->from, tail) (chunks an edge reads) */
 };
 
 /* Receipts with lo <= received_at < hi (no bounds when !bounded). */
@@ -310,6 +311,8 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
     ADD(", %s FROM receipts WHERE 1", b);
     if (part == PART_TAIL)
         ADD(" AND id >= :tail");
+    if (part == PART_RANGE)
+        ADD(" AND id >= :rfrom AND id < :tail");
     if (part == PART_UNMERGED) {
         ADD(" AND id >= :rfrom AND id < :tail");
         if (m->has_key)
@@ -415,36 +418,6 @@ names(struct store *s, int group_by, struct store_agg *a, struct proto_err *err)
     return 0;
 }
 
-/* [lo, hi) from hour rollups, and receipts for the partial hours (all
- * below tail_from). */
-static int
-hours(struct store *s, const struct store_filter *f, int group_by,
-      unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
-      struct proto_err *err)
-{
-    const int64_t H = STORE_BUCKET_MS;
-    int64_t fb, eb;
-    int rc;
-
-    if (lo >= hi)
-        return 0;
-    /* Whole hours [fb, eb); fb rounds up, eb down. */
-    fb = lo / H + (lo % H != 0);
-    eb = hi / H;
-    if (fb >= eb)
-        return from_receipts(s, f, group_by, flags, PART_CHUNKED, 1, lo, hi, 0,
-                             NULL, a, err);
-    if ((rc = from_rollups(s, "rollups", f, group_by, flags, fb, eb, a, err)))
-        return rc;
-    if (lo < fb * H && (rc = from_receipts(s, f, group_by, flags, PART_CHUNKED,
-                                           1, lo, fb * H, 0, NULL, a, err)))
-        return rc;
-    if (eb * H < hi && (rc = from_receipts(s, f, group_by, flags, PART_CHUNKED,
-                                           1, eb * H, hi, 0, NULL, a, err)))
-        return rc;
-    return 0;
-}
-
 /* What a walk over the writer's published sums adds to. */
 struct walk {
     struct store_agg *a;
@@ -509,6 +482,142 @@ walk_cb(void *arg, const struct store_rollup_key *k,
     return 0;
 }
 
+/* Sets w up for a walk over sums of the hours [lo, hi): 0, 1 when a
+ * filter's string is one the store never saw (nothing matches), or an
+ * error. */
+static int
+walk_init(struct store *s, const struct store_filter *f, int group_by,
+          unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
+          struct walk *w, struct proto_err *err)
+{
+    const char *names[4] = { f->plan, f->graph, f->model, f->source };
+    size_t lens[4] = { f->plan_len, f->graph_len, f->model_len, f->source_len };
+    int i, rc;
+
+    memset(w, 0, sizeof(*w));
+    w->a = a;
+    w->group_by = group_by;
+    w->flags = flags;
+    w->every = (int64_t)f->every;
+    w->requested = f->requested;
+    w->executed = f->executed;
+    w->lo = lo;
+    w->hi = hi;
+    w->err = err;
+    for (i = 0; i < 4; i++) {
+        if (names[i] == NULL)
+            continue;
+        if ((rc = store_string_id(s, names[i], lens[i], &w->ids[i], err)))
+            return rc;
+        if (w->ids[i] == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * The receipts below tail_from with lo <= received_at < hi: an edge of a
+ * window, inside one hour. When the query's filters and grouping are on
+ * model and backends only, the chunks that lie wholly inside [lo, hi) and
+ * have sums (migrations/0014) are read from those, and only the others'
+ * rows are read (as one rowid range per run of them); else every chunk
+ * whose times reach into [lo, hi) is read from its rows.
+ */
+static int
+edge(struct store *s, const struct store_filter *f, int group_by,
+     unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
+     struct proto_err *err)
+{
+    struct store_rollup_merge run;
+    int64_t run_from = -1, run_end = -1;
+    sqlite3_stmt *st;
+    struct walk w;
+    int rc;
+
+    if (f->plan || f->graph || f->source ||
+        (group_by != STORE_GROUP_NONE && group_by != STORE_GROUP_MODEL &&
+         group_by != STORE_GROUP_BACKENDS))
+        return from_receipts(s, f, group_by, flags, PART_CHUNKED, 1, lo, hi, 0,
+                             NULL, a, err);
+    /* The chunk lies inside [lo, hi): every sum of it counts. */
+    if ((rc = walk_init(s, f, group_by, flags, INT64_MIN, INT64_MAX, a, &w,
+                        err)) != 0)
+        return rc < 0 ? rc : 0;
+    rc = sqlite3_prepare_v2(
+        store_db(s),
+        "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at < ?2 AND "
+        "cs.sums IS NOT NULL, cs.sums FROM chunks c LEFT JOIN chunk_sums cs "
+        "ON cs.chunk = c.first_id WHERE c.last_at >= ?1 AND c.first_at < ?2 "
+        "ORDER BY c.first_id",
+        -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    sqlite3_bind_int64(st, 1, lo);
+    sqlite3_bind_int64(st, 2, hi);
+    memset(&run, 0, sizeof(run));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t first = sqlite3_column_int64(st, 0);
+        int64_t end = sqlite3_column_int64(st, 1);
+
+        if (sqlite3_column_int(st, 2)) {
+            rc = store_rollup_chunk_sums_walk(
+                sqlite3_column_blob(st, 3),
+                (size_t)sqlite3_column_bytes(st, 3), walk_cb, &w);
+            if (rc != 0)
+                break;
+            continue;
+        }
+        /* Rows: chunks without sums next to each other are one range. */
+        if (run_end == first) {
+            run_end = end;
+            continue;
+        }
+        if (run_from >= 0) {
+            run.from = run_from;
+            if ((rc = from_receipts(s, f, group_by, flags, PART_RANGE, 1, lo,
+                                    hi, run_end, &run, a, err)) != 0)
+                break;
+        }
+        run_from = first;
+        run_end = end;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != 0)
+        return rc < 0 ? rc : store_fail(s, rc, err, "run a query");
+    if (run_from < 0)
+        return 0;
+    run.from = run_from;
+    return from_receipts(s, f, group_by, flags, PART_RANGE, 1, lo, hi, run_end,
+                         &run, a, err);
+}
+
+/* [lo, hi) from hour rollups, and receipts for the partial hours (all
+ * below tail_from). */
+static int
+hours(struct store *s, const struct store_filter *f, int group_by,
+      unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
+      struct proto_err *err)
+{
+    const int64_t H = STORE_BUCKET_MS;
+    int64_t fb, eb;
+    int rc;
+
+    if (lo >= hi)
+        return 0;
+    /* Whole hours [fb, eb); fb rounds up, eb down. */
+    fb = lo / H + (lo % H != 0);
+    eb = hi / H;
+    if (fb >= eb)
+        return edge(s, f, group_by, flags, lo, hi, a, err);
+    if ((rc = from_rollups(s, "rollups", f, group_by, flags, fb, eb, a, err)))
+        return rc;
+    if (lo < fb * H && (rc = edge(s, f, group_by, flags, lo, fb * H, a, err)))
+        return rc;
+    if (eb * H < hi && (rc = edge(s, f, group_by, flags, eb * H, hi, a, err)))
+        return rc;
+    return 0;
+}
+
 /*
  * The hour buckets [lo, hi) of the receipts of m the rollups do not hold,
  * from the sums the writer published for this snapshot: 1 when it had
@@ -521,30 +630,11 @@ from_views(struct store *s, const struct store_filter *f, int group_by,
            struct proto_err *err)
 {
     struct store_rollup_view *v[STORE_ROLLUP_VIEWS_MAX];
-    const char *names[4] = { f->plan, f->graph, f->model, f->source };
-    size_t lens[4] = { f->plan_len, f->graph_len, f->model_len, f->source_len };
     struct walk w;
-    int n, i, rc = 0;
+    int n, rc;
 
-    memset(&w, 0, sizeof(w));
-    w.a = a;
-    w.group_by = group_by;
-    w.flags = flags;
-    w.every = (int64_t)f->every;
-    w.requested = f->requested;
-    w.executed = f->executed;
-    w.lo = lo;
-    w.hi = hi;
-    w.err = err;
-    /* A filter's string the store has never seen matches nothing. */
-    for (i = 0; i < 4; i++) {
-        if (names[i] == NULL)
-            continue;
-        if ((rc = store_string_id(s, names[i], lens[i], &w.ids[i], err)))
-            return rc;
-        if (w.ids[i] == 0)
-            return 1;
-    }
+    if ((rc = walk_init(s, f, group_by, flags, lo, hi, a, &w, err)) != 0)
+        return rc;
     if (!store_rollup_views(store_shared_of(s), m, v, &n))
         return 0;
     rc = store_rollup_views_walk(v, n, m, walk_cb, &w);
