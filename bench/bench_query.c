@@ -53,7 +53,7 @@
 #include "store_agg.h"
 
 #define HOUR_MS 3600000LL
-#define PER_TXN 50000
+#define PER_TXN 16400 /* a chunk a commit, as a busy daemon writes them */
 #define PER_JOB 100
 
 static long opt_receipts = 10000000, opt_hours = 168, opt_sources = 64;
