@@ -217,8 +217,8 @@ static struct bcase cases[] = {
       RANGE_HOUR, 0, "requested_backend, executed_backend", "" },
     { "fallbacks by backends, last 15m", 0, STORE_GROUP_BACKENDS, NULL, NULL,
       RANGE_15M, 0, "requested_backend, executed_backend", "" },
-    { "coverage, last 1h", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_HOUR, 0,
-      NULL, "" },
+    { "coverage, last 1h", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_HOUR, 0, NULL,
+      "" },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -404,8 +404,7 @@ drop_chunk_sums(struct store *s, const struct victim *v, size_t n,
     for (i = 0; i < n; i++)
         if (v[i].id > top)
             top = v[i].id;
-    if ((rc = prepare(s, "DELETE FROM chunk_sums WHERE chunk <= ?1", &st,
-                      err)))
+    if ((rc = prepare(s, "DELETE FROM chunk_sums WHERE chunk <= ?1", &st, err)))
         return rc;
     sqlite3_bind_int64(st, 1, top);
     rc = sqlite3_step(st);

@@ -279,9 +279,9 @@ run_sql(struct store *s, const char *sql, const struct store_filter *f,
 
 /* Which receipts from_receipts() reads. */
 enum part {
-    PART_ALL,     /* every receipt (STORE_AGG_SCAN) */
-    PART_CHUNKED, /* those below tail_from, which the rollups cover */
-    PART_TAIL,    /* those at or above it, which they do not */
+    PART_ALL,      /* every receipt (STORE_AGG_SCAN) */
+    PART_CHUNKED,  /* those below tail_from, which the rollups cover */
+    PART_TAIL,     /* those at or above it, which they do not */
     PART_UNMERGED, /* those of the chunks below it that the rollups do not
                     * hold yet: of the ones being merged, those past the
                     * merge's key (migrations/0008), and every one of the
@@ -561,8 +561,8 @@ edge(struct store *s, const struct store_filter *f, int group_by,
 
         if (sqlite3_column_int(st, 2)) {
             rc = store_rollup_chunk_sums_walk(
-                sqlite3_column_blob(st, 3),
-                (size_t)sqlite3_column_bytes(st, 3), walk_cb, &w);
+                sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3),
+                walk_cb, &w);
             if (rc != 0)
                 break;
             continue;

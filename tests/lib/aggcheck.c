@@ -22,29 +22,30 @@ same_as_scan(struct store *s, const struct store_filter *f, int group_by,
     ck_assert_int_eq(
         store_query_agg(s, f, group_by, flags | STORE_AGG_SCAN, 0, &b, &err),
         0);
-    ck_assert_msg(a.n == b.n, "range %zu, group %d, every %llu: %zu groups, "
-                  "the scan %zu", r, group_by,
-                  (unsigned long long)f->every, a.n, b.n);
+    ck_assert_msg(a.n == b.n,
+                  "range %zu, group %d, every %llu: %zu groups, "
+                  "the scan %zu",
+                  r, group_by, (unsigned long long)f->every, a.n, b.n);
     for (i = 0; i < a.n; i++) {
         const struct store_agg_group *x = &a.groups[i], *y;
 
-        for (j = 0; j < b.n && (b.groups[j].k1 != x->k1 ||
-                                b.groups[j].k2 != x->k2 ||
-                                b.groups[j].bucket != x->bucket);
+        for (j = 0;
+             j < b.n && (b.groups[j].k1 != x->k1 || b.groups[j].k2 != x->k2 ||
+                         b.groups[j].bucket != x->bucket);
              j++)
             ;
         ck_assert_uint_lt(j, b.n);
         y = &b.groups[j];
         if (f->every != 0)
             ck_assert_int_eq(x->bucket % (int64_t)f->every, 0);
-        ck_assert_msg(x->receipts == y->receipts && x->fallback == y->fallback &&
-                          x->clean == y->clean && x->unproven == y->unproven &&
-                          x->schema3 == y->schema3,
-                      "range %zu, group %d, every %llu: counts differ from the "
-                      "scan (%llu receipts, the scan %llu)",
-                      r, group_by, (unsigned long long)f->every,
-                      (unsigned long long)x->receipts,
-                      (unsigned long long)y->receipts);
+        ck_assert_msg(
+            x->receipts == y->receipts && x->fallback == y->fallback &&
+                x->clean == y->clean && x->unproven == y->unproven &&
+                x->schema3 == y->schema3,
+            "range %zu, group %d, every %llu: counts differ from the "
+            "scan (%llu receipts, the scan %llu)",
+            r, group_by, (unsigned long long)f->every,
+            (unsigned long long)x->receipts, (unsigned long long)y->receipts);
         ck_assert_msg(memcmp(x->c, y->c, sizeof(x->c)) == 0,
                       "range %zu, group %d, every %llu: counters differ from "
                       "the scan",
