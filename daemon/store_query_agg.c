@@ -515,9 +515,19 @@ walk_init(struct store *s, const struct store_filter *f, int group_by,
     return 0;
 }
 
+/* Whether the chunks' sums (model, backends, hour) can answer f grouped
+ * by group_by. */
+static int
+sums_answer(const struct store_filter *f, int group_by)
+{
+    return !f->plan && !f->graph && !f->source &&
+           (group_by == STORE_GROUP_NONE || group_by == STORE_GROUP_MODEL ||
+            group_by == STORE_GROUP_BACKENDS);
+}
+
 /*
  * The receipts below tail_from with lo <= received_at < hi: an edge of a
- * window, inside one hour. When the query's filters and grouping are on
+ * window, inside one hour, or a whole window (by_chunks). When the query's filters and grouping are on
  * model and backends only, the chunks that lie wholly inside [lo, hi) and
  * have sums (migrations/0014) are read from those, and only the others'
  * rows are read (as one rowid range per run of them); else every chunk
@@ -534,9 +544,7 @@ edge(struct store *s, const struct store_filter *f, int group_by,
     struct walk w;
     int rc;
 
-    if (f->plan || f->graph || f->source ||
-        (group_by != STORE_GROUP_NONE && group_by != STORE_GROUP_MODEL &&
-         group_by != STORE_GROUP_BACKENDS))
+    if (!sums_answer(f, group_by))
         return from_receipts(s, f, group_by, flags, PART_CHUNKED, 1, lo, hi, 0,
                              NULL, a, err);
     /* The chunk lies inside [lo, hi): every sum of it counts. */
@@ -589,6 +597,53 @@ edge(struct store *s, const struct store_filter *f, int group_by,
     run.from = run_from;
     return from_receipts(s, f, group_by, flags, PART_RANGE, 1, lo, hi, run_end,
                          &run, a, err);
+}
+
+/* The most chunks a window is read from by their sums rather than from
+ * the rollups: about 1,000 sums rows cost what a week of hour rows of
+ * 200 keys does. */
+#define BY_CHUNKS_MAX 1024
+
+/*
+ * A window [lo, hi) below tail_from read from the chunks' sums alone
+ * (and the rows of the chunks at its ends) when they can answer f and
+ * the window holds at most BY_CHUNKS_MAX chunks, every one wholly inside
+ * it with sums: 1 when done, 0 when the rollups must answer, or an error.
+ * A recent window at a low rate has a few chunks but a row per key and
+ * hour in the rollups.
+ */
+static int
+by_chunks(struct store *s, const struct store_filter *f, int group_by,
+          unsigned flags, int64_t lo, int64_t hi, struct store_agg *a,
+          struct proto_err *err)
+{
+    sqlite3_stmt *st;
+    int64_t n = 0, missing = 0;
+    int rc;
+
+    if (!sums_answer(f, group_by))
+        return 0;
+    rc = sqlite3_prepare_v2(
+        store_db(s),
+        "SELECT count(*), coalesce(sum(cs.chunk IS NULL AND c.first_at >= ?1 "
+        "AND c.last_at < ?2), 0) FROM chunks c LEFT JOIN chunk_sums cs ON "
+        "cs.chunk = c.first_id WHERE c.last_at >= ?1 AND c.first_at < ?2",
+        -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    sqlite3_bind_int64(st, 1, lo);
+    sqlite3_bind_int64(st, 2, hi);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        n = sqlite3_column_int64(st, 0);
+        missing = sqlite3_column_int64(st, 1);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return store_fail(s, rc, err, "run a query");
+    if (n > BY_CHUNKS_MAX || missing > 0)
+        return 0;
+    return (rc = edge(s, f, group_by, flags, lo, hi, a, err)) ? rc : 1;
 }
 
 /* [lo, hi) from hour rollups, and receipts for the partial hours (all
@@ -665,6 +720,9 @@ agg(struct store *s, const struct store_filter *f, int group_by, unsigned flags,
                             tail, NULL, a, err)) ||
         (rc = store_rollup_merge_state(s, &m, err)))
         return rc;
+    /* A window of few chunks: from their sums. */
+    if (bounded && (rc = by_chunks(s, f, group_by, flags, lo, hi, a, err)))
+        return rc < 0 ? rc : 0;
     /* While chunks' sums are merged into the rollups or wait to be, what
      * the rollups do not hold yet of them is read from their rows, for the
      * whole hours of the range: those that the rollups answer (the partial
