@@ -527,11 +527,11 @@ sums_answer(const struct store_filter *f, int group_by)
 
 /*
  * The receipts below tail_from with lo <= received_at < hi: an edge of a
- * window, inside one hour, or a whole window (by_chunks). When the query's filters and grouping are on
- * model and backends only, the chunks that lie wholly inside [lo, hi) and
- * have sums (migrations/0014) are read from those, and only the others'
- * rows are read (as one rowid range per run of them); else every chunk
- * whose times reach into [lo, hi) is read from its rows.
+ * window, inside one hour, or a whole window (by_chunks). When the query's
+ * filters and grouping are on model and backends only, the chunks that lie
+ * wholly inside [lo, hi) and have sums (migrations/0014) are read from those,
+ * and only the others' rows are read (as one rowid range per run of them); else
+ * every chunk whose times reach into [lo, hi) is read from its rows.
  */
 static int
 edge(struct store *s, const struct store_filter *f, int group_by,
