@@ -5,6 +5,7 @@
  *
  *   bench_query [--receipts 10000000] [--hours 168] [--sources 64]
  *               [--runs 30] [--scan-runs 3] [--db PATH] [--verify]
+ *               (--scan-runs 0: no baseline, for a quick look)
  *
  * 1. Build: unless --db names a file that already holds the receipts, a
  *    fresh store is filled through the store module (store_apply, the
@@ -12,9 +13,14 @@
  *    spread evenly over `hours` hours of received_at, each source running
  *    one model, plan and graph, with three backend pairs (matched, a
  *    fallback to cpu, wgpu-vulkan) and mixed schemas and coverage.
+ *    The cases include series (`every` one hour over the week up to the
+ *    newest receipt) and the windows `--since 1h` and `--since 15m` (up to
+ *    the newest receipt), whose partial hour is read from the receipts
+ *    (by plan) or mostly from the chunks' sums (by backends, coverage).
  * 2. Queries: with a read-only store, each case runs `runs` times through
  *    query_agg (the daemon's code: rollups, edge scans, sorting, msgpack
- *    encoding); p50 and p99 in milliseconds.
+ *    encoding); p50 and p99 in milliseconds, and the p50 of the thread's
+ *    CPU time (what the query costs, whatever else the machine runs).
  * 3. Baseline: the same case as one plain SQL statement over the receipts
  *    (GROUP BY, with total() for sums since SQLite's sum() fails past
  *    2^63), `scan-runs` times; p50, p99 and the ratio of the p50s.
@@ -47,7 +53,7 @@
 #include "store_agg.h"
 
 #define HOUR_MS 3600000LL
-#define PER_TXN 50000
+#define PER_TXN 16400 /* a chunk a commit, as a busy daemon writes them */
 #define PER_JOB 100
 
 static long opt_receipts = 10000000, opt_hours = 168, opt_sources = 64;
@@ -175,24 +181,48 @@ struct bcase {
     int coverage; /* else fallbacks */
     int group_by;
     const char *plan, *model;
-    int ranged; /* the last day, cut off the hour on both sides */
+    /* RANGE_DAY: the last day, cut off the hour on both sides;
+     * RANGE_WEEK: the week up to the newest receipt; RANGE_HOUR, RANGE_15M:
+     * the last hour or 15 minutes up to it (`--since 1h`, its edge read
+     * from the receipts) */
+    int ranged;
+    int hourly; /* a series: `every` one hour */
     const char *sql_group, *sql_where;
 };
 
+enum { RANGE_ALL, RANGE_DAY, RANGE_WEEK, RANGE_HOUR, RANGE_15M };
+
 static struct bcase cases[] = {
-    { "fallbacks by plan, all", 0, STORE_GROUP_PLAN, NULL, NULL, 0, "plan_id",
-      "" },
+    { "fallbacks by plan, all", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_ALL, 0,
+      "plan_id", "" },
     { "fallbacks by backends, plan + 24h", 0, STORE_GROUP_BACKENDS, "plan-c",
-      NULL, 1, "requested_backend, executed_backend", "" },
-    { "coverage, all", 1, STORE_GROUP_NONE, NULL, NULL, 0, NULL, "" },
-    { "coverage by model, all", 1, STORE_GROUP_MODEL, NULL, NULL, 0, "model_id",
+      NULL, RANGE_DAY, 0, "requested_backend, executed_backend", "" },
+    { "coverage, all", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_ALL, 0, NULL,
       "" },
-    { "coverage, model + 24h", 1, STORE_GROUP_NONE, NULL, "mistral-7b", 1, NULL,
+    { "coverage by model, all", 1, STORE_GROUP_MODEL, NULL, NULL, RANGE_ALL, 0,
+      "model_id", "" },
+    { "coverage, model + 24h", 1, STORE_GROUP_NONE, NULL, "mistral-7b",
+      RANGE_DAY, 0, NULL, "" },
+    { "fallbacks by plan, 7d hourly", 0, STORE_GROUP_PLAN, NULL, NULL,
+      RANGE_WEEK, 1, "plan_id", "" },
+    { "fallbacks by backends, 7d hourly", 0, STORE_GROUP_BACKENDS, NULL, NULL,
+      RANGE_WEEK, 1, "requested_backend, executed_backend", "" },
+    { "coverage, 7d hourly", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_WEEK, 1,
+      NULL, "" },
+    { "fallbacks by plan, last 1h", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_HOUR,
+      0, "plan_id", "" },
+    { "fallbacks by plan, last 15m", 0, STORE_GROUP_PLAN, NULL, NULL, RANGE_15M,
+      0, "plan_id", "" },
+    { "fallbacks by backends, last 1h", 0, STORE_GROUP_BACKENDS, NULL, NULL,
+      RANGE_HOUR, 0, "requested_backend, executed_backend", "" },
+    { "fallbacks by backends, last 15m", 0, STORE_GROUP_BACKENDS, NULL, NULL,
+      RANGE_15M, 0, "requested_backend, executed_backend", "" },
+    { "coverage, last 1h", 1, STORE_GROUP_NONE, NULL, NULL, RANGE_HOUR, 0, NULL,
       "" },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
-static int64_t range_since, range_until;
+static int64_t range_since, range_until, newest;
 
 static void
 filter_of(const struct bcase *c, struct store_filter *f)
@@ -208,11 +238,20 @@ filter_of(const struct bcase *c, struct store_filter *f)
         f->model = c->model;
         f->model_len = strlen(c->model);
     }
-    if (c->ranged) {
+    if (c->ranged == RANGE_DAY) {
         f->has_since = f->has_until = 1;
         f->since = (uint64_t)range_since;
         f->until = (uint64_t)range_until;
+    } else if (c->ranged != RANGE_ALL) {
+        f->has_since = f->has_until = 1;
+        f->until = (uint64_t)newest + 1;
+        f->since =
+            f->until - (uint64_t)(c->ranged == RANGE_WEEK   ? 168 * HOUR_MS
+                                  : c->ranged == RANGE_HOUR ? HOUR_MS
+                                                            : 15 * 60000);
     }
+    if (c->hourly)
+        f->every = HOUR_MS;
 }
 
 /* counter(blob, i): counter i of a receipts row's counters blob (a count
@@ -285,11 +324,17 @@ plain_sql(const struct bcase *c, char *sql, size_t cap)
         ADD(" AND model_id = (SELECT id FROM strings WHERE value = "
             "CAST('%s' AS BLOB))",
             c->model);
-    if (c->ranged)
+    if (c->ranged != RANGE_ALL) {
+        struct store_filter f;
+
+        filter_of(c, &f);
         ADD(" AND received_at >= %lld AND received_at < %lld",
-            (long long)range_since, (long long)range_until);
-    if (c->sql_group)
-        ADD(" GROUP BY %s", c->sql_group);
+            (long long)f.since, (long long)f.until);
+    }
+    if (c->sql_group || c->hourly)
+        ADD(" GROUP BY %s%s%s", c->sql_group ? c->sql_group : "",
+            c->sql_group && c->hourly ? ", " : "",
+            c->hourly ? "received_at / 3600000" : "");
 #undef ADD
 }
 
@@ -333,7 +378,8 @@ same(struct store *s, const struct bcase *c)
     for (i = 0; i < a.n && ok; i++) {
         for (j = 0; j < b.n; j++)
             if (a.groups[i].k1 == b.groups[j].k1 &&
-                a.groups[i].k2 == b.groups[j].k2)
+                a.groups[i].k2 == b.groups[j].k2 &&
+                a.groups[i].bucket == b.groups[j].bucket)
                 break;
         ok = j < b.n && a.groups[i].receipts == b.groups[j].receipts &&
              a.groups[i].fallback == b.groups[j].fallback &&
@@ -497,7 +543,7 @@ main(int argc, char **argv)
     struct store *s;
     struct stat sb;
     sqlite3 *db;
-    double *lat;
+    double *lat, *cpu;
     size_t k;
     int i, built = 0;
 
@@ -513,7 +559,7 @@ main(int argc, char **argv)
             usage();
     }
     if (opt_receipts < 1 || opt_hours < 2 || opt_sources < 1 || opt_runs < 1 ||
-        opt_scan_runs < 1)
+        opt_scan_runs < 0)
         usage();
     if (opt_db != NULL) {
         snprintf(path, sizeof(path), "%s", opt_db);
@@ -543,6 +589,7 @@ main(int argc, char **argv)
                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
                                 counter_fn, NULL, NULL) != SQLITE_OK)
         return 1;
+    newest = one_int(db, "SELECT coalesce(max(received_at), 0) FROM receipts");
     printf("receipts read from their rows by every aggregate: %lld\n",
            (long long)one_int(db, "SELECT coalesce(max(id) + 1, 0) - "
                                   "(SELECT rollup_from FROM rollup_merge) "
@@ -551,41 +598,47 @@ main(int argc, char **argv)
                  sizeof(*lat));
     if (lat == NULL)
         return 1;
-    printf("%-36s %10s %10s %12s %12s %9s\n", "case", "p50 ms", "p99 ms",
-           "scan p50 ms", "scan p99 ms", "speedup");
+    if ((cpu = calloc((size_t)opt_runs, sizeof(*cpu))) == NULL)
+        return 1;
+    printf("%-36s %10s %10s %10s %12s %12s %9s\n", "case", "p50 ms", "p99 ms",
+           "cpu p50 ms", "scan p50 ms", "scan p99 ms", "speedup");
     for (k = 0; k < NCASES; k++) {
         const struct bcase *c = &cases[k];
         struct store_filter f;
-        double p50, p99, s50, s99;
+        double p50, p99, s50, s99, c50;
 
         filter_of(c, &f);
         for (i = 0; i < opt_runs; i++) {
             msgpack_sbuffer out;
             msgpack_packer pk;
-            double t;
+            double t, tc;
             int rc;
 
             msgpack_sbuffer_init(&out);
             msgpack_packer_init(&pk, &out, msgpack_sbuffer_write);
+            tc = bench_thread_cpu_ms();
             t = bench_now_ms();
             rc = c->coverage
                      ? query_agg_coverage(s, &f, c->group_by, 0, &pk, &err)
                      : query_agg_fallbacks(s, &f, c->group_by, NULL, 0, &pk,
                                            &err);
             lat[i] = bench_now_ms() - t;
+            cpu[i] = bench_thread_cpu_ms() - tc;
             msgpack_sbuffer_destroy(&out);
             if (rc != 0)
                 fail(c->name, &err);
         }
         p50 = bench_pct(lat, opt_runs, 0.5);
         p99 = bench_pct(lat, opt_runs, 0.99);
+        c50 = bench_pct(cpu, opt_runs, 0.5);
         plain_sql(c, sql, sizeof(sql));
         for (i = 0; i < opt_scan_runs; i++)
             lat[i] = run_plain(db, sql);
-        s50 = bench_pct(lat, opt_scan_runs, 0.5);
-        s99 = bench_pct(lat, opt_scan_runs, 0.99);
-        printf("%-36s %10.2f %10.2f %12.1f %12.1f %8.0fx\n", c->name, p50, p99,
-               s50, s99, s50 / p50);
+        /* --scan-runs 0: no baseline (a quick look; the ratio is nan). */
+        s50 = opt_scan_runs ? bench_pct(lat, opt_scan_runs, 0.5) : 0.0 / 0.0;
+        s99 = opt_scan_runs ? bench_pct(lat, opt_scan_runs, 0.99) : 0.0 / 0.0;
+        printf("%-36s %10.2f %10.2f %10.2f %12.1f %12.1f %8.0fx\n", c->name,
+               p50, p99, c50, s50, s99, s50 / p50);
         fflush(stdout);
     }
     if (opt_verify)
@@ -601,6 +654,7 @@ main(int argc, char **argv)
     store_free(writer);
     store_shared_unref(shared);
     free(lat);
+    free(cpu);
     sqlite3_close(db);
     store_free(s);
     if (built && opt_db == NULL) {

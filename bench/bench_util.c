@@ -8,6 +8,15 @@
 #include <time.h>
 
 double
+bench_thread_cpu_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+double
 bench_now_ms(void)
 {
     struct timespec ts;

@@ -10,6 +10,9 @@
 
 /* CLOCK_MONOTONIC in milliseconds. */
 double bench_now_ms(void);
+/* The calling thread's CPU time, ms (CLOCK_THREAD_CPUTIME_ID): what a
+ * measurement costs whatever else the machine runs. */
+double bench_thread_cpu_ms(void);
 
 /* The next value of one splitmix64 sequence, the same in every run. */
 uint64_t bench_next(void);

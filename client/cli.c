@@ -277,8 +277,10 @@ int
 cli_print_result(const struct cli_opts *o, const char *kind,
                  const msgpack_object *result)
 {
-    struct output_spec spec = { kind, o->group_by, o->columns, 0,
-                                o->has_after };
+    struct output_spec spec = {
+        kind, o->group_by,  o->columns,
+        0,    o->has_after, o->has_every ? o->every : 0
+    };
     char err[OUTPUT_ERR_MAX];
     int rc;
 

@@ -55,6 +55,8 @@ struct cli_opts {
     int only_fallbacks; /* fallbacks: only groups with a fallback */
     int has_min_rate;   /* fallbacks: only groups at min_rate or above */
     double min_rate;
+    int has_every; /* fallbacks, coverage: a series of buckets of every ms */
+    uint64_t every;
     char **args; /* positional arguments after the subcommand */
     int nargs;
 };

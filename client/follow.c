@@ -86,7 +86,9 @@ follow_receipts(struct cli_opts *o,
                 int (*pack_body)(msgpack_packer *, const void *),
                 const void *arg)
 {
-    struct output_spec spec = { "receipts", NULL, o->columns, 0, 1 };
+    struct output_spec spec = { .kind = "receipts",
+                                .columns = o->columns,
+                                .forward = 1 };
     int format = o->format == OUTPUT_JSON ? OUTPUT_JSONL : o->format;
     char err[NET_ERR_MAX], oerr[OUTPUT_ERR_MAX];
     const msgpack_object *rows;

@@ -84,6 +84,7 @@ enum opt_id {
     O_ORIGIN,
     O_AFTER_ID,
     O_FOLLOW,
+    O_EVERY,
     O_HELP,
     O_VERSION,
 };
@@ -178,6 +179,10 @@ static const struct optdesc optdescs[] = {
       "sources with no receipt stored included)" },
     { "only-fallbacks", O_ONLY_FALLBACKS, NULL,
       "only groups with at least one fallback" },
+    { "every", O_EVERY, "DURATION",
+      "a series: one row per group and bucket of DURATION (whole hours: "
+      "1h, 6h, 1d), empty buckets included; buckets start at multiples of "
+      "DURATION since 1970 UTC; --since defaults to 24 buckets back" },
     { "min-rate", O_MIN_RATE, "RATE",
       "only groups whose fallback rate is at least RATE (1%, 0.5%, or a "
       "fraction: 0.01)" },
@@ -193,8 +198,10 @@ static const struct {
     { "stats", O_FORMAT,
       "output: table (default), json, jsonl, csv or prometheus" },
     { "receipts", O_FORMAT, "output: table (default), json, jsonl or csv" },
-    { "fallbacks", O_FORMAT, "output: table (default), json, jsonl or csv" },
-    { "coverage", O_FORMAT, "output: table (default), json, jsonl or csv" },
+    { "fallbacks", O_FORMAT,
+      "output: table (default), json, jsonl, csv or chart (with --every)" },
+    { "coverage", O_FORMAT,
+      "output: table (default), json, jsonl, csv or chart (with --every)" },
     { "gaps", O_FORMAT, "output: table (default), json, jsonl or csv" },
     { "quarantine", O_FORMAT,
       "output: table (default), json, jsonl (the listing only) or csv" },
@@ -227,6 +234,8 @@ format_ok(const char *cmd, int format)
 {
     if (format == OUTPUT_PROMETHEUS)
         return strcmp(cmd, "stats") == 0;
+    if (format == OUTPUT_CHART)
+        return strcmp(cmd, "fallbacks") == 0 || strcmp(cmd, "coverage") == 0;
     if (format == OUTPUT_JSONL)
         return strcmp(cmd, "ping") != 0 && strcmp(cmd, "import") != 0 &&
                strcmp(cmd, "readback-check") != 0;
@@ -272,25 +281,27 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
     const char *svals[] = { o->plan,   o->graph,     o->model,
                             o->source, o->requested, o->executed,
                             o->status, o->group_by,  o->origin };
-    const char *ukeys[] = { "since",     "until",     "limit",
-                            "before_id", "quiet_for", "after_id" };
+    const char *ukeys[] = { "since",     "until",    "limit", "before_id",
+                            "quiet_for", "after_id", "every" };
     const int uhas[] = { o->has_since,  o->has_until,     o->has_limit,
-                         o->has_before, o->has_quiet_for, o->has_after };
+                         o->has_before, o->has_quiet_for, o->has_after,
+                         o->has_every };
     const uint64_t uvals[] = { o->since,     o->until,     o->limit,
-                               o->before_id, o->quiet_for, o->after_id };
+                               o->before_id, o->quiet_for, o->after_id,
+                               o->every };
     size_t i, n = 1 + (o->only_missing != 0) + (o->only_fallbacks != 0) +
                   (o->has_min_rate != 0) + (o->follow != 0);
     int rc;
 
     for (i = 0; i < 9; i++)
         n += svals[i] != NULL;
-    for (i = 0; i < 6; i++)
+    for (i = 0; i < sizeof(uhas) / sizeof(uhas[0]); i++)
         n += uhas[i] != 0;
     rc = msgpack_pack_map(pk, n) != 0 || cli_pack_str(pk, "kind", kind);
     for (i = 0; i < 9 && rc == 0; i++)
         if (svals[i] != NULL)
             rc = cli_pack_str(pk, skeys[i], svals[i]);
-    for (i = 0; i < 6 && rc == 0; i++)
+    for (i = 0; i < sizeof(uhas) / sizeof(uhas[0]) && rc == 0; i++)
         if (uhas[i])
             rc = cli_pack_u64(pk, ukeys[i], uvals[i]);
     if (rc == 0 && o->follow)
@@ -335,7 +346,9 @@ run_query_answered(struct cli_opts *o, const char *kind, int *answered)
         return CLI_EXIT_USAGE;
     }
     if (o->columns != NULL) {
-        struct output_spec spec = { kind, o->group_by, o->columns, 0, 0 };
+        struct output_spec spec = { kind,       o->group_by,
+                                    o->columns, 0,
+                                    0,          o->has_every ? o->every : 0 };
         char err[OUTPUT_ERR_MAX];
 
         if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
@@ -371,9 +384,36 @@ static const char *const group_plain[] = { "plan",     "graph",  "model",
                                            "backends", "source", "none",
                                            NULL };
 
+/* --every and --format chart: a series needs a start (24 buckets before
+ * --until or now by default), a chart a series. */
+static int
+series_opts(struct cli_opts *o)
+{
+    if (o->format == OUTPUT_CHART && !o->has_every) {
+        cli_usage_err(o->prog, "--format chart needs --every (a series)");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_every && o->group_by != NULL &&
+        strcmp(o->group_by, "none") == 0 && strcmp(o->prog, "fallbacks") == 0) {
+        cli_usage_err(o->prog,
+                      "--every applies to groups, not to --group-by none "
+                      "(whose rows are the fallback receipts)");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_every && !o->has_since) {
+        uint64_t end = o->has_until ? o->until : timespec_now_ms();
+
+        o->since = end > 24 * o->every ? end - 24 * o->every : 0;
+        o->has_since = 1;
+    }
+    return 0;
+}
+
 static int
 cmd_fallbacks(struct cli_opts *o)
 {
+    int rc;
+
     /* Without groups the rows are the fallback receipts themselves. */
     if ((o->only_fallbacks || o->has_min_rate) && o->group_by != NULL &&
         strcmp(o->group_by, "none") == 0) {
@@ -383,12 +423,18 @@ cmd_fallbacks(struct cli_opts *o)
                       o->only_fallbacks ? "only-fallbacks" : "min-rate");
         return CLI_EXIT_USAGE;
     }
+    if ((rc = series_opts(o)) != 0)
+        return rc;
     return run_query(o, "fallbacks");
 }
 
 static int
 cmd_coverage(struct cli_opts *o)
 {
+    int rc;
+
+    if ((rc = series_opts(o)) != 0)
+        return rc;
     return run_query(o, "coverage");
 }
 
@@ -409,7 +455,7 @@ cmd_receipts(struct cli_opts *o)
         return CLI_EXIT_USAGE;
     }
     if (o->columns != NULL) {
-        struct output_spec spec = { "receipts", NULL, o->columns, 0, 0 };
+        struct output_spec spec = { .kind = "receipts", .columns = o->columns };
         char err[OUTPUT_ERR_MAX];
 
         if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
@@ -706,22 +752,27 @@ static const struct cmd cmds[] = {
       "the --after-id that resumes without missing a receipt." },
     { "fallbacks", cmd_fallbacks,
       QUERY | RECEIPT_FILTERS | B(O_GROUP_BY) | B(O_ONLY_FALLBACKS) |
-          B(O_MIN_RATE),
+          B(O_MIN_RATE) | B(O_EVERY),
       "", "fallback counts and rates per group",
       "Counts receipts per group (--group-by plan, graph, model, backends or\n"
       "source; default plan) as fallback, unproven and clean, with the\n"
       "fallback rate, most fallbacks first; a table ends with a (total) row\n"
       "over every group the filters match. --only-fallbacks and --min-rate\n"
       "keep the groups that fell back (at that rate); --group-by none lists\n"
-      "the fallback receipts themselves, newest first." },
-    { "coverage", cmd_coverage, QUERY | RECEIPT_FILTERS | B(O_GROUP_BY), "",
+      "the fallback receipts themselves, newest first. --every 1h makes a\n"
+      "series: a row per group and hour (empty hours included), --limit\n"
+      "counting groups; --format chart draws it, a line per group." },
+    { "coverage", cmd_coverage,
+      QUERY | RECEIPT_FILTERS | B(O_GROUP_BY) | B(O_EVERY), "",
       "counter coverage and sum/min/max/mean",
       "Per counter (and per group with --group-by): receipts, measured,\n"
       "unknown, coverage, and sum, min, max and mean over measured receipts\n"
       "only; an unknown counter is never counted as zero. not_applicable:\n"
       "receipts whose schema lacks the counter (coverage is over the rest).\n"
       "Grouped, a table ends with a (total) row per counter over every\n"
-      "group." },
+      "group. --every 1h makes a series: a row per group, counter and hour\n"
+      "(empty hours included), --limit counting (group, counter) pairs;\n"
+      "--format chart draws it, a line per group and counter." },
     { "gaps", cmd_gaps,
       QUERY | B(O_SOURCE) | B(O_ONLY_MISSING) | B(O_QUIET_FOR), "",
       "missing seq ranges per source; quiet sources",
@@ -977,12 +1028,14 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
     case O_FORMAT:
         o->format = output_format_from_name(arg);
         if (o->format < 0 || !format_ok(c->name, o->format)) {
-            cli_usage_err(
-                prog,
-                "--format: unknown format \"%s\" (expected "
-                "table, json%s or csv%s)",
-                arg, format_ok(c->name, OUTPUT_JSONL) ? ", jsonl" : "",
-                strcmp(c->name, "stats") == 0 ? " or prometheus" : "");
+            cli_usage_err(prog,
+                          "--format: unknown format \"%s\" (expected "
+                          "table, json%s or csv%s)",
+                          arg,
+                          format_ok(c->name, OUTPUT_JSONL) ? ", jsonl" : "",
+                          strcmp(c->name, "stats") == 0      ? " or prometheus"
+                          : format_ok(c->name, OUTPUT_CHART) ? " or chart"
+                                                             : "");
             return CLI_EXIT_USAGE;
         }
         break;
@@ -1126,6 +1179,20 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
             return CLI_EXIT_USAGE;
         }
         o->has_min_rate = 1;
+        break;
+    case O_EVERY:
+        if (duration_parse(arg, 1000, &o->every, derr, sizeof(derr)) != 0) {
+            cli_usage_err(prog, "--every: %s", derr);
+            return CLI_EXIT_USAGE;
+        }
+        if (o->every == 0 || o->every % 3600000 != 0) {
+            cli_usage_err(prog,
+                          "--every: \"%s\" is not a whole number of hours "
+                          "(1h, 6h, 1d)",
+                          arg);
+            return CLI_EXIT_USAGE;
+        }
+        o->has_every = 1;
         break;
     case O_QUIET_FOR:
         if (duration_parse(arg, 1000, &o->quiet_for, derr, sizeof(derr)) != 0) {

@@ -114,6 +114,8 @@ output_format_from_name(const char *name)
         return OUTPUT_PROMETHEUS;
     if (strcmp(name, "jsonl") == 0)
         return OUTPUT_JSONL;
+    if (strcmp(name, "chart") == 0)
+        return OUTPUT_CHART;
     return -1;
 }
 
@@ -567,7 +569,7 @@ static const struct {
 };
 
 /* Up to 2 group columns, the longer tail, extra and NULL. */
-#define GROUPED_MAX      16
+#define GROUPED_MAX      20
 #define RECEIPT_COLS_MAX (14 + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 2)
 
 static const char **
@@ -623,6 +625,9 @@ output_columns(const struct output_spec *spec)
         for (i = 0; i < sizeof(group_cols) / sizeof(group_cols[0]); i++)
             if (strcmp(group_cols[i].group_by, gb) == 0)
                 p = append(p, group_cols[i].cols);
+        /* A series (`every`): the bucket's start after the group. */
+        if (spec->every != 0)
+            *p++ = "bucket";
         p = append(p, strcmp(spec->kind, "fallbacks") == 0 ? fallbacks_tail
                                                            : coverage_tail);
         *p++ = EXTRA_COL;
@@ -758,7 +763,8 @@ is_time_col(const char *name)
     const char *p = last_part(name);
     size_t n = strlen(p);
 
-    return strcmp(p, "time") == 0 || (n > 3 && strcmp(p + n - 3, "_at") == 0);
+    return strcmp(p, "time") == 0 || strcmp(p, "bucket") == 0 ||
+           (n > 3 && strcmp(p + n - 3, "_at") == 0);
 }
 
 static int
@@ -812,6 +818,18 @@ percent(struct buf *b, double r)
         d++;
     }
     buf_printf(b, "%s%%", tmp);
+}
+
+void
+output_percent(char *out, size_t cap, double r)
+{
+    struct buf b = { 0 };
+    char *p;
+
+    percent(&b, r);
+    p = buf_take(&b);
+    snprintf(out, cap, "%s", p != NULL ? p : "?");
+    free(p);
 }
 
 /* An array of [from, to] pairs (the missing ranges of `gaps`) reads better
@@ -1492,6 +1510,8 @@ output_result(FILE *out, int format, const struct output_spec *spec,
         return print_jsonl(out, rows) == 0
                    ? 0
                    : proto_errbuf(err, err_len, "out of memory");
+    if (format == OUTPUT_CHART)
+        return output_chart(out, spec, result, err, err_len);
     if (format != OUTPUT_TABLE && format != OUTPUT_CSV)
         return proto_errbuf(err, err_len, "this format is only for stats");
     /* People get the totals as the table's last rows; CSV stays the

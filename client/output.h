@@ -12,6 +12,7 @@
 #define RECEIPTD_CLIENT_OUTPUT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <msgpack.h>
@@ -24,6 +25,7 @@ enum output_format {
     OUTPUT_CSV,
     OUTPUT_PROMETHEUS,
     OUTPUT_JSONL,
+    OUTPUT_CHART, /* series of fallbacks and coverage (`every`) */
 };
 
 /*
@@ -39,6 +41,7 @@ struct output_spec {
     int no_header;       /* tables and CSV: rows only (receipts --follow
                             after its first rows) */
     int forward;         /* receipts after an id: pages go on upwards */
+    uint64_t every;      /* fallbacks, coverage: --every in ms (series) */
 };
 
 /*
@@ -50,7 +53,8 @@ int output_check_columns(const struct output_spec *spec, char *err,
 
 #define OUTPUT_ERR_MAX 256
 
-/* The format for "table", "json", "jsonl", "csv" or "prometheus", or -1. */
+/* The format for "table", "json", "jsonl", "csv", "prometheus" or "chart",
+ * or -1. */
 int output_format_from_name(const char *name);
 
 /*
@@ -114,6 +118,25 @@ int output_truncation(FILE *out, const struct output_spec *spec,
  */
 int output_prometheus(FILE *out, const msgpack_object *result, char *err,
                       size_t err_len);
+
+/*
+ * Prints a series result of `fallbacks` or `coverage` (rows with a
+ * `bucket`: the query had `every`, spec->every) as a chart for people
+ * (chart.c): a header line saying the window, the buckets and the scale,
+ * then per series (group; coverage: group and counter) and per "total"
+ * series one line: its label, one character per bucket (a block element
+ * whose height is the bucket's fallback rate relative to the chart's
+ * highest, or its coverage out of 100%; a dot for 0, a blank for a bucket
+ * without receipts), then the rate and the count over the window
+ * (fallbacks/receipts; measured/applicable). Returns 0 or -1 with err
+ * set (rows without buckets, another kind).
+ */
+int output_chart(FILE *out, const struct output_spec *spec,
+                 const msgpack_object *result, char *err, size_t err_len);
+
+/* A ratio as a table shows it: a percentage with two significant digits
+ * at least ("0.0016%", "12.5%", "100%"), into out (cap bytes). */
+void output_percent(char *out, size_t cap, double r);
 
 /* Prints receiptd_up 0, for when the daemon did not answer. */
 void output_prometheus_down(FILE *out);

@@ -23,6 +23,10 @@
 #include "server.h"
 #include "store_agg.h"
 
+/* The most rows a series answer packs (`every`): a group's buckets are
+ * sent whole or not at all. */
+#define QUERY_AGG_SERIES_ROWS_MAX 100000
+
 static const char *const group_names[STORE_GROUP_COUNT] = {
     [STORE_GROUP_NONE] = "none",         [STORE_GROUP_PLAN] = "plan",
     [STORE_GROUP_GRAPH] = "graph",       [STORE_GROUP_MODEL] = "model",
@@ -195,6 +199,220 @@ selected(const struct query_agg_select *sel, const struct store_agg_group *g)
             (double)g->fallback / (double)g->receipts >= sel->min_rate);
 }
 
+/* ---- series (`every`) ---- */
+
+/* The buckets of f's window: the first one's start (f->since rounded down
+ * to a multiple of f->every) and how many; 0 when the window is empty. */
+static uint32_t
+buckets_of(const struct store_filter *f, int64_t *first)
+{
+    uint64_t b0 = f->since / f->every * f->every, b1;
+
+    *first = (int64_t)b0;
+    if (f->until <= f->since)
+        return 0;
+    b1 = (f->until - 1) / f->every * f->every;
+    return (uint32_t)((b1 - b0) / f->every + 1);
+}
+
+/* One group's buckets: groups[first, first + n) of the sorted store_agg,
+ * and their figures added up. */
+struct series {
+    size_t first, n;
+    struct store_agg_group sum; /* counts only; names borrowed */
+};
+
+/* Same key, whatever the bucket. */
+static int
+same_series(const struct store_agg_group *a, const struct store_agg_group *b)
+{
+    return a->k1 == b->k1 && a->k2 == b->k2 && cmp_names(a, b) == 0;
+}
+
+static int
+by_series_cb(const void *pa, const void *pb)
+{
+    const struct store_agg_group *a = pa, *b = pb;
+    int c = cmp_names(a, b);
+
+    if (c == 0 && a->k1 != b->k1)
+        c = a->k1 < b->k1 ? -1 : 1;
+    if (c == 0 && a->k2 != b->k2)
+        c = a->k2 < b->k2 ? -1 : 1;
+    if (c == 0 && a->bucket != b->bucket)
+        c = a->bucket < b->bucket ? -1 : 1;
+    return c;
+}
+
+static int
+series_by_fallbacks_cb(const void *pa, const void *pb)
+{
+    const struct series *a = pa, *b = pb;
+
+    return by_fallbacks_cb(&a->sum, &b->sum);
+}
+
+/* Sorts a's groups by key and bucket and returns its series (by name;
+ * *n of them), or NULL with *n = 0 when there are none or memory ran
+ * out (*oom set). */
+static struct series *
+series_of(struct store_agg *a, size_t *n, int *oom)
+{
+    struct series *sr;
+    size_t i;
+
+    *n = 0;
+    *oom = 0;
+    if (a->n == 0)
+        return NULL;
+    qsort(a->groups, a->n, sizeof(*a->groups), by_series_cb);
+    if ((sr = calloc(a->n, sizeof(*sr))) == NULL) {
+        *oom = 1;
+        return NULL;
+    }
+    for (i = 0; i < a->n; i++) {
+        const struct store_agg_group *g = &a->groups[i];
+        struct series *cur = &sr[*n - (*n > 0)];
+
+        if (*n == 0 || !same_series(&a->groups[cur->first], g)) {
+            cur = &sr[(*n)++];
+            cur->first = i;
+            cur->sum.k1 = g->k1;
+            cur->sum.k2 = g->k2;
+            cur->sum.name = g->name;
+            cur->sum.name_len = g->name_len;
+        }
+        cur->n++;
+        cur->sum.receipts += g->receipts;
+        cur->sum.fallback += g->fallback;
+        cur->sum.clean += g->clean;
+        cur->sum.unproven += g->unproven;
+        cur->sum.schema3 += g->schema3;
+    }
+    return sr;
+}
+
+/* The group of bucket b in series sr (advancing *at through its sorted
+ * groups), or an empty one named as the series in *empty. */
+static const struct store_agg_group *
+series_at(const struct store_agg *a, const struct series *sr, size_t *at,
+          int64_t b, struct store_agg_group *empty)
+{
+    while (*at < sr->n && a->groups[sr->first + *at].bucket < b)
+        (*at)++;
+    if (*at < sr->n && a->groups[sr->first + *at].bucket == b)
+        return &a->groups[sr->first + *at];
+    memset(empty, 0, sizeof(*empty));
+    empty->k1 = sr->sum.k1;
+    empty->k2 = sr->sum.k2;
+    empty->name = sr->sum.name;
+    empty->name_len = sr->sum.name_len;
+    empty->bucket = b;
+    return empty;
+}
+
+/* Adds every group of a to the per-bucket totals tot[nb] (from first). */
+static void
+bucket_totals(const struct store_agg *a, const struct store_filter *f,
+              int64_t first, uint32_t nb, int counters,
+              struct store_agg_group *tot)
+{
+    size_t i;
+    int bit;
+
+    for (i = 0; i < a->n; i++) {
+        const struct store_agg_group *g = &a->groups[i];
+        int64_t k = (g->bucket - first) / (int64_t)f->every;
+        struct store_agg_group *t;
+
+        if (g->bucket < first || k >= (int64_t)nb)
+            continue;
+        t = &tot[k];
+        t->receipts += g->receipts;
+        t->fallback += g->fallback;
+        t->clean += g->clean;
+        t->unproven += g->unproven;
+        t->schema3 += g->schema3;
+        if (counters)
+            for (bit = 0; bit < RECEIPT_NCOUNTERS; bit++)
+                store_agg_counter_merge(&t->c[bit], &g->c[bit]);
+    }
+}
+
+static int
+kv_bucket(msgpack_packer *pk, int64_t b)
+{
+    return pack_key(pk, "bucket") || msgpack_pack_int64(pk, b) != 0;
+}
+
+/* `fallbacks` with every: per selected group, most fallbacks first, one
+ * row per bucket (empty ones included); f->limit counts groups, and rows
+ * stop at QUERY_AGG_SERIES_ROWS_MAX. total: one map per bucket. */
+static int
+fallbacks_series(struct store_agg *a, const struct store_filter *f,
+                 int group_by, const struct query_agg_select *sel,
+                 msgpack_packer *pk, struct proto_err *err)
+{
+    struct store_agg_group empty, *tot = NULL;
+    struct series *sr;
+    msgpack_sbuffer rb, tb;
+    msgpack_packer rpk, tpk;
+    uint32_t nrows = 0, listed = 0, nb, k;
+    int64_t first;
+    size_t ns, i;
+    int oom, failed = 0, truncated = 0, rc;
+
+    nb = buckets_of(f, &first);
+    sr = series_of(a, &ns, &oom);
+    if (oom || (tot = calloc(nb ? nb : 1, sizeof(*tot))) == NULL) {
+        free(sr);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    if (ns > 0)
+        qsort(sr, ns, sizeof(*sr), series_by_fallbacks_cb);
+    bucket_totals(a, f, first, nb, 0, tot);
+    msgpack_sbuffer_init(&rb);
+    msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
+    for (i = 0; i < ns && !failed; i++) {
+        size_t at = 0;
+
+        if (!selected(sel, &sr[i].sum))
+            continue;
+        if (listed == f->limit ||
+            (uint64_t)nrows + nb > QUERY_AGG_SERIES_ROWS_MAX) {
+            truncated = 1;
+            break;
+        }
+        for (k = 0; k < nb && !failed; k++) {
+            int64_t b = first + (int64_t)k * (int64_t)f->every;
+            const struct store_agg_group *g =
+                series_at(a, &sr[i], &at, b, &empty);
+
+            failed = msgpack_pack_map(&rpk, 6 + nkeys(group_by)) != 0 ||
+                     pack_group_keys(&rpk, group_by, g) || kv_bucket(&rpk, b) ||
+                     pack_fallback_figures(&rpk, g);
+            nrows++;
+        }
+        listed++;
+    }
+    msgpack_sbuffer_init(&tb);
+    msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
+    failed = failed || msgpack_pack_array(&tpk, nb) != 0;
+    for (k = 0; k < nb && !failed; k++)
+        failed = msgpack_pack_map(&tpk, 6) != 0 ||
+                 kv_bucket(&tpk, first + (int64_t)k * (int64_t)f->every) ||
+                 pack_fallback_figures(&tpk, &tot[k]);
+    if (failed)
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    else
+        rc = pack_result_total(pk, &rb, nrows, truncated, &tb, err);
+    msgpack_sbuffer_destroy(&tb);
+    msgpack_sbuffer_destroy(&rb);
+    free(tot);
+    free(sr);
+    return rc;
+}
+
 int
 query_agg_fallbacks(struct store *s, const struct store_filter *f, int group_by,
                     const struct query_agg_select *sel, uint64_t deadline_ms,
@@ -209,7 +427,9 @@ query_agg_fallbacks(struct store *s, const struct store_filter *f, int group_by,
     int rc, failed = 0, truncated = 0;
 
     rc = store_query_agg(s, f, group_by, 0, deadline_ms, &a, err);
-    if (rc != 0) {
+    if (rc != 0 || f->every != 0) {
+        if (rc == 0)
+            rc = fallbacks_series(&a, f, group_by, sel, pk, err);
         store_agg_free(&a);
         return rc;
     }
@@ -266,9 +486,10 @@ u128_decimal(unsigned __int128 v, char *buf)
     return n;
 }
 
+/* One coverage row; with_bucket adds g's bucket. */
 static int
 pack_coverage_row(msgpack_packer *pk, int group_by,
-                  const struct store_agg_group *g, int bit)
+                  const struct store_agg_group *g, int bit, int with_bucket)
 {
     const struct store_agg_counter *c = &g->c[bit];
     unsigned __int128 sum =
@@ -282,8 +503,9 @@ pack_coverage_row(msgpack_packer *pk, int group_by,
     uint64_t na = bit < RECEIPT_NCOUNTERS_V2 ? 0 : g->receipts - g->schema3;
     uint64_t applicable = g->receipts - na;
 
-    if (msgpack_pack_map(pk, 11 + nkeys(group_by)) != 0 ||
+    if (msgpack_pack_map(pk, 11 + nkeys(group_by) + (with_bucket != 0)) != 0 ||
         pack_group_keys(pk, group_by, g) ||
+        (with_bucket && kv_bucket(pk, g->bucket)) ||
         kv_str(pk, "counter", name, strlen(name)) ||
         kv_uint(pk, "bit", (uint64_t)bit) ||
         kv_uint(pk, "receipts", g->receipts) ||
@@ -315,6 +537,76 @@ pack_coverage_row(msgpack_packer *pk, int group_by,
            kv_double(pk, "mean", (double)sum / (double)c->measured);
 }
 
+/* `coverage` with every: per group (by name) and counter, one row per
+ * bucket (empty ones included); f->limit counts (group, counter) series,
+ * and rows stop at QUERY_AGG_SERIES_ROWS_MAX. Grouped, total holds the
+ * same for every group merged. */
+static int
+coverage_series(struct store_agg *a, const struct store_filter *f, int group_by,
+                msgpack_packer *pk, struct proto_err *err)
+{
+    struct store_agg_group empty, *tot = NULL;
+    struct series *sr;
+    msgpack_sbuffer rb, tb;
+    msgpack_packer rpk, tpk;
+    uint32_t nrows = 0, listed = 0, nb, k;
+    int64_t first;
+    size_t ns, i;
+    int oom, failed = 0, truncated = 0, rc, bit;
+
+    nb = buckets_of(f, &first);
+    sr = series_of(a, &ns, &oom);
+    if (oom || (tot = calloc(nb ? nb : 1, sizeof(*tot))) == NULL) {
+        free(sr);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    msgpack_sbuffer_init(&rb);
+    msgpack_packer_init(&rpk, &rb, msgpack_sbuffer_write);
+    for (i = 0; i < ns && !failed && !truncated; i++)
+        for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++) {
+            size_t at = 0;
+
+            if (listed == f->limit ||
+                (uint64_t)nrows + nb > QUERY_AGG_SERIES_ROWS_MAX) {
+                truncated = 1;
+                break;
+            }
+            for (k = 0; k < nb && !failed; k++) {
+                const struct store_agg_group *g =
+                    series_at(a, &sr[i], &at,
+                              first + (int64_t)k * (int64_t)f->every, &empty);
+
+                failed = pack_coverage_row(&rpk, group_by, g, bit, 1);
+                nrows++;
+            }
+            listed++;
+        }
+    if (failed) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    } else if (group_by == STORE_GROUP_NONE) {
+        rc = pack_result(pk, &rb, nrows, truncated, err);
+    } else {
+        bucket_totals(a, f, first, nb, 1, tot);
+        msgpack_sbuffer_init(&tb);
+        msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
+        failed =
+            msgpack_pack_array(&tpk, (uint32_t)RECEIPT_NCOUNTERS * nb) != 0;
+        for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++)
+            for (k = 0; k < nb && !failed; k++) {
+                tot[k].bucket = first + (int64_t)k * (int64_t)f->every;
+                failed =
+                    pack_coverage_row(&tpk, STORE_GROUP_NONE, &tot[k], bit, 1);
+            }
+        rc = failed ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
+                    : pack_result_total(pk, &rb, nrows, truncated, &tb, err);
+        msgpack_sbuffer_destroy(&tb);
+    }
+    msgpack_sbuffer_destroy(&rb);
+    free(tot);
+    free(sr);
+    return rc;
+}
+
 int
 query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
                    uint64_t deadline_ms, msgpack_packer *pk,
@@ -329,7 +621,9 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
 
     rc = store_query_agg(s, f, group_by, STORE_AGG_COUNTERS, deadline_ms, &a,
                          err);
-    if (rc != 0) {
+    if (rc != 0 || f->every != 0) {
+        if (rc == 0)
+            rc = coverage_series(&a, f, group_by, pk, err);
         store_agg_free(&a);
         return rc;
     }
@@ -343,7 +637,7 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
                 truncated = 1;
                 break;
             }
-            failed = pack_coverage_row(&rpk, group_by, &a.groups[i], bit);
+            failed = pack_coverage_row(&rpk, group_by, &a.groups[i], bit, 0);
             nrows++;
         }
     if (failed) {
@@ -366,7 +660,7 @@ query_agg_coverage(struct store *s, const struct store_filter *f, int group_by,
         msgpack_packer_init(&tpk, &tb, msgpack_sbuffer_write);
         failed = msgpack_pack_array(&tpk, RECEIPT_NCOUNTERS) != 0;
         for (bit = 0; bit < RECEIPT_NCOUNTERS && !failed; bit++)
-            failed = pack_coverage_row(&tpk, STORE_GROUP_NONE, &total, bit);
+            failed = pack_coverage_row(&tpk, STORE_GROUP_NONE, &total, bit, 0);
         rc = failed ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
                     : pack_result_total(pk, &rb, nrows, truncated, &tb, err);
         msgpack_sbuffer_destroy(&tb);
@@ -483,6 +777,49 @@ query_agg_quarantine(struct store *s, const struct store_filter *f, int has_id,
 
 /* ---- the kinds (query_kind.h) ---- */
 
+/* `every`: a whole number of hours, with since; until defaults to now;
+ * at most STORE_EVERY_BUCKETS_MAX buckets. */
+static int
+parse_every(struct query_args *a, const msgpack_object *body,
+            struct proto_err *err)
+{
+    struct store_filter *f = &a->f;
+    uint64_t every = 0, b0, b1;
+    int has = 0, rc;
+
+    if ((rc = query_opt_uint(body, "every", &has, &every, err)) || !has)
+        return rc;
+    if (every == 0 || every % STORE_EVERY_UNIT_MS != 0 ||
+        every > (uint64_t)INT64_MAX / 2)
+        return proto_err_set(err, PROTO_EINVALID, "every",
+                             "every %llu ms is not a whole number of hours "
+                             "(3600000 ms each: the finest rollups)",
+                             (unsigned long long)every);
+    if (!f->has_since)
+        return proto_err_set(err, PROTO_EINVALID, "since",
+                             "every needs since: where the series starts");
+    if (!f->has_until) {
+        f->has_until = 1;
+        f->until = server_now_unix_ms();
+    }
+    if (f->since > (uint64_t)INT64_MAX || f->until > (uint64_t)INT64_MAX)
+        return proto_err_set(err, PROTO_EINVALID, "since",
+                             "since and until past 2^63 - 1 with every");
+    if (f->until > f->since) {
+        b0 = f->since / every;
+        b1 = (f->until - 1) / every;
+        if (b1 - b0 + 1 > STORE_EVERY_BUCKETS_MAX)
+            return proto_err_set(
+                err, PROTO_EINVALID, "every",
+                "every %llu ms makes %llu buckets between since and until; "
+                "at most %d (a larger every or a shorter window)",
+                (unsigned long long)every, (unsigned long long)(b1 - b0 + 1),
+                STORE_EVERY_BUCKETS_MAX);
+    }
+    f->every = every;
+    return 0;
+}
+
 static int
 parse_grouped(struct query_args *a, const msgpack_object *body, int dflt,
               struct proto_err *err)
@@ -496,7 +833,7 @@ parse_grouped(struct query_args *a, const msgpack_object *body, int dflt,
         return rc;
     if (a->group_by < 0)
         a->group_by = dflt;
-    return 0;
+    return parse_every(a, body, err);
 }
 
 static int
@@ -509,6 +846,10 @@ parse_fallbacks(struct query_args *a, const msgpack_object *body,
     if ((rc = parse_grouped(a, body, STORE_GROUP_PLAN, err)) ||
         (rc = query_opt_bool(body, "only_fallbacks", &a->only_fallbacks, err)))
         return rc;
+    if (a->f.every != 0 && a->group_by == STORE_GROUP_NONE)
+        return proto_err_set(err, PROTO_EINVALID, "every",
+                             "every applies to groups, not to group_by none "
+                             "(whose rows are the fallback receipts)");
     o = mpobj_map_get(body, "min_rate", NULL);
     if (o == NULL || o->type == MSGPACK_OBJECT_NIL)
         return 0;

@@ -267,6 +267,9 @@ struct store_filter {
     int has_after_id;
     uint64_t after_id;
     uint32_t limit; /* 1..10000 */
+    /* `fallbacks` and `coverage`: buckets of this many ms (a multiple of
+     * STORE_EVERY_UNIT_MS, aligned on the unix epoch); 0 = one bucket. */
+    uint64_t every;
 };
 
 /* A row handed to a store_row_cb: strings and r borrow SQLite's memory and

@@ -46,6 +46,9 @@ struct store_agg_group {
     /* The group's key: a string id (plan, graph, model, source), or the
      * requested and executed backends; 0 for STORE_GROUP_NONE. */
     int64_t k1, k2;
+    /* With f->every, the start of the group's bucket (unix ms, a multiple
+     * of every); else 0. A bucketed group is one group per bucket. */
+    int64_t bucket;
     char *name; /* owned: the key's string, "" for backends and none */
     size_t name_len;
     uint64_t receipts, fallback, clean, unproven;
@@ -63,6 +66,13 @@ struct store_agg {
     size_t nslots;
 };
 
+/* `every` is a whole number of hours: the finest rollup level, so that a
+ * series reads rollup rows for every bucket and receipts only at the
+ * window's two edges. */
+#define STORE_EVERY_UNIT_MS 3600000ull
+/* The most buckets a series may have (the window over every). */
+#define STORE_EVERY_BUCKETS_MAX 2000
+
 /* Flags of store_query_agg(). */
 #define STORE_AGG_COUNTERS 0x1 /* fill c[]; fallbacks need only the counts */
 #define STORE_AGG_SCAN     0x2 /* ignore the rollups: read every receipt */
@@ -75,7 +85,9 @@ struct store_agg {
  * the hour rollups, the partial hours at either edge from the receipts (an
  * index range scan of only those), so the figures are exact for any range;
  * STORE_AGG_SCAN computes the same from the receipts alone (tests and the
- * benchmark compare the two). Group names are looked
+ * benchmark compare the two). With f->every each group is split into
+ * buckets of that many ms (g->bucket; only buckets with receipts have a
+ * group: the caller fills in the empty ones). Group names are looked
  * up at the end. Returns 0, PROTO_EOVERLOADED (deadline, or more than
  * STORE_AGG_GROUPS_MAX groups), PROTO_ENOMEM or PROTO_EUNAVAILABLE; on
  * failure out may hold partial groups and must still be freed.

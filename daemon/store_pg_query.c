@@ -376,9 +376,9 @@ names_grow(struct names *nm, const struct store_agg *a)
         slots[i] = SIZE_MAX;
     for (i = 0; i < a->n; i++) {
         const struct store_agg_group *g = &a->groups[i];
-        size_t j =
-            name_hash(g->name ? g->name : "", g->name_len, g->k1, g->k2) &
-            (nslots - 1);
+        size_t j = name_hash(g->name ? g->name : "", g->name_len, g->k1,
+                             g->k2 ^ g->bucket * 31) &
+                   (nslots - 1);
 
         while (slots[j] != SIZE_MAX)
             j = (j + 1) & (nslots - 1);
@@ -390,28 +390,30 @@ names_grow(struct names *nm, const struct store_agg *a)
     return 0;
 }
 
-/* The group named (name, k1, k2), made when new. */
+/* The group named (name, k1, k2) of bucket b, made when new. */
 static struct store_agg_group *
 group(struct store_agg *a, struct names *nm, int named, struct proto_str name,
-      int64_t k1, int64_t k2, struct proto_err *err)
+      int64_t k1, int64_t k2, int64_t b, struct proto_err *err)
 {
     struct store_agg_group *g;
     size_t j;
 
     if ((a->n + 1) * 2 > nm->nslots && names_grow(nm, a) != 0)
         goto nomem;
-    j = name_hash(name.ptr, name.len, k1, k2) & (nm->nslots - 1);
+    j = name_hash(name.ptr, name.len, k1, k2 ^ b * 31) & (nm->nslots - 1);
     while (nm->slots[j] != SIZE_MAX) {
         g = &a->groups[nm->slots[j]];
-        if (g->k1 == k1 && g->k2 == k2 && g->name_len == name.len &&
+        if (g->k1 == k1 && g->k2 == k2 && g->bucket == b &&
+            g->name_len == name.len &&
             (name.len == 0 || memcmp(g->name, name.ptr, name.len) == 0))
             return g;
         j = (j + 1) & (nm->nslots - 1);
     }
     if (a->n >= STORE_AGG_GROUPS_MAX) {
         proto_err_set(err, PROTO_EOVERLOADED, NULL,
-                      "more than %d groups; narrow the filters or group by "
-                      "something coarser",
+                      "more than %d groups (one per bucket with every); "
+                      "narrow the filters, group by something coarser or "
+                      "take a larger every",
                       STORE_AGG_GROUPS_MAX);
         return NULL;
     }
@@ -428,6 +430,7 @@ group(struct store_agg *a, struct names *nm, int named, struct proto_str name,
     memset(g, 0, sizeof(*g));
     g->k1 = k1;
     g->k2 = k2;
+    g->bucket = b;
     if (named) {
         if ((g->name = malloc(name.len + 1)) == NULL)
             goto nomem;
@@ -502,8 +505,9 @@ get_numerics(PGresult *r, int row, int col, unsigned __int128 *v, int *has,
 }
 
 /* The group of row i of r (its key's string, requested and executed
- * backends). A named group's k1 is its name's hash, the same in every
- * query, so that two answers can be matched group by group. */
+ * backends, and its bucket in the last column). A named group's k1 is its
+ * name's hash, the same in every query, so that two answers can be
+ * matched group by group. */
 static struct store_agg_group *
 row_group(PGresult *r, int i, int named, struct store_agg *a, struct names *nm,
           struct proto_err *err)
@@ -511,10 +515,11 @@ row_group(PGresult *r, int i, int named, struct store_agg *a, struct names *nm,
     struct proto_str name = get_str(r, i, 0);
     int64_t k1 = store_pg_i16(PQgetvalue(r, i, 1));
     int64_t k2 = store_pg_i16(PQgetvalue(r, i, 2));
+    int64_t b = store_pg_i64(PQgetvalue(r, i, PQnfields(r) - 1));
 
     if (named)
         k1 = (int64_t)(name_hash(name.ptr, name.len, 0, 0) >> 1);
-    return group(a, nm, named, name, k1, k2, err);
+    return group(a, nm, named, name, k1, k2, b, err);
 }
 
 /* Adds rollup rows (group key, k1, k2, receipts, fallback, clean,
@@ -611,7 +616,7 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     int64_t since = f->has_since ? store_pg_clamp(f->since) : INT64_MIN;
     int64_t until = f->has_until ? store_pg_clamp(f->until) : INT64_MAX;
     int64_t h0, h1; /* whole hours [h0, h1) come from the rollups */
-    char sql[2048], base[1024], kk[128];
+    char sql[2048], base[1024], kk[128], hb[96], rb[96];
     PGresult *r = NULL;
     size_t n;
     int rc, np;
@@ -630,6 +635,18 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     snprintf(kk, sizeof(kk), "%s, %s, %s", group_cols[group_by],
              backends ? "r.requested_backend" : "0::smallint",
              backends ? "r.executed_backend" : "0::smallint");
+    /* The bucket of a row, last: the start of its bucket of f->every in
+     * unix ms (a whole number of hours, so an hour row falls in one). */
+    if (f->every != 0) {
+        snprintf(hb, sizeof(hb), "r.hour * %lld / %llu * %llu",
+                 (long long)HOUR_MS, (unsigned long long)f->every,
+                 (unsigned long long)f->every);
+        snprintf(rb, sizeof(rb), "r.received_at / %llu * %llu",
+                 (unsigned long long)f->every, (unsigned long long)f->every);
+    } else {
+        strcpy(hb, "0::bigint");
+        strcpy(rb, "0::bigint");
+    }
     n = where(base, sizeof(base), 0, f, &pa);
     (void)n;
     np = pa.n;
@@ -638,10 +655,10 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     if (h0 < h1) {
         snprintf(sql, sizeof(sql),
                  "SELECT %s, r.receipts, r.fallback, r.clean, r.unproven, "
-                 "r.measured, r.sum, r.min, r.max, r.schema3 FROM rollup_hours "
-                 "r%s AND "
+                 "r.measured, r.sum, r.min, r.max, r.schema3, %s FROM "
+                 "rollup_hours r%s AND "
                  "r.hour >= $%d::bigint AND r.hour < $%d::bigint",
-                 kk, base, np + 1, np + 2);
+                 kk, hb, base, np + 1, np + 2);
         param_i64(&pa, h0);
         param_i64(&pa, h1);
         if ((r = run(p, sql, &pa, err)) == NULL ||
@@ -654,11 +671,11 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     pa.n = np;
     snprintf(sql, sizeof(sql),
              "SELECT %s, r.status, r.counter_coverage, r.counters, "
-             "r.schema_version FROM "
+             "r.schema_version, %s FROM "
              "receipts r%s AND r.received_at >= $%d::bigint AND "
              "r.received_at < $%d::bigint AND (r.received_at < $%d::bigint OR "
              "r.received_at >= $%d::bigint)",
-             kk, base, np + 1, np + 2, np + 3, np + 4);
+             kk, rb, base, np + 1, np + 2, np + 3, np + 4);
     param_i64(&pa, since);
     param_i64(&pa, until);
     param_i64(&pa, h0 < h1 ? h0 * HOUR_MS : INT64_MAX);

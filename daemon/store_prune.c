@@ -402,6 +402,29 @@ drop_empty_chunks(struct store *s, struct proto_err *err)
     return 0;
 }
 
+/* The sums of the chunks the batch took receipts from no longer hold
+ * (migrations/0014): those chunks are read from their rows from now on.
+ * Every such chunk starts at or below the highest id taken. */
+static int
+drop_chunk_sums(struct store *s, const struct victim *v, size_t n,
+                struct proto_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t top = 0;
+    size_t i;
+    int rc;
+
+    for (i = 0; i < n; i++)
+        if (v[i].id > top)
+            top = v[i].id;
+    if ((rc = prepare(s, "DELETE FROM chunk_sums WHERE chunk <= ?1", &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, top);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "prune chunk sums");
+}
+
 /* Unix milliseconds: the clock of received_at (store_now_ms() is the
  * monotonic one, for deadlines). */
 static int64_t
@@ -483,6 +506,8 @@ store_sqlite_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
         rc = adjust_level(s, l, v, n, keys, days_from, err);
     if (rc == 0)
         rc = drop_empty_chunks(s, err);
+    if (rc == 0)
+        rc = drop_chunk_sums(s, v, n, err);
     if (rc == 0) {
         size_t i;
 

@@ -134,6 +134,7 @@ struct store_rollup {
     uint64_t added;          /* receipts the tail took since the last step */
     sqlite3_stmt *hours;     /* hour rows of a bucket range, for folding */
     sqlite3_stmt *set_merge; /* the rollup_merge row */
+    sqlite3_stmt *put_sums;  /* a chunk's chunk_sums row */
 };
 
 static void
@@ -425,6 +426,7 @@ store_rollup_free(struct store_rollup *ru)
         sqlite3_finalize(ru->lv[i].put);
     sqlite3_finalize(ru->hours);
     sqlite3_finalize(ru->set_merge);
+    sqlite3_finalize(ru->put_sums);
     drop_views(ru);
     sums_free(&ru->tail);
     sums_free(&ru->sealed);
@@ -831,6 +833,156 @@ seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
     return set_end(s, ru, err);
 }
 
+/* ---- sums per chunk (migrations/0014) ---- */
+
+/* The most entries a chunk's sums row holds; a chunk with more (many
+ * models, or a span of many hours) gets no row and is read from its rows. */
+#define CHUNK_SUMS_MAX   256
+#define CHUNK_SUMS_SLOTS 512
+
+struct narrow {
+    struct store_rollup_key k; /* model, requested, executed, received_at */
+    struct store_agg_group g;
+};
+
+static int
+narrow_eq(const struct store_rollup_key *a, const struct store_rollup_key *b)
+{
+    return a->model_id == b->model_id && a->requested == b->requested &&
+           a->executed == b->executed && a->received_at == b->received_at;
+}
+
+/* Folds the view of chunk first_id to model, backends and hour and writes
+ * it as the chunk's row of chunk_sums. Inside the writer's transaction,
+ * with the chunk's own row. */
+static int
+chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
+               const struct store_rollup_view *v, struct proto_err *err)
+{
+    static const size_t entry_max =
+        11 * 10 + STORE_ROLLUP_FIGURES_MAX; /* varints and figures */
+    struct narrow *e = NULL;
+    int16_t slots[CHUNK_SUMS_SLOTS];
+    unsigned char *buf = NULL, *p;
+    int n = 0, i, rc = 0;
+
+    if (ru->put_sums == NULL &&
+        (rc = sqlite3_prepare_v3(store_db(s),
+                                 "INSERT INTO chunk_sums (chunk, sums) "
+                                 "VALUES (?1, ?2)",
+                                 -1, SQLITE_PREPARE_PERSISTENT, &ru->put_sums,
+                                 NULL)) != SQLITE_OK)
+        return store_fail(s, rc, err, "prepare a query");
+    if ((e = malloc(CHUNK_SUMS_MAX * sizeof(*e))) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    memset(slots, 0xff, sizeof(slots));
+    for (i = 0; i < v->n; i++) {
+        const struct pending *q = &v->p[i];
+        struct store_rollup_key k = { 0 };
+        unsigned j;
+        int c;
+
+        k.model_id = q->k.model_id;
+        k.requested = q->k.requested;
+        k.executed = q->k.executed;
+        k.received_at = q->k.received_at;
+        j = (unsigned)(((uint64_t)k.model_id * 0x9e3779b97f4a7c15ull ^
+                        (uint64_t)(k.requested * 8 + k.executed) ^
+                        (uint64_t)k.received_at * 0xc2b2ae3d27d4eb4full) >>
+                       40) &
+            (CHUNK_SUMS_SLOTS - 1);
+        while (slots[j] >= 0 && !narrow_eq(&e[slots[j]].k, &k))
+            j = (j + 1) & (CHUNK_SUMS_SLOTS - 1);
+        if (slots[j] < 0) {
+            if (n == CHUNK_SUMS_MAX)
+                goto out; /* no row: the chunk is read from its rows */
+            slots[j] = (int16_t)n;
+            memset(&e[n], 0, sizeof(e[n]));
+            e[n++].k = k;
+        }
+        {
+            struct store_agg_group *g = &e[slots[j]].g;
+
+            g->receipts += q->g.receipts;
+            g->fallback += q->g.fallback;
+            g->clean += q->g.clean;
+            g->unproven += q->g.unproven;
+            g->schema3 += q->g.schema3;
+            for (c = 0; c < RECEIPT_NCOUNTERS; c++)
+                if (q->g.c[c].measured != 0)
+                    store_agg_counter_merge(&g->c[c], &q->g.c[c]);
+        }
+    }
+    if ((buf = malloc(10 + (size_t)n * entry_max)) == NULL) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    p = store_varint_put(buf, (uint64_t)n);
+    for (i = 0; i < n; i++) {
+        unsigned char fig[STORE_ROLLUP_FIGURES_MAX];
+        size_t fl = store_rollup_figures(&e[i].g, fig);
+
+        p = store_varint_put(p, (uint64_t)e[i].k.model_id);
+        p = store_varint_put(p, (uint64_t)e[i].k.requested);
+        p = store_varint_put(p, (uint64_t)e[i].k.executed);
+        p = store_varint_put(p,
+                             (uint64_t)(e[i].k.received_at / STORE_BUCKET_MS));
+        p = store_varint_put(p, e[i].g.receipts);
+        p = store_varint_put(p, e[i].g.fallback);
+        p = store_varint_put(p, e[i].g.clean);
+        p = store_varint_put(p, e[i].g.unproven);
+        p = store_varint_put(p, e[i].g.schema3);
+        p = store_varint_put(p, (uint64_t)fl);
+        memcpy(p, fig, fl);
+        p += fl;
+    }
+    sqlite3_bind_int64(ru->put_sums, 1, first_id);
+    sqlite3_bind_blob(ru->put_sums, 2, buf, (int)(p - buf), SQLITE_STATIC);
+    rc = sqlite3_step(ru->put_sums);
+    sqlite3_reset(ru->put_sums);
+    rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "store a chunk's sums");
+out:
+    free(buf);
+    free(e);
+    return rc;
+}
+
+int
+store_rollup_chunk_sums_walk(const void *blob, size_t len,
+                             store_rollup_walk_cb cb, void *arg)
+{
+    const unsigned char *p = blob, *end = p + len;
+    uint64_t n, i, v[10];
+    int w, rc;
+
+    if (p == NULL || (p = store_varint_get(p, end, &n)) == NULL)
+        return 0;
+    for (i = 0; i < n; i++) {
+        struct store_rollup_key k = { 0 };
+        struct store_agg_group g;
+
+        for (w = 0; w < 10 && p != NULL; w++)
+            p = store_varint_get(p, end, &v[w]);
+        if (p == NULL || v[9] > (uint64_t)(end - p))
+            return 0;
+        memset(&g, 0, sizeof(g));
+        k.model_id = (int64_t)v[0];
+        k.requested = (int)v[1];
+        k.executed = (int)v[2];
+        k.received_at = (int64_t)v[3] * STORE_BUCKET_MS;
+        g.receipts = v[4];
+        g.fallback = v[5];
+        g.clean = v[6];
+        g.unproven = v[7];
+        g.schema3 = v[8];
+        read_figures(p, (size_t)v[9], &g);
+        p += v[9];
+        if ((rc = cb(arg, &k, &g)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int
 store_rollup_chunk(struct store *s, struct store_rollup *ru, int64_t first_id,
                    int64_t end_id, struct proto_err *err)
@@ -849,6 +1001,10 @@ store_rollup_chunk(struct store *s, struct store_rollup *ru, int64_t first_id,
         return rc;
     if ((v = sums_take(&ru->tail, first_id, end_id)) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if ((rc = chunk_sums_put(s, ru, first_id, v, err))) {
+        view_unref(v);
+        return rc;
+    }
     if (ru->wait_chunks == 0)
         ru->wait_from = first_id;
     ru->chunk_views[ru->nviews++] = v;

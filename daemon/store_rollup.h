@@ -136,6 +136,17 @@ int store_rollup_views_walk(struct store_rollup_view *const *v, int n,
                             const struct store_rollup_merge *m,
                             store_rollup_walk_cb cb, void *arg);
 
+/*
+ * The row of chunk_sums (migrations/0014) a chunk gets as it is written
+ * (store_rollup_chunk): its receipts summed per model, requested and
+ * executed backend and hour. store_rollup_chunk_sums_walk calls cb for
+ * each entry of such a row (k holds model_id, requested, executed and the
+ * hour's start in received_at; the other ids are 0); a non-zero return
+ * stops the walk and is returned. A malformed row ends the walk early.
+ */
+int store_rollup_chunk_sums_walk(const void *blob, size_t len,
+                                 store_rollup_walk_cb cb, void *arg);
+
 /* The writer's rollup sums (store.c owns them). */
 struct store_rollup **store_rollups(struct store *s);
 

@@ -1,3 +1,7 @@
+CREATE TABLE chunk_sums (
+    chunk INTEGER PRIMARY KEY,             -- chunks.first_id
+    sums BLOB NOT NULL
+);
 CREATE TABLE chunks (
     first_id INTEGER PRIMARY KEY,
     end_id INTEGER NOT NULL,               -- ids [first_id, end_id)

@@ -482,6 +482,110 @@ START_TEST(test_cli_help_lists_own_options_only)
 }
 END_TEST
 
+/* ---- series (--every) and charts ---- */
+
+static int
+count_str(const char *s, const char *what)
+{
+    int n = 0;
+
+    while ((s = strstr(s, what)) != NULL) {
+        n++;
+        s += strlen(what);
+    }
+    return n;
+}
+
+/* --every makes a row per group and hour, the empty hours included (the
+ * receipts arrived in the last one); --format chart draws a line per
+ * group and one for the total, a character per hour. */
+START_TEST(test_cli_series_and_chart)
+{
+    const char *jsonl[] = { "fallbacks", "--group-by", "backends", "--every",
+                            "1h",        "--since",    "3h",       "--format",
+                            "jsonl",     NULL };
+    const char *chart[] = { "fallbacks", "--group-by", "backends", "--every",
+                            "1h",        "--since",    "3h",       "--format",
+                            "chart",     NULL };
+    const char *cov[] = { "coverage", "--every",  "1h",    "--since",
+                          "2h",       "--format", "chart", NULL };
+    const char *dflt[] = {
+        "fallbacks", "--every", "1d", "--format", "csv", NULL
+    };
+    const char *nochart[] = { "fallbacks", "--format", "chart", NULL };
+    const char *minutes[] = { "coverage", "--every", "90m", NULL };
+    const char *far[] = {
+        "fallbacks", "--every", "1h", "--since", "100d", NULL
+    };
+    char line[512];
+    const char *p;
+    struct run r;
+    int rows, nb;
+
+    import_text("series.jsonl", S1_LINE S3_LINE S3_LINE);
+
+    run_ok(&r, jsonl);
+    rows = count_lines(r.out);
+    nb = rows / 2;
+    ck_assert_msg(rows % 2 == 0 && (nb == 3 || nb == 4), "%s", r.out);
+    /* Each pair's receipts are in the newest hour only. */
+    ck_assert_int_eq(count_str(r.out, "\"receipts\":0,"), 2 * (nb - 1));
+    ck_assert_int_eq(count_str(r.out, "\"bucket\":"), rows);
+    run_free(&r);
+
+    run_ok(&r, chart);
+    ck_assert_int_eq(count_lines(r.out), 4); /* header, 2 groups, total */
+    ck_assert_msg(strncmp(r.out, "fallback rate, every 1h from ", 29) == 0,
+                  "%s", r.out);
+    p = strchr(r.out, '\n') + 1;
+    /* Most fallbacks first: cuda->cpu, every receipt a fallback, a full
+     * block in the newest hour, blanks before it. */
+    first_line(p, line, sizeof(line));
+    ck_assert_msg(strncmp(line, "cuda->cpu ", 10) == 0, "%s", line);
+    ck_assert_msg(strstr(line, "   \u2588  ") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "100%  1/1") != NULL, "%s", line);
+    p = strchr(p, '\n') + 1;
+    first_line(p, line, sizeof(line));
+    ck_assert_msg(strncmp(line, "cpu->cpu ", 9) == 0, "%s", line);
+    ck_assert_msg(strstr(line, "\u00b7  ") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "0%  0/2") != NULL, "%s", line);
+    p = strchr(p, '\n') + 1;
+    first_line(p, line, sizeof(line));
+    ck_assert_msg(strncmp(line, "(total) ", 8) == 0, "%s", line);
+    ck_assert_msg(strstr(line, "33.3%  1/3") != NULL, "%s", line);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+
+    /* Coverage: a line per counter. */
+    run_ok(&r, cov);
+    ck_assert_int_eq(count_lines(r.out), 27);
+    ck_assert_ptr_nonnull(strstr(r.out, "\ncounters.decode_steps "));
+    run_free(&r);
+
+    /* Without --since: 24 buckets back (here days), a bucket column. */
+    run_ok(&r, dflt);
+    first_line(r.out, line, sizeof(line));
+    ck_assert_str_eq(line, "prepared_plan_id,bucket,receipts,fallback,"
+                           "unproven,clean,fallback_rate,extra");
+    ck_assert_int_eq(count_lines(r.out), 1 + 2 * 25);
+    run_free(&r);
+
+    run(&r, nochart);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--every"));
+    run_free(&r);
+    run(&r, minutes);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "whole number of hours"));
+    run_free(&r);
+    /* 2,400 hours: the daemon refuses, naming the field. */
+    run(&r, far);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "invalid: every:") != NULL, "%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
 /* ---- truncation ---- */
 
 START_TEST(test_cli_truncation_note_on_stderr)
@@ -1775,6 +1879,7 @@ e2e_cli_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_fallbacks_totals_and_rates);
     tcase_add_test(tc, test_cli_fallbacks_only_and_min_rate);
+    tcase_add_test(tc, test_cli_series_and_chart);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tables");

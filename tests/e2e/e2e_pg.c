@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -170,6 +171,33 @@ query(int fd, uint64_t id, const char *kind, struct e2e_reply *rep)
     return e2e_get(rep->r.result, "rows");
 }
 
+/* A series (`every` one hour over the last three hours and a bit):
+ * rows of the one plan group, one per hour, the empty ones included. */
+static const msgpack_object *
+query_series(int fd, uint64_t id, const char *kind, struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 4);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, kind);
+    envelope_pack_cstr(&pk, "every");
+    msgpack_pack_uint64(&pk, 3600000);
+    envelope_pack_cstr(&pk, "since");
+    msgpack_pack_uint64(&pk, (uint64_t)time(NULL) * 1000 - 3 * 3600000 - 60000);
+    envelope_pack_cstr(&pk, "limit");
+    msgpack_pack_uint64(&pk, 10000);
+    ck_assert_int_eq(
+        e2e_request(fd, PROTO_OP_QUERY, id, 0, 0, sb.data, sb.size), 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, T, rep), 0);
+    ck_assert_msg(rep->r.ok, "query %s: %s", kind, rep->r.err.message);
+    return e2e_get(rep->r.result, "rows");
+}
+
 START_TEST(test_pg_kill9_keeps_every_ack_once)
 {
     static unsigned char acked[MAXSEQ];
@@ -230,6 +258,33 @@ START_TEST(test_pg_kill9_keeps_every_ack_once)
     ck_assert_uint_eq(rows->via.array.size, 1);
     ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "receipts"),
                       (uint64_t)scalar("SELECT count(*) FROM receipts"));
+    e2e_reply_free(&rep);
+    /* As a series: four or five hours, the receipts in the last one or
+     * two (sent within the last minutes). */
+    rows = query_series(fd, 100003, "fallbacks", &rep);
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_msg(rows->via.array.size == 4 || rows->via.array.size == 5,
+                  "%u rows", rows->via.array.size);
+    {
+        uint64_t sum = 0, last = 0;
+        uint32_t i;
+
+        for (i = 0; i < rows->via.array.size; i++) {
+            const msgpack_object *r = &rows->via.array.ptr[i];
+
+            ck_assert_uint_eq(e2e_get_uint(r, "bucket") % 3600000, 0);
+            ck_assert_uint_gt(e2e_get_uint(r, "bucket"), last);
+            last = e2e_get_uint(r, "bucket");
+            sum += e2e_get_uint(r, "receipts");
+        }
+        ck_assert_uint_eq(e2e_get_uint(&rows->via.array.ptr[0], "receipts"), 0);
+        ck_assert_uint_eq(sum,
+                          (uint64_t)scalar("SELECT count(*) FROM receipts"));
+    }
+    e2e_reply_free(&rep);
+    rows = query_series(fd, 100004, "coverage", &rep);
+    ck_assert_uint_eq(rows->via.array.size % 26, 0);
+    ck_assert_uint_ge(rows->via.array.size, 4 * 26);
     e2e_reply_free(&rep);
     rows = query(fd, 100001, "gaps", &rep);
     ck_assert_uint_eq(rows->via.array.size, 1);

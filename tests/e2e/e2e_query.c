@@ -521,6 +521,7 @@ struct q {
     int has_since, has_until;
     int64_t since, until;
     uint32_t limit; /* 0: the default of 100 */
+    uint64_t every; /* a series of buckets of that many ms; 0: none */
 };
 
 static void
@@ -537,8 +538,9 @@ pack_cstr(msgpack_packer *pk, const char *s)
     msgpack_pack_str_with_body(pk, s, strlen(s));
 }
 
+/* Sends q and receives its answer, whatever it is. */
 static void
-ask(const struct q *q, struct e2e_reply *rep)
+send_q(const struct q *q, struct e2e_reply *rep)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -546,7 +548,7 @@ ask(const struct q *q, struct e2e_reply *rep)
 
     n += !!q->group_by + (q->plan >= 0) + (q->graph >= 0) + (q->model >= 0) +
          (q->source >= 0) + (q->req >= 0) + (q->exec >= 0) + q->has_since +
-         q->has_until + (q->limit > 0);
+         q->has_until + (q->limit > 0) + (q->every > 0);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, (size_t)n);
@@ -584,16 +586,26 @@ ask(const struct q *q, struct e2e_reply *rep)
         pack_cstr(&pk, "limit");
         msgpack_pack_uint32(&pk, q->limit);
     }
+    if (q->every > 0) {
+        pack_cstr(&pk, "every");
+        msgpack_pack_uint64(&pk, q->every);
+    }
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 7, 0, 0, sb.data, sb.size),
                      0);
     ck_assert_int_eq(e2e_recv(fd, T, rep), 0);
+    close(fd);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void
+ask(const struct q *q, struct e2e_reply *rep)
+{
+    send_q(q, rep);
     ck_assert_msg(rep->r.ok, "query %s: %s at %s: %s", q->kind,
                   proto_code_name(rep->r.err.code), rep->r.err.path,
                   rep->r.err.message);
-    close(fd);
-    msgpack_sbuffer_destroy(&sb);
 }
 
 /* Whether fleet receipt r matches the filters of q. A live receipt's time
@@ -915,6 +927,118 @@ check_coverage(const struct q *q)
                       (double)c->sum / (double)c->measured);
         }
     }
+    e2e_reply_free(&rep);
+}
+
+/* A series (`every`): per group, most fallbacks over the window first,
+ * one row per bucket from the one holding since to the one holding
+ * until - 1, each with the figures of the receipts in that bucket clipped
+ * to the window (empty ones included); "total" one map per bucket. q's
+ * window must not cut the live receipts' window inside a bucket. */
+static void
+check_fallbacks_series(const struct q *q)
+{
+    static struct grp want[MAXG], got_b[MAXG];
+    struct e2e_reply rep;
+    const msgpack_object *rows, *total;
+    int64_t e = (int64_t)q->every, b0 = q->since / e * e, b1;
+    int gb = q->group_by ? group_of(q->group_by) : 1, truncated;
+    size_t n = expect(q, gb, want, MAXG), i, k, nb, row = 0;
+
+    b1 = (q->until - 1) / e * e;
+    nb = (size_t)((b1 - b0) / e + 1);
+    g_by = gb;
+    qsort(want, n, sizeof(*want), by_fallbacks);
+    ask(q, &rep);
+    rows = rows_of(&rep, &truncated);
+    ck_assert_int_eq(truncated, 0);
+    ck_assert_uint_eq(rows->via.array.size, n * nb);
+    total = e2e_get(rep.r.result, "total");
+    ck_assert_ptr_nonnull(total);
+    ck_assert_int_eq(total->type, MSGPACK_OBJECT_ARRAY);
+    ck_assert_uint_eq(total->via.array.size, nb);
+    for (i = 0; i < n; i++)
+        for (k = 0; k < nb; k++, row++) {
+            const msgpack_object *r = &rows->via.array.ptr[row];
+            struct q qb = *q;
+            const struct grp *w = NULL;
+            size_t m, j;
+
+            /* The bucket, clipped to the window. */
+            qb.since =
+                b0 + (int64_t)k * e > q->since ? b0 + (int64_t)k * e : q->since;
+            qb.until = b0 + (int64_t)(k + 1) * e < q->until
+                           ? b0 + (int64_t)(k + 1) * e
+                           : q->until;
+            m = expect(&qb, gb, got_b, MAXG);
+            for (j = 0; j < m; j++)
+                if (got_b[j].k1 == want[i].k1 && got_b[j].k2 == want[i].k2)
+                    w = &got_b[j];
+            check_keys(r, gb, &want[i]);
+            ck_assert_uint_eq(e2e_get_uint(r, "bucket"),
+                              (uint64_t)(b0 + (int64_t)k * e));
+            ck_assert_uint_eq(e2e_get_uint(r, "receipts"), w ? w->receipts : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "fallback"), w ? w->fallback : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "clean"), w ? w->clean : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "unproven"), w ? w->unproven : 0);
+            if (i == 0) {
+                const msgpack_object *t = &total->via.array.ptr[k];
+                uint64_t all = 0, fb = 0;
+
+                for (j = 0; j < m; j++) {
+                    all += got_b[j].receipts;
+                    fb += got_b[j].fallback;
+                }
+                ck_assert_uint_eq(e2e_get_uint(t, "bucket"),
+                                  (uint64_t)(b0 + (int64_t)k * e));
+                ck_assert_uint_eq(e2e_get_uint(t, "receipts"), all);
+                ck_assert_uint_eq(e2e_get_uint(t, "fallback"), fb);
+            }
+        }
+    e2e_reply_free(&rep);
+}
+
+/* The same for coverage without groups: per counter, one row per bucket. */
+static void
+check_coverage_series(const struct q *q)
+{
+    static struct grp got_b[MAXG];
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    int64_t e = (int64_t)q->every, b0 = q->since / e * e, b1;
+    size_t i, k, nb, row = 0, m;
+    int truncated;
+
+    b1 = (q->until - 1) / e * e;
+    nb = (size_t)((b1 - b0) / e + 1);
+    g_by = 0;
+    ask(q, &rep);
+    rows = rows_of(&rep, &truncated);
+    ck_assert_int_eq(truncated, 0);
+    ck_assert_uint_eq(rows->via.array.size, NC * nb);
+    for (i = 0; i < NC; i++)
+        for (k = 0; k < nb; k++, row++) {
+            const msgpack_object *r = &rows->via.array.ptr[row];
+            struct q qb = *q;
+
+            qb.since =
+                b0 + (int64_t)k * e > q->since ? b0 + (int64_t)k * e : q->since;
+            qb.until = b0 + (int64_t)(k + 1) * e < q->until
+                           ? b0 + (int64_t)(k + 1) * e
+                           : q->until;
+            m = expect(&qb, 0, got_b, MAXG);
+            check_str(r, "counter", counter_names[i]);
+            ck_assert_uint_eq(e2e_get_uint(r, "bucket"),
+                              (uint64_t)(b0 + (int64_t)k * e));
+            ck_assert_uint_eq(e2e_get_uint(r, "receipts"),
+                              m ? got_b[0].receipts : 0);
+            ck_assert_uint_eq(e2e_get_uint(r, "measured"),
+                              m ? got_b[0].c[i].measured : 0);
+            if (m == 0 || got_b[0].c[i].measured == 0)
+                ck_assert_int_eq(e2e_get(r, "min")->type, MSGPACK_OBJECT_NIL);
+            else
+                ck_assert_uint_eq(e2e_get_uint(r, "min"), got_b[0].c[i].min);
+        }
     e2e_reply_free(&rep);
 }
 
@@ -1279,6 +1403,111 @@ START_TEST(test_query_quarantine_rows_and_raw_bytes)
 }
 END_TEST
 
+/* Series over the historic receipts: windows cut inside an hour and a
+ * day, with empty buckets before and after the receipts; hours, hours
+ * that do not divide a day, days. */
+START_TEST(test_query_series_match_the_fleet)
+{
+    static const uint64_t everys[] = { HOUR, 5 * HOUR, DAY };
+    struct q q;
+    int gb;
+
+    for (gb = 0; gb < 5; gb++) {
+        q_init(&q, "fallbacks");
+        q.group_by = group_bys[gb + 1];
+        q.has_since = q.has_until = 1;
+        q.since = base_ms - 3 * HOUR - 17 * 60000;
+        q.until = base_ms + 50 * HOUR + 5 * 60000;
+        q.every = everys[_i];
+        q.limit = 1000;
+        check_fallbacks_series(&q);
+    }
+    q_init(&q, "fallbacks");
+    q.has_since = q.has_until = 1;
+    q.since = base_ms + 7 * HOUR + 1;
+    q.until = base_ms + 31 * HOUR - 1;
+    q.every = everys[_i];
+    q.plan = 2;
+    q.group_by = "backends";
+    check_fallbacks_series(&q);
+    q_init(&q, "coverage");
+    q.has_since = q.has_until = 1;
+    q.since = base_ms - HOUR;
+    q.until = base_ms + 49 * HOUR + 7;
+    q.every = everys[_i];
+    q.limit = 10000;
+    check_coverage_series(&q);
+}
+END_TEST
+
+/* A series' limit counts groups, each sent whole. */
+START_TEST(test_query_series_limit_counts_groups)
+{
+    struct e2e_reply rep;
+    const msgpack_object *rows;
+    struct q q;
+    int truncated;
+
+    q_init(&q, "fallbacks");
+    q.group_by = "plan";
+    q.has_since = q.has_until = 1;
+    q.since = base_ms;
+    q.until = base_ms + 10 * HOUR;
+    q.every = HOUR;
+    q.limit = 2;
+    ask(&q, &rep);
+    rows = rows_of(&rep, &truncated);
+    ck_assert_int_eq(truncated, 1);
+    ck_assert_uint_eq(rows->via.array.size, 2 * 11);
+    e2e_reply_free(&rep);
+}
+END_TEST
+
+/* every: whole hours, with since, at most 2,000 buckets; the error names
+ * the field. */
+START_TEST(test_query_series_rejects_bad_every)
+{
+    static const struct {
+        uint64_t every;
+        int has_since;
+        int64_t span;
+        const char *path;
+    } bad[] = {
+        { 60000, 1, HOUR, "every" },       /* a minute */
+        { HOUR + 1, 1, HOUR, "every" },    /* not whole hours */
+        { HOUR, 0, 0, "since" },           /* no start */
+        { HOUR, 1, 2001 * HOUR, "every" }, /* too many buckets */
+    };
+    struct e2e_reply rep;
+    struct q q;
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        q_init(&q, i % 2 ? "fallbacks" : "coverage");
+        q.every = bad[i].every;
+        q.has_since = bad[i].has_since;
+        q.has_until = bad[i].has_since;
+        q.since = base_ms;
+        q.until = base_ms + bad[i].span;
+        send_q(&q, &rep);
+        ck_assert_msg(!rep.r.ok, "case %zu was accepted", i);
+        ck_assert_str_eq(proto_code_name(rep.r.err.code), "invalid");
+        ck_assert_str_eq(rep.r.err.path, bad[i].path);
+        e2e_reply_free(&rep);
+    }
+    /* fallbacks without groups lists receipts: no series. */
+    q_init(&q, "fallbacks");
+    q.group_by = "none";
+    q.every = HOUR;
+    q.has_since = 1;
+    q.since = base_ms;
+    send_q(&q, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(rep.r.err.path, "every");
+    e2e_reply_free(&rep);
+}
+END_TEST
+
 START_TEST(test_query_rejects_unknown_group_by)
 {
     msgpack_sbuffer sb;
@@ -1455,6 +1684,9 @@ suite(void)
     ADD_LOOP("filters", test_query_filters_match_the_fleet, 7);
     ADD_LOOP("ranges", test_query_time_ranges_cutting_hours_are_exact, NRANGES);
     ADD("limit", test_query_limit_truncates_rows);
+    ADD_LOOP("series", test_query_series_match_the_fleet, 3);
+    ADD("series_limit", test_query_series_limit_counts_groups);
+    ADD("series_bad", test_query_series_rejects_bad_every);
     ADD("fallbacks_none", test_query_fallbacks_none_lists_fallback_receipts);
     ADD_LOOP("gaps", test_query_gaps_match_the_seqs_sent, 2);
     ADD("quarantine", test_query_quarantine_rows_and_raw_bytes);

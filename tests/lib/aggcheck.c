@@ -9,51 +9,92 @@
 #include "store.h"
 #include "store_agg.h"
 
+/* One query against the scan: the same groups with the same figures. */
+static void
+same_as_scan(struct store *s, const struct store_filter *f, int group_by,
+             unsigned flags, size_t r)
+{
+    struct store_agg a = { 0 }, b = { 0 };
+    struct proto_err err;
+    size_t i, j;
+
+    ck_assert_int_eq(store_query_agg(s, f, group_by, flags, 0, &a, &err), 0);
+    ck_assert_int_eq(
+        store_query_agg(s, f, group_by, flags | STORE_AGG_SCAN, 0, &b, &err),
+        0);
+    ck_assert_msg(a.n == b.n,
+                  "range %zu, group %d, every %llu: %zu groups, "
+                  "the scan %zu",
+                  r, group_by, (unsigned long long)f->every, a.n, b.n);
+    for (i = 0; i < a.n; i++) {
+        const struct store_agg_group *x = &a.groups[i], *y;
+
+        for (j = 0;
+             j < b.n && (b.groups[j].k1 != x->k1 || b.groups[j].k2 != x->k2 ||
+                         b.groups[j].bucket != x->bucket);
+             j++)
+            ;
+        ck_assert_uint_lt(j, b.n);
+        y = &b.groups[j];
+        if (f->every != 0)
+            ck_assert_int_eq(x->bucket % (int64_t)f->every, 0);
+        ck_assert_msg(
+            x->receipts == y->receipts && x->fallback == y->fallback &&
+                x->clean == y->clean && x->unproven == y->unproven &&
+                x->schema3 == y->schema3,
+            "range %zu, group %d, every %llu: counts differ from the "
+            "scan (%llu receipts, the scan %llu)",
+            r, group_by, (unsigned long long)f->every,
+            (unsigned long long)x->receipts, (unsigned long long)y->receipts);
+        ck_assert_msg(memcmp(x->c, y->c, sizeof(x->c)) == 0,
+                      "range %zu, group %d, every %llu: counters differ from "
+                      "the scan",
+                      r, group_by, (unsigned long long)f->every);
+    }
+    store_agg_free(&a);
+    store_agg_free(&b);
+}
+
 void
 aggcheck_equal_scan(struct store *s, const struct aggcheck_range *ranges,
                     size_t n)
 {
-    size_t r, i, j;
+    /* Series (`every`): hours, hours that are not a day's divisor, a day
+     * (day rollups), two days. */
+    static const uint64_t everys[] = { 0, 3600000, 5 * 3600000, 86400000,
+                                       2 * 86400000 };
+    /* By plan (the edges read rows), and by what chunks' sums answer
+     * (migrations/0014): nothing, model, backends. */
+    static const int groups[] = { STORE_GROUP_PLAN, STORE_GROUP_NONE,
+                                  STORE_GROUP_MODEL, STORE_GROUP_BACKENDS };
+    size_t r, e, g;
     int counters;
 
     /* With the counters (coverage: rollup figures, receipts' blobs) and
-     * without (fallbacks: the counts SQL adds up). */
-    for (counters = 0; counters < 2; counters++)
-        for (r = 0; r < n; r++) {
-            unsigned flags = counters ? STORE_AGG_COUNTERS : 0;
-            struct store_agg a = { 0 }, b = { 0 };
-            struct store_filter f;
-            struct proto_err err;
+     * without (fallbacks: the counts), as one total and as series. */
+    for (e = 0; e < sizeof(everys) / sizeof(everys[0]); e++)
+        for (g = 0; g < sizeof(groups) / sizeof(groups[0]); g++)
+            for (counters = 0; counters < 2; counters++)
+                for (r = 0; r < n; r++) {
+                    struct store_filter f;
 
-            memset(&f, 0, sizeof(f));
-            f.requested = f.executed = f.status = -1;
-            f.limit = 100;
-            f.has_since = ranges[r].has_since;
-            f.has_until = ranges[r].has_until;
-            f.since = ranges[r].since;
-            f.until = ranges[r].until;
-            ck_assert_int_eq(
-                store_query_agg(s, &f, STORE_GROUP_PLAN, flags, 0, &a, &err),
-                0);
-            ck_assert_int_eq(store_query_agg(s, &f, STORE_GROUP_PLAN,
-                                             flags | STORE_AGG_SCAN, 0, &b,
-                                             &err),
-                             0);
-            ck_assert_uint_eq(a.n, b.n);
-            for (i = 0; i < a.n; i++) {
-                for (j = 0; j < b.n && b.groups[j].k1 != a.groups[i].k1; j++)
-                    ;
-                ck_assert_uint_lt(j, b.n);
-                ck_assert_uint_eq(a.groups[i].receipts, b.groups[j].receipts);
-                ck_assert_uint_eq(a.groups[i].fallback, b.groups[j].fallback);
-                ck_assert_uint_eq(a.groups[i].clean, b.groups[j].clean);
-                ck_assert_uint_eq(a.groups[i].unproven, b.groups[j].unproven);
-                ck_assert_uint_eq(a.groups[i].schema3, b.groups[j].schema3);
-                ck_assert_msg(memcmp(a.groups[i].c, b.groups[j].c,
-                                     sizeof(a.groups[i].c)) == 0,
-                              "range %zu: counters differ from the scan", r);
-            }
-            store_agg_free(&a);
-            store_agg_free(&b);
-        }
+                    /* Other groupings: one total and hourly series. */
+                    if (g > 0 && e > 1)
+                        continue;
+                    memset(&f, 0, sizeof(f));
+                    f.requested = f.executed = f.status = -1;
+                    f.limit = 100;
+                    f.has_since = ranges[r].has_since;
+                    f.has_until = ranges[r].has_until;
+                    f.since = ranges[r].since;
+                    f.until = ranges[r].until;
+                    f.every = everys[e];
+                    same_as_scan(s, &f, groups[g],
+                                 counters ? STORE_AGG_COUNTERS : 0, r);
+                    /* A backend filter on the sums' key. */
+                    if (g == 1 && counters == 0) {
+                        f.executed = RECEIPT_BACKEND_CPU;
+                        same_as_scan(s, &f, STORE_GROUP_NONE, 0, r);
+                    }
+                }
 }

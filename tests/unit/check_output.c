@@ -112,10 +112,10 @@ result_free(struct result *r)
 
 /* Runs fn-style output into a string (caller frees). */
 static char *
-render_by(int format, const char *kind, const char *group_by,
-          const msgpack_object *res, int *rc)
+render_every(int format, const char *kind, const char *group_by, uint64_t every,
+             const msgpack_object *res, int *rc)
 {
-    struct output_spec spec = { kind, group_by, NULL, 0, 0 };
+    struct output_spec spec = { kind, group_by, NULL, 0, 0, every };
     char *buf = NULL, err[OUTPUT_ERR_MAX] = "";
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -131,6 +131,13 @@ render_by(int format, const char *kind, const char *group_by,
         return strdup(err);
     }
     return buf;
+}
+
+static char *
+render_by(int format, const char *kind, const char *group_by,
+          const msgpack_object *res, int *rc)
+{
+    return render_every(format, kind, group_by, 0, res, rc);
 }
 
 static char *
@@ -286,6 +293,73 @@ static const char metrics_json[] =
     "# TYPE receiptd_frames_total counter\\nreceiptd_frames_total 100\\n\"}],"
     " \"truncated\": false}";
 
+/* A series by backends, four hours: a group that fell back in two of
+ * them (one rarely), one that never did, an hour without receipts. */
+static const char series_json[] =
+    "{\"rows\": ["
+    "{\"requested_backend\": \"cuda\", \"executed_backend\": \"cpu\","
+    " \"bucket\": 1796385600000, \"receipts\": 40, \"fallback\": 8,"
+    " \"unproven\": 0, \"clean\": 32, \"fallback_rate\": 0.2},"
+    "{\"requested_backend\": \"cuda\", \"executed_backend\": \"cpu\","
+    " \"bucket\": 1796389200000, \"receipts\": 0, \"fallback\": 0,"
+    " \"unproven\": 0, \"clean\": 0, \"fallback_rate\": 0.0},"
+    "{\"requested_backend\": \"cuda\", \"executed_backend\": \"cpu\","
+    " \"bucket\": 1796392800000, \"receipts\": 1000, \"fallback\": 1,"
+    " \"unproven\": 0, \"clean\": 999, \"fallback_rate\": 0.001},"
+    "{\"requested_backend\": \"cuda\", \"executed_backend\": \"cpu\","
+    " \"bucket\": 1796396400000, \"receipts\": 10, \"fallback\": 0,"
+    " \"unproven\": 0, \"clean\": 10, \"fallback_rate\": 0.0},"
+    "{\"requested_backend\": \"wgpu-vulkan\", \"executed_backend\":"
+    " \"wgpu-vulkan\", \"bucket\": 1796385600000, \"receipts\": 5,"
+    " \"fallback\": 0, \"unproven\": 5, \"clean\": 0, \"fallback_rate\": 0.0},"
+    "{\"requested_backend\": \"wgpu-vulkan\", \"executed_backend\":"
+    " \"wgpu-vulkan\", \"bucket\": 1796389200000, \"receipts\": 0,"
+    " \"fallback\": 0, \"unproven\": 0, \"clean\": 0, \"fallback_rate\": 0.0},"
+    "{\"requested_backend\": \"wgpu-vulkan\", \"executed_backend\":"
+    " \"wgpu-vulkan\", \"bucket\": 1796392800000, \"receipts\": 7,"
+    " \"fallback\": 0, \"unproven\": 0, \"clean\": 7, \"fallback_rate\": 0.0},"
+    "{\"requested_backend\": \"wgpu-vulkan\", \"executed_backend\":"
+    " \"wgpu-vulkan\", \"bucket\": 1796396400000, \"receipts\": 3,"
+    " \"fallback\": 0, \"unproven\": 0, \"clean\": 3, \"fallback_rate\": 0.0}"
+    "], \"truncated\": false, \"total\": ["
+    "{\"bucket\": 1796385600000, \"receipts\": 45, \"fallback\": 8,"
+    " \"unproven\": 5, \"clean\": 32, \"fallback_rate\": 0.17777777777777778},"
+    "{\"bucket\": 1796389200000, \"receipts\": 0, \"fallback\": 0,"
+    " \"unproven\": 0, \"clean\": 0, \"fallback_rate\": 0.0},"
+    "{\"bucket\": 1796392800000, \"receipts\": 1007, \"fallback\": 1,"
+    " \"unproven\": 0, \"clean\": 1006, \"fallback_rate\": 0.000993},"
+    "{\"bucket\": 1796396400000, \"receipts\": 13, \"fallback\": 0,"
+    " \"unproven\": 0, \"clean\": 13, \"fallback_rate\": 0.0}]}";
+
+/* A coverage series without groups: two counters, three hours. */
+static const char coverage_series_json[] =
+    "{\"rows\": ["
+    "{\"counter\": \"counters.decode_steps\", \"bucket\": 1796385600000,"
+    " \"bit\": 0, \"receipts\": 4, \"measured\": 4, \"unknown\": 0,"
+    " \"not_applicable\": 0, \"coverage\": 1.0, \"sum\": 8, \"min\": 1,"
+    " \"max\": 3, \"mean\": 2.0},"
+    "{\"counter\": \"counters.decode_steps\", \"bucket\": 1796389200000,"
+    " \"bit\": 0, \"receipts\": 4, \"measured\": 1, \"unknown\": 3,"
+    " \"not_applicable\": 0, \"coverage\": 0.25, \"sum\": 2, \"min\": 2,"
+    " \"max\": 2, \"mean\": 2.0},"
+    "{\"counter\": \"counters.decode_steps\", \"bucket\": 1796392800000,"
+    " \"bit\": 0, \"receipts\": 0, \"measured\": 0, \"unknown\": 0,"
+    " \"not_applicable\": 0, \"coverage\": 0.0, \"sum\": 0, \"min\": null,"
+    " \"max\": null, \"mean\": null},"
+    "{\"counter\": \"latency.queue_delay_us\", \"bucket\": 1796385600000,"
+    " \"bit\": 23, \"receipts\": 4, \"measured\": 0, \"unknown\": 2,"
+    " \"not_applicable\": 2, \"coverage\": 0.0, \"sum\": 0, \"min\": null,"
+    " \"max\": null, \"mean\": null},"
+    "{\"counter\": \"latency.queue_delay_us\", \"bucket\": 1796389200000,"
+    " \"bit\": 23, \"receipts\": 4, \"measured\": 3, \"unknown\": 0,"
+    " \"not_applicable\": 1, \"coverage\": 1.0, \"sum\": 30, \"min\": 5,"
+    " \"max\": 20, \"mean\": 10.0},"
+    "{\"counter\": \"latency.queue_delay_us\", \"bucket\": 1796392800000,"
+    " \"bit\": 23, \"receipts\": 0, \"measured\": 0, \"unknown\": 0,"
+    " \"not_applicable\": 0, \"coverage\": 0.0, \"sum\": 0, \"min\": null,"
+    " \"max\": null, \"mean\": null}"
+    "], \"truncated\": false}";
+
 static const char empty_json[] = "{\"rows\": [], \"truncated\": false}";
 
 struct golden_case {
@@ -325,6 +399,52 @@ static const struct golden_case golden_cases[] = {
     { "empty_prunes.csv", "prunes", empty_json, OUTPUT_CSV, NULL },
     { "empty_fallbacks.csv", "fallbacks", empty_json, OUTPUT_CSV, NULL },
 };
+
+/* Series (--every 1h). */
+static const struct golden_case series_cases[] = {
+    { "series_backends.chart", "fallbacks", series_json, OUTPUT_CHART,
+      "backends" },
+    { "series_backends.table", "fallbacks", series_json, OUTPUT_TABLE,
+      "backends" },
+    { "series_backends.csv", "fallbacks", series_json, OUTPUT_CSV, "backends" },
+    { "coverage_series.chart", "coverage", coverage_series_json, OUTPUT_CHART,
+      NULL },
+    { "empty_series.chart", "fallbacks", empty_json, OUTPUT_CHART, NULL },
+};
+
+START_TEST(test_output_series_match_golden)
+{
+    const struct golden_case *gc = &series_cases[_i];
+    struct result r;
+    char *got;
+    int rc;
+
+    result_from_json(&r, gc->input);
+    got = render_every(gc->format, gc->kind, gc->group_by, 3600000, &r.up.data,
+                       &rc);
+    ck_assert_msg(rc == 0, "%s: %s", gc->golden, got);
+    check_golden(gc->golden, got);
+    free(got);
+    result_free(&r);
+}
+END_TEST
+
+/* A chart needs a series: rows without buckets are refused. */
+START_TEST(test_output_chart_needs_buckets)
+{
+    struct result r;
+    char *got;
+    int rc;
+
+    result_from_json(&r, fallbacks_json);
+    got =
+        render_every(OUTPUT_CHART, "fallbacks", NULL, 3600000, &r.up.data, &rc);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_msg(strstr(got, "--every") != NULL, "%s", got);
+    free(got);
+    result_free(&r);
+}
+END_TEST
 
 START_TEST(test_output_matches_golden)
 {
@@ -598,7 +718,7 @@ END_TEST
 static char *
 note(const char *kind, const char *json, int *cut)
 {
-    struct output_spec spec = { kind, NULL, NULL, 0, 0 };
+    struct output_spec spec = { kind, NULL, NULL, 0, 0, 0 };
     struct result r;
     char *buf = NULL;
     size_t len = 0;
@@ -707,6 +827,9 @@ output_suite(void)
     tcase_add_loop_test(tc, test_output_rates_keep_two_digits, 0,
                         (int)(sizeof(rates) / sizeof(rates[0])));
     tcase_add_test(tc, test_output_record_matches_golden);
+    tcase_add_loop_test(tc, test_output_series_match_golden, 0,
+                        (int)(sizeof(series_cases) / sizeof(series_cases[0])));
+    tcase_add_test(tc, test_output_chart_needs_buckets);
     suite_add_tcase(s, tc);
     tc = tcase_create("truncation");
     tcase_add_test(tc, test_output_truncation_names_the_way_on);

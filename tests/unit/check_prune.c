@@ -228,6 +228,42 @@ START_TEST(test_prune_cuts_a_bucket_in_half_and_keeps_rollups_exact)
 }
 END_TEST
 
+/* A prune that takes part of a chunk lying inside a window's partial
+ * hour: the chunk's sums (migrations/0014) no longer hold, and its edge is
+ * read from the receipts left. A write a minute for three hours, chunks of
+ * 16 minutes, batches of 37 receipts that end inside chunks. */
+START_TEST(test_prune_inside_a_chunk_drops_its_sums)
+{
+    const int64_t t0 = 20 * DAY + 7000, min = 60000;
+    const int64_t cutoff = 20 * DAY + HOUR + 25 * min + 30000;
+    static const struct aggcheck_range ranges[] = {
+        { 1, 1, 20 * DAY + HOUR + 2 * min, 20 * DAY + HOUR + 58 * min },
+        { 1, 0, 20 * DAY + 5 * min, 0 },
+        { 0, 0, 0, 0 },
+    };
+    struct store_prune_result r;
+    struct proto_err err;
+    struct store *s = open_rw();
+    int i;
+
+    for (i = 0; i < 180; i++) {
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        put(s, t0 + i * min, (uint64_t)i + 1, 4);
+        ck_assert_int_eq(store_commit(s, &err), 0);
+    }
+    ck_assert_int_gt(scalar(s, "SELECT count(*) FROM chunk_sums"), 5);
+    aggcheck_equal_scan(s, ranges, sizeof(ranges) / sizeof(ranges[0]));
+    do {
+        ck_assert_int_eq(store_prune(s, cutoff, 37, &r, &err), 0);
+        aggcheck_equal_scan(s, ranges, sizeof(ranges) / sizeof(ranges[0]));
+    } while (r.more);
+    ck_assert_int_eq(scalar(s, "SELECT count(*) FROM chunk_sums WHERE chunk "
+                               "<= (SELECT min(id) FROM receipts)"),
+                     0);
+    store_free(s);
+}
+END_TEST
+
 /* At most max_rows a batch, oldest first; batches until none is due. */
 START_TEST(test_prune_respects_max_rows)
 {
@@ -330,6 +366,7 @@ suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_prune_respects_max_rows);
+    tcase_add_test(tc, test_prune_inside_a_chunk_drops_its_sums);
     suite_add_tcase(s, tc);
     tc = tcase_create("dedupe");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -526,6 +526,46 @@ START_TEST(test_rollup_migration_counts_schema3_exactly)
 }
 END_TEST
 
+/* The edges of a window read the chunks that lie inside them from their
+ * sums (migrations/0014) when the grouping allows: a minute's write every
+ * minute of an hour, chunks of two minutes, windows cut inside the hour;
+ * a rolled-back chunk takes its sums with it. */
+START_TEST(test_rollup_edges_read_chunk_sums)
+{
+    const int64_t hour = 3600000, h0 = 30 * hour, min = 60000;
+    static const struct aggcheck_range ranges[] = {
+        { 1, 1, h0 + 7 * min + 3, h0 + 51 * min },
+        { 1, 1, h0 + 59 * min, h0 + 3 * hour + 17 * min },
+        { 1, 0, h0 + 20 * min + 1, 0 },
+        { 0, 1, 0, h0 + 2 * hour + 40 * min },
+        { 1, 1, h0 + 5 * min, h0 + 6 * min },
+    };
+    struct store_opts o = { .readonly = 1, .shared = shared };
+    struct proto_err err;
+    struct store *s = (variant(_i), open_rw());
+    int64_t rows;
+    int i;
+
+    for (i = 0; i < 180; i++) {
+        ck_assert_int_eq(store_begin(s, &err), 0);
+        job(s, i % 4, 50, 0, h0 + i * min + i % 7);
+        if (i % 23 == 5) {
+            job(s, 9, 120, 0, h0 + i * min + 30000); /* a chunk, then gone */
+            store_rollback(s);
+            continue;
+        }
+        ck_assert_int_eq(store_commit(s, &err), 0);
+    }
+    store_free(s);
+    rows = scalar("SELECT count(*) FROM chunk_sums");
+    ck_assert_int_gt(rows, 30);
+    ck_assert_int_eq(rows, scalar("SELECT count(*) FROM chunks"));
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    aggcheck_equal_scan(s, ranges, sizeof(ranges) / sizeof(ranges[0]));
+    store_free(s);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -562,6 +602,11 @@ suite(void)
     tcase_add_loop_test(tc, test_rollup_chunks_wait_while_a_merge_is_under_way,
                         2, 4);
     tcase_add_loop_test(tc, test_rollup_migration_counts_schema3_exactly, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("chunk_sums");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_rollup_edges_read_chunk_sums, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -297,7 +297,9 @@ cmp_groups(const void *a, const void *b)
         return x->name_len < y->name_len ? -1 : 1;
     if (x->k1 != y->k1 && x->name == NULL)
         return x->k1 < y->k1 ? -1 : 1;
-    return x->name == NULL ? (x->k2 > y->k2) - (x->k2 < y->k2) : 0;
+    if (x->name == NULL && x->k2 != y->k2)
+        return x->k2 < y->k2 ? -1 : 1;
+    return (x->bucket > y->bucket) - (x->bucket < y->bucket);
 }
 
 static char *
@@ -318,9 +320,10 @@ agg_text(struct store *s, const struct store_filter *f, int group_by,
     for (i = 0; i < a.n; i++) {
         const struct store_agg_group *g = &a.groups[i];
 
-        add(&t, "[%.*s|%lld|%lld] %llu %llu %llu %llu %llu", (int)g->name_len,
-            g->name ? g->name : "", g->name ? 0LL : (long long)g->k1,
-            g->name ? 0LL : (long long)g->k2, (unsigned long long)g->receipts,
+        add(&t, "[%.*s|%lld|%lld|%lld] %llu %llu %llu %llu %llu",
+            (int)g->name_len, g->name ? g->name : "",
+            g->name ? 0LL : (long long)g->k1, g->name ? 0LL : (long long)g->k2,
+            (long long)g->bucket, (unsigned long long)g->receipts,
             (unsigned long long)g->fallback, (unsigned long long)g->clean,
             (unsigned long long)g->unproven, (unsigned long long)g->schema3);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
@@ -418,9 +421,9 @@ START_TEST(test_backends_answer_every_kind_the_same)
         { T0 + 6 * HOUR + 60000, T0 + 6 * HOUR + 3000000 }, /* inside one */
         { T0 + DAY, 0 },
     };
-    char pg[700], what[128];
+    char pg[700], what[160];
     struct store *w, *a, *b;
-    size_t i;
+    size_t i, e;
     int gb;
 
     snprintf(sqlite_path, sizeof(sqlite_path), "%s/same.db", dir);
@@ -483,27 +486,33 @@ START_TEST(test_backends_answer_every_kind_the_same)
         snprintf(what, sizeof(what), "receipts (filter %zu)", i);
         same(receipts_text(a, &f), receipts_text(b, &f), what);
     }
-    /* fallbacks and coverage: every grouping, every window */
-    for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
-        for (gb = 0; gb < STORE_GROUP_COUNT; gb++) {
-            struct store_filter f = filter();
+    /* fallbacks and coverage: every grouping, every window, as one total
+     * and as series of hours and of days */
+    for (e = 0; e < 3; e++)
+        for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
+            for (gb = 0; gb < STORE_GROUP_COUNT; gb++) {
+                struct store_filter f = filter();
 
-            f.has_since = windows[i][0] != 0;
-            f.since = (uint64_t)windows[i][0];
-            f.has_until = windows[i][1] != 0;
-            f.until = (uint64_t)windows[i][1];
-            if (gb == STORE_GROUP_MODEL) {
-                f.plan = "p2";
-                f.plan_len = 2;
+                f.every = e == 0 ? 0 : e == 1 ? HOUR : DAY;
+
+                f.has_since = windows[i][0] != 0;
+                f.since = (uint64_t)windows[i][0];
+                f.has_until = windows[i][1] != 0;
+                f.until = (uint64_t)windows[i][1];
+                if (gb == STORE_GROUP_MODEL) {
+                    f.plan = "p2";
+                    f.plan_len = 2;
+                }
+                snprintf(what, sizeof(what),
+                         "coverage (window %zu, group %d, every %llu)", i, gb,
+                         (unsigned long long)f.every);
+                same(agg_text(a, &f, gb, STORE_AGG_COUNTERS),
+                     agg_text(b, &f, gb, STORE_AGG_COUNTERS), what);
+                snprintf(what, sizeof(what),
+                         "fallbacks (window %zu, group %d, every %llu)", i, gb,
+                         (unsigned long long)f.every);
+                same(agg_text(a, &f, gb, 0), agg_text(b, &f, gb, 0), what);
             }
-            snprintf(what, sizeof(what), "coverage (window %zu, group %d)", i,
-                     gb);
-            same(agg_text(a, &f, gb, STORE_AGG_COUNTERS),
-                 agg_text(b, &f, gb, STORE_AGG_COUNTERS), what);
-            snprintf(what, sizeof(what), "fallbacks (window %zu, group %d)", i,
-                     gb);
-            same(agg_text(a, &f, gb, 0), agg_text(b, &f, gb, 0), what);
-        }
     /* gaps */
     {
         struct store_filter f = filter();

@@ -1,4 +1,0 @@
--- 0014: reserved. This number belongs to a migration made on another
--- branch at the same time; this file only keeps the numbers contiguous
--- here and gives way to that migration when the branches merge (0015
--- follows it either way). It changes nothing.
