@@ -1,0 +1,3 @@
+-- 0014: a placeholder, empty on purpose. The number belongs to another
+-- branch's migration; this file only keeps the numbers contiguous (the
+-- build requires it) until that branch is merged, which replaces it.
