@@ -82,12 +82,14 @@ struct relay {
     int64_t oldest_at; /* received_at of the oldest undelivered;
                           INT64_MIN when none waits */
 
-    _Atomic uint64_t acked;       /* the center's last acknowledged id */
-    _Atomic uint64_t acked_plans; /* the same for the plans stream */
+    _Atomic uint64_t acked;           /* the center's last acknowledged id */
+    _Atomic uint64_t acked_plans;     /* the same for the plans stream */
+    _Atomic uint64_t acked_retention; /* and for retained values */
 
     /* Loop thread. */
     uint64_t stored; /* the cursor as the writer last stored it */
     uint64_t stored_plans;
+    uint64_t stored_retention;
     int job_running;  /* a cursor job is with the writer */
     int stopping;     /* relay_stop ran */
     int async_closed; /* its close callback ran */
@@ -102,6 +104,7 @@ struct relay {
     uint64_t enc_records; /* backlog's estimate */
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
+    uint64_t retention_paused_until; /* the same for retained values */
     uint64_t rng;
     /* The backoff's bound for a center that answered unavailable or
      * overloaded, ms; 0 after a batch stored. */
@@ -397,12 +400,17 @@ fail:
 
 /* ---- Batches. ---- */
 
+/* The streams, in the order a round sends them: a retained value names a
+ * plan, so it follows the plans. */
+enum stream { STREAM_RECEIPTS, STREAM_PLANS, STREAM_RETENTION };
+
 struct batch {
     msgpack_sbuffer sb; /* the records, packed one after another */
     msgpack_packer pk;
     size_t limit; /* bytes of records */
     uint32_t n;
-    uint64_t last; /* id of the last record packed */
+    uint64_t last;       /* id of the last record packed */
+    uint64_t plans_upto; /* retention: the plans the center acknowledged */
 };
 
 /* store_relay_read's callback: one row as [id, received_at, source,
@@ -448,6 +456,37 @@ pack_plan_cb(void *arg, const struct store_relay_plan *p)
         return PROTO_ENOMEM;
     b->n++;
     b->last = (uint64_t)p->id;
+    return 0;
+}
+
+/* store_relay_read_retained's callback: [id, retained_at, "", nil,
+ * {prepared_plan_id, graph_hash, value}], the value as stored (a
+ * RetainedCompletionValue, which holds its value_id). A value whose plan
+ * the center has not acknowledged yet ends the batch: it waits for the
+ * plans stream, so that the center knows the plan when it comes. */
+static int
+pack_retained_cb(void *arg, const struct store_relay_retained *v)
+{
+    struct batch *b = arg;
+    msgpack_packer *pk = &b->pk;
+
+    if ((uint64_t)v->plan_id > b->plans_upto ||
+        (b->n > 0 && b->sb.size >= b->limit))
+        return 1;
+    if (msgpack_pack_array(pk, 5) != 0 ||
+        msgpack_pack_uint64(pk, (uint64_t)v->id) != 0 ||
+        msgpack_pack_int64(pk, v->retained_at) != 0 ||
+        msgpack_pack_str(pk, 0) != 0 || msgpack_pack_nil(pk) != 0 ||
+        msgpack_pack_map(pk, 3) != 0 ||
+        envelope_pack_cstr(pk, "prepared_plan_id") != 0 ||
+        msgpack_pack_str_with_body(pk, v->plan.ptr, v->plan.len) != 0 ||
+        envelope_pack_cstr(pk, "graph_hash") != 0 ||
+        msgpack_pack_str_with_body(pk, v->graph.ptr, v->graph.len) != 0 ||
+        envelope_pack_cstr(pk, "value") != 0 ||
+        msgpack_sbuffer_write(&b->sb, v->value, v->len) != 0)
+        return PROTO_ENOMEM;
+    b->n++;
+    b->last = (uint64_t)v->id;
     return 0;
 }
 
@@ -505,10 +544,14 @@ backlog(struct relay *r, int force)
  * endpoint, after a backoff of its own.
  */
 static int
-relay_batch(struct relay *r, int plans)
+relay_batch(struct relay *r, enum stream k)
 {
-    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
-    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    _Atomic uint64_t *acked = k == STREAM_PLANS       ? &r->acked_plans
+                              : k == STREAM_RETENTION ? &r->acked_retention
+                                                      : &r->acked;
+    const char *stream = k == STREAM_PLANS       ? STORE_RELAY_PLANS
+                         : k == STREAM_RETENTION ? STORE_RELAY_RETENTION
+                                                 : STORE_RELAY_RECEIPTS;
     uint64_t from = atomic_load(acked), id, committed;
     struct net_reply rep;
     struct proto_err err;
@@ -532,10 +575,15 @@ relay_batch(struct relay *r, int plans)
     b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
                   ? r->conn.max_frame / 2
                   : RELAY_BATCH_BYTES_MAX;
-    rc = plans ? store_relay_read_plans(r->ro, from, max, SIZE_MAX,
-                                        pack_plan_cb, &b, &last, &err)
-               : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b,
-                                  &last, &err);
+    b.plans_upto = atomic_load(&r->acked_plans);
+    rc = k == STREAM_PLANS
+             ? store_relay_read_plans(r->ro, from, max, SIZE_MAX, pack_plan_cb,
+                                      &b, &last, &err)
+         : k == STREAM_RETENTION
+             ? store_relay_read_retained(r->ro, from, max, SIZE_MAX,
+                                         pack_retained_cb, &b, &last, &err)
+             : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b, &last,
+                                &err);
     if (rc < 0) {
         msgpack_sbuffer_destroy(&b.sb);
         set_error(r, "cannot read the store: %s", err.message);
@@ -553,7 +601,7 @@ relay_batch(struct relay *r, int plans)
         msgpack_sbuffer_destroy(&b.sb);
         return 0;
     }
-    if (!plans) {
+    if (k == STREAM_RECEIPTS) {
         r->enc_bytes += b.sb.size;
         r->enc_records += b.n;
     }
@@ -640,8 +688,10 @@ relay_batch(struct relay *r, int plans)
     b.last = committed;
     atomic_store(acked, b.last);
     uv_mutex_lock(&r->mu);
-    if (plans) {
+    if (k == STREAM_PLANS) {
         r->st.plans_relayed += b.n;
+    } else if (k == STREAM_RETENTION) {
+        r->st.retained_relayed += b.n;
     } else {
         r->st.acked_id = b.last;
         r->st.relayed += b.n;
@@ -685,17 +735,27 @@ thread_cb(void *arg)
                 continue;
             }
         }
-        /* Plans first (few, and what receipts name), then receipts. A
-         * center that refuses plans (one older than the plans stream)
-         * pauses that stream alone: receipts go on. */
+        /* Plans first (few, and what receipts name), then the values
+         * retained for them, then receipts. A center that refuses plans
+         * or retained values (one older than the stream) pauses that
+         * stream alone: receipts go on. */
         rc = 0;
         if (mono_ms() >= r->plans_paused_until &&
-            (rc = relay_batch(r, 1)) == -2) {
+            (rc = relay_batch(r, STREAM_PLANS)) == -2) {
             r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
             rc = 0;
         }
+        if (rc >= 0 && mono_ms() >= r->retention_paused_until) {
+            int rr = relay_batch(r, STREAM_RETENTION);
+
+            if (rr == -2) {
+                r->retention_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+                rr = 0;
+            }
+            rc = rr != 0 ? rr : rc;
+        }
         if (rc >= 0) {
-            int rr = relay_batch(r, 0);
+            int rr = relay_batch(r, STREAM_RECEIPTS);
 
             rc = rr != 0 ? rr : rc;
         }
@@ -734,7 +794,7 @@ thread_cb(void *arg)
 
 struct cursor_job {
     struct relay *r;
-    uint64_t acked, acked_plans;
+    uint64_t acked, acked_plans, acked_retention;
 };
 
 static void maybe_free(struct relay *r);
@@ -745,7 +805,8 @@ static int
 behind(struct relay *r)
 {
     return atomic_load(&r->acked) > r->stored ||
-           atomic_load(&r->acked_plans) > r->stored_plans;
+           atomic_load(&r->acked_plans) > r->stored_plans ||
+           atomic_load(&r->acked_retention) > r->stored_retention;
 }
 
 static int
@@ -753,11 +814,14 @@ cursor_apply(struct writer_job *job, struct store *s, struct proto_err *err)
 {
     struct cursor_job *c = job->ctx;
 
-    int rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err);
+    int rc;
 
-    return rc != 0 ? rc
-                   : store_relay_cursor_set(s, STORE_RELAY_PLANS,
-                                            c->acked_plans, err);
+    if ((rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err)) ||
+        (rc = store_relay_cursor_set(s, STORE_RELAY_PLANS, c->acked_plans,
+                                     err)))
+        return rc;
+    return store_relay_cursor_set(s, STORE_RELAY_RETENTION,
+                                  c->acked_retention, err);
 }
 
 static void
@@ -771,6 +835,8 @@ cursor_done(struct writer_job *job)
         r->stored = c->acked;
     if (job->rc == 0 && c->acked_plans > r->stored_plans)
         r->stored_plans = c->acked_plans;
+    if (job->rc == 0 && c->acked_retention > r->stored_retention)
+        r->stored_retention = c->acked_retention;
     writer_job_free(job);
     server_release(r->srv);
     /* What was acknowledged meanwhile, or again after a failure. */
@@ -798,6 +864,7 @@ cursor_submit(struct relay *r)
     c->r = r;
     c->acked = atomic_load(&r->acked);
     c->acked_plans = atomic_load(&r->acked_plans);
+    c->acked_retention = atomic_load(&r->acked_retention);
     job->ops = &cursor_ops;
     job->ctx = c;
     job->items = 1;
@@ -950,6 +1017,14 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     }
     atomic_store(&r->acked_plans, cursor);
     r->stored_plans = cursor;
+    if (store_relay_cursor_get(r->ro, STORE_RELAY_RETENTION, &cursor, &perr) !=
+        0) {
+        snprintf(err, err_len, "cannot read the relay cursor: %s",
+                 perr.message);
+        goto fail;
+    }
+    atomic_store(&r->acked_retention, cursor);
+    r->stored_retention = cursor;
     if (uv_async_init(loop, &r->async, async_cb) != 0) {
         snprintf(err, err_len, "cannot make the relay's wake-up handle");
         goto fail;
