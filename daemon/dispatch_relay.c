@@ -317,8 +317,7 @@ retained_run(struct rctx *x, struct store *s, size_t first, size_t n,
     msgpack_unpacked_init(&up);
     msgpack_sbuffer_init(&enc);
     proto_err_clear(&e);
-    if (msgpack_unpack_next(&up, stored, len, &off) !=
-            MSGPACK_UNPACK_SUCCESS ||
+    if (msgpack_unpack_next(&up, stored, len, &off) != MSGPACK_UNPACK_SUCCESS ||
         (rc = plan_decode(&up.data, &p, &e)) != 0) {
         rc = rc == PROTO_ENOMEM
                  ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
@@ -342,9 +341,9 @@ retained_run(struct rctx *x, struct store *s, size_t first, size_t n,
             x->conflicts++;
             continue;
         }
-        if ((rc = store_plan_retain(s, id, recs[k].value_id,
-                                    recs[k].received_at, enc.data, enc.size,
-                                    err)))
+        if ((rc =
+                 store_plan_retain(s, id, recs[k].value_id, recs[k].received_at,
+                                   enc.data, enc.size, err)))
             goto out;
         x->stored++;
     }
@@ -375,8 +374,8 @@ retention_apply(struct rctx *x, struct store *s, struct proto_err *err)
     for (i = 0; i < x->n && x->recs[i].id <= mark; i++)
         ;
     for (; i < x->n; i = j) {
-        for (j = i + 1;
-             j < x->n && same_key(&x->recs[j].key, &x->recs[i].key); j++)
+        for (j = i + 1; j < x->n && same_key(&x->recs[j].key, &x->recs[i].key);
+             j++)
             ;
         if ((rc = retained_run(x, s, i, j - i, err)))
             return rc;
@@ -466,13 +465,12 @@ relay_done(struct writer_job *job)
 
         if (!conflicts)
             x->srv->n.accepted += x->stored;
-        failed =
-            reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
-            msgpack_pack_map(&rb.pk, conflicts ? 3 : 2) != 0 ||
-            reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
-            reply_kv_uint(&rb.pk, "stored", x->stored) != 0 ||
-            (conflicts &&
-             reply_kv_uint(&rb.pk, "conflicts", x->conflicts) != 0);
+        failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
+                 msgpack_pack_map(&rb.pk, conflicts ? 3 : 2) != 0 ||
+                 reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
+                 reply_kv_uint(&rb.pk, "stored", x->stored) != 0 ||
+                 (conflicts &&
+                  reply_kv_uint(&rb.pk, "conflicts", x->conflicts) != 0);
         reply = reply_finish(&rb, failed, &len);
     }
     conn_slot_complete(x->slot, reply, len);

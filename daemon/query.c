@@ -433,7 +433,7 @@ pack_relay(msgpack_packer *pk, const struct relay_stats *r)
                                : msgpack_pack_nil(pk)) != 0 ||
            kv_uint(pk, "relay_relayed", r->relayed) != 0 ||
            kv_uint(pk, "relay_plans_relayed", r->plans_relayed) != 0 ||
-           kv_uint(pk, "relay_retained_relayed", r->retained_relayed) != 0 ||
+           kv_uint(pk, "relay_retained_relayed", r->values_relayed) != 0 ||
            kv_uint(pk, "relay_failures", r->failures) != 0 ||
            kv_str_or_nil(pk, "relay_error", r->error);
 }

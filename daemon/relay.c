@@ -691,7 +691,7 @@ relay_batch(struct relay *r, enum stream k)
     if (k == STREAM_PLANS) {
         r->st.plans_relayed += b.n;
     } else if (k == STREAM_RETENTION) {
-        r->st.retained_relayed += b.n;
+        r->st.values_relayed += b.n;
     } else {
         r->st.acked_id = b.last;
         r->st.relayed += b.n;
@@ -817,11 +817,11 @@ cursor_apply(struct writer_job *job, struct store *s, struct proto_err *err)
     int rc;
 
     if ((rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err)) ||
-        (rc = store_relay_cursor_set(s, STORE_RELAY_PLANS, c->acked_plans,
-                                     err)))
+        (rc =
+             store_relay_cursor_set(s, STORE_RELAY_PLANS, c->acked_plans, err)))
         return rc;
-    return store_relay_cursor_set(s, STORE_RELAY_RETENTION,
-                                  c->acked_retention, err);
+    return store_relay_cursor_set(s, STORE_RELAY_RETENTION, c->acked_retention,
+                                  err);
 }
 
 static void

@@ -714,8 +714,8 @@ retained_of(struct e2e_daemon *d, const char *plan, struct e2e_reply *rep)
     envelope_pack_cstr(&pk, "retained");
     envelope_pack_cstr(&pk, "plan");
     envelope_pack_cstr(&pk, plan);
-    ck_assert_int_eq(
-        e2e_request(fd, PROTO_OP_QUERY, 7, 0, 0, sb.data, sb.size), 0);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 7, 0, 0, sb.data, sb.size),
+                     0);
     msgpack_sbuffer_destroy(&sb);
     ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
     close(fd);

@@ -446,12 +446,11 @@ retain(struct store *s, int64_t plan, const char *value_id, int64_t at)
     char value[16];
 
     snprintf(value, sizeof(value), "v-%s", value_id);
-    ck_assert_int_eq(store_plan_retain(s, plan,
-                                       (struct proto_str){ value_id,
-                                                           strlen(value_id) },
-                                       1700000000000 + at, value, strlen(value),
-                                       &err),
-                     0);
+    ck_assert_int_eq(
+        store_plan_retain(s, plan,
+                          (struct proto_str){ value_id, strlen(value_id) },
+                          1700000000000 + at, value, strlen(value), &err),
+        0);
 }
 
 /* The retention stream: values in the order first retained, whatever
