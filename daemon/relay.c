@@ -82,9 +82,10 @@ struct relay {
     int64_t oldest_at; /* received_at of the oldest undelivered;
                           INT64_MIN when none waits */
 
-    _Atomic uint64_t acked;           /* the center's last acknowledged id */
-    _Atomic uint64_t acked_plans;     /* the same for the plans stream */
-    _Atomic uint64_t acked_retention; /* and for retained values */
+    _Atomic uint64_t acked;       /* the center's last acknowledged id */
+    _Atomic uint64_t acked_plans; /* the same for the plans stream */
+    /* And for retained values. */
+    _Atomic uint64_t acked_retention;
 
     /* Loop thread. */
     uint64_t stored; /* the cursor as the writer last stored it */
@@ -409,8 +410,9 @@ struct batch {
     msgpack_packer pk;
     size_t limit; /* bytes of records */
     uint32_t n;
-    uint64_t last;       /* id of the last record packed */
-    uint64_t plans_upto; /* retention: the plans the center acknowledged */
+    uint64_t last; /* id of the last record packed */
+    /* Retention: the plans the center acknowledged (acked_plans). */
+    uint64_t plans_upto;
 };
 
 /* store_relay_read's callback: one row as [id, received_at, source,
