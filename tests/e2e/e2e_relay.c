@@ -1096,7 +1096,8 @@ relay_send_retained(int fd, uint64_t from, uint64_t first, const char *plan,
  * key does not resolve to are counted in conflicts and skipped, the mark
  * passing them.
  */
-START_TEST(test_relay_op_retained_by_hand)
+static void
+retained_by_hand(void)
 {
     static const char plan[] = "plan:fixture/1";
     struct e2e_reply rep;
@@ -1209,6 +1210,11 @@ START_TEST(test_relay_op_retained_by_hand)
     close(fd);
     e2e_stop_clean(&center);
     teardown();
+}
+
+START_TEST(test_relay_op_retained_by_hand)
+{
+    retained_by_hand();
 }
 END_TEST
 
@@ -1741,6 +1747,18 @@ START_TEST(test_relay_to_postgresql_center)
 }
 END_TEST
 
+/* The same at a center on PostgreSQL (the refusal in the job's
+ * savepoint, the values in its `retained` table). */
+START_TEST(test_relay_op_retained_by_hand_postgresql)
+{
+    char name[32];
+
+    snprintf(name, sizeof(name), "relay_hand_%ld", (long)getpid());
+    pg_cluster_database(pgcluster, name, center_pg, sizeof(center_pg));
+    retained_by_hand();
+}
+END_TEST
+
 int
 main(void)
 {
@@ -1771,6 +1789,7 @@ main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
     tcase_add_test(tc, test_relay_to_postgresql_center);
+    tcase_add_test(tc, test_relay_op_retained_by_hand_postgresql);
     suite_add_tcase(s, tc);
     return testcerts_run("e2e_relay", s, certs, sizeof(certs));
 }
