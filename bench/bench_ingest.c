@@ -1399,14 +1399,13 @@ idle(const char *name, long *rss, long *hwm, long *rss_before)
 static void
 usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: bench_ingest [--total N] [--connections N] [--batch N] "
-        "[--single-connections N]\n"
-        "                    [--pipeline N] [--idle N] [--daemon PATH] "
-        "[--pg-bin DIR]\n"
-        "                    [--only bare,pg,batch,half,single,idle,tls]"
-        " [--daemon-arg ARG]...\n");
+    fprintf(stderr,
+            "usage: bench_ingest [--total N] [--connections N] [--batch N] "
+            "[--single-connections N]\n"
+            "                    [--pipeline N] [--idle N] [--daemon PATH] "
+            "[--pg-bin DIR]\n"
+            "                    [--only bare,pg,batch,half,single,idle,tls]"
+            " [--daemon-arg ARG]...\n");
     exit(2);
 }
 

@@ -277,7 +277,8 @@ int
 cli_print_result(const struct cli_opts *o, const char *kind,
                  const msgpack_object *result)
 {
-    struct output_spec spec = { kind, o->group_by, o->columns };
+    struct output_spec spec = { kind, o->group_by, o->columns, 0,
+                                o->has_after };
     char err[OUTPUT_ERR_MAX];
     int rc;
 

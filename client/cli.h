@@ -41,6 +41,9 @@ struct cli_opts {
     const char *status, *group_by, *value, *element_type;
     int has_since, has_until, has_limit, has_before, has_count;
     uint64_t since, until, limit, before_id, participant, count;
+    int has_after; /* receipts: --after-id, oldest first above it */
+    uint64_t after_id;
+    int follow; /* receipts: --follow */
     uint32_t batch;
     int has_batch;        /* --batch was given */
     int dry_run;          /* import: check locally, send nothing */

@@ -32,6 +32,7 @@
 #include "top.h"
 #include "duration.h"
 #include "envelope.h"
+#include "follow.h"
 #include "import.h"
 #include "mpobj.h"
 #include "net.h"
@@ -43,6 +44,7 @@
 #define DEFAULT_TIMEOUT 60
 #define DEFAULT_BATCH   1000
 #define QUERY_LIMIT_MAX 10000
+#define FOLLOW_PAGE     1000 /* --follow: rows per reply by default */
 
 enum opt_id {
     O_SOCKET = 256,
@@ -80,6 +82,8 @@ enum opt_id {
     O_ONLY_FALLBACKS,
     O_MIN_RATE,
     O_ORIGIN,
+    O_AFTER_ID,
+    O_FOLLOW,
     O_HELP,
     O_VERSION,
 };
@@ -141,6 +145,12 @@ static const struct optdesc optdescs[] = {
     { "limit", O_LIMIT, "N", "at most N rows (1-10000; default 100)" },
     { "before-id", O_BEFORE_ID, "ID",
       "only receipt ids below ID (page backwards)" },
+    { "after-id", O_AFTER_ID, "ID",
+      "only receipt ids above ID, oldest first (page forwards, or resume "
+      "a --follow)" },
+    { "follow", O_FOLLOW, NULL,
+      "stay and print receipts as they are committed (json as JSON lines; "
+      "--limit: rows per reply, default 1000)" },
     { "status", O_STATUS, "STATUS", "fallback, clean or unproven" },
     { "origin", O_ORIGIN, "NODE",
       "at a center: only the receipts relayed by this node (its name)" },
@@ -262,27 +272,30 @@ pack_query(msgpack_packer *pk, const struct cli_opts *o, const char *kind)
     const char *svals[] = { o->plan,   o->graph,     o->model,
                             o->source, o->requested, o->executed,
                             o->status, o->group_by,  o->origin };
-    const char *ukeys[] = { "since", "until", "limit", "before_id",
-                            "quiet_for" };
-    const int uhas[] = { o->has_since, o->has_until, o->has_limit,
-                         o->has_before, o->has_quiet_for };
-    const uint64_t uvals[] = { o->since, o->until, o->limit, o->before_id,
-                               o->quiet_for };
+    const char *ukeys[] = { "since",     "until",     "limit",
+                            "before_id", "quiet_for", "after_id" };
+    const int uhas[] = { o->has_since,  o->has_until,     o->has_limit,
+                         o->has_before, o->has_quiet_for, o->has_after };
+    const uint64_t uvals[] = { o->since,     o->until,     o->limit,
+                               o->before_id, o->quiet_for, o->after_id };
     size_t i, n = 1 + (o->only_missing != 0) + (o->only_fallbacks != 0) +
-                  (o->has_min_rate != 0);
+                  (o->has_min_rate != 0) + (o->follow != 0);
     int rc;
 
     for (i = 0; i < 9; i++)
         n += svals[i] != NULL;
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < 6; i++)
         n += uhas[i] != 0;
     rc = msgpack_pack_map(pk, n) != 0 || cli_pack_str(pk, "kind", kind);
     for (i = 0; i < 9 && rc == 0; i++)
         if (svals[i] != NULL)
             rc = cli_pack_str(pk, skeys[i], svals[i]);
-    for (i = 0; i < 5 && rc == 0; i++)
+    for (i = 0; i < 6 && rc == 0; i++)
         if (uhas[i])
             rc = cli_pack_u64(pk, ukeys[i], uvals[i]);
+    if (rc == 0 && o->follow)
+        rc =
+            envelope_pack_cstr(pk, "follow") != 0 || msgpack_pack_true(pk) != 0;
     if (rc == 0 && o->only_missing)
         rc = envelope_pack_cstr(pk, "only_missing") != 0 ||
              msgpack_pack_true(pk) != 0;
@@ -322,7 +335,7 @@ run_query_answered(struct cli_opts *o, const char *kind, int *answered)
         return CLI_EXIT_USAGE;
     }
     if (o->columns != NULL) {
-        struct output_spec spec = { kind, o->group_by, o->columns };
+        struct output_spec spec = { kind, o->group_by, o->columns, 0, 0 };
         char err[OUTPUT_ERR_MAX];
 
         if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
@@ -382,7 +395,37 @@ cmd_coverage(struct cli_opts *o)
 static int
 cmd_receipts(struct cli_opts *o)
 {
-    return run_query(o, "receipts");
+    struct query_arg q = { o, "receipts" };
+
+    if (!o->follow)
+        return run_query(o, "receipts");
+    if (o->has_before || o->fail_on_truncate) {
+        cli_usage_err(o->prog, "--%s does not apply to --follow",
+                      o->has_before ? "before-id" : "fail-on-truncate");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->nargs > 0) {
+        cli_usage_err(o->prog, "unexpected argument \"%s\"", o->args[0]);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->columns != NULL) {
+        struct output_spec spec = { "receipts", NULL, o->columns, 0, 0 };
+        char err[OUTPUT_ERR_MAX];
+
+        if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
+            cli_usage_err(o->prog, "--columns applies to tables and csv");
+            return CLI_EXIT_USAGE;
+        }
+        if (output_check_columns(&spec, err, sizeof(err)) != 0) {
+            cli_usage_err(o->prog, "--columns: %s", err);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (!o->has_limit) {
+        o->limit = FOLLOW_PAGE;
+        o->has_limit = 1;
+    }
+    return follow_receipts(o, pack_query_cb, &q);
 }
 
 static int
@@ -647,11 +690,20 @@ static const struct cmd cmds[] = {
       "minute. q or Ctrl-C quits and restores the terminal. Needs a\n"
       "terminal; scripts use stats." },
     { "receipts", cmd_receipts,
-      QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS) | B(O_ORIGIN), "",
-      "stored receipts, newest first",
+      QUERY | RECEIPT_FILTERS | B(O_BEFORE_ID) | B(O_STATUS) | B(O_ORIGIN) |
+          B(O_AFTER_ID) | B(O_FOLLOW),
+      "", "stored receipts, newest first; or as they are committed",
       "Lists stored receipts, newest first. Page backwards with --before-id\n"
-      "set to the smallest receipt_id of the previous page. Tables show the\n"
-      "identifying columns; --format json or csv carries every field." },
+      "set to the smallest receipt_id of the previous page. With --after-id\n"
+      "ID: the receipts above ID, oldest first, so a script pages forwards\n"
+      "with the largest receipt_id it got. Tables show the identifying\n"
+      "columns; --format json or csv carries every field.\n"
+      "--follow stays and prints each receipt the filters match as it is\n"
+      "committed (the daemon pushes them; --format json prints JSON lines),\n"
+      "from now on, or from --after-id ID to catch up first. It ends on\n"
+      "Ctrl-C or when stdout closes (| head), exiting 0; when the daemon\n"
+      "stops or cuts off a follower that reads too slowly, it says why and\n"
+      "the --after-id that resumes without missing a receipt." },
     { "fallbacks", cmd_fallbacks,
       QUERY | RECEIPT_FILTERS | B(O_GROUP_BY) | B(O_ONLY_FALLBACKS) |
           B(O_MIN_RATE),
@@ -991,6 +1043,17 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
             return CLI_EXIT_USAGE;
         }
         o->has_before = 1;
+        break;
+    case O_AFTER_ID:
+        if (cli_parse_u64(arg, 0, UINT64_MAX, &o->after_id) != 0) {
+            cli_usage_err(prog, "--after-id: expected a receipt id, got \"%s\"",
+                          arg);
+            return CLI_EXIT_USAGE;
+        }
+        o->has_after = 1;
+        break;
+    case O_FOLLOW:
+        o->follow = 1;
         break;
     case O_STATUS:
         if (check_choice(prog, "status", arg, statuses) != 0)

@@ -213,11 +213,18 @@ net_frame_finish(struct net_conn *c, msgpack_sbuffer *sb, size_t start)
 static int
 wait_fd(struct net_conn *c, short events, char *err, size_t err_len)
 {
-    struct pollfd p = { .fd = c->fd, .events = events };
+    struct pollfd p[2] = { { .fd = c->fd, .events = events },
+                           { .fd = STDOUT_FILENO, .events = 0 } };
     int n;
 
     for (;;) {
-        n = poll(&p, 1, c->timeout_ms > 0 ? c->timeout_ms : -1);
+        n = poll(p, c->watch_stdout ? 2 : 1,
+                 c->timeout_ms > 0 ? c->timeout_ms : -1);
+        if (n > 0 && c->watch_stdout &&
+            (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+            c->stdout_closed = 1;
+            return seterr(err, err_len, NET_EIO, "stdout was closed");
+        }
         if (n > 0)
             return 0;
         if (n == 0)
@@ -226,6 +233,8 @@ wait_fd(struct net_conn *c, short events, char *err, size_t err_len)
                           c->timeout_ms);
         if (errno != EINTR)
             return seterr(err, err_len, NET_EIO, "poll: %s", strerror(errno));
+        if (c->stop != NULL && *c->stop)
+            return seterr(err, err_len, NET_EIO, "interrupted");
     }
 }
 

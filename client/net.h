@@ -9,6 +9,7 @@
 #ifndef RECEIPTD_CLIENT_NET_H
 #define RECEIPTD_CLIENT_NET_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,14 @@ struct net_conn {
     uint32_t max_frame;
     uint32_t max_batch;
     char server[64];
+    /* When set (after connecting): a wait that a signal interrupts while
+     * *stop is non-zero ends with NET_EIO "interrupted" (receipts
+     * --follow's Ctrl-C). */
+    volatile sig_atomic_t *stop;
+    /* When set: a wait also ends (NET_EIO, stdout_closed set) once
+     * stdout's reader has gone (a pipe into `head`). */
+    int watch_stdout;
+    int stdout_closed;
 };
 
 /* A decoded reply. It owns its frame; r's pointers borrow it. */

@@ -1002,16 +1002,17 @@ done:
 
 static void
 print_csv(FILE *out, const struct cols *cols, const struct cell *cells,
-          size_t nrows)
+          size_t nrows, int header)
 {
     size_t i, j;
 
-    for (j = 0; j < cols->n; j++) {
+    for (j = 0; j < cols->n && header; j++) {
         if (j > 0)
             putc(',', out);
         output_csv_field(out, cols->names[j], strlen(cols->names[j]));
     }
-    putc('\n', out);
+    if (header)
+        putc('\n', out);
     for (i = 0; i < nrows; i++) {
         for (j = 0; j < cols->n; j++) {
             const struct cell *c = &cells[i * cols->n + j];
@@ -1539,7 +1540,7 @@ output_result(FILE *out, int format, const struct output_spec *spec,
                 goto oom;
 
     if (format == OUTPUT_CSV) {
-        print_csv(out, &cols, cells, nrows);
+        print_csv(out, &cols, cells, nrows, !spec->no_header);
     } else if (nrows == 0) {
         fputs("(no rows)\n", out);
     } else if (nrows == 1 && strcmp(kind, "stats") == 0) {
@@ -1549,7 +1550,7 @@ output_result(FILE *out, int format, const struct output_spec *spec,
                 goto oom;
         if (print_vertical(out, &cols, cells) != 0)
             goto oom;
-    } else if (print_table(out, &cols, cells, nrows, 1) != 0) {
+    } else if (print_table(out, &cols, cells, nrows, !spec->no_header) != 0) {
         goto oom;
     }
     rc = 0;
@@ -1570,9 +1571,10 @@ done:
     return rc;
 }
 
-/* The smallest receipt_id among rows, the cursor of the next page. */
+/* The smallest receipt_id among rows (the largest with max), the cursor
+ * of the next page. */
 static int
-min_receipt_id(const msgpack_object *rows, uint64_t *out)
+min_receipt_id(const msgpack_object *rows, uint64_t *out, int max)
 {
     const msgpack_object *v;
     uint32_t i;
@@ -1581,7 +1583,7 @@ min_receipt_id(const msgpack_object *rows, uint64_t *out)
     for (i = 0; i < rows->via.array.size; i++) {
         v = mpobj_map_get(&rows->via.array.ptr[i], "receipt_id", NULL);
         if (v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-            (!found || v->via.u64 < *out)) {
+            (!found || (max ? v->via.u64 > *out : v->via.u64 < *out))) {
             *out = v->via.u64;
             found = 1;
         }
@@ -1624,9 +1626,10 @@ output_truncation(FILE *out, const struct output_spec *spec,
     fprintf(out,
             "receiptctl: %s: truncated at %" PRIu32 " rows; more match: ", kind,
             n);
-    if (strcmp(kind, "receipts") == 0 && min_receipt_id(rows, &cursor))
-        fprintf(out, "page on with --before-id %" PRIu64 ", or raise --limit\n",
-                cursor);
+    if (strcmp(kind, "receipts") == 0 &&
+        min_receipt_id(rows, &cursor, spec->forward))
+        fprintf(out, "page on with --%s-id %" PRIu64 ", or raise --limit\n",
+                spec->forward ? "after" : "before", cursor);
     else
         fputs("raise --limit or narrow the filters\n", out);
     /* A coverage group is RECEIPT_NCOUNTERS rows; a cut one says so. */

@@ -36,6 +36,9 @@ struct output_spec {
     const char *kind;
     const char *group_by;
     const char *columns; /* --columns: "a,b,c" for tables and CSV; NULL */
+    int no_header;       /* tables and CSV: rows only (receipts --follow
+                            after its first rows) */
+    int forward;         /* receipts after an id: pages go on upwards */
 };
 
 /*

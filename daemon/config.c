@@ -61,6 +61,7 @@ config_defaults(struct config *c)
     c->commit_max_bytes = 16u << 20;
     c->query_timeout_ms = 10000;
     c->query_threads = 2;
+    c->max_followers = 64;
     c->health_stall_ms = 10000;
     c->log_level = LOG_INFO;
     return 0;
@@ -589,6 +590,15 @@ const struct config_key config_keys[] = {
       .min = 1,
       .max = 64,
       .help = "read-only store connections; read at start only" },
+    { .section = "limits",
+      .name = "max_followers",
+      .flag = "max-followers",
+      .arg = "N",
+      .kind = CONFIG_KIND_COUNT,
+      M(max_followers),
+      .min = 1,
+      .max = 100000,
+      .help = "`receipts` queries that follow new receipts at once" },
 
     { .section = "access",
       .name = "writer_groups",

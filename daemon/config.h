@@ -79,6 +79,7 @@ struct config {
     uint64_t commit_max_bytes;  /* default 16 MiB */
     uint32_t query_timeout_ms;  /* default 10,000 */
     uint32_t query_threads;     /* read-only connections; default 2 */
+    uint32_t max_followers;     /* receipts queries that follow; 64 */
 
     /* Access control (access.h applies it). Unix socket: with both group
      * lists empty the socket file's mode and group decide alone (every

@@ -43,6 +43,7 @@
 #include "access.h"
 #include "dispatch.h"
 #include "envelope.h"
+#include "follow.h"
 #include "log.h"
 #include "reply.h"
 #include "store.h"
@@ -201,6 +202,8 @@ conn_close(struct conn *c)
         c->srv->n_unauth--;
     }
     server_conn_closing(c->srv, c);
+    if (c->follow != NULL)
+        follow_conn_closed(c);
     uv_close((uv_handle_t *)&c->timer, close_cb);
     uv_close(&c->u.handle, close_cb);
 }
@@ -639,8 +642,8 @@ timer_cb(uv_timer_t *t)
         framing_error(c, &err);
         return;
     }
-    if (c->n_slots > 0 || c->n_writes > 0) {
-        /* Replies are still owed: not idle. */
+    if (c->n_slots > 0 || c->n_writes > 0 || c->follow != NULL) {
+        /* Replies are still owed, or rows as they come: not idle. */
         arm_timer(c);
         return;
     }
@@ -794,6 +797,9 @@ write_req_cb(uv_write_t *req, int status)
         update_full(c);
         maybe_finish(c);
     }
+    /* A follower catching up takes its next page once this one left. */
+    if (!c->closing && c->follow != NULL)
+        follow_writable(c);
 }
 
 /* Writes every completed slot at the head of the FIFO. */

@@ -20,6 +20,7 @@
 #include "server.h"
 
 struct tls_conn;
+struct follower;
 
 #define CONN_SOURCE_MAX 256
 
@@ -117,6 +118,8 @@ struct conn {
     char source[CONN_SOURCE_MAX + 1];
     size_t source_len;
     int relays; /* hello said relay: true, with a token (dispatch_relay.c) */
+    /* The follow this connection started (follow.c), NULL when none. */
+    struct follower *follow;
 };
 
 /*

@@ -973,14 +973,13 @@ write_done(struct writer_job *job)
                                        "fallback";
 
         status = receipt_status_name(job->w.status);
-        failed = msgpack_pack_map(&rb.pk, job->w.duplicate ? 3 : 2) != 0 ||
-                 envelope_pack_raw(&rb.pk, receipt_id,
-                                   sizeof(receipt_id) - 1) != 0 ||
-                 msgpack_pack_uint64(&rb.pk, (uint64_t)job->w.receipt_id) !=
-                     0 ||
-                 envelope_pack_raw(&rb.pk, fallback, sizeof(fallback) - 1) !=
-                     0 ||
-                 envelope_pack_cstr(&rb.pk, status ? status : "") != 0;
+        failed =
+            msgpack_pack_map(&rb.pk, job->w.duplicate ? 3 : 2) != 0 ||
+            envelope_pack_raw(&rb.pk, receipt_id, sizeof(receipt_id) - 1) !=
+                0 ||
+            msgpack_pack_uint64(&rb.pk, (uint64_t)job->w.receipt_id) != 0 ||
+            envelope_pack_raw(&rb.pk, fallback, sizeof(fallback) - 1) != 0 ||
+            envelope_pack_cstr(&rb.pk, status ? status : "") != 0;
         if (!failed && job->w.duplicate)
             failed = envelope_pack_cstr(&rb.pk, "duplicate") != 0 ||
                      msgpack_pack_true(&rb.pk) != 0;

@@ -190,6 +190,17 @@ render_daemon(FILE *f, const struct query_snapshot *sn,
         "Writes refused since start because their (source, seq) named "
         "another payload.",
         n->conflicts);
+    one(f, "receiptd_followers", "gauge",
+        "receipts queries following new receipts now (receiptctl receipts "
+        "--follow).",
+        sn->followers);
+    one(f, "receiptd_follows_total", "counter",
+        "receipts queries that started following since start.",
+        n->followers_total);
+    one(f, "receiptd_follows_cut_off_total", "counter",
+        "Follows ended since start because the follower did not read its "
+        "rows (its unread replies passed limits.max_unsent).",
+        n->followers_cut_off);
     one(f, "receiptd_quarantined_payloads_total", "counter",
         "Rejected payloads put in quarantine since start.", n->quarantined);
     one(f, "receiptd_quarantine_payloads", "gauge",

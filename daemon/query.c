@@ -23,6 +23,7 @@
 #include "dispatch.h"
 #include "dispatch_plan.h"
 #include "envelope.h"
+#include "follow.h"
 #include "invariant.h"
 #include "log.h"
 #include "metrics.h"
@@ -292,8 +293,16 @@ parse_receipts(struct query_args *a, const msgpack_object *body,
         (rc = opt_str(body, "origin", &a->strs[4], &a->f.origin,
                       &a->f.origin_len, err)) ||
         (rc = query_opt_enum(body, "status", receipt_status_from_name,
-                             "fallback, clean or unproven", &a->f.status, err)))
+                             "fallback, clean or unproven", &a->f.status,
+                             err)) ||
+        (rc = query_opt_uint(body, "after_id", &a->f.has_after_id,
+                             &a->f.after_id, err)) ||
+        (rc = query_opt_bool(body, "follow", &a->follow, err)))
         return rc;
+    if (a->follow && a->f.has_before_id)
+        return proto_err_set(err, PROTO_EINVALID, "before_id",
+                             "a follow goes forward: before_id does not "
+                             "apply (after_id does)");
     return 0;
 }
 
@@ -334,6 +343,7 @@ struct rows {
     msgpack_sbuffer tmp; /* one receipt's own map form */
     msgpack_packer tpk;
     uint32_t n;
+    uint64_t last_id; /* the last row's */
 };
 
 static int
@@ -380,17 +390,20 @@ receipt_row_cb(void *arg, const struct store_row *row)
     if (failed)
         return PROTO_ENOMEM;
     rs->n++;
+    rs->last_id = (uint64_t)row->receipt_id;
     return 0;
 }
 
 int
-query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
-                   struct proto_err *err)
+query_pack_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
+                    unsigned extra, int silent_if_empty,
+                    struct query_rows_info *info, struct proto_err *err)
 {
     struct rows rs;
     int truncated = 0, rc;
 
     memset(&rs, 0, sizeof(rs));
+    memset(info, 0, sizeof(*info));
     msgpack_sbuffer_init(&rs.sb);
     msgpack_packer_init(&rs.pk, &rs.sb, msgpack_sbuffer_write);
     msgpack_sbuffer_init(&rs.tmp);
@@ -399,11 +412,33 @@ query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
                               &truncated, err);
     if (rc == PROTO_ENOMEM)
         proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    if (rc == 0 && reply_rows(pk, &rs.sb, rs.n, truncated) != 0)
+    info->n = rs.n;
+    info->truncated = truncated;
+    info->last_id = rs.last_id;
+    if (rc == 0 && rs.n == 0 && silent_if_empty)
+        rc = QUERY_RUN_SILENT;
+    else if (rc == 0 &&
+             (msgpack_pack_map(pk, 2 + extra) != 0 ||
+              envelope_pack_cstr(pk, "rows") != 0 ||
+              msgpack_pack_array(pk, rs.n) != 0 ||
+              (rs.sb.size > 0 &&
+               msgpack_sbuffer_write(pk->data, rs.sb.data, rs.sb.size) != 0) ||
+              envelope_pack_cstr(pk, "truncated") != 0 ||
+              (truncated ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) !=
+                  0))
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     msgpack_sbuffer_destroy(&rs.sb);
     msgpack_sbuffer_destroy(&rs.tmp);
     return rc;
+}
+
+int
+query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
+                   struct proto_err *err)
+{
+    struct query_rows_info info;
+
+    return query_pack_receipts(a, s, pk, 0, 0, &info, err);
 }
 
 /* The relay's figures in `stats` (docs/fleet.md), only on a node that
@@ -453,7 +488,7 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
     failed =
         msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
         msgpack_pack_array(pk, 1) != 0 ||
-        msgpack_pack_map(pk, 46 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
+        msgpack_pack_map(pk, 49 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -510,6 +545,9 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "prune_failures", sn->w.prune_failures) != 0 ||
         kv_uint(pk, "aggregates_from_memory", sn->agg_from_memory) != 0 ||
         kv_uint(pk, "aggregates_from_rows", sn->agg_from_rows) != 0 ||
+        kv_uint(pk, "followers", sn->followers) != 0 ||
+        kv_uint(pk, "followers_total", sn->n.followers_total) != 0 ||
+        kv_uint(pk, "followers_cut_off", sn->n.followers_cut_off) != 0 ||
         (sn->relay_on && pack_relay(pk, &sn->relay) != 0) ||
         envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
     if (failed)
@@ -593,6 +631,7 @@ snapshot(struct query_snapshot *sn, struct server *srv)
     sn->pending_bytes = srv->pending_bytes;
     sn->n = srv->n;
     sn->notify_dropped = notify_dropped();
+    sn->followers = srv->n_followers;
     sn->metrics_models = srv->cfg->metrics_model_series;
     store_shared_counts(srv->queries ? srv->queries->shared : NULL,
                         &sn->agg_from_memory, &sn->agg_from_rows);
@@ -641,6 +680,13 @@ work_cb(uv_work_t *w)
         else
             rc = q->job_run(q->job_arg, s, q->a.deadline_ms, &r.pk, &err);
         pool_put(q->qp, s);
+        if (rc == QUERY_RUN_SILENT) {
+            /* Nothing to say: the slot completes without a reply. */
+            reply_finish(&r, 1, &q->len);
+            q->reply = NULL;
+            q->len = 0;
+            return;
+        }
         if ((q->reply = reply_finish(&r, rc != 0, &q->len)) != NULL)
             return;
         if (rc == 0)
@@ -744,6 +790,13 @@ query_start(struct query_pool *qp, struct server *srv, struct conn_slot *slot,
     q->a.f.requested = q->a.f.executed = q->a.f.status = -1;
     q->a.snap = &q->snap;
     if ((rc = q->kind->parse(&q->a, body, err)) != 0) {
+        qreq_free(q);
+        return rc;
+    }
+    if (q->a.follow) {
+        /* The follower takes the filters (follow.c); the request's slot
+         * carries its first reply. */
+        rc = follow_start(srv, slot, has_id, id, &q->a, err);
         qreq_free(q);
         return rc;
     }

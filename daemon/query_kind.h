@@ -31,7 +31,8 @@ struct query_snapshot {
     uint64_t agg_from_memory, agg_from_rows;
     struct server_counters n;
     struct writer_stats w;
-    int relay_on; /* upstream configured: relay holds its figures */
+    uint64_t followers; /* follow.c: followers open now */
+    int relay_on;       /* upstream configured: relay holds its figures */
     struct relay_stats relay;
 };
 
@@ -53,6 +54,8 @@ struct query_args {
     int only_fallbacks;
     int has_min_rate;
     double min_rate;
+    /* receipts: stay open and push rows as they are committed (follow.c) */
+    int follow;
     uint64_t deadline_ms;
     const struct query_snapshot *snap; /* stats: the loop's figures */
 };
@@ -83,6 +86,25 @@ int query_opt_enum(const msgpack_object *body, const char *key,
 /* The `receipts` kind's run, which `fallbacks` without groups is too. */
 int query_run_receipts(struct query_args *a, struct store *s,
                        msgpack_packer *pk, struct proto_err *err);
+
+/* A run's answer when no reply is to be sent at all (a follower's fetch
+ * that found nothing new): the slot completes without bytes. */
+#define QUERY_RUN_SILENT 1
+
+/* What query_pack_receipts found. */
+struct query_rows_info {
+    uint32_t n;       /* rows packed */
+    int truncated;    /* more matched than f.limit */
+    uint64_t last_id; /* the last row's receipt_id (0: none) */
+};
+
+/* The `receipts` result of a->f as a map of 2 + extra keys, rows and
+ * truncated packed, the extra ones left for the caller; with
+ * silent_if_empty and no row, nothing is packed and QUERY_RUN_SILENT
+ * returned. info is filled either way. */
+int query_pack_receipts(struct query_args *a, struct store *s,
+                        msgpack_packer *pk, unsigned extra, int silent_if_empty,
+                        struct query_rows_info *info, struct proto_err *err);
 
 extern const struct query_kind query_kind_fallbacks, query_kind_coverage,
     query_kind_gaps, query_kind_quarantine;

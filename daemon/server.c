@@ -20,6 +20,7 @@
 #include "access.h"
 #include "conn.h"
 #include "dispatch.h"
+#include "follow.h"
 #include "listen.h"
 #include "log.h"
 #include "writer.h"
@@ -337,6 +338,8 @@ server_delivery_cb(void *arg, int end, size_t bytes)
          * connection rather than a write per reply. */
         srv->corked = 0;
         conn_flush_corked(srv);
+        /* After the commit: followers read what it added. */
+        follow_committed(srv);
         return;
     }
     srv->corked = 1;
@@ -435,6 +438,9 @@ server_drain(struct server *srv, uint32_t grace_ms)
     if (srv->draining)
         return;
     srv->draining = 1;
+    /* Followers are told why their rows stop before the drain closes
+     * them. */
+    follow_stop_all(srv);
     for (i = 0; i < srv->n_listeners; i++)
         listen_close(srv->listeners[i]);
     srv->n_listeners = 0;

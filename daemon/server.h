@@ -26,6 +26,7 @@ struct query_pool;
 struct relay;
 struct listener;
 struct tls_ctx;
+struct follower;
 
 #define SERVER_READ_BUF (64u << 10)
 
@@ -46,7 +47,9 @@ struct server_counters {
     uint64_t auth_failures;           /* TCP hellos refused (token) */
     uint64_t unauthenticated_refused; /* TCP peers over their budget */
     uint64_t tls_handshakes;          /* TLS sessions established */
-    uint64_t tls_failures; /* handshakes that failed (garbage included) */
+    uint64_t tls_failures;      /* handshakes that failed (garbage included) */
+    uint64_t followers_total;   /* follows started (follow.c) */
+    uint64_t followers_cut_off; /* ... ended for reading too slowly */
 };
 
 /* Recent authentication failures by peer address (server_auth_failed). */
@@ -94,6 +97,13 @@ struct server {
 
     uint64_t started_ms; /* unix ms */
     struct server_counters n;
+    /* follow.c: the open followers, the count of accepted receipts they
+     * were last woken for, and the timer that looks each second. */
+    struct follower *followers;
+    size_t n_followers;
+    uint64_t follow_seen;
+    uv_timer_t follow_timer;
+    int follow_timer_on;
     struct server_auth_slot auth[SERVER_AUTH_SLOTS];
     /* What an operator must know, at most a line per interval each
      * (ratelog.h); flushed by server_log_flush(). */

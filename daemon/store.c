@@ -459,8 +459,7 @@ find_wal(struct store *s, struct proto_err *err)
     sqlite3_file *f = NULL;
     int rc;
 
-    rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
-                              &f);
+    rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &f);
     if (rc != SQLITE_OK || f == NULL || f->pMethods == NULL)
         return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
                              "cannot find the WAL file to sync (SQLite "
@@ -501,8 +500,8 @@ store_sqlite_wal_sync(struct store *s, struct proto_err *err)
  * WAL_REWRITE_BYTES (SQLite's unix VFS writes at most 128 KiB in one
  * call). Writer thread, with no sync under way.
  */
-#define WAL_HEADER 32
-#define WAL_FRAME_HEADER 24
+#define WAL_HEADER        32
+#define WAL_FRAME_HEADER  24
 #define WAL_REWRITE_BYTES (128 * 1024)
 
 int

@@ -259,6 +259,10 @@ struct store_filter {
     int has_since, has_until, has_before_id;
     uint64_t since, until; /* since <= received_at < until */
     uint64_t before_id;
+    /* `receipts` only: the ids above after_id, oldest first (a forward
+     * cursor: export, follow.c); with before_id too, the ids between. */
+    int has_after_id;
+    uint64_t after_id;
     uint32_t limit; /* 1..10000 */
 };
 
@@ -279,7 +283,8 @@ struct store_row {
 typedef int (*store_row_cb)(void *arg, const struct store_row *row);
 
 /*
- * Runs the `receipts` query, newest first, calling cb for at most
+ * Runs the `receipts` query, newest first (oldest first with
+ * f->has_after_id), calling cb for at most
  * f->limit rows; *truncated tells whether more matched. The query is
  * interrupted (PROTO_EOVERLOADED) when CLOCK_MONOTONIC passes
  * deadline_ms. For read-only stores.
@@ -287,6 +292,18 @@ typedef int (*store_row_cb)(void *arg, const struct store_row *row);
 int store_query_receipts(struct store *s, const struct store_filter *f,
                          uint64_t deadline_ms, store_row_cb cb, void *arg,
                          int *truncated, struct proto_err *err);
+
+/*
+ * The newest receipt id the store holds now among those f's receipts
+ * query after an id reads (0 when none): every receipt of a lower id
+ * this instance wrote is committed. On PostgreSQL that is the ids of
+ * f->origin's relayed rows, or of the center's own (origin '') without
+ * one, since relayed rows keep their node's ids. A follower reads up to
+ * it (follow.c). For read-only stores.
+ */
+int store_last_receipt_id(struct store *s, const struct store_filter *f,
+                          uint64_t deadline_ms, uint64_t *id,
+                          struct proto_err *err);
 
 /* What the store itself knows for the `stats` query. */
 struct store_stats {

@@ -181,6 +181,13 @@ store_query_stats(struct store *s, uint64_t deadline_ms, struct store_stats *st,
 }
 
 int
+store_last_receipt_id(struct store *s, const struct store_filter *f,
+                      uint64_t deadline_ms, uint64_t *id, struct proto_err *err)
+{
+    return ops(s)->last_receipt_id(s, f, deadline_ms, id, err);
+}
+
+int
 store_query_agg(struct store *s, const struct store_filter *f, int group_by,
                 unsigned flags, uint64_t deadline_ms, struct store_agg *out,
                 struct proto_err *err)

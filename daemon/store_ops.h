@@ -84,6 +84,9 @@ struct store_ops {
                           int *truncated, struct proto_err *err);
     int (*query_stats)(struct store *s, uint64_t deadline_ms,
                        struct store_stats *st, struct proto_err *err);
+    int (*last_receipt_id)(struct store *s, const struct store_filter *f,
+                           uint64_t deadline_ms, uint64_t *id,
+                           struct proto_err *err);
     int (*query_agg)(struct store *s, const struct store_filter *f,
                      int group_by, unsigned flags, uint64_t deadline_ms,
                      struct store_agg *out, struct proto_err *err);

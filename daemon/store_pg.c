@@ -1680,6 +1680,7 @@ const struct store_ops store_pg_ops = {
     .prune_newest = pg_prune_newest,
     .query_receipts = store_pg_query_receipts,
     .query_stats = store_pg_query_stats,
+    .last_receipt_id = store_pg_last_receipt_id,
     .query_agg = store_pg_query_agg,
     .query_gaps = store_pg_query_gaps,
     .query_quarantine = store_pg_query_quarantine,

@@ -127,6 +127,9 @@ int16_t store_pg_i16(const char *p);
 int store_pg_query_receipts(struct store *s, const struct store_filter *f,
                             uint64_t deadline_ms, store_row_cb cb, void *arg,
                             int *truncated, struct proto_err *err);
+int store_pg_last_receipt_id(struct store *s, const struct store_filter *f,
+                             uint64_t deadline_ms, uint64_t *id,
+                             struct proto_err *err);
 int store_pg_query_stats(struct store *s, uint64_t deadline_ms,
                          struct store_stats *st, struct proto_err *err);
 int store_pg_query_agg(struct store *s, const struct store_filter *f,

@@ -254,11 +254,20 @@ store_pg_query_receipts(struct store *s, const struct store_filter *f,
     if (f->has_before_id)
         ADD(" AND r.id < $%d::bigint",
             param_i64(&pa, store_pg_clamp(f->before_id)));
-    /* The receipts a node relayed ('' for those sent here directly). */
+    if (f->has_after_id)
+        ADD(" AND r.id > $%d::bigint",
+            param_i64(&pa, store_pg_clamp(f->after_id)));
+    /* The receipts a node relayed ('' for those sent here directly).
+     * After an id without an origin, the center's own: relayed rows keep
+     * their node's ids, so one id cursor spans one origin. */
     if (f->origin)
         ADD(" AND r.origin = convert_from($%d::bytea, 'UTF8')",
             param_str(&pa, f->origin, f->origin_len));
-    ADD(" ORDER BY r.id DESC LIMIT %u", f->limit + 1);
+    else if (f->has_after_id)
+        ADD(" AND r.origin = ''");
+    /* Newest first, or oldest first after an id. */
+    ADD(" ORDER BY r.id %s LIMIT %u", f->has_after_id ? "ASC" : "DESC",
+        f->limit + 1);
 #undef ADD
     return query_rows(p, sql, &pa, f->limit, deadline_ms, receipt_row, cb, arg,
                       truncated, err);
@@ -279,6 +288,32 @@ one_i64(struct store_pg *p, const char *sql, struct params *pa, int64_t dflt,
              : dflt;
     PQclear(r);
     return 0;
+}
+
+int
+store_pg_last_receipt_id(struct store *s, const struct store_filter *f,
+                         uint64_t deadline_ms, uint64_t *id,
+                         struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    struct params pa = { 0 };
+    int64_t v = 0;
+    int rc;
+
+    /* Relayed rows keep their node's ids: one origin's ids at a time. */
+    if ((rc = read_begin(p, deadline_ms, err)) == 0) {
+        char sql[128];
+
+        snprintf(sql, sizeof(sql),
+                 "SELECT max(id) FROM receipts WHERE origin = "
+                 "convert_from($%d::bytea, 'UTF8')",
+                 param_str(&pa, f->origin ? f->origin : "",
+                           f->origin ? f->origin_len : 0));
+        rc = one_i64(p, sql, &pa, 0, &v, err);
+    }
+    read_end(p);
+    *id = v > 0 ? (uint64_t)v : 0;
+    return rc;
 }
 
 int

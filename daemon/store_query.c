@@ -79,7 +79,7 @@ store_query_receipts_sql(char *sql, size_t cap, const struct store_filter *f)
         ADD(" AND EXISTS (SELECT 1 FROM relay_ranges g WHERE g.first_id = "
             "(SELECT max(first_id) FROM relay_ranges WHERE first_id <= r.id) "
             "AND g.last_id >= r.id AND g.origin = :origin)");
-    ADD(" ORDER BY r.id DESC LIMIT :limit");
+    ADD(" ORDER BY r.id %s LIMIT :limit", f->has_after_id ? "ASC" : "DESC");
 #undef ADD
     return n;
 }
@@ -200,8 +200,9 @@ emit(struct page *p, sqlite3_stmt *st)
     return p->cb(p->arg, &row);
 }
 
-/* The rows of [lo, hi) that match every filter, newest first. Returns 0,
- * 1 when the page is full, or a negative code. */
+/* The rows of [lo, hi) that match every filter, newest first (oldest
+ * first after an id). Returns 0, 1 when the page is full, or a negative
+ * code. */
 static int
 range(struct page *p, int64_t lo, int64_t hi, struct proto_err *err)
 {
@@ -210,6 +211,10 @@ range(struct page *p, int64_t lo, int64_t hi, struct proto_err *err)
 
     if (p->f->has_before_id && (uint64_t)hi > p->f->before_id)
         hi = store_clamp_i64(p->f->before_id);
+    if (p->f->has_after_id && (uint64_t)lo <= p->f->after_id)
+        lo = p->f->after_id >= (uint64_t)INT64_MAX
+                 ? INT64_MAX
+                 : (int64_t)p->f->after_id + 1;
     if (lo >= hi)
         return 0;
     sqlite3_reset(st);
@@ -346,8 +351,9 @@ chunk(struct page *p, const struct chunk_row *c, roaring_bitmap_t *b,
         hi = n;
         rc = 0;
     }
-    for (i = hi; i-- > lo && rc == 0;) {
-        int64_t id = first + ids[i];
+    for (i = 0; i < hi - lo && rc == 0; i++) {
+        /* Newest first, or oldest first after an id. */
+        int64_t id = first + ids[f->has_after_id ? lo + i : hi - 1 - i];
 
         /* Each id is a range of one: the same statement checks the time
          * window, and skips an id whose receipt was pruned. */
@@ -361,8 +367,9 @@ out:
     return rc;
 }
 
-/* Walks the chunks that hold the first key's value, newest first: each
- * chunk's posting of it is one primary-key lookup (migrations/0008). */
+/* Walks the chunks that hold the first key's value, newest first (oldest
+ * first after an id, from the chunk that holds it): each chunk's posting
+ * of it is one primary-key lookup (migrations/0008). */
 static int
 walk_postings(struct page *p, int64_t below, struct proto_err *err)
 {
@@ -374,10 +381,12 @@ walk_postings(struct page *p, int64_t below, struct proto_err *err)
     snprintf(sql, sizeof(sql),
              "SELECT c.first_id, p.ids, c.first_at, c.last_at, c.ordered "
              "FROM chunks c CROSS JOIN postings p ON p.chunk = c.first_id "
-             "AND p.kind = ?1 AND p.value = ?2 WHERE c.first_id < ?3%s%s "
-             "ORDER BY c.first_id DESC",
+             "AND p.kind = ?1 AND p.value = ?2 WHERE c.first_id < ?3%s%s%s "
+             "ORDER BY c.first_id %s",
              f->has_since ? " AND c.last_at >= ?4" : "",
-             f->has_until ? " AND c.first_at < ?5" : "");
+             f->has_until ? " AND c.first_at < ?5" : "",
+             f->has_after_id ? " AND c.end_id > ?6" : "",
+             f->has_after_id ? "ASC" : "DESC");
     rc = sqlite3_prepare_v2(store_db(p->s), sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(p->s, rc, err, "prepare a query");
@@ -388,6 +397,8 @@ walk_postings(struct page *p, int64_t below, struct proto_err *err)
         sqlite3_bind_int64(st, 4, store_clamp_i64(f->since));
     if (f->has_until)
         sqlite3_bind_int64(st, 5, store_clamp_i64(f->until));
+    if (f->has_after_id)
+        sqlite3_bind_int64(st, 6, store_clamp_i64(f->after_id) + 1);
     while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         roaring_bitmap_t *b = roaring_bitmap_portable_deserialize_safe(
             sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1));
@@ -447,6 +458,7 @@ walk_range(struct page *p, int64_t below, struct proto_err *err)
  * The newest matches: first the tail (a rowid range of at most about a
  * chunk), then the chunks below it, newest first, through the postings of
  * the key filters, or as one id range when only time bounds the query.
+ * After an id, the oldest matches: the chunks first, then the tail.
  */
 static int
 page(struct page *p, struct proto_err *err)
@@ -467,6 +479,11 @@ page(struct page *p, struct proto_err *err)
         store_bind_i64(p->rows, ":until", store_clamp_i64(p->f->until));
     if (p->f->origin)
         store_bind_blob(p->rows, ":origin", p->f->origin, p->f->origin_len);
+    if (p->f->has_after_id) {
+        rc = p->keys.n == 0 ? walk_range(p, tail, err)
+                            : walk_postings(p, tail, err);
+        return rc != 0 ? rc : range(p, tail, INT64_MAX, err);
+    }
     if ((rc = range(p, tail, INT64_MAX, err)) != 0)
         return rc;
     if (p->keys.n == 0)
@@ -519,6 +536,24 @@ store_sqlite_query_receipts(struct store *s, const struct store_filter *f,
     if (rc == 1)
         rc = 0;
     *truncated = p.truncated;
+    return rc;
+}
+
+int
+store_sqlite_last_receipt_id(struct store *s, const struct store_filter *f,
+                             uint64_t deadline_ms, uint64_t *id,
+                             struct proto_err *err)
+{
+    int64_t v = 0;
+    int rc;
+
+    /* One id space: relayed rows take this store's ids. */
+    (void)f;
+    store_deadline_arm(s, deadline_ms);
+    rc = store_one_int(s, "SELECT coalesce(max(id), 0) FROM receipts", NULL, 0,
+                       0, 0, &v, err, "run a query");
+    store_deadline_disarm(s);
+    *id = v > 0 ? (uint64_t)v : 0;
     return rc;
 }
 

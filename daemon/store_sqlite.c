@@ -30,6 +30,7 @@ const struct store_ops store_sqlite_ops = {
     .prune_newest = store_sqlite_prune_newest,
     .query_receipts = store_sqlite_query_receipts,
     .query_stats = store_sqlite_query_stats,
+    .last_receipt_id = store_sqlite_last_receipt_id,
     .query_agg = store_sqlite_query_agg,
     .query_gaps = store_sqlite_query_gaps,
     .query_quarantine = store_sqlite_query_quarantine,

@@ -56,6 +56,9 @@ int store_sqlite_query_receipts(struct store *s, const struct store_filter *f,
                                 uint64_t deadline_ms, store_row_cb cb,
                                 void *arg, int *truncated,
                                 struct proto_err *err);
+int store_sqlite_last_receipt_id(struct store *s, const struct store_filter *f,
+                                 uint64_t deadline_ms, uint64_t *id,
+                                 struct proto_err *err);
 int store_sqlite_query_stats(struct store *s, uint64_t deadline_ms,
                              struct store_stats *st, struct proto_err *err);
 int store_sqlite_query_agg(struct store *s, const struct store_filter *f,

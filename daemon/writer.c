@@ -94,6 +94,7 @@ struct writer {
     _Atomic uint64_t commit_seq, durable_seq;
     _Atomic uint64_t syncs, sync_us;
     _Atomic uint64_t sync_start_us; /* the sync under way began; 0: none */
+    uint64_t ckpt_seq; /* commit_seq at the last quiet checkpoint (mu) */
 
     _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
     _Atomic uint64_t cpu_us;
@@ -409,8 +410,7 @@ sync_run(void *arg)
                          "written again before the next commit",
                          store_path(w->store), err.message);
             w->sync_broken = 1;
-            snprintf(w->last_error, sizeof(w->last_error), "%s",
-                     err.message);
+            snprintf(w->last_error, sizeof(w->last_error), "%s", err.message);
             atomic_store(&w->failing, 1);
             atomic_fetch_add(&w->failures, 1);
             fail_group(head, &err);
@@ -423,6 +423,8 @@ sync_run(void *arg)
             w->d_head = head;
         w->d_tail = tail;
         uv_cond_broadcast(&w->synced_cond);
+        /* A writer waiting for work may checkpoint now (wait_for_work). */
+        uv_cond_signal(&w->cond);
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
         uv_mutex_lock(&w->mu);
@@ -591,6 +593,8 @@ merge_idle(struct writer *w)
     w->merge_failing = 1;
 }
 
+static void checkpoint(struct writer *w);
+
 /*
  * Waits, with mu held, until a job is queued or stop is set. With
  * retention on, a wait that times out (the writer was idle for
@@ -607,6 +611,22 @@ wait_for_work(struct writer *w)
     while (w->q_head == NULL && !w->stop) {
         uint64_t idle_ns, age = w->prune_age_ms;
         uint32_t batch = w->prune_batch;
+
+        /* Pipelined: the quiet moment's checkpoint waits here until the
+         * syncer has synced every commit (it wakes this wait), so that
+         * work arriving meanwhile is taken first instead of waiting
+         * behind a sync and a checkpoint. */
+        if (w->pipelined && !w->syncing && w->s_head == NULL &&
+            !w->sync_broken && w->ckpt_seq != atomic_load(&w->commit_seq) &&
+            store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES) {
+            /* Once per commit: a checkpoint that fails is not retried
+             * in a loop. */
+            w->ckpt_seq = atomic_load(&w->commit_seq);
+            uv_mutex_unlock(&w->mu);
+            checkpoint(w);
+            uv_mutex_lock(&w->mu);
+            continue;
+        }
 
         /* The last chunk's rollups not all merged yet: after
          * WRITER_MERGE_IDLE_NS with nothing queued, a slice. Under load
@@ -779,10 +799,8 @@ run(void *arg)
         if (!w->pipelined) {
             if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
                 checkpoint(w);
-        } else if ((quiet &&
-                    store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES) ||
-                   store_wal_frames(w->store) >= STORE_WAL_HARD_FRAMES)
-            checkpoint_synced(w);
+        } else if (store_wal_frames(w->store) >= STORE_WAL_HARD_FRAMES)
+            checkpoint_synced(w); /* quiet moments: wait_for_work */
     }
     stop_syncer(w);
 }
@@ -1001,8 +1019,7 @@ writer_wait_durable(struct writer *w, uint64_t timeout_ms)
             rc = -1;
             break;
         }
-        (void)uv_cond_timedwait(&w->synced_cond, &w->mu,
-                                (end - now) * 1000u);
+        (void)uv_cond_timedwait(&w->synced_cond, &w->mu, (end - now) * 1000u);
     }
     uv_mutex_unlock(&w->mu);
     return rc;

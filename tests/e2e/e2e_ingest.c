@@ -637,8 +637,7 @@ END_TEST
  * not there. Either way every write is answered ok after its sync. */
 START_TEST(test_e2e_wal_synced_where_configured)
 {
-    static const char *const in_commit[] = { "--sync-in-commit", "true",
-                                             NULL };
+    static const char *const in_commit[] = { "--sync-in-commit", "true", NULL };
     struct e2e_receipt r = { .schema = 3, .coverage = 0x7f };
     msgpack_sbuffer sb;
     msgpack_packer pk;

@@ -115,7 +115,7 @@ static char *
 render_by(int format, const char *kind, const char *group_by,
           const msgpack_object *res, int *rc)
 {
-    struct output_spec spec = { kind, group_by, NULL };
+    struct output_spec spec = { kind, group_by, NULL, 0, 0 };
     char *buf = NULL, err[OUTPUT_ERR_MAX] = "";
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -598,7 +598,7 @@ END_TEST
 static char *
 note(const char *kind, const char *json, int *cut)
 {
-    struct output_spec spec = { kind, NULL, NULL };
+    struct output_spec spec = { kind, NULL, NULL, 0, 0 };
     struct result r;
     char *buf = NULL;
     size_t len = 0;
