@@ -26,18 +26,21 @@
 
 #include "conn.h"
 #include "envelope.h"
+#include "identity.h"
 #include "invariant.h"
 #include "mpobj.h"
 #include "plan.h"
 #include "receipt.h"
 #include "reply.h"
+#include "retention.h"
 #include "server.h"
 #include "store_plan.h"
 #include "store_relay.h"
 #include "writer.h"
 
-/* One record of a batch: the receipt, or the plan's key, borrows the
- * job's frame; a plan's canonical bytes are the record's own. */
+/* One record of a batch: the receipt, or the plan's key and a retained
+ * value's id, borrows the job's frame; a plan's canonical bytes, or a
+ * retained value's bytes, are the record's own (canon). */
 struct relay_rec {
     uint64_t id;
     int64_t received_at;
@@ -46,6 +49,7 @@ struct relay_rec {
     uint64_t seq;
     struct receipt r;
     struct store_plan_key key;
+    struct proto_str value_id;
     char *canon;
     size_t canon_len;
     uint64_t nnodes, nvalues;
@@ -58,15 +62,18 @@ struct rctx {
     uint64_t id;
     char origin[CONN_SOURCE_MAX + 1];
     size_t origin_len;
-    int plans;   /* the stream: plans, else receipts */
-    int follows; /* stored only if the mark is at from_id or above */
+    int plans;     /* the stream: plans, */
+    int retention; /* retained values, else receipts */
+    int follows;   /* stored only if the mark is at from_id or above */
     uint64_t from_id;
     struct relay_rec *recs;
     size_t n;
     /* Writer thread outputs. */
     uint64_t committed; /* the origin's mark after the job */
     uint64_t stored;    /* records stored (above the mark) */
-    uint64_t conflicts; /* plans whose key holds another plan here */
+    uint64_t conflicts; /* plans whose key holds another plan here;
+                           values that this center's plan of their key
+                           does not resolve to */
 };
 
 static void
@@ -153,6 +160,234 @@ plans_apply(struct rctx *x, struct store *s, struct proto_err *err)
                                   STORE_RELAY_PLANS, x->committed, err);
 }
 
+static int
+same_key(const struct store_plan_key *a, const struct store_plan_key *b)
+{
+    return a->plan.len == b->plan.len && a->graph.len == b->graph.len &&
+           memcmp(a->plan.ptr, b->plan.ptr, a->plan.len) == 0 &&
+           memcmp(a->graph.ptr, b->graph.ptr, a->graph.len) == 0;
+}
+
+static int
+by_value_id_cb(const void *a, const void *b)
+{
+    const struct retention_request *x = a, *y = b;
+
+    return identity_cmp(x->value_id, y->value_id);
+}
+
+/* Whether the node's value (msgpack bytes) is v as this center encodes
+ * it: compared as objects, since the node's bytes were packed again on
+ * the way in. */
+static int
+value_equal(const struct relay_rec *r, const struct retained_value *v,
+            msgpack_sbuffer *enc, int *equal)
+{
+    msgpack_unpacked a, b;
+    msgpack_packer pk;
+    size_t oa = 0, ob = 0;
+
+    *equal = 0;
+    enc->size = 0;
+    msgpack_packer_init(&pk, enc, msgpack_sbuffer_write);
+    if (retention_value_encode(v, &pk) != 0)
+        return PROTO_ENOMEM;
+    msgpack_unpacked_init(&a);
+    msgpack_unpacked_init(&b);
+    if (msgpack_unpack_next(&a, r->canon, r->canon_len, &oa) ==
+            MSGPACK_UNPACK_SUCCESS &&
+        msgpack_unpack_next(&b, enc->data, enc->size, &ob) ==
+            MSGPACK_UNPACK_SUCCESS)
+        *equal = msgpack_object_equal(a.data, b.data);
+    msgpack_unpacked_destroy(&a);
+    msgpack_unpacked_destroy(&b);
+    return 0;
+}
+
+/*
+ * Resolves the value ids of recs[0..n) (one plan's key) against this
+ * center's plan p, as a producer's retention spec would be: all at once,
+ * or, should they not resolve together (rule 5 between values the node
+ * retained in different specs), one by one. found[k] is recs[k]'s value
+ * or NULL when p does not resolve it. *vals to free().
+ */
+static int
+resolve_run(const struct plan *p, const struct relay_rec *recs, size_t n,
+            struct retained_value **vals, size_t *nvals,
+            const struct retained_value **found)
+{
+    struct retention_spec spec;
+    struct retention_request *req;
+    struct retained_value *one;
+    struct proto_err e;
+    size_t k, m;
+    int rc;
+
+    *vals = NULL;
+    *nvals = 0;
+    if ((req = calloc(n, sizeof(*req))) == NULL ||
+        (*vals = calloc(n, sizeof(**vals))) == NULL) {
+        free(req);
+        return PROTO_ENOMEM;
+    }
+    for (k = 0; k < n; k++) {
+        req[k].value_id = recs[k].value_id;
+        req[k].index = k;
+    }
+    qsort(req, n, sizeof(*req), by_value_id_cb);
+    memset(&spec, 0, sizeof(spec));
+    spec.requests = req;
+    spec.nrequests = n;
+    rc = PROTO_EINVALID;
+    for (k = 1; k < n; k++)
+        if (identity_cmp(req[k - 1].value_id, req[k].value_id) == 0)
+            break;
+    if (k == n) /* no id twice: the whole run at once */
+        rc = retention_resolve(p, &spec, &one, &m, &e);
+    if (rc == 0) {
+        free(*vals);
+        *vals = one;
+        *nvals = m;
+        for (k = 0; k < n; k++)
+            found[k] = retention_find(one, m, recs[k].value_id);
+        free(req);
+        return 0;
+    }
+    if (rc == PROTO_ENOMEM) {
+        free(req);
+        return rc;
+    }
+    for (k = 0; k < n; k++) {
+        req[0].value_id = recs[k].value_id;
+        req[0].index = 0;
+        spec.nrequests = 1;
+        found[k] = NULL;
+        rc = retention_resolve(p, &spec, &one, &m, &e);
+        if (rc == PROTO_ENOMEM) {
+            free(req);
+            return rc;
+        }
+        if (rc == 0 && m == 1) {
+            (*vals)[k] = one[0];
+            found[k] = &(*vals)[k];
+        }
+        if (rc == 0)
+            free(one);
+    }
+    *nvals = n;
+    free(req);
+    return 0;
+}
+
+/* recs[0..n) of the retention stream, all of one plan's key and above
+ * the origin's mark: each value is stored under this center's plan of
+ * that key when the plan resolves its value id to the same value, else
+ * counted in conflicts and skipped (another plan under the same key, as
+ * the plans stream counts it); a key with no plan here refuses the batch
+ * (the node sends it again once its plans are here). */
+static int
+retained_run(struct rctx *x, struct store *s, size_t first, size_t n,
+             struct proto_err *err)
+{
+    const struct relay_rec *recs = &x->recs[first];
+    const struct retained_value **found = NULL;
+    struct retained_value *vals = NULL;
+    struct plan *p = NULL;
+    struct proto_err e;
+    msgpack_unpacked up;
+    msgpack_sbuffer enc;
+    void *stored = NULL;
+    size_t len = 0, off = 0, nvals, k;
+    int64_t id;
+    int rc = 0, equal = 0;
+
+    if ((rc = store_plan_get(s, &recs[0].key, &id, &stored, &len, err)))
+        return rc;
+    if (id == 0) {
+        proto_err_set(err, PROTO_EUNKNOWN_PLAN, "prepared_plan_id",
+                      "no plan \"%.*s\" with graph_hash \"%.*s\" here for "
+                      "retained value %llu; the plans stream delivers it "
+                      "first, send the batch again then",
+                      (int)recs[0].key.plan.len, recs[0].key.plan.ptr,
+                      (int)recs[0].key.graph.len, recs[0].key.graph.ptr,
+                      (unsigned long long)recs[0].id);
+        proto_err_prefix_index(err, 4);
+        proto_err_prefix_index(err, first);
+        proto_err_prefix_field(err, "records");
+        return err->code;
+    }
+    msgpack_unpacked_init(&up);
+    msgpack_sbuffer_init(&enc);
+    proto_err_clear(&e);
+    if (msgpack_unpack_next(&up, stored, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        (rc = plan_decode(&up.data, &p, &e)) != 0) {
+        rc = rc == PROTO_ENOMEM
+                 ? proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory")
+                 : proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                                 "the stored plan does not decode: %s",
+                                 e.message);
+        goto out;
+    }
+    if ((found = calloc(n, sizeof(*found))) == NULL ||
+        (rc = resolve_run(p, recs, n, &vals, &nvals, found)) != 0) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (k = 0; k < n; k++) {
+        if (found[k] != NULL &&
+            value_equal(&recs[k], found[k], &enc, &equal) != 0) {
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if (found[k] == NULL || !equal) {
+            x->conflicts++;
+            continue;
+        }
+        if ((rc =
+                 store_plan_retain(s, id, recs[k].value_id, recs[k].received_at,
+                                   enc.data, enc.size, err)))
+            goto out;
+        x->stored++;
+    }
+    x->committed = recs[n - 1].id;
+out:
+    free(found);
+    free(vals);
+    plan_free(p);
+    msgpack_sbuffer_destroy(&enc);
+    msgpack_unpacked_destroy(&up);
+    free(stored);
+    return rc;
+}
+
+/* Writer thread, inside the job's savepoint: the retention stream, in
+ * runs of one plan's key (a plan is looked up and resolved once a run). */
+static int
+retention_apply(struct rctx *x, struct store *s, struct proto_err *err)
+{
+    uint64_t mark;
+    size_t i, j;
+    int rc;
+
+    if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
+                                     STORE_RELAY_RETENTION, &mark, err)))
+        return rc;
+    x->committed = mark;
+    for (i = 0; i < x->n && x->recs[i].id <= mark; i++)
+        ;
+    for (; i < x->n; i = j) {
+        for (j = i + 1; j < x->n && same_key(&x->recs[j].key, &x->recs[i].key);
+             j++)
+            ;
+        if ((rc = retained_run(x, s, i, j - i, err)))
+            return rc;
+    }
+    if (x->committed == mark)
+        return 0;
+    return store_relay_origin_set(s, x->origin, x->origin_len,
+                                  STORE_RELAY_RETENTION, x->committed, err);
+}
+
 /* Writer thread, inside the group's transaction. */
 static int
 relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
@@ -168,6 +403,8 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
     x->conflicts = 0;
     if (x->plans)
         return plans_apply(x, s, err);
+    if (x->retention)
+        return retention_apply(x, s, err);
     if ((rc = store_relay_origin_get(s, x->origin, x->origin_len,
                                      STORE_RELAY_RECEIPTS, &mark, err)))
         return rc;
@@ -236,14 +473,16 @@ relay_done(struct writer_job *job)
     if (job->rc != 0) {
         reply = reply_error(x->has_id, x->id, &job->err, &len);
     } else {
-        if (!x->plans)
+        int conflicts = x->plans || x->retention;
+
+        if (!conflicts)
             x->srv->n.accepted += x->stored;
-        failed =
-            reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
-            msgpack_pack_map(&rb.pk, x->plans ? 3 : 2) != 0 ||
-            reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
-            reply_kv_uint(&rb.pk, "stored", x->stored) != 0 ||
-            (x->plans && reply_kv_uint(&rb.pk, "conflicts", x->conflicts) != 0);
+        failed = reply_begin_ok(&rb, x->has_id, x->id, REPLY_SMALL) != 0 ||
+                 msgpack_pack_map(&rb.pk, conflicts ? 3 : 2) != 0 ||
+                 reply_kv_uint(&rb.pk, "committed_id", x->committed) != 0 ||
+                 reply_kv_uint(&rb.pk, "stored", x->stored) != 0 ||
+                 (conflicts &&
+                  reply_kv_uint(&rb.pk, "conflicts", x->conflicts) != 0);
         reply = reply_finish(&rb, failed, &len);
     }
     conn_slot_complete(x->slot, reply, len);
@@ -252,11 +491,71 @@ relay_done(struct writer_job *job)
 }
 
 static const struct writer_job_ops relay_ops = { relay_apply, relay_done, 0 };
+/* A retention batch can be refused in the store (a plan not here yet):
+ * in a savepoint of its own, so that the rest of its group is kept. */
+static const struct writer_job_ops relay_retention_ops = { relay_apply,
+                                                           relay_done, 1 };
+
+/* A retained value's payload, {prepared_plan_id, graph_hash, value}: the
+ * key and the value id borrow the frame, the value is packed again into
+ * rec->canon (to compare with what this center's plan resolves). */
+static int
+retained_record(const msgpack_object *o, struct relay_rec *rec,
+                struct proto_err *err)
+{
+    struct retained_value *v = NULL;
+    const msgpack_object *f;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc, dup;
+
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return proto_err_set(err, PROTO_EINVALID, "",
+                             "expected a retained value as a map "
+                             "{prepared_plan_id, graph_hash, value}, got %s",
+                             mpobj_type_name(o));
+    f = mpobj_map_get(o, "prepared_plan_id", &dup);
+    if (f == NULL || dup)
+        return proto_err_set(err, PROTO_EINVALID, "prepared_plan_id",
+                             "expected one prepared_plan_id");
+    if ((rc = identity_decode(f, &rec->key.plan, err)) != 0) {
+        proto_err_prefix_field(err, "prepared_plan_id");
+        return rc;
+    }
+    f = mpobj_map_get(o, "graph_hash", &dup);
+    if (f == NULL || dup)
+        return proto_err_set(err, PROTO_EINVALID, "graph_hash",
+                             "expected one graph_hash");
+    if ((rc = mpobj_str(f, PLAN_GRAPH_HASH_MAX, &rec->key.graph, err)) != 0) {
+        proto_err_prefix_field(err, "graph_hash");
+        return rc;
+    }
+    f = mpobj_map_get(o, "value", &dup);
+    if (f == NULL || dup)
+        return proto_err_set(err, PROTO_EINVALID, "value",
+                             "expected one value, a RetainedCompletionValue");
+    if ((rc = retention_value_decode(f, &v, err)) != 0) {
+        proto_err_prefix_field(err, "value");
+        return rc;
+    }
+    rec->value_id = v->value_id;
+    free(v);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (msgpack_pack_object(&pk, *f) != 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    }
+    rec->canon_len = sb.size;
+    rec->canon = msgpack_sbuffer_release(&sb);
+    return 0;
+}
 
 /* Record i of the batch into rec; err's path is the record's. */
 static int
-record(const msgpack_object *o, size_t i, int plans, uint64_t *prev,
-       int64_t *bytes, struct relay_rec *rec, struct proto_err *err)
+record(const msgpack_object *o, size_t i, int plans, int retention,
+       uint64_t *prev, int64_t *bytes, struct relay_rec *rec,
+       struct proto_err *err)
 {
     const msgpack_object *f;
     uint64_t at;
@@ -324,6 +623,15 @@ record(const msgpack_object *o, size_t i, int plans, uint64_t *prev,
         *bytes += (int64_t)(sizeof(*rec) + rec->canon_len);
         return 0;
     }
+    if (retention) {
+        if ((rc = retained_record(&f[4], rec, err)) != 0) {
+            proto_err_prefix_index(err, 4);
+            proto_err_prefix_index(err, i);
+            return rc;
+        }
+        *bytes += (int64_t)(sizeof(*rec) + rec->canon_len);
+        return 0;
+    }
     if ((rc = receipt_decode(&f[4], &rec->r, err)) != 0) {
         proto_err_prefix_index(err, 4);
         proto_err_prefix_index(err, i);
@@ -348,7 +656,7 @@ dispatch_relay(const struct request *rq)
     uint64_t from_id, prev;
     int64_t bytes = 0;
     size_t n, i;
-    int dup, plans, follows;
+    int dup, plans, retention, follows;
 
     proto_err_clear(&err);
     if (!rq->relays) {
@@ -374,11 +682,14 @@ dispatch_relay(const struct request *rq)
     }
     plans = stream.len == strlen(STORE_RELAY_PLANS) &&
             memcmp(stream.ptr, STORE_RELAY_PLANS, stream.len) == 0;
-    if (!plans && (stream.len != strlen(STORE_RELAY_RECEIPTS) ||
-                   memcmp(stream.ptr, STORE_RELAY_RECEIPTS, stream.len) != 0)) {
+    retention = stream.len == strlen(STORE_RELAY_RETENTION) &&
+                memcmp(stream.ptr, STORE_RELAY_RETENTION, stream.len) == 0;
+    if (!plans && !retention &&
+        (stream.len != strlen(STORE_RELAY_RECEIPTS) ||
+         memcmp(stream.ptr, STORE_RELAY_RECEIPTS, stream.len) != 0)) {
         proto_err_set(&err, PROTO_EINVALID, "stream",
                       "stream \"%.*s\" is not relayed by this daemon (it "
-                      "takes \"receipts\" and \"plans\")",
+                      "takes \"receipts\", \"plans\" and \"retention\")",
                       (int)(stream.len < 32 ? stream.len : 32), stream.ptr);
         goto fail;
     }
@@ -422,8 +733,8 @@ dispatch_relay(const struct request *rq)
         goto nomem;
     prev = from_id;
     for (i = 0; i < n; i++) {
-        int rc = record(&recs->via.array.ptr[i], i, plans, &prev, &bytes,
-                        &x->recs[i], &err);
+        int rc = record(&recs->via.array.ptr[i], i, plans, retention, &prev,
+                        &bytes, &x->recs[i], &err);
 
         /* A record that failed may own its canonical plan already. */
         x->n = i + 1;
@@ -441,9 +752,10 @@ dispatch_relay(const struct request *rq)
     memcpy(x->origin, rq->source, rq->source_len);
     x->origin_len = rq->source_len;
     x->plans = plans;
+    x->retention = retention;
     x->follows = follows;
     x->from_id = from_id;
-    job->ops = &relay_ops;
+    job->ops = retention ? &relay_retention_ops : &relay_ops;
     job->ctx = x;
     job->frame = rq->frame; /* the receipts borrow it */
     job->items = n ? n : 1;

@@ -443,7 +443,7 @@ query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
 
 /* The relay's figures in `stats` (docs/fleet.md), only on a node that
  * relays: QUERY_RELAY_KEYS keys. */
-#define QUERY_RELAY_KEYS 11
+#define QUERY_RELAY_KEYS 12
 
 static int
 kv_str_or_nil(msgpack_packer *pk, const char *k, const char *v)
@@ -468,6 +468,7 @@ pack_relay(msgpack_packer *pk, const struct relay_stats *r)
                                : msgpack_pack_nil(pk)) != 0 ||
            kv_uint(pk, "relay_relayed", r->relayed) != 0 ||
            kv_uint(pk, "relay_plans_relayed", r->plans_relayed) != 0 ||
+           kv_uint(pk, "relay_retained_relayed", r->values_relayed) != 0 ||
            kv_uint(pk, "relay_failures", r->failures) != 0 ||
            kv_str_or_nil(pk, "relay_error", r->error);
 }

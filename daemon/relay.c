@@ -67,12 +67,16 @@
 #define BACKLOG_EVERY_MS 500
 
 /* A batch sent and not answered yet. */
+/* The streams, in the order a round sends them: a retained value names a
+ * plan, so it follows the plans. */
+enum stream { STREAM_RECEIPTS, STREAM_PLANS, STREAM_RETENTION };
+
 struct flight {
     uint64_t id;   /* the frame's */
     uint64_t from; /* its from_id */
     uint64_t last; /* its last record's id */
     uint32_t n;
-    int plans; /* the stream: plans, else receipts */
+    int stream; /* enum stream */
 };
 
 struct relay {
@@ -100,10 +104,13 @@ struct relay {
 
     _Atomic uint64_t acked;       /* the center's last acknowledged id */
     _Atomic uint64_t acked_plans; /* the same for the plans stream */
+    /* And for retained values. */
+    _Atomic uint64_t acked_retention;
 
     /* Loop thread. */
     uint64_t stored; /* the cursor as the writer last stored it */
     uint64_t stored_plans;
+    uint64_t stored_retention;
     int job_running;  /* a cursor job is with the writer */
     int stopping;     /* relay_stop ran */
     int async_closed; /* its close callback ran */
@@ -118,12 +125,14 @@ struct relay {
     uint64_t enc_records; /* backlog's estimate */
     uint64_t backlog_ms;
     uint64_t plans_paused_until; /* monotonic ms: the center refused plans */
+    uint64_t retention_paused_until; /* the same for retained values */
     uint64_t rng;
     /* Batches in flight: a ring of `window` from head, of which
-     * n_receipts of receipts and plans_out (0 or 1) of plans. */
+     * n_receipts of receipts, plans_out (0 or 1) of plans and
+     * retention_out (0 or 1) of retained values. */
     struct flight *flights;
     uint32_t window, head, n_flight, n_receipts;
-    int plans_out;
+    int plans_out, retention_out;
     uint64_t sent; /* the last receipt id of the last batch sent */
     /* The backoff's bound for a center that answered unavailable or
      * overloaded, ms; 0 after a batch stored. */
@@ -429,6 +438,8 @@ struct batch {
     size_t limit; /* bytes of records */
     uint32_t n;
     uint64_t last; /* id of the last record packed */
+    /* Retention: the plans the center acknowledged (acked_plans). */
+    uint64_t plans_upto;
 };
 
 /* store_relay_read's callback: one row as [id, received_at, source,
@@ -475,6 +486,53 @@ pack_plan_cb(void *arg, const struct store_relay_plan *p)
     b->n++;
     b->last = (uint64_t)p->id;
     return 0;
+}
+
+/* store_relay_read_retained's callback: [id, retained_at, "", nil,
+ * {prepared_plan_id, graph_hash, value}], the value as stored (a
+ * RetainedCompletionValue, which holds its value_id). A value whose plan
+ * the center has not acknowledged yet ends the batch: it waits for the
+ * plans stream, so that the center knows the plan when it comes. */
+static int
+pack_retained_cb(void *arg, const struct store_relay_retained *v)
+{
+    struct batch *b = arg;
+    msgpack_packer *pk = &b->pk;
+
+    if ((uint64_t)v->plan_id > b->plans_upto ||
+        (b->n > 0 && b->sb->size - b->base >= b->limit))
+        return 1;
+    if (msgpack_pack_array(pk, 5) != 0 ||
+        msgpack_pack_uint64(pk, (uint64_t)v->id) != 0 ||
+        msgpack_pack_int64(pk, v->retained_at) != 0 ||
+        msgpack_pack_str(pk, 0) != 0 || msgpack_pack_nil(pk) != 0 ||
+        msgpack_pack_map(pk, 3) != 0 ||
+        envelope_pack_cstr(pk, "prepared_plan_id") != 0 ||
+        msgpack_pack_str_with_body(pk, v->plan.ptr, v->plan.len) != 0 ||
+        envelope_pack_cstr(pk, "graph_hash") != 0 ||
+        msgpack_pack_str_with_body(pk, v->graph.ptr, v->graph.len) != 0 ||
+        envelope_pack_cstr(pk, "value") != 0 ||
+        msgpack_sbuffer_write(b->sb, v->value, v->len) != 0)
+        return PROTO_ENOMEM;
+    b->n++;
+    b->last = (uint64_t)v->id;
+    return 0;
+}
+
+static _Atomic uint64_t *
+stream_acked(struct relay *r, int k)
+{
+    return k == STREAM_PLANS       ? &r->acked_plans
+           : k == STREAM_RETENTION ? &r->acked_retention
+                                   : &r->acked;
+}
+
+static const char *
+stream_name(int k)
+{
+    return k == STREAM_PLANS       ? STORE_RELAY_PLANS
+           : k == STREAM_RETENTION ? STORE_RELAY_RETENTION
+                                   : STORE_RELAY_RECEIPTS;
 }
 
 /* Before anything was sent (the center away since start), the mean
@@ -532,11 +590,10 @@ backlog(struct relay *r, int force)
  * trying again).
  */
 static int
-send_batch(struct relay *r, int plans, uint64_t from, int follows,
-           struct flight *f)
+send_batch(struct relay *r, int k, uint64_t from, int follows, struct flight *f)
 {
     static const unsigned char array32[5] = { 0xdd, 0, 0, 0, 0 };
-    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    const char *stream = stream_name(k);
     struct proto_err err;
     struct batch b;
     msgpack_sbuffer fs;
@@ -578,10 +635,15 @@ send_batch(struct relay *r, int plans, uint64_t from, int follows,
     b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
                   ? r->conn.max_frame / 2
                   : RELAY_BATCH_BYTES_MAX;
-    rc = plans ? store_relay_read_plans(r->ro, from, max, SIZE_MAX,
-                                        pack_plan_cb, &b, &last, &err)
-               : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b,
-                                  &last, &err);
+    b.plans_upto = atomic_load(&r->acked_plans);
+    rc = k == STREAM_PLANS
+             ? store_relay_read_plans(r->ro, from, max, SIZE_MAX, pack_plan_cb,
+                                      &b, &last, &err)
+         : k == STREAM_RETENTION
+             ? store_relay_read_retained(r->ro, from, max, SIZE_MAX,
+                                         pack_retained_cb, &b, &last, &err)
+             : store_relay_read(r->ro, from, max, SIZE_MAX, pack_cb, &b, &last,
+                                &err);
     if (rc < 0) {
         msgpack_sbuffer_destroy(&fs);
         set_error(r, "cannot read the store: %s", err.message);
@@ -599,7 +661,7 @@ send_batch(struct relay *r, int plans, uint64_t from, int follows,
         msgpack_sbuffer_destroy(&fs);
         return 0;
     }
-    if (!plans) {
+    if (k == STREAM_RECEIPTS) {
         r->enc_bytes += fs.size - b.base;
         r->enc_records += b.n;
     }
@@ -637,10 +699,10 @@ send_batch(struct relay *r, int plans, uint64_t from, int follows,
  * (unavailable: its database away; overloaded).
  */
 static int
-take_reply(struct relay *r, int plans, const struct flight *f)
+take_reply(struct relay *r, int k, const struct flight *f)
 {
-    _Atomic uint64_t *acked = plans ? &r->acked_plans : &r->acked;
-    const char *stream = plans ? STORE_RELAY_PLANS : STORE_RELAY_RECEIPTS;
+    _Atomic uint64_t *acked = stream_acked(r, k);
+    const char *stream = stream_name(k);
     struct net_reply rep;
     struct proto_err err;
     const msgpack_object *v;
@@ -715,8 +777,10 @@ take_reply(struct relay *r, int plans, const struct flight *f)
     if (committed > atomic_load(acked))
         atomic_store(acked, committed);
     uv_mutex_lock(&r->mu);
-    if (plans) {
+    if (k == STREAM_PLANS) {
         r->st.plans_relayed += f->n;
+    } else if (k == STREAM_RETENTION) {
+        r->st.values_relayed += f->n;
     } else {
         r->st.acked_id = atomic_load(acked);
         r->st.relayed += f->n;
@@ -735,57 +799,73 @@ static void
 drop_window(struct relay *r)
 {
     r->n_flight = r->n_receipts = 0;
-    r->plans_out = 0;
+    r->plans_out = r->retention_out = 0;
+}
+
+/* A batch of plans or of retained values, one of each stream at a time
+ * (few, and named by what follows them): sent when none of its stream is
+ * out and the center has not paused it. Returns -1 when the connection
+ * failed, else 0. */
+static int
+send_single(struct relay *r, int k, int *out, uint64_t *paused_until)
+{
+    struct flight *f;
+    int rc;
+
+    if (*out || r->n_flight >= r->window || mono_ms() < *paused_until)
+        return 0;
+    f = &r->flights[(r->head + r->n_flight) % r->window];
+    rc = send_batch(r, k, atomic_load(stream_acked(r, k)), 0, f);
+    if (rc == -2)
+        *paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+    if (rc == 1) {
+        f->stream = k;
+        *out = 1;
+        r->n_flight++;
+    }
+    return rc == -1 ? -1 : 0;
 }
 
 /*
  * One step of the relay on a connection: sends what fits the window,
- * then takes the oldest batch's reply. A batch of plans goes first when
- * none is out (few, and what receipts name; one at a time), then batches
- * of receipts past the last one sent while fewer than r->window batches
- * are unanswered; replies come in the order sent. Returns 1 when a batch
- * was answered, 0 when nothing waits and nothing is in flight, -1 when
- * the connection failed (hang up and reconnect), -2 when the center
- * refused a batch of receipts (wait before trying again), -3 when it
- * could not store one now (the next endpoint, after a backoff of its
- * own). After a failure nothing is in flight: the next connection starts from
- * what was acknowledged, and the center cuts what it has. A center that refuses
- * plans (one older than the plans stream) pauses that stream alone.
+ * then takes the oldest batch's reply. A batch of plans and one of
+ * retained values go first when none of theirs is out (send_single),
+ * then batches of receipts past the last one sent while fewer than
+ * r->window batches are unanswered; replies come in the order sent.
+ * Returns 1 when a batch was answered, 0 when nothing waits and nothing
+ * is in flight, -1 when the connection failed (hang up and reconnect),
+ * -2 when the center refused a batch of receipts (wait before trying
+ * again), -3 when it could not store one now (the next endpoint, after a
+ * backoff of its own). After a failure nothing is in flight: the next
+ * connection starts from what was acknowledged, and the center cuts what
+ * it has. A center that refuses plans or retained values (one older than
+ * the stream) pauses that stream alone.
  */
 static int
 relay_window(struct relay *r)
 {
     struct flight *f;
-    int rc, plans;
+    int rc, k;
 
     if (r->n_receipts == 0)
         r->sent = atomic_load(&r->acked);
-    if (!r->plans_out && r->n_flight < r->window &&
-        mono_ms() >= r->plans_paused_until) {
-        f = &r->flights[(r->head + r->n_flight) % r->window];
-        rc = send_batch(r, 1, atomic_load(&r->acked_plans), 0, f);
-        if (rc == -1) {
-            drop_window(r);
-            return rc;
-        }
-        if (rc == -2)
-            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
-        if (rc == 1) {
-            f->plans = 1;
-            r->plans_out = 1;
-            r->n_flight++;
-        }
+    if (send_single(r, STREAM_PLANS, &r->plans_out, &r->plans_paused_until) <
+            0 ||
+        send_single(r, STREAM_RETENTION, &r->retention_out,
+                    &r->retention_paused_until) < 0) {
+        drop_window(r);
+        return -1;
     }
     while (r->n_flight < r->window) {
         f = &r->flights[(r->head + r->n_flight) % r->window];
-        rc = send_batch(r, 0, r->sent, r->n_receipts > 0, f);
+        rc = send_batch(r, STREAM_RECEIPTS, r->sent, r->n_receipts > 0, f);
         if (rc < 0) {
             drop_window(r);
             return rc;
         }
         if (rc == 0)
             break;
-        f->plans = 0;
+        f->stream = STREAM_RECEIPTS;
         r->sent = f->last;
         r->n_flight++;
         r->n_receipts++;
@@ -793,11 +873,14 @@ relay_window(struct relay *r)
     if (r->n_flight == 0)
         return 0;
     f = &r->flights[r->head];
-    plans = f->plans;
-    rc = take_reply(r, plans, f);
-    if (rc == -2 && plans) {
+    k = f->stream;
+    rc = take_reply(r, k, f);
+    if (rc == -2 && k != STREAM_RECEIPTS) {
         /* The connection is fine: receipts go on. */
-        r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+        if (k == STREAM_PLANS)
+            r->plans_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
+        else
+            r->retention_paused_until = mono_ms() + RELAY_BACKOFF_MAX_MS;
         rc = 1;
     }
     if (rc < 0) {
@@ -806,8 +889,10 @@ relay_window(struct relay *r)
     }
     r->head = (r->head + 1) % r->window;
     r->n_flight--;
-    if (plans)
+    if (k == STREAM_PLANS)
         r->plans_out = 0;
+    else if (k == STREAM_RETENTION)
+        r->retention_out = 0;
     else
         r->n_receipts--;
     return 1;
@@ -887,7 +972,7 @@ thread_cb(void *arg)
 
 struct cursor_job {
     struct relay *r;
-    uint64_t acked, acked_plans;
+    uint64_t acked, acked_plans, acked_retention;
 };
 
 static void maybe_free(struct relay *r);
@@ -898,19 +983,22 @@ static int
 behind(struct relay *r)
 {
     return atomic_load(&r->acked) > r->stored ||
-           atomic_load(&r->acked_plans) > r->stored_plans;
+           atomic_load(&r->acked_plans) > r->stored_plans ||
+           atomic_load(&r->acked_retention) > r->stored_retention;
 }
 
 static int
 cursor_apply(struct writer_job *job, struct store *s, struct proto_err *err)
 {
     struct cursor_job *c = job->ctx;
+    int rc;
 
-    int rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err);
-
-    return rc != 0 ? rc
-                   : store_relay_cursor_set(s, STORE_RELAY_PLANS,
-                                            c->acked_plans, err);
+    if ((rc = store_relay_cursor_set(s, STORE_RELAY_RECEIPTS, c->acked, err)) ||
+        (rc =
+             store_relay_cursor_set(s, STORE_RELAY_PLANS, c->acked_plans, err)))
+        return rc;
+    return store_relay_cursor_set(s, STORE_RELAY_RETENTION, c->acked_retention,
+                                  err);
 }
 
 static void
@@ -924,6 +1012,8 @@ cursor_done(struct writer_job *job)
         r->stored = c->acked;
     if (job->rc == 0 && c->acked_plans > r->stored_plans)
         r->stored_plans = c->acked_plans;
+    if (job->rc == 0 && c->acked_retention > r->stored_retention)
+        r->stored_retention = c->acked_retention;
     writer_job_free(job);
     server_release(r->srv);
     /* What was acknowledged meanwhile, or again after a failure. */
@@ -951,6 +1041,7 @@ cursor_submit(struct relay *r)
     c->r = r;
     c->acked = atomic_load(&r->acked);
     c->acked_plans = atomic_load(&r->acked_plans);
+    c->acked_retention = atomic_load(&r->acked_retention);
     job->ops = &cursor_ops;
     job->ctx = c;
     job->items = 1;
@@ -1106,6 +1197,14 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     }
     atomic_store(&r->acked_plans, cursor);
     r->stored_plans = cursor;
+    if (store_relay_cursor_get(r->ro, STORE_RELAY_RETENTION, &cursor, &perr) !=
+        0) {
+        snprintf(err, err_len, "cannot read the relay cursor: %s",
+                 perr.message);
+        goto fail;
+    }
+    atomic_store(&r->acked_retention, cursor);
+    r->stored_retention = cursor;
     if (uv_async_init(loop, &r->async, async_cb) != 0) {
         snprintf(err, err_len, "cannot make the relay's wake-up handle");
         goto fail;

@@ -44,6 +44,7 @@ struct relay_stats {
     uint64_t relayed;         /* receipts the center acknowledged since
                                  start */
     uint64_t plans_relayed;   /* plans, the same */
+    uint64_t values_relayed;  /* retained values, the same */
     uint64_t batches;         /* batches acknowledged since start */
     uint64_t connects;        /* connections that said hello */
     uint64_t failures;        /* attempts or batches that failed */

@@ -1,6 +1,6 @@
 /*
- * store_plan.c: the write side of plans and retained values (migration
- * 0003).
+ * store_plan.c: the write side of plans and retained values (migrations
+ * 0003 and 0016, the values' log for the relay).
  *
  * Writer thread only, inside the transaction of a write job: the caller is
  * a job's own apply (writer.h, dispatch_plan.c), between
@@ -142,6 +142,24 @@ store_sqlite_plan_retain(struct store *s, int64_t plan_id,
     rc = sqlite3_step(st);
     if (rc != SQLITE_DONE) {
         rc = store_fail(s, rc, err, "store a retained value");
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_finalize(st);
+    if (sqlite3_changes(store_db(s)) == 0)
+        return 0; /* retained before: logged then */
+    /* A new value: its place in the relay's "retention" stream
+     * (migration 0016), in the same transaction. */
+    if ((rc = prepare(s,
+                      "INSERT INTO retained_log (plan_id, value_id) VALUES "
+                      "(?1, ?2)",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, plan_id);
+    bind_str(st, 2, value_id);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) {
+        rc = store_fail(s, rc, err, "log a retained value");
         sqlite3_finalize(st);
         return rc;
     }

@@ -1,6 +1,7 @@
 /*
  * store_relay.c: the relay's cursor on a node and the high-water marks of
- * the origins on a center (store_relay.h, migration 0013), on SQLite. A
+ * the origins on a center (store_relay.h, migrations 0013 and 0016), on
+ * SQLite. A
  * node's store is SQLite; a center's functions are the SQLite backend's
  * operations (store_sqlite_relay_*, store_ops.h), PostgreSQL's are in
  * store_pg.c.
@@ -224,6 +225,56 @@ store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
 }
 
 int
+store_relay_read_retained(struct store *s, uint64_t after, uint32_t max,
+                          size_t max_bytes, store_relay_retained_cb cb,
+                          void *arg, uint64_t *last, struct proto_err *err)
+{
+    struct store_relay_retained v;
+    sqlite3_stmt *st;
+    size_t bytes = 0;
+    int rc;
+
+    *last = after;
+    /* Each row of the log is a rowid step and two primary key seeks. */
+    if ((rc = prepare(s,
+                      "SELECT l.id, l.plan_id, v.retained_at, "
+                      "p.prepared_plan_id, p.graph_hash, v.value_id, v.value "
+                      "FROM retained_log l JOIN retained_values v ON "
+                      "v.plan_id = l.plan_id AND v.value_id = l.value_id "
+                      "JOIN plans p ON p.id = l.plan_id WHERE l.id > ?1 "
+                      "ORDER BY l.id LIMIT ?2",
+                      &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
+    sqlite3_bind_int64(st, 2, max);
+    while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        v.id = sqlite3_column_int64(st, 0);
+        v.plan_id = sqlite3_column_int64(st, 1);
+        v.retained_at = sqlite3_column_int64(st, 2);
+        store_column_str(st, 3, &v.plan);
+        store_column_str(st, 4, &v.graph);
+        store_column_str(st, 5, &v.value_id);
+        v.value = sqlite3_column_blob(st, 6);
+        v.len = (size_t)sqlite3_column_bytes(st, 6);
+        bytes += v.len;
+        if ((rc = cb(arg, &v)) != 0) {
+            sqlite3_finalize(st);
+            return rc;
+        }
+        *last = (uint64_t)v.id;
+    }
+    if (bytes >= max_bytes)
+        rc = SQLITE_DONE;
+    if (rc != SQLITE_DONE) {
+        rc = store_fail(s, rc, err, "read retained values to relay");
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int
 store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
                     struct proto_err *err)
 {
@@ -234,6 +285,8 @@ store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
     if ((rc = prepare(s,
                       strcmp(stream, STORE_RELAY_PLANS) == 0
                           ? "SELECT max(id) FROM plans"
+                      : strcmp(stream, STORE_RELAY_RETENTION) == 0
+                          ? "SELECT max(id) FROM retained_log"
                           : "SELECT max(id) FROM receipts",
                       &st, err)))
         return rc;

@@ -22,9 +22,11 @@
 #include "store.h"
 
 /* The streams a node relays (docs/fleet.md): receipts by id, plans by
- * their row id; retention specs are not relayed yet. */
-#define STORE_RELAY_RECEIPTS "receipts"
-#define STORE_RELAY_PLANS    "plans"
+ * their row id, retained values by their row id in retained_log
+ * (migration 0016). */
+#define STORE_RELAY_RECEIPTS  "receipts"
+#define STORE_RELAY_PLANS     "plans"
+#define STORE_RELAY_RETENTION "retention"
 
 /* ---- The node. ---- */
 
@@ -70,8 +72,29 @@ int store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
                            size_t max_bytes, store_relay_plan_cb cb, void *arg,
                            uint64_t *last, struct proto_err *err);
 
-/* The newest id of stream (STORE_RELAY_RECEIPTS or _PLANS) into *id, 0
- * when none. */
+/* A retained value as the relay sends it, under its plan's key (how a
+ * center knows the plan); borrowed for the callback. */
+struct store_relay_retained {
+    int64_t id;      /* its row in retained_log */
+    int64_t plan_id; /* this store's plan row */
+    int64_t retained_at;
+    struct proto_str plan, graph; /* prepared_plan_id, graph_hash */
+    struct proto_str value_id;
+    const void *value; /* msgpack RetainedCompletionValue */
+    size_t len;
+};
+
+typedef int (*store_relay_retained_cb)(void *arg,
+                                       const struct store_relay_retained *v);
+
+/* store_relay_read for the retained values past after, in the order they
+ * were first retained (retained_log's id). */
+int store_relay_read_retained(struct store *s, uint64_t after, uint32_t max,
+                              size_t max_bytes, store_relay_retained_cb cb,
+                              void *arg, uint64_t *last, struct proto_err *err);
+
+/* The newest id of stream (STORE_RELAY_RECEIPTS, _PLANS or _RETENTION)
+ * into *id, 0 when none. */
 int store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
                         struct proto_err *err);
 
@@ -93,7 +116,8 @@ int store_relay_backlog(struct store *s, uint64_t after,
 
 /* Whether retention waits for the relay on s (store_opts.relay_wait):
  * store_prune then removes no receipt above the cursor of "receipts" (none
- * while it was never acknowledged). */
+ * while it was never acknowledged). Plans and retained values are never
+ * pruned, so their streams need no such wait. */
 int store_relay_waits(const struct store *s);
 
 /* Whether retention prunes past the cursor anyway (store_opts.relay_drop,

@@ -155,6 +155,31 @@ retention_values_decode(const msgpack_object *o, struct retained_value **out,
     return values_decode(o, out, n, &owned, err);
 }
 
+int
+retention_value_decode(const msgpack_object *o, struct retained_value **out,
+                       struct proto_err *err)
+{
+    const msgpack_object *t;
+    size_t nw = 0, bytes;
+    int rc;
+
+    *out = NULL;
+    if ((rc = expect(o, MSGPACK_OBJECT_MAP, "a retained value map", err)))
+        return rc;
+    if ((t = mpobj_map_get(o, "tensor", NULL)) != NULL)
+        nw = tensor_words(t);
+    if (__builtin_mul_overflow(nw, sizeof(uint64_t), &bytes) ||
+        __builtin_add_overflow(bytes, sizeof(**out) + 8, &bytes) ||
+        (*out = calloc(1, bytes)) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "no memory for a retained value");
+    if ((rc = value_fill(o, *out, (uint64_t *)(void *)(*out + 1), nw, err))) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 static int
 by_request_cb(const void *a, const void *b)
 {

@@ -109,6 +109,11 @@ int retention_values_decode(const msgpack_object *o,
                             struct retained_value **out, size_t *n,
                             struct proto_err *err);
 
+/* retention_values_decode() of one value map o: *out is one allocation
+ * (free() it) whose strings borrow o. */
+int retention_value_decode(const msgpack_object *o, struct retained_value **out,
+                           struct proto_err *err);
+
 /*
  * Finds value_id in v[0..n), sorted by value_id as retention_resolve()
  * returns it. Returns the value or NULL.

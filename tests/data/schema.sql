@@ -97,6 +97,11 @@ CREATE TABLE relay_ranges (
     origin_last INTEGER NOT NULL
 );
 CREATE INDEX relay_ranges_origin ON relay_ranges (origin, first_id);
+CREATE TABLE retained_log (
+    id INTEGER PRIMARY KEY,
+    plan_id INTEGER NOT NULL,
+    value_id BLOB NOT NULL
+);
 CREATE TABLE retained_values (
     plan_id INTEGER NOT NULL REFERENCES plans(id),
     value_id BLOB NOT NULL,

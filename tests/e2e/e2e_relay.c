@@ -9,9 +9,11 @@
  * a restart of the node; a center that is down while the node keeps
  * accepting, the backlog and its age in `stats`; kill -9 of the node and
  * of the center at random moments under a producer that resends what was
- * not acknowledged; TLS to the center, verified against a CA; and the
- * `relay` op itself, spoken by hand: who may send it, a batch refused
- * whole, and a resend cut at the origin's mark.
+ * not acknowledged, with plans and retained values registered between
+ * the kills; TLS to the center, verified against a CA; and the `relay`
+ * op itself, spoken by hand: who may send it, a batch refused whole, a
+ * resend cut at the origin's mark, retained values whose plan is not
+ * there yet or is another plan.
  *
  * Check forks each test; each starts its own daemons.
  */
@@ -34,6 +36,7 @@
 
 #include "envelope.h"
 #include "pg_cluster.h"
+#include "plan_fixture.h"
 #include "skip.h"
 #include "testcerts.h"
 
@@ -685,6 +688,43 @@ prunes_of(struct e2e_daemon *d, uint64_t *rows, uint64_t *undelivered)
     close(fd);
 }
 
+/* ---- Plans and retained values. ---- */
+
+#define GRAPH "sha256:0f1e2d3c" /* the fixture's graph_hash */
+
+/* Registers the fixture plan on the node as prepared_plan_id
+ * "plan:relay/<k>" and retains its three values (retention.json). */
+static void
+retain_on_node(unsigned k)
+{
+    struct e2e_reply rep;
+    msgpack_object *o;
+    const char *body;
+    char json[64];
+    size_t len;
+    int fd = connect_node("planner");
+
+    snprintf(json, sizeof(json), "\"plan:relay/%u\"", k);
+    o = fx_fixture();
+    fx_set(o, "prepared_plan_id", json);
+    body = fx_pack(o, &len);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_PLAN, 1, 0, 0, body, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "plan: %s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    body = fx_read_data("plans/retention.msgpack", &len);
+    ck_assert_ptr_nonnull(body);
+    o = fx_unpack(body, len);
+    fx_set(o, "prepared_plan_id", json);
+    body = fx_pack(o, &len);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RETENTION, 2, 0, 0, body, len),
+                     0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "retention: %s", rep.r.err.message);
+    e2e_reply_free(&rep);
+    close(fd);
+}
+
 /* With store.relay_retention = "drop", retention prunes what the center
  * has not acknowledged (it is away) and counts it: in each prunes record,
  * in stats and in the metrics; the relay then goes on with what is left. */
@@ -736,14 +776,116 @@ START_TEST(test_relay_retention_drops)
 }
 END_TEST
 
+/* The `retained` rows of d for plan (its whole reply in rep). */
+static const msgpack_object *
+retained_of(struct e2e_daemon *d, const char *plan, struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    const msgpack_object *rows;
+    int fd = e2e_connect(d);
+
+    ck_assert_int_ge(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    envelope_pack_cstr(&pk, "kind");
+    envelope_pack_cstr(&pk, "retained");
+    envelope_pack_cstr(&pk, "plan");
+    envelope_pack_cstr(&pk, plan);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 7, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
+    close(fd);
+    ck_assert_msg(rep->r.ok, "%s", rep->r.err.message);
+    rows = e2e_get(rep->r.result, "rows");
+    ck_assert(rows != NULL && rows->type == MSGPACK_OBJECT_ARRAY);
+    return rows;
+}
+
+/* Plan "plan:relay/<k>"'s retained values at the center are the node's:
+ * the same three rows, value and retained_at included. */
+static void
+same_retained(unsigned k)
+{
+    struct e2e_reply rn, rc;
+    const msgpack_object *n, *c;
+    char plan[64];
+
+    snprintf(plan, sizeof(plan), "plan:relay/%u", k);
+    n = retained_of(&node, plan, &rn);
+    c = retained_of(&center, plan, &rc);
+    ck_assert_uint_eq(n->via.array.size, 3);
+    ck_assert_msg(msgpack_object_equal(*n, *c),
+                  "%s: the center's retained rows differ from the node's",
+                  plan);
+    e2e_reply_free(&rn);
+    e2e_reply_free(&rc);
+}
+
+/* A readback of plan "plan:relay/<k>" at the center answers as the
+ * node would (readback.json, readback-request.json). */
+static void
+readback_at_center(unsigned k)
+{
+    struct e2e_reply rep;
+    msgpack_object *o;
+    const char *body;
+    char json[64];
+    size_t len;
+    int fd = e2e_connect(&center);
+
+    ck_assert_int_ge(fd, 0);
+    snprintf(json, sizeof(json), "\"plan:relay/%u\"", k);
+    body = fx_read_data("plans/readback.msgpack", &len);
+    ck_assert_ptr_nonnull(body);
+    o = fx_unpack(body, len);
+    fx_set(o, "prepared_plan_id", json);
+    body = fx_pack(o, &len);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_READBACK, 3, 0, 0, body, len), 0);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "readback: %s", rep.r.err.message);
+    body = fx_read_data("plans/readback-request.msgpack", &len);
+    ck_assert(msgpack_object_equal(*e2e_get(rep.r.result, "request"),
+                                   *fx_unpack(body, len)));
+    e2e_reply_free(&rep);
+    close(fd);
+}
+
+/* Waits until stats key of d is want. */
+static void
+await_stat(struct e2e_daemon *d, const char *key, uint64_t want, long ms)
+{
+    long until = e2e_now_ms() + ms;
+    uint64_t have = 0;
+
+    while (e2e_now_ms() < until) {
+        if ((have = stat_of(d, key)) == want)
+            return;
+        usleep(50000);
+    }
+    ck_abort_msg("%s is %llu, expected %llu", key, (unsigned long long)have,
+                 (unsigned long long)want);
+}
+
+/* Waits until the center holds want retained values. */
+static void
+await_retained(uint64_t want, long ms)
+{
+    await_stat(&center, "retained_values", want, ms);
+}
+
 static unsigned rounds;
+static unsigned retained_plans; /* plans chaos() registered, 3 values each */
 
 /* kill -9 of the node or of the center, at a random moment of the
- * relay's work (the producer has just written a batch), each started
- * again. */
+ * relay's work (the producer has just written a batch, and a plan with
+ * three retained values was registered), each started again. */
 static void
 chaos(void)
 {
+    retain_on_node(retained_plans++);
     usleep((useconds_t)(rand() % 30000));
     if (rand() % 2) {
         ck_assert_int_eq(e2e_stop(&node, SIGKILL, 5000, NULL), 0);
@@ -780,6 +922,13 @@ START_TEST(test_relay_survives_kill9_of_node_and_center)
         ck_assert_uint_eq(last, seq - 1);
         ck_assert_uint_eq(missing, 0);
     }
+    /* Every plan and retained value registered between the kills, once
+     * (the center's log of retained values counts each new one). */
+    await_retained(3 * retained_plans, 60000);
+    ck_assert_uint_eq(stat_of(&center, "plans"), retained_plans);
+    same_retained(0);
+    same_retained(retained_plans - 1);
+    readback_at_center(retained_plans / 2);
     e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
@@ -1002,6 +1151,178 @@ START_TEST(test_relay_op_refusals_and_cut)
 }
 END_TEST
 
+/* Sends a `relay` of stream "retention": records ids first.. holding
+ * values[0..n) (RetainedCompletionValue maps) of plan; reply in rep. */
+static void
+relay_send_retained(int fd, uint64_t from, uint64_t first, const char *plan,
+                    const msgpack_object *values, unsigned n,
+                    struct e2e_reply *rep)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    unsigned i;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "stream");
+    envelope_pack_cstr(&pk, "retention");
+    envelope_pack_cstr(&pk, "from_id");
+    msgpack_pack_uint64(&pk, from);
+    envelope_pack_cstr(&pk, "records");
+    msgpack_pack_array(&pk, n);
+    for (i = 0; i < n; i++) {
+        msgpack_pack_array(&pk, 5);
+        msgpack_pack_uint64(&pk, first + i);
+        msgpack_pack_uint64(&pk, 1700000000000ull + first + i);
+        envelope_pack_cstr(&pk, "");
+        msgpack_pack_nil(&pk);
+        msgpack_pack_map(&pk, values != NULL ? 3 : 2);
+        envelope_pack_cstr(&pk, "prepared_plan_id");
+        envelope_pack_cstr(&pk, plan);
+        envelope_pack_cstr(&pk, "graph_hash");
+        envelope_pack_cstr(&pk, GRAPH);
+        if (values != NULL) {
+            envelope_pack_cstr(&pk, "value");
+            msgpack_pack_object(&pk, values[i]);
+        }
+    }
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RELAY, 5, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 10000, rep), 0);
+}
+
+/*
+ * The retention stream by hand: a value whose plan the center does not
+ * hold refuses the batch, naming it (the node sends it again later);
+ * once the plan came by the plans stream the same batch is stored, a
+ * resend is cut at the mark, and values that the center's plan of the
+ * key does not resolve to are counted in conflicts and skipped, the mark
+ * passing them.
+ */
+static void
+retained_by_hand(void)
+{
+    static const char plan[] = "plan:fixture/1";
+    struct e2e_reply rep;
+    msgpack_object *vals, *forged, *o;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    const char *body;
+    size_t len;
+    int fd;
+
+    reset();
+    center_spawn(1);
+    body = fx_read_data("plans/retained.msgpack", &len);
+    ck_assert_ptr_nonnull(body);
+    vals = fx_unpack(body, len);
+    forged = fx_unpack(body, len);
+    ck_assert_uint_eq(vals->via.array.size, 3);
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello(fd, 1, TOKEN));
+
+    relay_send_retained(fd, 0, 1, plan, vals->via.array.ptr, 3, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_str_eq(proto_code_name(rep.r.err.code), "unknown_plan");
+    ck_assert_str_eq(rep.r.err.path, "records[0][4].prepared_plan_id");
+    e2e_reply_free(&rep);
+    ck_assert_uint_eq(stat_of(&center, "retained_values"), 0);
+    /* A payload without its value: refused on its own, named. */
+    relay_send_retained(fd, 0, 1, plan, NULL, 1, &rep);
+    ck_assert(!rep.r.ok);
+    ck_assert_int_eq(rep.r.err.code, PROTO_EINVALID);
+    ck_assert_str_eq(rep.r.err.path, "records[0][4].value");
+    e2e_reply_free(&rep);
+
+    /* The plan, as the plans stream sends it. */
+    o = fx_fixture();
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    envelope_pack_cstr(&pk, "stream");
+    envelope_pack_cstr(&pk, "plans");
+    envelope_pack_cstr(&pk, "from_id");
+    msgpack_pack_uint64(&pk, 0);
+    envelope_pack_cstr(&pk, "records");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 5);
+    msgpack_pack_uint64(&pk, 1);
+    msgpack_pack_uint64(&pk, 1700000000000ull);
+    envelope_pack_cstr(&pk, "planner");
+    msgpack_pack_nil(&pk);
+    msgpack_pack_object(&pk, *o);
+    ck_assert_int_eq(e2e_request(fd, PROTO_OP_RELAY, 4, 0, 0, sb.data, sb.size),
+                     0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(e2e_recv(fd, 10000, &rep), 0);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 1);
+    e2e_reply_free(&rep);
+
+    relay_send_retained(fd, 0, 1, plan, vals->via.array.ptr, 3, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 3);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 3);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "conflicts"), 0);
+    e2e_reply_free(&rep);
+    /* Again (a lost reply): cut at the mark. */
+    relay_send_retained(fd, 0, 1, plan, vals->via.array.ptr, 3, &rep);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 3);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 0);
+    e2e_reply_free(&rep);
+    /* Values this center's plan does not resolve to: a value id it does
+     * not have, another offset. Skipped, counted, passed by the mark. */
+    fx_set(forged, "[0].value_id", "\"nope\"");
+    fx_set(forged, "[1].logical_offset_bytes", "64");
+    relay_send_retained(fd, 3, 4, plan, forged->via.array.ptr, 2, &rep);
+    ck_assert_msg(rep.r.ok, "%s", rep.r.err.message);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 5);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 0);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "conflicts"), 2);
+    e2e_reply_free(&rep);
+    close(fd);
+    ck_assert_uint_eq(stat_of(&center, "retained_values"), 3);
+    {
+        const msgpack_object *rows = retained_of(&center, plan, &rep);
+        unsigned i;
+
+        ck_assert_uint_eq(rows->via.array.size, 3);
+        for (i = 0; i < 3; i++) {
+            const msgpack_object *r = &rows->via.array.ptr[i];
+
+            ck_assert(e2e_get_str_eq(r, "value_id",
+                                     i == 0   ? "hidden0"
+                                     : i == 1 ? "hidden1"
+                                              : "logits"));
+            ck_assert_uint_eq(e2e_get_uint(r, "retained_at"),
+                              1700000000001ull + i);
+        }
+        e2e_reply_free(&rep);
+    }
+    /* The mark survives a kill -9 of the center. */
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    center_spawn(0);
+    fd = e2e_connect_tcp(cport);
+    ck_assert(relay_hello(fd, 1, TOKEN));
+    relay_send_retained(fd, 0, 1, plan, vals->via.array.ptr, 3, &rep);
+    ck_assert(rep.r.ok);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "committed_id"), 5);
+    ck_assert_uint_eq(e2e_get_uint(rep.r.result, "stored"), 0);
+    e2e_reply_free(&rep);
+    close(fd);
+    e2e_stop_clean(&center);
+    teardown();
+}
+
+START_TEST(test_relay_op_retained_by_hand)
+{
+    retained_by_hand();
+}
+END_TEST
+
 /* A center that already holds ids of the node's name: up to ids the node
  * has, the cursor moves there (replies lost before a kill -9 of the
  * node); past its newest receipt, the node stops and says why. */
@@ -1136,6 +1457,38 @@ START_TEST(test_relay_plans)
     usleep(500000);
     ck_assert_uint_eq(stat_of(&node, "relay_plans_relayed"), 0);
     free(plan);
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* Values retained on the node reach the center after their plans, the
+ * same rows and the same readback there; the cursor of the retention
+ * stream is stored (nothing sent again after a restart). */
+START_TEST(test_relay_retained_values)
+{
+    reset();
+    center_spawn(1);
+    node_spawn(1);
+    retain_on_node(0);
+    retain_on_node(1);
+    await_retained(6, 20000);
+    same_retained(0);
+    same_retained(1);
+    readback_at_center(1);
+    ck_assert_uint_eq(stat_of(&center, "plans"), 2);
+    /* The node counts them once the center's reply is in. */
+    await_stat(&node, "relay_retained_relayed", 6, 5000);
+    ck_assert_int_eq(e2e_stop(&node, SIGTERM, 10000, NULL), 0);
+    node_spawn(0);
+    usleep(500000);
+    ck_assert_uint_eq(stat_of(&node, "relay_retained_relayed"), 0);
+    /* A value retained after the restart goes on from the cursor. */
+    retain_on_node(2);
+    await_retained(9, 20000);
+    same_retained(2);
+    await_stat(&node, "relay_retained_relayed", 3, 5000);
     e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
@@ -1457,17 +1810,42 @@ START_TEST(test_relay_to_postgresql_center)
     ck_assert(center_gaps(SOURCE, &last, &missing));
     ck_assert_uint_eq(last, seq - 1);
     ck_assert_uint_eq(missing, 0);
-    /* The plan, relayed as a stream of its own. */
+    /* The plans, relayed as a stream of their own: the fixture and those
+     * registered between the kills, with their retained values. */
     for (until = e2e_now_ms() + 20000; e2e_now_ms() < until;) {
-        if (plans_of(&center, source, sizeof(source), &nodes) == 1)
+        if (stat_of(&center, "plans") == retained_plans + 1)
             break;
         usleep(100000);
     }
-    ck_assert_uint_eq(plans_of(&center, source, sizeof(source), &nodes), 1);
+    ck_assert_uint_eq(stat_of(&center, "plans"), retained_plans + 1);
+    ck_assert_uint_ge(plans_of(&center, source, sizeof(source), &nodes), 1);
     ck_assert_str_eq(source, "planner");
+    await_retained(3 * retained_plans, 60000);
+    ck_assert_int_eq(pg_scalar("SELECT count(*) FROM retained"),
+                     3 * (long long)retained_plans);
+    snprintf(sql, sizeof(sql),
+             "SELECT committed_id FROM relay_origins WHERE origin = '%s' AND "
+             "stream = 'retention'",
+             NODE);
+    ck_assert_int_eq(pg_scalar(sql), 3 * (long long)retained_plans);
+    same_retained(0);
+    same_retained(retained_plans - 1);
+    readback_at_center(retained_plans / 2);
     e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
+}
+END_TEST
+
+/* The same at a center on PostgreSQL (the refusal in the job's
+ * savepoint, the values in its `retained` table). */
+START_TEST(test_relay_op_retained_by_hand_postgresql)
+{
+    char name[32];
+
+    snprintf(name, sizeof(name), "relay_hand_%ld", (long)getpid());
+    pg_cluster_database(pg.conninfo, name, center_pg, sizeof(center_pg));
+    retained_by_hand();
 }
 END_TEST
 
@@ -1487,6 +1865,8 @@ main(void)
     tcase_add_test(tc, test_relay_center_ahead_of_cursor);
     tcase_add_test(tc, test_relay_check_config_reads_the_token_file);
     tcase_add_test(tc, test_relay_plans);
+    tcase_add_test(tc, test_relay_retained_values);
+    tcase_add_test(tc, test_relay_op_retained_by_hand);
     tcase_add_test(tc, test_relay_receipts_go_on_when_plans_are_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("tls");
@@ -1500,6 +1880,7 @@ main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
     tcase_add_test(tc, test_relay_to_postgresql_center);
+    tcase_add_test(tc, test_relay_op_retained_by_hand_postgresql);
     suite_add_tcase(s, tc);
     return testcerts_run("e2e_relay", s, certs, sizeof(certs));
 }

@@ -673,6 +673,43 @@ START_TEST(test_retention_values_round_trip)
 }
 END_TEST
 
+/* One value map alone (a relayed value), as the list decodes it; a bad
+ * field is named. */
+START_TEST(test_retention_value_decode_one)
+{
+    struct plan *p = fixture_plan(all_activations, 3);
+    struct retention_spec *s = spec("{" KEY ", \"values\": [\"kv\"]}");
+    struct retained_value *v, *one;
+    msgpack_object *o;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct proto_err err;
+    size_t n;
+
+    v = resolve_ok(p, s, &n);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ck_assert_int_eq(retention_value_encode(&v[0], &pk), 0);
+    o = fx_unpack(sb.data, sb.size);
+    ck_assert_int_eq(retention_value_decode(o, &one, &err), 0);
+    ck_assert_int_eq(identity_cmp(one->value_id, v[0].value_id), 0);
+    ck_assert_uint_eq(one->logical_offset_bytes, v[0].logical_offset_bytes);
+    ck_assert(tensor_equal(&one->tensor, &v[0].tensor));
+    free(one);
+    fx_set(o, "tensor.element_type", "\"f99\"");
+    ck_assert_int_eq(retention_value_decode(o, &one, &err), PROTO_EINVALID);
+    ck_assert_ptr_null(one);
+    ck_assert_str_eq(err.path, "tensor.element_type");
+    ck_assert_int_eq(retention_value_decode(fx_json("[1]"), &one, &err),
+                     PROTO_EINVALID);
+    ck_assert_ptr_null(one);
+    msgpack_sbuffer_destroy(&sb);
+    free(v);
+    retention_spec_free(s);
+    plan_free(p);
+}
+END_TEST
+
 START_TEST(test_retention_value_encode_keeps_serde_tensor)
 {
     struct plan *p = fixture_plan(all_activations, 3);
@@ -1247,7 +1284,7 @@ oom_run(const msgpack_object *plan, const msgpack_object *body,
         struct json_object *json)
 {
     struct retention_spec *s = NULL;
-    struct retained_value *v = NULL, *back = NULL;
+    struct retained_value *v = NULL, *back = NULL, *one = NULL;
     struct plan *p = NULL, *pj = NULL;
     struct proto_err err;
     size_t n, m;
@@ -1257,11 +1294,14 @@ oom_run(const msgpack_object *plan, const msgpack_object *body,
         (rc = retention_spec_decode(body, &s, &err)) == 0 &&
         (rc = retention_resolve(p, s, &v, &n, &err)) == 0 &&
         (rc = retention_values_decode(fx_at((msgpack_object *)body, "retained"),
-                                      &back, &m, &err)) == 0)
+                                      &back, &m, &err)) == 0 &&
+        (rc = retention_value_decode(
+             fx_at((msgpack_object *)body, "retained[0]"), &one, &err)) == 0)
         rc = plan_decode_json(json, &pj, &err);
     if (rc != 0)
         ck_assert_int_eq(err.code, rc);
     plan_free(pj);
+    free(one);
     free(back);
     free(v);
     retention_spec_free(s);
@@ -1345,6 +1385,7 @@ retention_suite(void)
 
     tc = tcase_create("stored");
     tcase_add_test(tc, test_retention_values_round_trip);
+    tcase_add_test(tc, test_retention_value_decode_one);
     tcase_add_test(tc, test_retention_value_encode_keeps_serde_tensor);
     tcase_add_test(tc, test_retention_find);
     suite_add_tcase(s, tc);

@@ -4,13 +4,16 @@
  * order, bounded, the producer's source and seq), the backlog, and the
  * center's per-origin mark and its cut, a relayed write never a duplicate
  * of the producer's (source, seq) records, its seq recorded for `gaps`
- * where new.
+ * where new; the plans stream, and the retention stream (retained values
+ * in the order first retained, migration 0016 logging older ones).
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "envelope.h"
 #include "store.h"
@@ -445,6 +448,186 @@ START_TEST(test_store_relay_reads_plans)
 }
 END_TEST
 
+/* What the retention stream gave: "plan/value_id@retained_at=value" per
+ * row, and the log ids. */
+struct rseen {
+    unsigned n;
+    int64_t ids[16];
+    char rows[16][64];
+};
+
+static int
+retained_cb(void *arg, const struct store_relay_retained *v)
+{
+    struct rseen *c = arg;
+
+    ck_assert_uint_lt(c->n, 16);
+    ck_assert_uint_eq(v->graph.len, 1);
+    ck_assert_int_eq(v->graph.ptr[0], 'g');
+    snprintf(c->rows[c->n], sizeof(c->rows[0]), "%.*s/%.*s@%lld=%.*s",
+             (int)v->plan.len, v->plan.ptr, (int)v->value_id.len,
+             v->value_id.ptr, (long long)(v->retained_at - 1700000000000),
+             (int)v->len, (const char *)v->value);
+    c->ids[c->n++] = v->id;
+    return 0;
+}
+
+/* Registers plan "plan-<i>" (graph "g") in the open transaction. */
+static int64_t
+plan_put(struct store *s, int i)
+{
+    struct store_plan_new np;
+    struct proto_err err;
+    char plan[16];
+    int64_t id;
+
+    snprintf(plan, sizeof(plan), "plan-%d", i);
+    memset(&np, 0, sizeof(np));
+    np.key.plan = (struct proto_str){ plan, strlen(plan) };
+    np.key.graph = (struct proto_str){ "g", 1 };
+    np.registered_at = 1700000000000;
+    np.source = (struct proto_str){ "planner", 7 };
+    np.canonical = "\x81\xa1x";
+    np.len = 3;
+    ck_assert_int_eq(store_plan_put(s, &np, &id, &err), 0);
+    return id;
+}
+
+static void
+retain(struct store *s, int64_t plan, const char *value_id, int64_t at)
+{
+    struct proto_err err;
+    char value[16];
+
+    snprintf(value, sizeof(value), "v-%s", value_id);
+    ck_assert_int_eq(
+        store_plan_retain(s, plan,
+                          (struct proto_str){ value_id, strlen(value_id) },
+                          1700000000000 + at, value, strlen(value), &err),
+        0);
+}
+
+/* The retention stream: values in the order first retained, whatever
+ * their plan and value_id (the table's key order), a value retained
+ * again not logged twice, its own cursor and newest id. */
+START_TEST(test_store_relay_reads_retained_in_commit_order)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct proto_err err;
+    struct rseen c;
+    struct store *s, *q;
+    uint64_t last, newest;
+    int64_t p0, p1;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    p0 = plan_put(s, 0);
+    p1 = plan_put(s, 1);
+    retain(s, p1, "z", 1);
+    retain(s, p0, "m", 2);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    retain(s, p0, "a", 3);
+    retain(s, p1, "z", 4); /* again: kept as it was, not logged */
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    /* Rolled back: neither the value nor its place in the log. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    retain(s, p0, "b", 5);
+    store_rollback(s);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    retain(s, p1, "c", 6);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(store_relay_read_retained(q, 0, 16, SIZE_MAX, retained_cb,
+                                               &c, &last, &err),
+                     0);
+    ck_assert_uint_eq(c.n, 4);
+    ck_assert_str_eq(c.rows[0], "plan-1/z@1=v-z");
+    ck_assert_str_eq(c.rows[1], "plan-0/m@2=v-m");
+    ck_assert_str_eq(c.rows[2], "plan-0/a@3=v-a");
+    ck_assert_str_eq(c.rows[3], "plan-1/c@6=v-c");
+    ck_assert_int_lt(c.ids[0], c.ids[1]);
+    ck_assert_int_lt(c.ids[1], c.ids[2]);
+    ck_assert_int_lt(c.ids[2], c.ids[3]);
+    ck_assert_uint_eq(last, (uint64_t)c.ids[3]);
+    /* Past a cursor, at most max. */
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(store_relay_read_retained(q, 2, 1, SIZE_MAX, retained_cb,
+                                               &c, &last, &err),
+                     0);
+    ck_assert_uint_eq(c.n, 1);
+    ck_assert_str_eq(c.rows[0], "plan-0/a@3=v-a");
+    ck_assert_uint_eq(last, 3);
+    ck_assert_int_eq(
+        store_relay_last_id(q, STORE_RELAY_RETENTION, &newest, &err), 0);
+    ck_assert_uint_eq(newest, 4);
+    store_free(q);
+    /* Its own cursor. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_int_eq(store_relay_cursor_set(s, STORE_RELAY_RETENTION, 3, &err),
+                     0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(
+        store_relay_cursor_get(s, STORE_RELAY_RETENTION, &newest, &err), 0);
+    ck_assert_uint_eq(newest, 3);
+    ck_assert_int_eq(
+        store_relay_cursor_get(s, STORE_RELAY_PLANS, &newest, &err), 0);
+    ck_assert_uint_eq(newest, 0);
+    store_free(s);
+}
+END_TEST
+
+/* Migration 0016 logs the values a store held before it, in the order
+ * they were retained (not the table's key order). */
+START_TEST(test_store_relay_migration_logs_old_retained_values)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .max_version = 13 };
+    struct proto_err err;
+    struct rseen c;
+    struct store *s;
+    sqlite3 *db;
+    uint64_t last;
+
+    /* The schema before 0016 (a store opened so migrates no further,
+     * and writes nothing), then rows as a daemon of then stored them:
+     * no log. */
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    store_free(s);
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db,
+                     "INSERT INTO plans VALUES "
+                     "(1, 'plan-0', 'g', 1700000000000, 'planner', 1, 1, 'x'), "
+                     "(2, 'plan-1', 'g', 1700000000000, 'planner', 1, 1, 'x'); "
+                     "INSERT INTO retained_values VALUES "
+                     "(1, 'b', 1700000000030, 'v-b'), "
+                     "(2, 'a', 1700000000010, 'v-a'), "
+                     "(1, 'a', 1700000000020, 'v-a')",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    o.max_version = 0;
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    retain(s, 1, "c", 5); /* after the migration: logged after them */
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    memset(&c, 0, sizeof(c));
+    ck_assert_int_eq(store_relay_read_retained(s, 0, 16, SIZE_MAX, retained_cb,
+                                               &c, &last, &err),
+                     0);
+    ck_assert_uint_eq(c.n, 4);
+    ck_assert_str_eq(c.rows[0], "plan-1/a@10=v-a");
+    ck_assert_str_eq(c.rows[1], "plan-0/a@20=v-a");
+    ck_assert_str_eq(c.rows[2], "plan-0/b@30=v-b");
+    ck_assert_str_eq(c.rows[3], "plan-0/c@5=v-c");
+    store_free(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -461,6 +644,8 @@ main(void)
     tcase_add_test(tc, test_store_relay_retention_waits_for_cursor);
     tcase_add_test(tc, test_store_relay_retention_drop_counts_undelivered);
     tcase_add_test(tc, test_store_relay_reads_plans);
+    tcase_add_test(tc, test_store_relay_reads_retained_in_commit_order);
+    tcase_add_test(tc, test_store_relay_migration_logs_old_retained_values);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
