@@ -65,6 +65,33 @@ expect_ok(int fd, uint64_t id, struct e2e_reply *rep)
     ck_assert_uint_eq(rep->r.id, id);
 }
 
+/* Sends n `receipt` frames of body (ids 0..n-1) in one write, before
+ * any reply is read, and expects n ok replies in order. */
+static void
+send_receipts_at_once(int fd, const char *body, size_t len, size_t n)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct e2e_reply rep;
+    size_t i;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (i = 0; i < n; i++) {
+        size_t at = frame_sbuffer_begin(&sb);
+
+        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
+        msgpack_sbuffer_write(&sb, body, len);
+        frame_sbuffer_finish(&sb, at);
+    }
+    ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
+    for (i = 0; i < n; i++) {
+        expect_ok(fd, i, &rep);
+        e2e_reply_free(&rep);
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void
 expect_err(int fd, int code, const char *path, struct e2e_reply *rep)
 {
@@ -639,10 +666,7 @@ START_TEST(test_e2e_wal_synced_where_configured)
 {
     static const char *const in_commit[] = { "--sync-in-commit", "true", NULL };
     struct e2e_receipt r = { .schema = 3, .coverage = 0x7f };
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    struct e2e_reply rep;
-    size_t len, i, n = 50;
+    size_t len, n = 50;
     char *body = e2e_receipt_bytes(&r, &len);
     uint64_t syncs;
     int fd;
@@ -650,27 +674,13 @@ START_TEST(test_e2e_wal_synced_where_configured)
     start(_i == 0 ? NULL : in_commit);
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    for (i = 0; i < n; i++) {
-        size_t start_at = frame_sbuffer_begin(&sb);
-
-        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
-        msgpack_sbuffer_write(&sb, body, len);
-        frame_sbuffer_finish(&sb, start_at);
-    }
-    ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
-    for (i = 0; i < n; i++) {
-        expect_ok(fd, i, &rep);
-        e2e_reply_free(&rep);
-    }
+    send_receipts_at_once(fd, body, len, n);
     ck_assert_uint_eq(e2e_stat(fd, n, "accepted"), n);
     syncs = e2e_stat(fd, n + 1, "wal_syncs");
     if (_i == 0)
         ck_assert_uint_gt(syncs, 0);
     else
         ck_assert_uint_eq(syncs, 0);
-    msgpack_sbuffer_destroy(&sb);
     free(body);
     close(fd);
 }
@@ -1741,10 +1751,7 @@ START_TEST(test_e2e_backpressure_bounds_queue_without_deadlock)
     static const char *const extra[] = { "--max-pending-bytes", "4096",
                                          "--max-unsent-bytes", "4096", NULL };
     struct e2e_receipt r = { .schema = 3 };
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    struct e2e_reply rep;
-    size_t len, i, n = 500;
+    size_t len, n = 500;
     char *body = e2e_receipt_bytes(&r, &len);
     int fd;
 
@@ -1753,20 +1760,7 @@ START_TEST(test_e2e_backpressure_bounds_queue_without_deadlock)
     ck_assert_int_ge(fd, 0);
     /* Far more than 4 KiB of writes at once: reading pauses and resumes
      * as the writer drains, and every write is still answered. */
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    for (i = 0; i < n; i++) {
-        size_t at = frame_sbuffer_begin(&sb);
-        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
-        msgpack_sbuffer_write(&sb, body, len);
-        frame_sbuffer_finish(&sb, at);
-    }
-    ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
-    for (i = 0; i < n; i++) {
-        expect_ok(fd, i, &rep);
-        e2e_reply_free(&rep);
-    }
-    msgpack_sbuffer_destroy(&sb);
+    send_receipts_at_once(fd, body, len, n);
     free(body);
     close(fd);
 }
