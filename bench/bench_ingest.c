@@ -605,6 +605,43 @@ copy_stream(unsigned char *buf, long first, long n, int64_t received_at)
     return (size_t)(p - buf);
 }
 
+/*
+ * COPY (binary) of opt_total rows, BENCH_GROUP_ROWS at a time, each COPY
+ * its own transaction (it returns after its commit record was flushed:
+ * synchronous_commit=on); stream() writes a COPY's rows into buf.
+ * Returns 0, or -1 (PQerrorMessage says why).
+ */
+static int
+copy_all(PGconn *pc, unsigned char *buf,
+         size_t (*stream)(unsigned char *, long, long, int64_t))
+{
+    long row, n;
+
+    for (row = 0; row < opt_total; row += n) {
+        PGresult *r;
+        size_t len;
+        int ok;
+
+        n = opt_total - row < BENCH_GROUP_ROWS ? opt_total - row
+                                               : BENCH_GROUP_ROWS;
+        r = PQexec(pc, "COPY receipts FROM STDIN (FORMAT binary)");
+        ok = PQresultStatus(r) == PGRES_COPY_IN;
+        PQclear(r);
+        len = stream(buf, row, n, unix_ms());
+        if (!ok || PQputCopyData(pc, (const char *)buf, (int)len) != 1 ||
+            PQputCopyEnd(pc, NULL) != 1)
+            return -1;
+        ok = 1;
+        while ((r = PQgetResult(pc)) != NULL) {
+            ok &= PQresultStatus(r) == PGRES_COMMAND_OK;
+            PQclear(r);
+        }
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
 static size_t
 copy_size(long n)
 {
@@ -618,7 +655,6 @@ pg_copy_rows(PGconn *pc)
 {
     char sql[4096];
     unsigned char *buf = malloc(copy_size(BENCH_GROUP_ROWS));
-    long row, n;
     double t0, dt = -1;
 
     create_sql(sql, sizeof(sql), "bigint NOT NULL", "bigint", "bytea");
@@ -631,36 +667,10 @@ pg_copy_rows(PGconn *pc)
         return -1;
     }
     t0 = now_s();
-    for (row = 0; row < opt_total; row += n) {
-        PGresult *r;
-        size_t len;
-        int ok;
-
-        n = opt_total - row < BENCH_GROUP_ROWS ? opt_total - row
-                                               : BENCH_GROUP_ROWS;
-        r = PQexec(pc, "COPY receipts FROM STDIN (FORMAT binary)");
-        ok = PQresultStatus(r) == PGRES_COPY_IN;
-        PQclear(r);
-        len = copy_stream(buf, row, n, unix_ms());
-        if (!ok || PQputCopyData(pc, (const char *)buf, (int)len) != 1 ||
-            PQputCopyEnd(pc, NULL) != 1) {
-            printf("  note: PostgreSQL COPY: %s", PQerrorMessage(pc));
-            free(buf);
-            return -1;
-        }
-        /* Each COPY is its own transaction: it returns after the commit
-         * record was flushed (synchronous_commit=on). */
-        ok = 1;
-        while ((r = PQgetResult(pc)) != NULL) {
-            if (PQresultStatus(r) != PGRES_COMMAND_OK)
-                ok = 0;
-            PQclear(r);
-        }
-        if (!ok) {
-            printf("  note: PostgreSQL COPY: %s", PQerrorMessage(pc));
-            free(buf);
-            return -1;
-        }
+    if (copy_all(pc, buf, copy_stream) != 0) {
+        printf("  note: PostgreSQL COPY: %s", PQerrorMessage(pc));
+        free(buf);
+        return -1;
     }
     dt = now_s() - t0;
     free(buf);
@@ -1807,7 +1817,6 @@ center_copy(struct central_figures *f)
     char conninfo[160];
     unsigned char *buf = malloc(21 + (size_t)BENCH_GROUP_ROWS * CENTER_ROW_MAX);
     PGconn *pc;
-    long row, n;
     double t0, c0, s0;
     int rc = -1;
 
@@ -1820,28 +1829,8 @@ center_copy(struct central_figures *f)
     c0 = pg_cpu_s();
     s0 = self_cpu_s();
     t0 = now_s();
-    for (row = 0; row < opt_total; row += n) {
-        PGresult *r;
-        size_t len;
-        int ok;
-
-        n = opt_total - row < BENCH_GROUP_ROWS ? opt_total - row
-                                               : BENCH_GROUP_ROWS;
-        r = PQexec(pc, "COPY receipts FROM STDIN (FORMAT binary)");
-        ok = PQresultStatus(r) == PGRES_COPY_IN;
-        PQclear(r);
-        len = center_stream(buf, row, n, unix_ms());
-        if (!ok || PQputCopyData(pc, (const char *)buf, (int)len) != 1 ||
-            PQputCopyEnd(pc, NULL) != 1)
-            goto out;
-        ok = 1;
-        while ((r = PQgetResult(pc)) != NULL) {
-            ok &= PQresultStatus(r) == PGRES_COMMAND_OK;
-            PQclear(r);
-        }
-        if (!ok)
-            goto out;
-    }
+    if (copy_all(pc, buf, center_stream) != 0)
+        goto out;
     f->copy_s = now_s() - t0;
     f->copy_rate = (double)opt_total / f->copy_s;
     f->copy_pg_cpu = pg_cpu_s() - c0;
