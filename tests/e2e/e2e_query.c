@@ -1508,28 +1508,38 @@ START_TEST(test_query_series_rejects_bad_every)
 }
 END_TEST
 
+/* Unknown keys, and pairs other than a string key with backends. */
 START_TEST(test_query_rejects_unknown_group_by)
 {
+    static const char *const bad[] = {
+        "colour",        "plan,model",          "backends,backends",
+        "none,backends", "plan,backends,model", "plan,",
+        ",backends",     "plan, backends",
+    };
     msgpack_sbuffer sb;
     msgpack_packer pk;
     struct e2e_reply rep;
     int fd = e2e_connect(&d);
+    size_t i;
 
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 2);
-    pack_cstr(&pk, "kind");
-    pack_cstr(&pk, "coverage");
-    pack_cstr(&pk, "group_by");
-    pack_cstr(&pk, "colour");
-    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 3, 0, 0, sb.data, sb.size),
-                     0);
-    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
-    ck_assert(!rep.r.ok);
-    ck_assert_str_eq(proto_code_name(rep.r.err.code), "invalid");
-    ck_assert_str_eq(rep.r.err.path, "group_by");
-    e2e_reply_free(&rep);
-    msgpack_sbuffer_destroy(&sb);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 2);
+        pack_cstr(&pk, "kind");
+        pack_cstr(&pk, i % 2 ? "fallbacks" : "coverage");
+        pack_cstr(&pk, "group_by");
+        pack_cstr(&pk, bad[i]);
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 3 + (uint32_t)i, 0, 0,
+                                     sb.data, sb.size),
+                         0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(!rep.r.ok, "group_by \"%s\" was answered", bad[i]);
+        ck_assert_str_eq(proto_code_name(rep.r.err.code), "invalid");
+        ck_assert_str_eq(rep.r.err.path, "group_by");
+        e2e_reply_free(&rep);
+        msgpack_sbuffer_destroy(&sb);
+    }
     close(fd);
 }
 END_TEST
