@@ -785,13 +785,14 @@ static const struct cmd cmds[] = {
           B(O_MIN_RATE) | B(O_EVERY),
       "", "fallback counts and rates per group",
       "Counts receipts per group (--group-by plan, graph, model, backends or\n"
-      "source; default plan) as fallback, unproven and clean, with the\n"
-      "fallback rate, most fallbacks first; a table ends with a (total) row\n"
-      "over every group the filters match. --only-fallbacks and --min-rate\n"
-      "keep the groups that fell back (at that rate); --group-by none lists\n"
-      "the fallback receipts themselves, newest first. --every 1h makes a\n"
-      "series: a row per group and hour (empty hours included), --limit\n"
-      "counting groups; --format chart draws it, a line per group." },
+      "source, or a key with backends such as plan,backends; default plan)\n"
+      "as fallback, unproven and clean, with the fallback rate, most\n"
+      "fallbacks first; a table ends with a (total) row over every group\n"
+      "the filters match. --only-fallbacks and --min-rate keep the groups\n"
+      "that fell back (at that rate); --group-by none lists the fallback\n"
+      "receipts themselves, newest first. --every 1h makes a series: a row\n"
+      "per group and hour (empty hours included), --limit counting groups;\n"
+      "--format chart draws it, a line per group." },
     { "coverage", cmd_coverage,
       QUERY | RECEIPT_FILTERS | B(O_GROUP_BY) | B(O_EVERY), "",
       "counter coverage and sum/min/max/mean",
