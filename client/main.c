@@ -402,10 +402,10 @@ check_group_by(const char *prog, const char *v)
         other = v + 9;
     else if (strcmp(comma, ",backends") == 0)
         other = v;
+    /* The key ends at the comma before backends, or at the end. */
     for (i = 0; other != NULL && named[i] != NULL; i++)
         if (strncmp(other, named[i], strlen(named[i])) == 0 &&
-            (other[strlen(named[i])] == '\0' ||
-             other[strlen(named[i])] == ','))
+            other[strlen(named[i])] == (other == v ? ',' : '\0'))
             return 0;
     cli_usage_err(prog,
                   "--group-by: unknown value \"%s\" (two keys are plan, "

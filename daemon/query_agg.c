@@ -118,8 +118,7 @@ backend(int64_t b)
 static int
 nkeys(int group_by)
 {
-    return store_group_named(group_by) +
-           2 * store_group_has_backends(group_by);
+    return store_group_named(group_by) + 2 * store_group_has_backends(group_by);
 }
 
 static int

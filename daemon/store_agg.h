@@ -67,7 +67,8 @@ store_group_valid(int group_by)
 
     if (group_by < 0 || k >= STORE_GROUP_COUNT)
         return 0;
-    return !(group_by & STORE_GROUP_AND_BACKENDS) || store_group_named(group_by);
+    return !(group_by & STORE_GROUP_AND_BACKENDS) ||
+           store_group_named(group_by);
 }
 
 /* The most groups one query may build: a group holds every counter's

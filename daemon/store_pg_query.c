@@ -531,8 +531,7 @@ row_group(PGresult *r, int i, int named, int backends, struct store_agg *a,
  * unproven, measured, sum, min, max) to a. */
 static int
 add_rollups(PGresult *r, int named, int backends, unsigned flags,
-            struct store_agg *a,
-            struct names *nm, struct proto_err *err)
+            struct store_agg *a, struct names *nm, struct proto_err *err)
 {
     int i, rows = PQntuples(r);
 
@@ -578,8 +577,7 @@ add_rollups(PGresult *r, int named, int backends, unsigned flags,
  * schema version). */
 static int
 add_receipts(PGresult *r, int named, int backends, unsigned flags,
-             struct store_agg *a,
-             struct names *nm, struct proto_err *err)
+             struct store_agg *a, struct names *nm, struct proto_err *err)
 {
     int i, rows = PQntuples(r);
 
@@ -641,7 +639,8 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
              : (until >= 0 ? until / HOUR_MS : (until - HOUR_MS + 1) / HOUR_MS);
     if (flags & STORE_AGG_SCAN || h0 >= h1)
         h0 = h1 = 0; /* every receipt from the rows */
-    snprintf(kk, sizeof(kk), "%s, %s, %s", group_cols[store_group_key(group_by)],
+    snprintf(kk, sizeof(kk), "%s, %s, %s",
+             group_cols[store_group_key(group_by)],
              backends ? "r.requested_backend" : "0::smallint",
              backends ? "r.executed_backend" : "0::smallint");
     /* The bucket of a row, last: the start of its bucket of f->every in

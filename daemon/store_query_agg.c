@@ -133,7 +133,8 @@ grow(struct store_agg *a)
     for (i = 0; i < nslots; i++)
         slots[i] = SIZE_MAX;
     for (i = 0; i < a->n; i++) {
-        size_t j = key_hash(g[i].k1, g[i].k2, g[i].k3, g[i].bucket) & (nslots - 1);
+        size_t j =
+            key_hash(g[i].k1, g[i].k2, g[i].k3, g[i].bucket) & (nslots - 1);
         while (slots[j] != SIZE_MAX)
             j = (j + 1) & (nslots - 1);
         slots[j] = i;

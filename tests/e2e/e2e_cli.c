@@ -528,7 +528,8 @@ START_TEST(test_cli_group_by_two_keys)
                              "3h",        "--format",   "csv",
                              NULL };
     static const char *const refused[] = { "plan,model", "backends,backends",
-                                           "none,backends", "plan,backends,x" };
+                                           "none,backends", "plan,backends,x",
+                                           "backends,plan,backends" };
     const char *bad[] = { "fallbacks", "--group-by", NULL, NULL };
     char text[4096];
     size_t i;

@@ -1070,9 +1070,17 @@ check_coverage_series(const struct q *q)
 
 /* Each key, and pairs of a string key with backends (either order). */
 static const char *const group_bys[] = {
-    NULL,     "plan",          "graph",          "model",
-    "backends", "source",      "none",           "plan,backends",
-    "backends,model", "graph,backends", "source,backends",
+    NULL,
+    "plan",
+    "graph",
+    "model",
+    "backends",
+    "source",
+    "none",
+    "plan,backends",
+    "backends,model",
+    "graph,backends",
+    "source,backends",
 };
 #define NGROUP_BYS 11
 
@@ -1444,8 +1452,9 @@ START_TEST(test_query_series_match_the_fleet)
     /* Each key, and two pairs (the sums' model, and plan). */
     for (gb = 0; gb < 7; gb++) {
         q_init(&q, "fallbacks");
-        q.group_by = gb < 5 ? group_bys[gb + 1]
-                            : gb == 5 ? "backends,model" : "plan,backends";
+        q.group_by = gb < 5    ? group_bys[gb + 1]
+                     : gb == 5 ? "backends,model"
+                               : "plan,backends";
         q.has_since = q.has_until = 1;
         q.since = base_ms - 3 * HOUR - 17 * 60000;
         q.until = base_ms + 50 * HOUR + 5 * 60000;

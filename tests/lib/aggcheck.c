@@ -30,9 +30,9 @@ same_as_scan(struct store *s, const struct store_filter *f, int group_by,
         const struct store_agg_group *x = &a.groups[i], *y;
 
         for (j = 0;
-             j < b.n && (b.groups[j].k1 != x->k1 || b.groups[j].k2 != x->k2 ||
-                         b.groups[j].k3 != x->k3 ||
-                         b.groups[j].bucket != x->bucket);
+             j < b.n &&
+             (b.groups[j].k1 != x->k1 || b.groups[j].k2 != x->k2 ||
+              b.groups[j].k3 != x->k3 || b.groups[j].bucket != x->bucket);
              j++)
             ;
         ck_assert_uint_lt(j, b.n);

@@ -325,10 +325,10 @@ agg_text(struct store *s, const struct store_filter *f, int group_by,
         add(&t, "[%.*s|%lld|%lld|%lld] %llu %llu %llu %llu %llu",
             (int)g->name_len, g->name ? g->name : "",
             backends || !g->name ? (long long)g->k1 : 0LL,
-            backends || !g->name ? (long long)g->k2 : 0LL,
-            (long long)g->bucket, (unsigned long long)g->receipts,
-            (unsigned long long)g->fallback, (unsigned long long)g->clean,
-            (unsigned long long)g->unproven, (unsigned long long)g->schema3);
+            backends || !g->name ? (long long)g->k2 : 0LL, (long long)g->bucket,
+            (unsigned long long)g->receipts, (unsigned long long)g->fallback,
+            (unsigned long long)g->clean, (unsigned long long)g->unproven,
+            (unsigned long long)g->schema3);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             add(&t, " %llu/%llx:%llx/%llu/%llu",
                 (unsigned long long)g->c[b].measured,
@@ -495,10 +495,9 @@ START_TEST(test_backends_answer_every_kind_the_same)
         for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
             for (k = 0; k < 2 * STORE_GROUP_COUNT; k++) {
                 struct store_filter f = filter();
-                int gb = k < STORE_GROUP_COUNT
-                             ? (int)k
-                             : (int)(k - STORE_GROUP_COUNT) |
-                                   STORE_GROUP_AND_BACKENDS;
+                int gb = k < STORE_GROUP_COUNT ? (int)k
+                                               : (int)(k - STORE_GROUP_COUNT) |
+                                                     STORE_GROUP_AND_BACKENDS;
 
                 if (!store_group_valid(gb))
                     continue;
