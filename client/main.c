@@ -156,7 +156,8 @@ static const struct optdesc optdescs[] = {
     { "origin", O_ORIGIN, "NODE",
       "at a center: only the receipts relayed by this node (its name)" },
     { "group-by", O_GROUP_BY, "KEY",
-      "plan, graph, model, backends, source or none" },
+      "plan, graph, model, backends, source or none, or two keys: one of "
+      "plan, graph, model, source with backends (plan,backends)" },
     { "batch", O_BATCH, "N",
       "receipts per request without --source (default 1000; the daemon's "
       "max_batch caps it)" },
@@ -383,6 +384,35 @@ run_query(struct cli_opts *o, const char *kind)
 static const char *const group_plain[] = { "plan",     "graph",  "model",
                                            "backends", "source", "none",
                                            NULL };
+
+/* --group-by: one key, or a string key and backends in either order
+ * ("plan,backends", "backends,model"). */
+static int
+check_group_by(const char *prog, const char *v)
+{
+    static const char *const named[] = { "plan", "graph", "model", "source",
+                                         NULL };
+    const char *comma = strchr(v, ',');
+    const char *other = NULL;
+    size_t i;
+
+    if (comma == NULL)
+        return check_choice(prog, "group-by", v, group_plain);
+    if (strncmp(v, "backends,", 9) == 0)
+        other = v + 9;
+    else if (strcmp(comma, ",backends") == 0)
+        other = v;
+    /* The key ends at the comma before backends, or at the end. */
+    for (i = 0; other != NULL && named[i] != NULL; i++)
+        if (strncmp(other, named[i], strlen(named[i])) == 0 &&
+            other[strlen(named[i])] == (other == v ? ',' : '\0'))
+            return 0;
+    cli_usage_err(prog,
+                  "--group-by: unknown value \"%s\" (two keys are plan, "
+                  "graph, model or source with backends: \"plan,backends\")",
+                  v);
+    return -1;
+}
 
 /* --every and --format chart: a series needs a start (24 buckets before
  * --until or now by default), a chart a series. */
@@ -755,13 +785,14 @@ static const struct cmd cmds[] = {
           B(O_MIN_RATE) | B(O_EVERY),
       "", "fallback counts and rates per group",
       "Counts receipts per group (--group-by plan, graph, model, backends or\n"
-      "source; default plan) as fallback, unproven and clean, with the\n"
-      "fallback rate, most fallbacks first; a table ends with a (total) row\n"
-      "over every group the filters match. --only-fallbacks and --min-rate\n"
-      "keep the groups that fell back (at that rate); --group-by none lists\n"
-      "the fallback receipts themselves, newest first. --every 1h makes a\n"
-      "series: a row per group and hour (empty hours included), --limit\n"
-      "counting groups; --format chart draws it, a line per group." },
+      "source, or a key with backends such as plan,backends; default plan)\n"
+      "as fallback, unproven and clean, with the fallback rate, most\n"
+      "fallbacks first; a table ends with a (total) row over every group\n"
+      "the filters match. --only-fallbacks and --min-rate keep the groups\n"
+      "that fell back (at that rate); --group-by none lists the fallback\n"
+      "receipts themselves, newest first. --every 1h makes a series: a row\n"
+      "per group and hour (empty hours included), --limit counting groups;\n"
+      "--format chart draws it, a line per group." },
     { "coverage", cmd_coverage,
       QUERY | RECEIPT_FILTERS | B(O_GROUP_BY) | B(O_EVERY), "",
       "counter coverage and sum/min/max/mean",
@@ -1114,7 +1145,7 @@ apply_opt(struct cli_opts *o, const struct cmd *c, int id, const char *arg,
         o->status = arg;
         break;
     case O_GROUP_BY:
-        if (check_choice(prog, "group-by", arg, group_plain) != 0)
+        if (check_group_by(prog, arg) != 0)
             return CLI_EXIT_USAGE;
         o->group_by = arg;
         break;

@@ -568,7 +568,8 @@ static const struct {
     { "none", { NULL } },
 };
 
-/* Up to 2 group columns, the longer tail, extra and NULL. */
+/* Up to 4 group columns (two keys), the bucket, the longer tail, extra
+ * and NULL. */
 #define GROUPED_MAX      20
 #define RECEIPT_COLS_MAX (14 + RECEIPT_NCOUNTERS + RECEIPT_NARTIFACTS + 2)
 
@@ -612,7 +613,7 @@ output_columns(const struct output_spec *spec)
     static const char *grouped[GROUPED_MAX];
     const char *gb;
     const char **p;
-    size_t i;
+    size_t i, k;
 
     if (is_receipt_kind(spec))
         return receipt_full_cols();
@@ -621,10 +622,17 @@ output_columns(const struct output_spec *spec)
         gb = spec->group_by != NULL                 ? spec->group_by
              : strcmp(spec->kind, "fallbacks") == 0 ? "plan"
                                                     : "none";
+        /* One key, or two joined by a comma: their columns in order. */
         p = grouped;
-        for (i = 0; i < sizeof(group_cols) / sizeof(group_cols[0]); i++)
-            if (strcmp(group_cols[i].group_by, gb) == 0)
-                p = append(p, group_cols[i].cols);
+        for (k = 0; k < 2 && *gb != '\0'; k++) {
+            size_t len = strcspn(gb, ",");
+
+            for (i = 0; i < sizeof(group_cols) / sizeof(group_cols[0]); i++)
+                if (strlen(group_cols[i].group_by) == len &&
+                    strncmp(group_cols[i].group_by, gb, len) == 0)
+                    p = append(p, group_cols[i].cols);
+            gb += len + (gb[len] == ',');
+        }
         /* A series (`every`): the bucket's start after the group. */
         if (spec->every != 0)
             *p++ = "bucket";

@@ -41,8 +41,8 @@ static const char *const group_fields[STORE_GROUP_COUNT] = {
     [STORE_GROUP_SOURCE] = "source",
 };
 
-int
-query_agg_group_from_name(const char *name, size_t len)
+static int
+one_group(const char *name, size_t len)
 {
     int i;
 
@@ -51,6 +51,28 @@ query_agg_group_from_name(const char *name, size_t len)
             memcmp(group_names[i], name, len) == 0)
             return i;
     return -1;
+}
+
+/* A key, or two joined by a comma: a string key and backends, in either
+ * order (the answer is the same). */
+int
+query_agg_group_from_name(const char *name, size_t len)
+{
+    const char *comma = memchr(name, ',', len);
+    int a, b;
+
+    if (comma == NULL)
+        return one_group(name, len);
+    a = one_group(name, (size_t)(comma - name));
+    b = one_group(comma + 1, len - (size_t)(comma - name) - 1);
+    if (a == STORE_GROUP_BACKENDS) {
+        a = b;
+        b = STORE_GROUP_BACKENDS;
+    }
+    if (b != STORE_GROUP_BACKENDS || a < 0 ||
+        !store_group_valid(a | STORE_GROUP_AND_BACKENDS))
+        return -1;
+    return a | STORE_GROUP_AND_BACKENDS;
 }
 
 static int
@@ -91,47 +113,49 @@ backend(int64_t b)
     return n ? n : "unknown";
 }
 
-/* Packs the key fields of g: none, one or two map entries (see nkeys). */
+/* Packs the key fields of g: none to three map entries (see nkeys): the
+ * string key's, then the backends'. */
 static int
 nkeys(int group_by)
 {
-    return group_by == STORE_GROUP_NONE       ? 0
-           : group_by == STORE_GROUP_BACKENDS ? 2
-                                              : 1;
+    return store_group_named(group_by) + 2 * store_group_has_backends(group_by);
 }
 
 static int
 pack_group_keys(msgpack_packer *pk, int group_by,
                 const struct store_agg_group *g)
 {
-    if (group_by == STORE_GROUP_NONE)
-        return 0;
-    if (group_by == STORE_GROUP_BACKENDS) {
+    if (store_group_named(group_by) &&
+        kv_str(pk, group_fields[store_group_key(group_by)],
+               g->name ? g->name : "", g->name_len))
+        return 1;
+    if (store_group_has_backends(group_by)) {
         const char *r = backend(g->k1), *e = backend(g->k2);
         return kv_str(pk, "requested_backend", r, strlen(r)) ||
                kv_str(pk, "executed_backend", e, strlen(e));
     }
-    return kv_str(pk, group_fields[group_by], g->name ? g->name : "",
-                  g->name_len);
+    return 0;
 }
 
-/* Byte order of the group's name; for backends, of both names. */
+/* Byte order of the group's name, then of its backends' names. Groups
+ * with one name have the same k1 and k2 unless they are backends (a
+ * pair's), so this orders every grouping. */
 static int
 cmp_names(const struct store_agg_group *a, const struct store_agg_group *b)
 {
     size_t n;
-    int c;
+    int c = 0;
 
-    if (a->name == NULL || b->name == NULL) {
-        c = strcmp(backend(a->k1), backend(b->k1));
+    if (a->name != NULL && b->name != NULL) {
+        n = a->name_len < b->name_len ? a->name_len : b->name_len;
+        c = memcmp(a->name, b->name, n);
         if (c == 0)
-            c = strcmp(backend(a->k2), backend(b->k2));
-        return c;
+            c = (a->name_len > b->name_len) - (a->name_len < b->name_len);
     }
-    n = a->name_len < b->name_len ? a->name_len : b->name_len;
-    c = memcmp(a->name, b->name, n);
-    if (c == 0)
-        c = (a->name_len > b->name_len) - (a->name_len < b->name_len);
+    if (c == 0 && a->k1 != b->k1)
+        c = strcmp(backend(a->k1), backend(b->k1));
+    if (c == 0 && a->k2 != b->k2)
+        c = strcmp(backend(a->k2), backend(b->k2));
     return c;
 }
 
@@ -279,6 +303,7 @@ series_of(struct store_agg *a, size_t *n, int *oom)
             cur->first = i;
             cur->sum.k1 = g->k1;
             cur->sum.k2 = g->k2;
+            cur->sum.k3 = g->k3;
             cur->sum.name = g->name;
             cur->sum.name_len = g->name_len;
         }
@@ -305,6 +330,7 @@ series_at(const struct store_agg *a, const struct series *sr, size_t *at,
     memset(empty, 0, sizeof(*empty));
     empty->k1 = sr->sum.k1;
     empty->k2 = sr->sum.k2;
+    empty->k3 = sr->sum.k3;
     empty->name = sr->sum.name;
     empty->name_len = sr->sum.name_len;
     empty->bucket = b;
@@ -828,7 +854,9 @@ parse_grouped(struct query_args *a, const msgpack_object *body, int dflt,
 
     if ((rc = query_parse_common(a, body, err)) ||
         (rc = query_opt_enum(body, "group_by", query_agg_group_from_name,
-                             "plan, graph, model, backends, source or none",
+                             "plan, graph, model, backends, source, none, or "
+                             "plan, graph, model or source with backends "
+                             "(\"plan,backends\")",
                              &a->group_by, err)))
         return rc;
     if (a->group_by < 0)

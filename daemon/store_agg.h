@@ -29,6 +29,48 @@ enum store_group {
     STORE_GROUP_COUNT
 };
 
+/* Or'ed onto plan, graph, model or source: groups by that key and the
+ * backends at once (`group_by` "plan,backends"). A group_by is a single
+ * key of enum store_group or such a pair. */
+#define STORE_GROUP_AND_BACKENDS 0x10
+
+/* The string key of group_by (plan, graph, model, source), or none or
+ * backends alone. */
+static inline int
+store_group_key(int group_by)
+{
+    return group_by & ~STORE_GROUP_AND_BACKENDS;
+}
+
+/* Whether group_by groups by the backends (alone or in a pair). */
+static inline int
+store_group_has_backends(int group_by)
+{
+    return store_group_key(group_by) == STORE_GROUP_BACKENDS ||
+           (group_by & STORE_GROUP_AND_BACKENDS) != 0;
+}
+
+/* Whether group_by groups by a string key (alone or in a pair). */
+static inline int
+store_group_named(int group_by)
+{
+    int k = store_group_key(group_by);
+
+    return k != STORE_GROUP_NONE && k != STORE_GROUP_BACKENDS;
+}
+
+/* Whether group_by is a key or a pair store_query_agg() knows. */
+static inline int
+store_group_valid(int group_by)
+{
+    int k = store_group_key(group_by);
+
+    if (group_by < 0 || k >= STORE_GROUP_COUNT)
+        return 0;
+    return !(group_by & STORE_GROUP_AND_BACKENDS) ||
+           store_group_named(group_by);
+}
+
 /* The most groups one query may build: a group holds every counter's
  * figures (about 1 KiB), so this bounds a query's memory near 18 MiB, well
  * inside the daemon's memory goal even with a few queries at once. */
@@ -44,12 +86,15 @@ struct store_agg_counter {
 
 struct store_agg_group {
     /* The group's key: a string id (plan, graph, model, source), or the
-     * requested and executed backends; 0 for STORE_GROUP_NONE. */
-    int64_t k1, k2;
+     * requested and executed backends; 0 for STORE_GROUP_NONE. In a pair
+     * (STORE_GROUP_AND_BACKENDS), k1 and k2 are the backends and k3 the
+     * string's id; k3 is 0 otherwise. PostgreSQL keys a string by its
+     * name: there k1 (k3 in a pair) is only a hash of it. */
+    int64_t k1, k2, k3;
     /* With f->every, the start of the group's bucket (unix ms, a multiple
      * of every); else 0. A bucketed group is one group per bucket. */
     int64_t bucket;
-    char *name; /* owned: the key's string, "" for backends and none */
+    char *name; /* owned: the key's string; NULL for backends and none */
     size_t name_len;
     uint64_t receipts, fallback, clean, unproven;
     /* Of receipts, those whose schema has every counter (schema 3): the

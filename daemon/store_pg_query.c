@@ -505,33 +505,39 @@ get_numerics(PGresult *r, int row, int col, unsigned __int128 *v, int *has,
 }
 
 /* The group of row i of r (its key's string, requested and executed
- * backends, and its bucket in the last column). A named group's k1 is its
- * name's hash, the same in every query, so that two answers can be
- * matched group by group. */
+ * backends, and its bucket in the last column). A named group's k1 (k3
+ * in a pair, whose k1 and k2 are the backends) is its name's hash, the
+ * same in every query, so that two answers can be matched group by
+ * group. */
 static struct store_agg_group *
-row_group(PGresult *r, int i, int named, struct store_agg *a, struct names *nm,
-          struct proto_err *err)
+row_group(PGresult *r, int i, int named, int backends, struct store_agg *a,
+          struct names *nm, struct proto_err *err)
 {
     struct proto_str name = get_str(r, i, 0);
     int64_t k1 = store_pg_i16(PQgetvalue(r, i, 1));
     int64_t k2 = store_pg_i16(PQgetvalue(r, i, 2));
     int64_t b = store_pg_i64(PQgetvalue(r, i, PQnfields(r) - 1));
+    int64_t h = named ? (int64_t)(name_hash(name.ptr, name.len, 0, 0) >> 1) : 0;
+    struct store_agg_group *g;
 
-    if (named)
-        k1 = (int64_t)(name_hash(name.ptr, name.len, 0, 0) >> 1);
-    return group(a, nm, named, name, k1, k2, b, err);
+    if (named && !backends)
+        k1 = h;
+    if ((g = group(a, nm, named, name, k1, k2, b, err)) != NULL && backends)
+        g->k3 = h;
+    return g;
 }
 
 /* Adds rollup rows (group key, k1, k2, receipts, fallback, clean,
  * unproven, measured, sum, min, max) to a. */
 static int
-add_rollups(PGresult *r, int named, unsigned flags, struct store_agg *a,
-            struct names *nm, struct proto_err *err)
+add_rollups(PGresult *r, int named, int backends, unsigned flags,
+            struct store_agg *a, struct names *nm, struct proto_err *err)
 {
     int i, rows = PQntuples(r);
 
     for (i = 0; i < rows; i++) {
-        struct store_agg_group *g = row_group(r, i, named, a, nm, err);
+        struct store_agg_group *g =
+            row_group(r, i, named, backends, a, nm, err);
         uint64_t measured[RECEIPT_NCOUNTERS];
         unsigned __int128 sum[RECEIPT_NCOUNTERS], mn[RECEIPT_NCOUNTERS],
             mx[RECEIPT_NCOUNTERS];
@@ -570,13 +576,14 @@ add_rollups(PGresult *r, int named, unsigned flags, struct store_agg *a,
 /* Adds receipt rows (group key, k1, k2, status, coverage, counters,
  * schema version). */
 static int
-add_receipts(PGresult *r, int named, unsigned flags, struct store_agg *a,
-             struct names *nm, struct proto_err *err)
+add_receipts(PGresult *r, int named, int backends, unsigned flags,
+             struct store_agg *a, struct names *nm, struct proto_err *err)
 {
     int i, rows = PQntuples(r);
 
     for (i = 0; i < rows; i++) {
-        struct store_agg_group *g = row_group(r, i, named, a, nm, err);
+        struct store_agg_group *g =
+            row_group(r, i, named, backends, a, nm, err);
         uint64_t counters[RECEIPT_NCOUNTERS], coverage;
         int status;
         unsigned b;
@@ -610,9 +617,8 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     struct store_pg *p = store_pg_of(s);
     struct names nm = { NULL, 0 };
     struct params pa = { 0 };
-    int named =
-        group_by != STORE_GROUP_NONE && group_by != STORE_GROUP_BACKENDS;
-    int backends = group_by == STORE_GROUP_BACKENDS;
+    int named = store_group_named(group_by);
+    int backends = store_group_has_backends(group_by);
     int64_t since = f->has_since ? store_pg_clamp(f->since) : INT64_MIN;
     int64_t until = f->has_until ? store_pg_clamp(f->until) : INT64_MAX;
     int64_t h0, h1; /* whole hours [h0, h1) come from the rollups */
@@ -621,8 +627,9 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     size_t n;
     int rc, np;
 
-    if (group_by < 0 || group_by >= STORE_GROUP_COUNT)
-        return proto_err_set(err, PROTO_EINVALID, NULL, "no such grouping");
+    if (!store_group_valid(group_by))
+        return proto_err_set(err, PROTO_EINVALID, "group_by",
+                             "no such grouping");
     /* The first whole hour at or after since, the last before until. */
     h0 = since == INT64_MIN
              ? INT64_MIN / HOUR_MS
@@ -632,7 +639,8 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
              : (until >= 0 ? until / HOUR_MS : (until - HOUR_MS + 1) / HOUR_MS);
     if (flags & STORE_AGG_SCAN || h0 >= h1)
         h0 = h1 = 0; /* every receipt from the rows */
-    snprintf(kk, sizeof(kk), "%s, %s, %s", group_cols[group_by],
+    snprintf(kk, sizeof(kk), "%s, %s, %s",
+             group_cols[store_group_key(group_by)],
              backends ? "r.requested_backend" : "0::smallint",
              backends ? "r.executed_backend" : "0::smallint");
     /* The bucket of a row, last: the start of its bucket of f->every in
@@ -662,7 +670,7 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
         param_i64(&pa, h0);
         param_i64(&pa, h1);
         if ((r = run(p, sql, &pa, err)) == NULL ||
-            (rc = add_rollups(r, named, flags, out, &nm, err)))
+            (rc = add_rollups(r, named, backends, flags, out, &nm, err)))
             goto fail;
         PQclear(r);
         r = NULL;
@@ -681,7 +689,7 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     param_i64(&pa, h0 < h1 ? h0 * HOUR_MS : INT64_MAX);
     param_i64(&pa, h0 < h1 ? h1 * HOUR_MS : INT64_MIN);
     if ((r = run(p, sql, &pa, err)) == NULL ||
-        (rc = add_receipts(r, named, flags, out, &nm, err)))
+        (rc = add_receipts(r, named, backends, flags, out, &nm, err)))
         goto fail;
     goto out;
 fail:

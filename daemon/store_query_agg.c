@@ -68,15 +68,26 @@ bind_filters(sqlite3_stmt *st, const struct store_filter *f)
     store_bind_i64(st, ":executed", f->executed);
 }
 
-/* The two key columns of a group. */
-static const char *const group_keys[STORE_GROUP_COUNT] = {
-    [STORE_GROUP_NONE] = "0, 0",
-    [STORE_GROUP_PLAN] = "plan_id, 0",
-    [STORE_GROUP_GRAPH] = "graph_id, 0",
-    [STORE_GROUP_MODEL] = "model_id, 0",
-    [STORE_GROUP_BACKENDS] = "requested_backend, executed_backend",
-    [STORE_GROUP_SOURCE] = "source_id, 0",
+/* The column of a string key. */
+static const char *const key_cols[STORE_GROUP_COUNT] = {
+    [STORE_GROUP_PLAN] = "plan_id",
+    [STORE_GROUP_GRAPH] = "graph_id",
+    [STORE_GROUP_MODEL] = "model_id",
+    [STORE_GROUP_SOURCE] = "source_id",
 };
+
+/* The three key columns of a group (k1, k2, k3 of store_agg.h). */
+static size_t
+add_keys(char *sql, size_t cap, size_t n, int group_by)
+{
+    const char *col = key_cols[store_group_key(group_by)];
+
+    if (store_group_has_backends(group_by))
+        ADD("requested_backend, executed_backend, %s", col ? col : "0");
+    else
+        ADD("%s, 0, 0", col ? col : "0");
+    return n;
+}
 
 /* The bucket of a time column (in units of unit ms) as SQL: the start, in
  * unix ms, of the bucket of f->every it falls in; 0 without buckets.
@@ -94,11 +105,12 @@ bucket_sql(char *buf, size_t cap, const struct store_filter *f, const char *col,
 }
 
 static uint64_t
-key_hash(int64_t k1, int64_t k2, int64_t b)
+key_hash(int64_t k1, int64_t k2, int64_t k3, int64_t b)
 {
     uint64_t h = (uint64_t)k1 * 0x9e3779b97f4a7c15ull;
 
     h ^= (uint64_t)k2 + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)k3 * 0xff51afd7ed558ccdull + (h << 6) + (h >> 2);
     h ^= (uint64_t)b * 0xc2b2ae3d27d4eb4full + (h << 6) + (h >> 2);
     return h ^ (h >> 29);
 }
@@ -121,7 +133,8 @@ grow(struct store_agg *a)
     for (i = 0; i < nslots; i++)
         slots[i] = SIZE_MAX;
     for (i = 0; i < a->n; i++) {
-        size_t j = key_hash(g[i].k1, g[i].k2, g[i].bucket) & (nslots - 1);
+        size_t j =
+            key_hash(g[i].k1, g[i].k2, g[i].k3, g[i].bucket) & (nslots - 1);
         while (slots[j] != SIZE_MAX)
             j = (j + 1) & (nslots - 1);
         slots[j] = i;
@@ -133,10 +146,10 @@ grow(struct store_agg *a)
     return 0;
 }
 
-/* The group of (k1, k2) and bucket b, made when new; NULL with err set on
- * failure. */
+/* The group of (k1, k2, k3) and bucket b, made when new; NULL with err
+ * set on failure. */
 static struct store_agg_group *
-group(struct store_agg *a, int64_t k1, int64_t k2, int64_t b,
+group(struct store_agg *a, int64_t k1, int64_t k2, int64_t k3, int64_t b,
       struct proto_err *err)
 {
     struct store_agg_group *g;
@@ -156,10 +169,10 @@ group(struct store_agg *a, int64_t k1, int64_t k2, int64_t b,
             return NULL;
         }
     }
-    j = key_hash(k1, k2, b) & (a->nslots - 1);
+    j = key_hash(k1, k2, k3, b) & (a->nslots - 1);
     while (a->slots[j] != SIZE_MAX) {
         g = &a->groups[a->slots[j]];
-        if (g->k1 == k1 && g->k2 == k2 && g->bucket == b)
+        if (g->k1 == k1 && g->k2 == k2 && g->k3 == k3 && g->bucket == b)
             return g;
         j = (j + 1) & (a->nslots - 1);
     }
@@ -167,6 +180,7 @@ group(struct store_agg *a, int64_t k1, int64_t k2, int64_t b,
     memset(g, 0, sizeof(*g));
     g->k1 = k1;
     g->k2 = k2;
+    g->k3 = k3;
     g->bucket = b;
     a->slots[j] = a->n++;
     return g;
@@ -187,9 +201,10 @@ store_agg_free(struct store_agg *a)
 }
 
 /* Runs a prepared statement, handing each row to one of the readers. A
- * row is the group's two key columns, the reader's columns, and its
- * bucket last. */
+ * row is the group's three key columns, the reader's columns (from
+ * KEY_COLS), and its bucket last. */
 enum reader { READ_COUNTS, READ_ROLLUP, READ_RECEIPT, READ_STATUS };
+#define KEY_COLS 3
 
 static int
 read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
@@ -200,29 +215,30 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
 
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         g = group(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                  sqlite3_column_int64(st, last), err);
+                  sqlite3_column_int64(st, 2), sqlite3_column_int64(st, last),
+                  err);
         if (g == NULL)
             return err ? err->code : PROTO_ENOMEM;
         if (how == READ_COUNTS) {
-            g->receipts += (uint64_t)sqlite3_column_int64(st, 2);
-            g->fallback += (uint64_t)sqlite3_column_int64(st, 3);
-            g->clean += (uint64_t)sqlite3_column_int64(st, 4);
-            g->unproven += (uint64_t)sqlite3_column_int64(st, 5);
-            g->schema3 += (uint64_t)sqlite3_column_int64(st, 6);
+            g->receipts += (uint64_t)sqlite3_column_int64(st, KEY_COLS);
+            g->fallback += (uint64_t)sqlite3_column_int64(st, KEY_COLS + 1);
+            g->clean += (uint64_t)sqlite3_column_int64(st, KEY_COLS + 2);
+            g->unproven += (uint64_t)sqlite3_column_int64(st, KEY_COLS + 3);
+            g->schema3 += (uint64_t)sqlite3_column_int64(st, KEY_COLS + 4);
         } else if (how == READ_STATUS) {
-            int status = sqlite3_column_int(st, 2);
+            int status = sqlite3_column_int(st, KEY_COLS);
 
             g->receipts++;
             g->fallback += status == RECEIPT_STATUS_FALLBACK;
             g->clean += status == RECEIPT_STATUS_CLEAN;
             g->unproven += status == RECEIPT_STATUS_UNPROVEN;
-            g->schema3 += sqlite3_column_int(st, 3) == 3;
+            g->schema3 += sqlite3_column_int(st, KEY_COLS + 1) == 3;
         } else if (how == READ_ROLLUP) {
-            store_rollup_read(st, 2, g);
+            store_rollup_read(st, KEY_COLS, g);
         } else {
-            int status = sqlite3_column_int(st, 2);
-            unsigned schema = (unsigned)sqlite3_column_int(st, 3);
-            uint64_t bits = (uint64_t)sqlite3_column_int64(st, 4) &
+            int status = sqlite3_column_int(st, KEY_COLS);
+            unsigned schema = (unsigned)sqlite3_column_int(st, KEY_COLS + 1);
+            uint64_t bits = (uint64_t)sqlite3_column_int64(st, KEY_COLS + 2) &
                             receipt_meaningful_bits(schema);
 
             g->receipts++;
@@ -233,7 +249,7 @@ read_rows(struct store *s, sqlite3_stmt *st, enum reader how,
             if (bits != 0) {
                 struct receipt r;
 
-                store_counters_column(st, 5, &r);
+                store_counters_column(st, KEY_COLS + 3, &r);
                 for (i = 0; i < RECEIPT_NCOUNTERS; i++)
                     if (bits >> i & 1)
                         store_agg_counter_add(&g->c[i], r.counters[i]);
@@ -303,7 +319,8 @@ from_receipts(struct store *s, const struct store_filter *f, int group_by,
     /* Rows are added up here, not by GROUP BY: SQLite would sort them in
      * a temporary B-tree first, which took twice as long as reading them
      * (50,000 receipts of an edge: 37 against 9 ms of CPU). */
-    ADD("SELECT %s", group_keys[group_by]);
+    ADD("SELECT ");
+    n = add_keys(sql, cap, n, group_by);
     if (flags & STORE_AGG_COUNTERS)
         ADD(", status, schema_version, counter_coverage, counters");
     else
@@ -352,7 +369,9 @@ from_rollups(struct store *s, const char *table, const struct store_filter *f,
                                strcmp(table, "rollups") == 0 ? STORE_BUCKET_MS
                                                              : STORE_DAY_MS);
 
-    ADD("SELECT %s, ", group_keys[group_by]);
+    ADD("SELECT ");
+    n = add_keys(sql, cap, n, group_by);
+    ADD(", ");
     if (flags & STORE_AGG_COUNTERS) {
         if (n < cap)
             n += store_rollup_columns(sql + n, cap - n, "");
@@ -379,7 +398,7 @@ names(struct store *s, int group_by, struct store_agg *a, struct proto_err *err)
     size_t i;
     int rc;
 
-    if (group_by == STORE_GROUP_NONE || group_by == STORE_GROUP_BACKENDS)
+    if (!store_group_named(group_by))
         return 0;
     rc = sqlite3_prepare_v2(
         store_db(s), "SELECT value FROM strings WHERE id = ?1", -1, &st, NULL);
@@ -390,7 +409,8 @@ names(struct store *s, int group_by, struct store_agg *a, struct proto_err *err)
         const void *p = "";
         size_t len = 0;
 
-        sqlite3_bind_int64(st, 1, g->k1);
+        sqlite3_bind_int64(st, 1,
+                           group_by & STORE_GROUP_AND_BACKENDS ? g->k3 : g->k1);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
             len = (size_t)sqlite3_column_bytes(st, 0);
@@ -436,7 +456,7 @@ walk_cb(void *arg, const struct store_rollup_key *k,
 {
     struct walk *w = arg;
     struct store_agg_group *g;
-    int64_t k1 = 0, k2 = 0;
+    int64_t k1 = 0, k2 = 0, id = 0;
     int i;
 
     if ((w->ids[0] && k->plan_id != w->ids[0]) ||
@@ -447,27 +467,30 @@ walk_cb(void *arg, const struct store_rollup_key *k,
         (w->executed >= 0 && k->executed != w->executed) ||
         k->received_at < w->lo || k->received_at >= w->hi)
         return 0;
-    switch (w->group_by) {
+    switch (store_group_key(w->group_by)) {
     case STORE_GROUP_PLAN:
-        k1 = k->plan_id;
+        id = k->plan_id;
         break;
     case STORE_GROUP_GRAPH:
-        k1 = k->graph_id;
+        id = k->graph_id;
         break;
     case STORE_GROUP_MODEL:
-        k1 = k->model_id;
-        break;
-    case STORE_GROUP_BACKENDS:
-        k1 = k->requested;
-        k2 = k->executed;
+        id = k->model_id;
         break;
     case STORE_GROUP_SOURCE:
-        k1 = k->source_id;
+        id = k->source_id;
         break;
     default:
         break;
     }
-    if ((g = group(w->a, k1, k2,
+    if (store_group_has_backends(w->group_by)) {
+        k1 = k->requested;
+        k2 = k->executed;
+    } else {
+        k1 = id;
+        id = 0;
+    }
+    if ((g = group(w->a, k1, k2, id,
                    w->every ? k->received_at / w->every * w->every : 0,
                    w->err)) == NULL)
         return w->err->code ? w->err->code : PROTO_ENOMEM;
@@ -520,9 +543,11 @@ walk_init(struct store *s, const struct store_filter *f, int group_by,
 static int
 sums_answer(const struct store_filter *f, int group_by)
 {
+    int k = store_group_key(group_by);
+
     return !f->plan && !f->graph && !f->source &&
-           (group_by == STORE_GROUP_NONE || group_by == STORE_GROUP_MODEL ||
-            group_by == STORE_GROUP_BACKENDS);
+           (k == STORE_GROUP_NONE || k == STORE_GROUP_MODEL ||
+            k == STORE_GROUP_BACKENDS);
 }
 
 /*
@@ -772,7 +797,7 @@ store_sqlite_query_agg(struct store *s, const struct store_filter *f,
 {
     int rc;
 
-    if (group_by < 0 || group_by >= STORE_GROUP_COUNT)
+    if (!store_group_valid(group_by))
         return proto_err_set(err, PROTO_EINVALID, "group_by", "unknown group");
     store_deadline_arm(s, deadline_ms);
     if ((rc = store_exec(s, "BEGIN", err, "begin a read")) == 0) {

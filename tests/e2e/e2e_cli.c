@@ -499,6 +499,104 @@ count_str(const char *s, const char *what)
 /* --every makes a row per group and hour, the empty hours included (the
  * receipts arrived in the last one); --format chart draws a line per
  * group and one for the total, a character per hour. */
+/* Two grouping keys: a string key with backends, in either order (the
+ * columns follow it), as one total and as a series; other pairs are
+ * refused before anything is sent. */
+START_TEST(test_cli_group_by_two_keys)
+{
+    /* S1 again, but clean on its backend: plan-a and m1 get two pairs. */
+    static const char s1_cuda[] =
+        "{\"schema_version\":1,\"requested_backend\":\"cuda\","
+        "\"executed_backend\":\"cuda\",\"model_instance_id\":\"m1\","
+        "\"prepared_plan_id\":\"plan-a\",\"graph_hash\":\"g\","
+        "\"stop_reason\":\"eos\",\"counter_coverage\":1,"
+        "\"counters\":{\"decode_steps\":4,\"graph_launches\":0,"
+        "\"compute_dispatches\":0,\"device_fences\":0,"
+        "\"host_to_device_bytes\":0,\"device_to_host_bytes\":0,"
+        "\"fallback_count\":0,\"hot_path_allocations\":0,\"compile_calls\":0,"
+        "\"immutable_upload_bytes\":0},\"artifacts\":{\"temp_created_bytes\":0,"
+        "\"temp_removed_bytes\":0,\"temp_retained_bytes\":0,"
+        "\"temp_cleanup_failures\":0}}\n";
+    const char *fb[] = { "fallbacks", "--group-by", "plan,backends",
+                         "--format",  "csv",        NULL };
+    const char *rev[] = { "fallbacks", "--group-by", "backends,plan",
+                          "--format",  "csv",        NULL };
+    const char *cov[] = { "coverage", "--group-by", "model,backends",
+                          "--format", "csv",        NULL };
+    const char *series[] = { "fallbacks", "--group-by", "source,backends",
+                             "--every",   "1h",         "--since",
+                             "3h",        "--format",   "csv",
+                             NULL };
+    static const char *const refused[] = { "plan,model", "backends,backends",
+                                           "none,backends", "plan,backends,x",
+                                           "backends,plan,backends" };
+    const char *bad[] = { "fallbacks", "--group-by", NULL, NULL };
+    char text[4096];
+    size_t i;
+    struct run r;
+    int rows;
+
+    snprintf(text, sizeof(text), "%s%s%s%s", S1_LINE, S1_LINE, s1_cuda,
+             S3_LINE);
+    import_text("pairs.jsonl", text);
+
+    /* Most fallbacks first: plan-a's cuda->cpu pair, then the two
+     * without, by name. */
+    run_ok(&r, fb);
+    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_msg(strncmp(r.out,
+                          "prepared_plan_id,requested_backend,executed_backend,"
+                          "receipts,fallback,unproven,clean,fallback_rate,"
+                          "extra\nplan-a,cuda,cpu,2,2,0,0,1,\nplan-a,cuda,cuda,"
+                          "1,0,",
+                          140) == 0,
+                  "%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "\nplan-b,cpu,cpu,1,0,"));
+    run_free(&r);
+
+    run_ok(&r, rev);
+    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_ptr_nonnull(strstr(r.out, "requested_backend,executed_backend,"
+                                        "prepared_plan_id,receipts,"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\ncuda,cpu,plan-a,2,2,0,0,1,\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\ncuda,cuda,plan-a,1,0,"));
+    run_free(&r);
+
+    /* Coverage: three groups of every counter, decode_steps measured by
+     * each receipt. */
+    run_ok(&r, cov);
+    ck_assert_int_eq(count_lines(r.out), 1 + 3 * 26);
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "\nm1,cuda,cpu,counters.decode_steps,0,2,2,"));
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "\nm1,cuda,cuda,counters.decode_steps,0,1,1,"));
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "\nm3,cpu,cpu,counters.decode_steps,0,1,1,"));
+    run_free(&r);
+
+    /* A series: every pair (one source here) has the same buckets. */
+    run_ok(&r, series);
+    rows = count_lines(r.out) - 1;
+    ck_assert_msg(rows % 3 == 0 && (rows / 3 == 3 || rows / 3 == 4), "%s",
+                  r.out);
+    ck_assert_int_eq(count_str(r.out, ",cuda,cpu,"), rows / 3);
+    /* The bucket after the keys; both fallbacks in the newest one. */
+    ck_assert_ptr_nonnull(strstr(r.out, "source,requested_backend,"
+                                        "executed_backend,bucket,receipts,"));
+    ck_assert_int_eq(count_str(r.out, ",2,2,0,0,1,"), 1);
+    run_free(&r);
+
+    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        bad[2] = refused[i];
+        run(&r, bad);
+        ck_assert_int_eq(r.status, 2); /* usage */
+        ck_assert_msg(strstr(r.err, "--group-by") != NULL, "%s", r.err);
+        ck_assert_str_eq(r.out, "");
+        run_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(test_cli_series_and_chart)
 {
     const char *jsonl[] = { "fallbacks", "--group-by", "backends", "--every",
@@ -1880,6 +1978,7 @@ e2e_cli_suite(void)
     tcase_add_test(tc, test_cli_fallbacks_totals_and_rates);
     tcase_add_test(tc, test_cli_fallbacks_only_and_min_rate);
     tcase_add_test(tc, test_cli_series_and_chart);
+    tcase_add_test(tc, test_cli_group_by_two_keys);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("tables");

@@ -641,7 +641,9 @@ struct ctr {
 };
 
 struct grp {
-    int k1, k2; /* fleet indexes, backend enums, or 0 */
+    /* Fleet indexes, backend enums, or 0; a pair (group_of above 10):
+     * the key's index, then the requested and executed backends. */
+    int k1, k2, k3;
     uint64_t receipts, fallback, clean, unproven;
     uint64_t schema3; /* receipts of schema 3, which has bits 10 and up */
     struct ctr c[NC];
@@ -652,6 +654,17 @@ static int g_by; /* for the comparators */
 static int
 group_of(const char *g)
 {
+    const char *comma = g ? strchr(g, ',') : NULL;
+
+    if (comma != NULL) { /* a key with backends, as "plan,backends" */
+        char key[16];
+
+        if (strncmp(g, "backends,", 9) == 0)
+            snprintf(key, sizeof(key), "%s", comma + 1);
+        else
+            snprintf(key, sizeof(key), "%.*s", (int)(comma - g), g);
+        return 10 + group_of(key);
+    }
     if (g == NULL)
         return -1;
     if (strcmp(g, "plan") == 0)
@@ -670,7 +683,7 @@ group_of(const char *g)
 static const char *
 name1(const struct grp *g)
 {
-    switch (g_by) {
+    switch (g_by % 10) {
     case 1:
         return plans[g->k1];
     case 2:
@@ -690,8 +703,10 @@ cmp_name(const struct grp *a, const struct grp *b)
 {
     int c = strcmp(name1(a), name1(b));
 
-    if (c == 0 && g_by == 4)
+    if (c == 0 && (g_by == 4 || g_by > 10))
         c = strcmp(backends[a->k2], backends[b->k2]);
+    if (c == 0 && g_by > 10)
+        c = strcmp(backends[a->k3], backends[b->k3]);
     return c;
 }
 
@@ -713,7 +728,8 @@ by_fallbacks(const void *pa, const void *pb)
     return cmp_name(a, b);
 }
 
-/* The expected groups of q, grouped by gb (0 none .. 5 source). */
+/* The expected groups of q, grouped by gb (0 none .. 5 source; 10 + a
+ * string key with backends). */
 static size_t
 expect(const struct q *q, int gb, struct grp *out, size_t cap)
 {
@@ -722,23 +738,25 @@ expect(const struct q *q, int gb, struct grp *out, size_t cap)
 
     for (i = 0; i < N_ALL; i++) {
         const struct rec *r = &fleet[i];
-        int k1 = 0, k2 = 0, st;
+        int k1 = 0, k2 = 0, k3 = 0, st;
         struct grp *g = NULL;
 
         if (!matches(q, r))
             continue;
-        if (gb == 1)
+        if (gb % 10 == 1)
             k1 = r->plan;
-        else if (gb == 2)
+        else if (gb % 10 == 2)
             k1 = r->graph;
-        else if (gb == 3)
+        else if (gb % 10 == 3)
             k1 = r->model;
         else if (gb == 4)
             k1 = r->req, k2 = r->exec;
-        else if (gb == 5)
+        else if (gb % 10 == 5)
             k1 = r->source;
+        if (gb > 10)
+            k2 = r->req, k3 = r->exec;
         for (j = 0; j < n; j++)
-            if (out[j].k1 == k1 && out[j].k2 == k2)
+            if (out[j].k1 == k1 && out[j].k2 == k2 && out[j].k3 == k3)
                 g = &out[j];
         if (g == NULL) {
             ck_assert_uint_lt(n, cap);
@@ -746,6 +764,7 @@ expect(const struct q *q, int gb, struct grp *out, size_t cap)
             memset(g, 0, sizeof(*g));
             g->k1 = k1;
             g->k2 = k2;
+            g->k3 = k3;
         }
         st = status_of(r);
         g->receipts++;
@@ -791,6 +810,10 @@ check_keys(const msgpack_object *row, int gb, const struct grp *g)
     if (gb == 4) {
         check_str(row, "requested_backend", backends[g->k1]);
         check_str(row, "executed_backend", backends[g->k2]);
+    } else if (gb > 10) {
+        check_str(row, fields[gb - 10], name1(g));
+        check_str(row, "requested_backend", backends[g->k2]);
+        check_str(row, "executed_backend", backends[g->k3]);
     } else if (gb > 0) {
         check_str(row, fields[gb], name1(g));
     }
@@ -821,7 +844,7 @@ rows_of(const struct e2e_reply *rep, int *truncated)
     return rows;
 }
 
-#define MAXG 256
+#define MAXG 512
 
 static void
 check_fallbacks(const struct q *q)
@@ -972,7 +995,8 @@ check_fallbacks_series(const struct q *q)
                            : q->until;
             m = expect(&qb, gb, got_b, MAXG);
             for (j = 0; j < m; j++)
-                if (got_b[j].k1 == want[i].k1 && got_b[j].k2 == want[i].k2)
+                if (got_b[j].k1 == want[i].k1 && got_b[j].k2 == want[i].k2 &&
+                    got_b[j].k3 == want[i].k3)
                     w = &got_b[j];
             check_keys(r, gb, &want[i]);
             ck_assert_uint_eq(e2e_get_uint(r, "bucket"),
@@ -1044,8 +1068,21 @@ check_coverage_series(const struct q *q)
 
 /* ---- tests ---- */
 
-static const char *const group_bys[] = { NULL,       "plan",   "graph", "model",
-                                         "backends", "source", "none" };
+/* Each key, and pairs of a string key with backends (either order). */
+static const char *const group_bys[] = {
+    NULL,
+    "plan",
+    "graph",
+    "model",
+    "backends",
+    "source",
+    "none",
+    "plan,backends",
+    "backends,model",
+    "graph,backends",
+    "source,backends",
+};
+#define NGROUP_BYS 11
 
 START_TEST(test_query_fleet_was_built)
 {
@@ -1412,9 +1449,12 @@ START_TEST(test_query_series_match_the_fleet)
     struct q q;
     int gb;
 
-    for (gb = 0; gb < 5; gb++) {
+    /* Each key, and two pairs (the sums' model, and plan). */
+    for (gb = 0; gb < 7; gb++) {
         q_init(&q, "fallbacks");
-        q.group_by = group_bys[gb + 1];
+        q.group_by = gb < 5    ? group_bys[gb + 1]
+                     : gb == 5 ? "backends,model"
+                               : "plan,backends";
         q.has_since = q.has_until = 1;
         q.since = base_ms - 3 * HOUR - 17 * 60000;
         q.until = base_ms + 50 * HOUR + 5 * 60000;
@@ -1508,28 +1548,38 @@ START_TEST(test_query_series_rejects_bad_every)
 }
 END_TEST
 
+/* Unknown keys, and pairs other than a string key with backends. */
 START_TEST(test_query_rejects_unknown_group_by)
 {
+    static const char *const bad[] = {
+        "colour",        "plan,model",          "backends,backends",
+        "none,backends", "plan,backends,model", "plan,",
+        ",backends",     "plan, backends",
+    };
     msgpack_sbuffer sb;
     msgpack_packer pk;
     struct e2e_reply rep;
     int fd = e2e_connect(&d);
+    size_t i;
 
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 2);
-    pack_cstr(&pk, "kind");
-    pack_cstr(&pk, "coverage");
-    pack_cstr(&pk, "group_by");
-    pack_cstr(&pk, "colour");
-    ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 3, 0, 0, sb.data, sb.size),
-                     0);
-    ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
-    ck_assert(!rep.r.ok);
-    ck_assert_str_eq(proto_code_name(rep.r.err.code), "invalid");
-    ck_assert_str_eq(rep.r.err.path, "group_by");
-    e2e_reply_free(&rep);
-    msgpack_sbuffer_destroy(&sb);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 2);
+        pack_cstr(&pk, "kind");
+        pack_cstr(&pk, i % 2 ? "fallbacks" : "coverage");
+        pack_cstr(&pk, "group_by");
+        pack_cstr(&pk, bad[i]);
+        ck_assert_int_eq(e2e_request(fd, PROTO_OP_QUERY, 3 + (uint32_t)i, 0, 0,
+                                     sb.data, sb.size),
+                         0);
+        ck_assert_int_eq(e2e_recv(fd, T, &rep), 0);
+        ck_assert_msg(!rep.r.ok, "group_by \"%s\" was answered", bad[i]);
+        ck_assert_str_eq(proto_code_name(rep.r.err.code), "invalid");
+        ck_assert_str_eq(rep.r.err.path, "group_by");
+        e2e_reply_free(&rep);
+        msgpack_sbuffer_destroy(&sb);
+    }
     close(fd);
 }
 END_TEST
@@ -1679,8 +1729,10 @@ suite(void)
     } while (0)
     ADD("fleet", test_query_fleet_was_built);
     ADD("migration", test_query_migration_is_logged_and_extends_the_start);
-    ADD_LOOP("fallbacks", test_query_fallbacks_groups_match_the_fleet, 7);
-    ADD_LOOP("coverage", test_query_coverage_groups_match_the_fleet, 7);
+    ADD_LOOP("fallbacks", test_query_fallbacks_groups_match_the_fleet,
+             NGROUP_BYS);
+    ADD_LOOP("coverage", test_query_coverage_groups_match_the_fleet,
+             NGROUP_BYS);
     ADD_LOOP("filters", test_query_filters_match_the_fleet, 7);
     ADD_LOOP("ranges", test_query_time_ranges_cutting_hours_are_exact, NRANGES);
     ADD("limit", test_query_limit_truncates_rows);

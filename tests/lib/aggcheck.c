@@ -30,8 +30,9 @@ same_as_scan(struct store *s, const struct store_filter *f, int group_by,
         const struct store_agg_group *x = &a.groups[i], *y;
 
         for (j = 0;
-             j < b.n && (b.groups[j].k1 != x->k1 || b.groups[j].k2 != x->k2 ||
-                         b.groups[j].bucket != x->bucket);
+             j < b.n &&
+             (b.groups[j].k1 != x->k1 || b.groups[j].k2 != x->k2 ||
+              b.groups[j].k3 != x->k3 || b.groups[j].bucket != x->bucket);
              j++)
             ;
         ck_assert_uint_lt(j, b.n);
@@ -64,9 +65,16 @@ aggcheck_equal_scan(struct store *s, const struct aggcheck_range *ranges,
     static const uint64_t everys[] = { 0, 3600000, 5 * 3600000, 86400000,
                                        2 * 86400000 };
     /* By plan (the edges read rows), and by what chunks' sums answer
-     * (migrations/0014): nothing, model, backends. */
-    static const int groups[] = { STORE_GROUP_PLAN, STORE_GROUP_NONE,
-                                  STORE_GROUP_MODEL, STORE_GROUP_BACKENDS };
+     * (migrations/0014): nothing, model, backends; and pairs of each
+     * kind (plan or model with backends). */
+    static const int groups[] = {
+        STORE_GROUP_PLAN,
+        STORE_GROUP_NONE,
+        STORE_GROUP_MODEL,
+        STORE_GROUP_BACKENDS,
+        STORE_GROUP_PLAN | STORE_GROUP_AND_BACKENDS,
+        STORE_GROUP_MODEL | STORE_GROUP_AND_BACKENDS,
+    };
     size_t r, e, g;
     int counters;
 

@@ -211,6 +211,22 @@ static const char fallbacks_backends_json[] =
     "], \"truncated\": false, \"total\": {\"receipts\": 15, \"fallback\": 10,"
     " \"unproven\": 2, \"clean\": 3, \"fallback_rate\": 0.6666666666666666}}";
 
+/* Grouped by two keys (plan,backends): the plan's column, then the
+ * backends', whatever order the daemon packed them in. */
+static const char fallbacks_plan_backends_json[] =
+    "{\"rows\": ["
+    "{\"prepared_plan_id\": \"p1\", \"requested_backend\": \"cuda\","
+    " \"executed_backend\": \"cpu\", \"receipts\": 4, \"fallback\": 4,"
+    " \"unproven\": 0, \"clean\": 0, \"fallback_rate\": 1.0},"
+    "{\"executed_backend\": \"cuda\", \"receipts\": 6, \"fallback\": 0,"
+    " \"prepared_plan_id\": \"p1\", \"requested_backend\": \"cuda\","
+    " \"unproven\": 1, \"clean\": 5, \"fallback_rate\": 0.0},"
+    "{\"prepared_plan_id\": \"p2\", \"requested_backend\": \"cpu\","
+    " \"executed_backend\": \"cpu\", \"receipts\": 5, \"fallback\": 0,"
+    " \"unproven\": 0, \"clean\": 5, \"fallback_rate\": 0.0}"
+    "], \"truncated\": false, \"total\": {\"receipts\": 15, \"fallback\": 4,"
+    " \"unproven\": 1, \"clean\": 10, \"fallback_rate\": 0.26666666666666666}}";
+
 /* Grouped coverage with its totals (one counter of the 26, for short). */
 static const char coverage_model_json[] =
     "{\"rows\": ["
@@ -378,6 +394,12 @@ static const struct golden_case golden_cases[] = {
       OUTPUT_TABLE, "backends" },
     { "fallbacks_backends.csv", "fallbacks", fallbacks_backends_json,
       OUTPUT_CSV, "backends" },
+    { "fallbacks_plan_backends.table", "fallbacks",
+      fallbacks_plan_backends_json, OUTPUT_TABLE, "plan,backends" },
+    { "fallbacks_plan_backends.csv", "fallbacks", fallbacks_plan_backends_json,
+      OUTPUT_CSV, "plan,backends" },
+    { "fallbacks_backends_plan.csv", "fallbacks", fallbacks_plan_backends_json,
+      OUTPUT_CSV, "backends,plan" },
     { "coverage.table", "coverage", coverage_json, OUTPUT_TABLE, NULL },
     { "coverage_model.table", "coverage", coverage_model_json, OUTPUT_TABLE,
       "model" },

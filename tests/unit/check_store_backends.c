@@ -295,9 +295,11 @@ cmp_groups(const void *a, const void *b)
         return c;
     if (x->name_len != y->name_len)
         return x->name_len < y->name_len ? -1 : 1;
-    if (x->k1 != y->k1 && x->name == NULL)
+    /* Named alike, a store's groups differ in k1 and k2 only as backends
+     * (a pair's), which both stores key alike. */
+    if (x->k1 != y->k1)
         return x->k1 < y->k1 ? -1 : 1;
-    if (x->name == NULL && x->k2 != y->k2)
+    if (x->k2 != y->k2)
         return x->k2 < y->k2 ? -1 : 1;
     return (x->bucket > y->bucket) - (x->bucket < y->bucket);
 }
@@ -310,7 +312,7 @@ agg_text(struct store *s, const struct store_filter *f, int group_by,
     struct text t = { NULL, 0, 0 };
     struct proto_err err;
     size_t i;
-    int b;
+    int b, backends = store_group_has_backends(group_by);
 
     add(&t, "");
     ck_assert_msg(store_query_agg(s, f, group_by, flags, 0, &a, &err) == 0,
@@ -322,10 +324,11 @@ agg_text(struct store *s, const struct store_filter *f, int group_by,
 
         add(&t, "[%.*s|%lld|%lld|%lld] %llu %llu %llu %llu %llu",
             (int)g->name_len, g->name ? g->name : "",
-            g->name ? 0LL : (long long)g->k1, g->name ? 0LL : (long long)g->k2,
-            (long long)g->bucket, (unsigned long long)g->receipts,
-            (unsigned long long)g->fallback, (unsigned long long)g->clean,
-            (unsigned long long)g->unproven, (unsigned long long)g->schema3);
+            backends || !g->name ? (long long)g->k1 : 0LL,
+            backends || !g->name ? (long long)g->k2 : 0LL, (long long)g->bucket,
+            (unsigned long long)g->receipts, (unsigned long long)g->fallback,
+            (unsigned long long)g->clean, (unsigned long long)g->unproven,
+            (unsigned long long)g->schema3);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             add(&t, " %llu/%llx:%llx/%llu/%llu",
                 (unsigned long long)g->c[b].measured,
@@ -423,8 +426,7 @@ START_TEST(test_backends_answer_every_kind_the_same)
     };
     char pg[700], what[160];
     struct store *w, *a, *b;
-    size_t i, e;
-    int gb;
+    size_t i, e, k;
 
     snprintf(sqlite_path, sizeof(sqlite_path), "%s/same.db", dir);
     fresh_db("same", pg, sizeof(pg));
@@ -486,12 +488,19 @@ START_TEST(test_backends_answer_every_kind_the_same)
         snprintf(what, sizeof(what), "receipts (filter %zu)", i);
         same(receipts_text(a, &f), receipts_text(b, &f), what);
     }
-    /* fallbacks and coverage: every grouping, every window, as one total
-     * and as series of hours and of days */
+    /* fallbacks and coverage: every grouping (each key, and each string
+     * key with backends), every window, as one total and as series of
+     * hours and of days */
     for (e = 0; e < 3; e++)
         for (i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
-            for (gb = 0; gb < STORE_GROUP_COUNT; gb++) {
+            for (k = 0; k < 2 * STORE_GROUP_COUNT; k++) {
                 struct store_filter f = filter();
+                int gb = k < STORE_GROUP_COUNT ? (int)k
+                                               : (int)(k - STORE_GROUP_COUNT) |
+                                                     STORE_GROUP_AND_BACKENDS;
+
+                if (!store_group_valid(gb))
+                    continue;
 
                 f.every = e == 0 ? 0 : e == 1 ? HOUR : DAY;
 
@@ -499,7 +508,7 @@ START_TEST(test_backends_answer_every_kind_the_same)
                 f.since = (uint64_t)windows[i][0];
                 f.has_until = windows[i][1] != 0;
                 f.until = (uint64_t)windows[i][1];
-                if (gb == STORE_GROUP_MODEL) {
+                if (store_group_key(gb) == STORE_GROUP_MODEL) {
                     f.plan = "p2";
                     f.plan_len = 2;
                 }
