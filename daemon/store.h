@@ -112,10 +112,12 @@ int store_schema_version(void);
  * WAL, synchronous=FULL, foreign keys and busy_timeout, reads each back and
  * refuses (PROTO_EUNAVAILABLE, message saying which) when journal_mode is
  * not wal or synchronous is not FULL, then applies the missing migrations
- * in one transaction. A database whose user_version is newer than
- * store_schema_version() is refused on both kinds of open. On success *out
- * is a new store the caller frees with store_free(); on failure *out is
- * NULL. A backend this build lacks is PROTO_EINVALID.
+ * in one transaction, and with opts->sync_pipelined sets synchronous to
+ * NORMAL after them (store_wal_sync then makes commits durable). A database
+ * whose user_version is newer than store_schema_version() is refused on both
+ * kinds of open. On success *out is a new store the caller frees with
+ * store_free(); on failure *out is NULL. A backend this build lacks is
+ * PROTO_EINVALID.
  */
 int store_open(const char *where, const struct store_opts *opts,
                struct store **out, struct proto_err *err);
