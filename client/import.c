@@ -28,6 +28,7 @@
 #include <json-c/json.h>
 #include <msgpack.h>
 
+#include "clock.h"
 #include "envelope.h"
 #include "invariant.h"
 #include "mpcheck.h"
@@ -817,15 +818,6 @@ reject_cmp(const void *a, const void *b)
 
 /* ---- progress on a terminal ---- */
 
-static uint64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Bytes of input read so far: whole files before, and the current one up
  * to the last line counted (JSON) or the share of its items (msgpack). */
 static uint64_t
@@ -863,7 +855,7 @@ progress(struct import *im, int final)
 
     if (!im->progress)
         return;
-    t = now_ms();
+    t = mono_ms();
     if (final) {
         fputs("\r\033[K", stderr);
         fflush(stderr);
@@ -1090,7 +1082,7 @@ import_run(struct cli_opts *o)
     if ((snd.win = calloc(snd.wcap, sizeof(*snd.win))) == NULL)
         cli_oom();
     im.progress = isatty(2);
-    im.t0_ms = now_ms();
+    im.t0_ms = mono_ms();
     for (i = 0; i < im.nfiles; i++) {
         struct stat st;
 

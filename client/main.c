@@ -29,6 +29,7 @@
 #include <msgpack.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "top.h"
 #include "duration.h"
 #include "envelope.h"
@@ -557,15 +558,6 @@ cmd_top(struct cli_opts *o)
 }
 
 /* ---- ping ---- */
-
-static uint64_t
-mono_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static int
 cmd_ping(struct cli_opts *o)

@@ -9,6 +9,7 @@
  */
 #include "timespec.h"
 
+#include "clock.h"
 #include "duration.h"
 #include "error.h"
 
@@ -269,8 +270,5 @@ timespec_format(uint64_t ms, char *buf, size_t len)
 uint64_t
 timespec_now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * MS_PER_S + (uint64_t)ts.tv_nsec / 1000000u;
+    return unix_ms();
 }

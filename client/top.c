@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "envelope.h"
 #include "mpobj.h"
 #include "net.h"
@@ -38,24 +39,6 @@ static void
 stop_cb(int sig)
 {
     stop_signal = sig;
-}
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t
-unix_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* The figures of one `stats` answer that top shows. */

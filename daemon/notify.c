@@ -11,6 +11,7 @@
  * from the environment, so a second call (or a child) finds none.
  */
 #include "notify.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,13 +177,11 @@ int
 notify_reloading(void)
 {
     char text[64];
-    struct timespec ts;
     uint64_t usec;
 
     /* systemd 253 and later match the reload to this timestamp
      * (Type=notify-reload); older ones ignore it. */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    usec = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    usec = mono_us();
     snprintf(text, sizeof(text), "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, usec);
     return nfy_send(text, 0);
 }

@@ -39,6 +39,7 @@
 
 #include <msgpack.h>
 
+#include "clock.h"
 #include "config.h"
 #include "envelope.h"
 #include "log.h"
@@ -138,24 +139,6 @@ struct relay {
      * overloaded, ms; 0 after a batch stored. */
     uint64_t busy_backoff;
 };
-
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t
-unix_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* xorshift64*: the jitter needs no more. */
 static uint64_t

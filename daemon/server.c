@@ -9,6 +9,7 @@
  */
 #include "server.h"
 
+#include "clock.h"
 #include "tls.h"
 
 #include <netinet/in.h>
@@ -28,10 +29,7 @@
 uint64_t
 server_now_unix_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return unix_ms();
 }
 
 /* Rate-limited warnings: at most a line per interval each. */

@@ -19,6 +19,7 @@
 
 #include <sqlite3.h>
 
+#include "clock.h"
 #include "store_internal.h"
 #include "store_sqlite.h"
 #include "store_relay.h"
@@ -169,10 +170,7 @@ static void drop_rows(struct store *s);
 uint64_t
 store_now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return mono_ms();
 }
 
 int

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "store_agg.h"
+#include "clock.h"
 #include "store_internal.h"
 #include "store_sqlite.h"
 #include "store_relay.h"
@@ -427,15 +428,6 @@ drop_chunk_sums(struct store *s, const struct victim *v, size_t n,
 
 /* Unix milliseconds: the clock of received_at (store_now_ms() is the
  * monotonic one, for deadlines). */
-static int64_t
-wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int
 record(struct store *s, int64_t cutoff_ms, const struct store_prune_result *r,
        struct proto_err *err)
@@ -448,7 +440,7 @@ record(struct store *s, int64_t cutoff_ms, const struct store_prune_result *r,
 
     if (rc != 0)
         return rc;
-    sqlite3_bind_int64(st, 1, wall_ms());
+    sqlite3_bind_int64(st, 1, (int64_t)unix_ms());
     sqlite3_bind_int64(st, 2, cutoff_ms);
     sqlite3_bind_int64(st, 3, (int64_t)r->rows);
     sqlite3_bind_int64(st, 4, r->oldest);

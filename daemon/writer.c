@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "envelope.h"
 #include "log.h"
 #include "store_prune.h"
@@ -139,15 +140,6 @@ writer_job_free(struct writer_job *job)
     free(job->ctx);
     free(job->w.dup_outcome);
     free(job);
-}
-
-static uint64_t
-now_us(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* This thread's CPU time alone, so the loop's and the query threads' work
@@ -307,7 +299,7 @@ static int
 commit_group(struct writer *w, struct writer_job *head)
 {
     struct proto_err err;
-    uint64_t t0 = now_us(), dt, max;
+    uint64_t t0 = mono_us(), dt, max;
     int redo = 0;
 
     proto_err_clear(&err);
@@ -327,7 +319,7 @@ commit_group(struct writer *w, struct writer_job *head)
         file_gone(w, head, &err);
         return 0;
     }
-    dt = now_us() - t0;
+    dt = mono_us() - t0;
     atomic_store(&w->last_us, dt);
     atomic_fetch_add(&w->total_us, dt);
     histo_observe(&w->commit_hist, dt);
@@ -394,12 +386,12 @@ sync_run(void *arg)
             rc = proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
                                "committed after a failed sync of the WAL");
         } else if (commits > 0) {
-            t0 = now_us();
+            t0 = mono_us();
             atomic_store(&w->sync_start_us, t0);
             rc = store_wal_sync(w->store, &err);
             atomic_store(&w->sync_start_us, 0);
             atomic_fetch_add(&w->syncs, 1);
-            atomic_fetch_add(&w->sync_us, now_us() - t0);
+            atomic_fetch_add(&w->sync_us, mono_us() - t0);
         }
 
         uv_mutex_lock(&w->mu);
@@ -497,7 +489,7 @@ prune_cutoff(struct writer *w, uint64_t age_ms, int64_t *cutoff,
              struct proto_err *err)
 {
     struct prune_clock *pc = &w->pclock;
-    uint64_t mono = now_us() / 1000u;
+    uint64_t mono = mono_us() / 1000u;
     int64_t newest, limit;
     int rc;
 
@@ -546,14 +538,12 @@ prune_step(struct writer *w, uint64_t age_ms, uint32_t batch)
 {
     struct store_prune_result r;
     struct proto_err err;
-    struct timespec ts;
     int64_t cutoff;
 
     /* received_at is unix milliseconds, so the cutoff is too. */
-    clock_gettime(CLOCK_REALTIME, &ts);
-    cutoff = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - (int64_t)age_ms;
+    cutoff = (int64_t)unix_ms() - (int64_t)age_ms;
 
-    w->pruned_ms = now_us() / 1000u;
+    w->pruned_ms = mono_us() / 1000u;
     proto_err_clear(&err);
     if (prune_cutoff(w, age_ms, &cutoff, &err) != 0) {
         atomic_fetch_add(&w->prune_failures, 1);
@@ -671,7 +661,7 @@ static void
 checkpoint(struct writer *w)
 {
     struct proto_err err;
-    uint64_t t0 = now_us();
+    uint64_t t0 = mono_us();
 
     proto_err_clear(&err);
     if (store_checkpoint(w->store, &err) != 0) {
@@ -679,7 +669,7 @@ checkpoint(struct writer *w)
         return;
     }
     atomic_fetch_add(&w->checkpoints, 1);
-    atomic_fetch_add(&w->checkpoint_us, now_us() - t0);
+    atomic_fetch_add(&w->checkpoint_us, mono_us() - t0);
 }
 
 /*
@@ -786,7 +776,7 @@ run(void *arg)
         } else
             committed = commit_group(w, head);
         atomic_fetch_add(&w->cpu_us, thread_cpu_us() - cpu0);
-        atomic_store(&w->beat_us, now_us());
+        atomic_store(&w->beat_us, mono_us());
         atomic_store(&w->in_group, 0);
         hand_on(w, head, tail, seq, committed);
 
@@ -798,7 +788,7 @@ run(void *arg)
         /* Retention under constant load, when the idle moments never
          * come (a write more often than prune_idle_ms). */
         if (age > 0 && batch > 0 &&
-            now_us() / 1000u - w->pruned_ms >= PRUNE_MAX_DELAY_MS)
+            mono_us() / 1000u - w->pruned_ms >= PRUNE_MAX_DELAY_MS)
             prune_step(w, age, batch);
         /* Replies are on their way; with nothing waiting, this is the
          * moment to copy the WAL into the database, out of any commit's
@@ -829,7 +819,7 @@ deliver(struct writer *w)
     for (next = j; next != NULL; next = next->next)
         bytes += next->bytes;
     w->cb(w->cb_arg, 0, bytes);
-    now = now_us();
+    now = mono_us();
     for (; j != NULL; j = next) {
         next = j->next;
         j->next = NULL;
@@ -864,8 +854,8 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
     w->max_bytes = max_bytes ? max_bytes : 1;
     w->cb = cb;
     w->cb_arg = arg;
-    w->pruned_ms = now_us() / 1000u;
-    atomic_init(&w->beat_us, now_us());
+    w->pruned_ms = mono_us() / 1000u;
+    atomic_init(&w->beat_us, mono_us());
     histo_init(&w->commit_hist);
     histo_init(&w->ack_hist);
     if (uv_mutex_init(&w->mu) != 0) {
@@ -931,7 +921,7 @@ void
 writer_submit(struct writer *w, struct writer_job *job)
 {
     job->next = NULL;
-    job->submitted_us = now_us();
+    job->submitted_us = mono_us();
     uv_mutex_lock(&w->mu);
     if (w->q_tail != NULL)
         w->q_tail->next = job;
@@ -940,7 +930,7 @@ writer_submit(struct writer *w, struct writer_job *job)
     w->q_tail = job;
     /* Work for an idle writer: the stall clock starts now. */
     if (atomic_fetch_add(&w->queued, 1) == 0 && !atomic_load(&w->in_group))
-        atomic_store(&w->beat_us, now_us());
+        atomic_store(&w->beat_us, mono_us());
     uv_cond_signal(&w->cond);
     uv_mutex_unlock(&w->mu);
 }
@@ -965,7 +955,7 @@ static void
 final_checkpoint(struct writer *w)
 {
     struct proto_err err;
-    uint64_t t0 = now_us();
+    uint64_t t0 = mono_us();
 
     proto_err_clear(&err);
     if (w->store == NULL || !store_has_wal(w->store))
@@ -977,7 +967,7 @@ final_checkpoint(struct writer *w)
                   err.message);
     else
         log_info("the WAL is checkpointed into the database (%.1f ms)",
-                 (double)(now_us() - t0) / 1000.0);
+                 (double)(mono_us() - t0) / 1000.0);
 }
 
 void
@@ -1015,14 +1005,14 @@ int
 writer_wait_durable(struct writer *w, uint64_t timeout_ms)
 {
     uint64_t target = atomic_load(&w->commit_seq);
-    uint64_t end = now_us() + timeout_ms * 1000u, now;
+    uint64_t end = mono_us() + timeout_ms * 1000u, now;
     int rc = 0;
 
     if (atomic_load(&w->durable_seq) >= target)
         return 0;
     uv_mutex_lock(&w->mu);
     while (atomic_load(&w->durable_seq) < target) {
-        now = now_us();
+        now = mono_us();
         if (now >= end) {
             rc = -1;
             break;
@@ -1065,14 +1055,14 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     histo_read(&w->ack_hist, &st->ack);
     st->stalled_ms = 0;
     if (st->queued > 0 || atomic_load(&w->in_group)) {
-        uint64_t beat = atomic_load(&w->beat_us), now = now_us();
+        uint64_t beat = atomic_load(&w->beat_us), now = mono_us();
 
         st->stalled_ms = now > beat ? (now - beat) / 1000u : 0;
     }
     /* Pipelined, replies wait for the syncer too: a sync that does not
      * return stalls every write however well the writer goes on. */
     {
-        uint64_t s0 = atomic_load(&w->sync_start_us), now = now_us();
+        uint64_t s0 = atomic_load(&w->sync_start_us), now = mono_us();
 
         if (s0 != 0 && now > s0 && (now - s0) / 1000u > st->stalled_ms)
             st->stalled_ms = (now - s0) / 1000u;
