@@ -7,7 +7,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev clang-format \
 libuv1-dev libmsgpack-dev libsqlite3-dev sqlite3 check libsystemd-dev \
 libjson-c-dev libconfig-dev nettle-dev libroaring-dev libsmartcols-dev \
-libpq-dev postgresql-15 libmimalloc-dev libmicrohttpd-dev libncurses-dev libssl-dev openssl systemd \
+libpq-dev postgresql-15 libmicrohttpd-dev libncurses-dev libssl-dev openssl systemd \
 dpkg-dev file \
 python3 python3-msgpack cargo rustc librust-serde-dev librust-serde-derive-dev \
 librust-rmp-serde-dev librust-rmp-dev librust-openssl-dev rustfmt debhelper lintian \
