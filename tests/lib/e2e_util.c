@@ -156,18 +156,24 @@ e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status)
 }
 
 void
-e2e_cleanup(struct e2e_daemon *d)
+e2e_rmtree(const char *dir)
 {
-    char cmd[512];
+    char cmd[1100];
     int rc;
 
+    if (dir[0] == '\0' || getenv("E2E_KEEP") != NULL)
+        return;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    rc = system(cmd);
+    (void)rc;
+}
+
+void
+e2e_cleanup(struct e2e_daemon *d)
+{
     if (d->pid > 0)
         e2e_stop(d, SIGKILL, 5000, NULL);
-    if (d->dir[0] != '\0' && getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
-        rc = system(cmd);
-        (void)rc;
-    }
+    e2e_rmtree(d->dir);
 }
 
 int

@@ -54,6 +54,10 @@ int e2e_alive(struct e2e_daemon *d);
 /* Stops the daemon if it still runs and removes the directory. */
 void e2e_cleanup(struct e2e_daemon *d);
 
+/* Removes dir and everything in it, unless E2E_KEEP is set (to look at
+ * what a failed test left). */
+void e2e_rmtree(const char *dir);
+
 /* A connected socket, or -1. */
 int e2e_connect(const struct e2e_daemon *d);
 

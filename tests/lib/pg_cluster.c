@@ -13,6 +13,7 @@
 
 #include <libpq-fe.h>
 
+#include "e2e_util.h"
 #include "skip.h"
 
 void
@@ -97,14 +98,7 @@ pg_scratch_up(struct pg_scratch *s, const char *prefix)
 void
 pg_scratch_down(struct pg_scratch *s)
 {
-    char cmd[400];
-    int rc;
-
     if (s->conninfo[0] != '\0')
         pg_cluster_stop(s->dir, "fast");
-    if (s->base[0] != '\0' && getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", s->base);
-        rc = system(cmd);
-        (void)rc;
-    }
+    e2e_rmtree(s->base);
 }

@@ -27,6 +27,7 @@
 #include "store_agg.h"
 #include "store_internal.h"
 #include "store_tail.h"
+#include "e2e_util.h"
 
 static char dir[512];
 static char path[600];
@@ -42,12 +43,7 @@ setup(void)
 static void
 teardown(void)
 {
-    char cmd[700];
-    int rc;
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    rc = system(cmd);
-    (void)rc;
+    e2e_rmtree(dir);
 }
 
 /* The schema as the regeneration command above prints it. */

@@ -36,42 +36,26 @@
 /* 2026-11-01T00:00:00Z */
 #define T0 INT64_C(1793491200000)
 
-static char dir[200], cluster[512], sqlite_path[300];
+static struct pg_scratch cluster;
+static char sqlite_path[300];
 
 static void
 cluster_up(void)
 {
-    const char *base = TEST_BINARY_DIR;
-    char d[256];
-
-    if (strlen(base) > 60)
-        base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof(dir), "%s/pgcheck-XXXXXX", base);
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(d, sizeof(d), "%s/pg", dir);
-    pg_cluster_start(d, cluster, sizeof(cluster));
+    pg_scratch_up(&cluster, "pgcheck");
 }
 
 static void
 cluster_down(void)
 {
-    char d[300], cmd[400];
-    int rc;
-
-    snprintf(d, sizeof(d), "%s/pg", dir);
-    pg_cluster_stop(d, "fast");
-    if (getenv("E2E_KEEP") == NULL) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        rc = system(cmd);
-        (void)rc;
-    }
+    pg_scratch_down(&cluster);
 }
 
 /* A fresh database for one test: its conninfo into out. */
 static void
 fresh_db(const char *name, char *out, size_t cap)
 {
-    pg_cluster_database(cluster, name, out, cap);
+    pg_cluster_database(cluster.conninfo, name, out, cap);
 }
 
 static struct store *
@@ -428,7 +412,7 @@ START_TEST(test_backends_answer_every_kind_the_same)
     struct store *w, *a, *b;
     size_t i, e, k;
 
-    snprintf(sqlite_path, sizeof(sqlite_path), "%s/same.db", dir);
+    snprintf(sqlite_path, sizeof(sqlite_path), "%s/same.db", cluster.base);
     fresh_db("same", pg, sizeof(pg));
     w = open_store(STORE_BACKEND_SQLITE, sqlite_path, 0);
     fill(w);
@@ -902,7 +886,7 @@ START_TEST(test_backends_store_relayed_batches_the_same)
 {
     char pg[700], lite[300];
 
-    snprintf(lite, sizeof(lite), "%s/relayed.db", dir);
+    snprintf(lite, sizeof(lite), "%s/relayed.db", cluster.base);
     fresh_db("relayed", pg, sizeof(pg));
     same(relay_history(STORE_BACKEND_SQLITE, lite),
          relay_history(STORE_BACKEND_POSTGRESQL, pg), "relayed batches");

@@ -16,6 +16,7 @@
 
 #include "store.h"
 #include "store_plan.h"
+#include "e2e_util.h"
 
 static char dir[512];
 static char path[600];
@@ -31,12 +32,7 @@ setup(void)
 static void
 teardown(void)
 {
-    char cmd[700];
-    int rc;
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    rc = system(cmd);
-    (void)rc;
+    e2e_rmtree(dir);
 }
 
 static struct proto_str

@@ -21,6 +21,7 @@
 #include "store_plan.h"
 #include "store_prune.h"
 #include "store_relay.h"
+#include "e2e_util.h"
 
 static char dir[512];
 static char path[600];
@@ -36,12 +37,7 @@ setup(void)
 static void
 teardown(void)
 {
-    char cmd[700];
-    int rc;
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    rc = system(cmd);
-    (void)rc;
+    e2e_rmtree(dir);
 }
 
 static void

@@ -18,6 +18,7 @@
 
 #include "envelope.h"
 #include "writer.h"
+#include "e2e_util.h"
 
 #define NJOBS 200
 
@@ -45,12 +46,7 @@ setup(void)
 static void
 teardown(void)
 {
-    char cmd[700];
-    int rc;
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    rc = system(cmd);
-    (void)rc;
+    e2e_rmtree(dir);
 }
 
 /* The jobs' done (writer_job_ops) has no argument but the job: the test
