@@ -955,6 +955,36 @@ receive(int fd, struct tls_conn *tls, void *buf, size_t cap)
 static const char *daemon_pg;
 static const char *const *daemon_extra;
 
+/* The daemons started, by name, for the CPU a load phase costs them. */
+static struct {
+    char name[32];
+    pid_t pid;
+} started[16];
+
+static void
+remember_daemon(const char *name, pid_t pid)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(started) / sizeof(started[0]); i++)
+        if (started[i].pid == 0 || strcmp(started[i].name, name) == 0) {
+            snprintf(started[i].name, sizeof(started[i].name), "%s", name);
+            started[i].pid = pid;
+            return;
+        }
+}
+
+static pid_t
+daemon_pid(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(started) / sizeof(started[0]); i++)
+        if (started[i].pid != 0 && strcmp(started[i].name, name) == 0)
+            return started[i].pid;
+    return 0;
+}
+
 static pid_t
 start_daemon(const char *name)
 {
@@ -1026,6 +1056,7 @@ start_daemon(const char *name)
     for (i = 0; i < 500; i++) {
         if ((fd = try_connect(name)) >= 0) {
             close(fd);
+            remember_daemon(name, pid);
             return pid;
         }
         usleep(10000);
@@ -1105,6 +1136,7 @@ struct writer_figures {
     int has_cpu; /* an older daemon has no writer_cpu_us */
     uint64_t cpu_us, accepted;
     uint64_t groups, checkpoints, checkpoint_us; /* 0 when not reported */
+    uint64_t syncs, sync_us; /* the syncer's WAL syncs (0: none) */
 };
 
 static uint64_t
@@ -1183,9 +1215,10 @@ writer_figures(const char *name, struct writer_figures *wf)
 {
     static const char *const keys[] = { "accepted", "writer_cpu_us",
                                         "commit_groups", "checkpoints",
-                                        "checkpoint_us" };
-    uint64_t v[5];
-    unsigned mask = stats_fields(name, keys, 5, v);
+                                        "checkpoint_us", "wal_syncs",
+                                        "wal_sync_us" };
+    uint64_t v[7];
+    unsigned mask = stats_fields(name, keys, 7, v);
 
     wf->accepted = v[0];
     wf->cpu_us = v[1];
@@ -1193,6 +1226,8 @@ writer_figures(const char *name, struct writer_figures *wf)
     wf->groups = v[2];
     wf->checkpoints = v[3];
     wf->checkpoint_us = v[4];
+    wf->syncs = v[5];
+    wf->sync_us = v[6];
 }
 
 /* Writer CPU microseconds per receipt stored between two readings, or
@@ -1218,6 +1253,47 @@ struct load_spec {
                       as fast as acknowledgements allow */
 };
 
+/* ---- CPU by process ---- */
+
+/* User and system CPU seconds of process pid, with those of its children
+ * it waited for when `reaped` is set; -1 when it is gone. */
+static double
+proc_cpu_s(pid_t pid, int reaped, pid_t *ppid)
+{
+    char path[64], line[1024], *p;
+    unsigned long long ut, st, cut, cst;
+    int pp;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    /* After the name: state ppid pgrp session tty tpgid flags minflt
+     * cminflt majflt cmajflt utime stime cutime cstime. */
+    if (p == NULL || sscanf(p + 2,
+                            "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                            "%llu %llu %llu %llu",
+                            &pp, &ut, &st, &cut, &cst) != 5)
+        return -1;
+    if (ppid != NULL)
+        *ppid = pp;
+    return (double)(ut + st + (reaped ? cut + cst : 0)) /
+           (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds of this process. */
+static double
+self_cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
 struct load_result {
     double rate;     /* durable receipts/s */
     double p50, p99; /* acknowledgement latency, ms */
@@ -1227,6 +1303,11 @@ struct load_result {
     double per_group;
     uint64_t checkpoints;
     double checkpoint_ms; /* mean */
+    /* CPU per receipt of the whole daemon (every thread, user and
+     * system) and of this process, the client (NAN: not known). */
+    double daemon_us, client_us;
+    uint64_t syncs;
+    double sync_ms; /* mean */
 };
 
 struct bconn {
@@ -1363,6 +1444,8 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
     double t0, next_send;
     msgpack_sbuffer bodies[BENCH_BODIES];
     struct writer_figures before, after;
+    pid_t pid = daemon_pid(name);
+    double cpu0, cpu1, self0;
     int i;
 
     if (cs == NULL || pfd == NULL || lat == NULL)
@@ -1387,6 +1470,8 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
         fcntl(c->fd, F_SETFL, O_NONBLOCK);
     }
     writer_figures(name, &before);
+    cpu0 = pid > 0 ? proc_cpu_s(pid, 0, NULL) : -1;
+    self0 = self_cpu_s();
     t0 = next_send = now_s();
     while (done < total) {
         double now = now_s();
@@ -1436,6 +1521,13 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
         }
     }
     res->rate = (double)(total * spec->per_frame) / (now_s() - t0);
+    cpu1 = pid > 0 ? proc_cpu_s(pid, 0, NULL) : -1;
+    res->client_us =
+        (self_cpu_s() - self0) * 1e6 / (double)(total * spec->per_frame);
+    res->daemon_us = cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) * 1e6 /
+                                                  (double)(total *
+                                                           spec->per_frame)
+                                            : NAN;
     writer_figures(name, &after);
     res->cpu_us = cpu_per_receipt(&before, &after);
     res->per_group = after.groups > before.groups
@@ -1443,6 +1535,10 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
                                (double)(after.groups - before.groups)
                          : 0;
     res->checkpoints = after.checkpoints - before.checkpoints;
+    res->syncs = after.syncs - before.syncs;
+    res->sync_ms = res->syncs ? (double)(after.sync_us - before.sync_us) /
+                                    1000.0 / (double)res->syncs
+                              : 0;
     res->checkpoint_ms =
         res->checkpoints
             ? (double)(after.checkpoint_us - before.checkpoint_us) / 1000.0 /
@@ -1612,47 +1708,6 @@ tls_phase(const struct load_spec *batch, struct tls_figures *f)
 }
 
 static void print_load(const char *what, const struct load_result *r);
-
-/* ---- CPU by process ---- */
-
-/* User and system CPU seconds of process pid, with those of its children
- * it waited for when `reaped` is set; -1 when it is gone. */
-static double
-proc_cpu_s(pid_t pid, int reaped, pid_t *ppid)
-{
-    char path[64], line[1024], *p;
-    unsigned long long ut, st, cut, cst;
-    int pp;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
-    fclose(f);
-    /* After the name: state ppid pgrp session tty tpgid flags minflt
-     * cminflt majflt cmajflt utime stime cutime cstime. */
-    if (p == NULL || sscanf(p + 2,
-                            "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-                            "%llu %llu %llu %llu",
-                            &pp, &ut, &st, &cut, &cst) != 5)
-        return -1;
-    if (ppid != NULL)
-        *ppid = pp;
-    return (double)(ut + st + (reaped ? cut + cst : 0)) /
-           (double)sysconf(_SC_CLK_TCK);
-}
-
-/* CPU seconds of this process. */
-static double
-self_cpu_s(void)
-{
-    struct rusage ru;
-
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
 
 #ifdef HAVE_LIBPQ
 
@@ -2158,6 +2213,10 @@ print_load(const char *what, const struct load_result *r)
            "%.1f ms\n",
            "", r->per_group, (unsigned long long)r->checkpoints,
            r->checkpoint_ms);
+    printf("%-34s %llu WAL syncs of %.2f ms; CPU per receipt: daemon "
+           "%.1f us, client %.1f us\n",
+           "", (unsigned long long)r->syncs, r->sync_ms, r->daemon_us,
+           r->client_us);
 }
 
 static void
