@@ -1613,7 +1613,7 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
                          int64_t *source_id, struct proto_err *err)
 {
     const struct store_seq_entry *e;
-    int rc;
+    int rc, maybe;
 
     w->duplicate = 0;
     w->conflict = 0;
@@ -1626,10 +1626,13 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
         return rc;
     if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
         return 0;
+    /* Above the source's mark, a seq is in no record: not in the
+     * table, its runs or the tail (the mark counts the tail's). */
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
+    maybe = rc > 0;
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
         rc = seq_run_get(s, w, *source_id, err);
-    if (rc == 0 &&
+    if (rc == 0 && maybe &&
         (e = store_tail_seq_get(s->tail, *source_id, w->seq)) != NULL) {
         /* A `receipt` of the tail, recorded with the tail. */
         rc = 1;
