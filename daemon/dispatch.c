@@ -32,6 +32,7 @@
 #include "hash.h"
 #include "invariant.h"
 #include "log.h"
+#include "pool.h"
 #include "mpcheck.h"
 #include "mpread.h"
 #include "mpobj.h"
@@ -83,7 +84,7 @@ job_new(const struct request *rq)
     char *frame = rq->frame;
     uint32_t len = rq->len;
     struct writer_job *job = writer_job_new();
-    struct wctx *x = calloc(1, sizeof(*x));
+    struct wctx *x = pool_zalloc(sizeof(*x));
 
     if (job == NULL || x == NULL) {
         free(job);
@@ -97,6 +98,7 @@ job_new(const struct request *rq)
     x->id = env->id;
     job->ops = &write_ops;
     job->ctx = x;
+    job->ctx_pooled = sizeof(*x);
     job->frame = frame;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = -1;
@@ -160,6 +162,7 @@ do_receipt(const struct request *rq)
     job = job_new(rq);
     if (job == NULL) {
         free(frame);
+        free(rq->decoded);
         proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
         answer_error(slot, env->has_id, env->id, &err);
         return;
@@ -208,6 +211,8 @@ do_receipt(const struct request *rq)
     ((struct wctx *)job->ctx)->accepted = 1;
     dispatch_payload(job, frame + boff, blen, "receipt");
     job->receipts = r;
+    /* dispatch_fast's one receipt comes from the pool. */
+    job->receipts_pooled = rq->decoded != NULL ? sizeof(*r) : 0;
     job->w.op = PROTO_OP_RECEIPT;
     job->w.receipts = r;
     job->w.n_receipts = 1;
@@ -771,7 +776,9 @@ dispatch_fast(struct conn *c, struct request *rq, struct envelope *env)
             return 0;
         used = mpread_used(&d, p);
     }
-    items = calloc(n, sizeof(*items));
+    /* A single receipt, the common frame, is pooled (do_receipt). */
+    items = env->op == PROTO_OP_RECEIPT ? pool_zalloc(sizeof(*items))
+                                        : calloc(n, sizeof(*items));
     if (items == NULL)
         return 0;
     for (i = 0; i < n; i++) {

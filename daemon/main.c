@@ -29,6 +29,7 @@
 #include "listen.h"
 #include "http.h"
 #include "log.h"
+#include "pool.h"
 #include "notify.h"
 #include "query.h"
 #include "relay.h"
@@ -936,5 +937,6 @@ main(int argc, char **argv)
     log_info("stopped");
     config_free(ms.cfg);
     free(ms.cfg);
+    pool_drain();
     return 0;
 }

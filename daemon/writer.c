@@ -29,6 +29,7 @@
 #include "clock.h"
 #include "envelope.h"
 #include "log.h"
+#include "pool.h"
 #include "store_prune.h"
 
 /* Nothing queued for this long: a quiet moment for a slice of the rollup
@@ -121,7 +122,7 @@ struct writer {
 struct writer_job *
 writer_job_new(void)
 {
-    return calloc(1, sizeof(struct writer_job));
+    return pool_zalloc(sizeof(struct writer_job));
 }
 
 void
@@ -133,14 +134,20 @@ writer_job_free(struct writer_job *job)
         return;
     for (i = 0; job->receipts != NULL && i < job->w.n_receipts; i++)
         receipt_clear(&job->receipts[i]);
-    free(job->receipts);
+    if (job->receipts_pooled)
+        pool_free(job->receipts, job->receipts_pooled);
+    else
+        free(job->receipts);
     free(job->quarantine);
     free(job->frame);
     free(job->outcome);
     free(job->errs);
-    free(job->ctx);
+    if (job->ctx_pooled)
+        pool_free(job->ctx, job->ctx_pooled);
+    else
+        free(job->ctx);
     free(job->w.dup_outcome);
-    free(job);
+    pool_free(job, sizeof(*job));
 }
 
 /* This thread's CPU time alone, so the loop's and the query threads' work

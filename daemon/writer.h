@@ -61,6 +61,9 @@ struct writer_job {
     /* Owned buffers. */
     char *frame; /* the request frame; receipts borrow its strings */
     struct receipt *receipts;
+    /* Nonzero: ctx, or receipts (one), came from pool_zalloc() with this
+     * size (pool.h) and go back there. */
+    size_t ctx_pooled, receipts_pooled;
     struct store_quarantine_item *quarantine;
     char *outcome;          /* encoded result, for dedupe (receipts op) */
     struct proto_err *errs; /* per-item errors the quarantine points into */
