@@ -87,13 +87,24 @@ mpread_str(struct mpread *d, const char **s, size_t *n)
     return 0;
 }
 
+/* The big-endian unsigned integer of w (1, 2, 4 or 8) bytes at p. */
+static inline uint64_t
+mpread_be(const unsigned char *p, size_t w)
+{
+    uint64_t x = 0;
+    size_t i;
+
+    for (i = 0; i < w; i++)
+        x = x << 8 | p[i];
+    return x;
+}
+
 /* An unsigned int in a positive fixint or a uint form. */
 static inline int
 mpread_uint(struct mpread *d, uint64_t *v)
 {
     const unsigned char *p = d->p;
-    size_t w, i;
-    uint64_t x = 0;
+    size_t w;
 
     if (p >= d->end)
         return -1;
@@ -107,9 +118,21 @@ mpread_uint(struct mpread *d, uint64_t *v)
     w = (size_t)1 << (*p - 0xcc);
     if ((size_t)(d->end - p) - 1 < w)
         return -1;
-    for (i = 1; i <= w; i++)
-        x = x << 8 | p[i];
-    *v = x;
+    /* One constant width a case, so that each loop unrolls into loads. */
+    switch (w) {
+    case 1:
+        *v = p[1];
+        break;
+    case 2:
+        *v = mpread_be(p + 1, 2);
+        break;
+    case 4:
+        *v = mpread_be(p + 1, 4);
+        break;
+    default:
+        *v = mpread_be(p + 1, 8);
+        break;
+    }
     d->p += 1 + w;
     return 0;
 }

@@ -966,20 +966,44 @@ rd_u64_map(struct mpread *d, const struct fname *names, unsigned nknown,
 {
     uint32_t n, i, seen = 0;
     unsigned hint = 0;
+    const unsigned char *p;
     const char *k;
     size_t kn;
     int f;
 
     if (mpread_map(d, &n) != 0 || n > nknown)
         return -1;
+    /* The plain forms (a fixstr key, a fixint value) are read here from a
+     * local pointer; the rest by mpread_str and mpread_uint. A named
+     * receipt has about 35 keys in these maps: they were a quarter of the
+     * loop thread's instructions for a single receipt. */
+    p = d->p;
     for (i = 0; i < n; i++) {
-        if (mpread_str(d, &k, &kn) != 0 ||
-            (f = name_index(k, kn, names, nknown, hint)) < 0 || seen >> f & 1 ||
-            mpread_uint(d, &out[f]) != 0)
+        if (p < d->end && (*p & 0xe0) == 0xa0 &&
+            (size_t)(d->end - p) - 1 >= (size_t)(*p & 0x1f)) {
+            kn = *p & 0x1f;
+            k = (const char *)p + 1;
+            p += 1 + kn;
+        } else {
+            d->p = p;
+            if (mpread_str(d, &k, &kn) != 0)
+                return -1;
+            p = d->p;
+        }
+        if ((f = name_index(k, kn, names, nknown, hint)) < 0 || seen >> f & 1)
             return -1;
+        if (p < d->end && *p < 0x80) {
+            out[f] = *p++;
+        } else {
+            d->p = p;
+            if (mpread_uint(d, &out[f]) != 0)
+                return -1;
+            p = d->p;
+        }
         seen |= (uint32_t)1 << f;
         hint = (unsigned)f + 1;
     }
+    d->p = p;
     *seen_out = seen;
     return (seen & (((uint32_t)1 << nreq) - 1)) == ((uint32_t)1 << nreq) - 1
                ? 0
