@@ -58,6 +58,26 @@ struct prune_clock {
     uint64_t ahead_since_ms; /* monotonic; 0 = the clock is not ahead */
 };
 
+/*
+ * Pipelined, up to WRITER_SYNCERS syncs of the WAL are under way at once:
+ * a group committed while a sync runs starts its own instead of waiting
+ * for that one to end (the disk takes two flushes about as fast as one).
+ * Each sync is a slot with a ticket; results are handed on in ticket
+ * order, so a group is answered only when it and every group committed
+ * before it are durable.
+ */
+#define WRITER_SYNCERS 2
+
+struct sync_slot {
+    int busy; /* claimed; its result not handed on yet */
+    int done; /* its sync returned (rc, err) */
+    uint64_t ticket, start_us;
+    struct writer_job *head, *tail;
+    uint64_t commits, seq;
+    int rc;
+    struct proto_err err;
+};
+
 struct writer {
     uv_loop_t *loop;
     uv_async_t async;
@@ -87,13 +107,17 @@ struct writer {
      * read after the read; durable_seq is the newest number whose group,
      * and every one before it, is durable or failed. */
     int pipelined;
-    uv_thread_t sync_thread;
-    int sync_started;
-    uv_cond_t sync_cond;   /* work for the syncer */
-    uv_cond_t synced_cond; /* the syncer went idle; durable_seq moved */
+    uv_thread_t sync_threads[WRITER_SYNCERS];
+    int n_syncers;         /* started */
+    uv_cond_t sync_cond;   /* work for a syncer */
+    uv_cond_t synced_cond; /* a sync ended; durable_seq moved */
     struct writer_job *s_head, *s_tail;
     uint64_t s_commits, s_seq;
-    int syncing, sync_broken, sync_stop;
+    /* The syncs under way (syncing of them) and their tickets: results
+     * are handed on in ticket order (sync_complete). */
+    struct sync_slot slots[WRITER_SYNCERS];
+    uint64_t next_ticket, next_done;
+    int syncing, synced_once, sync_broken, sync_stop;
     _Atomic uint64_t commit_seq, durable_seq;
     _Atomic uint64_t syncs, sync_us;
     _Atomic uint64_t sync_start_us; /* the sync under way began; 0: none */
@@ -355,75 +379,134 @@ failed:
     return 0;
 }
 
+/* The start of the oldest sync under way, for the health check (0:
+ * none). With mu held. */
+static void
+note_sync_start(struct writer *w)
+{
+    uint64_t oldest = 0;
+    int i;
+
+    for (i = 0; i < WRITER_SYNCERS; i++)
+        if (w->slots[i].busy && !w->slots[i].done &&
+            (oldest == 0 || w->slots[i].start_us < oldest))
+            oldest = w->slots[i].start_us;
+    atomic_store(&w->sync_start_us, oldest);
+}
+
 /*
- * The syncer thread (pipelined durability): takes what the writer
- * committed, syncs the WAL once for all of it, and hands it on to be
- * answered. After a failed sync (sync_broken) it syncs nothing until the
- * writer has written the WAL again: groups committed meanwhile are failed
- * without a sync, since their frames follow frames the disk may have
- * dropped.
+ * Hands on, in ticket order, the syncs that have ended, with mu held. A
+ * failed sync fails its groups; so does a successful one that follows a
+ * failed one (sync_broken): its groups were committed after frames the
+ * disk may have dropped.
+ */
+static void
+sync_complete(struct writer *w)
+{
+    struct sync_slot *sl;
+    int i;
+
+    for (;;) {
+        for (i = 0, sl = NULL; i < WRITER_SYNCERS && sl == NULL; i++)
+            if (w->slots[i].busy && w->slots[i].ticket == w->next_done)
+                sl = &w->slots[i];
+        if (sl == NULL || !sl->done)
+            return;
+        if (sl->rc == 0 && w->sync_broken && sl->commits > 0)
+            sl->rc = proto_err_set(&sl->err, PROTO_EUNAVAILABLE, NULL,
+                                   "committed after a failed sync of the "
+                                   "WAL");
+        if (sl->rc != 0) {
+            if (!w->sync_broken)
+                log_errx("writer: a sync of the WAL of %s failed: %s; its "
+                         "groups are answered unavailable and the WAL is "
+                         "written again before the next commit",
+                         store_path(w->store), sl->err.message);
+            w->sync_broken = 1;
+            snprintf(w->last_error, sizeof(w->last_error), "%s",
+                     sl->err.message);
+            atomic_store(&w->failing, 1);
+            atomic_fetch_add(&w->failures, 1);
+            fail_group(sl->head, &sl->err);
+        } else if (!w->sync_broken) {
+            atomic_store(&w->durable_seq, sl->seq);
+        }
+        if (w->d_tail != NULL)
+            w->d_tail->next = sl->head;
+        else
+            w->d_head = sl->head;
+        w->d_tail = sl->tail;
+        sl->busy = 0;
+        w->syncing--;
+        w->next_done++;
+    }
+}
+
+/*
+ * A syncer thread (pipelined durability): takes what the writer committed
+ * since the last sync began, syncs the WAL once for all of it, and hands
+ * it on to be answered (sync_complete). After a failed sync (sync_broken)
+ * it syncs nothing until the writer has written the WAL again: groups
+ * committed meanwhile are failed without a sync, since their frames
+ * follow frames the disk may have dropped. The first sync runs alone:
+ * SQLite's unix VFS syncs a new file's directory then, and clears a flag
+ * of the file's.
  */
 static void
 sync_run(void *arg)
 {
     struct writer *w = arg;
-    struct writer_job *head, *tail;
-    struct proto_err err;
-    uint64_t commits, seq, t0;
-    int rc, broken;
+    struct sync_slot *sl;
+    uint64_t t0;
+    int i, rc, broken;
 
     uv_mutex_lock(&w->mu);
     for (;;) {
-        while (w->s_head == NULL && !w->sync_stop)
+        if (w->s_head == NULL ||
+            w->syncing >= (w->synced_once ? WRITER_SYNCERS : 1)) {
+            if (w->s_head == NULL && w->sync_stop)
+                break;
             uv_cond_wait(&w->sync_cond, &w->mu);
-        if (w->s_head == NULL)
-            break;
-        head = w->s_head;
-        tail = w->s_tail;
-        commits = w->s_commits;
-        seq = w->s_seq;
+            continue;
+        }
+        for (i = 0; w->slots[i].busy; i++)
+            ;
+        sl = &w->slots[i];
+        sl->busy = 1;
+        sl->done = 0;
+        sl->ticket = w->next_ticket++;
+        sl->head = w->s_head;
+        sl->tail = w->s_tail;
+        sl->commits = w->s_commits;
+        sl->seq = w->s_seq;
+        sl->start_us = t0 = mono_us();
         w->s_head = w->s_tail = NULL;
         w->s_commits = 0;
-        w->syncing = 1;
+        w->syncing++;
         broken = w->sync_broken;
+        note_sync_start(w);
         uv_mutex_unlock(&w->mu);
 
         rc = 0;
-        proto_err_clear(&err);
-        if (commits > 0 && broken) {
-            rc = proto_err_set(&err, PROTO_EUNAVAILABLE, NULL,
+        proto_err_clear(&sl->err);
+        if (sl->commits > 0 && broken) {
+            rc = proto_err_set(&sl->err, PROTO_EUNAVAILABLE, NULL,
                                "committed after a failed sync of the WAL");
-        } else if (commits > 0) {
-            t0 = mono_us();
-            atomic_store(&w->sync_start_us, t0);
-            rc = store_wal_sync(w->store, &err);
-            atomic_store(&w->sync_start_us, 0);
+        } else if (sl->commits > 0) {
+            rc = store_wal_sync(w->store, &sl->err);
             atomic_fetch_add(&w->syncs, 1);
             atomic_fetch_add(&w->sync_us, mono_us() - t0);
         }
 
         uv_mutex_lock(&w->mu);
-        w->syncing = 0;
-        if (rc != 0) {
-            if (!w->sync_broken)
-                log_errx("writer: a sync of the WAL of %s failed: %s; its "
-                         "groups are answered unavailable and the WAL is "
-                         "written again before the next commit",
-                         store_path(w->store), err.message);
-            w->sync_broken = 1;
-            snprintf(w->last_error, sizeof(w->last_error), "%s", err.message);
-            atomic_store(&w->failing, 1);
-            atomic_fetch_add(&w->failures, 1);
-            fail_group(head, &err);
-        } else if (!w->sync_broken) {
-            atomic_store(&w->durable_seq, seq);
-        }
-        if (w->d_tail != NULL)
-            w->d_tail->next = head;
-        else
-            w->d_head = head;
-        w->d_tail = tail;
+        sl->rc = rc;
+        sl->done = 1;
+        w->synced_once = 1;
+        sync_complete(w);
+        note_sync_start(w);
         uv_cond_broadcast(&w->synced_cond);
+        /* The other syncer may take work that waited for room. */
+        uv_cond_signal(&w->sync_cond);
         /* A writer waiting for work may checkpoint now (wait_for_work). */
         uv_cond_signal(&w->cond);
         uv_mutex_unlock(&w->mu);
@@ -433,18 +516,18 @@ sync_run(void *arg)
     uv_mutex_unlock(&w->mu);
 }
 
-/* Ends the syncer thread once it has handed on all it holds. */
+/* Ends the syncer threads once they have handed on all they hold. */
 static void
 stop_syncer(struct writer *w)
 {
-    if (!w->sync_started)
+    if (w->n_syncers == 0)
         return;
     uv_mutex_lock(&w->mu);
     w->sync_stop = 1;
-    uv_cond_signal(&w->sync_cond);
+    uv_cond_broadcast(&w->sync_cond);
     uv_mutex_unlock(&w->mu);
-    uv_thread_join(&w->sync_thread);
-    w->sync_started = 0;
+    while (w->n_syncers > 0)
+        uv_thread_join(&w->sync_threads[--w->n_syncers]);
 }
 
 /* Waits, with mu held, until every group handed to the syncer is synced
@@ -910,14 +993,16 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
     }
     w->async.data = w;
     w->pipelined = store_sync_pipelined(store);
-    if (w->pipelined) {
-        if (uv_thread_create(&w->sync_thread, sync_run, w) != 0) {
+    while (w->pipelined && w->n_syncers < WRITER_SYNCERS) {
+        if (uv_thread_create(&w->sync_threads[w->n_syncers], sync_run, w) !=
+            0) {
+            stop_syncer(w);
             w->store = NULL;
             writer_stop(w);
             return proto_err_set(err, PROTO_ENOMEM, NULL,
-                                 "cannot start the syncer thread");
+                                 "cannot start the syncer threads");
         }
-        w->sync_started = 1;
+        w->n_syncers++;
     }
     if (uv_thread_create(&w->thread, run, w) != 0) {
         /* The handle is registered; it must be closed, and the writer is
