@@ -538,23 +538,22 @@ walk_init(struct store *s, const struct store_filter *f, int group_by,
     return 0;
 }
 
-/* Whether the chunks' sums (model, backends, hour) can answer f grouped
- * by group_by. */
+/* Whether the chunks' sums (plan, graph, model, backends, hour) can
+ * answer f grouped by group_by: all but a source's filter or grouping
+ * (thousands of sources would make a chunk's sums as large as its view,
+ * so a source's edges read the rows). */
 static int
 sums_answer(const struct store_filter *f, int group_by)
 {
-    int k = store_group_key(group_by);
-
-    return !f->plan && !f->graph && !f->source &&
-           (k == STORE_GROUP_NONE || k == STORE_GROUP_MODEL ||
-            k == STORE_GROUP_BACKENDS);
+    return !f->source && store_group_key(group_by) != STORE_GROUP_SOURCE;
 }
 
 /*
  * The receipts below tail_from with lo <= received_at < hi: an edge of a
  * window, inside one hour, or a whole window (by_chunks). When the query's
- * filters and grouping are on model and backends only, the chunks that lie
- * wholly inside [lo, hi) and have sums (migrations/0014) are read from those,
+ * filters and grouping are on plan, graph, model and backends only (not on
+ * the source), the chunks that lie wholly inside [lo, hi) and have sums
+ * (migrations/0014, 0017) are read from those,
  * and only the others' rows are read (as one rowid range per run of them); else
  * every chunk whose times reach into [lo, hi) is read from its rows.
  */
