@@ -575,12 +575,19 @@ edge(struct store *s, const struct store_filter *f, int group_by,
     if ((rc = walk_init(s, f, group_by, flags, INT64_MIN, INT64_MAX, a, &w,
                         err)) != 0)
         return rc < 0 ? rc : 0;
+    /* The figures only for the counters (a column that mostly lies in
+     * overflow pages, which the keys and counts before it do not). */
     rc = sqlite3_prepare_v2(
         store_db(s),
-        "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at < ?2 AND "
-        "cs.sums IS NOT NULL, cs.sums FROM chunks c LEFT JOIN chunk_sums cs "
-        "ON cs.chunk = c.first_id WHERE c.last_at >= ?1 AND c.first_at < ?2 "
-        "ORDER BY c.first_id",
+        flags & STORE_AGG_COUNTERS
+            ? "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at "
+              "< ?2 AND cs.sums IS NOT NULL, cs.sums, cs.figures FROM chunks "
+              "c LEFT JOIN chunk_sums cs ON cs.chunk = c.first_id WHERE "
+              "c.last_at >= ?1 AND c.first_at < ?2 ORDER BY c.first_id"
+            : "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at "
+              "< ?2 AND cs.sums IS NOT NULL, cs.sums FROM chunks c LEFT JOIN "
+              "chunk_sums cs ON cs.chunk = c.first_id WHERE c.last_at >= ?1 "
+              "AND c.first_at < ?2 ORDER BY c.first_id",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
@@ -592,9 +599,12 @@ edge(struct store *s, const struct store_filter *f, int group_by,
         int64_t end = sqlite3_column_int64(st, 1);
 
         if (sqlite3_column_int(st, 2)) {
+            int fig = flags & STORE_AGG_COUNTERS;
+
             rc = store_rollup_chunk_sums_walk(
                 sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3),
-                walk_cb, &w);
+                fig ? sqlite3_column_blob(st, 4) : NULL,
+                fig ? (size_t)sqlite3_column_bytes(st, 4) : 0, walk_cb, &w);
             if (rc != 0)
                 break;
             continue;

@@ -922,16 +922,15 @@ static int
 chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
                const struct store_rollup_view *v, struct proto_err *err)
 {
-    static const size_t entry_max =
-        11 * 12 + STORE_ROLLUP_FIGURES_MAX; /* varints and figures */
     struct chunk_fold *f = ru->fold;
-    unsigned char *buf = NULL, *p;
+    unsigned char *buf, *p;
+    size_t counts;
     int n = 0, i, rc = 0;
 
     if (ru->put_sums == NULL &&
         (rc = sqlite3_prepare_v3(store_db(s),
-                                 "INSERT INTO chunk_sums (chunk, sums) "
-                                 "VALUES (?1, ?2)",
+                                 "INSERT INTO chunk_sums (chunk, sums, "
+                                 "figures) VALUES (?1, ?2, ?3)",
                                  -1, SQLITE_PREPARE_PERSISTENT, &ru->put_sums,
                                  NULL)) != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
@@ -957,13 +956,15 @@ chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
             if (q->g.c[c].measured != 0)
                 store_agg_counter_merge(&g->c[c], &q->g.c[c]);
     }
-    if ((buf = malloc(10 + (size_t)n * entry_max)) == NULL)
+    /* The keys and counts first, the figures in a column of their own
+     * after them: `fallbacks` reads the first alone (a short column at
+     * the start of the record, whatever the overflow pages hold). */
+    if ((buf = malloc(10 + (size_t)n * (11 * 10 + 3 +
+                                         STORE_ROLLUP_FIGURES_MAX))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     p = store_varint_put(buf, (uint64_t)n);
     for (i = 0; i < n; i++) {
         const struct narrow *e = &f->e[i];
-        unsigned char fig[STORE_ROLLUP_FIGURES_MAX];
-        size_t fl;
 
         p = store_varint_put(p, (uint64_t)e->k.plan_id);
         p = store_varint_put(p, (uint64_t)e->k.graph_id);
@@ -976,13 +977,20 @@ chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
         p = store_varint_put(p, e->g.clean);
         p = store_varint_put(p, e->g.unproven);
         p = store_varint_put(p, e->g.schema3);
-        fl = store_rollup_figures(&e->g, fig);
+    }
+    counts = (size_t)(p - buf);
+    for (i = 0; i < n; i++) {
+        unsigned char fig[STORE_ROLLUP_FIGURES_MAX];
+        size_t fl = store_rollup_figures(&f->e[i].g, fig);
+
         p = store_varint_put(p, (uint64_t)fl);
         memcpy(p, fig, fl);
         p += fl;
     }
     sqlite3_bind_int64(ru->put_sums, 1, first_id);
-    sqlite3_bind_blob(ru->put_sums, 2, buf, (int)(p - buf), SQLITE_STATIC);
+    sqlite3_bind_blob(ru->put_sums, 2, buf, (int)counts, SQLITE_STATIC);
+    sqlite3_bind_blob(ru->put_sums, 3, buf + counts, (int)(p - buf - counts),
+                      SQLITE_STATIC);
     rc = sqlite3_step(ru->put_sums);
     sqlite3_reset(ru->put_sums);
     rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "store a chunk's sums");
@@ -991,11 +999,12 @@ chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
 }
 
 int
-store_rollup_chunk_sums_walk(const void *blob, size_t len,
-                             store_rollup_walk_cb cb, void *arg)
+store_rollup_chunk_sums_walk(const void *sums, size_t len, const void *figures,
+                             size_t flen, store_rollup_walk_cb cb, void *arg)
 {
-    const unsigned char *p = blob, *end = p + len;
-    uint64_t n, i, v[12];
+    const unsigned char *p = sums, *end = p + len;
+    const unsigned char *q = figures, *qend = q + flen;
+    uint64_t n, i, v[11], fl;
     int w, rc;
 
     if (p == NULL || (p = store_varint_get(p, end, &n)) == NULL)
@@ -1004,9 +1013,9 @@ store_rollup_chunk_sums_walk(const void *blob, size_t len,
         struct store_rollup_key k = { 0 };
         struct store_agg_group g;
 
-        for (w = 0; w < 12 && p != NULL; w++)
+        for (w = 0; w < 11 && p != NULL; w++)
             p = store_varint_get(p, end, &v[w]);
-        if (p == NULL || v[11] > (uint64_t)(end - p))
+        if (p == NULL)
             return 0;
         memset(&g, 0, sizeof(g));
         k.plan_id = (int64_t)v[0];
@@ -1020,8 +1029,13 @@ store_rollup_chunk_sums_walk(const void *blob, size_t len,
         g.clean = v[8];
         g.unproven = v[9];
         g.schema3 = v[10];
-        read_figures(p, (size_t)v[11], &g);
-        p += v[11];
+        if (q != NULL) {
+            if ((q = store_varint_get(q, qend, &fl)) == NULL ||
+                fl > (uint64_t)(qend - q))
+                return 0;
+            read_figures(q, (size_t)fl, &g);
+            q += fl;
+        }
         if ((rc = cb(arg, &k, &g)) != 0)
             return rc;
     }
