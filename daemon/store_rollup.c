@@ -882,13 +882,13 @@ fold_slot(struct chunk_fold *f, int *n, const struct pending *q)
 {
     /* A plan fixes its graph and model: the plan and backends spread the
      * keys; the hour seldom differs within a chunk. */
-    unsigned j = (unsigned)(((uint64_t)q->k.plan_id * 0x9e3779b97f4a7c15ull ^
-                             (uint64_t)(q->k.requested * 8 + q->k.executed) *
-                                 0xff51afd7ed558ccdull ^
-                             (uint64_t)q->k.received_at *
-                                 0xc2b2ae3d27d4eb4full) >>
-                            40) &
-               (CHUNK_SUMS_SLOTS - 1);
+    unsigned j =
+        (unsigned)(((uint64_t)q->k.plan_id * 0x9e3779b97f4a7c15ull ^
+                    (uint64_t)(q->k.requested * 8 + q->k.executed) *
+                        0xff51afd7ed558ccdull ^
+                    (uint64_t)q->k.received_at * 0xc2b2ae3d27d4eb4full) >>
+                   40) &
+        (CHUNK_SUMS_SLOTS - 1);
     struct narrow *e;
 
     while (f->slots[j] >= 0) {
@@ -960,7 +960,7 @@ chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
      * after them: `fallbacks` reads the first alone (a short column at
      * the start of the record, whatever the overflow pages hold). */
     if ((buf = malloc(10 + (size_t)n * (11 * 10 + 3 +
-                                         STORE_ROLLUP_FIGURES_MAX))) == NULL)
+                                        STORE_ROLLUP_FIGURES_MAX))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     p = store_varint_put(buf, (uint64_t)n);
     for (i = 0; i < n; i++) {

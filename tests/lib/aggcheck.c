@@ -59,8 +59,8 @@ same_as_scan(struct store *s, const struct store_filter *f, int group_by,
 /* The name of the first group of a query by key (plan, graph or model),
  * copied into buf; empty when there is none. */
 static void
-first_name(struct store *s, const struct store_filter *base, int key,
-           char *buf, size_t cap)
+first_name(struct store *s, const struct store_filter *base, int key, char *buf,
+           size_t cap)
 {
     struct store_filter f = *base;
     struct store_agg a = { 0 };
@@ -69,8 +69,7 @@ first_name(struct store *s, const struct store_filter *base, int key,
     f.every = 0;
     buf[0] = '\0';
     ck_assert_int_eq(store_query_agg(s, &f, key, 0, 0, &a, &err), 0);
-    if (a.n > 0 && a.groups[0].name != NULL &&
-        a.groups[0].name_len < cap) {
+    if (a.n > 0 && a.groups[0].name != NULL && a.groups[0].name_len < cap) {
         memcpy(buf, a.groups[0].name, a.groups[0].name_len);
         buf[a.groups[0].name_len] = '\0';
     }

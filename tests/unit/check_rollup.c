@@ -578,9 +578,9 @@ START_TEST(test_rollup_edges_read_chunk_sums)
         sqlite3 *db;
 
         ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-        ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 16", NULL,
-                                      NULL, NULL),
-                         SQLITE_OK);
+        ck_assert_int_eq(
+            sqlite3_exec(db, "PRAGMA user_version = 16", NULL, NULL, NULL),
+            SQLITE_OK);
         sqlite3_close(db);
     }
     s = open_rw();
