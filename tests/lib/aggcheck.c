@@ -77,17 +77,24 @@ first_name(struct store *s, const struct store_filter *base, int key, char *buf,
 }
 
 /* Filters on plan, graph and model (a name the range holds), which the
- * chunks' sums answer (migrations/0017) as the rows do: totals and hourly,
- * grouped by nothing, backends and plan. */
+ * chunks' sums answer (migrations/0017) as the rows do: a coverage total,
+ * an hourly series by backends, and fallbacks by plan. */
 static void
 filters_equal_scan(struct store *s, const struct store_filter *base, size_t r)
 {
     static const int keys[] = { STORE_GROUP_PLAN, STORE_GROUP_GRAPH,
                                 STORE_GROUP_MODEL };
-    static const int by[] = { STORE_GROUP_NONE, STORE_GROUP_BACKENDS,
-                              STORE_GROUP_PLAN };
+    static const struct {
+        int group_by;
+        unsigned flags;
+        uint64_t every;
+    } asks[] = {
+        { STORE_GROUP_NONE, STORE_AGG_COUNTERS, 0 },
+        { STORE_GROUP_BACKENDS, 0, 3600000 },
+        { STORE_GROUP_PLAN, 0, 0 },
+    };
     char name[256];
-    size_t k, g;
+    size_t k, i;
 
     for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
         struct store_filter f = *base;
@@ -105,11 +112,9 @@ filters_equal_scan(struct store *s, const struct store_filter *base, size_t r)
             f.model = name;
             f.model_len = strlen(name);
         }
-        for (g = 0; g < sizeof(by) / sizeof(by[0]); g++) {
-            f.every = 0;
-            same_as_scan(s, &f, by[g], g == 0 ? STORE_AGG_COUNTERS : 0, r);
-            f.every = 3600000;
-            same_as_scan(s, &f, by[g], 0, r);
+        for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+            f.every = asks[i].every;
+            same_as_scan(s, &f, asks[i].group_by, asks[i].flags, r);
         }
     }
 }
