@@ -11,12 +11,13 @@
  *    fresh store is filled through the store module (store_apply, the
  *    writer's own path, rollups included) in large transactions: receipts
  *    spread evenly over `hours` hours of received_at, each source running
- *    one model, plan and graph, with three backend pairs (matched, a
- *    fallback to cpu, wgpu-vulkan) and mixed schemas and coverage.
+ *    one plan (of 8; a plan fixes its graph and model), with three backend
+ *    pairs (matched, a fallback to cpu, wgpu-vulkan) and mixed schemas and
+ *    coverage.
  *    The cases include series (`every` one hour over the week up to the
  *    newest receipt) and the windows `--since 1h` and `--since 15m` (up to
- *    the newest receipt), whose partial hour is read from the receipts
- *    (by plan) or mostly from the chunks' sums (by backends, coverage).
+ *    the newest receipt), whose partial hours are read mostly from the
+ *    chunks' sums (by source they would be read from the receipts).
  * 2. Queries: with a read-only store, each case runs `runs` times through
  *    query_agg (the daemon's code: rollups, edge scans, sorting, msgpack
  *    encoding); p50 and p99 in milliseconds, and the p50 of the thread's
@@ -95,9 +96,10 @@ make_receipt(struct receipt *r, long src)
     r->schema_version = (x >> 8) % 4 == 0 ? 2 : 3;
     r->requested_backend = pairs[p][0];
     r->executed_backend = pairs[p][1];
-    set_str(&r->model_instance_id, models[src % 6]);
+    /* A plan fixes its graph and model (as a prepared plan does). */
+    set_str(&r->model_instance_id, models[src % 8 % 6]);
     set_str(&r->prepared_plan_id, plans[src % 8]);
-    set_str(&r->graph_hash, graphs[(src / 8) % 4]);
+    set_str(&r->graph_hash, graphs[(src % 8 * 3 + 2) % 4]);
     set_str(&r->tuning_profile, "default");
     set_str(&r->stop_reason, "eos");
     r->counter_coverage =
@@ -395,7 +397,8 @@ same(struct store *s, const struct bcase *c)
 /* ---- listing: the first page of the `receipts` query ---- */
 
 /* The filters a page can be asked by, alone and in every pair. Sources
- * run plans[src % 8] on graphs[(src / 8) % 4] with models[src % 6]:
+ * run plans[src % 8] on graphs[(src % 8 * 3 + 2) % 4] with
+ * models[src % 8 % 6]:
  * node-2 runs plan-c on g-1 with mistral-7b, so every pair of the first
  * four has matches; a tenth of all receipts fell back from cuda to cpu. */
 enum {

@@ -538,23 +538,22 @@ walk_init(struct store *s, const struct store_filter *f, int group_by,
     return 0;
 }
 
-/* Whether the chunks' sums (model, backends, hour) can answer f grouped
- * by group_by. */
+/* Whether the chunks' sums (plan, graph, model, backends, hour) can
+ * answer f grouped by group_by: all but a source's filter or grouping
+ * (thousands of sources would make a chunk's sums as large as its view,
+ * so a source's edges read the rows). */
 static int
 sums_answer(const struct store_filter *f, int group_by)
 {
-    int k = store_group_key(group_by);
-
-    return !f->plan && !f->graph && !f->source &&
-           (k == STORE_GROUP_NONE || k == STORE_GROUP_MODEL ||
-            k == STORE_GROUP_BACKENDS);
+    return !f->source && store_group_key(group_by) != STORE_GROUP_SOURCE;
 }
 
 /*
  * The receipts below tail_from with lo <= received_at < hi: an edge of a
  * window, inside one hour, or a whole window (by_chunks). When the query's
- * filters and grouping are on model and backends only, the chunks that lie
- * wholly inside [lo, hi) and have sums (migrations/0014) are read from those,
+ * filters and grouping are on plan, graph, model and backends only (not on
+ * the source), the chunks that lie wholly inside [lo, hi) and have sums
+ * (migrations/0014, 0017) are read from those,
  * and only the others' rows are read (as one rowid range per run of them); else
  * every chunk whose times reach into [lo, hi) is read from its rows.
  */
@@ -576,12 +575,19 @@ edge(struct store *s, const struct store_filter *f, int group_by,
     if ((rc = walk_init(s, f, group_by, flags, INT64_MIN, INT64_MAX, a, &w,
                         err)) != 0)
         return rc < 0 ? rc : 0;
+    /* The figures only for the counters (a column that mostly lies in
+     * overflow pages, which the keys and counts before it do not). */
     rc = sqlite3_prepare_v2(
         store_db(s),
-        "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at < ?2 AND "
-        "cs.sums IS NOT NULL, cs.sums FROM chunks c LEFT JOIN chunk_sums cs "
-        "ON cs.chunk = c.first_id WHERE c.last_at >= ?1 AND c.first_at < ?2 "
-        "ORDER BY c.first_id",
+        flags & STORE_AGG_COUNTERS
+            ? "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at "
+              "< ?2 AND cs.sums IS NOT NULL, cs.sums, cs.figures FROM chunks "
+              "c LEFT JOIN chunk_sums cs ON cs.chunk = c.first_id WHERE "
+              "c.last_at >= ?1 AND c.first_at < ?2 ORDER BY c.first_id"
+            : "SELECT c.first_id, c.end_id, c.first_at >= ?1 AND c.last_at "
+              "< ?2 AND cs.sums IS NOT NULL, cs.sums FROM chunks c LEFT JOIN "
+              "chunk_sums cs ON cs.chunk = c.first_id WHERE c.last_at >= ?1 "
+              "AND c.first_at < ?2 ORDER BY c.first_id",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
@@ -593,9 +599,12 @@ edge(struct store *s, const struct store_filter *f, int group_by,
         int64_t end = sqlite3_column_int64(st, 1);
 
         if (sqlite3_column_int(st, 2)) {
+            int fig = flags & STORE_AGG_COUNTERS;
+
             rc = store_rollup_chunk_sums_walk(
                 sqlite3_column_blob(st, 3), (size_t)sqlite3_column_bytes(st, 3),
-                walk_cb, &w);
+                fig ? sqlite3_column_blob(st, 4) : NULL,
+                fig ? (size_t)sqlite3_column_bytes(st, 4) : 0, walk_cb, &w);
             if (rc != 0)
                 break;
             continue;
@@ -626,14 +635,20 @@ edge(struct store *s, const struct store_filter *f, int group_by,
 
 /* The most chunks a window is read from by their sums rather than from
  * the rollups: about 1,000 sums rows cost what a week of hour rows of
- * 200 keys does. */
-#define BY_CHUNKS_MAX 1024
+ * 200 keys does. And the most bytes of sums (with the counters, of sums
+ * and figures) it reads so: about 1 us a key's figures. A chunk's sums
+ * hold a key per plan, graph and model: where plans do not fix their
+ * graph and model, or at a rate of many chunks an hour with many keys
+ * each, the hour rows are fewer. */
+#define BY_CHUNKS_MAX       1024
+#define BY_CHUNKS_BYTES_MAX (16 << 20)
 
 /*
  * A window [lo, hi) below tail_from read from the chunks' sums alone
  * (and the rows of the chunks at its ends) when they can answer f and
  * the window holds at most BY_CHUNKS_MAX chunks, every one wholly inside
- * it with sums: 1 when done, 0 when the rollups must answer, or an error.
+ * it with sums, of at most BY_CHUNKS_BYTES_MAX bytes in all: 1 when done,
+ * 0 when the rollups must answer, or an error.
  * A recent window at a low rate has a few chunks but a row per key and
  * hour in the rollups.
  */
@@ -643,16 +658,24 @@ by_chunks(struct store *s, const struct store_filter *f, int group_by,
           struct proto_err *err)
 {
     sqlite3_stmt *st;
-    int64_t n = 0, missing = 0;
+    int64_t n = 0, missing = 0, bytes = 0;
     int rc;
 
     if (!sums_answer(f, group_by))
         return 0;
+    /* length() of a blob reads its size, not its overflow pages. */
     rc = sqlite3_prepare_v2(
         store_db(s),
-        "SELECT count(*), coalesce(sum(cs.chunk IS NULL AND c.first_at >= ?1 "
-        "AND c.last_at < ?2), 0) FROM chunks c LEFT JOIN chunk_sums cs ON "
-        "cs.chunk = c.first_id WHERE c.last_at >= ?1 AND c.first_at < ?2",
+        flags & STORE_AGG_COUNTERS
+            ? "SELECT count(*), coalesce(sum(cs.chunk IS NULL AND c.first_at "
+              ">= ?1 AND c.last_at < ?2), 0), coalesce(sum(length(cs.sums) + "
+              "length(cs.figures)), 0) FROM chunks c LEFT JOIN chunk_sums cs "
+              "ON cs.chunk = c.first_id WHERE c.last_at >= ?1 AND c.first_at "
+              "< ?2"
+            : "SELECT count(*), coalesce(sum(cs.chunk IS NULL AND c.first_at "
+              ">= ?1 AND c.last_at < ?2), 0), coalesce(sum(length(cs.sums)), "
+              "0) FROM chunks c LEFT JOIN chunk_sums cs ON cs.chunk = "
+              "c.first_id WHERE c.last_at >= ?1 AND c.first_at < ?2",
         -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
@@ -661,12 +684,13 @@ by_chunks(struct store *s, const struct store_filter *f, int group_by,
     if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         n = sqlite3_column_int64(st, 0);
         missing = sqlite3_column_int64(st, 1);
+        bytes = sqlite3_column_int64(st, 2);
         rc = SQLITE_DONE;
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return store_fail(s, rc, err, "run a query");
-    if (n > BY_CHUNKS_MAX || missing > 0)
+    if (n > BY_CHUNKS_MAX || missing > 0 || bytes > BY_CHUNKS_BYTES_MAX)
         return 0;
     return (rc = edge(s, f, group_by, flags, lo, hi, a, err)) ? rc : 1;
 }

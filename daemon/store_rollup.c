@@ -119,6 +119,9 @@ static const struct {
  * chunks waiting. With a registry (shared), the sealed view and the
  * chunks' are published at the next commit (dirty).
  */
+struct chunk_fold;
+static void chunk_fold_free(struct chunk_fold *f);
+
 struct store_rollup {
     struct level lv[STORE_LEVELS];
     struct sums tail, sealed, scratch;
@@ -135,6 +138,7 @@ struct store_rollup {
     sqlite3_stmt *hours;     /* hour rows of a bucket range, for folding */
     sqlite3_stmt *set_merge; /* the rollup_merge row */
     sqlite3_stmt *put_sums;  /* a chunk's chunk_sums row */
+    struct chunk_fold *fold; /* chunk_sums_put's scratch */
 };
 
 static void
@@ -427,6 +431,7 @@ store_rollup_free(struct store_rollup *ru)
     sqlite3_finalize(ru->hours);
     sqlite3_finalize(ru->set_merge);
     sqlite3_finalize(ru->put_sums);
+    chunk_fold_free(ru->fold);
     drop_views(ru);
     sums_free(&ru->tail);
     sums_free(&ru->sealed);
@@ -833,126 +838,173 @@ seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
     return set_end(s, ru, err);
 }
 
-/* ---- sums per chunk (migrations/0014) ---- */
+/* ---- sums per chunk (migrations/0014, keyed by plan since 0017) ---- */
 
-/* The most entries a chunk's sums row holds; a chunk with more (many
- * models, or a span of many hours) gets no row and is read from its rows. */
-#define CHUNK_SUMS_MAX   256
-#define CHUNK_SUMS_SLOTS 512
+/* The most entries a chunk's sums row holds: 100 plans, each with a few
+ * backend pairs, over two hours fit. A chunk with more (many plans, or a
+ * span of many hours) gets no row and is read from its rows. The slots
+ * are int16_t indexes, so at most 32,768 of them. */
+#define CHUNK_SUMS_MAX   4096
+#define CHUNK_SUMS_SLOTS 8192
 
 struct narrow {
-    struct store_rollup_key k; /* model, requested, executed, received_at */
+    struct store_rollup_key k; /* all but source_id */
     struct store_agg_group g;
 };
+
+/* The writer's scratch for folding a chunk's view (kept between chunks). */
+struct chunk_fold {
+    struct narrow *e; /* alloc entries */
+    int alloc;
+    int16_t slots[CHUNK_SUMS_SLOTS];
+};
+
+static void
+chunk_fold_free(struct chunk_fold *f)
+{
+    if (f != NULL)
+        free(f->e);
+    free(f);
+}
 
 static int
 narrow_eq(const struct store_rollup_key *a, const struct store_rollup_key *b)
 {
-    return a->model_id == b->model_id && a->requested == b->requested &&
-           a->executed == b->executed && a->received_at == b->received_at;
+    return a->plan_id == b->plan_id && a->requested == b->requested &&
+           a->executed == b->executed && a->received_at == b->received_at &&
+           a->model_id == b->model_id && a->graph_id == b->graph_id;
 }
 
-/* Folds the view of chunk first_id to model, backends and hour and writes
- * it as the chunk's row of chunk_sums. Inside the writer's transaction,
- * with the chunk's own row. */
+/* The sums entry of the view's entry q in f (n in use), made when new; -1
+ * when f is full (the chunk gets no row) or out of memory (-2). */
+static int
+fold_slot(struct chunk_fold *f, int *n, const struct pending *q)
+{
+    /* A plan fixes its graph and model: the plan and backends spread the
+     * keys; the hour seldom differs within a chunk. */
+    unsigned j =
+        (unsigned)(((uint64_t)q->k.plan_id * 0x9e3779b97f4a7c15ull ^
+                    (uint64_t)(q->k.requested * 8 + q->k.executed) *
+                        0xff51afd7ed558ccdull ^
+                    (uint64_t)q->k.received_at * 0xc2b2ae3d27d4eb4full) >>
+                   40) &
+        (CHUNK_SUMS_SLOTS - 1);
+    struct narrow *e;
+
+    while (f->slots[j] >= 0) {
+        e = &f->e[f->slots[j]];
+        if (narrow_eq(&e->k, &q->k))
+            return f->slots[j];
+        j = (j + 1) & (CHUNK_SUMS_SLOTS - 1);
+    }
+    if (*n == CHUNK_SUMS_MAX)
+        return -1;
+    if (*n == f->alloc) {
+        int alloc = f->alloc ? f->alloc * 2 : 256;
+
+        if ((e = realloc(f->e, (size_t)alloc * sizeof(*e))) == NULL)
+            return -2;
+        f->e = e;
+        f->alloc = alloc;
+    }
+    e = &f->e[*n];
+    e->k = q->k;
+    e->k.source_id = 0;
+    memset(&e->g, 0, sizeof(e->g));
+    f->slots[j] = (int16_t)*n;
+    return (*n)++;
+}
+
+/* Folds the view of chunk first_id to plan (with its graph and model),
+ * backends and hour, and writes it as the chunk's row of chunk_sums.
+ * Inside the writer's transaction, with the chunk's own row. */
 static int
 chunk_sums_put(struct store *s, struct store_rollup *ru, int64_t first_id,
                const struct store_rollup_view *v, struct proto_err *err)
 {
-    static const size_t entry_max =
-        11 * 10 + STORE_ROLLUP_FIGURES_MAX; /* varints and figures */
-    struct narrow *e = NULL;
-    int16_t slots[CHUNK_SUMS_SLOTS];
-    unsigned char *buf = NULL, *p;
+    struct chunk_fold *f = ru->fold;
+    unsigned char *buf, *p;
+    size_t counts;
     int n = 0, i, rc = 0;
 
     if (ru->put_sums == NULL &&
         (rc = sqlite3_prepare_v3(store_db(s),
-                                 "INSERT INTO chunk_sums (chunk, sums) "
-                                 "VALUES (?1, ?2)",
+                                 "INSERT INTO chunk_sums (chunk, sums, "
+                                 "figures) VALUES (?1, ?2, ?3)",
                                  -1, SQLITE_PREPARE_PERSISTENT, &ru->put_sums,
                                  NULL)) != SQLITE_OK)
         return store_fail(s, rc, err, "prepare a query");
-    if ((e = malloc(CHUNK_SUMS_MAX * sizeof(*e))) == NULL)
+    if (f == NULL && (f = ru->fold = calloc(1, sizeof(*f))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    memset(slots, 0xff, sizeof(slots));
+    memset(f->slots, 0xff, sizeof(f->slots));
     for (i = 0; i < v->n; i++) {
         const struct pending *q = &v->p[i];
-        struct store_rollup_key k = { 0 };
-        unsigned j;
-        int c;
+        struct store_agg_group *g;
+        int j = fold_slot(f, &n, q), c;
 
-        k.model_id = q->k.model_id;
-        k.requested = q->k.requested;
-        k.executed = q->k.executed;
-        k.received_at = q->k.received_at;
-        j = (unsigned)(((uint64_t)k.model_id * 0x9e3779b97f4a7c15ull ^
-                        (uint64_t)(k.requested * 8 + k.executed) ^
-                        (uint64_t)k.received_at * 0xc2b2ae3d27d4eb4full) >>
-                       40) &
-            (CHUNK_SUMS_SLOTS - 1);
-        while (slots[j] >= 0 && !narrow_eq(&e[slots[j]].k, &k))
-            j = (j + 1) & (CHUNK_SUMS_SLOTS - 1);
-        if (slots[j] < 0) {
-            if (n == CHUNK_SUMS_MAX)
-                goto out; /* no row: the chunk is read from its rows */
-            slots[j] = (int16_t)n;
-            memset(&e[n], 0, sizeof(e[n]));
-            e[n++].k = k;
-        }
-        {
-            struct store_agg_group *g = &e[slots[j]].g;
-
-            g->receipts += q->g.receipts;
-            g->fallback += q->g.fallback;
-            g->clean += q->g.clean;
-            g->unproven += q->g.unproven;
-            g->schema3 += q->g.schema3;
-            for (c = 0; c < RECEIPT_NCOUNTERS; c++)
-                if (q->g.c[c].measured != 0)
-                    store_agg_counter_merge(&g->c[c], &q->g.c[c]);
-        }
+        if (j == -1)
+            return 0; /* no row: the chunk is read from its rows */
+        if (j < 0)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        g = &f->e[j].g;
+        g->receipts += q->g.receipts;
+        g->fallback += q->g.fallback;
+        g->clean += q->g.clean;
+        g->unproven += q->g.unproven;
+        g->schema3 += q->g.schema3;
+        for (c = 0; c < RECEIPT_NCOUNTERS; c++)
+            if (q->g.c[c].measured != 0)
+                store_agg_counter_merge(&g->c[c], &q->g.c[c]);
     }
-    if ((buf = malloc(10 + (size_t)n * entry_max)) == NULL) {
-        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
+    /* The keys and counts first, the figures in a column of their own
+     * after them: `fallbacks` reads the first alone (a short column at
+     * the start of the record, whatever the overflow pages hold). */
+    if ((buf = malloc(10 + (size_t)n * (11 * 10 + 3 +
+                                        STORE_ROLLUP_FIGURES_MAX))) == NULL)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     p = store_varint_put(buf, (uint64_t)n);
     for (i = 0; i < n; i++) {
-        unsigned char fig[STORE_ROLLUP_FIGURES_MAX];
-        size_t fl = store_rollup_figures(&e[i].g, fig);
+        const struct narrow *e = &f->e[i];
 
-        p = store_varint_put(p, (uint64_t)e[i].k.model_id);
-        p = store_varint_put(p, (uint64_t)e[i].k.requested);
-        p = store_varint_put(p, (uint64_t)e[i].k.executed);
-        p = store_varint_put(p,
-                             (uint64_t)(e[i].k.received_at / STORE_BUCKET_MS));
-        p = store_varint_put(p, e[i].g.receipts);
-        p = store_varint_put(p, e[i].g.fallback);
-        p = store_varint_put(p, e[i].g.clean);
-        p = store_varint_put(p, e[i].g.unproven);
-        p = store_varint_put(p, e[i].g.schema3);
+        p = store_varint_put(p, (uint64_t)e->k.plan_id);
+        p = store_varint_put(p, (uint64_t)e->k.graph_id);
+        p = store_varint_put(p, (uint64_t)e->k.model_id);
+        p = store_varint_put(p, (uint64_t)e->k.requested);
+        p = store_varint_put(p, (uint64_t)e->k.executed);
+        p = store_varint_put(p, (uint64_t)(e->k.received_at / STORE_BUCKET_MS));
+        p = store_varint_put(p, e->g.receipts);
+        p = store_varint_put(p, e->g.fallback);
+        p = store_varint_put(p, e->g.clean);
+        p = store_varint_put(p, e->g.unproven);
+        p = store_varint_put(p, e->g.schema3);
+    }
+    counts = (size_t)(p - buf);
+    for (i = 0; i < n; i++) {
+        unsigned char fig[STORE_ROLLUP_FIGURES_MAX];
+        size_t fl = store_rollup_figures(&f->e[i].g, fig);
+
         p = store_varint_put(p, (uint64_t)fl);
         memcpy(p, fig, fl);
         p += fl;
     }
     sqlite3_bind_int64(ru->put_sums, 1, first_id);
-    sqlite3_bind_blob(ru->put_sums, 2, buf, (int)(p - buf), SQLITE_STATIC);
+    sqlite3_bind_blob(ru->put_sums, 2, buf, (int)counts, SQLITE_STATIC);
+    sqlite3_bind_blob(ru->put_sums, 3, buf + counts, (int)(p - buf - counts),
+                      SQLITE_STATIC);
     rc = sqlite3_step(ru->put_sums);
     sqlite3_reset(ru->put_sums);
     rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "store a chunk's sums");
-out:
     free(buf);
-    free(e);
     return rc;
 }
 
 int
-store_rollup_chunk_sums_walk(const void *blob, size_t len,
-                             store_rollup_walk_cb cb, void *arg)
+store_rollup_chunk_sums_walk(const void *sums, size_t len, const void *figures,
+                             size_t flen, store_rollup_walk_cb cb, void *arg)
 {
-    const unsigned char *p = blob, *end = p + len;
-    uint64_t n, i, v[10];
+    const unsigned char *p = sums, *end = p + len;
+    const unsigned char *q = figures, *qend = q + flen;
+    uint64_t n, i, v[11], fl;
     int w, rc;
 
     if (p == NULL || (p = store_varint_get(p, end, &n)) == NULL)
@@ -961,22 +1013,29 @@ store_rollup_chunk_sums_walk(const void *blob, size_t len,
         struct store_rollup_key k = { 0 };
         struct store_agg_group g;
 
-        for (w = 0; w < 10 && p != NULL; w++)
+        for (w = 0; w < 11 && p != NULL; w++)
             p = store_varint_get(p, end, &v[w]);
-        if (p == NULL || v[9] > (uint64_t)(end - p))
+        if (p == NULL)
             return 0;
         memset(&g, 0, sizeof(g));
-        k.model_id = (int64_t)v[0];
-        k.requested = (int)v[1];
-        k.executed = (int)v[2];
-        k.received_at = (int64_t)v[3] * STORE_BUCKET_MS;
-        g.receipts = v[4];
-        g.fallback = v[5];
-        g.clean = v[6];
-        g.unproven = v[7];
-        g.schema3 = v[8];
-        read_figures(p, (size_t)v[9], &g);
-        p += v[9];
+        k.plan_id = (int64_t)v[0];
+        k.graph_id = (int64_t)v[1];
+        k.model_id = (int64_t)v[2];
+        k.requested = (int)v[3];
+        k.executed = (int)v[4];
+        k.received_at = (int64_t)v[5] * STORE_BUCKET_MS;
+        g.receipts = v[6];
+        g.fallback = v[7];
+        g.clean = v[8];
+        g.unproven = v[9];
+        g.schema3 = v[10];
+        if (q != NULL) {
+            if ((q = store_varint_get(q, qend, &fl)) == NULL ||
+                fl > (uint64_t)(qend - q))
+                return 0;
+            read_figures(q, (size_t)fl, &g);
+            q += fl;
+        }
         if ((rc = cb(arg, &k, &g)) != 0)
             return rc;
     }

@@ -137,14 +137,17 @@ int store_rollup_views_walk(struct store_rollup_view *const *v, int n,
                             store_rollup_walk_cb cb, void *arg);
 
 /*
- * The row of chunk_sums (migrations/0014) a chunk gets as it is written
- * (store_rollup_chunk): its receipts summed per model, requested and
- * executed backend and hour. store_rollup_chunk_sums_walk calls cb for
- * each entry of such a row (k holds model_id, requested, executed and the
- * hour's start in received_at; the other ids are 0); a non-zero return
+ * The row of chunk_sums (migrations/0014, 0017) a chunk gets as it is
+ * written (store_rollup_chunk): its receipts summed per plan, graph, model,
+ * requested and executed backend and hour. store_rollup_chunk_sums_walk
+ * calls cb for each entry of such a row, the keys and counts from `sums`
+ * and the counters' figures from `figures` (NULL: none, for `fallbacks`;
+ * k holds all but source_id, which is 0, and the hour's start in
+ * received_at); a non-zero return
  * stops the walk and is returned. A malformed row ends the walk early.
  */
-int store_rollup_chunk_sums_walk(const void *blob, size_t len,
+int store_rollup_chunk_sums_walk(const void *sums, size_t len,
+                                 const void *figures, size_t flen,
                                  store_rollup_walk_cb cb, void *arg);
 
 /* The writer's rollup sums (store.c owns them). */

@@ -1,6 +1,7 @@
 CREATE TABLE chunk_sums (
     chunk INTEGER PRIMARY KEY,             -- chunks.first_id
-    sums BLOB NOT NULL
+    sums BLOB NOT NULL,
+    figures BLOB NOT NULL
 );
 CREATE TABLE chunks (
     first_id INTEGER PRIMARY KEY,

@@ -56,6 +56,69 @@ same_as_scan(struct store *s, const struct store_filter *f, int group_by,
     store_agg_free(&b);
 }
 
+/* The name of the first group of a query by key (plan, graph or model),
+ * copied into buf; empty when there is none. */
+static void
+first_name(struct store *s, const struct store_filter *base, int key, char *buf,
+           size_t cap)
+{
+    struct store_filter f = *base;
+    struct store_agg a = { 0 };
+    struct proto_err err;
+
+    f.every = 0;
+    buf[0] = '\0';
+    ck_assert_int_eq(store_query_agg(s, &f, key, 0, 0, &a, &err), 0);
+    if (a.n > 0 && a.groups[0].name != NULL && a.groups[0].name_len < cap) {
+        memcpy(buf, a.groups[0].name, a.groups[0].name_len);
+        buf[a.groups[0].name_len] = '\0';
+    }
+    store_agg_free(&a);
+}
+
+/* Filters on plan, graph and model (a name the range holds), which the
+ * chunks' sums answer (migrations/0017) as the rows do: a coverage total,
+ * an hourly series by backends, and fallbacks by plan. */
+static void
+filters_equal_scan(struct store *s, const struct store_filter *base, size_t r)
+{
+    static const int keys[] = { STORE_GROUP_PLAN, STORE_GROUP_GRAPH,
+                                STORE_GROUP_MODEL };
+    static const struct {
+        int group_by;
+        unsigned flags;
+        uint64_t every;
+    } asks[] = {
+        { STORE_GROUP_NONE, STORE_AGG_COUNTERS, 0 },
+        { STORE_GROUP_BACKENDS, 0, 3600000 },
+        { STORE_GROUP_PLAN, 0, 0 },
+    };
+    char name[256];
+    size_t k, i;
+
+    for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        struct store_filter f = *base;
+
+        first_name(s, base, keys[k], name, sizeof(name));
+        if (name[0] == '\0')
+            continue;
+        if (keys[k] == STORE_GROUP_PLAN) {
+            f.plan = name;
+            f.plan_len = strlen(name);
+        } else if (keys[k] == STORE_GROUP_GRAPH) {
+            f.graph = name;
+            f.graph_len = strlen(name);
+        } else {
+            f.model = name;
+            f.model_len = strlen(name);
+        }
+        for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+            f.every = asks[i].every;
+            same_as_scan(s, &f, asks[i].group_by, asks[i].flags, r);
+        }
+    }
+}
+
 void
 aggcheck_equal_scan(struct store *s, const struct aggcheck_range *ranges,
                     size_t n)
@@ -64,15 +127,18 @@ aggcheck_equal_scan(struct store *s, const struct aggcheck_range *ranges,
      * (day rollups), two days. */
     static const uint64_t everys[] = { 0, 3600000, 5 * 3600000, 86400000,
                                        2 * 86400000 };
-    /* By plan (the edges read rows), and by what chunks' sums answer
-     * (migrations/0014): nothing, model, backends; and pairs of each
-     * kind (plan or model with backends). */
+    /* By what chunks' sums answer (migrations/0014, 0017): plan, nothing,
+     * graph, model, backends, and pairs of each kind (a string key with
+     * backends); by source (the edges read rows). */
     static const int groups[] = {
         STORE_GROUP_PLAN,
         STORE_GROUP_NONE,
+        STORE_GROUP_GRAPH,
         STORE_GROUP_MODEL,
         STORE_GROUP_BACKENDS,
+        STORE_GROUP_SOURCE,
         STORE_GROUP_PLAN | STORE_GROUP_AND_BACKENDS,
+        STORE_GROUP_GRAPH | STORE_GROUP_AND_BACKENDS,
         STORE_GROUP_MODEL | STORE_GROUP_AND_BACKENDS,
     };
     size_t r, e, g;
@@ -103,6 +169,10 @@ aggcheck_equal_scan(struct store *s, const struct aggcheck_range *ranges,
                     if (g == 1 && counters == 0) {
                         f.executed = RECEIPT_BACKEND_CPU;
                         same_as_scan(s, &f, STORE_GROUP_NONE, 0, r);
+                        f.executed = -1;
                     }
+                    /* Filters on the sums' string keys. */
+                    if (g == 0 && e == 0 && counters == 0)
+                        filters_equal_scan(s, &f, r);
                 }
 }

@@ -1,6 +1,7 @@
 /*
  * aggcheck.h: the rollup-based answers of fallbacks and coverage (counts,
- * sums, min, max per plan) equal a full scan of the receipts, for each of
+ * sums, min, max; by each key, and filtered by plan, graph, model) equal a
+ * full scan of the receipts, for each of
  * n time ranges. Check assertions; for the store's unit tests.
  */
 #ifndef RECEIPTD_TESTS_AGGCHECK_H
