@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -902,6 +903,7 @@ thread_cb(void *arg)
     struct relay *r = arg;
     int rc;
 
+    (void)pthread_setname_np(pthread_self(), "relay");
     /* Background work: on a busy node the loop and the writer (local
      * ingest) go first, and the relay catches up in quieter moments.
      * Linux applies a thread's own nice value to that thread alone. */
