@@ -154,6 +154,7 @@ struct store {
     uint64_t deadline_ms;        /* for the progress handler of queries */
     struct store_rollup *rollup; /* statements of store_rollup.c */
     struct store_seq *seqs;      /* statements of store_seq.c */
+    struct store_relay_cache *relay; /* store_relay.c's, made on use */
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
@@ -778,6 +779,7 @@ store_sqlite_free(struct store *s)
     store_rollup_free(s->rollup);
     store_shared_unref(s->shared);
     store_seq_free(s->seqs);
+    store_relay_cache_free(s->relay);
     sqlite3_close(s->db);
     free(s->cache);
     free(s->marks);
@@ -890,6 +892,12 @@ struct store_seq **
 store_seqs(struct store *s)
 {
     return &s->seqs;
+}
+
+struct store_relay_cache **
+store_relay_cache_of(struct store *s)
+{
+    return &s->relay;
 }
 
 int
