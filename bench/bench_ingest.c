@@ -2011,8 +2011,9 @@ struct relay_figures {
 
 static int opt_relay_runs = 3, opt_relay_center_nice;
 
-/* Waits until the node `name` relayed n records; seconds since t0, or -1
- * after RELAY_WAIT_S. */
+/* Waits until the node `name` relayed n records; seconds since t0 (to a
+ * tenth: each look is a stats query, whose CPU the node's figures
+ * include), or -1 after RELAY_WAIT_S. */
 #define RELAY_WAIT_S 600
 static double
 relayed_by(const char *name, uint64_t n, double t0)
@@ -2020,7 +2021,7 @@ relayed_by(const char *name, uint64_t n, double t0)
     while (stat_of(name, "relay_relayed") < n) {
         if (now_s() - t0 > RELAY_WAIT_S)
             return -1;
-        usleep(20000);
+        usleep(100000);
     }
     return now_s() - t0;
 }
@@ -2225,7 +2226,7 @@ print_relay_runs(const char *what, const struct relay_run *off,
         del[i] = on[i].delivered_s;
         took[i] = on[i].load_s;
         late |= del[i] < 0;
-        printf(" %s%.2f (%.0f / %.0f)", i ? ", " : "", ratio[i], ron[i],
+        printf("%s %.2f (%.0f / %.0f)", i ? "," : "", ratio[i], ron[i],
                roff[i]);
     }
     m = median(ratio, runs);
