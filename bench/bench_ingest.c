@@ -5,6 +5,7 @@
  *   bench_ingest [--total 200000] [--connections 16] [--batch 100]
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
  *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
+ *                [--relay-runs 3] [--relay-center-nice N]
  *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
  *                [--daemon-arg ARG]...
  *
@@ -49,8 +50,17 @@
  *    the real daemon with --pg under the batch load of 3; the CPU of the
  *    cluster's processes and of the daemon over each, from /proc.
  * 10. The relay (issue 12): a center on SQLite over TCP with a token; the
- *    batch load on a node without upstream, then on a node relaying to
- *    the center; then the first node's store relayed whole from cursor 0
+ *    batch load on a node without upstream and on a node relaying to the
+ *    center, --relay-runs of each (3), alternating which goes first, each
+ *    on a fresh store: each pair's on / off and the median. Beside the
+ *    rates, what is steadier on a shared machine: the node's CPU a
+ *    receipt by thread (loop and pool, writer, syncer, relay; from
+ *    /proc/PID/task, the daemon names its threads), over the load when
+ *    off and from the load's start to all delivered when on, and the
+ *    center's over the same time. With --relay-center-nice N the pairs
+ *    run again with the center at nice N, standing in for a center on
+ *    other machines: its own lines, beside the shared-core ones, never
+ *    instead. Then the first node's store relayed whole from cursor 0
  *    with one batch in flight and with --relay-window: records/s.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
