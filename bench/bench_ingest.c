@@ -1979,8 +1979,9 @@ thread_cpu_s(pid_t pid, double *v)
         p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
         fclose(f);
         if (p == NULL || (name = strchr(line, '(')) == NULL ||
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                   &ut, &st) != 2)
+            sscanf(p + 2,
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                   &st) != 2)
             continue;
         *p = '\0';
         name++;

@@ -89,7 +89,7 @@ struct flight {
 struct relay {
     uv_loop_t *loop;
     struct server *srv;
-    uv_async_t async; /* the thread: a batch was acknowledged */
+    uv_async_t async;        /* the thread: a batch was acknowledged */
     uv_timer_t cursor_timer; /* the next store of the cursor, when paced */
     uv_thread_t thread;
     int started;
@@ -119,10 +119,10 @@ struct relay {
     uint64_t stored; /* the cursor as the writer last stored it */
     uint64_t stored_plans;
     uint64_t stored_retention;
-    int job_running;  /* a cursor job is with the writer */
+    int job_running;    /* a cursor job is with the writer */
     uint64_t cursor_ms; /* loop time of the last cursor job */
-    int stopping;     /* relay_stop ran */
-    int handles;      /* async and cursor_timer not closed yet */
+    int stopping;       /* relay_stop ran */
+    int handles;        /* async and cursor_timer not closed yet */
 
     /* Relay thread. */
     struct store *ro;

@@ -154,7 +154,6 @@ struct store {
     uint64_t deadline_ms;        /* for the progress handler of queries */
     struct store_rollup *rollup; /* statements of store_rollup.c */
     struct store_seq *seqs;      /* statements of store_seq.c */
-    struct store_relay_cache *relay; /* store_relay.c's, made on use */
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
@@ -163,6 +162,8 @@ struct store {
     int in_savepoint;            /* a job's savepoint is open */
     struct put_row *rows;        /* PUT_DEFER_MAX single receipts' rows */
     size_t n_rows;               /* waiting for their INSERT */
+    /* The relay's reads (store_relay.c), made on first use. */
+    struct store_relay_cache *relay;
 };
 
 static int put_rows(struct store *s, struct proto_err *err);

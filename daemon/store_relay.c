@@ -244,10 +244,10 @@ relay_string(struct store *s, int64_t id, struct proto_str *out,
     sqlite3_bind_int64(st, 1, id);
     rc = sqlite3_step(st);
     if (rc != SQLITE_ROW) {
-        rc = rc == SQLITE_DONE ? proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
-                                               "string %lld is missing",
-                                               (long long)id)
-                               : store_fail(s, rc, err, "read a string");
+        rc = rc == SQLITE_DONE
+                 ? proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                                 "string %lld is missing", (long long)id)
+                 : store_fail(s, rc, err, "read a string");
         sqlite3_reset(st);
         return rc;
     }
@@ -340,7 +340,8 @@ store_relay_read(struct store *s, uint64_t after, uint32_t max,
     }
     if (bytes >= max_bytes)
         rc = SQLITE_DONE;
-    rc = rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, "read receipts to relay");
+    rc = rc == SQLITE_DONE ? 0
+                           : store_fail(s, rc, err, "read receipts to relay");
 out:
     /* Ends the read transaction: the WAL is let go of. */
     sqlite3_reset(st);

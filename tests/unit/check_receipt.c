@@ -472,12 +472,11 @@ START_TEST(test_receipt_encode_u64_widths_roundtrip)
     size_t k, shift;
 
     msgpack_unpacked_init(&up);
-    ck_assert_int_eq(decode_form((size_t)_i, FORM_COMPACT, &r, &err, &buf,
-                                 &up, &j),
-                     0);
+    ck_assert_int_eq(
+        decode_form((size_t)_i, FORM_COMPACT, &r, &err, &buf, &up, &j), 0);
     for (shift = 0; shift < ne; shift++) {
         for (k = 0; k < (r.schema_version == 3 ? RECEIPT_NCOUNTERS
-                                                : RECEIPT_NCOUNTERS_V2);
+                                               : RECEIPT_NCOUNTERS_V2);
              k++)
             r.counters[k] = edges[(k + shift) % ne];
         for (k = 0; k < RECEIPT_NARTIFACTS; k++)

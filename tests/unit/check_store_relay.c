@@ -270,10 +270,9 @@ START_TEST(test_store_relay_read_strings_past_the_cache)
         put(s, "prod", 1 + i * 1000, 1000, 0);
     ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
     while (c.next <= 6010) {
-        ck_assert_int_eq(
-            store_relay_read(q, last, 700, SIZE_MAX, strings_cb, &c, &last,
-                             &err),
-            0);
+        ck_assert_int_eq(store_relay_read(q, last, 700, SIZE_MAX, strings_cb,
+                                          &c, &last, &err),
+                         0);
         ck_assert_uint_eq(last, c.next - 1);
         /* More is committed between reads: a later batch sees it, and
          * the read before it holds no snapshot that would keep those
