@@ -1488,8 +1488,11 @@ START_TEST(test_relay_plans)
     e2e_reply_free(&rep);
     close(fd);
     produce(10, 10, &seq, 0, NULL);
+    /* The center commits before it answers: the node counts the plan
+     * once it read the reply, a moment later. */
     for (until = e2e_now_ms() + 20000; e2e_now_ms() < until;) {
-        if (plans_of(&center, source, sizeof(source), &nodes) == 1)
+        if (plans_of(&center, source, sizeof(source), &nodes) == 1 &&
+            stat_of(&node, "relay_plans_relayed") == 1)
             break;
         usleep(100000);
     }
