@@ -5,6 +5,7 @@
  *   bench_ingest [--total 200000] [--connections 16] [--batch 100]
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
  *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
+ *                [--relay-runs 3] [--relay-center-nice N]
  *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
  *                [--daemon-arg ARG]...
  *
@@ -49,8 +50,17 @@
  *    the real daemon with --pg under the batch load of 3; the CPU of the
  *    cluster's processes and of the daemon over each, from /proc.
  * 10. The relay (issue 12): a center on SQLite over TCP with a token; the
- *    batch load on a node without upstream, then on a node relaying to
- *    the center; then the first node's store relayed whole from cursor 0
+ *    batch load on a node without upstream and on a node relaying to the
+ *    center, --relay-runs of each (3), alternating which goes first, each
+ *    on a fresh store: each pair's on / off and the median. Beside the
+ *    rates, what is steadier on a shared machine: the node's CPU a
+ *    receipt by thread (loop and pool, writer, syncer, relay; from
+ *    /proc/PID/task, the daemon names its threads), over the load when
+ *    off and from the load's start to all delivered when on, and the
+ *    center's over the same time. With --relay-center-nice N the pairs
+ *    run again with the center at nice N, standing in for a center on
+ *    other machines: its own lines, beside the shared-core ones, never
+ *    instead. Then the first node's store relayed whole from cursor 0
  *    with one batch in flight and with --relay-window: records/s.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
@@ -954,6 +964,9 @@ receive(int fd, struct tls_conn *tls, void *buf, size_t cap)
  * 8: the relay phase's upstream). */
 static const char *daemon_pg;
 static const char *const *daemon_extra;
+/* The nice value a daemon started now runs at (the relay phase's center
+ * at a lower priority, standing in for one on another machine). */
+static int daemon_nice;
 
 /* The daemons started, by name, for the CPU a load phase costs them. */
 static struct {
@@ -1050,6 +1063,8 @@ start_daemon(const char *name)
         fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0)
             dup2(fd, 2);
+        if (daemon_nice != 0 && setpriority(PRIO_PROCESS, 0, daemon_nice) != 0)
+            _exit(127);
         execv(opt_daemon, (char *const *)argv);
         _exit(127);
     }
@@ -1606,7 +1621,8 @@ usage(void)
             "[--single-connections N]\n"
             "                    [--pipeline N] [--idle N] [--daemon PATH] "
             "[--pg-bin DIR]\n"
-            "                    [--relay-window N]\n"
+            "                    [--relay-window N] [--relay-runs N] "
+            "[--relay-center-nice N]\n"
             "                    [--only "
             "bare,pg,batch,half,single,idle,tls,central,relay]\n"
             "                    [--daemon-arg ARG]...\n");
@@ -1989,18 +2005,81 @@ print_central(const struct central_figures *f)
 
 /* ---- 10. the relay ---- */
 
-/* The node's own ingest with relaying off and on, and the relay's drain
- * of a backlog at a window of one batch and of opt_relay_window. */
-struct relay_figures {
-    struct load_result off, on;
-    double on_delivered_s; /* from the start of the load to all relayed */
-    double drain1, drainw; /* records/s node -> center */
-    /* CPU seconds over each load: the node, and the center meanwhile. */
-    double off_s, off_cpu, on_s, on_cpu, on_center_cpu;
+/* CPU seconds of a daemon's threads by name (the daemon names them:
+ * the loop keeps the process's name, libuv's pool threads too). */
+enum { TH_LOOP, TH_WRITER, TH_SYNCER, TH_RELAY, TH_ALL, TH_COUNT };
+
+static void
+thread_cpu_s(pid_t pid, double *v)
+{
+    char path[300], line[1024], *p, *name;
+    unsigned long long ut, st;
+    struct dirent *de;
+    double c;
+    DIR *d;
+    FILE *f;
+    int k;
+
+    memset(v, 0, TH_COUNT * sizeof(*v));
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if ((d = opendir(path)) == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
+                 de->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+        fclose(f);
+        if (p == NULL || (name = strchr(line, '(')) == NULL ||
+            sscanf(p + 2,
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                   &st) != 2)
+            continue;
+        *p = '\0';
+        name++;
+        c = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+        k = strcmp(name, "writer") == 0   ? TH_WRITER
+            : strcmp(name, "syncer") == 0 ? TH_SYNCER
+            : strcmp(name, "relay") == 0  ? TH_RELAY
+                                          : TH_LOOP;
+        v[k] += c;
+        v[TH_ALL] += c;
+    }
+    closedir(d);
+}
+
+/* One run of a node under the batch load, relaying or not. */
+struct relay_run {
+    struct load_result load;
+    double load_s;      /* the load's seconds */
+    double delivered_s; /* from the load's start to all at the center; 0
+                           when off, -1 when not within RELAY_WAIT_S */
+    /* The node's CPU seconds by thread: over the load when off, from the
+     * load's start to all delivered when on (what relaying cost it). */
+    double cpu[TH_COUNT];
+    double center_cpu; /* the center's, over the same time */
 };
 
-/* Waits until the node `name` relayed n records; seconds since t0, or -1
- * after RELAY_WAIT_S. */
+/* The node's ingest with relaying off and on (opt_relay_runs of each,
+ * alternating), at the center's normal priority and, with
+ * --relay-center-nice, at a lower one; and the relay's drain of a
+ * backlog at a window of one batch and of opt_relay_window. */
+#define RELAY_RUNS_MAX 16
+struct relay_figures {
+    struct relay_run off[RELAY_RUNS_MAX], on[RELAY_RUNS_MAX];
+    struct relay_run nice_off[RELAY_RUNS_MAX], nice_on[RELAY_RUNS_MAX];
+    int runs, nice_runs;
+    double drain1, drainw; /* records/s node -> center */
+};
+
+static int opt_relay_runs = 3, opt_relay_center_nice;
+
+/* Waits until the node `name` relayed n records; seconds since t0 (to a
+ * tenth: each look is a stats query, whose CPU the node's figures
+ * include), or -1 after RELAY_WAIT_S. */
 #define RELAY_WAIT_S 600
 static double
 relayed_by(const char *name, uint64_t n, double t0)
@@ -2008,7 +2087,7 @@ relayed_by(const char *name, uint64_t n, double t0)
     while (stat_of(name, "relay_relayed") < n) {
         if (now_s() - t0 > RELAY_WAIT_S)
             return -1;
-        usleep(20000);
+        usleep(100000);
     }
     return now_s() - t0;
 }
@@ -2068,21 +2147,86 @@ drain(const char *from, const char *name, int port, int w, uint64_t n)
     return dt > 0 ? (double)n / dt : -1;
 }
 
+/* One run: a fresh node `name`, relaying to the center on port when port
+ * is set, under the batch load. */
+static void
+relay_run(const struct load_spec *batch, const char *name, pid_t center,
+          int port, struct relay_run *run)
+{
+    struct load_spec spec = *batch;
+    uint64_t n = (uint64_t)(spec.frames * spec.conns * spec.per_frame);
+    double c0[TH_COUNT], c1[TH_COUNT], cc0, t0;
+    pid_t pid;
+    int k;
+
+    settle();
+    spec.phase = name;
+    pid = port ? start_node(name, port, 0) : start_daemon(name);
+    usleep(100000);
+    thread_cpu_s(pid, c0);
+    cc0 = proc_cpu_s(center, 0, NULL);
+    t0 = now_s();
+    load(name, &spec, &run->load);
+    run->load_s = now_s() - t0;
+    run->delivered_s = port ? relayed_by(name, n, t0) : 0;
+    thread_cpu_s(pid, c1);
+    run->center_cpu = proc_cpu_s(center, 0, NULL) - cc0;
+    for (k = 0; k < TH_COUNT; k++)
+        run->cpu[k] = c1[k] - c0[k];
+    stop_daemon(pid);
+}
+
+/* runs pairs of runs off and on, alternating which goes first; the node
+ * names start with prefix. */
+static void
+relay_pairs(const struct load_spec *batch, pid_t center, int port,
+            const char *prefix, int runs, struct relay_run *off,
+            struct relay_run *on)
+{
+    char name[64];
+    int i;
+
+    for (i = 0; i < runs; i++) {
+        snprintf(name, sizeof(name), "%soff-%d", prefix, i);
+        if (i % 2 == 0)
+            relay_run(batch, name, center, 0, &off[i]);
+        snprintf(name, sizeof(name), "%son-%d", prefix, i);
+        relay_run(batch, name, center, port, &on[i]);
+        snprintf(name, sizeof(name), "%soff-%d", prefix, i);
+        if (i % 2 == 1)
+            relay_run(batch, name, center, 0, &off[i]);
+    }
+}
+
+/* A center on SQLite listening on TCP with a token, started at nice. */
+static pid_t
+start_center(const char *name, int nice_value, int *port)
+{
+    pid_t pid;
+
+    transport = T_TCP;
+    *port = tcp_port = free_port();
+    daemon_nice = nice_value;
+    pid = start_daemon(name);
+    daemon_nice = 0;
+    transport = T_UNIX;
+    return pid;
+}
+
 /*
- * Phase 10: a center on SQLite listening on TCP with a token; a node
- * without upstream under the batch load, then a node relaying to the
- * center under the same load (the center reachable and busy meanwhile);
- * then two copies of the first node's store relayed whole, one batch in
- * flight and opt_relay_window.
+ * Phase 10: a center on SQLite listening on TCP with a token; nodes
+ * without upstream and nodes relaying to the center under the batch load,
+ * opt_relay_runs of each, alternating (off, on; on, off; ...), each on a
+ * fresh store; again with the center at nice opt_relay_center_nice when
+ * that is set; then two copies of the first node's store relayed whole,
+ * one batch in flight and opt_relay_window.
  */
 static void
 relay_phase(const struct load_spec *batch, struct relay_figures *f)
 {
-    struct load_spec spec = *batch;
-    uint64_t n = (uint64_t)(spec.frames * spec.conns * spec.per_frame);
+    uint64_t n = (uint64_t)(batch->frames * batch->conns * batch->per_frame);
     char tok[300];
-    pid_t center, pid;
-    double t0, c0, cc0;
+    pid_t center;
     int port, fd;
 
     snprintf(tok, sizeof(tok), "%s/token", tmpdir);
@@ -2090,64 +2234,109 @@ relay_phase(const struct load_spec *batch, struct relay_figures *f)
         die(tok);
     write_all(fd, BENCH_TOKEN "\n", strlen(BENCH_TOKEN) + 1);
     close(fd);
-    transport = T_TCP;
-    port = tcp_port = free_port();
-    center = start_daemon("center");
-    transport = T_UNIX;
+    f->runs = opt_relay_runs;
+    center = start_center("center", 0, &port);
+    relay_pairs(batch, center, port, "node-", f->runs, f->off, f->on);
 
     settle();
-    spec.phase = "relayoff";
-    pid = start_daemon("node-off");
-    c0 = proc_cpu_s(pid, 0, NULL);
-    t0 = now_s();
-    load("node-off", &spec, &f->off);
-    f->off_s = now_s() - t0;
-    f->off_cpu = proc_cpu_s(pid, 0, NULL) - c0;
-    stop_daemon(pid);
-
+    f->drain1 = drain("node-off-0", "drain-1", port, 1, n);
     settle();
-    spec.phase = "relayon";
-    pid = start_node("node-on", port, 0);
-    usleep(100000);
-    c0 = proc_cpu_s(pid, 0, NULL);
-    cc0 = proc_cpu_s(center, 0, NULL);
-    t0 = now_s();
-    load("node-on", &spec, &f->on);
-    f->on_s = now_s() - t0;
-    f->on_cpu = proc_cpu_s(pid, 0, NULL) - c0;
-    f->on_center_cpu = proc_cpu_s(center, 0, NULL) - cc0;
-    f->on_delivered_s = relayed_by("node-on", n, t0);
-    stop_daemon(pid);
-
-    settle();
-    f->drain1 = drain("node-off", "drain-1", port, 1, n);
-    settle();
-    f->drainw = drain("node-off", "drain-w", port, opt_relay_window, n);
+    f->drainw = drain("node-off-0", "drain-w", port, opt_relay_window, n);
     stop_daemon(center);
+
+    if (opt_relay_center_nice > 0) {
+        f->nice_runs = opt_relay_runs;
+        center = start_center("center-nice", opt_relay_center_nice, &port);
+        relay_pairs(batch, center, port, "nice-", f->nice_runs, f->nice_off,
+                    f->nice_on);
+        stop_daemon(center);
+    }
 }
+
+static double
+median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Microseconds of CPU a receipt: the median over runs of thread k's
+ * (the node's; TH_COUNT: the center's). */
+static double
+cpu_us(const struct relay_run *r, int runs, int k)
+{
+    double v[RELAY_RUNS_MAX];
+    int i;
+
+    for (i = 0; i < runs; i++)
+        v[i] = (k == TH_COUNT ? r[i].center_cpu : r[i].cpu[k]) * 1e6 /
+               (double)opt_total;
+    return median(v, runs);
+}
+
+/* Prints one set of alternating runs; returns the median of the pairs'
+ * on / off ratios. */
+static double
+print_relay_runs(const char *what, const struct relay_run *off,
+                 const struct relay_run *on, int runs)
+{
+    double roff[RELAY_RUNS_MAX], ron[RELAY_RUNS_MAX], ratio[RELAY_RUNS_MAX];
+    double del[RELAY_RUNS_MAX], took[RELAY_RUNS_MAX], m;
+    int i, late = 0;
+
+    printf("%-34s", what);
+    for (i = 0; i < runs; i++) {
+        roff[i] = off[i].load.rate;
+        ron[i] = on[i].load.rate;
+        ratio[i] = roff[i] > 0 ? ron[i] / roff[i] : 0;
+        del[i] = on[i].delivered_s;
+        took[i] = on[i].load_s;
+        late |= del[i] < 0;
+        printf("%s %.2f (%.0f / %.0f)", i ? "," : "", ratio[i], ron[i],
+               roff[i]);
+    }
+    m = median(ratio, runs);
+    printf("\n%-34s median on / off %.2f; receipts/s median: off %.0f, on "
+           "%.0f\n",
+           "", m, median(roff, runs), median(ron, runs));
+    if (late)
+        printf("%-34s not all at the center after %d s in some runs\n", "",
+               RELAY_WAIT_S);
+    else
+        printf("%-34s all at the center %.1f s after the load began "
+               "(median; the load took %.1f s)\n",
+               "", median(del, runs), median(took, runs));
+    printf("%-34s node CPU a receipt, off (the load) / on (to all "
+           "delivered): %.2f / %.2f us\n",
+           "", cpu_us(off, runs, TH_ALL), cpu_us(on, runs, TH_ALL));
+    printf("%-34s   by thread, off / on: loop+pool %.2f / %.2f, writer "
+           "%.2f / %.2f, syncer %.2f / %.2f, relay %.2f us\n",
+           "", cpu_us(off, runs, TH_LOOP), cpu_us(on, runs, TH_LOOP),
+           cpu_us(off, runs, TH_WRITER), cpu_us(on, runs, TH_WRITER),
+           cpu_us(off, runs, TH_SYNCER), cpu_us(on, runs, TH_SYNCER),
+           cpu_us(on, runs, TH_RELAY));
+    printf("%-34s center CPU a receipt (load start to all delivered): "
+           "%.2f us\n",
+           "", cpu_us(on, runs, TH_COUNT));
+    return m;
+}
+
+static double relay_ratio = -1, relay_nice_ratio = -1;
 
 static void
 print_relay(const struct relay_figures *f)
 {
-    char label[64];
+    char label[80];
 
-    snprintf(label, sizeof(label), "node, relay off, batch %d x %d", opt_batch,
-             opt_conns);
-    print_load(label, &f->off);
-    printf("%-34s CPU: node %.2f cores, %.1f us per receipt\n", "",
-           f->off_cpu / f->off_s, f->off_cpu * 1e6 / opt_total);
-    snprintf(label, sizeof(label), "node, relay on, batch %d x %d", opt_batch,
-             opt_conns);
-    print_load(label, &f->on);
-    printf("%-34s CPU: node %.2f cores, %.1f us per receipt; the center "
-           "meanwhile %.2f cores\n",
-           "", f->on_cpu / f->on_s, f->on_cpu * 1e6 / opt_total,
-           f->on_center_cpu / f->on_s);
-    if (f->on_delivered_s > 0)
-        printf("%-34s all at the center %.1f s after the load began\n", "",
-               f->on_delivered_s);
-    else
-        printf("%-34s not all at the center after %d s\n", "", RELAY_WAIT_S);
+    snprintf(label, sizeof(label), "node relay on / off, batch %d x %d",
+             opt_batch, opt_conns);
+    relay_ratio = print_relay_runs(label, f->off, f->on, f->runs);
+    if (f->nice_runs > 0) {
+        snprintf(label, sizeof(label), "the same, center at nice %d",
+                 opt_relay_center_nice);
+        relay_nice_ratio =
+            print_relay_runs(label, f->nice_off, f->nice_on, f->nice_runs);
+    }
     printf("%-34s %9.0f records/s (a backlog of %ld, window 1)\n",
            "relay drain node -> center", f->drain1, opt_total);
     printf("%-34s %9.0f records/s (window %d)\n", "", f->drainw,
@@ -2180,6 +2369,10 @@ parse_args(int argc, char **argv)
             opt_idle = atoi(v);
         else if (strcmp(a, "--relay-window") == 0)
             opt_relay_window = atoi(v);
+        else if (strcmp(a, "--relay-runs") == 0)
+            opt_relay_runs = atoi(v);
+        else if (strcmp(a, "--relay-center-nice") == 0)
+            opt_relay_center_nice = atoi(v);
         else if (strcmp(a, "--daemon") == 0)
             opt_daemon = v;
         else if (strcmp(a, "--pg-bin") == 0)
@@ -2194,6 +2387,8 @@ parse_args(int argc, char **argv)
     }
     if (opt_conns < 1 || opt_batch < 1 || opt_single_conns < 1 ||
         opt_pipeline < 1 || opt_idle < 0 || opt_relay_window < 1 ||
+        opt_relay_runs < 1 || opt_relay_runs > RELAY_RUNS_MAX ||
+        opt_relay_center_nice < 0 || opt_relay_center_nice > 19 ||
         opt_total < (long)opt_conns * opt_batch * 2 ||
         opt_total < (long)opt_single_conns) {
         fprintf(stderr, "bench_ingest: --total must be at least 2 x "
@@ -2396,7 +2591,12 @@ main(int argc, char **argv)
         print_ratio("central daemon / COPY", cf.daemon.rate, cf.copy_rate);
 #endif
     if (phase_on("relay")) {
-        print_ratio("node relay on / off", rf.on.rate, rf.off.rate);
+        print_ratio("node relay on / off (median)", relay_ratio, 1);
+        if (relay_nice_ratio >= 0) {
+            snprintf(label, sizeof(label), "  center at nice %d",
+                     opt_relay_center_nice);
+            print_ratio(label, relay_nice_ratio, 1);
+        }
         snprintf(label, sizeof(label), "relay drain window %d / 1",
                  opt_relay_window);
         print_ratio(label, rf.drainw, rf.drain1);

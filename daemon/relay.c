@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,6 +67,11 @@
 /* The relay thread's nice value, above the daemon's other threads. */
 #define RELAY_NICE       10
 #define BACKLOG_EVERY_MS 500
+/* How often, at most, the cursor is stored while batches are
+ * acknowledged: each store is a writer job, and with nothing else queued
+ * a commit and a sync of its own. A crash loses at most this much of the
+ * cursor's advance, which the center cuts when it comes again. */
+#define RELAY_CURSOR_EVERY_MS 250
 
 /* A batch sent and not answered yet. */
 /* The streams, in the order a round sends them: a retained value names a
@@ -83,7 +89,8 @@ struct flight {
 struct relay {
     uv_loop_t *loop;
     struct server *srv;
-    uv_async_t async; /* the thread: a batch was acknowledged */
+    uv_async_t async;        /* the thread: a batch was acknowledged */
+    uv_timer_t cursor_timer; /* the next store of the cursor, when paced */
     uv_thread_t thread;
     int started;
 
@@ -112,9 +119,10 @@ struct relay {
     uint64_t stored; /* the cursor as the writer last stored it */
     uint64_t stored_plans;
     uint64_t stored_retention;
-    int job_running;  /* a cursor job is with the writer */
-    int stopping;     /* relay_stop ran */
-    int async_closed; /* its close callback ran */
+    int job_running;    /* a cursor job is with the writer */
+    uint64_t cursor_ms; /* loop time of the last cursor job */
+    int stopping;       /* relay_stop ran */
+    int handles;        /* async and cursor_timer not closed yet */
 
     /* Relay thread. */
     struct store *ro;
@@ -425,6 +433,45 @@ struct batch {
     uint64_t plans_upto;
 };
 
+/*
+ * The batch packer's writer. Encoding a receipt is some ninety writes of
+ * one to nine bytes (names, headers, values); msgpack_sbuffer_write
+ * copies each with a call to memcpy, which was the largest part of the
+ * relay's own time. Copies of the sizes msgpack writes are inlined here;
+ * growing the buffer is left to msgpack.
+ */
+static int
+put_cb(void *data, const char *buf, size_t len)
+{
+    msgpack_sbuffer *sb = data;
+    char *d;
+
+    if (sb->alloc - sb->size < len)
+        return msgpack_sbuffer_write(data, buf, len);
+    d = sb->data + sb->size;
+    switch (len) {
+    case 1:
+        d[0] = buf[0];
+        break;
+    case 2:
+        memcpy(d, buf, 2);
+        break;
+    case 3:
+        memcpy(d, buf, 3);
+        break;
+    case 5:
+        memcpy(d, buf, 5);
+        break;
+    case 9:
+        memcpy(d, buf, 9);
+        break;
+    default:
+        memcpy(d, buf, len);
+    }
+    sb->size += len;
+    return 0;
+}
+
 /* store_relay_read's callback: one row as [id, received_at, source,
  * seq|nil, payload], the payload in the producer's map form. */
 static int
@@ -612,7 +659,7 @@ send_batch(struct relay *r, int k, uint64_t from, int follows, struct flight *f)
     memset(&b, 0, sizeof(b));
     b.sb = &fs;
     b.base = fs.size;
-    msgpack_packer_init(&b.pk, &fs, msgpack_sbuffer_write);
+    msgpack_packer_init(&b.pk, &fs, put_cb);
     /* The center's max_frame is its word: the node's memory is bounded
      * by its own cap as well. */
     b.limit = r->conn.max_frame / 2 < RELAY_BATCH_BYTES_MAX
@@ -902,6 +949,7 @@ thread_cb(void *arg)
     struct relay *r = arg;
     int rc;
 
+    (void)pthread_setname_np(pthread_self(), "relay");
     /* Background work: on a busy node the loop and the writer (local
      * ingest) go first, and the relay catches up in quieter moments.
      * Linux applies a thread's own nice value to that thread alone. */
@@ -960,6 +1008,7 @@ struct cursor_job {
 
 static void maybe_free(struct relay *r);
 static void cursor_submit(struct relay *r);
+static void cursor_pace(struct relay *r);
 
 /* Whether an acknowledgement waits to be stored. Loop thread. */
 static int
@@ -999,9 +1048,14 @@ cursor_done(struct writer_job *job)
         r->stored_retention = c->acked_retention;
     writer_job_free(job);
     server_release(r->srv);
-    /* What was acknowledged meanwhile, or again after a failure. */
-    if (r->srv->writer != NULL && behind(r))
-        cursor_submit(r);
+    /* What was acknowledged meanwhile, or again after a failure; the
+     * last one, when stopping, at once. */
+    if (r->srv->writer != NULL && behind(r)) {
+        if (r->stopping)
+            cursor_submit(r);
+        else
+            cursor_pace(r);
+    }
     maybe_free(r);
 }
 
@@ -1022,6 +1076,7 @@ cursor_submit(struct relay *r)
         return; /* the next acknowledgement tries again */
     }
     c->r = r;
+    r->cursor_ms = uv_now(r->loop);
     c->acked = atomic_load(&r->acked);
     c->acked_plans = atomic_load(&r->acked_plans);
     c->acked_retention = atomic_load(&r->acked_retention);
@@ -1036,12 +1091,34 @@ cursor_submit(struct relay *r)
 }
 
 static void
-async_cb(uv_async_t *h)
+cursor_timer_cb(uv_timer_t *t)
 {
-    struct relay *r = h->data;
+    struct relay *r = t->data;
 
     if (behind(r))
         cursor_submit(r);
+}
+
+/* Stores what was acknowledged: at once when the last cursor job is
+ * RELAY_CURSOR_EVERY_MS old, else when it will be. Loop thread. */
+static void
+cursor_pace(struct relay *r)
+{
+    uint64_t since = uv_now(r->loop) - r->cursor_ms;
+
+    if (r->job_running || r->stopping || !behind(r))
+        return;
+    if (since >= RELAY_CURSOR_EVERY_MS)
+        cursor_submit(r);
+    else if (!uv_is_active((uv_handle_t *)&r->cursor_timer))
+        uv_timer_start(&r->cursor_timer, cursor_timer_cb,
+                       RELAY_CURSOR_EVERY_MS - since, 0);
+}
+
+static void
+async_cb(uv_async_t *h)
+{
+    cursor_pace(h->data);
 }
 
 static void
@@ -1065,16 +1142,16 @@ relay_free(struct relay *r)
 static void
 maybe_free(struct relay *r)
 {
-    if (r->stopping && r->async_closed && !r->job_running)
+    if (r->stopping && r->handles == 0 && !r->job_running)
         relay_free(r);
 }
 
 static void
-async_close_cb(uv_handle_t *h)
+close_cb(uv_handle_t *h)
 {
     struct relay *r = h->data;
 
-    r->async_closed = 1;
+    r->handles--;
     maybe_free(r);
 }
 
@@ -1193,10 +1270,14 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
         goto fail;
     }
     r->async.data = r;
+    uv_timer_init(loop, &r->cursor_timer);
+    r->cursor_timer.data = r;
+    r->handles = 2;
     if (uv_thread_create(&r->thread, thread_cb, r) != 0) {
         snprintf(err, err_len, "cannot start the relay thread");
         r->stopping = 1;
-        uv_close((uv_handle_t *)&r->async, async_close_cb);
+        uv_close((uv_handle_t *)&r->async, close_cb);
+        uv_close((uv_handle_t *)&r->cursor_timer, close_cb);
         return -1;
     }
     r->started = 1;
@@ -1225,7 +1306,8 @@ relay_stop(struct relay *r)
     r->stopping = 1;
     if (behind(r))
         cursor_submit(r);
-    uv_close((uv_handle_t *)&r->async, async_close_cb);
+    uv_close((uv_handle_t *)&r->async, close_cb);
+    uv_close((uv_handle_t *)&r->cursor_timer, close_cb);
 }
 
 void

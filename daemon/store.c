@@ -162,6 +162,8 @@ struct store {
     int in_savepoint;            /* a job's savepoint is open */
     struct put_row *rows;        /* PUT_DEFER_MAX single receipts' rows */
     size_t n_rows;               /* waiting for their INSERT */
+    /* The relay's reads (store_relay.c), made on first use. */
+    struct store_relay_cache *relay;
 };
 
 static int put_rows(struct store *s, struct proto_err *err);
@@ -778,6 +780,7 @@ store_sqlite_free(struct store *s)
     store_rollup_free(s->rollup);
     store_shared_unref(s->shared);
     store_seq_free(s->seqs);
+    store_relay_cache_free(s->relay);
     sqlite3_close(s->db);
     free(s->cache);
     free(s->marks);
@@ -890,6 +893,12 @@ struct store_seq **
 store_seqs(struct store *s)
 {
     return &s->seqs;
+}
+
+struct store_relay_cache **
+store_relay_cache_of(struct store *s)
+{
+    return &s->relay;
 }
 
 int

@@ -102,6 +102,13 @@ struct store_shared *store_shared_of(struct store *s);
 /* The seq runs' statements (store_seq.c), made on first use. */
 struct store_seq **store_seqs(struct store *s);
 
+/* The relay's reads' statements and strings (store_relay.c), made on
+ * first use and freed with the store (store_relay_cache_free, which
+ * takes NULL). */
+struct store_relay_cache;
+struct store_relay_cache **store_relay_cache_of(struct store *s);
+void store_relay_cache_free(struct store_relay_cache *c);
+
 /* The first column of sql's first row as an integer, dflt when there is
  * none; param (len bytes, bound as a blob or a text) is ?1 when not NULL.
  * what names the step in an error. Any connection, the caller's

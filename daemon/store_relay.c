@@ -13,6 +13,7 @@
  */
 #include "store_relay.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "store_internal.h"
@@ -99,45 +100,210 @@ store_relay_cursor_set(struct store *s, const char *stream, uint64_t acked,
     return finish(s, st, NULL, err, "advance the relay cursor");
 }
 
-/* The columns of store_query_receipts_sql's rows, in id order past a
- * cursor. */
-static const char read_sql[] =
-    "SELECT r.id, r.received_at, src.value, r.seq, r.status, "
-    "r.schema_version, r.requested_backend, r.executed_backend, d0.value, "
-    "d1.value, d2.value, d3.value, d4.value, r.counter_coverage, r.counters, "
-    "r.extra FROM receipts r JOIN strings src ON src.id = r.source_id "
-    "JOIN strings d0 ON d0.id = r.model_id "
-    "JOIN strings d1 ON d1.id = r.plan_id "
-    "JOIN strings d2 ON d2.id = r.graph_id "
-    "JOIN strings d3 ON d3.id = r.tuning_id "
-    "JOIN strings d4 ON d4.id = r.stop_reason_id "
-    "WHERE r.id > ?1 ORDER BY r.id LIMIT ?2";
+/*
+ * The relay's reads keep their statements prepared for the connection's
+ * life (a read of a batch used to prepare six joins' worth of SQL each
+ * time), and the interned strings they name by id: a batch of a
+ * thousand receipts names a few dozen strings, which each row joined
+ * again. A string's id never changes its value: committed strings are
+ * never deleted, and the relay reads committed rows only. The table is
+ * cleared, between rows, once it holds RELAY_STR_MAX strings or
+ * RELAY_STR_BYTES bytes, so it is bounded by those plus one row's.
+ */
+enum { RS_RECEIPTS, RS_PLANS, RS_RETAINED, RS_STRING, RS_COUNT };
 
-/* The row at st as store_query_receipts hands it over (store_query.c's
- * emit); returns its stored bytes (counters and unknown keys). */
-static size_t
-row_of(sqlite3_stmt *st, struct store_row *row)
+#define RELAY_STR_SLOTS 8192 /* a power of two, twice RELAY_STR_MAX */
+#define RELAY_STR_MAX   4096
+#define RELAY_STR_BYTES (4u << 20)
+
+struct relay_str {
+    int64_t id; /* 0: free (string ids start at 1) */
+    size_t len;
+    char *val;
+};
+
+struct store_relay_cache {
+    sqlite3_stmt *st[RS_COUNT];
+    struct relay_str *strs; /* RELAY_STR_SLOTS */
+    size_t n_strs, str_bytes;
+};
+
+static const char *const relay_sql[RS_COUNT] = {
+    /* The columns of store_query_receipts_sql's rows, strings by id. */
+    [RS_RECEIPTS] =
+        "SELECT id, received_at, source_id, seq, status, schema_version, "
+        "requested_backend, executed_backend, model_id, plan_id, graph_id, "
+        "tuning_id, stop_reason_id, counter_coverage, counters, extra FROM "
+        "receipts WHERE id > ?1 ORDER BY id LIMIT ?2",
+    [RS_PLANS] = "SELECT id, registered_at, source, canonical FROM plans "
+                 "WHERE id > ?1 ORDER BY id LIMIT ?2",
+    /* Each row of the log is a rowid step and two primary key seeks. */
+    [RS_RETAINED] =
+        "SELECT l.id, l.plan_id, v.retained_at, p.prepared_plan_id, "
+        "p.graph_hash, v.value_id, v.value FROM retained_log l JOIN "
+        "retained_values v ON v.plan_id = l.plan_id AND v.value_id = "
+        "l.value_id JOIN plans p ON p.id = l.plan_id WHERE l.id > ?1 ORDER "
+        "BY l.id LIMIT ?2",
+    [RS_STRING] = "SELECT value FROM strings WHERE id = ?1",
+};
+
+static void
+strs_clear(struct store_relay_cache *c)
 {
-    struct proto_str *strs[5];
+    size_t i;
+
+    for (i = 0; i < RELAY_STR_SLOTS && c->n_strs > 0; i++)
+        if (c->strs[i].id != 0) {
+            free(c->strs[i].val);
+            c->strs[i].id = 0;
+            c->n_strs--;
+        }
+    c->n_strs = 0;
+    c->str_bytes = 0;
+}
+
+void
+store_relay_cache_free(struct store_relay_cache *c)
+{
     int i;
 
+    if (c == NULL)
+        return;
+    for (i = 0; i < RS_COUNT; i++)
+        sqlite3_finalize(c->st[i]);
+    if (c->strs != NULL)
+        strs_clear(c);
+    free(c->strs);
+    free(c);
+}
+
+/* The statement k of s's relay reads, prepared on first use, its
+ * parameters bound to after and max; reset it when done with it. */
+static int
+relay_stmt(struct store *s, int k, uint64_t after, uint32_t max,
+           sqlite3_stmt **out, struct proto_err *err)
+{
+    struct store_relay_cache **cp = store_relay_cache_of(s), *c = *cp;
+    int rc;
+
+    *out = NULL;
+    if (c == NULL) {
+        /* Reports a store of another backend. */
+        if (strcmp(store_backend_name(s), "sqlite") != 0)
+            return prepare(s, relay_sql[k], out, err);
+        if ((c = calloc(1, sizeof(*c))) == NULL ||
+            (c->strs = calloc(RELAY_STR_SLOTS, sizeof(*c->strs))) == NULL) {
+            free(c);
+            return proto_err_set(err, PROTO_ENOMEM, NULL,
+                                 "out of memory for the relay's reads");
+        }
+        *cp = c;
+    }
+    if (c->st[k] == NULL) {
+        rc = sqlite3_prepare_v3(store_db(s), relay_sql[k], -1,
+                                SQLITE_PREPARE_PERSISTENT, &c->st[k], NULL);
+        if (rc != SQLITE_OK) {
+            c->st[k] = NULL;
+            return store_fail(s, rc, err, "prepare a relay statement");
+        }
+    }
+    *out = c->st[k];
+    if (k != RS_STRING) {
+        sqlite3_bind_int64(*out, 1, store_clamp_i64(after));
+        sqlite3_bind_int64(*out, 2, max);
+    }
+    return 0;
+}
+
+/* The value of string id into *out, from the table or the store; valid
+ * until strs_clear. Inside the read of a batch, so the string is as
+ * committed as the row that names it. */
+static int
+relay_string(struct store *s, int64_t id, struct proto_str *out,
+             struct proto_err *err)
+{
+    struct store_relay_cache *c = *store_relay_cache_of(s);
+    size_t i = ((uint64_t)id * 0x9e3779b97f4a7c15ull) >> 51; /* 13 bits */
+    struct relay_str *e;
+    sqlite3_stmt *st;
+    const void *p;
+    int rc;
+
+    for (;; i = (i + 1) & (RELAY_STR_SLOTS - 1)) {
+        e = &c->strs[i];
+        if (e->id == id) {
+            out->ptr = e->val;
+            out->len = e->len;
+            return 0;
+        }
+        if (e->id == 0)
+            break;
+    }
+    if ((rc = relay_stmt(s, RS_STRING, 0, 0, &st, err)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        rc = rc == SQLITE_DONE
+                 ? proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                                 "string %lld is missing", (long long)id)
+                 : store_fail(s, rc, err, "read a string");
+        sqlite3_reset(st);
+        return rc;
+    }
+    p = sqlite3_column_blob(st, 0);
+    e->len = (size_t)sqlite3_column_bytes(st, 0);
+    /* One byte more: an empty string has no blob. */
+    if ((e->val = malloc(e->len + 1)) == NULL) {
+        sqlite3_reset(st);
+        return proto_err_set(err, PROTO_ENOMEM, NULL,
+                             "out of memory for a string");
+    }
+    if (e->len > 0)
+        memcpy(e->val, p, e->len);
+    e->val[e->len] = '\0';
+    e->id = id;
+    c->n_strs++;
+    c->str_bytes += e->len;
+    sqlite3_reset(st);
+    out->ptr = e->val;
+    out->len = e->len;
+    return 0;
+}
+
+/* The row at st as store_query_receipts hands it over (store_query.c's
+ * emit), its strings from relay_string; *bytes gets its stored bytes
+ * (counters and unknown keys). */
+static int
+row_of(struct store *s, sqlite3_stmt *st, struct store_row *row, size_t *bytes,
+       struct proto_err *err)
+{
+    struct store_relay_cache *c = *store_relay_cache_of(s);
+    struct proto_str *strs[6];
+    int i, rc;
+
+    /* Between rows, never inside one: the row's strings stay. */
+    if (c->n_strs + 6 > RELAY_STR_MAX || c->str_bytes > RELAY_STR_BYTES)
+        strs_clear(c);
     memset(row, 0, sizeof(*row));
     row->receipt_id = sqlite3_column_int64(st, 0);
     row->received_at = sqlite3_column_int64(st, 1);
-    store_column_str(st, 2, &row->source);
     row->has_seq = sqlite3_column_type(st, 3) != SQLITE_NULL;
     row->seq = (uint64_t)sqlite3_column_int64(st, 3);
     row->status = sqlite3_column_int(st, 4);
     row->r.schema_version = (uint16_t)sqlite3_column_int(st, 5);
     row->r.requested_backend = (uint8_t)sqlite3_column_int(st, 6);
     row->r.executed_backend = (uint8_t)sqlite3_column_int(st, 7);
-    strs[0] = &row->r.model_instance_id;
-    strs[1] = &row->r.prepared_plan_id;
-    strs[2] = &row->r.graph_hash;
-    strs[3] = &row->r.tuning_profile;
-    strs[4] = &row->r.stop_reason;
-    for (i = 0; i < 5; i++)
-        store_column_str(st, 8 + i, strs[i]);
+    strs[0] = &row->source;
+    strs[1] = &row->r.model_instance_id;
+    strs[2] = &row->r.prepared_plan_id;
+    strs[3] = &row->r.graph_hash;
+    strs[4] = &row->r.tuning_profile;
+    strs[5] = &row->r.stop_reason;
+    for (i = 0; i < 6; i++)
+        if ((rc = relay_string(s, sqlite3_column_int64(st, i == 0 ? 2 : 7 + i),
+                               strs[i], err)))
+            return rc;
     row->r.counter_coverage = (uint64_t)sqlite3_column_int64(st, 13);
     store_counters_column(st, 14, &row->r);
     if (sqlite3_column_type(st, 15) == SQLITE_BLOB) {
@@ -145,7 +311,8 @@ row_of(sqlite3_stmt *st, struct store_row *row)
         row->r.extra = (char *)sqlite3_column_blob(st, 15);
         row->r.extra_len = (size_t)sqlite3_column_bytes(st, 15);
     }
-    return (size_t)sqlite3_column_bytes(st, 14) + row->r.extra_len;
+    *bytes = (size_t)sqlite3_column_bytes(st, 14) + row->r.extra_len;
+    return 0;
 }
 
 int
@@ -155,31 +322,30 @@ store_relay_read(struct store *s, uint64_t after, uint32_t max,
 {
     struct store_row row;
     sqlite3_stmt *st;
-    size_t bytes = 0;
+    size_t bytes = 0, n;
     int rc;
 
     *last = after;
-    if ((rc = prepare(s, read_sql, &st, err)))
+    if ((rc = relay_stmt(s, RS_RECEIPTS, after, max, &st, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
-    sqlite3_bind_int64(st, 2, max);
+    /* The strings are read while st is stepping, so in its read
+     * transaction: they see what the rows do. */
     while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        bytes += row_of(st, &row);
-        if ((rc = cb(arg, &row)) != 0) {
-            sqlite3_finalize(st);
-            return rc;
-        }
+        if ((rc = row_of(s, st, &row, &n, err)) != 0)
+            goto out;
+        bytes += n;
+        if ((rc = cb(arg, &row)) != 0)
+            goto out;
         *last = (uint64_t)row.receipt_id;
     }
     if (bytes >= max_bytes)
         rc = SQLITE_DONE;
-    if (rc != SQLITE_DONE) {
-        rc = store_fail(s, rc, err, "read receipts to relay");
-        sqlite3_finalize(st);
-        return rc;
-    }
-    sqlite3_finalize(st);
-    return 0;
+    rc = rc == SQLITE_DONE ? 0
+                           : store_fail(s, rc, err, "read receipts to relay");
+out:
+    /* Ends the read transaction: the WAL is let go of. */
+    sqlite3_reset(st);
+    return rc;
 }
 
 int
@@ -193,13 +359,8 @@ store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
     int rc;
 
     *last = after;
-    if ((rc = prepare(s,
-                      "SELECT id, registered_at, source, canonical FROM plans "
-                      "WHERE id > ?1 ORDER BY id LIMIT ?2",
-                      &st, err)))
+    if ((rc = relay_stmt(s, RS_PLANS, after, max, &st, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
-    sqlite3_bind_int64(st, 2, max);
     while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         p.id = sqlite3_column_int64(st, 0);
         p.registered_at = sqlite3_column_int64(st, 1);
@@ -208,7 +369,7 @@ store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
         p.len = (size_t)sqlite3_column_bytes(st, 3);
         bytes += p.len;
         if ((rc = cb(arg, &p)) != 0) {
-            sqlite3_finalize(st);
+            sqlite3_reset(st);
             return rc;
         }
         *last = (uint64_t)p.id;
@@ -217,10 +378,10 @@ store_relay_read_plans(struct store *s, uint64_t after, uint32_t max,
         rc = SQLITE_DONE;
     if (rc != SQLITE_DONE) {
         rc = store_fail(s, rc, err, "read plans to relay");
-        sqlite3_finalize(st);
+        sqlite3_reset(st);
         return rc;
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return 0;
 }
 
@@ -235,18 +396,8 @@ store_relay_read_retained(struct store *s, uint64_t after, uint32_t max,
     int rc;
 
     *last = after;
-    /* Each row of the log is a rowid step and two primary key seeks. */
-    if ((rc = prepare(s,
-                      "SELECT l.id, l.plan_id, v.retained_at, "
-                      "p.prepared_plan_id, p.graph_hash, v.value_id, v.value "
-                      "FROM retained_log l JOIN retained_values v ON "
-                      "v.plan_id = l.plan_id AND v.value_id = l.value_id "
-                      "JOIN plans p ON p.id = l.plan_id WHERE l.id > ?1 "
-                      "ORDER BY l.id LIMIT ?2",
-                      &st, err)))
+    if ((rc = relay_stmt(s, RS_RETAINED, after, max, &st, err)))
         return rc;
-    sqlite3_bind_int64(st, 1, store_clamp_i64(after));
-    sqlite3_bind_int64(st, 2, max);
     while (bytes < max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         v.id = sqlite3_column_int64(st, 0);
         v.plan_id = sqlite3_column_int64(st, 1);
@@ -258,7 +409,7 @@ store_relay_read_retained(struct store *s, uint64_t after, uint32_t max,
         v.len = (size_t)sqlite3_column_bytes(st, 6);
         bytes += v.len;
         if ((rc = cb(arg, &v)) != 0) {
-            sqlite3_finalize(st);
+            sqlite3_reset(st);
             return rc;
         }
         *last = (uint64_t)v.id;
@@ -267,10 +418,10 @@ store_relay_read_retained(struct store *s, uint64_t after, uint32_t max,
         rc = SQLITE_DONE;
     if (rc != SQLITE_DONE) {
         rc = store_fail(s, rc, err, "read retained values to relay");
-        sqlite3_finalize(st);
+        sqlite3_reset(st);
         return rc;
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return 0;
 }
 

@@ -1188,12 +1188,22 @@ pack_cstr(msgpack_packer *pk, const char *s)
     return msgpack_pack_str_body(pk, s, n);
 }
 
+/* A field's name: a fixstr's header and its bytes in one write (a
+ * receipt has some forty names, and a packer's writes are calls through
+ * a pointer), the same bytes msgpack_pack_str would make. */
 static int
 pack_name(msgpack_packer *pk, const struct fname *f)
 {
-    if (msgpack_pack_str(pk, f->len) != 0)
-        return -1;
-    return msgpack_pack_str_body(pk, f->s, f->len);
+    char b[32];
+
+    if (f->len >= sizeof(b)) {
+        if (msgpack_pack_str(pk, f->len) != 0)
+            return -1;
+        return msgpack_pack_str_body(pk, f->s, f->len);
+    }
+    b[0] = (char)(0xa0 | f->len);
+    memcpy(b + 1, f->s, f->len);
+    return pk->callback(pk->data, b, f->len + 1);
 }
 
 static int
@@ -1204,15 +1214,75 @@ pack_pstr(msgpack_packer *pk, const struct proto_str *s)
     return write_bytes(pk, s->ptr, s->len);
 }
 
-/* Packs a map of u64 fields, then the extras of its scope. */
+/* v as msgpack_pack_uint64 packs it (the shortest form) at p; returns
+ * the end. */
+static unsigned char *
+put_uint(unsigned char *p, uint64_t v)
+{
+    unsigned n, i;
+
+    if (v < 128) {
+        *p++ = (unsigned char)v;
+        return p;
+    }
+    if (v < 256) {
+        *p++ = 0xcc;
+        n = 1;
+    } else if (v < 65536) {
+        *p++ = 0xcd;
+        n = 2;
+    } else if (v < 4294967296ull) {
+        *p++ = 0xce;
+        n = 4;
+    } else {
+        *p++ = 0xcf;
+        n = 8;
+    }
+    for (i = 0; i < n; i++)
+        *p++ = (unsigned char)(v >> (8 * (n - 1 - i)));
+    return p;
+}
+
+/* The most u64 fields a map of them has (counters of schema 3). */
+#define U64_MAP_MAX RECEIPT_NCOUNTERS_V3
+
+/*
+ * Packs a map of u64 fields, then the extras of its scope. The fields go
+ * to the packer in one write, built here with the bytes msgpack's
+ * functions would make (names of at most 31 bytes): a receipt's counters
+ * were some fifty writes through the packer's pointer.
+ */
 static int
 pack_u64_map(msgpack_packer *pk, const struct fname *names, unsigned n,
              const uint64_t *v, const msgpack_object *extra, int scope,
              unsigned schema)
 {
+    unsigned char buf[3 + U64_MAP_MAX * (32 + 9)], *p = buf;
+    uint32_t size = n + extra_count(extra, scope, schema);
     unsigned i;
 
-    if (msgpack_pack_map(pk, n + extra_count(extra, scope, schema)) != 0)
+    if (n > U64_MAP_MAX || size > 65535)
+        goto slow;
+    for (i = 0; i < n; i++)
+        if (names[i].len > 31)
+            goto slow;
+    if (size < 16) {
+        *p++ = (unsigned char)(0x80 | size);
+    } else {
+        *p++ = 0xde;
+        *p++ = (unsigned char)(size >> 8);
+        *p++ = (unsigned char)size;
+    }
+    for (i = 0; i < n; i++) {
+        *p++ = (unsigned char)(0xa0 | names[i].len);
+        memcpy(p, names[i].s, names[i].len);
+        p = put_uint(p + names[i].len, v[i]);
+    }
+    if (pk->callback(pk->data, (const char *)buf, (size_t)(p - buf)) != 0)
+        return -1;
+    return pack_extras(pk, extra, scope, schema);
+slow:
+    if (msgpack_pack_map(pk, size) != 0)
         return -1;
     for (i = 0; i < n; i++)
         if (pack_name(pk, &names[i]) != 0 || msgpack_pack_uint64(pk, v[i]) != 0)

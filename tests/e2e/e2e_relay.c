@@ -622,6 +622,54 @@ START_TEST(test_relay_center_away)
 }
 END_TEST
 
+/* While a backlog drains the cursor is stored at most every 250 ms
+ * (relay.c RELAY_CURSOR_EVERY_MS), not once per batch acknowledged: on an
+ * idle node each store is a commit and a sync of its own. The last
+ * advance is stored all the same, without a stop: a kill -9 after it
+ * loses nothing. */
+START_TEST(test_relay_cursor_stored_paced)
+{
+    uint64_t seq = 1, g, a = 0, g0 = 0, g1;
+    long t0 = 0, t1 = 0, until;
+
+    reset();
+    center_spawn(1);
+    ck_assert_int_eq(e2e_stop(&center, SIGKILL, 5000, NULL), 0);
+    node_spawn(1);
+    produce(MAXTAGS, 500, &seq, 0, NULL);
+    center_spawn(0);
+    /* From the last look with nothing acknowledged to all of it. */
+    for (until = e2e_now_ms() + 45000; e2e_now_ms() < until;) {
+        g = stat_of(&node, "commit_groups");
+        a = stat_of(&node, "relay_acked_id");
+        if (a == 0) {
+            g0 = g;
+            t0 = e2e_now_ms();
+        }
+        if (a == MAXTAGS) {
+            t1 = e2e_now_ms();
+            break;
+        }
+        usleep(10000);
+    }
+    ck_assert_uint_eq(a, MAXTAGS);
+    ck_assert_int_gt(t0, 0);
+    usleep(600000);
+    g1 = stat_of(&node, "commit_groups");
+    /* Twenty batches of 1,000: a group each before. */
+    ck_assert_msg(g1 - g0 <= (uint64_t)(t1 - t0 + 600) / 250 + 2,
+                  "%llu commit groups while %d batches drained in %ld ms",
+                  (unsigned long long)(g1 - g0), MAXTAGS / 1000, t1 - t0);
+    ck_assert_int_eq(e2e_stop(&node, SIGKILL, 5000, NULL), 0);
+    node_spawn(0);
+    ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), MAXTAGS);
+    check_exactly_once();
+    e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
 /* Retention on a node keeps what the center has not acknowledged, and
  * prunes it once it has. */
 START_TEST(test_relay_retention_waits)
@@ -1440,8 +1488,11 @@ START_TEST(test_relay_plans)
     e2e_reply_free(&rep);
     close(fd);
     produce(10, 10, &seq, 0, NULL);
+    /* The center commits before it answers: the node counts the plan
+     * once it read the reply, a moment later. */
     for (until = e2e_now_ms() + 20000; e2e_now_ms() < until;) {
-        if (plans_of(&center, source, sizeof(source), &nodes) == 1)
+        if (plans_of(&center, source, sizeof(source), &nodes) == 1 &&
+            stat_of(&node, "relay_plans_relayed") == 1)
             break;
         usleep(100000);
     }
@@ -1858,6 +1909,7 @@ main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_relay_delivers_exactly_once);
     tcase_add_test(tc, test_relay_center_away);
+    tcase_add_test(tc, test_relay_cursor_stored_paced);
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
     tcase_add_test(tc, test_relay_retention_waits);

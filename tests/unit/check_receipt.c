@@ -446,6 +446,55 @@ START_TEST(test_receipt_encode_matches_rmp_serde_named_bytes)
 }
 END_TEST
 
+/* Counters of every width msgpack has, at each edge, survive encoding:
+ * receipt_encode builds the u64 maps' bytes itself (pack_u64_map). */
+START_TEST(test_receipt_encode_u64_widths_roundtrip)
+{
+    static const uint64_t edges[] = { 0,
+                                      1,
+                                      127,
+                                      128,
+                                      255,
+                                      256,
+                                      65535,
+                                      65536,
+                                      4294967295ull,
+                                      4294967296ull,
+                                      0x0102030405060708ull,
+                                      UINT64_MAX };
+    const size_t ne = sizeof(edges) / sizeof(edges[0]);
+    struct receipt r, r2;
+    struct proto_err err;
+    msgpack_unpacked up, up2;
+    msgpack_sbuffer sb;
+    struct json_object *j;
+    char *buf;
+    size_t k, shift;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(
+        decode_form((size_t)_i, FORM_COMPACT, &r, &err, &buf, &up, &j), 0);
+    for (shift = 0; shift < ne; shift++) {
+        for (k = 0; k < (r.schema_version == 3 ? RECEIPT_NCOUNTERS
+                                               : RECEIPT_NCOUNTERS_V2);
+             k++)
+            r.counters[k] = edges[(k + shift) % ne];
+        for (k = 0; k < RECEIPT_NARTIFACTS; k++)
+            r.artifacts[k] = edges[(k + shift + 3) % ne];
+        msgpack_unpacked_init(&up2);
+        reencode(&r, &sb, &up2, &r2);
+        assert_same(&r, &r2);
+        receipt_clear(&r2);
+        msgpack_sbuffer_destroy(&sb);
+        msgpack_unpacked_destroy(&up2);
+    }
+    receipt_clear(&r);
+    msgpack_unpacked_destroy(&up);
+    json_object_put(j);
+    free(buf);
+}
+END_TEST
+
 /*
  * A receipt builder for the rule tests: packs a valid receipt of a schema,
  * with the top level and the nested structs each in map or array form, and
@@ -2278,6 +2327,7 @@ receipt_suite(void)
     tc = tcase_create("roundtrip");
     tcase_add_loop_test(tc, test_receipt_encode_roundtrips_vectors, 0,
                         n * FORM_COUNT);
+    tcase_add_loop_test(tc, test_receipt_encode_u64_widths_roundtrip, 0, n);
     suite_add_tcase(s, tc);
     tc = tcase_create("field_rules");
     tcase_add_loop_test(tc, test_receipt_decode_field_rules, 0,

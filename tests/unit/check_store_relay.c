@@ -223,6 +223,80 @@ gaps_cb(void *arg, const struct store_gap *g)
  * relayed write keeps the producer's seq and records it where it is new,
  * so the same (source, seq) relayed from two nodes is two receipts and
  * one record: `gaps` counts it once. */
+/* Checks that every row read is the one put() stored: plan "p-<seq>",
+ * source "prod", ids in order; stops after stop_after rows (0: never). */
+struct strings_seen {
+    uint64_t next;
+    unsigned stop_after, n;
+};
+
+static int
+strings_cb(void *arg, const struct store_row *row)
+{
+    struct strings_seen *c = arg;
+    char plan[32];
+
+    snprintf(plan, sizeof(plan), "p-%llu", (unsigned long long)row->seq);
+    ck_assert_int_eq(row->receipt_id, (int64_t)c->next);
+    ck_assert_uint_eq(row->seq, c->next);
+    ck_assert_uint_eq(row->r.prepared_plan_id.len, strlen(plan));
+    ck_assert(memcmp(row->r.prepared_plan_id.ptr, plan, strlen(plan)) == 0);
+    ck_assert_uint_eq(row->source.len, 4);
+    ck_assert(memcmp(row->source.ptr, "prod", 4) == 0);
+    ck_assert_uint_eq(row->r.model_instance_id.len, 5);
+    ck_assert(memcmp(row->r.model_instance_id.ptr, "model", 5) == 0);
+    ck_assert_uint_eq(row->r.graph_hash.len, 0);
+    c->next++;
+    c->n++;
+    return c->stop_after != 0 && c->n == c->stop_after ? 1 : 0;
+}
+
+/* The relay's reads keep their statements and the strings they name from
+ * one batch to the next: more strings than the table holds (it is
+ * cleared between rows), every row's strings still its own, and neither
+ * a whole read nor one its callback stops holds the WAL afterwards. */
+START_TEST(test_store_relay_read_strings_past_the_cache)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct strings_seen c = { .next = 1 };
+    struct proto_err err;
+    struct store *s, *q;
+    uint64_t last = 0;
+    unsigned i;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (i = 0; i < 6; i++)
+        put(s, "prod", 1 + i * 1000, 1000, 0);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    while (c.next <= 6010) {
+        ck_assert_int_eq(store_relay_read(q, last, 700, SIZE_MAX, strings_cb,
+                                          &c, &last, &err),
+                         0);
+        ck_assert_uint_eq(last, c.next - 1);
+        /* More is committed between reads: a later batch sees it, and
+         * the read before it holds no snapshot that would keep those
+         * frames in the WAL (the whole of it is copied back). */
+        if (c.next == 701) {
+            put(s, "prod", 6001, 10, 0);
+            ck_assert_int_eq(store_checkpoint_final(s, &err), 0);
+        }
+    }
+    ck_assert_uint_eq(c.n, 6010);
+    /* Stopped by its callback: the statement is let go of all the same. */
+    memset(&c, 0, sizeof(c));
+    c.next = 1;
+    c.stop_after = 3;
+    ck_assert_int_eq(
+        store_relay_read(q, 0, 700, SIZE_MAX, strings_cb, &c, &last, &err), 1);
+    ck_assert_uint_eq(last, 2);
+    put(s, "prod", 6011, 1, 0);
+    ck_assert_int_eq(store_checkpoint_final(s, &err), 0);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
 START_TEST(test_store_relay_origin_mark_and_relayed_writes)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
@@ -636,6 +710,7 @@ main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_store_relay_cursor_never_goes_back);
     tcase_add_test(tc, test_store_relay_read_past_cursor_in_id_order);
+    tcase_add_test(tc, test_store_relay_read_strings_past_the_cache);
     tcase_add_test(tc, test_store_relay_origin_mark_and_relayed_writes);
     tcase_add_test(tc, test_store_relay_retention_waits_for_cursor);
     tcase_add_test(tc, test_store_relay_retention_drop_counts_undelivered);
