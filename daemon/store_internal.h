@@ -14,6 +14,10 @@
 
 /* Records an SQLite failure in err (text copied at once) and returns its
  * PROTO_E* code; marks the transaction broken when it cannot continue. */
+/* Receipts were deleted (a prune): the newest id may have gone, so the
+ * writer gives ids explicitly again (store.c insert_rows). */
+void store_rows_deleted(struct store *s);
+
 int store_fail(struct store *s, int rc, struct proto_err *err,
                const char *what);
 

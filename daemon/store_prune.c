@@ -369,6 +369,8 @@ take_batch(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     sqlite3_reset(sel);
     /* Deleted after the scan: a table is not changed under its own
      * running SELECT. */
+    if (*n > 0)
+        store_rows_deleted(s);
     for (i = 0; i < *n; i++) {
         sqlite3_bind_int64(del, 1, v[i].id);
         rc = sqlite3_step(del);

@@ -367,6 +367,83 @@ START_TEST(test_store_rolled_back_insert_leaves_nothing)
 }
 END_TEST
 
+/* Rows that follow the newest id go in without their ids (store.c
+ * insert_rows): they must still get exactly the ids the writer gave, after
+ * a rolled-back group too, whose ids the next group skips or reuses. */
+struct id_check {
+    int n, bad;
+    int64_t first[2]; /* batch 'a', batch 'c' */
+};
+
+static int
+id_check_cb(void *arg, const struct store_row *row)
+{
+    struct id_check *x = arg;
+    const char *p = row->r.prepared_plan_id.ptr;
+    int which = p[0] == 'c', k = atoi(p + 1);
+
+    x->n++;
+    if ((p[0] != 'a' && p[0] != 'c') || row->receipt_id != x->first[which] + k)
+        x->bad++;
+    return 0;
+}
+
+static int
+id_batch(struct store *s, char prefix, struct receipt *r, char names[][8],
+         int n, int64_t *first, int commit)
+{
+    struct store_write w;
+    struct proto_err err;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        snprintf(names[i], 8, "%c%d", prefix, i);
+        make_receipt(&r[i], names[i], (uint64_t)i);
+    }
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.receipts = r;
+    w.n_receipts = (size_t)n;
+    if (store_begin(s, &err) != 0 || store_apply(s, &w, &err) != 0)
+        return -1;
+    *first = w.receipt_id;
+    if (!commit) {
+        store_rollback(s);
+        return 0;
+    }
+    return store_commit(s, &err);
+}
+
+START_TEST(test_store_appended_rows_keep_the_writers_ids)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 200
+    };
+    static struct receipt r[40];
+    static char names[40][8];
+    struct id_check x = { 0 };
+    struct proto_err err;
+    struct store *s, *q;
+    int64_t dropped;
+    int trunc;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    ck_assert_int_eq(id_batch(s, 'a', r, names, 40, &x.first[0], 1), 0);
+    ck_assert_int_eq(id_batch(s, 'b', r, names, 10, &dropped, 0), 0);
+    ck_assert_int_eq(id_batch(s, 'c', r, names, 40, &x.first[1], 1), 0);
+    ck_assert_int_gt(x.first[1], x.first[0] + 39);
+    ck_assert_int_eq(store_open(path, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_receipts(q, &f, 0, id_check_cb, &x, &trunc, &err), 0);
+    ck_assert_int_eq(x.n, 80);
+    ck_assert_int_eq(x.bad, 0);
+    store_free(q);
+    store_free(s);
+}
+END_TEST
+
 struct extras {
     int n, with_extra, bad;
     uint64_t seqs;
@@ -1394,6 +1471,7 @@ suite(void)
     ADD("pragmas", test_store_sets_and_checks_durability_pragmas);
     ADD("insert_dedupe", test_store_insert_keeps_u64_and_dedupes_seq);
     ADD("rollback", test_store_rolled_back_insert_leaves_nothing);
+    ADD("append_ids", test_store_appended_rows_keep_the_writers_ids);
     ADD("single_rows_wait", test_store_single_receipts_wait_for_one_insert);
     ADD("quarantine", test_store_quarantine_evicts_oldest_and_counts);
     ADD("quarantine_replay", test_store_quarantine_replay_updates_its_row);
