@@ -802,12 +802,64 @@ write_req_cb(uv_write_t *req, int status)
         follow_writable(c);
 }
 
+/*
+ * Writes wr at once when nothing is queued before it and the socket takes
+ * it: most replies fit the socket's buffer, and a request through uv_write
+ * costs libuv a callback and an epoll_ctl when it stops watching for
+ * POLLOUT afterwards, a syscall a write. Returns 1 when all of it left (wr
+ * is freed), 0 to queue wr with uv_write (what left already is cut from
+ * it, the rest copied into one buffer), -1 when the connection failed.
+ * Not for followers, whose next page follows a write's callback.
+ */
+static int
+write_now(struct conn *c, struct wreq *wr)
+{
+    size_t total = 0, off, skip, i;
+    char *rest;
+    int rc;
+
+    if (c->n_writes != 0 || c->follow != NULL)
+        return 0;
+    rc = uv_try_write(&c->u.stream, wr->bufs, wr->n);
+    if (rc == UV_EAGAIN)
+        return 0;
+    if (rc < 0)
+        return -1;
+    for (i = 0; i < wr->n; i++)
+        total += wr->bufs[i].len;
+    if ((size_t)rc < total) {
+        if ((rest = malloc(total - (size_t)rc)) == NULL)
+            return -1;
+        for (i = 0, off = 0, skip = (size_t)rc; i < wr->n; i++) {
+            size_t len = wr->bufs[i].len;
+
+            if (skip < len) {
+                memcpy(rest + off, wr->bufs[i].base + skip, len - skip);
+                off += len - skip;
+                skip = 0;
+            } else
+                skip -= len;
+            free(wr->bufs[i].base);
+        }
+        wr->bufs[0] = uv_buf_init(rest, (unsigned)off);
+        wr->n = 1;
+        return 0;
+    }
+    for (i = 0; i < wr->n; i++)
+        free(wr->bufs[i].base);
+    unsent_sub(c, wr->bytes);
+    c->wrote_ms = uv_now(c->srv->loop);
+    free(wr);
+    return 1;
+}
+
 /* Writes every completed slot at the head of the FIFO. */
 static void
 flush(struct conn *c)
 {
     struct wreq *wr = NULL;
     struct conn_slot *s;
+    int rc;
 
     while ((s = c->head) != NULL && s->done) {
         c->head = s->next;
@@ -825,8 +877,7 @@ flush(struct conn *c)
             if (c->tls != NULL) {
                 /* Encrypted into the TLS connection's output, sent below
                  * as one buffer. */
-                int rc = tls_conn_write(c->tls, s->reply, s->len);
-
+                rc = tls_conn_write(c->tls, s->reply, s->len);
                 free(s->reply);
                 if (rc != 0) {
                     unsent_sub(c, wr->bytes);
@@ -851,8 +902,12 @@ flush(struct conn *c)
             }
             wr->c = c;
             wr->req.data = wr;
-            if (uv_write(&wr->req, &c->u.stream, wr->bufs, wr->n,
-                         write_req_cb) != 0) {
+            if ((rc = write_now(c, wr)) > 0) {
+                wr = NULL;
+                continue;
+            }
+            if (rc < 0 || uv_write(&wr->req, &c->u.stream, wr->bufs, wr->n,
+                                   write_req_cb) != 0) {
                 unsigned i;
                 for (i = 0; i < wr->n; i++)
                     free(wr->bufs[i].base);
