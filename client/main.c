@@ -326,6 +326,24 @@ struct query_arg {
     const char *kind;
 };
 
+/* --columns: for tables and csv only, and names the kind's columns. 0, or
+ * -1 with the usage error said. */
+static int
+check_columns(const struct cli_opts *o, const struct output_spec *spec)
+{
+    char err[OUTPUT_ERR_MAX];
+
+    if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
+        cli_usage_err(o->prog, "--columns applies to tables and csv");
+        return -1;
+    }
+    if (output_check_columns(spec, err, sizeof(err)) != 0) {
+        cli_usage_err(o->prog, "--columns: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
 static int
 pack_query_cb(msgpack_packer *pk, const void *arg)
 {
@@ -351,16 +369,9 @@ run_query_answered(struct cli_opts *o, const char *kind, int *answered)
         struct output_spec spec = { kind,       o->group_by,
                                     o->columns, 0,
                                     0,          o->has_every ? o->every : 0 };
-        char err[OUTPUT_ERR_MAX];
 
-        if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
-            cli_usage_err(o->prog, "--columns applies to tables and csv");
+        if (check_columns(o, &spec) != 0)
             return CLI_EXIT_USAGE;
-        }
-        if (output_check_columns(&spec, err, sizeof(err)) != 0) {
-            cli_usage_err(o->prog, "--columns: %s", err);
-            return CLI_EXIT_USAGE;
-        }
     }
     if ((rc = cli_open_conn(o, &c, NULL, 0)) != 0)
         return rc;
@@ -487,16 +498,9 @@ cmd_receipts(struct cli_opts *o)
     }
     if (o->columns != NULL) {
         struct output_spec spec = { .kind = "receipts", .columns = o->columns };
-        char err[OUTPUT_ERR_MAX];
 
-        if (o->format != OUTPUT_TABLE && o->format != OUTPUT_CSV) {
-            cli_usage_err(o->prog, "--columns applies to tables and csv");
+        if (check_columns(o, &spec) != 0)
             return CLI_EXIT_USAGE;
-        }
-        if (output_check_columns(&spec, err, sizeof(err)) != 0) {
-            cli_usage_err(o->prog, "--columns: %s", err);
-            return CLI_EXIT_USAGE;
-        }
     }
     if (!o->has_limit) {
         o->limit = FOLLOW_PAGE;
