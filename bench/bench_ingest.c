@@ -1228,7 +1228,7 @@ stat_of(const char *name, const char *key)
 static void
 writer_figures(const char *name, struct writer_figures *wf)
 {
-    static const char *const keys[] = { "accepted", "writer_cpu_us",
+    static const char *const keys[] = { "accepted",      "writer_cpu_us",
                                         "commit_groups", "checkpoints",
                                         "checkpoint_us", "wal_syncs",
                                         "wal_sync_us" };
@@ -1539,10 +1539,10 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
     cpu1 = pid > 0 ? proc_cpu_s(pid, 0, NULL) : -1;
     res->client_us =
         (self_cpu_s() - self0) * 1e6 / (double)(total * spec->per_frame);
-    res->daemon_us = cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) * 1e6 /
-                                                  (double)(total *
-                                                           spec->per_frame)
-                                            : NAN;
+    res->daemon_us =
+        cpu0 >= 0 && cpu1 >= 0
+            ? (cpu1 - cpu0) * 1e6 / (double)(total * spec->per_frame)
+            : NAN;
     writer_figures(name, &after);
     res->cpu_us = cpu_per_receipt(&before, &after);
     res->per_group = after.groups > before.groups

@@ -36,7 +36,7 @@
 /* Nothing queued for this long: a quiet moment for a slice of the rollup
  * merge (wait_for_work). */
 #define WRITER_MERGE_IDLE_NS 20000000u
-#define WRITER_CKPT_IDLE_NS 2000000u
+#define WRITER_CKPT_IDLE_NS  2000000u
 
 /*
  * Retention against a wall clock that jumps (writer thread only): the
