@@ -27,6 +27,7 @@
 #include "invariant.h"
 #include "log.h"
 #include "metrics.h"
+#include "mpcheck.h"
 #include "notify.h"
 #include "query_agg.h"
 #include "query_kind.h"
@@ -442,9 +443,7 @@ query_run_receipts(struct query_args *a, struct store *s, msgpack_packer *pk,
 }
 
 /* The relay's figures in `stats` (docs/fleet.md), only on a node that
- * relays: QUERY_RELAY_KEYS keys. */
-#define QUERY_RELAY_KEYS 12
-
+ * relays. */
 static int
 kv_str_or_nil(msgpack_packer *pk, const char *k, const char *v)
 {
@@ -473,22 +472,40 @@ pack_relay(msgpack_packer *pk, const struct relay_stats *r)
            kv_str_or_nil(pk, "relay_error", r->error);
 }
 
+/* The entries of a map whose keys and values were packed into sb, as a
+ * map: counted from the bytes, so no count is kept by hand. */
 static int
-run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
+pack_counted_map(msgpack_packer *pk, const msgpack_sbuffer *sb)
+{
+    size_t off = 0, n = 0, one;
+
+    while (off < sb->size &&
+           (one = mpcheck_skip(sb->data + off, sb->size - off)) > 0) {
+        off += one;
+        n++;
+    }
+    return off != sb->size || n % 2 != 0 ||
+           msgpack_pack_map(pk, (uint32_t)(n / 2)) != 0 ||
+           envelope_pack_raw(pk, sb->data, sb->size) != 0;
+}
+
+static int
+run_stats(struct query_args *a, struct store *s, msgpack_packer *out,
           struct proto_err *err)
 {
     const struct query_snapshot *sn = a->snap;
     struct store_stats st;
     uint64_t groups = sn->w.groups, plans, retained;
+    msgpack_sbuffer sb;
+    msgpack_packer pkb, *pk = &pkb;
     int rc, failed;
 
     if ((rc = store_query_stats(s, a->deadline_ms, &st, err)) ||
         (rc = store_plan_counts(s, &plans, &retained, err)))
         return rc;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(pk, &sb, msgpack_sbuffer_write);
     failed =
-        msgpack_pack_map(pk, 2) != 0 || envelope_pack_cstr(pk, "rows") != 0 ||
-        msgpack_pack_array(pk, 1) != 0 ||
-        msgpack_pack_map(pk, 50 + (sn->relay_on ? QUERY_RELAY_KEYS : 0)) != 0 ||
         kv_uint(pk, "uptime_ms", sn->now_ms - sn->started_ms) != 0 ||
         kv_uint(pk, "started_at", sn->started_ms) != 0 ||
         kv_uint(pk, "connections", sn->connections) != 0 ||
@@ -549,8 +566,14 @@ run_stats(struct query_args *a, struct store *s, msgpack_packer *pk,
         kv_uint(pk, "followers", sn->followers) != 0 ||
         kv_uint(pk, "followers_total", sn->n.followers_total) != 0 ||
         kv_uint(pk, "followers_cut_off", sn->n.followers_cut_off) != 0 ||
-        (sn->relay_on && pack_relay(pk, &sn->relay) != 0) ||
-        envelope_pack_cstr(pk, "truncated") != 0 || msgpack_pack_false(pk) != 0;
+        (sn->relay_on && pack_relay(pk, &sn->relay) != 0);
+    failed = failed || msgpack_pack_map(out, 2) != 0 ||
+             envelope_pack_cstr(out, "rows") != 0 ||
+             msgpack_pack_array(out, 1) != 0 ||
+             pack_counted_map(out, &sb) != 0 ||
+             envelope_pack_cstr(out, "truncated") != 0 ||
+             msgpack_pack_false(out) != 0;
+    msgpack_sbuffer_destroy(&sb);
     if (failed)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
