@@ -8,8 +8,9 @@
  * figures; the commit creates the partitions the group needs, sends the
  * buffer with one COPY into receipts (the relay's cut and the dedupe
  * check made every row new; a row stored twice fails the group on the
- * primary key), adds the group's rollup sums (one INSERT ... ON CONFLICT
- * DO UPDATE for all its keys and hours) and commits. What
+ * primary key), appends the group's rollup sums to rollup_pending (one
+ * INSERT for all its keys and hours; merged into rollup_hours every few
+ * groups and when idle, pg_merge) and commits. What
  * goes to the server before the commit are the (source, seq) look-ups and
  * records, quarantine, plans and the id blocks. Nothing is answered before
  * COMMIT returned (writer.c).
@@ -115,19 +116,39 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
                          "PostgreSQL could not %s: %s", what, text);
 }
 
-/* The upsert that adds a group's sums to their hours' rollup rows, one
- * row per key, all keys in one statement: its one parameter is an array
- * of rollup_hours rows in binary (rollup_row), unnest making the rows;
- * prepared once per writer session (session_setup) as ROLLUP_STMT. Each
- * step took a large part of the server's time in a group (bench_ingest
- * --only central, perf): one statement per key, parsed and planned each
- * time; the counters' arrays added in four subqueries (unnest ...
- * array_agg ORDER BY) per row, now element by element in expressions
- * (rollup_sql); the keys' figures sent as text (array_in, numeric_in). */
-#define ROLLUP_STMT    "receiptd_rollup"
-#define ROLLUP_SQL_MAX 16384
-static const char rollup_head[] =
-    "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
+/*
+ * A group's rollup sums are appended to rollup_pending (migrations/pg/0003):
+ * one statement for all its keys, whose one parameter is an array of
+ * rollup_hours rows in binary (rollup_row), unnest making the rows;
+ * prepared once per writer session (session_setup) as PENDING_STMT. The
+ * pending rows are merged into rollup_hours every PG_MERGE_GROUPS groups
+ * and when the writer is idle (pg_merge, MERGE_STMT): deleted, summed per
+ * key and added in one upsert, in one transaction, so a query reading both
+ * tables (store_pg_query.c) counts each receipt once. Until the pending
+ * table, every group upserted its keys' rows itself: about 1,600 row
+ * updates of rows about 700 bytes wide a group in the central bench, as
+ * much of the server's time as the group's COPY (docs/fleet.md). The
+ * steps before that, each a large part of the server's time: one
+ * statement per key, parsed and planned each time; the counters' arrays
+ * added in four subqueries (unnest ... array_agg ORDER BY) per row, now
+ * element by element in expressions (rollup_arrays); the keys' figures sent
+ * as text (array_in, numeric_in).
+ */
+#define PENDING_STMT    "receiptd_pending"
+#define MERGE_STMT      "receiptd_merge"
+#define ROLLUP_SQL_MAX  16384
+#define PG_MERGE_GROUPS 16 /* groups appended between merges under load */
+#define LOCK_MERGE      0x72637076
+static const char pending_sql[] =
+    "INSERT INTO rollup_pending SELECT * FROM unnest($1::rollup_hours[])";
+static const char merge_head[] =
+    "WITH moved AS (DELETE FROM rollup_pending RETURNING *) "
+    "INSERT INTO rollup_hours AS r SELECT hour, plan, graph, model, source, "
+    "requested_backend, executed_backend, sum(receipts)::bigint, "
+    "sum(fallback)::bigint, sum(clean)::bigint, sum(unproven)::bigint";
+static const char merge_key[] =
+    ", sum(schema3)::bigint FROM moved GROUP BY hour, plan, graph, model, "
+    "source, requested_backend, executed_backend "
     "ON CONFLICT (hour, plan, graph, model, source, requested_backend, "
     "executed_backend) DO UPDATE SET receipts = "
     "r.receipts + excluded.receipts, fallback = r.fallback + "
@@ -138,34 +159,53 @@ static const char rollup_head[] =
 static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
                    int64_t *v, struct proto_err *err, const char *what);
 
-/* The upsert's text into buf: rollup_head, then each array column as
- * ARRAY[f(r.c[1], excluded.c[1]), ...] over RECEIPT_NCOUNTERS elements
- * (least and greatest skip a NULL: min and max of nothing measured). */
+/* Appends to buf at *o, for each of the four counter arrays, pre, then
+ * ARRAY[f(c[1]...), ...] over RECEIPT_NCOUNTERS elements, f from fns. */
 static void
-rollup_sql(char *buf, size_t cap)
+rollup_arrays(char *buf, size_t cap, size_t *o, const char *pre,
+              const char *const fns[4], int update)
 {
     static const char *const cols[4] = { "measured", "sum", "min", "max" };
-    static const char *const fns[4] = { NULL, NULL, "least", "greatest" };
-    size_t o = (size_t)snprintf(buf, cap, "%s", rollup_head);
     unsigned c, b;
 
-    for (c = 0; c < 4 && o < cap; c++) {
-        o += (size_t)snprintf(buf + o, cap - o, ", %s = ARRAY[", cols[c]);
-        for (b = 1; b <= RECEIPT_NCOUNTERS && o < cap; b++) {
-            if (b > 1)
-                o += (size_t)snprintf(buf + o, cap - o, ", ");
-            if (o < cap && fns[c] != NULL)
-                o += (size_t)snprintf(buf + o, cap - o,
-                                      "%s(r.%s[%u], excluded.%s[%u])", fns[c],
-                                      cols[c], b, cols[c], b);
-            else if (o < cap)
-                o += (size_t)snprintf(buf + o, cap - o,
-                                      "r.%s[%u] + excluded.%s[%u]", cols[c], b,
-                                      cols[c], b);
+    for (c = 0; c < 4 && *o < cap; c++) {
+        *o += (size_t)snprintf(buf + *o, cap - *o, ", %s%sARRAY[",
+                               update ? cols[c] : "", pre);
+        for (b = 1; b <= RECEIPT_NCOUNTERS && *o < cap; b++) {
+            const char *sep = b > 1 ? ", " : "";
+
+            if (update && fns[c] != NULL)
+                *o += (size_t)snprintf(buf + *o, cap - *o,
+                                       "%s%s(r.%s[%u], excluded.%s[%u])", sep,
+                                       fns[c], cols[c], b, cols[c], b);
+            else if (update)
+                *o += (size_t)snprintf(buf + *o, cap - *o,
+                                       "%sr.%s[%u] + excluded.%s[%u]", sep,
+                                       cols[c], b, cols[c], b);
+            else
+                *o += (size_t)snprintf(buf + *o, cap - *o, "%s%s(%s[%u])%s",
+                                       sep, fns[c], cols[c], b,
+                                       c == 0 ? "::bigint" : "");
         }
-        if (o < cap)
-            o += (size_t)snprintf(buf + o, cap - o, "]");
+        if (*o < cap)
+            *o += (size_t)snprintf(buf + *o, cap - *o, "]");
     }
+}
+
+/* The merge's text into buf: the pending rows summed per key (sum, min,
+ * max element by element), then added to rollup_hours' rows (least and
+ * greatest skip a NULL: min and max of nothing measured). */
+static void
+merge_sql(char *buf, size_t cap)
+{
+    static const char *const aggs[4] = { "sum", "sum", "min", "max" };
+    static const char *const fns[4] = { NULL, NULL, "least", "greatest" };
+    size_t o = (size_t)snprintf(buf, cap, "%s", merge_head);
+
+    rollup_arrays(buf, cap, &o, "", aggs, 0);
+    if (o < cap)
+        o += (size_t)snprintf(buf + o, cap - o, "%s", merge_key);
+    rollup_arrays(buf, cap, &o, " = ", fns, 1);
 }
 
 /*
@@ -207,11 +247,18 @@ session_setup(struct store_pg *p, struct proto_err *err)
                       "read the rollup row type")))
         return rc;
     p->rollup_oid = (uint32_t)oid;
-    rollup_sql(sql, sizeof(sql));
-    r = PQprepare(p->pc, ROLLUP_STMT, sql, 1, NULL);
+    r = PQprepare(p->pc, PENDING_STMT, pending_sql, 1, NULL);
     rc = PQresultStatus(r) == PGRES_COMMAND_OK
              ? 0
-             : store_pg_fail(p, r, err, "prepare the rollup upsert");
+             : store_pg_fail(p, r, err, "prepare the rollup append");
+    PQclear(r);
+    if (rc)
+        return rc;
+    merge_sql(sql, sizeof(sql));
+    r = PQprepare(p->pc, MERGE_STMT, sql, 0, NULL);
+    rc = PQresultStatus(r) == PGRES_COMMAND_OK
+             ? 0
+             : store_pg_fail(p, r, err, "prepare the rollup merge");
     PQclear(r);
     return rc;
 }
@@ -428,6 +475,7 @@ pg_open(const char *where, const struct store_opts *opts, struct store **out,
         goto fail;
     }
     rc = session_setup(p, err);
+    p->pending_groups = !p->readonly; /* what an earlier run left */
     if (rc)
         goto fail;
     p->broken = 0;
@@ -474,6 +522,8 @@ drop_group(struct store_pg *p)
     memset(&p->sp, 0, sizeof(p->sp));
 }
 
+static int pg_merge(struct store_pg *p, struct proto_err *err);
+
 static int
 pg_begin(struct store *s, struct proto_err *err)
 {
@@ -482,6 +532,16 @@ pg_begin(struct store *s, struct proto_err *err)
 
     drop_group(p);
     p->broken = 0;
+    /* Under load the writer is never idle: the pending rollups are
+     * merged every PG_MERGE_GROUPS groups, before the next one begins. A
+     * merge that fails changes nothing (the rows stay pending); the
+     * transaction below then reports a connection that is gone. */
+    if (p->pending_groups >= PG_MERGE_GROUPS) {
+        struct proto_err merr;
+
+        proto_err_clear(&merr);
+        (void)pg_merge(p, &merr);
+    }
     if ((rc = store_pg_begin(p, err)))
         return rc;
     p->in_txn = 1;
@@ -1331,8 +1391,8 @@ rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
     return rc;
 }
 
-/* Adds the sums of the group's keys to their hours' rollup rows: the
- * one upsert (ROLLUP_STMT) over the array rollup_cols made. */
+/* Appends the sums of the group's keys to rollup_pending: the one
+ * INSERT (PENDING_STMT) over the array rollup_cols made. */
 static int
 put_rollups(struct store_pg *p, const struct store_pg_buf *b,
             struct proto_err *err)
@@ -1344,11 +1404,83 @@ put_rollups(struct store_pg *p, const struct store_pg_buf *b,
     if (b->len > INT32_MAX)
         return proto_err_set(err, PROTO_ETOO_LARGE, NULL,
                              "the group's rollups are over 2 GiB");
-    r = PQexecPrepared(p->pc, ROLLUP_STMT, 1, &v, &len, &fmt, 0);
+    r = PQexecPrepared(p->pc, PENDING_STMT, 1, &v, &len, &fmt, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         rc = store_pg_fail(p, r, err, "add to the rollups");
     PQclear(r);
+    if (rc == 0)
+        p->pending_groups++;
     return rc;
+}
+
+/*
+ * Merges the pending rollup rows into rollup_hours (MERGE_STMT), in a
+ * transaction of its own, under a transaction advisory lock: when another
+ * instance holds it, that one is merging and this one leaves it (its rows
+ * are merged by the next merge, whoever runs it). Every committed pending
+ * row, whichever instance appended it, is merged; rows of groups not
+ * committed yet are not seen and stay. Writer thread, no transaction open.
+ */
+static int
+pg_merge(struct store_pg *p, struct proto_err *err)
+{
+    char sql[96];
+    PGresult *r;
+    int rc, got;
+
+    p->pending_groups = 0;
+    if ((rc = store_pg_begin(p, err)))
+        return rc;
+    p->in_txn = 1;
+    snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_xact_lock(%d)",
+             LOCK_MERGE);
+    r = PQexec(p->pc, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        rc = store_pg_fail(p, r, err, "lock the rollup merge");
+        PQclear(r);
+        goto out;
+    }
+    got = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!got)
+        goto out; /* another instance merges */
+    r = PQexecPrepared(p->pc, MERGE_STMT, 0, NULL, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = store_pg_fail(p, r, err, "merge the rollups");
+    PQclear(r);
+    if (rc == 0 && (rc = store_pg_exec(p, "COMMIT", err,
+                                       "commit the rollup merge")) == 0)
+        p->in_txn = 0;
+out:
+    if (p->in_txn && PQstatus(p->pc) == CONNECTION_OK)
+        PQclear(PQexec(p->pc, "ROLLBACK"));
+    p->in_txn = 0;
+    return rc;
+}
+
+/* store_merge_pending: groups appended since this instance's last merge
+ * (or since it opened: what an earlier run left). */
+static int
+pg_merge_pending(const struct store *s)
+{
+    const struct store_pg *p = (const struct store_pg *)(const void *)s;
+
+    return !p->readonly && p->pending_groups > 0;
+}
+
+/* store_merge_idle: the whole merge at once (keys is SQLite's slice). A
+ * failure leaves the rows pending (queries read them) until the next
+ * merge, after PG_MERGE_GROUPS groups or the next quiet moment after a
+ * group. */
+static int
+pg_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+
+    (void)keys;
+    if (!pg_merge_pending(s))
+        return 0;
+    return pg_merge(p, err);
 }
 
 /* Sends sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
@@ -1690,7 +1822,7 @@ pg_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
          struct store_prune_result *out, struct proto_err *err)
 {
     struct store_pg *p = store_pg_of(s);
-    char sql[400];
+    char sql[512];
     PGresult *r;
     int64_t day, rows, oldest, newest;
     int rc, i, n;
@@ -1730,11 +1862,15 @@ pg_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     newest = PQgetisnull(r, 0, 2) ? 0 : strtoll(PQgetvalue(r, 0, 2), NULL, 10);
     PQclear(r);
     snprintf(sql, sizeof(sql),
+             "SELECT pg_advisory_xact_lock(%d); "
              "ALTER TABLE receipts DETACH PARTITION receipts_d%" PRId64
              "; DROP TABLE receipts_d%" PRId64
+             "; DELETE FROM rollup_pending WHERE hour >= %" PRId64
+             " AND hour < %" PRId64
              "; DELETE FROM rollup_hours WHERE hour >= %" PRId64
              " AND hour < %" PRId64,
-             day, day, day * 24, (day + 1) * 24);
+             LOCK_MERGE, day, day, day * 24, (day + 1) * 24, day * 24,
+             (day + 1) * 24);
     if ((rc = store_pg_exec(p, sql, err, "drop a day")))
         goto fail;
     if (rows > 0) {
@@ -1798,5 +1934,7 @@ const struct store_ops store_pg_ops = {
     .plan_readback = store_pg_plan_readback,
     .plan_counts = store_pg_plan_counts,
     .query_prunes = store_pg_query_prunes,
-    /* No WAL, checkpoints, file or rollup merge of its own: NULL. */
+    /* The pending rollups' merge; no WAL, checkpoints or file: NULL. */
+    .merge_idle = pg_merge_idle,
+    .merge_pending = pg_merge_pending,
 };

@@ -4,9 +4,11 @@
  * bounded by statement_timeout from the deadline. Results come in
  * PostgreSQL's binary format, so integers and arrays are read exactly.
  *
- * The aggregates read whole hours from rollup_hours and the receipts of
- * the partial hours at the edges of the range from receipts, as the
- * SQLite store does, and add them up here, in C.
+ * The aggregates read whole hours from rollup_hours and the sums not
+ * merged into it yet (rollup_pending, in the same statement: one snapshot
+ * counts each receipt once) and the receipts of the partial hours at the
+ * edges of the range from receipts, as the SQLite store does, and add
+ * them up here, in C.
  */
 #include "store_pg.h"
 
@@ -664,7 +666,8 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
         snprintf(sql, sizeof(sql),
                  "SELECT %s, r.receipts, r.fallback, r.clean, r.unproven, "
                  "r.measured, r.sum, r.min, r.max, r.schema3, %s FROM "
-                 "rollup_hours r%s AND "
+                 "(SELECT * FROM rollup_hours UNION ALL SELECT * FROM "
+                 "rollup_pending) r%s AND "
                  "r.hour >= $%d::bigint AND r.hour < $%d::bigint",
                  kk, hb, base, np + 1, np + 2);
         param_i64(&pa, h0);
