@@ -117,10 +117,8 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
 }
 
 /*
- * A group's rollup sums are appended to rollup_pending (migrations/pg/0003):
- * one statement for all its keys, whose one parameter is an array of
- * rollup_hours rows in binary (rollup_row), unnest making the rows;
- * prepared once per writer session (session_setup) as PENDING_STMT. The
+ * A group's rollup sums are appended to rollup_pending (migrations/pg/0003)
+ * with one COPY (FORMAT binary), a row per key and hour (put_rollup). The
  * pending rows are merged into rollup_hours every PG_MERGE_GROUPS groups
  * and when the writer is idle (pg_merge, MERGE_STMT): deleted, summed per
  * key and added in one upsert, in one transaction, so a query reading both
@@ -134,13 +132,10 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * element by element in expressions (rollup_arrays); the keys' figures sent
  * as text (array_in, numeric_in).
  */
-#define PENDING_STMT    "receiptd_pending"
 #define MERGE_STMT      "receiptd_merge"
 #define ROLLUP_SQL_MAX  16384
 #define PG_MERGE_GROUPS 16 /* groups appended between merges under load */
 #define LOCK_MERGE      0x72637076
-static const char pending_sql[] =
-    "INSERT INTO rollup_pending SELECT * FROM unnest($1::rollup_hours[])";
 static const char merge_head[] =
     "WITH moved AS (DELETE FROM rollup_pending RETURNING *) "
     "INSERT INTO rollup_hours AS r SELECT hour, plan, graph, model, source, "
@@ -212,14 +207,13 @@ merge_sql(char *buf, size_t cap)
  * What each session needs, at open and after a reconnect: durable commits
  * whatever the server's default, no NOTICE lines in the daemon's log (IF
  * NOT EXISTS says one each time), and the writer's prepared rollup
- * upsert or a query connection's read-only default.
+ * merge or a query connection's read-only default.
  */
 static int
 session_setup(struct store_pg *p, struct proto_err *err)
 {
     char sql[ROLLUP_SQL_MAX];
     PGresult *r;
-    int64_t oid;
     int rc;
 
     if ((rc = store_pg_exec(p,
@@ -237,22 +231,10 @@ session_setup(struct store_pg *p, struct proto_err *err)
                             "(LIKE dedupe) ON COMMIT DELETE ROWS",
                             err, "make the staging table")))
         return rc;
-    /* A generic plan from the first execution on: the upsert's plan does
-     * not depend on its values. */
+    /* A generic plan from the first execution on: the merge's plan does
+     * not depend on values. */
     if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan", err,
                             "set up the session")))
-        return rc;
-    /* The row type's id, which each element of the parameter names. */
-    if ((rc = one_int(p, "SELECT 'rollup_hours'::regtype::oid", 0, &oid, err,
-                      "read the rollup row type")))
-        return rc;
-    p->rollup_oid = (uint32_t)oid;
-    r = PQprepare(p->pc, PENDING_STMT, pending_sql, 1, NULL);
-    rc = PQresultStatus(r) == PGRES_COMMAND_OK
-             ? 0
-             : store_pg_fail(p, r, err, "prepare the rollup append");
-    PQclear(r);
-    if (rc)
         return rc;
     merge_sql(sql, sizeof(sql));
     r = PQprepare(p->pc, MERGE_STMT, sql, 0, NULL);
@@ -1301,13 +1283,10 @@ field_numerics(struct store_pg_buf *b, const unsigned __int128 *v,
     return 0;
 }
 
-/* One column of a row in binary (record_recv): its type, then the field. */
-#define COL(oid) put_be(b, (oid), 4)
-
 /*
  * Appends the sums of rows [from, to), which share a key, to b as one
- * rollup_hours row in binary, an element of the upsert's array
- * (put_rollups): the table's 16 columns in order (migrations/pg/0001).
+ * COPY (FORMAT binary) tuple of rollup_pending: the 16 columns of
+ * rollup_hours in order (migrations/pg/0001, 0003).
  */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
@@ -1321,7 +1300,7 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
     int has[RECEIPT_NCOUNTERS], all[RECEIPT_NCOUNTERS];
     const char *strs[4] = { p->arena + k->plan, p->arena + k->graph,
                             p->arena + k->model, p->arena + k->source };
-    size_t i, at = b->len;
+    size_t i;
     unsigned j;
 
     memset(c, 0, sizeof(c));
@@ -1340,95 +1319,59 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
         has[j] = c[j].measured > 0;
         all[j] = 1;
     }
-    if (put_be(b, 0, 4) || put_be(b, 16, 4) || COL(20) ||
-        field_i64(b, (uint64_t)k->hour))
+    if (put_be(b, 16, 2) || field_i64(b, (uint64_t)k->hour))
         goto nomem;
     for (j = 0; j < 4; j++)
-        if (COL(25) || field(b, strs[j], strlen(strs[j])))
+        if (field(b, strs[j], strlen(strs[j])))
             goto nomem;
-    if (COL(21) || field_i16(b, k->requested) || COL(21) ||
-        field_i16(b, k->executed) || COL(20) ||
-        field_i64(b, (uint64_t)(to - from)) || COL(20) ||
-        field_i64(b, counts[RECEIPT_STATUS_FALLBACK]) || COL(20) ||
-        field_i64(b, counts[RECEIPT_STATUS_CLEAN]) || COL(20) ||
+    if (field_i16(b, k->requested) || field_i16(b, k->executed) ||
+        field_i64(b, (uint64_t)(to - from)) ||
+        field_i64(b, counts[RECEIPT_STATUS_FALLBACK]) ||
+        field_i64(b, counts[RECEIPT_STATUS_CLEAN]) ||
         field_i64(b, counts[RECEIPT_STATUS_UNPROVEN]) ||
-        COL(1016 /* bigint[] */) ||
         field_i64s(b, measured, RECEIPT_NCOUNTERS) ||
-        COL(1231 /* numeric[] */) ||
-        field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) || COL(1231) ||
-        field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) || COL(1231) ||
-        field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) || COL(20) ||
+        field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) ||
+        field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) ||
+        field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) ||
         field_i64(b, schema3))
         goto nomem;
-    patch_be32(b, at, b->len - at - 4);
     return 0;
 nomem:
     return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
-#undef COL
-
-/* The upsert's parameter (put_rollup) for the sorted rows: a
- * rollup_hours[] in binary, one element per key. */
+/* The group's rollup_pending rows (put_rollup), one per key of the
+ * sorted rows, as COPY tuples. */
 static int
 rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
 {
     size_t i, from;
-    uint64_t keys = 0;
     int rc = 0;
 
-    if (put_be(b, 1, 4) || put_be(b, 0, 4) || put_be(b, p->rollup_oid, 4) ||
-        put_be(b, 0, 4) || put_be(b, 1, 4))
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
         if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
             rc = put_rollup(p, p->rows, from, i, b, err);
             from = i;
-            keys++;
         }
-    if (rc == 0)
-        patch_be32(b, 12, keys);
-    return rc;
-}
-
-/* Appends the sums of the group's keys to rollup_pending: the one
- * INSERT (PENDING_STMT) over the array rollup_cols made. */
-static int
-put_rollups(struct store_pg *p, const struct store_pg_buf *b,
-            struct proto_err *err)
-{
-    const char *v = (const char *)b->p;
-    int len = (int)b->len, fmt = 1, rc = 0;
-    PGresult *r;
-
-    if (b->len > INT32_MAX)
-        return proto_err_set(err, PROTO_ETOO_LARGE, NULL,
-                             "the group's rollups are over 2 GiB");
-    r = PQexecPrepared(p->pc, PENDING_STMT, 1, &v, &len, &fmt, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = store_pg_fail(p, r, err, "add to the rollups");
-    PQclear(r);
-    if (rc == 0)
-        p->pending_groups++;
     return rc;
 }
 
 /*
  * Merges the pending rollup rows into rollup_hours (MERGE_STMT), in a
- * transaction of its own, under a transaction advisory lock: when another
- * instance holds it, that one is merging and this one leaves it (its rows
- * are merged by the next merge, whoever runs it). Every committed pending
- * row, whichever instance appended it, is merged; rows of groups not
- * committed yet are not seen and stay. Writer thread, no transaction open.
+ * transaction of its own, under a transaction advisory lock: every
+ * committed pending row, whichever instance appended it, is merged; rows
+ * of groups not committed yet are not seen and stay. When another
+ * instance holds the lock it is merging: this one leaves it and asks
+ * again at its next chance (its count is kept). Writer thread, no
+ * transaction open.
  */
 static int
 pg_merge(struct store_pg *p, struct proto_err *err)
 {
     char sql[96];
     PGresult *r;
-    int rc, got;
+    int rc, got = 0;
 
-    p->pending_groups = 0;
     if ((rc = store_pg_begin(p, err)))
         return rc;
     p->in_txn = 1;
@@ -1448,13 +1391,17 @@ pg_merge(struct store_pg *p, struct proto_err *err)
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         rc = store_pg_fail(p, r, err, "merge the rollups");
     PQclear(r);
-    if (rc == 0 && (rc = store_pg_exec(p, "COMMIT", err,
-                                       "commit the rollup merge")) == 0)
+    if (rc == 0 &&
+        (rc = store_pg_exec(p, "COMMIT", err, "commit the rollup merge")) == 0)
         p->in_txn = 0;
 out:
     if (p->in_txn && PQstatus(p->pc) == CONNECTION_OK)
         PQclear(PQexec(p->pc, "ROLLBACK"));
     p->in_txn = 0;
+    /* Merged, or failed: asked again after PG_MERGE_GROUPS more groups
+     * (the rows stay pending, queries read them). */
+    if (got || rc != 0)
+        p->pending_groups = 0;
     return rc;
 }
 
@@ -1468,19 +1415,21 @@ pg_merge_pending(const struct store *s)
     return !p->readonly && p->pending_groups > 0;
 }
 
-/* store_merge_idle: the whole merge at once (keys is SQLite's slice). A
- * failure leaves the rows pending (queries read them) until the next
- * merge, after PG_MERGE_GROUPS groups or the next quiet moment after a
- * group. */
+/* store_merge_idle: the whole merge at once (keys is SQLite's slice):
+ * 0 when done, 1 when another instance held the lock (asked again), or
+ * the failure (the rows stay pending until the next merge, after
+ * PG_MERGE_GROUPS groups or a quiet moment after one). */
 static int
 pg_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     struct store_pg *p = store_pg_of(s);
+    int rc;
 
     (void)keys;
     if (!pg_merge_pending(s))
         return 0;
-    return pg_merge(p, err);
+    rc = pg_merge(p, err);
+    return rc != 0 ? rc : pg_merge_pending(s);
 }
 
 /* Sends sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
@@ -1588,7 +1537,10 @@ flush_group(struct store_pg *p, struct proto_err *err)
         rc2 = rollup_cols(p, &cols, err);
         rc = copy_end(p, err, "COPY the receipts");
         if (rc == 0 && (rc = rc2) == 0)
-            rc = put_rollups(p, &cols, err);
+            rc = copy_in(p, "COPY rollup_pending FROM STDIN (FORMAT binary)",
+                         &cols, err, "add to the rollups");
+        if (rc == 0)
+            p->pending_groups++;
     }
     free(cols.p);
     return rc;

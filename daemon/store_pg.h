@@ -78,8 +78,6 @@ struct store_pg {
      * open addressing in n_hwm_slots (a power of two). */
     struct store_pg_hwm *hwm;
     size_t n_hwm, n_hwm_slots;
-    /* The rollup_hours row type's id (the rollup append's parameter). */
-    uint32_t rollup_oid;
     /* Groups that appended rollup sums since the last merge (store_pg.c
      * pg_merge); 1 at open, for what an earlier run left pending. */
     unsigned pending_groups;
