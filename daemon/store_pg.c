@@ -120,100 +120,92 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * A group's rollup sums are appended to rollup_pending (migrations/pg/0003)
  * with one COPY (FORMAT binary), a row per key and hour (put_rollup). The
  * pending rows are merged into rollup_hours every PG_MERGE_GROUPS groups
- * and when the writer is idle (pg_merge, MERGE_STMT): deleted, summed per
- * key and added in one upsert, in one transaction, so a query reading both
- * tables (store_pg_query.c) counts each receipt once. Until the pending
- * table, every group upserted its keys' rows itself: about 1,600 row
- * updates of rows about 700 bytes wide a group in the central bench, as
- * much of the server's time as the group's COPY (docs/fleet.md). The
- * steps before that, each a large part of the server's time: one
- * statement per key, parsed and planned each time; the counters' arrays
- * added in four subqueries (unnest ... array_agg ORDER BY) per row, now
- * element by element in expressions (rollup_arrays); the keys' figures sent
- * as text (array_in, numeric_in).
+ * and when the writer is idle (pg_merge): deleted (MERGE_TAKE, at most
+ * MERGE_ROWS a round), summed per key here, and added with one upsert
+ * (ROLLUP_STMT), in one transaction, so a query reading both tables
+ * (store_pg_query.c) counts each receipt once. Until the pending table,
+ * every group upserted its keys' rows itself: about 1,600 row updates of
+ * rows about 700 bytes wide a group in the central bench, as much of the
+ * server's time as the group's COPY; summing the pending rows in SQL
+ * (GROUP BY, an aggregate per array element) cost the server about as
+ * much again (docs/fleet.md). The upsert's earlier steps, each a large
+ * part of the server's time: one statement per key, parsed and planned
+ * each time; the counters' arrays added in four subqueries (unnest ...
+ * array_agg ORDER BY) per row, now element by element in expressions
+ * (rollup_sql); the keys' figures sent as text (array_in, numeric_in).
  */
-#define MERGE_STMT      "receiptd_merge"
+#define ROLLUP_STMT     "receiptd_rollup"
 #define ROLLUP_SQL_MAX  16384
-#define PG_MERGE_GROUPS 16 /* groups appended between merges under load */
+#define PG_MERGE_GROUPS 8     /* groups appended between merges under load */
+#define MERGE_ROWS      16384 /* pending rows a merge takes a round */
+#define MERGE_ROUNDS    8     /* rounds a merge's transaction */
 #define LOCK_MERGE      0x72637076
-static const char merge_head[] =
-    "WITH moved AS (DELETE FROM rollup_pending RETURNING *) "
-    "INSERT INTO rollup_hours AS r SELECT hour, plan, graph, model, source, "
-    "requested_backend, executed_backend, sum(receipts)::bigint, "
-    "sum(fallback)::bigint, sum(clean)::bigint, sum(unproven)::bigint";
-static const char merge_key[] =
-    ", sum(schema3)::bigint FROM moved GROUP BY hour, plan, graph, model, "
-    "source, requested_backend, executed_backend "
+static const char rollup_head[] =
+    "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
     "ON CONFLICT (hour, plan, graph, model, source, requested_backend, "
     "executed_backend) DO UPDATE SET receipts = "
     "r.receipts + excluded.receipts, fallback = r.fallback + "
     "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
     "r.unproven + excluded.unproven, schema3 = r.schema3 + "
     "excluded.schema3";
+/* Takes a round's rows (MERGE_ROWS), their columns in rollup_hours' order
+ * (put_sums, merge_row). */
+#define MERGE_STR(x)  #x
+#define MERGE_XSTR(x) MERGE_STR(x)
+#define MERGE_TAKE                                                             \
+    "DELETE FROM rollup_pending WHERE ctid = ANY (ARRAY(SELECT ctid FROM "     \
+    "rollup_pending LIMIT " MERGE_XSTR(                                        \
+        MERGE_ROWS) ")) RETURNING hour, "                                      \
+                    "plan, graph, model, "                                     \
+                    "source, requested_backend, executed_backend, receipts, "  \
+                    "fallback, "                                               \
+                    "clean, unproven, measured, sum, min, max, schema3"
 
 static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
                    int64_t *v, struct proto_err *err, const char *what);
 
-/* Appends to buf at *o, for each of the four counter arrays, pre, then
- * ARRAY[f(c[1]...), ...] over RECEIPT_NCOUNTERS elements, f from fns. */
+/* The upsert's text into buf: rollup_head, then each array column as
+ * ARRAY[f(r.c[1], excluded.c[1]), ...] over RECEIPT_NCOUNTERS elements
+ * (least and greatest skip a NULL: min and max of nothing measured). */
 static void
-rollup_arrays(char *buf, size_t cap, size_t *o, const char *pre,
-              const char *const fns[4], int update)
+rollup_sql(char *buf, size_t cap)
 {
     static const char *const cols[4] = { "measured", "sum", "min", "max" };
+    static const char *const fns[4] = { NULL, NULL, "least", "greatest" };
+    size_t o = (size_t)snprintf(buf, cap, "%s", rollup_head);
     unsigned c, b;
 
-    for (c = 0; c < 4 && *o < cap; c++) {
-        *o += (size_t)snprintf(buf + *o, cap - *o, ", %s%sARRAY[",
-                               update ? cols[c] : "", pre);
-        for (b = 1; b <= RECEIPT_NCOUNTERS && *o < cap; b++) {
-            const char *sep = b > 1 ? ", " : "";
-
-            if (update && fns[c] != NULL)
-                *o += (size_t)snprintf(buf + *o, cap - *o,
-                                       "%s%s(r.%s[%u], excluded.%s[%u])", sep,
-                                       fns[c], cols[c], b, cols[c], b);
-            else if (update)
-                *o += (size_t)snprintf(buf + *o, cap - *o,
-                                       "%sr.%s[%u] + excluded.%s[%u]", sep,
-                                       cols[c], b, cols[c], b);
-            else
-                *o += (size_t)snprintf(buf + *o, cap - *o, "%s%s(%s[%u])%s",
-                                       sep, fns[c], cols[c], b,
-                                       c == 0 ? "::bigint" : "");
+    for (c = 0; c < 4 && o < cap; c++) {
+        o += (size_t)snprintf(buf + o, cap - o, ", %s = ARRAY[", cols[c]);
+        for (b = 1; b <= RECEIPT_NCOUNTERS && o < cap; b++) {
+            if (b > 1)
+                o += (size_t)snprintf(buf + o, cap - o, ", ");
+            if (o < cap && fns[c] != NULL)
+                o += (size_t)snprintf(buf + o, cap - o,
+                                      "%s(r.%s[%u], excluded.%s[%u])", fns[c],
+                                      cols[c], b, cols[c], b);
+            else if (o < cap)
+                o += (size_t)snprintf(buf + o, cap - o,
+                                      "r.%s[%u] + excluded.%s[%u]", cols[c], b,
+                                      cols[c], b);
         }
-        if (*o < cap)
-            *o += (size_t)snprintf(buf + *o, cap - *o, "]");
+        if (o < cap)
+            o += (size_t)snprintf(buf + o, cap - o, "]");
     }
-}
-
-/* The merge's text into buf: the pending rows summed per key (sum, min,
- * max element by element), then added to rollup_hours' rows (least and
- * greatest skip a NULL: min and max of nothing measured). */
-static void
-merge_sql(char *buf, size_t cap)
-{
-    static const char *const aggs[4] = { "sum", "sum", "min", "max" };
-    static const char *const fns[4] = { NULL, NULL, "least", "greatest" };
-    size_t o = (size_t)snprintf(buf, cap, "%s", merge_head);
-
-    rollup_arrays(buf, cap, &o, "", aggs, 0);
-    if (o < cap)
-        o += (size_t)snprintf(buf + o, cap - o, "%s", merge_key);
-    rollup_arrays(buf, cap, &o, " = ", fns, 1);
 }
 
 /*
  * What each session needs, at open and after a reconnect: durable commits
  * whatever the server's default, no NOTICE lines in the daemon's log (IF
  * NOT EXISTS says one each time), and the writer's prepared rollup
- * merge or a query connection's read-only default.
+ * upsert (the merge's) or a query connection's read-only default.
  */
 static int
 session_setup(struct store_pg *p, struct proto_err *err)
 {
     char sql[ROLLUP_SQL_MAX];
     PGresult *r;
+    int64_t oid;
     int rc;
 
     if ((rc = store_pg_exec(p,
@@ -231,16 +223,21 @@ session_setup(struct store_pg *p, struct proto_err *err)
                             "(LIKE dedupe) ON COMMIT DELETE ROWS",
                             err, "make the staging table")))
         return rc;
-    /* A generic plan from the first execution on: the merge's plan does
-     * not depend on values. */
+    /* A generic plan from the first execution on: the upsert's plan does
+     * not depend on its values. */
     if ((rc = store_pg_exec(p, "SET plan_cache_mode = force_generic_plan", err,
                             "set up the session")))
         return rc;
-    merge_sql(sql, sizeof(sql));
-    r = PQprepare(p->pc, MERGE_STMT, sql, 0, NULL);
+    /* The row type's id, which each element of the parameter names. */
+    if ((rc = one_int(p, "SELECT 'rollup_hours'::regtype::oid", 0, &oid, err,
+                      "read the rollup row type")))
+        return rc;
+    p->rollup_oid = (uint32_t)oid;
+    rollup_sql(sql, sizeof(sql));
+    r = PQprepare(p->pc, ROLLUP_STMT, sql, 1, NULL);
     rc = PQresultStatus(r) == PGRES_COMMAND_OK
              ? 0
-             : store_pg_fail(p, r, err, "prepare the rollup merge");
+             : store_pg_fail(p, r, err, "prepare the rollup upsert");
     PQclear(r);
     return rc;
 }
@@ -1283,61 +1280,98 @@ field_numerics(struct store_pg_buf *b, const unsigned __int128 *v,
     return 0;
 }
 
+/* One key's sums: what a rollup row holds. The strings point into the
+ * arena (a group's) or the merge's map. */
+struct pg_sums {
+    int64_t hour;
+    const char *str[4]; /* plan, graph, model, source */
+    size_t len[4];
+    unsigned requested, executed;
+    uint64_t receipts, counts[3], schema3;
+    struct store_agg_counter c[RECEIPT_NCOUNTERS];
+};
+
 /*
- * Appends the sums of rows [from, to), which share a key, to b as one
- * COPY (FORMAT binary) tuple of rollup_pending: the 16 columns of
- * rollup_hours in order (migrations/pg/0001, 0003).
+ * Appends k to b as a row of rollup_hours' 16 columns in order
+ * (migrations/pg/0001): a COPY (FORMAT binary) tuple of rollup_pending, or
+ * with record set a record in binary (record_recv: each column's type
+ * before it), an element of the upsert's rollup_hours[].
  */
+static int
+put_sums(struct store_pg_buf *b, const struct pg_sums *k, int record)
+{
+    uint64_t measured[RECEIPT_NCOUNTERS];
+    unsigned __int128 v[3][RECEIPT_NCOUNTERS];
+    int has[RECEIPT_NCOUNTERS], all[RECEIPT_NCOUNTERS];
+    size_t at = b->len;
+    unsigned j;
+
+    for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
+        measured[j] = k->c[j].measured;
+        v[0][j] = (unsigned __int128)k->c[j].sum_hi << 64 | k->c[j].sum_lo;
+        v[1][j] = k->c[j].min;
+        v[2][j] = k->c[j].max;
+        has[j] = k->c[j].measured > 0;
+        all[j] = 1;
+    }
+#define COL(oid) (record && put_be(b, (oid), 4))
+    if ((record ? put_be(b, 0, 4) || put_be(b, 16, 4) : put_be(b, 16, 2)) ||
+        COL(20) || field_i64(b, (uint64_t)k->hour))
+        return -1;
+    for (j = 0; j < 4; j++)
+        if (COL(25) || field(b, k->str[j], k->len[j]))
+            return -1;
+    if (COL(21) || field_i16(b, k->requested) || COL(21) ||
+        field_i16(b, k->executed) || COL(20) || field_i64(b, k->receipts) ||
+        COL(20) || field_i64(b, k->counts[RECEIPT_STATUS_FALLBACK]) ||
+        COL(20) || field_i64(b, k->counts[RECEIPT_STATUS_CLEAN]) || COL(20) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_UNPROVEN]) ||
+        COL(1016 /* bigint[] */) ||
+        field_i64s(b, measured, RECEIPT_NCOUNTERS) ||
+        COL(1231 /* numeric[] */) ||
+        field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) || COL(1231) ||
+        field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) || COL(1231) ||
+        field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) || COL(20) ||
+        field_i64(b, k->schema3))
+        return -1;
+#undef COL
+    if (record)
+        patch_be32(b, at, b->len - at - 4);
+    return 0;
+}
+
+/* Appends the sums of rows [from, to), which share a key, to b as one
+ * COPY tuple of rollup_pending (put_sums). */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
            size_t to, struct store_pg_buf *b, struct proto_err *err)
 {
-    const struct store_pg_row *k = &rows[from];
-    struct store_agg_counter c[RECEIPT_NCOUNTERS];
-    uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
-    uint64_t measured[RECEIPT_NCOUNTERS];
-    unsigned __int128 v[3][RECEIPT_NCOUNTERS];
-    int has[RECEIPT_NCOUNTERS], all[RECEIPT_NCOUNTERS];
-    const char *strs[4] = { p->arena + k->plan, p->arena + k->graph,
-                            p->arena + k->model, p->arena + k->source };
+    const struct store_pg_row *r = &rows[from];
+    struct pg_sums k;
     size_t i;
     unsigned j;
 
-    memset(c, 0, sizeof(c));
+    memset(&k, 0, sizeof(k));
+    k.hour = r->hour;
+    k.str[0] = p->arena + r->plan;
+    k.str[1] = p->arena + r->graph;
+    k.str[2] = p->arena + r->model;
+    k.str[3] = p->arena + r->source;
+    for (j = 0; j < 4; j++)
+        k.len[j] = strlen(k.str[j]);
+    k.requested = r->requested;
+    k.executed = r->executed;
+    k.receipts = to - from;
     for (i = from; i < to; i++) {
-        counts[rows[i].status < 3 ? rows[i].status : 2]++;
-        schema3 += rows[i].schema3;
+        k.counts[rows[i].status < 3 ? rows[i].status : 2]++;
+        k.schema3 += rows[i].schema3;
         for (j = 0; j < RECEIPT_NCOUNTERS; j++)
             if (rows[i].coverage >> j & 1)
-                store_agg_counter_add(&c[j], rows[i].counters[j]);
+                store_agg_counter_add(&k.c[j], rows[i].counters[j]);
     }
-    for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
-        measured[j] = c[j].measured;
-        v[0][j] = (unsigned __int128)c[j].sum_hi << 64 | c[j].sum_lo;
-        v[1][j] = c[j].min;
-        v[2][j] = c[j].max;
-        has[j] = c[j].measured > 0;
-        all[j] = 1;
-    }
-    if (put_be(b, 16, 2) || field_i64(b, (uint64_t)k->hour))
-        goto nomem;
-    for (j = 0; j < 4; j++)
-        if (field(b, strs[j], strlen(strs[j])))
-            goto nomem;
-    if (field_i16(b, k->requested) || field_i16(b, k->executed) ||
-        field_i64(b, (uint64_t)(to - from)) ||
-        field_i64(b, counts[RECEIPT_STATUS_FALLBACK]) ||
-        field_i64(b, counts[RECEIPT_STATUS_CLEAN]) ||
-        field_i64(b, counts[RECEIPT_STATUS_UNPROVEN]) ||
-        field_i64s(b, measured, RECEIPT_NCOUNTERS) ||
-        field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) ||
-        field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) ||
-        field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) ||
-        field_i64(b, schema3))
-        goto nomem;
+    if (put_sums(b, &k, 0))
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
-nomem:
-    return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
 /* The group's rollup_pending rows (put_rollup), one per key of the
@@ -1356,22 +1390,202 @@ rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
     return rc;
 }
 
+/* The keys a merge round sums: dense in keys, found by a hash in slots
+ * (open addressing, MERGE_SLOTS, twice MERGE_ROWS: a round's rows have at
+ * most that many keys, about 18 MiB of sums). Each key's strings are one
+ * block of its own (str[0]). */
+#define MERGE_SLOTS (2 * MERGE_ROWS)
+struct pg_merge_map {
+    uint32_t *slots; /* 0: free, else the key's index + 1 */
+    struct pg_sums *keys;
+    size_t n, cap;
+};
+
+static uint32_t
+merge_hash(int64_t hour, const char **str, const int *len, unsigned req,
+           unsigned exe)
+{
+    uint32_t h = 2166136261u;
+    unsigned j;
+    int i;
+
+#define MIX(x) (h = (h ^ (uint32_t)(x)) * 16777619u)
+    for (i = 0; i < 8; i++)
+        MIX((uint64_t)hour >> (8 * i) & 0xff);
+    for (j = 0; j < 4; j++) {
+        for (i = 0; i < len[j]; i++)
+            MIX((unsigned char)str[j][i]);
+        MIX(0x100 + j);
+    }
+    MIX(req);
+    MIX(exe);
+#undef MIX
+    return h;
+}
+
+static void
+merge_map_clear(struct pg_merge_map *m)
+{
+    size_t i;
+
+    for (i = 0; i < m->n; i++)
+        free((void *)m->keys[i].str[0]);
+    m->n = 0;
+    if (m->slots != NULL)
+        memset(m->slots, 0, MERGE_SLOTS * sizeof(*m->slots));
+}
+
+/* Adds row i of a MERGE_TAKE result (rollup_hours' columns) to its key's
+ * sums in m. */
+static int
+merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
+{
+    const char *str[4];
+    int len[4], has[RECEIPT_NCOUNTERS];
+    int64_t hour = store_pg_i64(PQgetvalue(r, i, 0));
+    unsigned req = (uint16_t)store_pg_i16(PQgetvalue(r, i, 5));
+    unsigned exe = (uint16_t)store_pg_i16(PQgetvalue(r, i, 6));
+    uint64_t measured[RECEIPT_NCOUNTERS];
+    unsigned __int128 v[3][RECEIPT_NCOUNTERS];
+    struct pg_sums *k = NULL;
+    uint32_t h, at;
+    unsigned j;
+
+    for (j = 0; j < 4; j++) {
+        str[j] = PQgetvalue(r, i, 1 + (int)j);
+        len[j] = PQgetlength(r, i, 1 + (int)j);
+    }
+    h = merge_hash(hour, str, len, req, exe);
+    for (at = h & (MERGE_SLOTS - 1); m->slots[at] != 0;
+         at = (at + 1) & (MERGE_SLOTS - 1)) {
+        struct pg_sums *c = &m->keys[m->slots[at] - 1];
+
+        if (c->hour == hour && c->requested == req && c->executed == exe &&
+            c->len[0] == (size_t)len[0] && c->len[1] == (size_t)len[1] &&
+            c->len[2] == (size_t)len[2] && c->len[3] == (size_t)len[3] &&
+            memcmp(c->str[0], str[0], (size_t)len[0]) == 0 &&
+            memcmp(c->str[1], str[1], (size_t)len[1]) == 0 &&
+            memcmp(c->str[2], str[2], (size_t)len[2]) == 0 &&
+            memcmp(c->str[3], str[3], (size_t)len[3]) == 0) {
+            k = c;
+            break;
+        }
+    }
+    if (k == NULL) {
+        char *block;
+        size_t o = 0;
+
+        if (m->n >= MERGE_ROWS ||
+            grow((void **)&m->keys, &m->cap, m->n + 1, sizeof(*m->keys)) != 0 ||
+            (block = malloc((size_t)len[0] + (size_t)len[1] + (size_t)len[2] +
+                            (size_t)len[3] + 1)) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        k = &m->keys[m->n++];
+        memset(k, 0, sizeof(*k));
+        for (j = 0; j < 4; j++) {
+            memcpy(block + o, str[j], (size_t)len[j]);
+            k->str[j] = block + o;
+            k->len[j] = (size_t)len[j];
+            o += (size_t)len[j];
+        }
+        k->hour = hour;
+        k->requested = req;
+        k->executed = exe;
+        m->slots[at] = (uint32_t)m->n;
+    }
+    k->receipts += (uint64_t)store_pg_i64(PQgetvalue(r, i, 7));
+    for (j = 0; j < 3; j++)
+        k->counts[j] += (uint64_t)store_pg_i64(PQgetvalue(r, i, 8 + (int)j));
+    k->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 15));
+    store_pg_get_i64s(r, i, 11, measured, RECEIPT_NCOUNTERS);
+    store_pg_get_numerics(r, i, 12, v[0], has, RECEIPT_NCOUNTERS);
+    store_pg_get_numerics(r, i, 13, v[1], has, RECEIPT_NCOUNTERS);
+    store_pg_get_numerics(r, i, 14, v[2], has, RECEIPT_NCOUNTERS);
+    for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
+        struct store_agg_counter c;
+
+        if (measured[j] == 0)
+            continue;
+        c.measured = measured[j];
+        c.sum_lo = (uint64_t)v[0][j];
+        c.sum_hi = (uint64_t)(v[0][j] >> 64);
+        c.min = (uint64_t)v[1][j];
+        c.max = (uint64_t)v[2][j];
+        store_agg_counter_merge(&k->c[j], &c);
+    }
+    return 0;
+}
+
+/* One round of a merge: up to MERGE_ROWS pending rows deleted (their
+ * rows streamed one at a time, summed into m), then their keys' sums
+ * added to rollup_hours with one upsert. *more: the round took
+ * MERGE_ROWS, others may wait. */
+static int
+merge_round(struct store_pg *p, struct pg_merge_map *m, int *more,
+            struct proto_err *err)
+{
+    struct store_pg_buf b;
+    PGresult *r;
+    const char *v;
+    int rc = 0, rows = 0, len, fmt = 1;
+    size_t i;
+
+    *more = 0;
+    merge_map_clear(m);
+    if (!PQsendQueryParams(p->pc, MERGE_TAKE, 0, NULL, NULL, NULL, NULL, 1) ||
+        !PQsetSingleRowMode(p->pc))
+        return store_pg_fail(p, NULL, err, "take the pending rollups");
+    while ((r = PQgetResult(p->pc)) != NULL) {
+        if (rc == 0 && PQresultStatus(r) == PGRES_SINGLE_TUPLE) {
+            rc = merge_row(m, r, 0, err);
+            rows++;
+        } else if (rc == 0 && PQresultStatus(r) != PGRES_TUPLES_OK)
+            rc = store_pg_fail(p, r, err, "take the pending rollups");
+        PQclear(r);
+    }
+    if (rc != 0 || m->n == 0)
+        return rc;
+    *more = rows >= MERGE_ROWS;
+    memset(&b, 0, sizeof(b));
+    if (put_be(&b, 1, 4) || put_be(&b, 0, 4) || put_be(&b, p->rollup_oid, 4) ||
+        put_be(&b, m->n, 4) || put_be(&b, 1, 4))
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    for (i = 0; rc == 0 && i < m->n; i++)
+        if (put_sums(&b, &m->keys[i], 1))
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc == 0 && b.len > INT32_MAX)
+        rc = proto_err_set(err, PROTO_ETOO_LARGE, NULL,
+                           "a merge's rollups are over 2 GiB");
+    if (rc == 0) {
+        v = (const char *)b.p;
+        len = (int)b.len;
+        r = PQexecPrepared(p->pc, ROLLUP_STMT, 1, &v, &len, &fmt, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = store_pg_fail(p, r, err, "merge the rollups");
+        PQclear(r);
+    }
+    free(b.p);
+    return rc;
+}
+
 /*
- * Merges the pending rollup rows into rollup_hours (MERGE_STMT), in a
- * transaction of its own, under a transaction advisory lock: every
- * committed pending row, whichever instance appended it, is merged; rows
- * of groups not committed yet are not seen and stay. When another
- * instance holds the lock it is merging: this one leaves it and asks
- * again at its next chance (its count is kept). Writer thread, no
- * transaction open.
+ * Merges the pending rollup rows into rollup_hours, up to MERGE_ROUNDS
+ * rounds (merge_round) in a transaction of its own, under a transaction
+ * advisory lock: every committed pending row, whichever instance appended
+ * it, is merged; rows of groups not committed yet are not seen and stay.
+ * When another instance holds the lock it is merging: this one leaves it
+ * and asks again at its next chance (its count is kept, as when rows
+ * remain after the last round). Writer thread, no transaction open.
  */
 static int
 pg_merge(struct store_pg *p, struct proto_err *err)
 {
+    struct pg_merge_map m;
     char sql[96];
     PGresult *r;
-    int rc, got = 0;
+    int rc, got = 0, more = 0, round;
 
+    memset(&m, 0, sizeof(m));
     if ((rc = store_pg_begin(p, err)))
         return rc;
     p->in_txn = 1;
@@ -1387,10 +1601,13 @@ pg_merge(struct store_pg *p, struct proto_err *err)
     PQclear(r);
     if (!got)
         goto out; /* another instance merges */
-    r = PQexecPrepared(p->pc, MERGE_STMT, 0, NULL, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = store_pg_fail(p, r, err, "merge the rollups");
-    PQclear(r);
+    if ((m.slots = calloc(MERGE_SLOTS, sizeof(*m.slots))) == NULL) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (round = 0; rc == 0 && round < MERGE_ROUNDS; round++)
+        if ((rc = merge_round(p, &m, &more, err)) != 0 || !more)
+            break;
     if (rc == 0 &&
         (rc = store_pg_exec(p, "COMMIT", err, "commit the rollup merge")) == 0)
         p->in_txn = 0;
@@ -1398,10 +1615,13 @@ out:
     if (p->in_txn && PQstatus(p->pc) == CONNECTION_OK)
         PQclear(PQexec(p->pc, "ROLLBACK"));
     p->in_txn = 0;
+    merge_map_clear(&m);
+    free(m.slots);
+    free(m.keys);
     /* Merged, or failed: asked again after PG_MERGE_GROUPS more groups
-     * (the rows stay pending, queries read them). */
+     * (the rows stay pending, queries read them); rows left: at once. */
     if (got || rc != 0)
-        p->pending_groups = 0;
+        p->pending_groups = rc == 0 && more ? PG_MERGE_GROUPS : 0;
     return rc;
 }
 

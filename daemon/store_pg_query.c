@@ -91,8 +91,8 @@ run(struct store_pg *p, const char *sql, struct params *pa,
 }
 
 /* A bigint[] in the binary array format into v[0, max), the rest 0. */
-static void
-get_i64s(PGresult *r, int row, int col, uint64_t *v, unsigned max)
+void
+store_pg_get_i64s(PGresult *r, int row, int col, uint64_t *v, unsigned max)
 {
     const char *b = PQgetvalue(r, row, col);
     int len = PQgetlength(r, row, col), n, i;
@@ -216,8 +216,8 @@ receipt_row(PGresult *r, int i, void *cb, void *arg)
     row.r.tuning_profile = get_str(r, i, 11);
     row.r.stop_reason = get_str(r, i, 12);
     row.r.counter_coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 13));
-    get_i64s(r, i, 14, row.r.counters, RECEIPT_NCOUNTERS);
-    get_i64s(r, i, 15, row.r.artifacts, RECEIPT_NARTIFACTS);
+    store_pg_get_i64s(r, i, 14, row.r.counters, RECEIPT_NCOUNTERS);
+    store_pg_get_i64s(r, i, 15, row.r.artifacts, RECEIPT_NARTIFACTS);
     if (!PQgetisnull(r, i, 16)) {
         row.r.extra = PQgetvalue(r, i, 16);
         row.r.extra_len = (size_t)PQgetlength(r, i, 16);
@@ -476,9 +476,9 @@ get_numeric(const char *b, int len)
 
 /* A numeric[] in binary form into v[0, max) and which elements were not
  * NULL into has. */
-static void
-get_numerics(PGresult *r, int row, int col, unsigned __int128 *v, int *has,
-             unsigned max)
+void
+store_pg_get_numerics(PGresult *r, int row, int col, unsigned __int128 *v,
+                      int *has, unsigned max)
 {
     const char *b = PQgetvalue(r, row, col);
     int len = PQgetlength(r, row, col), n, i;
@@ -555,10 +555,10 @@ add_rollups(PGresult *r, int named, int backends, unsigned flags,
         g->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 11));
         if (!(flags & STORE_AGG_COUNTERS))
             continue;
-        get_i64s(r, i, 7, measured, RECEIPT_NCOUNTERS);
-        get_numerics(r, i, 8, sum, has, RECEIPT_NCOUNTERS);
-        get_numerics(r, i, 9, mn, has, RECEIPT_NCOUNTERS);
-        get_numerics(r, i, 10, mx, has, RECEIPT_NCOUNTERS);
+        store_pg_get_i64s(r, i, 7, measured, RECEIPT_NCOUNTERS);
+        store_pg_get_numerics(r, i, 8, sum, has, RECEIPT_NCOUNTERS);
+        store_pg_get_numerics(r, i, 9, mn, has, RECEIPT_NCOUNTERS);
+        store_pg_get_numerics(r, i, 10, mx, has, RECEIPT_NCOUNTERS);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++) {
             struct store_agg_counter c;
 
@@ -603,7 +603,7 @@ add_receipts(PGresult *r, int named, int backends, unsigned flags,
         coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4)) &
                    receipt_meaningful_bits(
                        (unsigned)store_pg_i16(PQgetvalue(r, i, 6)));
-        get_i64s(r, i, 5, counters, RECEIPT_NCOUNTERS);
+        store_pg_get_i64s(r, i, 5, counters, RECEIPT_NCOUNTERS);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             if (coverage >> b & 1)
                 store_agg_counter_add(&g->c[b], counters[b]);

@@ -707,47 +707,6 @@ START_TEST(test_pg_two_writers_store_a_seq_once)
 }
 END_TEST
 
-/* Retention drops whole days: the partitions before the cutoff, their
- * hours' rollups, a record in prunes. */
-START_TEST(test_pg_prune_drops_whole_days)
-{
-    struct store_prune_result res;
-    struct proto_err err;
-    char pg[700];
-    struct store *s;
-    int64_t before, day0;
-
-    fresh_db("prune", pg, sizeof(pg));
-    s = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
-    fill(s);
-    before = scalar(pg, "SELECT count(*) FROM receipts");
-    day0 = scalar(pg, "SELECT count(*) FROM receipts WHERE received_at < "
-                      "1793577600000");
-    ck_assert_int_gt(day0, 0);
-    /* The writes' sums are pending (no merge yet): the prune drops them
-     * with their day. */
-    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending WHERE "
-                                "hour < 498216"),
-                     0);
-    /* A cutoff inside the second day drops only the first. */
-    ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
-    ck_assert_uint_eq(res.rows, (uint64_t)day0);
-    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts"),
-                     before - day0);
-    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
-                                "hour < 498216"),
-                     0);
-    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending WHERE "
-                                "hour < 498216"),
-                     0);
-    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
-    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM prunes"), 1);
-    ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
-    ck_assert_uint_eq(res.rows, 0);
-    store_free(s);
-}
-END_TEST
-
 /* One group of n batch receipts (no seq) from source at at, committed. */
 static void
 batch_group(struct store *s, const char *source, int i0, int n, int64_t at)
@@ -778,6 +737,53 @@ batch_group(struct store *s, const char *source, int i0, int n, int64_t at)
     "(SELECT coalesce(sum(receipts), 0) FROM rollup_pending) - "               \
     "(SELECT count(*) FROM receipts)"
 
+/* Retention drops whole days: the partitions before the cutoff, their
+ * hours' rollups, a record in prunes. */
+START_TEST(test_pg_prune_drops_whole_days)
+{
+    struct store_prune_result res;
+    struct proto_err err;
+    char pg[700];
+    struct store *s;
+    int64_t before, day0;
+
+    fresh_db("prune", pg, sizeof(pg));
+    s = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    fill(s);
+    before = scalar(pg, "SELECT count(*) FROM receipts");
+    day0 = scalar(pg, "SELECT count(*) FROM receipts WHERE received_at < "
+                      "1793577600000");
+    ck_assert_int_gt(day0, 0);
+    /* The first day's sums both merged (under load) and pending (a group
+     * since): the prune drops both with their day. */
+    batch_group(s, "batcher", 500, 5, T0 + 3 * HOUR + 17);
+    day0 += 5;
+    before += 5;
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending WHERE "
+                                "hour < 498216"),
+                     0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "hour < 498216"),
+                     0);
+    /* A cutoff inside the second day drops only the first. */
+    ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
+    ck_assert_uint_eq(res.rows, (uint64_t)day0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM receipts"),
+                     before - day0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "hour < 498216"),
+                     0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending WHERE "
+                                "hour < 498216"),
+                     0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM prunes"), 1);
+    ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
+    ck_assert_uint_eq(res.rows, 0);
+    store_free(s);
+}
+END_TEST
+
 /*
  * A group's sums are appended to rollup_pending and merged into
  * rollup_hours later (migrations/pg/0003): the aggregates equal a scan of
@@ -806,9 +812,18 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     a = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
     b = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
     q = open_store(STORE_BACKEND_POSTGRESQL, pg, 1);
-    /* All pending: 13 groups, fewer than a merge waits for. */
-    fill(a);
+    /* All pending: a few groups, no merge yet. */
+    for (g = 0; g < 3; g++)
+        batch_group(b, "batcher", 5000 + g * 40, 40, T0 + g * 7 * HOUR + 123);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+
+    /* 13 groups more: the first 8 and b's merged at the 9th's begin, the
+     * rest pending. */
+    fill(a);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
     ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
@@ -822,10 +837,12 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
 
-    /* Both: the other instance appends to the same keys and hours. */
+    /* Both: the other instance appends to the same keys and hours as
+     * fill's batches (merged), the last 8 groups pending. */
     for (g = 0; g < 12; g++)
         batch_group(b, g % 2 ? "batcher" : "", 1000 + g * 40, 40,
-                    T0 + g * 6 * HOUR + 2 * HOUR + 59 * 60000 + 17);
+                    T0 + g * 6 * HOUR + g * 7 * 60000 + 1234 + 2 * HOUR +
+                        59 * 60000 + 17);
     ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending p "
                                 "JOIN rollup_hours h USING (hour, plan, "
                                 "graph, model, source, requested_backend, "
@@ -858,13 +875,13 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
 
-    /* Under load: every 16th group's begin merges what is pending. */
-    for (g = 0; g < 16; g++)
+    /* Under load: the begin after 8 groups merges what is pending. */
+    for (g = 0; g < 8; g++)
         batch_group(a, "batcher", 3000 + g * 3, 3, T0 + 30 * HOUR + g);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
                                 "hour = 498222 AND source = 'batcher'"),
                      0);
-    ck_assert_int_ge(scalar(pg, "SELECT count(*) FROM rollup_pending"), 16);
+    ck_assert_int_ge(scalar(pg, "SELECT count(*) FROM rollup_pending"), 8);
     batch_group(a, "batcher", 4000, 1, T0 + 30 * HOUR + 99);
     ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
                                 "hour = 498222 AND source = 'batcher'"),
