@@ -120,7 +120,7 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * A group's rollup sums are appended to rollup_pending (migrations/pg/0003)
  * with one COPY (FORMAT binary), a row per key and hour (put_rollup). The
  * pending rows are merged into rollup_hours every PG_MERGE_GROUPS groups
- * and when the writer is idle (pg_merge): deleted (MERGE_TAKE, at most
+ * and when the writer is quiet (pg_merge_idle): deleted (MERGE_TAKE, at most
  * MERGE_ROWS a round), summed per key here, and added with one upsert
  * (ROLLUP_STMT), in one transaction, so a query reading both tables
  * (store_pg_query.c) counts each receipt once. Until the pending table,
@@ -134,12 +134,13 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * array_agg ORDER BY) per row, now element by element in expressions
  * (rollup_sql); the keys' figures sent as text (array_in, numeric_in).
  */
-#define ROLLUP_STMT     "receiptd_rollup"
-#define ROLLUP_SQL_MAX  16384
-#define PG_MERGE_GROUPS 8     /* groups appended between merges under load */
-#define MERGE_ROWS      16384 /* pending rows a merge takes a round */
-#define MERGE_ROUNDS    8     /* rounds a merge's transaction */
-#define LOCK_MERGE      0x72637076
+#define ROLLUP_STMT       "receiptd_rollup"
+#define ROLLUP_SQL_MAX    16384
+#define PG_MERGE_GROUPS   8     /* groups appended between merges under load */
+#define PG_MERGE_QUIET_MS 1000  /* and when no group came for this long */
+#define MERGE_ROWS        16384 /* pending rows a merge takes a round */
+#define MERGE_ROUNDS      8     /* rounds a merge's transaction */
+#define LOCK_MERGE        0x72637076
 static const char rollup_head[] =
     "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
     "ON CONFLICT (hour, plan, graph, model, source, requested_backend, "
@@ -1635,8 +1636,10 @@ pg_merge_pending(const struct store *s)
     return !p->readonly && p->pending_groups > 0;
 }
 
-/* store_merge_idle: the whole merge at once (keys is SQLite's slice):
- * 0 when done, 1 when another instance held the lock (asked again), or
+/* store_merge_idle: the whole merge at once (keys is SQLite's slice),
+ * once PG_MERGE_QUIET_MS passed since this instance's last group: 0 when
+ * done, 1 when not yet quiet or another instance held the lock (asked
+ * again), or
  * the failure (the rows stay pending until the next merge, after
  * PG_MERGE_GROUPS groups or a quiet moment after one). */
 static int
@@ -1648,6 +1651,11 @@ pg_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
     (void)keys;
     if (!pg_merge_pending(s))
         return 0;
+    /* A writer between groups of a light load waits for PG_MERGE_GROUPS
+     * of them, as under load: it merges alone only once quiet. */
+    if (p->pending_groups < PG_MERGE_GROUPS &&
+        store_now_ms() - p->appended_ms < PG_MERGE_QUIET_MS)
+        return 1;
     rc = pg_merge(p, err);
     return rc != 0 ? rc : pg_merge_pending(s);
 }
@@ -1759,8 +1767,10 @@ flush_group(struct store_pg *p, struct proto_err *err)
         if (rc == 0 && (rc = rc2) == 0)
             rc = copy_in(p, "COPY rollup_pending FROM STDIN (FORMAT binary)",
                          &cols, err, "add to the rollups");
-        if (rc == 0)
+        if (rc == 0) {
             p->pending_groups++;
+            p->appended_ms = store_now_ms();
+        }
     }
     free(cols.p);
     return rc;

@@ -83,6 +83,7 @@ struct store_pg {
     /* Groups that appended rollup sums since the last merge (store_pg.c
      * pg_merge); 1 at open, for what an earlier run left pending. */
     unsigned pending_groups;
+    uint64_t appended_ms; /* store_now_ms() of the last of them */
     /* Days (received_at / 86400000) whose partition exists. */
     int64_t *days;
     size_t n_days, cap_days;

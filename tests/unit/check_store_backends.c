@@ -828,8 +828,9 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
 
-    /* All merged. */
+    /* All merged, in a quiet moment (a second after a's last group). */
     ck_assert_int_eq(store_merge_pending(a), 1);
+    usleep(1100 * 1000);
     ck_assert_int_eq(store_merge_idle(a, STORE_MERGE_IDLE_KEYS, &err), 0);
     ck_assert_int_eq(store_merge_pending(a), 0);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
@@ -851,8 +852,9 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
 
-    /* While another session holds the merge's lock, b's merge leaves its
-     * rows pending and asks again; then it merges them. */
+    /* While another session holds the merge's lock, b's merge (quiet)
+     * leaves its rows pending and asks again; then it merges them. */
+    usleep(1100 * 1000);
     lk = PQconnectdb(pg);
     ck_assert_int_eq(PQstatus(lk), CONNECTION_OK);
     r = PQexec(lk, "SELECT pg_advisory_lock(1919119478)"); /* LOCK_MERGE */
