@@ -149,18 +149,17 @@ static const char rollup_head[] =
     "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
     "r.unproven + excluded.unproven, schema3 = r.schema3 + "
     "excluded.schema3";
-/* Takes a round's rows (MERGE_ROWS), their columns in rollup_hours' order
- * (put_sums, merge_row). */
+/* Takes a round's rows (MERGE_ROWS), their columns in order (put_pending,
+ * merge_row). */
 #define MERGE_STR(x)  #x
 #define MERGE_XSTR(x) MERGE_STR(x)
 #define MERGE_TAKE                                                             \
     "DELETE FROM rollup_pending WHERE ctid = ANY (ARRAY(SELECT ctid FROM "     \
     "rollup_pending LIMIT " MERGE_XSTR(                                        \
-        MERGE_ROWS) ")) RETURNING hour, "                                      \
-                    "plan, graph, model, "                                     \
-                    "source, requested_backend, executed_backend, receipts, "  \
-                    "fallback, "                                               \
-                    "clean, unproven, measured, sum, min, max, schema3"
+        MERGE_ROWS) ")) RETURNING hour, plan, "                                \
+                    "graph, model, source, requested_backend, "                \
+                    "executed_backend, receipts, "                             \
+                    "fallback, clean, unproven, schema3, sums"
 
 static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
                    int64_t *v, struct proto_err *err, const char *what);
@@ -1292,14 +1291,82 @@ struct pg_sums {
     struct store_agg_counter c[RECEIPT_NCOUNTERS];
 };
 
+/* A sums blob (rollup_pending.sums, migrations/pg/0003): for each counter
+ * measured, PG_SUMS_ENTRY bytes: its bit, then measured, the sum's high
+ * and low words, min and max, each 64 bits big-endian. */
+#define PG_SUMS_ENTRY 41
+
+int
+store_pg_sums_add(const char *b, int len, struct store_agg_counter *c)
+{
+    int at;
+
+    if (len < 0 || len % PG_SUMS_ENTRY != 0)
+        return -1;
+    for (at = 0; at < len; at += PG_SUMS_ENTRY) {
+        unsigned j = (unsigned char)b[at];
+        struct store_agg_counter o;
+
+        if (j >= RECEIPT_NCOUNTERS)
+            return -1;
+        o.measured = (uint64_t)store_pg_i64(b + at + 1);
+        o.sum_hi = (uint64_t)store_pg_i64(b + at + 9);
+        o.sum_lo = (uint64_t)store_pg_i64(b + at + 17);
+        o.min = (uint64_t)store_pg_i64(b + at + 25);
+        o.max = (uint64_t)store_pg_i64(b + at + 33);
+        store_agg_counter_merge(&c[j], &o);
+    }
+    return 0;
+}
+
+/* The sums blob of c[RECEIPT_NCOUNTERS] as a field. */
+static int
+field_sums(struct store_pg_buf *b, const struct store_agg_counter *c)
+{
+    size_t at = b->len;
+    unsigned j;
+
+    if (put_be(b, 0, 4))
+        return -1;
+    for (j = 0; j < RECEIPT_NCOUNTERS; j++)
+        if (c[j].measured > 0 &&
+            (put_be(b, j, 1) || put_be(b, c[j].measured, 8) ||
+             put_be(b, c[j].sum_hi, 8) || put_be(b, c[j].sum_lo, 8) ||
+             put_be(b, c[j].min, 8) || put_be(b, c[j].max, 8)))
+            return -1;
+    patch_be32(b, at, b->len - at - 4);
+    return 0;
+}
+
+/* Appends k to b as a COPY (FORMAT binary) tuple of rollup_pending: its 13
+ * columns in order (migrations/pg/0003), the counters in one blob. */
+static int
+put_pending(struct store_pg_buf *b, const struct pg_sums *k)
+{
+    unsigned j;
+
+    if (put_be(b, 13, 2) || field_i64(b, (uint64_t)k->hour))
+        return -1;
+    for (j = 0; j < 4; j++)
+        if (field(b, k->str[j], k->len[j]))
+            return -1;
+    if (field_i16(b, k->requested) || field_i16(b, k->executed) ||
+        field_i64(b, k->receipts) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_FALLBACK]) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_CLEAN]) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_UNPROVEN]) ||
+        field_i64(b, k->schema3) || field_sums(b, k->c))
+        return -1;
+    return 0;
+}
+
 /*
- * Appends k to b as a row of rollup_hours' 16 columns in order
- * (migrations/pg/0001): a COPY (FORMAT binary) tuple of rollup_pending, or
- * with record set a record in binary (record_recv: each column's type
- * before it), an element of the upsert's rollup_hours[].
+ * Appends k to b as a rollup_hours row (its 16 columns in order,
+ * migrations/pg/0001) in binary (record_recv: each column's type before
+ * it), an element of the upsert's rollup_hours[].
  */
 static int
-put_sums(struct store_pg_buf *b, const struct pg_sums *k, int record)
+put_rollup_row(struct store_pg_buf *b, const struct pg_sums *k)
 {
     uint64_t measured[RECEIPT_NCOUNTERS];
     unsigned __int128 v[3][RECEIPT_NCOUNTERS];
@@ -1315,9 +1382,9 @@ put_sums(struct store_pg_buf *b, const struct pg_sums *k, int record)
         has[j] = k->c[j].measured > 0;
         all[j] = 1;
     }
-#define COL(oid) (record && put_be(b, (oid), 4))
-    if ((record ? put_be(b, 0, 4) || put_be(b, 16, 4) : put_be(b, 16, 2)) ||
-        COL(20) || field_i64(b, (uint64_t)k->hour))
+#define COL(oid) put_be(b, (oid), 4)
+    if (put_be(b, 0, 4) || put_be(b, 16, 4) || COL(20) ||
+        field_i64(b, (uint64_t)k->hour))
         return -1;
     for (j = 0; j < 4; j++)
         if (COL(25) || field(b, k->str[j], k->len[j]))
@@ -1336,13 +1403,12 @@ put_sums(struct store_pg_buf *b, const struct pg_sums *k, int record)
         field_i64(b, k->schema3))
         return -1;
 #undef COL
-    if (record)
-        patch_be32(b, at, b->len - at - 4);
+    patch_be32(b, at, b->len - at - 4);
     return 0;
 }
 
 /* Appends the sums of rows [from, to), which share a key, to b as one
- * COPY tuple of rollup_pending (put_sums). */
+ * COPY tuple of rollup_pending (put_pending). */
 static int
 put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
            size_t to, struct store_pg_buf *b, struct proto_err *err)
@@ -1370,7 +1436,7 @@ put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
             if (rows[i].coverage >> j & 1)
                 store_agg_counter_add(&k.c[j], rows[i].counters[j]);
     }
-    if (put_sums(b, &k, 0))
+    if (put_pending(b, &k))
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     return 0;
 }
@@ -1436,18 +1502,15 @@ merge_map_clear(struct pg_merge_map *m)
         memset(m->slots, 0, MERGE_SLOTS * sizeof(*m->slots));
 }
 
-/* Adds row i of a MERGE_TAKE result (rollup_hours' columns) to its key's
- * sums in m. */
+/* Adds row i of a MERGE_TAKE result to its key's sums in m. */
 static int
 merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
 {
     const char *str[4];
-    int len[4], has[RECEIPT_NCOUNTERS];
+    int len[4];
     int64_t hour = store_pg_i64(PQgetvalue(r, i, 0));
     unsigned req = (uint16_t)store_pg_i16(PQgetvalue(r, i, 5));
     unsigned exe = (uint16_t)store_pg_i16(PQgetvalue(r, i, 6));
-    uint64_t measured[RECEIPT_NCOUNTERS];
-    unsigned __int128 v[3][RECEIPT_NCOUNTERS];
     struct pg_sums *k = NULL;
     uint32_t h, at;
     unsigned j;
@@ -1497,23 +1560,11 @@ merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
     k->receipts += (uint64_t)store_pg_i64(PQgetvalue(r, i, 7));
     for (j = 0; j < 3; j++)
         k->counts[j] += (uint64_t)store_pg_i64(PQgetvalue(r, i, 8 + (int)j));
-    k->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 15));
-    store_pg_get_i64s(r, i, 11, measured, RECEIPT_NCOUNTERS);
-    store_pg_get_numerics(r, i, 12, v[0], has, RECEIPT_NCOUNTERS);
-    store_pg_get_numerics(r, i, 13, v[1], has, RECEIPT_NCOUNTERS);
-    store_pg_get_numerics(r, i, 14, v[2], has, RECEIPT_NCOUNTERS);
-    for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
-        struct store_agg_counter c;
-
-        if (measured[j] == 0)
-            continue;
-        c.measured = measured[j];
-        c.sum_lo = (uint64_t)v[0][j];
-        c.sum_hi = (uint64_t)(v[0][j] >> 64);
-        c.min = (uint64_t)v[1][j];
-        c.max = (uint64_t)v[2][j];
-        store_agg_counter_merge(&k->c[j], &c);
-    }
+    k->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 11));
+    if (store_pg_sums_add(PQgetvalue(r, i, 12), PQgetlength(r, i, 12), k->c) !=
+        0)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "a pending rollup row's sums are malformed");
     return 0;
 }
 
@@ -1552,7 +1603,7 @@ merge_round(struct store_pg *p, struct pg_merge_map *m, int *more,
         put_be(&b, m->n, 4) || put_be(&b, 1, 4))
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (i = 0; rc == 0 && i < m->n; i++)
-        if (put_sums(&b, &m->keys[i], 1))
+        if (put_rollup_row(&b, &m->keys[i]))
             rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     if (rc == 0 && b.len > INT32_MAX)
         rc = proto_err_set(err, PROTO_ETOO_LARGE, NULL,

@@ -16,6 +16,8 @@
 
 #include "store_ops.h"
 
+struct store_agg_counter;
+
 /* The newest schema version of migrations/pg/ this binary knows. */
 int store_pg_schema_version(void);
 
@@ -133,6 +135,9 @@ int16_t store_pg_i16(const char *p);
  * (store_pg_query.c). */
 void store_pg_get_i64s(PGresult *r, int row, int col, uint64_t *v,
                        unsigned max);
+/* Adds a rollup_pending row's sums blob (b, len) to c[RECEIPT_NCOUNTERS];
+ * -1 for a malformed one (store_pg.c). */
+int store_pg_sums_add(const char *b, int len, struct store_agg_counter *c);
 void store_pg_get_numerics(PGresult *r, int row, int col, unsigned __int128 *v,
                            int *has, unsigned max);
 

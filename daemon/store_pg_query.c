@@ -530,7 +530,8 @@ row_group(PGresult *r, int i, int named, int backends, struct store_agg *a,
 }
 
 /* Adds rollup rows (group key, k1, k2, receipts, fallback, clean,
- * unproven, measured, sum, min, max) to a. */
+ * unproven, measured, sum, min, max, schema3, and a pending row's sums
+ * blob instead of the four arrays) to a. */
 static int
 add_rollups(PGresult *r, int named, int backends, unsigned flags,
             struct store_agg *a, struct names *nm, struct proto_err *err)
@@ -555,6 +556,14 @@ add_rollups(PGresult *r, int named, int backends, unsigned flags,
         g->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 11));
         if (!(flags & STORE_AGG_COUNTERS))
             continue;
+        if (!PQgetisnull(r, i, 12)) { /* a pending row's blob */
+            if (store_pg_sums_add(PQgetvalue(r, i, 12), PQgetlength(r, i, 12),
+                                  g->c) != 0)
+                return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                                     "a pending rollup row's sums are "
+                                     "malformed");
+            continue;
+        }
         store_pg_get_i64s(r, i, 7, measured, RECEIPT_NCOUNTERS);
         store_pg_get_numerics(r, i, 8, sum, has, RECEIPT_NCOUNTERS);
         store_pg_get_numerics(r, i, 9, mn, has, RECEIPT_NCOUNTERS);
@@ -624,7 +633,7 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     int64_t since = f->has_since ? store_pg_clamp(f->since) : INT64_MIN;
     int64_t until = f->has_until ? store_pg_clamp(f->until) : INT64_MAX;
     int64_t h0, h1; /* whole hours [h0, h1) come from the rollups */
-    char sql[2048], base[1024], kk[128], hb[96], rb[96];
+    char sql[4096], base[1024], kk[128], hb[96], rb[96];
     PGresult *r = NULL;
     size_t n;
     int rc, np;
@@ -663,13 +672,19 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     if ((rc = read_begin(p, deadline_ms, err)))
         goto out;
     if (h0 < h1) {
+        /* The merged rows and the pending ones in one statement: one
+         * snapshot, in which a merge's rows are in one table or the
+         * other. */
         snprintf(sql, sizeof(sql),
                  "SELECT %s, r.receipts, r.fallback, r.clean, r.unproven, "
-                 "r.measured, r.sum, r.min, r.max, r.schema3, %s FROM "
-                 "(SELECT * FROM rollup_hours UNION ALL SELECT * FROM "
-                 "rollup_pending) r%s AND "
-                 "r.hour >= $%d::bigint AND r.hour < $%d::bigint",
-                 kk, hb, base, np + 1, np + 2);
+                 "r.measured, r.sum, r.min, r.max, r.schema3, NULL::bytea, "
+                 "%s FROM rollup_hours r%s AND r.hour >= $%d::bigint AND "
+                 "r.hour < $%d::bigint UNION ALL SELECT %s, r.receipts, "
+                 "r.fallback, r.clean, r.unproven, NULL::bigint[], "
+                 "NULL::numeric[], NULL::numeric[], NULL::numeric[], "
+                 "r.schema3, r.sums, %s FROM rollup_pending r%s AND r.hour >= "
+                 "$%d::bigint AND r.hour < $%d::bigint",
+                 kk, hb, base, np + 1, np + 2, kk, hb, base, np + 1, np + 2);
         param_i64(&pa, h0);
         param_i64(&pa, h1);
         if ((r = run(p, sql, &pa, err)) == NULL ||
