@@ -120,11 +120,11 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  * A group's rollup sums are appended to rollup_pending (migrations/pg/0003)
  * with one COPY (FORMAT binary), a row per key and hour (put_rollup). The
  * pending rows are merged into rollup_hours every PG_MERGE_GROUPS groups
- * and when the writer is quiet (pg_merge_idle): deleted (MERGE_TAKE, at most
- * MERGE_ROWS a round), summed per key here, and added with one upsert
- * (ROLLUP_STMT), in one transaction, so a query reading both tables
- * (store_pg_query.c) counts each receipt once. Until the pending table,
- * every group upserted its keys' rows itself: about 1,600 row updates of
+ * and when the writer is quiet (pg_merge_idle): deleted (merge_take, at most
+ * MERGE_ROWS a round), summed per key here (up to MERGE_KEYS keys), and
+ * added with one upsert (ROLLUP_STMT), in one transaction, so a query reading
+ * both tables (store_pg_query.c) counts each receipt once. Until the pending
+ * table, every group upserted its keys' rows itself: about 1,600 row updates of
  * rows about 700 bytes wide a group in the central bench, as much of the
  * server's time as the group's COPY; summing the pending rows in SQL
  * (GROUP BY, an aggregate per array element) cost the server about as
@@ -136,10 +136,11 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  */
 #define ROLLUP_STMT       "receiptd_rollup"
 #define ROLLUP_SQL_MAX    16384
-#define PG_MERGE_GROUPS   8     /* groups appended between merges under load */
+#define PG_MERGE_GROUPS   16    /* groups appended between merges under load */
 #define PG_MERGE_QUIET_MS 1000  /* and when no group came for this long */
-#define MERGE_ROWS        16384 /* pending rows a merge takes a round */
-#define MERGE_ROUNDS      8     /* rounds a merge's transaction */
+#define MERGE_ROWS        4096  /* pending rows a round takes (merge_take) */
+#define MERGE_KEYS        16384 /* keys summed before an upsert */
+#define MERGE_ROUNDS      64    /* rounds a merge's transaction */
 #define LOCK_MERGE        0x72637076
 static const char rollup_head[] =
     "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
@@ -149,17 +150,13 @@ static const char rollup_head[] =
     "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
     "r.unproven + excluded.unproven, schema3 = r.schema3 + "
     "excluded.schema3";
-/* Takes a round's rows (MERGE_ROWS), their columns in order (put_pending,
- * merge_row). */
-#define MERGE_STR(x)  #x
-#define MERGE_XSTR(x) MERGE_STR(x)
-#define MERGE_TAKE                                                             \
-    "DELETE FROM rollup_pending WHERE ctid = ANY (ARRAY(SELECT ctid FROM "     \
-    "rollup_pending LIMIT " MERGE_XSTR(                                        \
-        MERGE_ROWS) ")) RETURNING hour, plan, "                                \
-                    "graph, model, source, requested_backend, "                \
-                    "executed_backend, receipts, "                             \
-                    "fallback, clean, unproven, schema3, sums"
+/* Takes a round's rows (its LIMIT is MERGE_ROWS), their columns in order
+ * (put_pending, merge_row). */
+static const char merge_take[] =
+    "DELETE FROM rollup_pending WHERE ctid = ANY (ARRAY(SELECT ctid FROM "
+    "rollup_pending LIMIT 4096)) RETURNING hour, plan, graph, model, source, "
+    "requested_backend, executed_backend, receipts, fallback, clean, "
+    "unproven, schema3, sums";
 
 static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
                    int64_t *v, struct proto_err *err, const char *what);
@@ -1457,11 +1454,11 @@ rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
     return rc;
 }
 
-/* The keys a merge round sums: dense in keys, found by a hash in slots
- * (open addressing, MERGE_SLOTS, twice MERGE_ROWS: a round's rows have at
- * most that many keys, about 18 MiB of sums). Each key's strings are one
- * block of its own (str[0]). */
-#define MERGE_SLOTS (2 * MERGE_ROWS)
+/* The keys a merge sums before an upsert: dense in keys, found by a hash
+ * in slots (open addressing, MERGE_SLOTS, twice MERGE_KEYS); at most
+ * MERGE_KEYS keys, about 19 MiB of sums. Each key's strings are one block
+ * of its own (str[0]). */
+#define MERGE_SLOTS (2 * MERGE_KEYS)
 struct pg_merge_map {
     uint32_t *slots; /* 0: free, else the key's index + 1 */
     struct pg_sums *keys;
@@ -1502,7 +1499,7 @@ merge_map_clear(struct pg_merge_map *m)
         memset(m->slots, 0, MERGE_SLOTS * sizeof(*m->slots));
 }
 
-/* Adds row i of a MERGE_TAKE result to its key's sums in m. */
+/* Adds row i of a merge_take result to its key's sums in m. */
 static int
 merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
 {
@@ -1539,7 +1536,7 @@ merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
         char *block;
         size_t o = 0;
 
-        if (m->n >= MERGE_ROWS ||
+        if (m->n >= MERGE_KEYS ||
             grow((void **)&m->keys, &m->cap, m->n + 1, sizeof(*m->keys)) != 0 ||
             (block = malloc((size_t)len[0] + (size_t)len[1] + (size_t)len[2] +
                             (size_t)len[3] + 1)) == NULL)
@@ -1568,23 +1565,18 @@ merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
     return 0;
 }
 
-/* One round of a merge: up to MERGE_ROWS pending rows deleted (their
- * rows streamed one at a time, summed into m), then their keys' sums
- * added to rollup_hours with one upsert. *more: the round took
+/* One round of a merge: up to MERGE_ROWS pending rows deleted, their
+ * rows streamed one at a time and summed into m. *more: the round took
  * MERGE_ROWS, others may wait. */
 static int
 merge_round(struct store_pg *p, struct pg_merge_map *m, int *more,
             struct proto_err *err)
 {
-    struct store_pg_buf b;
     PGresult *r;
-    const char *v;
-    int rc = 0, rows = 0, len, fmt = 1;
-    size_t i;
+    int rc = 0, rows = 0;
 
     *more = 0;
-    merge_map_clear(m);
-    if (!PQsendQueryParams(p->pc, MERGE_TAKE, 0, NULL, NULL, NULL, NULL, 1) ||
+    if (!PQsendQueryParams(p->pc, merge_take, 0, NULL, NULL, NULL, NULL, 1) ||
         !PQsetSingleRowMode(p->pc))
         return store_pg_fail(p, NULL, err, "take the pending rollups");
     while ((r = PQgetResult(p->pc)) != NULL) {
@@ -1595,9 +1587,23 @@ merge_round(struct store_pg *p, struct pg_merge_map *m, int *more,
             rc = store_pg_fail(p, r, err, "take the pending rollups");
         PQclear(r);
     }
-    if (rc != 0 || m->n == 0)
-        return rc;
-    *more = rows >= MERGE_ROWS;
+    *more = rc == 0 && rows >= MERGE_ROWS;
+    return rc;
+}
+
+/* Adds the sums of m's keys to rollup_hours with one upsert (ROLLUP_STMT)
+ * and empties m. */
+static int
+merge_flush(struct store_pg *p, struct pg_merge_map *m, struct proto_err *err)
+{
+    struct store_pg_buf b;
+    PGresult *r;
+    const char *v;
+    int rc = 0, len, fmt = 1;
+    size_t i;
+
+    if (m->n == 0)
+        return 0;
     memset(&b, 0, sizeof(b));
     if (put_be(&b, 1, 4) || put_be(&b, 0, 4) || put_be(&b, p->rollup_oid, 4) ||
         put_be(&b, m->n, 4) || put_be(&b, 1, 4))
@@ -1617,12 +1623,14 @@ merge_round(struct store_pg *p, struct pg_merge_map *m, int *more,
         PQclear(r);
     }
     free(b.p);
+    merge_map_clear(m);
     return rc;
 }
 
 /*
  * Merges the pending rollup rows into rollup_hours, up to MERGE_ROUNDS
- * rounds (merge_round) in a transaction of its own, under a transaction
+ * rounds (merge_round; merge_flush upserts the keys summed) in a
+ * transaction of its own, under a transaction
  * advisory lock: every committed pending row, whichever instance appended
  * it, is merged; rows of groups not committed yet are not seen and stay.
  * When another instance holds the lock it is merging: this one leaves it
@@ -1657,9 +1665,16 @@ pg_merge(struct store_pg *p, struct proto_err *err)
         rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    for (round = 0; rc == 0 && round < MERGE_ROUNDS; round++)
-        if ((rc = merge_round(p, &m, &more, err)) != 0 || !more)
+    /* Each key's sums go in once a merge while they fit in the map: an
+     * upsert only when the next round might not. */
+    for (round = 0; rc == 0 && round < MERGE_ROUNDS; round++) {
+        if (m.n + MERGE_ROWS > MERGE_KEYS)
+            rc = merge_flush(p, &m, err);
+        if (rc != 0 || (rc = merge_round(p, &m, &more, err)) != 0 || !more)
             break;
+    }
+    if (rc == 0)
+        rc = merge_flush(p, &m, err);
     if (rc == 0 &&
         (rc = store_pg_exec(p, "COMMIT", err, "commit the rollup merge")) == 0)
         p->in_txn = 0;
