@@ -136,7 +136,7 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
  */
 #define ROLLUP_STMT       "receiptd_rollup"
 #define ROLLUP_SQL_MAX    16384
-#define PG_MERGE_GROUPS   16    /* groups appended between merges under load */
+#define PG_MERGE_GROUPS   8     /* groups appended between merges under load */
 #define PG_MERGE_QUIET_MS 1000  /* and when no group came for this long */
 #define MERGE_ROWS        4096  /* pending rows a round takes (merge_take) */
 #define MERGE_KEYS        16384 /* keys summed before an upsert */

@@ -851,10 +851,10 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
 
-    /* 13 groups more (fewer than a merge under load waits for): pending
-     * too. */
+    /* 13 groups more: the first 8 and b's merged at the 9th's begin, the
+     * rest pending. */
     fill(a);
-    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
     ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
@@ -908,11 +908,11 @@ START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
     ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
     aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
 
-    /* Under load: the begin after 16 groups merges what is pending, here
+    /* Under load: the begin after 8 groups merges what is pending, here
      * 17,600 keys (a source each): five rounds of rows, the keys upserted
      * when the map could not take another round, and at the end. */
-    for (g = 0; g < 16; g++)
-        sources_group(a, g * 1100, 1100, T0 + 30 * HOUR + g);
+    for (g = 0; g < 8; g++)
+        sources_group(a, g * 2200, 2200, T0 + 30 * HOUR + g);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
                                 "source LIKE 's%'"),
                      0);
