@@ -1289,31 +1289,65 @@ struct pg_sums {
 };
 
 /* A sums blob (rollup_pending.sums, migrations/pg/0003): for each counter
- * measured, PG_SUMS_ENTRY bytes: its bit, then measured, the sum's high
- * and low words, min and max, each 64 bits big-endian. */
-#define PG_SUMS_ENTRY 41
+ * measured, its bit (one byte), then measured, the sum's high and low
+ * words, min and max, each an unsigned LEB128 varint (7 bits a byte, low
+ * first, at most 10 bytes): about 15 bytes a counter of small figures
+ * where fixed words took 41. */
+static const unsigned char *
+get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v)
+{
+    unsigned shift = 0;
+
+    *v = 0;
+    while (p < end && shift < 64) {
+        unsigned char c = *p++;
+
+        if (shift == 63 && (c & 0x7e) != 0)
+            return NULL; /* past 64 bits */
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return p;
+        shift += 7;
+    }
+    return NULL;
+}
 
 int
 store_pg_sums_add(const char *b, int len, struct store_agg_counter *c)
 {
-    int at;
+    const unsigned char *p = (const unsigned char *)b;
+    const unsigned char *end = p + (len > 0 ? len : 0);
 
-    if (len < 0 || len % PG_SUMS_ENTRY != 0)
+    if (len < 0)
         return -1;
-    for (at = 0; at < len; at += PG_SUMS_ENTRY) {
-        unsigned j = (unsigned char)b[at];
+    while (p < end) {
+        unsigned j = *p++;
         struct store_agg_counter o;
 
-        if (j >= RECEIPT_NCOUNTERS)
+        if (j >= RECEIPT_NCOUNTERS ||
+            (p = get_varint(p, end, &o.measured)) == NULL ||
+            (p = get_varint(p, end, &o.sum_hi)) == NULL ||
+            (p = get_varint(p, end, &o.sum_lo)) == NULL ||
+            (p = get_varint(p, end, &o.min)) == NULL ||
+            (p = get_varint(p, end, &o.max)) == NULL)
             return -1;
-        o.measured = (uint64_t)store_pg_i64(b + at + 1);
-        o.sum_hi = (uint64_t)store_pg_i64(b + at + 9);
-        o.sum_lo = (uint64_t)store_pg_i64(b + at + 17);
-        o.min = (uint64_t)store_pg_i64(b + at + 25);
-        o.max = (uint64_t)store_pg_i64(b + at + 33);
         store_agg_counter_merge(&c[j], &o);
     }
     return 0;
+}
+
+static int
+put_varint(struct store_pg_buf *b, uint64_t v)
+{
+    unsigned char t[10];
+    size_t n = 0;
+
+    while (v >= 0x80) {
+        t[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    t[n++] = (unsigned char)v;
+    return put_bytes(b, t, n);
 }
 
 /* The sums blob of c[RECEIPT_NCOUNTERS] as a field. */
@@ -1327,9 +1361,9 @@ field_sums(struct store_pg_buf *b, const struct store_agg_counter *c)
         return -1;
     for (j = 0; j < RECEIPT_NCOUNTERS; j++)
         if (c[j].measured > 0 &&
-            (put_be(b, j, 1) || put_be(b, c[j].measured, 8) ||
-             put_be(b, c[j].sum_hi, 8) || put_be(b, c[j].sum_lo, 8) ||
-             put_be(b, c[j].min, 8) || put_be(b, c[j].max, 8)))
+            (put_be(b, j, 1) || put_varint(b, c[j].measured) ||
+             put_varint(b, c[j].sum_hi) || put_varint(b, c[j].sum_lo) ||
+             put_varint(b, c[j].min) || put_varint(b, c[j].max)))
             return -1;
     patch_be32(b, at, b->len - at - 4);
     return 0;

@@ -5,10 +5,10 @@
 -- row per key and hour, to rollup_pending with COPY. The table has no key
 -- and no index (an append costs no look-up, no conflict check and no new
 -- version of a wide row), and its counters' figures are one blob (sums):
--- for each counter measured 41 bytes, its bit, then measured, the sum's
--- high and low words, min and max, each 64 bits big-endian (store_pg.c
--- store_pg_sums_add), so that neither the COPY nor the merge's read-back
--- converts 78 numerics a row. A writer merges the pending rows into
+-- for each counter measured its bit (a byte), then measured, the sum's
+-- high and low words, min and max, each an unsigned LEB128 varint
+-- (store_pg.c store_pg_sums_add), so that neither the COPY nor the
+-- merge's read-back converts 78 numerics a row. A writer merges the pending rows into
 -- rollup_hours every few groups and when quiet, in one transaction that
 -- deletes what it adds (DELETE ... RETURNING, summed per key in the
 -- daemon, one upsert), under an advisory lock so that one instance merges
