@@ -394,8 +394,8 @@ int store_wal_rewrite(struct store *s, struct proto_err *err);
  */
 #define STORE_MERGE_IDLE_KEYS 256
 int store_merge_idle(struct store *s, unsigned keys, struct proto_err *err);
-/* Whether a merge is under way (store_merge_idle has work). A backend
- * without a rollup merge (PostgreSQL) never has one. */
+/* Whether a merge is under way (store_merge_idle has work). PostgreSQL's
+ * is the merge of its pending rollup rows (store_pg.c pg_merge). */
 int store_merge_pending(const struct store *s);
 
 /* CLOCK_MONOTONIC in milliseconds, for deadlines. */

@@ -8,8 +8,9 @@
  * figures; the commit creates the partitions the group needs, sends the
  * buffer with one COPY into receipts (the relay's cut and the dedupe
  * check made every row new; a row stored twice fails the group on the
- * primary key), adds the group's rollup sums (one INSERT ... ON CONFLICT
- * DO UPDATE for all its keys and hours) and commits. What
+ * primary key), appends the group's rollup sums to rollup_pending (one
+ * INSERT for all its keys and hours; merged into rollup_hours every few
+ * groups and when idle, pg_merge) and commits. What
  * goes to the server before the commit are the (source, seq) look-ups and
  * records, quarantine, plans and the id blocks. Nothing is answered before
  * COMMIT returned (writer.c).
@@ -115,17 +116,32 @@ store_pg_fail(struct store_pg *p, PGresult *r, struct proto_err *err,
                          "PostgreSQL could not %s: %s", what, text);
 }
 
-/* The upsert that adds a group's sums to their hours' rollup rows, one
- * row per key, all keys in one statement: its one parameter is an array
- * of rollup_hours rows in binary (rollup_row), unnest making the rows;
- * prepared once per writer session (session_setup) as ROLLUP_STMT. Each
- * step took a large part of the server's time in a group (bench_ingest
- * --only central, perf): one statement per key, parsed and planned each
- * time; the counters' arrays added in four subqueries (unnest ...
+/*
+ * A group's rollup sums are appended to rollup_pending (migrations/pg/0003)
+ * with one COPY (FORMAT binary), a row per key and hour (put_rollup). The
+ * pending rows are merged into rollup_hours every PG_MERGE_GROUPS groups
+ * and when the writer is quiet (pg_merge_idle): deleted (merge_take, at most
+ * MERGE_ROWS a round), summed per key here (up to MERGE_KEYS keys), and
+ * added with one upsert (ROLLUP_STMT), in one transaction, so a query reading
+ * both tables (store_pg_query.c) counts each receipt once. Until the pending
+ * table, every group upserted its keys' rows itself: about 1,600 row updates of
+ * rows about 700 bytes wide a group in the central bench, as much of the
+ * server's time as the group's COPY; summing the pending rows in SQL
+ * (GROUP BY, an aggregate per array element) cost the server about as
+ * much again (docs/fleet.md). The upsert's earlier steps, each a large
+ * part of the server's time: one statement per key, parsed and planned
+ * each time; the counters' arrays added in four subqueries (unnest ...
  * array_agg ORDER BY) per row, now element by element in expressions
- * (rollup_sql); the keys' figures sent as text (array_in, numeric_in). */
-#define ROLLUP_STMT    "receiptd_rollup"
-#define ROLLUP_SQL_MAX 16384
+ * (rollup_sql); the keys' figures sent as text (array_in, numeric_in).
+ */
+#define ROLLUP_STMT       "receiptd_rollup"
+#define ROLLUP_SQL_MAX    16384
+#define PG_MERGE_GROUPS   8     /* groups appended between merges under load */
+#define PG_MERGE_QUIET_MS 1000  /* and when no group came for this long */
+#define MERGE_ROWS        4096  /* pending rows a round takes (merge_take) */
+#define MERGE_KEYS        16384 /* keys summed before an upsert */
+#define MERGE_ROUNDS      64    /* rounds a merge's transaction */
+#define LOCK_MERGE        0x72637076
 static const char rollup_head[] =
     "INSERT INTO rollup_hours AS r SELECT * FROM unnest($1::rollup_hours[]) "
     "ON CONFLICT (hour, plan, graph, model, source, requested_backend, "
@@ -134,6 +150,13 @@ static const char rollup_head[] =
     "excluded.fallback, clean = r.clean + excluded.clean, unproven = "
     "r.unproven + excluded.unproven, schema3 = r.schema3 + "
     "excluded.schema3";
+/* Takes a round's rows (its LIMIT is MERGE_ROWS), their columns in order
+ * (put_pending, merge_row). */
+static const char merge_take[] =
+    "DELETE FROM rollup_pending WHERE ctid = ANY (ARRAY(SELECT ctid FROM "
+    "rollup_pending LIMIT 4096)) RETURNING hour, plan, graph, model, source, "
+    "requested_backend, executed_backend, receipts, fallback, clean, "
+    "unproven, schema3, sums";
 
 static int one_int(struct store_pg *p, const char *sql, int64_t dflt,
                    int64_t *v, struct proto_err *err, const char *what);
@@ -172,7 +195,7 @@ rollup_sql(char *buf, size_t cap)
  * What each session needs, at open and after a reconnect: durable commits
  * whatever the server's default, no NOTICE lines in the daemon's log (IF
  * NOT EXISTS says one each time), and the writer's prepared rollup
- * upsert or a query connection's read-only default.
+ * upsert (the merge's) or a query connection's read-only default.
  */
 static int
 session_setup(struct store_pg *p, struct proto_err *err)
@@ -428,6 +451,7 @@ pg_open(const char *where, const struct store_opts *opts, struct store **out,
         goto fail;
     }
     rc = session_setup(p, err);
+    p->pending_groups = !p->readonly; /* what an earlier run left */
     if (rc)
         goto fail;
     p->broken = 0;
@@ -474,6 +498,8 @@ drop_group(struct store_pg *p)
     memset(&p->sp, 0, sizeof(p->sp));
 }
 
+static int pg_merge(struct store_pg *p, struct proto_err *err);
+
 static int
 pg_begin(struct store *s, struct proto_err *err)
 {
@@ -482,6 +508,16 @@ pg_begin(struct store *s, struct proto_err *err)
 
     drop_group(p);
     p->broken = 0;
+    /* Under load the writer is never idle: the pending rollups are
+     * merged every PG_MERGE_GROUPS groups, before the next one begins. A
+     * merge that fails changes nothing (the rows stay pending); the
+     * transaction below then reports a connection that is gone. */
+    if (p->pending_groups >= PG_MERGE_GROUPS) {
+        struct proto_err merr;
+
+        proto_err_clear(&merr);
+        (void)pg_merge(p, &merr);
+    }
     if ((rc = store_pg_begin(p, err)))
         return rc;
     p->in_txn = 1;
@@ -1241,114 +1277,487 @@ field_numerics(struct store_pg_buf *b, const unsigned __int128 *v,
     return 0;
 }
 
-/* One column of a row in binary (record_recv): its type, then the field. */
-#define COL(oid) put_be(b, (oid), 4)
+/* One key's sums: what a rollup row holds. The strings point into the
+ * arena (a group's) or the merge's map. */
+struct pg_sums {
+    int64_t hour;
+    const char *str[4]; /* plan, graph, model, source */
+    size_t len[4];
+    unsigned requested, executed;
+    uint64_t receipts, counts[3], schema3;
+    struct store_agg_counter c[RECEIPT_NCOUNTERS];
+};
+
+/* A sums blob (rollup_pending.sums, migrations/pg/0003): for each counter
+ * measured, its bit (one byte), then measured, the sum's high and low
+ * words, min and max, each an unsigned LEB128 varint (7 bits a byte, low
+ * first, at most 10 bytes): about 15 bytes a counter of small figures
+ * where fixed words took 41. */
+static const unsigned char *
+get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v)
+{
+    unsigned shift = 0;
+
+    *v = 0;
+    while (p < end && shift < 64) {
+        unsigned char c = *p++;
+
+        if (shift == 63 && (c & 0x7e) != 0)
+            return NULL; /* past 64 bits */
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return p;
+        shift += 7;
+    }
+    return NULL;
+}
+
+int
+store_pg_sums_add(const char *b, int len, struct store_agg_counter *c)
+{
+    const unsigned char *p = (const unsigned char *)b;
+    const unsigned char *end = p + (len > 0 ? len : 0);
+
+    if (len < 0)
+        return -1;
+    while (p < end) {
+        unsigned j = *p++;
+        struct store_agg_counter o;
+
+        if (j >= RECEIPT_NCOUNTERS ||
+            (p = get_varint(p, end, &o.measured)) == NULL ||
+            (p = get_varint(p, end, &o.sum_hi)) == NULL ||
+            (p = get_varint(p, end, &o.sum_lo)) == NULL ||
+            (p = get_varint(p, end, &o.min)) == NULL ||
+            (p = get_varint(p, end, &o.max)) == NULL)
+            return -1;
+        store_agg_counter_merge(&c[j], &o);
+    }
+    return 0;
+}
+
+static int
+put_varint(struct store_pg_buf *b, uint64_t v)
+{
+    unsigned char t[10];
+    size_t n = 0;
+
+    while (v >= 0x80) {
+        t[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    t[n++] = (unsigned char)v;
+    return put_bytes(b, t, n);
+}
+
+/* The sums blob of c[RECEIPT_NCOUNTERS] as a field. */
+static int
+field_sums(struct store_pg_buf *b, const struct store_agg_counter *c)
+{
+    size_t at = b->len;
+    unsigned j;
+
+    if (put_be(b, 0, 4))
+        return -1;
+    for (j = 0; j < RECEIPT_NCOUNTERS; j++)
+        if (c[j].measured > 0 &&
+            (put_be(b, j, 1) || put_varint(b, c[j].measured) ||
+             put_varint(b, c[j].sum_hi) || put_varint(b, c[j].sum_lo) ||
+             put_varint(b, c[j].min) || put_varint(b, c[j].max)))
+            return -1;
+    patch_be32(b, at, b->len - at - 4);
+    return 0;
+}
+
+/* Appends k to b as a COPY (FORMAT binary) tuple of rollup_pending: its 13
+ * columns in order (migrations/pg/0003), the counters in one blob. */
+static int
+put_pending(struct store_pg_buf *b, const struct pg_sums *k)
+{
+    unsigned j;
+
+    if (put_be(b, 13, 2) || field_i64(b, (uint64_t)k->hour))
+        return -1;
+    for (j = 0; j < 4; j++)
+        if (field(b, k->str[j], k->len[j]))
+            return -1;
+    if (field_i16(b, k->requested) || field_i16(b, k->executed) ||
+        field_i64(b, k->receipts) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_FALLBACK]) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_CLEAN]) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_UNPROVEN]) ||
+        field_i64(b, k->schema3) || field_sums(b, k->c))
+        return -1;
+    return 0;
+}
 
 /*
- * Appends the sums of rows [from, to), which share a key, to b as one
- * rollup_hours row in binary, an element of the upsert's array
- * (put_rollups): the table's 16 columns in order (migrations/pg/0001).
+ * Appends k to b as a rollup_hours row (its 16 columns in order,
+ * migrations/pg/0001) in binary (record_recv: each column's type before
+ * it), an element of the upsert's rollup_hours[].
  */
 static int
-put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
-           size_t to, struct store_pg_buf *b, struct proto_err *err)
+put_rollup_row(struct store_pg_buf *b, const struct pg_sums *k)
 {
-    const struct store_pg_row *k = &rows[from];
-    struct store_agg_counter c[RECEIPT_NCOUNTERS];
-    uint64_t counts[3] = { 0, 0, 0 }, schema3 = 0;
     uint64_t measured[RECEIPT_NCOUNTERS];
     unsigned __int128 v[3][RECEIPT_NCOUNTERS];
     int has[RECEIPT_NCOUNTERS], all[RECEIPT_NCOUNTERS];
-    const char *strs[4] = { p->arena + k->plan, p->arena + k->graph,
-                            p->arena + k->model, p->arena + k->source };
-    size_t i, at = b->len;
+    size_t at = b->len;
     unsigned j;
 
-    memset(c, 0, sizeof(c));
-    for (i = from; i < to; i++) {
-        counts[rows[i].status < 3 ? rows[i].status : 2]++;
-        schema3 += rows[i].schema3;
-        for (j = 0; j < RECEIPT_NCOUNTERS; j++)
-            if (rows[i].coverage >> j & 1)
-                store_agg_counter_add(&c[j], rows[i].counters[j]);
-    }
     for (j = 0; j < RECEIPT_NCOUNTERS; j++) {
-        measured[j] = c[j].measured;
-        v[0][j] = (unsigned __int128)c[j].sum_hi << 64 | c[j].sum_lo;
-        v[1][j] = c[j].min;
-        v[2][j] = c[j].max;
-        has[j] = c[j].measured > 0;
+        measured[j] = k->c[j].measured;
+        v[0][j] = (unsigned __int128)k->c[j].sum_hi << 64 | k->c[j].sum_lo;
+        v[1][j] = k->c[j].min;
+        v[2][j] = k->c[j].max;
+        has[j] = k->c[j].measured > 0;
         all[j] = 1;
     }
+#define COL(oid) put_be(b, (oid), 4)
     if (put_be(b, 0, 4) || put_be(b, 16, 4) || COL(20) ||
         field_i64(b, (uint64_t)k->hour))
-        goto nomem;
+        return -1;
     for (j = 0; j < 4; j++)
-        if (COL(25) || field(b, strs[j], strlen(strs[j])))
-            goto nomem;
+        if (COL(25) || field(b, k->str[j], k->len[j]))
+            return -1;
     if (COL(21) || field_i16(b, k->requested) || COL(21) ||
-        field_i16(b, k->executed) || COL(20) ||
-        field_i64(b, (uint64_t)(to - from)) || COL(20) ||
-        field_i64(b, counts[RECEIPT_STATUS_FALLBACK]) || COL(20) ||
-        field_i64(b, counts[RECEIPT_STATUS_CLEAN]) || COL(20) ||
-        field_i64(b, counts[RECEIPT_STATUS_UNPROVEN]) ||
+        field_i16(b, k->executed) || COL(20) || field_i64(b, k->receipts) ||
+        COL(20) || field_i64(b, k->counts[RECEIPT_STATUS_FALLBACK]) ||
+        COL(20) || field_i64(b, k->counts[RECEIPT_STATUS_CLEAN]) || COL(20) ||
+        field_i64(b, k->counts[RECEIPT_STATUS_UNPROVEN]) ||
         COL(1016 /* bigint[] */) ||
         field_i64s(b, measured, RECEIPT_NCOUNTERS) ||
         COL(1231 /* numeric[] */) ||
         field_numerics(b, v[0], all, RECEIPT_NCOUNTERS) || COL(1231) ||
         field_numerics(b, v[1], has, RECEIPT_NCOUNTERS) || COL(1231) ||
         field_numerics(b, v[2], has, RECEIPT_NCOUNTERS) || COL(20) ||
-        field_i64(b, schema3))
-        goto nomem;
+        field_i64(b, k->schema3))
+        return -1;
+#undef COL
     patch_be32(b, at, b->len - at - 4);
     return 0;
-nomem:
-    return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
 }
 
-#undef COL
+/* Appends the sums of rows [from, to), which share a key, to b as one
+ * COPY tuple of rollup_pending (put_pending). */
+static int
+put_rollup(struct store_pg *p, const struct store_pg_row *rows, size_t from,
+           size_t to, struct store_pg_buf *b, struct proto_err *err)
+{
+    const struct store_pg_row *r = &rows[from];
+    struct pg_sums k;
+    size_t i;
+    unsigned j;
 
-/* The upsert's parameter (put_rollup) for the sorted rows: a
- * rollup_hours[] in binary, one element per key. */
+    memset(&k, 0, sizeof(k));
+    k.hour = r->hour;
+    k.str[0] = p->arena + r->plan;
+    k.str[1] = p->arena + r->graph;
+    k.str[2] = p->arena + r->model;
+    k.str[3] = p->arena + r->source;
+    for (j = 0; j < 4; j++)
+        k.len[j] = strlen(k.str[j]);
+    k.requested = r->requested;
+    k.executed = r->executed;
+    k.receipts = to - from;
+    for (i = from; i < to; i++) {
+        k.counts[rows[i].status < 3 ? rows[i].status : 2]++;
+        k.schema3 += rows[i].schema3;
+        for (j = 0; j < RECEIPT_NCOUNTERS; j++)
+            if (rows[i].coverage >> j & 1)
+                store_agg_counter_add(&k.c[j], rows[i].counters[j]);
+    }
+    if (put_pending(b, &k))
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    return 0;
+}
+
+/* The group's rollup_pending rows (put_rollup), one per key of the
+ * sorted rows, as COPY tuples. */
 static int
 rollup_cols(struct store_pg *p, struct store_pg_buf *b, struct proto_err *err)
 {
     size_t i, from;
-    uint64_t keys = 0;
     int rc = 0;
 
-    if (put_be(b, 1, 4) || put_be(b, 0, 4) || put_be(b, p->rollup_oid, 4) ||
-        put_be(b, 0, 4) || put_be(b, 1, 4))
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (from = 0, i = 1; rc == 0 && i <= p->n_rows; i++)
         if (i == p->n_rows || cmp_rows(&p->rows[from], &p->rows[i]) != 0) {
             rc = put_rollup(p, p->rows, from, i, b, err);
             from = i;
-            keys++;
         }
-    if (rc == 0)
-        patch_be32(b, 12, keys);
     return rc;
 }
 
-/* Adds the sums of the group's keys to their hours' rollup rows: the
- * one upsert (ROLLUP_STMT) over the array rollup_cols made. */
+/* The keys a merge sums before an upsert: dense in keys, found by a hash
+ * in slots (open addressing, MERGE_SLOTS, twice MERGE_KEYS); at most
+ * MERGE_KEYS keys, about 19 MiB of sums. Each key's strings are one block
+ * of its own (str[0]). */
+#define MERGE_SLOTS (2 * MERGE_KEYS)
+struct pg_merge_map {
+    uint32_t *slots; /* 0: free, else the key's index + 1 */
+    struct pg_sums *keys;
+    size_t n, cap;
+};
+
+static uint32_t
+merge_hash(int64_t hour, const char **str, const int *len, unsigned req,
+           unsigned exe)
+{
+    uint32_t h = 2166136261u;
+    unsigned j;
+    int i;
+
+#define MIX(x) (h = (h ^ (uint32_t)(x)) * 16777619u)
+    for (i = 0; i < 8; i++)
+        MIX((uint64_t)hour >> (8 * i) & 0xff);
+    for (j = 0; j < 4; j++) {
+        for (i = 0; i < len[j]; i++)
+            MIX((unsigned char)str[j][i]);
+        MIX(0x100 + j);
+    }
+    MIX(req);
+    MIX(exe);
+#undef MIX
+    return h;
+}
+
+static void
+merge_map_clear(struct pg_merge_map *m)
+{
+    size_t i;
+
+    for (i = 0; i < m->n; i++)
+        free((void *)m->keys[i].str[0]);
+    m->n = 0;
+    if (m->slots != NULL)
+        memset(m->slots, 0, MERGE_SLOTS * sizeof(*m->slots));
+}
+
+/* Adds row i of a merge_take result to its key's sums in m. */
 static int
-put_rollups(struct store_pg *p, const struct store_pg_buf *b,
+merge_row(struct pg_merge_map *m, PGresult *r, int i, struct proto_err *err)
+{
+    const char *str[4];
+    int len[4];
+    int64_t hour = store_pg_i64(PQgetvalue(r, i, 0));
+    unsigned req = (uint16_t)store_pg_i16(PQgetvalue(r, i, 5));
+    unsigned exe = (uint16_t)store_pg_i16(PQgetvalue(r, i, 6));
+    struct pg_sums *k = NULL;
+    uint32_t h, at;
+    unsigned j;
+
+    for (j = 0; j < 4; j++) {
+        str[j] = PQgetvalue(r, i, 1 + (int)j);
+        len[j] = PQgetlength(r, i, 1 + (int)j);
+    }
+    h = merge_hash(hour, str, len, req, exe);
+    for (at = h & (MERGE_SLOTS - 1); m->slots[at] != 0;
+         at = (at + 1) & (MERGE_SLOTS - 1)) {
+        struct pg_sums *c = &m->keys[m->slots[at] - 1];
+
+        if (c->hour == hour && c->requested == req && c->executed == exe &&
+            c->len[0] == (size_t)len[0] && c->len[1] == (size_t)len[1] &&
+            c->len[2] == (size_t)len[2] && c->len[3] == (size_t)len[3] &&
+            memcmp(c->str[0], str[0], (size_t)len[0]) == 0 &&
+            memcmp(c->str[1], str[1], (size_t)len[1]) == 0 &&
+            memcmp(c->str[2], str[2], (size_t)len[2]) == 0 &&
+            memcmp(c->str[3], str[3], (size_t)len[3]) == 0) {
+            k = c;
+            break;
+        }
+    }
+    if (k == NULL) {
+        char *block;
+        size_t o = 0;
+
+        if (m->n >= MERGE_KEYS ||
+            grow((void **)&m->keys, &m->cap, m->n + 1, sizeof(*m->keys)) != 0 ||
+            (block = malloc((size_t)len[0] + (size_t)len[1] + (size_t)len[2] +
+                            (size_t)len[3] + 1)) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        k = &m->keys[m->n++];
+        memset(k, 0, sizeof(*k));
+        for (j = 0; j < 4; j++) {
+            memcpy(block + o, str[j], (size_t)len[j]);
+            k->str[j] = block + o;
+            k->len[j] = (size_t)len[j];
+            o += (size_t)len[j];
+        }
+        k->hour = hour;
+        k->requested = req;
+        k->executed = exe;
+        m->slots[at] = (uint32_t)m->n;
+    }
+    k->receipts += (uint64_t)store_pg_i64(PQgetvalue(r, i, 7));
+    for (j = 0; j < 3; j++)
+        k->counts[j] += (uint64_t)store_pg_i64(PQgetvalue(r, i, 8 + (int)j));
+    k->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 11));
+    if (store_pg_sums_add(PQgetvalue(r, i, 12), PQgetlength(r, i, 12), k->c) !=
+        0)
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "a pending rollup row's sums are malformed");
+    return 0;
+}
+
+/* One round of a merge: up to MERGE_ROWS pending rows deleted, their
+ * rows streamed one at a time and summed into m. *more: the round took
+ * MERGE_ROWS, others may wait. */
+static int
+merge_round(struct store_pg *p, struct pg_merge_map *m, int *more,
             struct proto_err *err)
 {
-    const char *v = (const char *)b->p;
-    int len = (int)b->len, fmt = 1, rc = 0;
     PGresult *r;
+    int rc = 0, rows = 0;
 
-    if (b->len > INT32_MAX)
-        return proto_err_set(err, PROTO_ETOO_LARGE, NULL,
-                             "the group's rollups are over 2 GiB");
-    r = PQexecPrepared(p->pc, ROLLUP_STMT, 1, &v, &len, &fmt, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = store_pg_fail(p, r, err, "add to the rollups");
-    PQclear(r);
+    *more = 0;
+    if (!PQsendQueryParams(p->pc, merge_take, 0, NULL, NULL, NULL, NULL, 1) ||
+        !PQsetSingleRowMode(p->pc))
+        return store_pg_fail(p, NULL, err, "take the pending rollups");
+    while ((r = PQgetResult(p->pc)) != NULL) {
+        if (rc == 0 && PQresultStatus(r) == PGRES_SINGLE_TUPLE) {
+            rc = merge_row(m, r, 0, err);
+            rows++;
+        } else if (rc == 0 && PQresultStatus(r) != PGRES_TUPLES_OK)
+            rc = store_pg_fail(p, r, err, "take the pending rollups");
+        PQclear(r);
+    }
+    *more = rc == 0 && rows >= MERGE_ROWS;
     return rc;
+}
+
+/* Adds the sums of m's keys to rollup_hours with one upsert (ROLLUP_STMT)
+ * and empties m. */
+static int
+merge_flush(struct store_pg *p, struct pg_merge_map *m, struct proto_err *err)
+{
+    struct store_pg_buf b;
+    PGresult *r;
+    const char *v;
+    int rc = 0, len, fmt = 1;
+    size_t i;
+
+    if (m->n == 0)
+        return 0;
+    memset(&b, 0, sizeof(b));
+    if (put_be(&b, 1, 4) || put_be(&b, 0, 4) || put_be(&b, p->rollup_oid, 4) ||
+        put_be(&b, m->n, 4) || put_be(&b, 1, 4))
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    for (i = 0; rc == 0 && i < m->n; i++)
+        if (put_rollup_row(&b, &m->keys[i]))
+            rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    if (rc == 0 && b.len > INT32_MAX)
+        rc = proto_err_set(err, PROTO_ETOO_LARGE, NULL,
+                           "a merge's rollups are over 2 GiB");
+    if (rc == 0) {
+        v = (const char *)b.p;
+        len = (int)b.len;
+        r = PQexecPrepared(p->pc, ROLLUP_STMT, 1, &v, &len, &fmt, 0);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            rc = store_pg_fail(p, r, err, "merge the rollups");
+        PQclear(r);
+    }
+    free(b.p);
+    merge_map_clear(m);
+    return rc;
+}
+
+/*
+ * Merges the pending rollup rows into rollup_hours, up to MERGE_ROUNDS
+ * rounds (merge_round; merge_flush upserts the keys summed) in a
+ * transaction of its own, under a transaction
+ * advisory lock: every committed pending row, whichever instance appended
+ * it, is merged; rows of groups not committed yet are not seen and stay.
+ * When another instance holds the lock it is merging: this one leaves it
+ * and asks again at its next chance (its count is kept, as when rows
+ * remain after the last round). Writer thread, no transaction open.
+ */
+static int
+pg_merge(struct store_pg *p, struct proto_err *err)
+{
+    struct pg_merge_map m;
+    char sql[96];
+    PGresult *r;
+    int rc, got = 0, more = 0, round;
+
+    memset(&m, 0, sizeof(m));
+    if ((rc = store_pg_begin(p, err)))
+        return rc;
+    p->in_txn = 1;
+    snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_xact_lock(%d)",
+             LOCK_MERGE);
+    r = PQexec(p->pc, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        rc = store_pg_fail(p, r, err, "lock the rollup merge");
+        PQclear(r);
+        goto out;
+    }
+    got = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!got)
+        goto out; /* another instance merges */
+    if ((m.slots = calloc(MERGE_SLOTS, sizeof(*m.slots))) == NULL) {
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* Each key's sums go in once a merge while they fit in the map: an
+     * upsert only when the next round might not. */
+    for (round = 0; rc == 0 && round < MERGE_ROUNDS; round++) {
+        if (m.n + MERGE_ROWS > MERGE_KEYS)
+            rc = merge_flush(p, &m, err);
+        if (rc != 0 || (rc = merge_round(p, &m, &more, err)) != 0 || !more)
+            break;
+    }
+    if (rc == 0)
+        rc = merge_flush(p, &m, err);
+    if (rc == 0 &&
+        (rc = store_pg_exec(p, "COMMIT", err, "commit the rollup merge")) == 0)
+        p->in_txn = 0;
+out:
+    if (p->in_txn && PQstatus(p->pc) == CONNECTION_OK)
+        PQclear(PQexec(p->pc, "ROLLBACK"));
+    p->in_txn = 0;
+    merge_map_clear(&m);
+    free(m.slots);
+    free(m.keys);
+    /* Merged, or failed: asked again after PG_MERGE_GROUPS more groups
+     * (the rows stay pending, queries read them); rows left: at once. */
+    if (got || rc != 0)
+        p->pending_groups = rc == 0 && more ? PG_MERGE_GROUPS : 0;
+    return rc;
+}
+
+/* store_merge_pending: groups appended since this instance's last merge
+ * (or since it opened: what an earlier run left). */
+static int
+pg_merge_pending(const struct store *s)
+{
+    const struct store_pg *p = (const struct store_pg *)(const void *)s;
+
+    return !p->readonly && p->pending_groups > 0;
+}
+
+/* store_merge_idle: the whole merge at once (keys is SQLite's slice),
+ * once PG_MERGE_QUIET_MS passed since this instance's last group: 0 when
+ * done, 1 when not yet quiet or another instance held the lock (asked
+ * again), or
+ * the failure (the rows stay pending until the next merge, after
+ * PG_MERGE_GROUPS groups or a quiet moment after one). */
+static int
+pg_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
+{
+    struct store_pg *p = store_pg_of(s);
+    int rc;
+
+    (void)keys;
+    if (!pg_merge_pending(s))
+        return 0;
+    /* A writer between groups of a light load waits for PG_MERGE_GROUPS
+     * of them, as under load: it merges alone only once quiet. */
+    if (p->pending_groups < PG_MERGE_GROUPS &&
+        store_now_ms() - p->appended_ms < PG_MERGE_QUIET_MS)
+        return 1;
+    rc = pg_merge(p, err);
+    return rc != 0 ? rc : pg_merge_pending(s);
 }
 
 /* Sends sql, a COPY ... FROM STDIN (FORMAT binary), with the tuples of
@@ -1456,7 +1865,12 @@ flush_group(struct store_pg *p, struct proto_err *err)
         rc2 = rollup_cols(p, &cols, err);
         rc = copy_end(p, err, "COPY the receipts");
         if (rc == 0 && (rc = rc2) == 0)
-            rc = put_rollups(p, &cols, err);
+            rc = copy_in(p, "COPY rollup_pending FROM STDIN (FORMAT binary)",
+                         &cols, err, "add to the rollups");
+        if (rc == 0) {
+            p->pending_groups++;
+            p->appended_ms = store_now_ms();
+        }
     }
     free(cols.p);
     return rc;
@@ -1690,7 +2104,7 @@ pg_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
          struct store_prune_result *out, struct proto_err *err)
 {
     struct store_pg *p = store_pg_of(s);
-    char sql[400];
+    char sql[512];
     PGresult *r;
     int64_t day, rows, oldest, newest;
     int rc, i, n;
@@ -1730,11 +2144,15 @@ pg_prune(struct store *s, int64_t cutoff_ms, uint32_t max_rows,
     newest = PQgetisnull(r, 0, 2) ? 0 : strtoll(PQgetvalue(r, 0, 2), NULL, 10);
     PQclear(r);
     snprintf(sql, sizeof(sql),
+             "SELECT pg_advisory_xact_lock(%d); "
              "ALTER TABLE receipts DETACH PARTITION receipts_d%" PRId64
              "; DROP TABLE receipts_d%" PRId64
+             "; DELETE FROM rollup_pending WHERE hour >= %" PRId64
+             " AND hour < %" PRId64
              "; DELETE FROM rollup_hours WHERE hour >= %" PRId64
              " AND hour < %" PRId64,
-             day, day, day * 24, (day + 1) * 24);
+             LOCK_MERGE, day, day, day * 24, (day + 1) * 24, day * 24,
+             (day + 1) * 24);
     if ((rc = store_pg_exec(p, sql, err, "drop a day")))
         goto fail;
     if (rows > 0) {
@@ -1798,5 +2216,7 @@ const struct store_ops store_pg_ops = {
     .plan_readback = store_pg_plan_readback,
     .plan_counts = store_pg_plan_counts,
     .query_prunes = store_pg_query_prunes,
-    /* No WAL, checkpoints, file or rollup merge of its own: NULL. */
+    /* The pending rollups' merge; no WAL, checkpoints or file: NULL. */
+    .merge_idle = pg_merge_idle,
+    .merge_pending = pg_merge_pending,
 };

@@ -16,6 +16,8 @@
 
 #include "store_ops.h"
 
+struct store_agg_counter;
+
 /* The newest schema version of migrations/pg/ this binary knows. */
 int store_pg_schema_version(void);
 
@@ -78,8 +80,12 @@ struct store_pg {
      * open addressing in n_hwm_slots (a power of two). */
     struct store_pg_hwm *hwm;
     size_t n_hwm, n_hwm_slots;
-    /* The rollup_hours row type's id (the rollup upsert's parameter). */
+    /* The rollup_hours row type's id (the merge's upsert parameter). */
     uint32_t rollup_oid;
+    /* Groups that appended rollup sums since the last merge (store_pg.c
+     * pg_merge); 1 at open, for what an earlier run left pending. */
+    unsigned pending_groups;
+    uint64_t appended_ms; /* store_now_ms() of the last of them */
     /* Days (received_at / 86400000) whose partition exists. */
     int64_t *days;
     size_t n_days, cap_days;
@@ -124,6 +130,16 @@ store_pg_clamp(uint64_t v)
 int64_t store_pg_i64(const char *p);
 int32_t store_pg_i32(const char *p);
 int16_t store_pg_i16(const char *p);
+/* Binary arrays of a result: a bigint[] into v[0, max) (the rest 0); a
+ * numeric[] into v[0, max), has[k] saying element k was not NULL
+ * (store_pg_query.c). */
+void store_pg_get_i64s(PGresult *r, int row, int col, uint64_t *v,
+                       unsigned max);
+/* Adds a rollup_pending row's sums blob (b, len) to c[RECEIPT_NCOUNTERS];
+ * -1 for a malformed one (store_pg.c). */
+int store_pg_sums_add(const char *b, int len, struct store_agg_counter *c);
+void store_pg_get_numerics(PGresult *r, int row, int col, unsigned __int128 *v,
+                           int *has, unsigned max);
 
 /* The operations of store_pg_query.c. */
 int store_pg_query_receipts(struct store *s, const struct store_filter *f,

@@ -4,9 +4,11 @@
  * bounded by statement_timeout from the deadline. Results come in
  * PostgreSQL's binary format, so integers and arrays are read exactly.
  *
- * The aggregates read whole hours from rollup_hours and the receipts of
- * the partial hours at the edges of the range from receipts, as the
- * SQLite store does, and add them up here, in C.
+ * The aggregates read whole hours from rollup_hours and the sums not
+ * merged into it yet (rollup_pending, in the same statement: one snapshot
+ * counts each receipt once) and the receipts of the partial hours at the
+ * edges of the range from receipts, as the SQLite store does, and add
+ * them up here, in C.
  */
 #include "store_pg.h"
 
@@ -89,8 +91,8 @@ run(struct store_pg *p, const char *sql, struct params *pa,
 }
 
 /* A bigint[] in the binary array format into v[0, max), the rest 0. */
-static void
-get_i64s(PGresult *r, int row, int col, uint64_t *v, unsigned max)
+void
+store_pg_get_i64s(PGresult *r, int row, int col, uint64_t *v, unsigned max)
 {
     const char *b = PQgetvalue(r, row, col);
     int len = PQgetlength(r, row, col), n, i;
@@ -214,8 +216,8 @@ receipt_row(PGresult *r, int i, void *cb, void *arg)
     row.r.tuning_profile = get_str(r, i, 11);
     row.r.stop_reason = get_str(r, i, 12);
     row.r.counter_coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 13));
-    get_i64s(r, i, 14, row.r.counters, RECEIPT_NCOUNTERS);
-    get_i64s(r, i, 15, row.r.artifacts, RECEIPT_NARTIFACTS);
+    store_pg_get_i64s(r, i, 14, row.r.counters, RECEIPT_NCOUNTERS);
+    store_pg_get_i64s(r, i, 15, row.r.artifacts, RECEIPT_NARTIFACTS);
     if (!PQgetisnull(r, i, 16)) {
         row.r.extra = PQgetvalue(r, i, 16);
         row.r.extra_len = (size_t)PQgetlength(r, i, 16);
@@ -474,9 +476,9 @@ get_numeric(const char *b, int len)
 
 /* A numeric[] in binary form into v[0, max) and which elements were not
  * NULL into has. */
-static void
-get_numerics(PGresult *r, int row, int col, unsigned __int128 *v, int *has,
-             unsigned max)
+void
+store_pg_get_numerics(PGresult *r, int row, int col, unsigned __int128 *v,
+                      int *has, unsigned max)
 {
     const char *b = PQgetvalue(r, row, col);
     int len = PQgetlength(r, row, col), n, i;
@@ -528,7 +530,8 @@ row_group(PGresult *r, int i, int named, int backends, struct store_agg *a,
 }
 
 /* Adds rollup rows (group key, k1, k2, receipts, fallback, clean,
- * unproven, measured, sum, min, max) to a. */
+ * unproven, measured, sum, min, max, schema3, and a pending row's sums
+ * blob instead of the four arrays) to a. */
 static int
 add_rollups(PGresult *r, int named, int backends, unsigned flags,
             struct store_agg *a, struct names *nm, struct proto_err *err)
@@ -553,10 +556,18 @@ add_rollups(PGresult *r, int named, int backends, unsigned flags,
         g->schema3 += (uint64_t)store_pg_i64(PQgetvalue(r, i, 11));
         if (!(flags & STORE_AGG_COUNTERS))
             continue;
-        get_i64s(r, i, 7, measured, RECEIPT_NCOUNTERS);
-        get_numerics(r, i, 8, sum, has, RECEIPT_NCOUNTERS);
-        get_numerics(r, i, 9, mn, has, RECEIPT_NCOUNTERS);
-        get_numerics(r, i, 10, mx, has, RECEIPT_NCOUNTERS);
+        if (!PQgetisnull(r, i, 12)) { /* a pending row's blob */
+            if (store_pg_sums_add(PQgetvalue(r, i, 12), PQgetlength(r, i, 12),
+                                  g->c) != 0)
+                return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                                     "a pending rollup row's sums are "
+                                     "malformed");
+            continue;
+        }
+        store_pg_get_i64s(r, i, 7, measured, RECEIPT_NCOUNTERS);
+        store_pg_get_numerics(r, i, 8, sum, has, RECEIPT_NCOUNTERS);
+        store_pg_get_numerics(r, i, 9, mn, has, RECEIPT_NCOUNTERS);
+        store_pg_get_numerics(r, i, 10, mx, has, RECEIPT_NCOUNTERS);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++) {
             struct store_agg_counter c;
 
@@ -601,7 +612,7 @@ add_receipts(PGresult *r, int named, int backends, unsigned flags,
         coverage = (uint64_t)store_pg_i64(PQgetvalue(r, i, 4)) &
                    receipt_meaningful_bits(
                        (unsigned)store_pg_i16(PQgetvalue(r, i, 6)));
-        get_i64s(r, i, 5, counters, RECEIPT_NCOUNTERS);
+        store_pg_get_i64s(r, i, 5, counters, RECEIPT_NCOUNTERS);
         for (b = 0; b < RECEIPT_NCOUNTERS; b++)
             if (coverage >> b & 1)
                 store_agg_counter_add(&g->c[b], counters[b]);
@@ -622,7 +633,7 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     int64_t since = f->has_since ? store_pg_clamp(f->since) : INT64_MIN;
     int64_t until = f->has_until ? store_pg_clamp(f->until) : INT64_MAX;
     int64_t h0, h1; /* whole hours [h0, h1) come from the rollups */
-    char sql[2048], base[1024], kk[128], hb[96], rb[96];
+    char sql[4096], base[1024], kk[128], hb[96], rb[96];
     PGresult *r = NULL;
     size_t n;
     int rc, np;
@@ -661,12 +672,19 @@ store_pg_query_agg(struct store *s, const struct store_filter *f, int group_by,
     if ((rc = read_begin(p, deadline_ms, err)))
         goto out;
     if (h0 < h1) {
+        /* The merged rows and the pending ones in one statement: one
+         * snapshot, in which a merge's rows are in one table or the
+         * other. */
         snprintf(sql, sizeof(sql),
                  "SELECT %s, r.receipts, r.fallback, r.clean, r.unproven, "
-                 "r.measured, r.sum, r.min, r.max, r.schema3, %s FROM "
-                 "rollup_hours r%s AND "
-                 "r.hour >= $%d::bigint AND r.hour < $%d::bigint",
-                 kk, hb, base, np + 1, np + 2);
+                 "r.measured, r.sum, r.min, r.max, r.schema3, NULL::bytea, "
+                 "%s FROM rollup_hours r%s AND r.hour >= $%d::bigint AND "
+                 "r.hour < $%d::bigint UNION ALL SELECT %s, r.receipts, "
+                 "r.fallback, r.clean, r.unproven, NULL::bigint[], "
+                 "NULL::numeric[], NULL::numeric[], NULL::numeric[], "
+                 "r.schema3, r.sums, %s FROM rollup_pending r%s AND r.hour >= "
+                 "$%d::bigint AND r.hour < $%d::bigint",
+                 kk, hb, base, np + 1, np + 2, kk, hb, base, np + 1, np + 2);
         param_i64(&pa, h0);
         param_i64(&pa, h1);
         if ((r = run(p, sql, &pa, err)) == NULL ||

@@ -5,7 +5,8 @@
  * each kind (receipts with its filters, fallbacks and coverage for every
  * grouping and time range, gaps, quarantine, stats) is asked of both and
  * the answers compared. Also the PostgreSQL backend's own promises: its
- * rollups equal a scan, a (source, seq) is stored once, several instances
+ * rollups equal a scan (with their sums pending, merged, or both, from
+ * two instances), a (source, seq) is stored once, several instances
  * migrate once, a resent batch of the same rows fails whole, retention
  * drops whole days.
  *
@@ -706,6 +707,63 @@ START_TEST(test_pg_two_writers_store_a_seq_once)
 }
 END_TEST
 
+/* One group of n batch receipts (no seq) from source at at, committed. */
+static void
+batch_group(struct store *s, const char *source, int i0, int n, int64_t at)
+{
+    struct receipt rs[40];
+    struct store_write w;
+    struct proto_err err;
+    int i;
+
+    ck_assert_int_le(n, 40);
+    for (i = 0; i < n; i++)
+        mk_receipt(&rs[i], i0 + i);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.source = source;
+    w.source_len = strlen(source);
+    w.received_at = at;
+    w.receipts = rs;
+    w.n_receipts = (uint32_t)n;
+    ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+}
+
+/* One group of n receipts, each from a source of its own ("s" and its
+ * number from i0), at at. */
+static void
+sources_group(struct store *s, int i0, int n, int64_t at)
+{
+    struct proto_err err;
+    struct store_write w;
+    struct receipt r;
+    char src[16];
+    int i;
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    for (i = 0; i < n; i++) {
+        mk_receipt(&r, i0 + i);
+        snprintf(src, sizeof(src), "s%05d", i0 + i);
+        memset(&w, 0, sizeof(w));
+        w.op = PROTO_OP_RECEIPTS;
+        w.source = src;
+        w.source_len = strlen(src);
+        w.received_at = at;
+        w.receipts = &r;
+        w.n_receipts = 1;
+        ck_assert_int_eq(store_apply(s, &w, &err), 0);
+    }
+    ck_assert_int_eq(store_commit(s, &err), 0);
+}
+
+/* Receipts the rollups count (merged and pending) less the stored ones. */
+#define ROLLUP_SURPLUS                                                         \
+    "SELECT (SELECT coalesce(sum(receipts), 0) FROM rollup_hours) + "          \
+    "(SELECT coalesce(sum(receipts), 0) FROM rollup_pending) - "               \
+    "(SELECT count(*) FROM receipts)"
+
 /* Retention drops whole days: the partitions before the cutoff, their
  * hours' rollups, a record in prunes. */
 START_TEST(test_pg_prune_drops_whole_days)
@@ -723,6 +781,19 @@ START_TEST(test_pg_prune_drops_whole_days)
     day0 = scalar(pg, "SELECT count(*) FROM receipts WHERE received_at < "
                       "1793577600000");
     ck_assert_int_gt(day0, 0);
+    /* The first day's sums both merged (a quiet moment) and pending (a
+     * group since): the prune drops both with their day. */
+    usleep(1100 * 1000);
+    ck_assert_int_eq(store_merge_idle(s, STORE_MERGE_IDLE_KEYS, &err), 0);
+    batch_group(s, "batcher", 500, 5, T0 + 3 * HOUR + 17);
+    day0 += 5;
+    before += 5;
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending WHERE "
+                                "hour < 498216"),
+                     0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "hour < 498216"),
+                     0);
     /* A cutoff inside the second day drops only the first. */
     ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
     ck_assert_uint_eq(res.rows, (uint64_t)day0);
@@ -731,10 +802,132 @@ START_TEST(test_pg_prune_drops_whole_days)
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
                                 "hour < 498216"),
                      0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending WHERE "
+                                "hour < 498216"),
+                     0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "hour >= 498216"),
+                     0);
     ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM prunes"), 1);
     ck_assert_int_eq(store_prune(s, T0 + DAY + 5 * HOUR, 1000, &res, &err), 0);
     ck_assert_uint_eq(res.rows, 0);
     store_free(s);
+}
+END_TEST
+
+/*
+ * A group's sums are appended to rollup_pending and merged into
+ * rollup_hours later (migrations/pg/0003): the aggregates equal a scan of
+ * the receipts with every sum pending, with every sum merged, and with
+ * the same keys and hours in both tables at once; two instances append,
+ * either merges both's rows; a merge another instance holds the lock of
+ * waits, and leaves the rows pending meanwhile.
+ */
+START_TEST(test_pg_pending_and_merged_rollups_equal_scan)
+{
+    static const struct aggcheck_range ranges[] = {
+        { 0, 0, 0, 0 },
+        { 1, 1, T0 + HOUR + 7, T0 + 2 * DAY + 5 },
+        { 1, 0, T0 + 10 * HOUR + 5, 0 },
+        { 0, 1, 0, T0 + 11 * HOUR + 2 },
+    };
+    struct proto_err err;
+    char pg[700];
+    struct store *a, *b, *q;
+    PGconn *lk;
+    PGresult *r;
+    int64_t pending;
+    int g;
+
+    fresh_db("pending", pg, sizeof(pg));
+    a = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    b = open_store(STORE_BACKEND_POSTGRESQL, pg, 0);
+    q = open_store(STORE_BACKEND_POSTGRESQL, pg, 1);
+    /* All pending: a few groups, no merge yet. */
+    for (g = 0; g < 3; g++)
+        batch_group(b, "batcher", 5000 + g * 40, 40, T0 + g * 7 * HOUR + 123);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+
+    /* 13 groups more: the first 8 and b's merged at the 9th's begin, the
+     * rest pending. */
+    fill(a);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+
+    /* All merged, in a quiet moment (a second after a's last group). */
+    ck_assert_int_eq(store_merge_pending(a), 1);
+    usleep(1100 * 1000);
+    ck_assert_int_eq(store_merge_idle(a, STORE_MERGE_IDLE_KEYS, &err), 0);
+    ck_assert_int_eq(store_merge_pending(a), 0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_hours"), 0);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+
+    /* Both: the other instance appends to the same keys and hours as
+     * fill's batches (merged), its last groups pending. */
+    for (g = 0; g < 12; g++)
+        batch_group(b, g % 2 ? "batcher" : "", 1000 + g * 40, 40,
+                    T0 + g * 6 * HOUR + g * 7 * 60000 + 1234 + 2 * HOUR +
+                        59 * 60000 + 17);
+    ck_assert_int_gt(scalar(pg, "SELECT count(*) FROM rollup_pending p "
+                                "JOIN rollup_hours h USING (hour, plan, "
+                                "graph, model, source, requested_backend, "
+                                "executed_backend)"),
+                     0);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+
+    /* While another session holds the merge's lock, b's merge (quiet)
+     * leaves its rows pending and asks again; then it merges them. */
+    usleep(1100 * 1000);
+    lk = PQconnectdb(pg);
+    ck_assert_int_eq(PQstatus(lk), CONNECTION_OK);
+    r = PQexec(lk, "SELECT pg_advisory_lock(1919119478)"); /* LOCK_MERGE */
+    ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    pending = scalar(pg, "SELECT count(*) FROM rollup_pending");
+    ck_assert_int_gt(pending, 0);
+    ck_assert_int_eq(store_merge_idle(b, STORE_MERGE_IDLE_KEYS, &err), 1);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending"),
+                     pending);
+    ck_assert_int_eq(store_merge_pending(b), 1);
+    r = PQexec(lk, "SELECT pg_advisory_unlock(1919119478)");
+    ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+    PQclear(r);
+    PQfinish(lk);
+    /* a appended nothing since its merge: it has nothing to do. */
+    ck_assert_int_eq(store_merge_pending(a), 0);
+    ck_assert_int_eq(store_merge_idle(b, STORE_MERGE_IDLE_KEYS, &err), 0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending"), 0);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+
+    /* Under load: the begin after 8 groups merges what is pending, here
+     * 17,600 keys (a source each): five rounds of rows, the keys upserted
+     * when the map could not take another round, and at the end. */
+    for (g = 0; g < 8; g++)
+        sources_group(a, g * 2200, 2200, T0 + 30 * HOUR + g);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "source LIKE 's%'"),
+                     0);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending"), 17600);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    batch_group(a, "batcher", 4000, 1, T0 + 30 * HOUR + 99);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_hours WHERE "
+                                "source LIKE 's%'"),
+                     17600);
+    ck_assert_int_eq(scalar(pg, "SELECT count(*) FROM rollup_pending"), 1);
+    ck_assert_int_eq(scalar(pg, ROLLUP_SURPLUS), 0);
+    aggcheck_equal_scan(q, ranges, sizeof(ranges) / sizeof(ranges[0]));
+    store_free(q);
+    store_free(a);
+    store_free(b);
 }
 END_TEST
 
@@ -991,6 +1184,7 @@ suite(void)
     tcase_add_test(tc, test_pg_same_rows_twice_fail_whole);
     tcase_add_test(tc, test_pg_two_writers_store_a_seq_once);
     tcase_add_test(tc, test_pg_prune_drops_whole_days);
+    tcase_add_test(tc, test_pg_pending_and_merged_rollups_equal_scan);
     tcase_add_test(tc, test_backends_store_relayed_batches_the_same);
     tcase_add_test(tc, test_pg_origin_mark_waits_for_the_other_instance);
     suite_add_tcase(s, tc);
