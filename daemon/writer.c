@@ -68,6 +68,8 @@ struct prune_clock {
  * before it are durable.
  */
 #define WRITER_SYNCERS 2
+/* How long a sync runs before a second may start beside it. */
+#define WRITER_SYNC_OVERLAP_US 500u
 
 struct sync_slot {
     int busy; /* claimed; its result not handed on yet */
@@ -465,11 +467,26 @@ sync_run(void *arg)
     (void)pthread_setname_np(pthread_self(), "syncer");
     uv_mutex_lock(&w->mu);
     for (;;) {
-        if (w->s_head == NULL ||
-            w->syncing >= (w->synced_once ? WRITER_SYNCERS : 1)) {
+        int room = w->syncing < (w->synced_once ? WRITER_SYNCERS : 1);
+        uint64_t age, wait_ns = 0;
+
+        /* A second sync only once the one under way has run a while: on
+         * a disk whose syncs are quick that one ends first and its syncer
+         * takes the new groups itself (a sync more costs CPU for
+         * nothing); on a slow one the second overlaps it. */
+        if (room && w->syncing > 0 && w->s_head != NULL &&
+            (age = mono_us() - atomic_load(&w->sync_start_us)) <
+                WRITER_SYNC_OVERLAP_US) {
+            room = 0;
+            wait_ns = (WRITER_SYNC_OVERLAP_US - age) * 1000u;
+        }
+        if (w->s_head == NULL || !room) {
             if (w->s_head == NULL && w->sync_stop)
                 break;
-            uv_cond_wait(&w->sync_cond, &w->mu);
+            if (wait_ns > 0)
+                (void)uv_cond_timedwait(&w->sync_cond, &w->mu, wait_ns);
+            else
+                uv_cond_wait(&w->sync_cond, &w->mu);
             continue;
         }
         for (i = 0; w->slots[i].busy; i++)
