@@ -336,7 +336,6 @@ int store_query_stats(struct store *s, uint64_t deadline_ms,
  * store_file_check below.
  */
 #define STORE_WAL_SOFT_FRAMES 256
-#define STORE_WAL_MID_FRAMES  2048
 #define STORE_WAL_HARD_FRAMES 8192
 
 int store_wal_frames(const struct store *s);

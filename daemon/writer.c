@@ -36,7 +36,6 @@
 /* Nothing queued for this long: a quiet moment for a slice of the rollup
  * merge (wait_for_work). */
 #define WRITER_MERGE_IDLE_NS 20000000u
-#define WRITER_CKPT_IDLE_NS  2000000u
 
 /*
  * Retention against a wall clock that jumps (writer thread only): the
@@ -728,14 +727,6 @@ wait_for_work(struct writer *w)
         if (w->pipelined && !w->syncing && w->s_head == NULL &&
             !w->sync_broken && w->ckpt_seq != atomic_load(&w->commit_seq) &&
             store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES) {
-            /* A moment between two groups of closed-loop producers is
-             * not quiet: wait a little for work before copying. */
-            if (store_wal_frames(w->store) < STORE_WAL_MID_FRAMES &&
-                uv_cond_timedwait(&w->cond, &w->mu, WRITER_CKPT_IDLE_NS) !=
-                    UV_ETIMEDOUT)
-                continue;
-            if (w->q_head != NULL || w->stop)
-                continue;
             /* Once per commit: a checkpoint that fails is not retried
              * in a loop. */
             w->ckpt_seq = atomic_load(&w->commit_seq);
