@@ -38,6 +38,9 @@
  *    `idle` connections that said hello.
  * 7. Writer CPU per receipt: the stats query's writer_cpu_us and accepted,
  *    read before and after each load phase.
+ *    Each load phase also prints the WAL syncs it took and the CPU per
+ *    receipt of the whole daemon (every thread, user and system, from
+ *    /proc) and of this process, the client (getrusage).
  * 8. TLS (issue 16): the batch load of 3 over TCP on 127.0.0.1, plain
  *    text then TLS 1.3 (a certificate made here by openssl), each on a
  *    daemon of its own, as a ratio; then `idle` TLS connections that said
