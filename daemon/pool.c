@@ -19,6 +19,28 @@
 #endif
 #endif
 
+#ifdef POOL_OFF
+
+void *
+pool_zalloc(size_t size)
+{
+    return calloc(1, size);
+}
+
+void
+pool_free(void *p, size_t size)
+{
+    (void)size;
+    free(p);
+}
+
+void
+pool_drain(void)
+{
+}
+
+#else
+
 #define POOL_MIN_SHIFT 8 /* 256 bytes */
 #define POOL_CLASSES   4 /* 256, 512, 1,024, 2,048 */
 
@@ -47,9 +69,6 @@ class_of(size_t size)
 void *
 pool_zalloc(size_t size)
 {
-#ifdef POOL_OFF
-    return calloc(1, size);
-#else
     int c = class_of(size);
     struct pool_block *b;
 
@@ -61,16 +80,11 @@ pool_zalloc(size_t size)
     lists[c].n--;
     memset(b, 0, size);
     return b;
-#endif
 }
 
 void
 pool_free(void *p, size_t size)
 {
-#ifdef POOL_OFF
-    (void)size;
-    free(p);
-#else
     int c = class_of(size);
     struct pool_block *b = p;
 
@@ -83,7 +97,6 @@ pool_free(void *p, size_t size)
     b->next = lists[c].head;
     lists[c].head = b;
     lists[c].n++;
-#endif
 }
 
 void
@@ -100,3 +113,5 @@ pool_drain(void)
         lists[c].n = 0;
     }
 }
+
+#endif

@@ -389,7 +389,7 @@ id_check_cb(void *arg, const struct store_row *row)
 }
 
 static int
-id_batch(struct store *s, char prefix, struct receipt *r, char names[][8],
+id_batch(struct store *s, char prefix, struct receipt *r, char names[][16],
          int n, int64_t *first, int commit)
 {
     struct store_write w;
@@ -397,7 +397,7 @@ id_batch(struct store *s, char prefix, struct receipt *r, char names[][8],
     int i;
 
     for (i = 0; i < n; i++) {
-        snprintf(names[i], 8, "%c%d", prefix, i);
+        snprintf(names[i], 16, "%c%d", prefix, i);
         make_receipt(&r[i], names[i], (uint64_t)i);
     }
     memset(&w, 0, sizeof(w));
@@ -422,7 +422,7 @@ START_TEST(test_store_appended_rows_keep_the_writers_ids)
         .requested = -1, .executed = -1, .status = -1, .limit = 200
     };
     static struct receipt r[40];
-    static char names[40][8];
+    static char names[40][16];
     struct id_check x = { 0 };
     struct proto_err err;
     struct store *s, *q;
