@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "varint.h"
 
 /* received_at .. counter_coverage: the columns before the counters. */
 #define STORE_RECEIPT_FIXED_COLS 13
@@ -70,35 +71,6 @@ int store_query_rows(struct store *s, sqlite3_stmt *st, uint32_t limit,
 /* A text or blob column as a borrowed string ("" for NULL), valid until
  * the next step or reset of st. */
 void store_column_str(sqlite3_stmt *st, int col, struct proto_str *out);
-
-/* LEB128: seven bits a byte, low first; at most 10 bytes for a u64.
- * store_varint_get returns the byte after v, NULL when cut at end.
- * Inline: the rollup figures read and write hundreds a row. */
-static inline const unsigned char *
-store_varint_get(const unsigned char *p, const unsigned char *end, uint64_t *v)
-{
-    unsigned shift = 0;
-
-    *v = 0;
-    while (p < end && shift < 64) {
-        *v |= (uint64_t)(*p & 0x7f) << shift;
-        if (!(*p++ & 0x80))
-            return p;
-        shift += 7;
-    }
-    return NULL;
-}
-
-static inline unsigned char *
-store_varint_put(unsigned char *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (unsigned char)v;
-    return p;
-}
 
 /* store_opts.shared of s, NULL when it has none (borrowed). */
 struct store_shared *store_shared_of(struct store *s);

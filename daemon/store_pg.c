@@ -28,6 +28,7 @@
 
 #include "hash.h"
 #include "store_migrations.h"
+#include "varint.h"
 
 /* The advisory locks' keys: the migrations, and partition creation. */
 #define LOCK_MIGRATE   0x72637074 /* "rcpt" */
@@ -1292,26 +1293,7 @@ struct pg_sums {
  * measured, its bit (one byte), then measured, the sum's high and low
  * words, min and max, each an unsigned LEB128 varint (7 bits a byte, low
  * first, at most 10 bytes): about 15 bytes a counter of small figures
- * where fixed words took 41. */
-static const unsigned char *
-get_varint(const unsigned char *p, const unsigned char *end, uint64_t *v)
-{
-    unsigned shift = 0;
-
-    *v = 0;
-    while (p < end && shift < 64) {
-        unsigned char c = *p++;
-
-        if (shift == 63 && (c & 0x7e) != 0)
-            return NULL; /* past 64 bits */
-        *v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80))
-            return p;
-        shift += 7;
-    }
-    return NULL;
-}
-
+ * where fixed words took 41 (varint.h). */
 int
 store_pg_sums_add(const char *b, int len, struct store_agg_counter *c)
 {
@@ -1325,11 +1307,11 @@ store_pg_sums_add(const char *b, int len, struct store_agg_counter *c)
         struct store_agg_counter o;
 
         if (j >= RECEIPT_NCOUNTERS ||
-            (p = get_varint(p, end, &o.measured)) == NULL ||
-            (p = get_varint(p, end, &o.sum_hi)) == NULL ||
-            (p = get_varint(p, end, &o.sum_lo)) == NULL ||
-            (p = get_varint(p, end, &o.min)) == NULL ||
-            (p = get_varint(p, end, &o.max)) == NULL)
+            (p = store_varint_get(p, end, &o.measured)) == NULL ||
+            (p = store_varint_get(p, end, &o.sum_hi)) == NULL ||
+            (p = store_varint_get(p, end, &o.sum_lo)) == NULL ||
+            (p = store_varint_get(p, end, &o.min)) == NULL ||
+            (p = store_varint_get(p, end, &o.max)) == NULL)
             return -1;
         store_agg_counter_merge(&c[j], &o);
     }
@@ -1340,14 +1322,8 @@ static int
 put_varint(struct store_pg_buf *b, uint64_t v)
 {
     unsigned char t[10];
-    size_t n = 0;
 
-    while (v >= 0x80) {
-        t[n++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    t[n++] = (unsigned char)v;
-    return put_bytes(b, t, n);
+    return put_bytes(b, t, (size_t)(store_varint_put(t, v) - t));
 }
 
 /* The sums blob of c[RECEIPT_NCOUNTERS] as a field. */
