@@ -1273,31 +1273,48 @@ struct load_spec {
 
 /* ---- CPU by process ---- */
 
-/* User and system CPU seconds of process pid, with those of its children
- * it waited for when `reaped` is set; -1 when it is gone. */
-static double
-proc_cpu_s(pid_t pid, int reaped, pid_t *ppid)
+/* One /proc stat file: the name in parentheses (into name, when not NULL)
+ * and, after it, ppid and utime, stime, cutime, cstime in clock ticks.
+ * -1 when it is gone or not in that form. */
+static int
+read_stat(const char *path, char *name, size_t nname, int *ppid,
+          unsigned long long t[4])
 {
-    char path[64], line[1024], *p;
-    unsigned long long ut, st, cut, cst;
-    int pp;
+    char line[1024], *p, *open;
     FILE *f;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     if ((f = fopen(path, "r")) == NULL)
         return -1;
     p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
     fclose(f);
     /* After the name: state ppid pgrp session tty tpgid flags minflt
      * cminflt majflt cmajflt utime stime cutime cstime. */
-    if (p == NULL || sscanf(p + 2,
-                            "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-                            "%llu %llu %llu %llu",
-                            &pp, &ut, &st, &cut, &cst) != 5)
+    if (p == NULL || (open = strchr(line, '(')) == NULL ||
+        sscanf(p + 2,
+               "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+               "%llu %llu %llu %llu",
+               ppid, &t[0], &t[1], &t[2], &t[3]) != 5)
+        return -1;
+    if (name != NULL)
+        snprintf(name, nname, "%.*s", (int)(p - open - 1), open + 1);
+    return 0;
+}
+
+/* User and system CPU seconds of process pid, with those of its children
+ * it waited for when `reaped` is set; -1 when it is gone. */
+static double
+proc_cpu_s(pid_t pid, int reaped, pid_t *ppid)
+{
+    char path[64];
+    unsigned long long t[4];
+    int pp;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (read_stat(path, NULL, 0, &pp, t) != 0)
         return -1;
     if (ppid != NULL)
         *ppid = pp;
-    return (double)(ut + st + (reaped ? cut + cst : 0)) /
+    return (double)(t[0] + t[1] + (reaped ? t[2] + t[3] : 0)) /
            (double)sysconf(_SC_CLK_TCK);
 }
 
@@ -2015,13 +2032,12 @@ enum { TH_LOOP, TH_WRITER, TH_SYNCER, TH_RELAY, TH_ALL, TH_COUNT };
 static void
 thread_cpu_s(pid_t pid, double *v)
 {
-    char path[300], line[1024], *p, *name;
-    unsigned long long ut, st;
+    char path[300], name[64];
+    unsigned long long t[4];
     struct dirent *de;
     double c;
     DIR *d;
-    FILE *f;
-    int k;
+    int k, pp;
 
     memset(v, 0, TH_COUNT * sizeof(*v));
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -2032,18 +2048,9 @@ thread_cpu_s(pid_t pid, double *v)
             continue;
         snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
                  de->d_name);
-        if ((f = fopen(path, "r")) == NULL)
+        if (read_stat(path, name, sizeof(name), &pp, t) != 0)
             continue;
-        p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
-        fclose(f);
-        if (p == NULL || (name = strchr(line, '(')) == NULL ||
-            sscanf(p + 2,
-                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                   &st) != 2)
-            continue;
-        *p = '\0';
-        name++;
-        c = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+        c = (double)(t[0] + t[1]) / (double)sysconf(_SC_CLK_TCK);
         k = strcmp(name, "writer") == 0   ? TH_WRITER
             : strcmp(name, "syncer") == 0 ? TH_SYNCER
             : strcmp(name, "relay") == 0  ? TH_RELAY
