@@ -65,25 +65,35 @@ expect_ok(int fd, uint64_t id, struct e2e_reply *rep)
     ck_assert_uint_eq(rep->r.id, id);
 }
 
+/* n `receipt` frames of body (ids 0..n-1, source-less seqs) into a new
+ * sb; the caller destroys it. */
+static void
+pack_receipts(msgpack_sbuffer *sb, const char *body, size_t len, size_t n)
+{
+    msgpack_packer pk;
+    size_t i;
+
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    for (i = 0; i < n; i++) {
+        size_t at = frame_sbuffer_begin(sb);
+
+        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
+        msgpack_sbuffer_write(sb, body, len);
+        frame_sbuffer_finish(sb, at);
+    }
+}
+
 /* Sends n `receipt` frames of body (ids 0..n-1) in one write, before
  * any reply is read, and expects n ok replies in order. */
 static void
 send_receipts_at_once(int fd, const char *body, size_t len, size_t n)
 {
     msgpack_sbuffer sb;
-    msgpack_packer pk;
     struct e2e_reply rep;
     size_t i;
 
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    for (i = 0; i < n; i++) {
-        size_t at = frame_sbuffer_begin(&sb);
-
-        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
-        msgpack_sbuffer_write(&sb, body, len);
-        frame_sbuffer_finish(&sb, at);
-    }
+    pack_receipts(&sb, body, len, n);
     ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
     for (i = 0; i < n; i++) {
         expect_ok(fd, i, &rep);
@@ -1238,7 +1248,6 @@ START_TEST(test_e2e_sigterm_drains_and_removes_socket)
 {
     struct e2e_receipt r = { .schema = 3 };
     msgpack_sbuffer sb;
-    msgpack_packer pk;
     struct e2e_reply rep;
     struct stat st;
     size_t len, i, n = 300;
@@ -1250,14 +1259,7 @@ START_TEST(test_e2e_sigterm_drains_and_removes_socket)
     ck_assert_int_eq(st.st_mode & 0777, 0660);
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    for (i = 0; i < n; i++) {
-        size_t at = frame_sbuffer_begin(&sb);
-        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
-        msgpack_sbuffer_write(&sb, body, len);
-        frame_sbuffer_finish(&sb, at);
-    }
+    pack_receipts(&sb, body, len, n);
     ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
     /* Give the daemon time to read the frames, then stop it while the
      * writes may still be queued: each one read must still be answered. */
@@ -1282,7 +1284,6 @@ START_TEST(test_e2e_sigkill_keeps_every_acknowledged_receipt)
 {
     struct e2e_receipt r = { .schema = 3 };
     msgpack_sbuffer sb;
-    msgpack_packer pk;
     struct e2e_reply rep;
     uint64_t acked[400];
     size_t len, i, n = 400, got = 0;
@@ -1293,14 +1294,7 @@ START_TEST(test_e2e_sigkill_keeps_every_acknowledged_receipt)
     start(NULL);
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    for (i = 0; i < n; i++) {
-        size_t at = frame_sbuffer_begin(&sb);
-        envelope_request(&pk, PROTO_OP_RECEIPT, i, 0, 0, 1);
-        msgpack_sbuffer_write(&sb, body, len);
-        frame_sbuffer_finish(&sb, at);
-    }
+    pack_receipts(&sb, body, len, n);
     ck_assert_int_eq(e2e_send_all(fd, sb.data, sb.size), 0);
     /* Kill the daemon half-way through the acknowledgements. */
     for (i = 0; i < n; i++) {
