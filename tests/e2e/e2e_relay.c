@@ -450,6 +450,23 @@ read_center(void)
     return rows;
 }
 
+/* What `receiptctl receipts --origin origin --limit limit --format csv
+ * --columns columns` prints against the center (the caller frees it). */
+static char *
+ctl_origin_csv(const char *origin, const char *limit, const char *columns)
+{
+    const char *argv[] = { "receiptctl", "receipts", "--socket",  center.sock,
+                           "--origin",   origin,     "--limit",   limit,
+                           "--format",   "csv",      "--columns", columns,
+                           NULL };
+    char *out = NULL;
+
+    ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/client/receiptctl", argv, NULL,
+                             NULL, &out, NULL),
+                     0);
+    return out;
+}
+
 /* How many receipts the center's `receipts` query finds relayed by
  * origin (at most 10,000). */
 static uint32_t
@@ -531,16 +548,8 @@ START_TEST(test_relay_delivers_exactly_once)
     ck_assert_uint_eq(count_origin("node-b"), 0);
     {
         /* receiptctl asks the same (another node: none). */
-        const char *argv[] = { "receiptctl", "receipts",  "--socket",
-                               center.sock,  "--origin",  "node-b",
-                               "--limit",    "2",         "--format",
-                               "csv",        "--columns", "source,seq",
-                               NULL };
-        char *out = NULL;
+        char *out = ctl_origin_csv("node-b", "2", "source,seq");
 
-        ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/client/receiptctl", argv,
-                                 NULL, NULL, &out, NULL),
-                         0);
         /* No other node relayed here. */
         ck_assert_msg(strcmp(out, "source,seq\n") == 0, "%s", out);
         free(out);
@@ -1843,16 +1852,8 @@ START_TEST(test_relay_to_postgresql_center)
     ck_assert_uint_eq(count_origin(NODE), next_tag);
     ck_assert_uint_eq(count_origin("node-b"), 0);
     {
-        const char *argv[] = { "receiptctl", "receipts",  "--socket",
-                               center.sock,  "--origin",  NODE,
-                               "--limit",    "3",         "--format",
-                               "csv",        "--columns", "source",
-                               NULL };
-        char *out = NULL;
+        char *out = ctl_origin_csv(NODE, "3", "source");
 
-        ck_assert_int_eq(e2e_run(TEST_BINARY_DIR "/client/receiptctl", argv,
-                                 NULL, NULL, &out, NULL),
-                         0);
         /* The newest are the unsequenced ones: no hello, no source. */
         ck_assert_msg(strcmp(out, "source\n\n\n\n") == 0, "%s", out);
         free(out);
