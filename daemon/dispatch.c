@@ -759,9 +759,12 @@ dispatch_fast(struct conn *c, struct request *rq, struct envelope *env)
     size_t used;
 
     if (!envelope_peek(rq->frame, rq->len, env) ||
-        (env->op != PROTO_OP_RECEIPT && env->op != PROTO_OP_RECEIPTS) ||
+        (env->op != PROTO_OP_RECEIPT && env->op != PROTO_OP_RECEIPTS &&
+         env->op != PROTO_OP_RELAY) ||
         dispatch_op_allowed(c->level, env->op, &err) != 0)
         return 0;
+    if (env->op == PROTO_OP_RELAY)
+        return dispatch_relay_fast(rq);
     p = rq->frame + env->body_off;
     if (env->op == PROTO_OP_RECEIPT) {
         n = 1;

@@ -29,6 +29,7 @@
 #include "identity.h"
 #include "invariant.h"
 #include "mpobj.h"
+#include "mpread.h"
 #include "plan.h"
 #include "receipt.h"
 #include "reply.h"
@@ -426,6 +427,8 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
          * at or below the mark is one prefix of the batch. */
         if (r->id <= mark)
             continue;
+        if (i + RECEIPT_PREFETCH_AHEAD < x->n)
+            receipt_prefetch(&x->recs[i + RECEIPT_PREFETCH_AHEAD].r);
         memset(&w, 0, sizeof(w));
         w.op = PROTO_OP_RECEIPT;
         w.source = r->source.ptr;
@@ -548,6 +551,143 @@ retained_record(const msgpack_object *o, struct relay_rec *rec,
     }
     rec->canon_len = sb.size;
     rec->canon = msgpack_sbuffer_release(&sb);
+    return 0;
+}
+
+/* Queues the job of a checked batch x (its records and stream set);
+ * bytes is what the records hold beyond the frame. */
+static void
+submit(const struct request *rq, struct writer_job *job, struct rctx *x,
+       int64_t bytes)
+{
+    x->slot = rq->slot;
+    x->srv = rq->srv;
+    x->has_id = rq->env->has_id;
+    x->id = rq->env->id;
+    memcpy(x->origin, rq->source, rq->source_len);
+    x->origin_len = rq->source_len;
+    job->ops = x->retention ? &relay_retention_ops : &relay_ops;
+    job->ctx = x;
+    job->frame = rq->frame; /* the receipts borrow it */
+    job->items = x->n ? x->n : 1;
+    job->bytes = sizeof(*job) + sizeof(*x) + rq->len + (size_t)bytes;
+    job->w.op = -1;
+    server_submit(rq->srv, job);
+}
+
+/* An array header of any width (a node sends its records under an
+ * array32 whose count it writes last). */
+static int
+fast_array(struct mpread *d, uint32_t *n)
+{
+    if (d->p < d->end && *d->p == 0xdd && d->end - d->p >= 5) {
+        *n = (uint32_t)mpread_be(d->p + 1, 4);
+        d->p += 5;
+        return 0;
+    }
+    return mpread_array(d, n);
+}
+
+/* The key at d is the str s. */
+static int
+fast_key(struct mpread *d, const char *s)
+{
+    const char *k;
+    size_t n;
+
+    return mpread_str(d, &k, &n) == 0 && n == strlen(s) && memcmp(k, s, n) == 0;
+}
+
+/* Record i of the receipts stream read from d into rec, with the checks
+ * record() makes; 0 when it is not in the plainest form or not valid. */
+static int
+fast_record(struct mpread *d, uint64_t *prev, struct relay_rec *rec)
+{
+    uint32_t n;
+    uint64_t at;
+    size_t used;
+
+    if (mpread_array(d, &n) != 0 || n != 5 || mpread_uint(d, &rec->id) != 0 ||
+        rec->id > INT64_MAX || rec->id <= *prev || mpread_uint(d, &at) != 0 ||
+        at > INT64_MAX ||
+        mpread_str(d, &rec->source.ptr, &rec->source.len) != 0 ||
+        rec->source.len > CONN_SOURCE_MAX ||
+        !mpobj_utf8_valid(rec->source.ptr, rec->source.len) || d->p >= d->end)
+        return 0;
+    *prev = rec->id;
+    rec->received_at = (int64_t)at;
+    if (*d->p == 0xc0) {
+        d->p++;
+        rec->has_seq = 0;
+    } else if (mpread_uint(d, &rec->seq) != 0)
+        return 0;
+    else
+        rec->has_seq = 1;
+    used = receipt_decode_fast((const char *)d->p, (size_t)(d->end - d->p),
+                               &rec->r);
+    d->p += used;
+    return used != 0;
+}
+
+int
+dispatch_relay_fast(const struct request *rq)
+{
+    const struct envelope *env = rq->env;
+    const char *body = rq->frame + env->body_off, *stream;
+    struct writer_job *job = NULL;
+    struct rctx *x = NULL;
+    struct mpread d;
+    uint64_t from_id, prev;
+    uint32_t nkeys, n, i;
+    size_t len;
+    int64_t bytes = 0;
+    int follows = 0;
+
+    if (!rq->relays)
+        return 0;
+    mpread_init(&d, body, env->body_len);
+    if (mpread_map(&d, &nkeys) != 0 || (nkeys != 3 && nkeys != 4) ||
+        !fast_key(&d, "stream") || mpread_str(&d, &stream, &len) != 0 ||
+        len != strlen(STORE_RELAY_RECEIPTS) ||
+        memcmp(stream, STORE_RELAY_RECEIPTS, len) != 0 ||
+        !fast_key(&d, "from_id") || mpread_uint(&d, &from_id) != 0 ||
+        from_id > INT64_MAX)
+        return 0;
+    if (nkeys == 4) {
+        if (!fast_key(&d, "follows") || d.p >= d.end || *d.p != 0xc3)
+            return 0;
+        d.p++;
+        follows = 1;
+    }
+    /* The count is checked before anything is allocated; a record takes
+     * more than a byte, so the frame bounds it too. */
+    if (!fast_key(&d, "records") || fast_array(&d, &n) != 0 ||
+        n > DISPATCH_RELAY_MAX_RECORDS || n > rq->srv->cfg->max_batch ||
+        n > env->body_len)
+        return 0;
+    if ((job = writer_job_new()) == NULL ||
+        (x = calloc(1, sizeof(*x))) == NULL ||
+        (x->recs = calloc(n ? n : 1, sizeof(*x->recs))) == NULL)
+        goto decline;
+    prev = from_id;
+    for (i = 0; i < n; i++) {
+        x->n = i + 1;
+        if (!fast_record(&d, &prev, &x->recs[i]))
+            goto decline;
+        bytes += (int64_t)(sizeof(x->recs[i]) + x->recs[i].r.extra_len);
+    }
+    if (d.p != d.end)
+        goto decline;
+    x->follows = follows;
+    x->from_id = from_id;
+    submit(rq, job, x, bytes);
+    return 1;
+decline:
+    if (x != NULL) {
+        rctx_clear(x);
+        free(x);
+    }
+    free(job);
     return 0;
 }
 
@@ -745,23 +885,11 @@ dispatch_relay(const struct request *rq)
             goto fail;
         }
     }
-    x->slot = rq->slot;
-    x->srv = rq->srv;
-    x->has_id = env->has_id;
-    x->id = env->id;
-    memcpy(x->origin, rq->source, rq->source_len);
-    x->origin_len = rq->source_len;
     x->plans = plans;
     x->retention = retention;
     x->follows = follows;
     x->from_id = from_id;
-    job->ops = retention ? &relay_retention_ops : &relay_ops;
-    job->ctx = x;
-    job->frame = rq->frame; /* the receipts borrow it */
-    job->items = n ? n : 1;
-    job->bytes = sizeof(*job) + sizeof(*x) + rq->len + (size_t)bytes;
-    job->w.op = -1;
-    server_submit(rq->srv, job);
+    submit(rq, job, x, bytes);
     return;
 nomem:
     proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");

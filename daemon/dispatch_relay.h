@@ -20,4 +20,14 @@
  */
 void dispatch_relay(const struct request *rq);
 
+/*
+ * The fast path of dispatch_relay for what a node's relay sends most: a
+ * batch of the receipts stream whose every payload receipt_decode_fast
+ * takes, read straight from the frame's bytes (envelope_peek gave env's
+ * body_off and body_len). Returns 1 when it queued the job (the frame is
+ * the job's), 0 with nothing taken and nothing said for every other body,
+ * which dispatch_relay answers.
+ */
+int dispatch_relay_fast(const struct request *rq);
+
 #endif

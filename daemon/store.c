@@ -1163,24 +1163,6 @@ put_stmt(struct store *s, int k, sqlite3_stmt **out, struct proto_err *err)
     return 0;
 }
 
-/*
- * A receipt's strings were written by the loop thread, on the other core:
- * make_row's first touch of each is a miss that the hardware prefetcher
- * cannot foresee (they lie wherever the frame put them). A batch asks for
- * them ROW_PREFETCH receipts ahead.
- */
-#define ROW_PREFETCH 2
-
-static inline void
-prefetch_strings(const struct receipt *r)
-{
-    __builtin_prefetch(r->model_instance_id.ptr);
-    __builtin_prefetch(r->prepared_plan_id.ptr);
-    __builtin_prefetch(r->graph_hash.ptr);
-    __builtin_prefetch(r->tuning_profile.ptr);
-    __builtin_prefetch(r->stop_reason.ptr);
-}
-
 /* Interns r's strings, takes an id, and makes its row. */
 static int
 make_row(struct store *s, const struct store_write *w, int64_t source_id,
@@ -1391,8 +1373,9 @@ put_receipts(struct store *s, struct store_write *w, int64_t source_id,
         if (g > (size_t)1 << (PUT_LEVELS - 1))
             g = (size_t)1 << (PUT_LEVELS - 1);
         for (j = 0; j < g; j++) {
-            if (done + j + ROW_PREFETCH < w->n_receipts)
-                prefetch_strings(&w->receipts[done + j + ROW_PREFETCH]);
+            if (done + j + RECEIPT_PREFETCH_AHEAD < w->n_receipts)
+                receipt_prefetch(
+                    &w->receipts[done + j + RECEIPT_PREFETCH_AHEAD]);
             if ((rc = make_row(s, w, source_id, &w->receipts[done + j],
                                &rows[j], err)))
                 return rc;
