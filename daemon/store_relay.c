@@ -110,7 +110,17 @@ store_relay_cursor_set(struct store *s, const char *stream, uint64_t acked,
  * cleared, between rows, once it holds RELAY_STR_MAX strings or
  * RELAY_STR_BYTES bytes, so it is bounded by those plus one row's.
  */
-enum { RS_RECEIPTS, RS_PLANS, RS_RETAINED, RS_STRING, RS_COUNT };
+enum {
+    RS_RECEIPTS,
+    RS_PLANS,
+    RS_RETAINED,
+    RS_STRING,
+    /* A center's, on its writer's store: once a batch each. */
+    RS_ORIGIN_GET,
+    RS_ORIGIN_SET,
+    RS_RANGE_ADD,
+    RS_COUNT
+};
 
 #define RELAY_STR_SLOTS 8192 /* a power of two, twice RELAY_STR_MAX */
 #define RELAY_STR_MAX   4096
@@ -145,6 +155,14 @@ static const char *const relay_sql[RS_COUNT] = {
         "l.value_id JOIN plans p ON p.id = l.plan_id WHERE l.id > ?1 ORDER "
         "BY l.id LIMIT ?2",
     [RS_STRING] = "SELECT value FROM strings WHERE id = ?1",
+    [RS_ORIGIN_GET] = "SELECT committed_id FROM relay_origins WHERE origin = "
+                      "?1 AND stream = ?2",
+    [RS_ORIGIN_SET] = "INSERT INTO relay_origins (origin, stream, "
+                      "committed_id) VALUES (?1, ?2, ?3) ON CONFLICT "
+                      "(origin, stream) DO UPDATE SET committed_id = "
+                      "max(committed_id, excluded.committed_id)",
+    [RS_RANGE_ADD] = "INSERT INTO relay_ranges (first_id, last_id, origin, "
+                     "origin_first, origin_last) VALUES (?1, ?2, ?3, ?4, ?5)",
 };
 
 static void
@@ -177,11 +195,10 @@ store_relay_cache_free(struct store_relay_cache *c)
     free(c);
 }
 
-/* The statement k of s's relay reads, prepared on first use, its
- * parameters bound to after and max; reset it when done with it. */
+/* The statement k of s's relay statements, prepared on first use and
+ * kept; reset it when done with it. */
 static int
-relay_stmt(struct store *s, int k, uint64_t after, uint32_t max,
-           sqlite3_stmt **out, struct proto_err *err)
+cached_stmt(struct store *s, int k, sqlite3_stmt **out, struct proto_err *err)
 {
     struct store_relay_cache **cp = store_relay_cache_of(s), *c = *cp;
     int rc;
@@ -195,7 +212,7 @@ relay_stmt(struct store *s, int k, uint64_t after, uint32_t max,
             (c->strs = calloc(RELAY_STR_SLOTS, sizeof(*c->strs))) == NULL) {
             free(c);
             return proto_err_set(err, PROTO_ENOMEM, NULL,
-                                 "out of memory for the relay's reads");
+                                 "out of memory for the relay's statements");
         }
         *cp = c;
     }
@@ -208,11 +225,39 @@ relay_stmt(struct store *s, int k, uint64_t after, uint32_t max,
         }
     }
     *out = c->st[k];
-    if (k != RS_STRING) {
+    return 0;
+}
+
+/* The statement k of s's relay reads, its parameters bound to after and
+ * max; reset it when done with it. */
+static int
+relay_stmt(struct store *s, int k, uint64_t after, uint32_t max,
+           sqlite3_stmt **out, struct proto_err *err)
+{
+    int rc = cached_stmt(s, k, out, err);
+
+    if (rc == 0 && k != RS_STRING) {
         sqlite3_bind_int64(*out, 1, store_clamp_i64(after));
         sqlite3_bind_int64(*out, 2, max);
     }
-    return 0;
+    return rc;
+}
+
+/* Steps the cached st to its end (a write, or a read of one value into
+ * *v when v is set and a row came), then resets it. */
+static int
+finish_cached(struct store *s, sqlite3_stmt *st, int64_t *v,
+              struct proto_err *err, const char *what)
+{
+    int rc = sqlite3_step(st);
+
+    if (rc == SQLITE_ROW) {
+        if (v != NULL)
+            *v = sqlite3_column_int64(st, 0);
+        rc = sqlite3_step(st);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, what);
 }
 
 /* The value of string id into *out, from the table or the store; valid
@@ -506,14 +551,11 @@ store_sqlite_relay_origin_get(struct store *s, const char *origin, size_t len,
     int64_t v = 0;
     int rc;
 
-    if ((rc = prepare(s,
-                      "SELECT committed_id FROM relay_origins WHERE origin = "
-                      "?1 AND stream = ?2",
-                      &st, err)))
+    if ((rc = cached_stmt(s, RS_ORIGIN_GET, &st, err)))
         return rc;
     sqlite3_bind_blob(st, 1, origin, (int)len, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, stream, -1, SQLITE_STATIC);
-    rc = finish(s, st, &v, err, "read an origin's relayed mark");
+    rc = finish_cached(s, st, &v, err, "read an origin's relayed mark");
     *committed = rc == 0 && v > 0 ? (uint64_t)v : 0;
     return rc;
 }
@@ -526,17 +568,12 @@ store_sqlite_relay_origin_set(struct store *s, const char *origin, size_t len,
     sqlite3_stmt *st;
     int rc;
 
-    if ((rc = prepare(s,
-                      "INSERT INTO relay_origins (origin, stream, "
-                      "committed_id) VALUES (?1, ?2, ?3) ON CONFLICT (origin, "
-                      "stream) DO UPDATE SET committed_id = "
-                      "max(committed_id, excluded.committed_id)",
-                      &st, err)))
+    if ((rc = cached_stmt(s, RS_ORIGIN_SET, &st, err)))
         return rc;
     sqlite3_bind_blob(st, 1, origin, (int)len, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, stream, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, store_clamp_i64(committed));
-    return finish(s, st, NULL, err, "record an origin's relayed mark");
+    return finish_cached(s, st, NULL, err, "record an origin's relayed mark");
 }
 
 int
@@ -548,15 +585,12 @@ store_sqlite_relay_range_add(struct store *s, const char *origin, size_t len,
     sqlite3_stmt *st;
     int rc;
 
-    if ((rc = prepare(s,
-                      "INSERT INTO relay_ranges (first_id, last_id, origin, "
-                      "origin_first, origin_last) VALUES (?1, ?2, ?3, ?4, ?5)",
-                      &st, err)))
+    if ((rc = cached_stmt(s, RS_RANGE_ADD, &st, err)))
         return rc;
     sqlite3_bind_int64(st, 1, first_id);
     sqlite3_bind_int64(st, 2, last_id);
     sqlite3_bind_blob(st, 3, origin, (int)len, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, store_clamp_i64(origin_first));
     sqlite3_bind_int64(st, 5, store_clamp_i64(origin_last));
-    return finish(s, st, NULL, err, "record a relayed range");
+    return finish_cached(s, st, NULL, err, "record a relayed range");
 }
