@@ -422,6 +422,7 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
     x->committed = mark;
     for (i = 0; i < x->n; i++) {
         const struct relay_rec *r = &x->recs[i];
+        const struct relay_rec *before = x->stored > 0 ? r - 1 : NULL;
 
         /* Committed here before: a resend. The ids rise, so everything
          * at or below the mark is one prefix of the batch. */
@@ -442,6 +443,10 @@ relay_apply(struct writer_job *job, struct store *s, struct proto_err *err)
         w.received_at = r->received_at;
         w.receipts = &r->r;
         w.n_receipts = 1;
+        w.seq_as_before =
+            before != NULL && r->has_seq && before->has_seq &&
+            r->seq == before->seq && r->source.len == before->source.len &&
+            memcmp(r->source.ptr, before->source.ptr, r->source.len) == 0;
         if ((rc = store_apply(s, &w, err)))
             return rc;
         if (x->stored++ == 0) {

@@ -1695,6 +1695,10 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
         return rc;
     if (!(w->has_seq && w->source_len > 0 && w->op >= 0))
         return 0;
+    if (w->relayed && w->seq_as_before) {
+        w->seq_seen = 1;
+        return 0;
+    }
     /* Above the source's mark, a seq is in no record: not in the
      * table, its runs or the tail (the mark counts the tail's). */
     rc = seq_maybe_seen(s, *source_id, w->seq, err);

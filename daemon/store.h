@@ -208,6 +208,11 @@ struct store_write {
     uint64_t replay_of;
     const void *replay_body;
     size_t replay_body_len;
+    /* Relayed, with the (source, seq) of the write just before it in the
+     * same transaction, which recorded it or found it recorded: a backend
+     * may take it as seen without looking (the receipts of one `receipts`
+     * frame share their seq, and reach a center one after another). */
+    int seq_as_before;
 
     /* Outputs. */
     int duplicate;      /* (source, seq) had a recorded outcome */
