@@ -473,7 +473,9 @@ put_cb(void *data, const char *buf, size_t len)
 }
 
 /* store_relay_read's callback: one row as [id, received_at, source,
- * seq|nil, payload], the payload in the producer's map form. */
+ * seq|nil, payload], the payload in the compact (array) form of
+ * rmp-serde, which a center decodes as a producer's, or the map form when
+ * the receipt kept unknown keys. */
 static int
 pack_cb(void *arg, const struct store_row *row)
 {
@@ -488,7 +490,7 @@ pack_cb(void *arg, const struct store_row *row)
         msgpack_pack_str_with_body(pk, row->source.ptr, row->source.len) != 0 ||
         (row->has_seq ? msgpack_pack_uint64(pk, row->seq)
                       : msgpack_pack_nil(pk)) != 0 ||
-        receipt_encode(&row->r, pk) != 0)
+        receipt_encode_compact(&row->r, pk) != 0)
         return PROTO_ENOMEM;
     b->n++;
     b->last = (uint64_t)row->receipt_id;

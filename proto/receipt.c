@@ -1058,6 +1058,71 @@ rd_field(struct mpread *d, int f, struct receipt *r, uint32_t *counters)
     }
 }
 
+/* An array of between lo and hi u64 fields into out[0..]. */
+static int
+rd_u64_array(struct mpread *d, unsigned lo, unsigned hi, uint64_t *out)
+{
+    uint32_t n, i;
+
+    if (mpread_array(d, &n) != 0 || n < lo || n > hi)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (d->p < d->end && *d->p < 0x80)
+            out[i] = *d->p++;
+        else if (mpread_uint(d, &out[i]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
+ * The array (compact) form: rmp-serde's to_vec, the fields of the
+ * schema's layout in order, the nested structs as arrays with the counts
+ * field() allows. It has no unknown keys, so nothing goes to extra.
+ */
+static size_t
+decode_fast_array(const char *buf, size_t len, struct receipt *r)
+{
+    const struct layout *lay;
+    struct mpread d;
+    uint32_t n, i, counters = 0;
+    unsigned s;
+    int f, rc;
+
+    mpread_init(&d, buf, len);
+    if (mpread_array(&d, &n) != 0 || n == 0 ||
+        rd_field(&d, F_SCHEMA, r, &counters) != 0)
+        return 0;
+    s = r->schema_version;
+    lay = &layouts[s];
+    if (n != lay->n)
+        return 0;
+    for (i = 1; i < n; i++) {
+        switch ((f = lay->fields[i])) {
+        case F_COUNTERS:
+            rc = rd_u64_array(&d, RECEIPT_NCOUNTERS_V2,
+                              s == 3 ? RECEIPT_NCOUNTERS_V3
+                                     : RECEIPT_NCOUNTERS_V2,
+                              r->counters);
+            break;
+        case F_LATENCY:
+            rc = rd_u64_array(&d, 0, RECEIPT_NLATENCY,
+                              r->counters + RECEIPT_NCOUNTERS_V3);
+            break;
+        case F_ARTIFACTS:
+            rc = rd_u64_array(&d, RECEIPT_NARTIFACTS, RECEIPT_NARTIFACTS,
+                              r->artifacts);
+            break;
+        default:
+            rc = rd_field(&d, f, r, &counters);
+            break;
+        }
+        if (rc != 0)
+            return 0;
+    }
+    return mpread_used(&d, buf);
+}
+
 size_t
 receipt_decode_fast(const char *buf, size_t len, struct receipt *r)
 {
@@ -1075,6 +1140,14 @@ receipt_decode_fast(const char *buf, size_t len, struct receipt *r)
 
     memset(r, 0, sizeof(*r));
     r->tuning_profile.ptr = "";
+    if (len > 0 &&
+        (((unsigned char)*buf & 0xf0) == 0x90 || (unsigned char)*buf == 0xdc)) {
+        size_t used = decode_fast_array(buf, len, r);
+
+        if (used == 0)
+            goto decline;
+        return used;
+    }
     mpread_init(&d, buf, len);
     if (mpread_map(&d, &n) != 0)
         goto decline;
@@ -1374,6 +1447,93 @@ encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk,
         }
     }
     return pack_extras(pk, extra, 0, s);
+}
+
+/* An array of n u64 fields, in one write. */
+static int
+pack_u64_array(msgpack_packer *pk, const uint64_t *v, unsigned n)
+{
+    unsigned char buf[3 + U64_MAP_MAX * 9], *p = buf;
+    unsigned i;
+
+    if (n > U64_MAP_MAX)
+        return -1;
+    if (n < 16) {
+        *p++ = (unsigned char)(0x90 | n);
+    } else {
+        *p++ = 0xdc;
+        *p++ = 0;
+        *p++ = (unsigned char)n;
+    }
+    for (i = 0; i < n; i++)
+        p = put_uint(p, v[i]);
+    return pk->callback(pk->data, (const char *)buf, (size_t)(p - buf));
+}
+
+int
+receipt_encode_compact(const struct receipt *r, msgpack_packer *pk)
+{
+    unsigned s = r->schema_version, i;
+    const struct layout *lay;
+
+    /* Unknown keys, and a schema-1 tuning_profile, have no place in the
+     * array form. */
+    if ((r->extra != NULL && r->extra_len > 0) ||
+        (s == 1 && r->tuning_profile.len > 0))
+        return receipt_encode(r, pk);
+    if (s < RECEIPT_SCHEMA_MIN || s > RECEIPT_SCHEMA_MAX)
+        return -1;
+    lay = &layouts[s];
+    if (msgpack_pack_array(pk, lay->n) != 0)
+        return -1;
+    for (i = 0; i < lay->n; i++) {
+        int rc = 0;
+
+        switch (lay->fields[i]) {
+        case F_SCHEMA:
+            rc = msgpack_pack_uint16(pk, r->schema_version);
+            break;
+        case F_REQUESTED:
+            rc = pack_cstr(pk, receipt_backend_name(r->requested_backend));
+            break;
+        case F_EXECUTED:
+            rc = pack_cstr(pk, receipt_backend_name(r->executed_backend));
+            break;
+        case F_MODEL:
+            rc = pack_pstr(pk, &r->model_instance_id);
+            break;
+        case F_PLAN:
+            rc = pack_pstr(pk, &r->prepared_plan_id);
+            break;
+        case F_GRAPH:
+            rc = pack_pstr(pk, &r->graph_hash);
+            break;
+        case F_TUNING:
+            rc = pack_pstr(pk, &r->tuning_profile);
+            break;
+        case F_STOP:
+            rc = pack_pstr(pk, &r->stop_reason);
+            break;
+        case F_COVERAGE:
+            rc = msgpack_pack_uint64(pk, r->counter_coverage);
+            break;
+        case F_COUNTERS:
+            rc = pack_u64_array(pk, r->counters,
+                                s == 3 ? RECEIPT_NCOUNTERS_V3
+                                       : RECEIPT_NCOUNTERS_V2);
+            break;
+        case F_LATENCY:
+            rc = pack_u64_array(pk, r->counters + RECEIPT_NCOUNTERS_V3,
+                                RECEIPT_NLATENCY);
+            break;
+        case F_ARTIFACTS:
+            rc = pack_u64_array(pk, r->artifacts, RECEIPT_NARTIFACTS);
+            break;
+        }
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
 }
 
 int

@@ -55,6 +55,16 @@ size_t receipt_decode_fast(const char *buf, size_t len, struct receipt *r);
 int receipt_encode(const struct receipt *r, msgpack_packer *pk);
 
 /*
+ * Encodes r in the array (compact) form, as rmp-serde's to_vec would for
+ * its schema, when that form holds all of r; else (unknown keys kept in
+ * extra, or a schema-1 receipt that carried a tuning_profile) in the map
+ * form, as receipt_encode. Decoding the result gives r again. About a
+ * quarter of the map form's bytes: what a node relays (docs/fleet.md).
+ * Returns 0 or -1 when the packer's buffer cannot grow.
+ */
+int receipt_encode_compact(const struct receipt *r, msgpack_packer *pk);
+
+/*
  * Options of receipt_encode_flags(). RECEIPT_ENCODE_TUNING writes
  * tuning_profile for schema 1 too ("" when absent), as query rows show it;
  * RECEIPT_ENCODE_NO_EXTRA leaves the unknown keys out.

@@ -273,31 +273,15 @@ fast_matches_slow(const char *buf, size_t len)
     return 1;
 }
 
-/* Every named vector takes the fast path and decodes to its expected
- * values; the compact (array) form is left to receipt_decode. Then every
- * byte of the named bytes changed (to four values) and every cut: what the
- * fast path takes of them, receipt_decode takes alike. */
-START_TEST(test_receipt_decode_fast_path_matches)
+/* Every changed byte (to four values) and every cut of buf: what the
+ * fast path takes of them, receipt_decode takes alike. Returns how many
+ * it took. */
+static size_t
+mutations_match(char *buf, size_t len)
 {
     static const unsigned char values[] = { 0x00, 0x7f, 0xa3, 0xff };
-    struct json_object *v = vector_at((size_t)_i);
-    const char *named =
-        json_object_get_string(jget(jget(v, "files"), "named_msgpack"));
-    const char *compact =
-        json_object_get_string(jget(jget(v, "files"), "compact_msgpack"));
-    struct receipt r;
-    size_t len, clen, i, k, taken = 0;
-    char *buf = read_file(named, &len), *cbuf = read_file(compact, &clen);
+    size_t i, k, taken = 0;
 
-    ck_assert_uint_eq(receipt_decode_fast(buf, len, &r), len);
-    assert_expected(&r, v);
-    ck_assert_int_eq(fast_matches_slow(buf, len), 1);
-    /* The compact form is an array, except where the producer writes
-     * schema 1 as a map there too. */
-    if ((cbuf[0] & 0xf0) == 0x90 || (unsigned char)cbuf[0] == 0xdc)
-        ck_assert_uint_eq(receipt_decode_fast(cbuf, clen, &r), 0);
-    else
-        ck_assert_int_eq(fast_matches_slow(cbuf, clen), 1);
     for (i = 0; i < len; i++) {
         unsigned char was = (unsigned char)buf[i];
 
@@ -308,8 +292,34 @@ START_TEST(test_receipt_decode_fast_path_matches)
         buf[i] = (char)was;
         taken += (size_t)fast_matches_slow(buf, i);
     }
+    return taken;
+}
+
+/* Every vector, in both its named and its compact (array) form, takes the
+ * fast path and decodes to its expected values, as receipt_decode does;
+ * then the mutations of both forms (mutations_match). */
+START_TEST(test_receipt_decode_fast_path_matches)
+{
+    struct json_object *v = vector_at((size_t)_i);
+    const char *named =
+        json_object_get_string(jget(jget(v, "files"), "named_msgpack"));
+    const char *compact =
+        json_object_get_string(jget(jget(v, "files"), "compact_msgpack"));
+    struct receipt r;
+    size_t len, clen;
+    char *buf = read_file(named, &len), *cbuf = read_file(compact, &clen);
+
+    ck_assert_uint_eq(receipt_decode_fast(buf, len, &r), len);
+    assert_expected(&r, v);
+    ck_assert_int_eq(fast_matches_slow(buf, len), 1);
+    /* The compact form (an array, or a map where the producer writes
+     * schema 1 as one there too). */
+    ck_assert_uint_eq(receipt_decode_fast(cbuf, clen, &r), clen);
+    assert_expected(&r, v);
+    ck_assert_int_eq(fast_matches_slow(cbuf, clen), 1);
     /* Changed string bytes and counter values are still receipts. */
-    ck_assert_uint_gt(taken, 0);
+    ck_assert_uint_gt(mutations_match(buf, len), 0);
+    ck_assert_uint_gt(mutations_match(cbuf, clen), 0);
     free(buf);
     free(cbuf);
 }
@@ -443,6 +453,113 @@ START_TEST(test_receipt_encode_matches_rmp_serde_named_bytes)
     receipt_clear(&r);
     free(named);
     free(buf);
+}
+END_TEST
+
+/* The compact form likewise: decoding a vector's named bytes and encoding
+ * them with receipt_encode_compact reproduces the producer's compact
+ * bytes (rmp-serde's to_vec), except for the schema-1 vectors that the
+ * runtime wrote as a map there too; and those decode to the receipt
+ * again. */
+START_TEST(test_receipt_encode_compact_matches_rmp_serde_bytes)
+{
+    struct receipt r, again;
+    struct proto_err err;
+    msgpack_unpacked up;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct json_object *j;
+    char *buf, *compact;
+    size_t len;
+
+    msgpack_unpacked_init(&up);
+    ck_assert_int_eq(
+        decode_form((size_t)_i, FORM_NAMED, &r, &err, &buf, &up, &j), 0);
+    compact =
+        read_file(json_object_get_string(jget(
+                      jget(vector_at((size_t)_i), "files"), "compact_msgpack")),
+                  &len);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ck_assert_int_eq(receipt_encode_compact(&r, &pk), 0);
+    ck_assert((sb.data[0] & 0xf0) == 0x90 || (unsigned char)sb.data[0] == 0xdc);
+    if (((unsigned char)compact[0] & 0xf0) == 0x90 ||
+        (unsigned char)compact[0] == 0xdc) {
+        ck_assert_uint_eq(sb.size, len);
+        ck_assert_mem_eq(sb.data, compact, len);
+    }
+    ck_assert_uint_eq(receipt_decode_fast(sb.data, sb.size, &again), sb.size);
+    ck_assert(same_receipt(&again, &r));
+    msgpack_sbuffer_destroy(&sb);
+    msgpack_unpacked_destroy(&up);
+    receipt_clear(&r);
+    free(compact);
+    free(buf);
+}
+END_TEST
+
+/* What the array form cannot hold goes in the map form: a receipt with
+ * unknown keys keeps them, a schema-1 receipt its tuning_profile. */
+START_TEST(test_receipt_encode_compact_falls_back_to_the_map)
+{
+    struct receipt r, again;
+    struct proto_err err;
+    msgpack_unpacked up, up2;
+    msgpack_sbuffer sb, xb;
+    msgpack_packer pk, xp;
+    struct json_object *j;
+    char *buf;
+    size_t off, i;
+    int k;
+
+    for (k = 0; k < 2; k++) {
+        /* The first vector of schema 1 for its tuning_profile, of schema 3
+         * for an unknown key. */
+        for (i = 0; json_object_get_int(jget(vector_at(i), "schema")) !=
+                    (k == 0 ? 1 : 3);
+             i++)
+            ;
+        msgpack_unpacked_init(&up);
+        ck_assert_int_eq(decode_form(i, FORM_NAMED, &r, &err, &buf, &up, &j),
+                         0);
+        msgpack_sbuffer_init(&xb);
+        if (k == 0) {
+            r.tuning_profile.ptr = "t";
+            r.tuning_profile.len = 1;
+        } else {
+            ck_assert_ptr_null(r.extra);
+            msgpack_packer_init(&xp, &xb, msgpack_sbuffer_write);
+            msgpack_pack_map(&xp, 1);
+            msgpack_pack_str_with_body(&xp, "flavour", 7);
+            msgpack_pack_uint8(&xp, 1);
+            r.extra = malloc(xb.size);
+            ck_assert_ptr_nonnull(r.extra);
+            memcpy(r.extra, xb.data, xb.size);
+            r.extra_len = xb.size;
+        }
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        ck_assert_int_eq(receipt_encode_compact(&r, &pk), 0);
+        ck_assert_uint_eq((unsigned char)sb.data[0] & 0xf0, 0x80);
+        msgpack_unpacked_init(&up2);
+        off = 0;
+        ck_assert_int_eq(msgpack_unpack_next(&up2, sb.data, sb.size, &off),
+                         MSGPACK_UNPACK_SUCCESS);
+        ck_assert_int_eq(receipt_decode(&up2.data, &again, &err), 0);
+        ck_assert(same_receipt(&again, &r));
+        if (k == 0)
+            ck_assert_uint_eq(again.tuning_profile.len, 1);
+        else
+            ck_assert_ptr_nonnull(again.extra);
+        receipt_clear(&again);
+        receipt_clear(&r);
+        msgpack_unpacked_destroy(&up2);
+        msgpack_unpacked_destroy(&up);
+        msgpack_sbuffer_destroy(&sb);
+        msgpack_sbuffer_destroy(&xb);
+        json_object_put(j);
+        free(buf);
+    }
 }
 END_TEST
 
@@ -2385,6 +2502,9 @@ receipt_suite(void)
     tc = tcase_create("encode_bytes");
     tcase_add_loop_test(tc, test_receipt_encode_matches_rmp_serde_named_bytes,
                         0, n);
+    tcase_add_loop_test(tc, test_receipt_encode_compact_matches_rmp_serde_bytes,
+                        0, n);
+    tcase_add_test(tc, test_receipt_encode_compact_falls_back_to_the_map);
     suite_add_tcase(s, tc);
     return s;
 }
