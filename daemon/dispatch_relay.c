@@ -580,19 +580,6 @@ submit(const struct request *rq, struct writer_job *job, struct rctx *x,
     server_submit(rq->srv, job);
 }
 
-/* An array header of any width (a node sends its records under an
- * array32 whose count it writes last). */
-static int
-fast_array(struct mpread *d, uint32_t *n)
-{
-    if (d->p < d->end && *d->p == 0xdd && d->end - d->p >= 5) {
-        *n = (uint32_t)mpread_be(d->p + 1, 4);
-        d->p += 5;
-        return 0;
-    }
-    return mpread_array(d, n);
-}
-
 /* The key at d is the str s. */
 static int
 fast_key(struct mpread *d, const char *s)
@@ -666,7 +653,7 @@ dispatch_relay_fast(const struct request *rq)
     }
     /* The count is checked before anything is allocated; a record takes
      * more than a byte, so the frame bounds it too. */
-    if (!fast_key(&d, "records") || fast_array(&d, &n) != 0 ||
+    if (!fast_key(&d, "records") || mpread_array(&d, &n) != 0 ||
         n > DISPATCH_RELAY_MAX_RECORDS || n > rq->srv->cfg->max_batch ||
         n > env->body_len)
         return 0;

@@ -40,7 +40,9 @@ mpread_map(struct mpread *d, uint32_t *n)
     return -1;
 }
 
-/* A fixarray or array16 header. */
+/* An array header of any width (a node's relay writes its records' count
+ * last, in an array32). The count is the peer's: callers bound it before
+ * they allocate for it. */
 static inline int
 mpread_array(struct mpread *d, uint32_t *n)
 {
@@ -53,6 +55,12 @@ mpread_array(struct mpread *d, uint32_t *n)
     if (*d->p == 0xdc && d->end - d->p >= 3) {
         *n = (uint32_t)d->p[1] << 8 | d->p[2];
         d->p += 3;
+        return 0;
+    }
+    if (*d->p == 0xdd && d->end - d->p >= 5) {
+        *n = (uint32_t)d->p[1] << 24 | (uint32_t)d->p[2] << 16 |
+             (uint32_t)d->p[3] << 8 | d->p[4];
+        d->p += 5;
         return 0;
     }
     return -1;

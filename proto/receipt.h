@@ -31,13 +31,14 @@ int receipt_decode(const msgpack_object *o, struct receipt *r,
                    struct proto_err *err);
 
 /*
- * The fast path of receipt_decode() for what producers send: the map
- * form, straight from the bytes buf[0..len) (one object from its start),
- * without msgpack-c's unpacking. It takes only a receipt whose every key
- * is a str naming a field of its schema, schema_version first, each once,
- * with values of the plainest types (unsigned ints in their unsigned
- * forms, strs); then r is what receipt_decode() gives for the same bytes
- * (strings borrow buf, r->extra is NULL) and the return is the object's
+ * The fast path of receipt_decode() for what producers send, straight
+ * from the bytes buf[0..len) (one object from its start), without
+ * msgpack-c's unpacking. It takes the map form when every key is a str
+ * naming a field of its schema, schema_version first, each once, and the
+ * array (compact) form when it has its schema's fields, the nested
+ * structs as arrays; values of the plainest types (unsigned ints in their
+ * unsigned forms, strs). Then r is what receipt_decode() gives for the same
+ * bytes (strings borrow buf, r->extra is NULL) and the return is the object's
  * size in bytes. Anything else, valid or not, returns 0 with r zeroed and
  * nothing said: the caller decodes it with receipt_decode(), which gives
  * the answer and the error. Bounded by len; nothing is allocated.
