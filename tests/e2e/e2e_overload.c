@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -54,6 +55,25 @@
 #endif
 
 static struct e2e_daemon d;
+
+/*
+ * Mounts a tmpfs of size at mnt in a mount namespace of the test's own
+ * (Check forks each test; the daemon it starts inherits the namespace):
+ * when the test ends, however it ends, the mount goes with it, so an
+ * interrupted run leaves no tmpfs under the build tree. 0, or -1 with
+ * errno when mounting is not permitted here.
+ */
+static int
+mount_private_tmpfs(const char *mnt, const char *size)
+{
+    char opts[32];
+
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -1;
+    snprintf(opts, sizeof(opts), "size=%s", size);
+    return mount("tmpfs", mnt, "tmpfs", 0, opts);
+}
 
 static void
 start(const char *const *extra)
@@ -301,7 +321,7 @@ START_TEST(test_e2e_overload_full_disk_unavailable_then_resumes)
     ck_assert_int_eq(setenv("NOTIFY_SOCKET", notify, 1), 0);
 
     if (_i == 0) {
-        if (mount("tmpfs", mnt, "tmpfs", 0, "size=4m") != 0) {
+        if (mount_private_tmpfs(mnt, "4m") != 0) {
             int e = errno;
 
             unsetenv("NOTIFY_SOCKET");
@@ -481,7 +501,7 @@ START_TEST(test_e2e_overload_start_on_a_full_disk)
     ck_assert_ptr_nonnull(mkdtemp(base));
     snprintf(mnt, sizeof(mnt), "%s/fs", base);
     ck_assert_int_eq(mkdir(mnt, 0700), 0);
-    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+    if (mount_private_tmpfs(mnt, "1m") != 0) {
         int e = errno;
 
         rmdir(mnt);
