@@ -30,9 +30,11 @@
 #include "store_migrations.h"
 #include "varint.h"
 
-/* The advisory locks' keys: the migrations, and partition creation. */
+/* The advisory locks' keys: the migrations, partition creation, and the
+ * ids of receipts sent to a center itself (next_id). */
 #define LOCK_MIGRATE   0x72637074 /* "rcpt" */
 #define LOCK_PARTITION 0x72637075
+#define LOCK_IDS       0x72637076
 
 #define DAY_MS     INT64_C(86400000)
 #define HOUR_MS    INT64_C(3600000)
@@ -489,6 +491,8 @@ pg_path(struct store *s)
 static void
 drop_group(struct store_pg *p)
 {
+    /* The ids' lock is the transaction's (next_id). */
+    p->ids_locked = 0;
     p->copy.len = 0;
     p->seqs_copy.len = 0;
     p->relay_seqs.len = 0;
@@ -573,6 +577,9 @@ pg_savepoint_rollback(struct store *s)
     p->n_recs = p->sp.recs;
     p->arena_len = p->sp.arena;
     hwm_clear(p);
+    /* A lock taken inside the savepoint goes with it: the next id takes
+     * it again. */
+    p->ids_locked = 0;
     if (store_pg_exec(p, "ROLLBACK TO job", &err, "roll back a savepoint") ||
         store_pg_exec(p, "RELEASE job", &err, "release a savepoint"))
         p->broken = 1;
@@ -695,18 +702,44 @@ arena_put(struct store_pg *p, const char *s, size_t n, size_t *off)
     return 0;
 }
 
-/* The next id of a receipt sent to this instance, drawing a block of
- * ID_BLOCK from the shared sequence when the last is used up. */
+/*
+ * The next id of a receipt sent to this instance (a relayed one keeps its
+ * node's). Ids rise in commit order across the instances sharing the
+ * database, so that a cursor by id (a follower's, `after_id`) never
+ * passes a receipt that commits later: a transaction's first such id
+ * takes a transaction advisory lock, held to its COMMIT, and draws from
+ * the shared sequence under it. Its block of ID_BLOCK ids serves later
+ * transactions too while it is the newest drawn (the sequence's
+ * last_value, read under the lock, is its start), since every id
+ * committed elsewhere is then below it; once another instance drew
+ * after it, what is left of it is never used. So instances that take
+ * receipts directly commit their groups one at a time; relayed groups
+ * never take the lock.
+ */
 static int
 next_id(struct store_pg *p, int64_t *id, struct proto_err *err)
 {
+    char sql[128];
+    int64_t last;
     int rc;
 
+    if (!p->ids_locked) {
+        snprintf(sql, sizeof(sql),
+                 "SELECT pg_advisory_xact_lock(%d); SELECT last_value FROM "
+                 "receipt_ids",
+                 LOCK_IDS);
+        if ((rc = one_int(p, sql, 0, &last, err, "lock the receipt ids")))
+            return rc;
+        if (last != p->id_start)
+            p->id_next = p->id_end = 0;
+        p->ids_locked = 1;
+    }
     if (p->id_next >= p->id_end) {
-        if ((rc = one_int(p, "SELECT nextval('receipt_ids')", 0, &p->id_next,
+        if ((rc = one_int(p, "SELECT nextval('receipt_ids')", 0, &p->id_start,
                           err, "draw receipt ids")))
             return rc;
-        p->id_end = p->id_next + ID_BLOCK;
+        p->id_next = p->id_start;
+        p->id_end = p->id_start + ID_BLOCK;
     }
     *id = p->id_next++;
     return 0;

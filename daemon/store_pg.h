@@ -55,9 +55,12 @@ struct store_pg {
     int broken; /* the transaction cannot go on */
     int in_txn;
     uint64_t quarantine_max;
-    /* Ids of receipts sent to this instance (origin ''): [id_next,
-     * id_end) of the block last drawn from the sequence receipt_ids. */
-    int64_t id_next, id_end;
+    /* Ids of receipts sent to this instance (origin ''), next_id: the
+     * block last drawn from the sequence receipt_ids, at id_start, with
+     * [id_next, id_end) left; ids_locked once this transaction holds the
+     * ids' lock and has checked the block is still the newest drawn. */
+    int64_t id_start, id_next, id_end;
+    int ids_locked;
     /* The group's receipts, as COPY (FORMAT binary) tuples waiting for
      * the commit, and their rollup keys and figures; its (source, seq)
      * records likewise. */

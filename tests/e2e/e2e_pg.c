@@ -395,6 +395,13 @@ START_TEST(test_pg_two_instances_share_the_database)
     ck_assert_int_eq(scalar("SELECT count(*) FROM receipts WHERE source = "
                             "'producer-3'"),
                      20);
+    /* Each write was answered before the next was sent, so they committed
+     * in seq order, and their ids rise with it: a follower's (or an
+     * after_id's) cursor never passes a receipt committed after it. */
+    ck_assert_int_eq(scalar("SELECT count(*) FROM (SELECT id < lag(id) OVER "
+                            "(ORDER BY seq) AS back FROM receipts WHERE "
+                            "source = 'producer-3') t WHERE back"),
+                     0);
     ck_assert_int_eq(scalar("SELECT count(*) FROM receiptd_migrations"),
                      scalar("SELECT max(version) FROM receiptd_migrations"));
     /* Either answers for both. */
