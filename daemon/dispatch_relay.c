@@ -101,6 +101,15 @@ rctx_clear(struct rctx *x)
     free(x->recs);
 }
 
+static void
+rctx_free(struct rctx *x)
+{
+    if (x != NULL) {
+        rctx_clear(x);
+        free(x);
+    }
+}
+
 /* A plan of the batch: stored unless its key is; a key that holds
  * another plan here is a conflict, counted and skipped (the node cannot
  * change it, and the stream must go on). */
@@ -675,10 +684,7 @@ dispatch_relay_fast(const struct request *rq)
     submit(rq, job, x, bytes);
     return 1;
 decline:
-    if (x != NULL) {
-        rctx_clear(x);
-        free(x);
-    }
+    rctx_free(x);
     free(job);
     return 0;
 }
@@ -887,10 +893,7 @@ nomem:
     proto_err_set(&err, PROTO_ENOMEM, NULL, "out of memory; try later");
 fail:
     answer(rq->slot, env->has_id, env->id, &err);
-    if (x != NULL) {
-        rctx_clear(x);
-        free(x);
-    }
+    rctx_free(x);
     free(job);
     free(rq->frame);
 }

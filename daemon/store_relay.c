@@ -43,11 +43,11 @@ prepare(struct store *s, const char *sql, sqlite3_stmt **st,
     return 0;
 }
 
-/* Steps st to its end (a write, or a read of one value into *v when v is
- * set and a row came), then finalizes it. */
+/* Steps the cached st to its end (a write, or a read of one value into
+ * *v when v is set and a row came), then resets it. */
 static int
-finish(struct store *s, sqlite3_stmt *st, int64_t *v, struct proto_err *err,
-       const char *what)
+finish_cached(struct store *s, sqlite3_stmt *st, int64_t *v,
+              struct proto_err *err, const char *what)
 {
     int rc = sqlite3_step(st);
 
@@ -56,13 +56,19 @@ finish(struct store *s, sqlite3_stmt *st, int64_t *v, struct proto_err *err,
             *v = sqlite3_column_int64(st, 0);
         rc = sqlite3_step(st);
     }
-    if (rc != SQLITE_DONE) {
-        rc = store_fail(s, rc, err, what);
-        sqlite3_finalize(st);
-        return rc;
-    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, what);
+}
+
+/* finish_cached for a statement of its own, which it then finalizes. */
+static int
+finish(struct store *s, sqlite3_stmt *st, int64_t *v, struct proto_err *err,
+       const char *what)
+{
+    int rc = finish_cached(s, st, v, err, what);
+
     sqlite3_finalize(st);
-    return 0;
+    return rc;
 }
 
 int
@@ -241,23 +247,6 @@ relay_stmt(struct store *s, int k, uint64_t after, uint32_t max,
         sqlite3_bind_int64(*out, 2, max);
     }
     return rc;
-}
-
-/* Steps the cached st to its end (a write, or a read of one value into
- * *v when v is set and a row came), then resets it. */
-static int
-finish_cached(struct store *s, sqlite3_stmt *st, int64_t *v,
-              struct proto_err *err, const char *what)
-{
-    int rc = sqlite3_step(st);
-
-    if (rc == SQLITE_ROW) {
-        if (v != NULL)
-            *v = sqlite3_column_int64(st, 0);
-        rc = sqlite3_step(st);
-    }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : store_fail(s, rc, err, what);
 }
 
 /* The value of string id into *out, from the table or the store; valid

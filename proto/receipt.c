@@ -1363,6 +1363,35 @@ slow:
     return pack_extras(pk, extra, scope, schema);
 }
 
+/* Top-level field f of r that is not a struct of u64 fields, as both
+ * forms write it. */
+static int
+pack_scalar(msgpack_packer *pk, const struct receipt *r, int f)
+{
+    switch (f) {
+    case F_SCHEMA:
+        return msgpack_pack_uint16(pk, r->schema_version);
+    case F_REQUESTED:
+        return pack_cstr(pk, receipt_backend_name(r->requested_backend));
+    case F_EXECUTED:
+        return pack_cstr(pk, receipt_backend_name(r->executed_backend));
+    case F_MODEL:
+        return pack_pstr(pk, &r->model_instance_id);
+    case F_PLAN:
+        return pack_pstr(pk, &r->prepared_plan_id);
+    case F_GRAPH:
+        return pack_pstr(pk, &r->graph_hash);
+    case F_TUNING:
+        return pack_pstr(pk, &r->tuning_profile);
+    case F_STOP:
+        return pack_pstr(pk, &r->stop_reason);
+    case F_COVERAGE:
+        return msgpack_pack_uint64(pk, r->counter_coverage);
+    default:
+        return -1;
+    }
+}
+
 static int
 encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk,
        unsigned flags)
@@ -1391,39 +1420,8 @@ encode(const struct receipt *r, const msgpack_object *extra, msgpack_packer *pk,
         if (pack_name(pk, &top_names[f]) != 0)
             return -1;
         switch (f) {
-        case F_SCHEMA:
-            if (msgpack_pack_uint16(pk, r->schema_version) != 0)
-                return -1;
-            break;
-        case F_REQUESTED:
-        case F_EXECUTED:
-            if (pack_cstr(pk, receipt_backend_name(
-                                  f == F_REQUESTED ? r->requested_backend
-                                                   : r->executed_backend)) != 0)
-                return -1;
-            break;
-        case F_MODEL:
-            if (pack_pstr(pk, &r->model_instance_id) != 0)
-                return -1;
-            break;
-        case F_PLAN:
-            if (pack_pstr(pk, &r->prepared_plan_id) != 0)
-                return -1;
-            break;
-        case F_GRAPH:
-            if (pack_pstr(pk, &r->graph_hash) != 0)
-                return -1;
-            break;
-        case F_TUNING:
-            if (pack_pstr(pk, &r->tuning_profile) != 0)
-                return -1;
-            break;
-        case F_STOP:
-            if (pack_pstr(pk, &r->stop_reason) != 0)
-                return -1;
-            break;
-        case F_COVERAGE:
-            if (msgpack_pack_uint64(pk, r->counter_coverage) != 0)
+        default:
+            if (pack_scalar(pk, r, (int)f) != 0)
                 return -1;
             break;
         case F_COUNTERS:
@@ -1490,32 +1488,8 @@ receipt_encode_compact(const struct receipt *r, msgpack_packer *pk)
         int rc = 0;
 
         switch (lay->fields[i]) {
-        case F_SCHEMA:
-            rc = msgpack_pack_uint16(pk, r->schema_version);
-            break;
-        case F_REQUESTED:
-            rc = pack_cstr(pk, receipt_backend_name(r->requested_backend));
-            break;
-        case F_EXECUTED:
-            rc = pack_cstr(pk, receipt_backend_name(r->executed_backend));
-            break;
-        case F_MODEL:
-            rc = pack_pstr(pk, &r->model_instance_id);
-            break;
-        case F_PLAN:
-            rc = pack_pstr(pk, &r->prepared_plan_id);
-            break;
-        case F_GRAPH:
-            rc = pack_pstr(pk, &r->graph_hash);
-            break;
-        case F_TUNING:
-            rc = pack_pstr(pk, &r->tuning_profile);
-            break;
-        case F_STOP:
-            rc = pack_pstr(pk, &r->stop_reason);
-            break;
-        case F_COVERAGE:
-            rc = msgpack_pack_uint64(pk, r->counter_coverage);
+        default:
+            rc = pack_scalar(pk, r, lay->fields[i]);
             break;
         case F_COUNTERS:
             rc = pack_u64_array(pk, r->counters,

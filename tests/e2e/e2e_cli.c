@@ -117,16 +117,6 @@ run_ok(struct run *r, const char *const *args)
                   args[0], r->status, r->out, r->err);
 }
 
-static int
-count_lines(const char *s)
-{
-    int n = 0;
-
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 /* The first line of s, copied into buf. */
 static const char *
 first_line(const char *s, char *buf, size_t len)
@@ -282,7 +272,7 @@ START_TEST(test_cli_jsonl_one_row_per_line)
 
     import_text("two.jsonl", S1_LINE S3_LINE);
     run_ok(&r, args);
-    ck_assert_int_eq(count_lines(r.out), 2);
+    ck_assert_int_eq(e2e_count_lines(r.out), 2);
     for (line = strtok_r(r.out, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {
         j = json_tokener_parse(line);
@@ -543,7 +533,7 @@ START_TEST(test_cli_group_by_two_keys)
     /* Most fallbacks first: plan-a's cuda->cpu pair, then the two
      * without, by name. */
     run_ok(&r, fb);
-    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_int_eq(e2e_count_lines(r.out), 4);
     ck_assert_msg(strncmp(r.out,
                           "prepared_plan_id,requested_backend,executed_backend,"
                           "receipts,fallback,unproven,clean,fallback_rate,"
@@ -555,7 +545,7 @@ START_TEST(test_cli_group_by_two_keys)
     run_free(&r);
 
     run_ok(&r, rev);
-    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_int_eq(e2e_count_lines(r.out), 4);
     ck_assert_ptr_nonnull(strstr(r.out, "requested_backend,executed_backend,"
                                         "prepared_plan_id,receipts,"));
     ck_assert_ptr_nonnull(strstr(r.out, "\ncuda,cpu,plan-a,2,2,0,0,1,\n"));
@@ -565,7 +555,7 @@ START_TEST(test_cli_group_by_two_keys)
     /* Coverage: three groups of every counter, decode_steps measured by
      * each receipt. */
     run_ok(&r, cov);
-    ck_assert_int_eq(count_lines(r.out), 1 + 3 * 26);
+    ck_assert_int_eq(e2e_count_lines(r.out), 1 + 3 * 26);
     ck_assert_ptr_nonnull(
         strstr(r.out, "\nm1,cuda,cpu,counters.decode_steps,0,2,2,"));
     ck_assert_ptr_nonnull(
@@ -576,7 +566,7 @@ START_TEST(test_cli_group_by_two_keys)
 
     /* A series: every pair (one source here) has the same buckets. */
     run_ok(&r, series);
-    rows = count_lines(r.out) - 1;
+    rows = e2e_count_lines(r.out) - 1;
     ck_assert_msg(rows % 3 == 0 && (rows / 3 == 3 || rows / 3 == 4), "%s",
                   r.out);
     ck_assert_int_eq(count_str(r.out, ",cuda,cpu,"), rows / 3);
@@ -623,7 +613,7 @@ START_TEST(test_cli_series_and_chart)
     import_text("series.jsonl", S1_LINE S3_LINE S3_LINE);
 
     run_ok(&r, jsonl);
-    rows = count_lines(r.out);
+    rows = e2e_count_lines(r.out);
     nb = rows / 2;
     ck_assert_msg(rows % 2 == 0 && (nb == 3 || nb == 4), "%s", r.out);
     /* Each pair's receipts are in the newest hour only. */
@@ -632,7 +622,7 @@ START_TEST(test_cli_series_and_chart)
     run_free(&r);
 
     run_ok(&r, chart);
-    ck_assert_int_eq(count_lines(r.out), 4); /* header, 2 groups, total */
+    ck_assert_int_eq(e2e_count_lines(r.out), 4); /* header, 2 groups, total */
     ck_assert_msg(strncmp(r.out, "fallback rate, every 1h from ", 29) == 0,
                   "%s", r.out);
     p = strchr(r.out, '\n') + 1;
@@ -656,7 +646,7 @@ START_TEST(test_cli_series_and_chart)
 
     /* Coverage: a line per counter. */
     run_ok(&r, cov);
-    ck_assert_int_eq(count_lines(r.out), 27);
+    ck_assert_int_eq(e2e_count_lines(r.out), 27);
     ck_assert_ptr_nonnull(strstr(r.out, "\ncounters.decode_steps "));
     run_free(&r);
 
@@ -665,7 +655,7 @@ START_TEST(test_cli_series_and_chart)
     first_line(r.out, line, sizeof(line));
     ck_assert_str_eq(line, "prepared_plan_id,bucket,receipts,fallback,"
                            "unproven,clean,fallback_rate,extra");
-    ck_assert_int_eq(count_lines(r.out), 1 + 2 * 25);
+    ck_assert_int_eq(e2e_count_lines(r.out), 1 + 2 * 25);
     run_free(&r);
 
     run(&r, nochart);
@@ -705,7 +695,7 @@ START_TEST(test_cli_truncation_note_on_stderr)
 
     import_text("two.jsonl", S1_LINE S3_LINE);
     run_ok(&r, csv);
-    ck_assert_int_eq(count_lines(r.out), 2); /* header and one row */
+    ck_assert_int_eq(e2e_count_lines(r.out), 2); /* header and one row */
     ck_assert_ptr_null(strstr(r.out, "truncated"));
     at = strstr(r.err, "--before-id ");
     ck_assert_msg(at != NULL, "no cursor in: %s", r.err);
@@ -715,14 +705,14 @@ START_TEST(test_cli_truncation_note_on_stderr)
 
     /* The cursor the note names is the way on: the other receipt. */
     run_ok(&r, page);
-    ck_assert_int_eq(count_lines(r.out), 1);
+    ck_assert_int_eq(e2e_count_lines(r.out), 1);
     ck_assert_ptr_nonnull(strstr(r.out, "\"model_instance_id\":\"m1\""));
     ck_assert_str_eq(r.err, "");
     run_free(&r);
 
     run(&r, fail);
     ck_assert_int_eq(r.status, 4);
-    ck_assert_int_eq(count_lines(r.out), 1); /* the rows still print */
+    ck_assert_int_eq(e2e_count_lines(r.out), 1); /* the rows still print */
     ck_assert_ptr_nonnull(strstr(r.err, "truncated at 1 rows"));
     run_free(&r);
 
@@ -738,7 +728,7 @@ START_TEST(test_cli_truncation_note_on_stderr)
 
     /* 30 coverage rows are one model's 26 counters and 4 of the next. */
     run_ok(&r, cov);
-    ck_assert_int_eq(count_lines(r.out), 31);
+    ck_assert_int_eq(e2e_count_lines(r.out), 31);
     ck_assert_msg(strstr(r.err, "the last group is incomplete: 4 of its 26 "
                                 "counters") != NULL,
                   "%s", r.err);
@@ -1265,7 +1255,7 @@ START_TEST(test_cli_import_resumes_idempotently)
     run_free(&r);
 
     run_ok(&r, count);
-    ck_assert_int_eq(count_lines(r.out), 7);
+    ck_assert_int_eq(e2e_count_lines(r.out), 7);
     run_free(&r);
     /* Seqs 1..7, none missing. */
     g = gaps_row("e2e/resume");
@@ -1405,7 +1395,7 @@ START_TEST(test_cli_gaps_cut_ranges_are_noted)
                                         "rejected 3\n"));
     run_free(&r);
     run_ok(&r, gaps);
-    ck_assert_int_eq(count_lines(r.out), 2);
+    ck_assert_int_eq(e2e_count_lines(r.out), 2);
     ck_assert_ptr_nonnull(strstr(r.out, ",1,7,4,3,true,"));
     ck_assert_msg(strstr(r.err, "the missing ranges of source \"e2e/holes\" "
                                 "are cut at --limit") != NULL,
@@ -1520,7 +1510,7 @@ START_TEST(test_cli_gaps_sorted_by_missing)
     run_free(&r);
 
     run_ok(&r, csv);
-    ck_assert_int_eq(count_lines(r.out), 3);
+    ck_assert_int_eq(e2e_count_lines(r.out), 3);
     ck_assert_ptr_nonnull(strstr(r.out, "last_received_at,missing,extra\n"
                                         "fleet/c,1,6,3,3,false,"));
     run_free(&r);
@@ -1735,7 +1725,7 @@ START_TEST(test_cli_fallbacks_totals_and_rates)
 
     /* Scripts get the groups alone. */
     run_ok(&r, csv);
-    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_int_eq(e2e_count_lines(r.out), 4);
     ck_assert_ptr_null(strstr(r.out, "(total)"));
     run_free(&r);
 
@@ -1887,7 +1877,7 @@ START_TEST(test_cli_table_widths_and_columns)
     run_ok(&r, csv);
     ck_assert_msg(strncmp(r.out, "receipt_id,model_instance_id\n", 29) == 0,
                   "%s", r.out);
-    ck_assert_int_eq(count_lines(r.out), 4);
+    ck_assert_int_eq(e2e_count_lines(r.out), 4);
     run_free(&r);
 
     run(&r, bad);

@@ -164,16 +164,6 @@ run_ctl(struct run *r, const char *socket, const char *const *args)
     r->err = read_all(errp);
 }
 
-static int
-count_lines(const char *s)
-{
-    int n = 0;
-
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 /* ---- usage errors: exit 2, one line on stderr ---- */
 
 struct usage_case {
@@ -236,7 +226,7 @@ START_TEST(test_ctl_usage_error_exits_2)
     ck_assert_msg(strstr(r.err, c->want) != NULL, "stderr [%s] lacks [%s]",
                   r.err, c->want);
     ck_assert_msg(strncmp(r.err, "receiptctl: ", 12) == 0, "[%s]", r.err);
-    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_int_eq(e2e_count_lines(r.err), 1);
     ck_assert_str_eq(r.out, "");
     run_free(&r);
 }
@@ -313,7 +303,7 @@ START_TEST(test_ctl_cannot_connect_exits_3)
     ck_assert_int_eq(r.status, 3);
     ck_assert_ptr_nonnull(strstr(r.err, "cannot connect to"));
     ck_assert_ptr_nonnull(strstr(r.err, "absent.sock"));
-    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_int_eq(e2e_count_lines(r.err), 1);
     run_free(&r);
 
     /* RECEIPTD_SOCKET is used when --socket is absent. */
@@ -872,7 +862,7 @@ START_TEST(test_ctl_query_sends_filters)
     ck_assert_ptr_nonnull(strstr(r.out, ",plan-a,"));
     ck_assert_ptr_nonnull(
         strstr(r.out, "\"{\"\"receipts\"\":18446744073709551615}\"\n"));
-    ck_assert_int_eq(count_lines(r.out), 2);
+    ck_assert_int_eq(e2e_count_lines(r.out), 2);
     run_free(&r);
 }
 END_TEST
@@ -949,7 +939,7 @@ START_TEST(test_ctl_every_command_in_every_format)
             json_object_put(j);
         }
         if (f == 2)
-            ck_assert_int_ge(count_lines(r.out), 2);
+            ck_assert_int_ge(e2e_count_lines(r.out), 2);
         run_free(&r);
     }
     log = fake_log_copy();
@@ -1381,7 +1371,7 @@ START_TEST(test_ctl_real_stats_in_every_format)
 
     run_ctl(&r, daemon_sock, csv);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_int_eq(count_lines(r.out), 2);
+    ck_assert_int_eq(e2e_count_lines(r.out), 2);
     ck_assert_ptr_nonnull(strstr(r.out, "uptime_ms"));
     run_free(&r);
 
@@ -1422,7 +1412,7 @@ stored_receipts(void)
 
     run_ctl(&r, daemon_sock, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    n = count_lines(r.out) - 1;
+    n = e2e_count_lines(r.out) - 1;
     run_free(&r);
     return n;
 }
@@ -2313,7 +2303,7 @@ START_TEST(test_ctl_real_quarantine_show_and_replay)
     run_ctl(&r, daemon_sock, replay1);
     ck_assert_int_eq(r.status, 1);
     ck_assert_msg(strstr(r.err, "unsupported_schema") != NULL, "%s", r.err);
-    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_int_eq(e2e_count_lines(r.err), 1);
     ck_assert_msg(strstr(r.out, "refused again, attempt 2") != NULL, "%s",
                   r.out);
     run_free(&r);
@@ -2627,7 +2617,7 @@ START_TEST(test_ctl_real_tcp_token)
     run_ctl(&r, NULL, bad);
     ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.err, "unauthorized") != NULL, "%s", r.err);
-    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_int_eq(e2e_count_lines(r.err), 1);
     run_free(&r);
 
     ck_assert_int_eq(e2e_stop(&daemon_d, SIGTERM, 10000, &st), 0);
@@ -2647,7 +2637,7 @@ START_TEST(test_ctl_real_daemon_error_exits_1)
     run_ctl(&r, daemon_sock, args);
     ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
     ck_assert_int_eq(strncmp(r.err, "receiptctl: ", 12), 0);
-    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_int_eq(e2e_count_lines(r.err), 1);
     ck_assert_str_eq(r.out, "");
     run_free(&r);
 }

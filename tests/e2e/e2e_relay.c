@@ -1129,16 +1129,6 @@ first_difference(const char *a, const char *b)
     return i;
 }
 
-static unsigned
-count_lines(const char *s)
-{
-    unsigned n = 0;
-
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
 static void
 relay_send_mixed(int fd, int records_first)
 {
@@ -1231,7 +1221,7 @@ START_TEST(test_relay_fast_path_stores_what_the_full_decoder_does)
     fast = ctl_origin_csv("node-fast", "100", cols);
     full = ctl_origin_csv("node-full", "100", cols);
     /* 40 rows and the header, with seqs and without. */
-    ck_assert_uint_eq(count_lines(fast), 41);
+    ck_assert_int_eq(e2e_count_lines(fast), 41);
     ck_assert_ptr_nonnull(strstr(fast, ",1099511627777,"));
     /* (Whole, the CSVs are too long for a Check message.) */
     ck_assert_msg(strcmp(fast, full) == 0,

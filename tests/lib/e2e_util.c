@@ -856,3 +856,13 @@ e2e_send_receipt(int fd, uint64_t seq, const struct e2e_receipt *r)
     e2e_reply_free(&rep);
     return rc;
 }
+
+int
+e2e_count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}

@@ -179,4 +179,7 @@ long e2e_proc_kb(pid_t pid, const char *field);
  */
 long e2e_proc_mem_count(pid_t pid, const void *s, size_t len, int stack);
 
+/* The newlines in s: the lines of a program's output. */
+int e2e_count_lines(const char *s);
+
 #endif
