@@ -48,7 +48,7 @@ config_defaults(struct config *c)
     c->quarantine_max_bytes = 256u << 20;
     c->prune_batch = 1000;
     c->chunk_receipts = 16384;
-    c->rollup_chunks = 4;
+    c->rollup_chunks = 16;
     c->upstream_window = 4;
     c->max_frame = FRAME_MAX_DEFAULT;
     c->max_batch = 10000;

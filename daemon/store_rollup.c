@@ -38,12 +38,12 @@
 /* Distinct keys the tail may hold in memory (about 1 KiB each); a full
  * table makes the tail a chunk early (store_rollup_full). */
 #define TXN_MAX 8192
-/* The keys of the chunks waiting to be sealed together, each chunk's
- * counted (a key in every chunk counts once per chunk), so at most the
- * keys of the sums being merged: a tail that would pass it seals them
- * first. The bench's single receipts (6,400 keys a chunk) seal two chunks
- * at a time by this bound; 4 x 8,192 sealed fewer times but measured more
- * writer instructions over 160,000 receipts (3.02e9 against 2.64e9). */
+/* The distinct keys of the chunks waiting to be sealed together (their
+ * sums are kept added per key as each chunk is written), so at most the
+ * keys of the sums being merged: a tail that could pass it seals them
+ * first. Keys that recur from chunk to chunk count once, so the bench's
+ * single receipts (6,400 keys a chunk, the same ones all hour) wait
+ * store_opts.rollup_chunks chunks like its batches. */
 #define WAIT_MAX (2 * TXN_MAX)
 
 struct pending {
@@ -109,29 +109,34 @@ static const struct {
 };
 
 /*
- * The sums of the tail; the views of the chunks written since the last
- * seal (the ids [wait_from, wait_end), wait_chunks chunks, wait_keys keys
- * in all); and the sealed sums, being merged into the rollup rows
- * (migrations/0008), in key order through `order`, of which the first
- * `merged` are written, the ids [sealed_from, sealed_end). Chunks are
- * sealed span at a time, so a key that recurs in every chunk costs one
- * row update per span chunks. `scratch` is where a reload rebuilds the
- * chunks waiting. With a registry (shared), the sealed view and the
- * chunks' are published at the next commit (dirty).
+ * The sums of the tail; the sums of the chunks written since the last
+ * seal, added per key as each is written (`waiting`: the ids [wait_from,
+ * wait_end), wait_chunks chunks); and the sealed sums, being merged into
+ * the rollup rows (migrations/0008), in key order through `order`, of
+ * which the first `merged` are written, the ids [sealed_from,
+ * sealed_end). Chunks are sealed span at a time, so a key that recurs in
+ * every chunk costs one row update per span chunks. `scratch` is where a
+ * reload rebuilds the chunks waiting. With a registry (shared), the
+ * sealed view and the waiting one are published at the next commit
+ * (dirty); a published view is never changed, so the chunk that follows
+ * adds to a copy of it (wait_add).
  */
 struct chunk_fold;
 static void chunk_fold_free(struct chunk_fold *f);
 
 struct store_rollup {
     struct level lv[STORE_LEVELS];
-    struct sums tail, sealed, scratch;
-    struct store_rollup_view *chunk_views[STORE_ROLLUP_CHUNKS_MAX];
-    int nviews;
+    struct sums tail, waiting, sealed, scratch;
+    /* The waiting view published before the last chunk was added, for a
+     * query whose snapshot is a chunk behind; and the one before it,
+     * whose memory the next copy takes once nobody else holds it (a
+     * fresh one would be paged in again); NULL: none. */
+    struct store_rollup_view *wait_prev, *wait_spare;
     struct pending **order; /* WAIT_MAX */
     int merged;
     int64_t sealed_from, sealed_end;
     int64_t wait_from, wait_end;
-    int wait_chunks, wait_keys, span;
+    int wait_chunks, span;
     struct store_shared *shared;
     int dirty;
     uint64_t added;          /* receipts the tail took since the last step */
@@ -398,19 +403,6 @@ prepare(struct store *s, struct level *ru, const char *table,
     return 0;
 }
 
-/* The writer's references to the chunks' views. */
-static void
-drop_views(struct store_rollup *ru)
-{
-    int i;
-
-    for (i = 0; i < ru->nviews; i++)
-        view_unref(ru->chunk_views[i]);
-    ru->nviews = 0;
-    ru->wait_chunks = 0;
-    ru->wait_keys = 0;
-}
-
 static void
 sums_free(struct sums *m)
 {
@@ -432,8 +424,10 @@ store_rollup_free(struct store_rollup *ru)
     sqlite3_finalize(ru->set_merge);
     sqlite3_finalize(ru->put_sums);
     chunk_fold_free(ru->fold);
-    drop_views(ru);
     sums_free(&ru->tail);
+    view_unref(ru->wait_prev);
+    view_unref(ru->wait_spare);
+    sums_free(&ru->waiting);
     sums_free(&ru->sealed);
     sums_free(&ru->scratch);
     free(ru->order);
@@ -665,6 +659,78 @@ sums_fold(struct sums *m, const struct store_rollup_view *v)
     return 0;
 }
 
+/* Gives m a view of its own with the same entries, when somebody else
+ * holds its view too (a published one is never changed): *spare's when
+ * only the caller holds that one and it is large enough. Its index stays
+ * valid. -1 when out of memory. */
+static int
+sums_own(struct sums *m, struct store_rollup_view **spare)
+{
+    struct store_rollup_view *old = m->v, *v = *spare;
+
+    if (atomic_load(&old->refs) == 1)
+        return 0;
+    if (v != NULL && atomic_load(&v->refs) == 1 && v->alloc >= old->n) {
+        *spare = NULL;
+    } else {
+        if ((v = view_new()) == NULL)
+            return -1;
+        if (old->n > 0 &&
+            (v->p = malloc((size_t)old->alloc * sizeof(*v->p))) == NULL) {
+            free(v);
+            return -1;
+        }
+        v->alloc = old->n > 0 ? old->alloc : 0;
+    }
+    if (old->n > 0)
+        memcpy(v->p, old->p, (size_t)old->n * sizeof(*v->p));
+    v->n = old->n;
+    v->from = old->from;
+    v->end = old->end;
+    v->has_after = 0;
+    m->v = v;
+    view_unref(old);
+    return 0;
+}
+
+/* Adds the sums of the chunk [from, end), v, to the ones waiting. -1 when
+ * out of memory (the transaction is rolled back then, and the tail's
+ * reload makes the waiting sums again). */
+static int
+wait_add(struct store_rollup *ru, const struct store_rollup_view *v,
+         int64_t from, int64_t end)
+{
+    struct store_rollup_view *old = ru->waiting.v;
+
+    /* Published: kept for the queries a chunk behind, until the next. */
+    if (ru->wait_chunks > 0 && atomic_load(&old->refs) > 1) {
+        view_unref(ru->wait_spare);
+        ru->wait_spare = ru->wait_prev;
+        ru->wait_prev = view_ref(old);
+    }
+    if (sums_own(&ru->waiting, &ru->wait_spare) != 0 ||
+        sums_fold(&ru->waiting, v) != 0)
+        return -1;
+    if (ru->wait_chunks++ == 0)
+        ru->wait_from = from;
+    ru->wait_end = end;
+    ru->waiting.v->from = ru->wait_from;
+    ru->waiting.v->end = end;
+    ru->dirty = 1;
+    return 0;
+}
+
+/* Empties the sums waiting; -1 when out of memory for a new view. */
+static int
+wait_clear(struct store_rollup *ru)
+{
+    ru->wait_chunks = 0;
+    view_unref(ru->wait_prev);
+    view_unref(ru->wait_spare);
+    ru->wait_prev = ru->wait_spare = NULL;
+    return sums_clear(&ru->waiting);
+}
+
 /* Adds r, under the key k (whose received_at is the receipt's), to m. */
 static int
 sums_add(struct sums *m, const struct store_rollup_key *k,
@@ -814,22 +880,24 @@ set_end(struct store *s, struct store_rollup *ru, struct proto_err *err)
 static int
 seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
 {
-    int i, rc;
+    struct sums swap;
+    int rc;
 
     if (ru->wait_chunks == 0)
         return 0;
     if ((rc = merge(s, ru, INT_MAX, err)))
         return rc;
-    if (sums_clear(&ru->sealed) != 0)
-        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    /* At most wait_keys <= WAIT_MAX keys: they fit. */
-    for (i = 0; i < ru->nviews; i++)
-        if (sums_fold(&ru->sealed, ru->chunk_views[i]) != 0)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    ru->sealed.v->from = ru->sealed_from = ru->wait_from;
-    ru->sealed.v->end = ru->sealed_end = ru->wait_end;
+    /* The waiting sums (their view already says [wait_from, wait_end))
+     * become the sealed ones, and the sealed ones, all merged, the empty
+     * waiting ones. */
+    swap = ru->sealed;
+    ru->sealed = ru->waiting;
+    ru->waiting = swap;
+    ru->sealed_from = ru->wait_from;
+    ru->sealed_end = ru->wait_end;
     ru->wait_from = ru->wait_end;
-    drop_views(ru);
+    if (wait_clear(ru) != 0)
+        return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     ru->added = 0;
     ru->dirty = 1;
     order_sealed(ru);
@@ -1052,25 +1120,17 @@ store_rollup_chunk(struct store *s, struct store_rollup *ru, int64_t first_id,
     if (ru == NULL)
         return 0;
     /* The tail's sums wait with those of the chunks before it, or, when
-     * the keys of all would not fit the sealed sums, after those are
-     * sealed. */
-    if ((ru->wait_keys + ru->tail.v->n > WAIT_MAX ||
-         ru->nviews == STORE_ROLLUP_CHUNKS_MAX) &&
-        (rc = seal(s, ru, err)))
+     * the keys of all might not fit, after those are sealed. */
+    if (ru->waiting.v->n + ru->tail.v->n > WAIT_MAX && (rc = seal(s, ru, err)))
         return rc;
     if ((v = sums_take(&ru->tail, first_id, end_id)) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    if ((rc = chunk_sums_put(s, ru, first_id, v, err))) {
-        view_unref(v);
+    if ((rc = chunk_sums_put(s, ru, first_id, v, err)) == 0 &&
+        wait_add(ru, v, first_id, end_id) != 0)
+        rc = proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+    view_unref(v);
+    if (rc != 0)
         return rc;
-    }
-    if (ru->wait_chunks == 0)
-        ru->wait_from = first_id;
-    ru->chunk_views[ru->nviews++] = v;
-    ru->wait_keys += v->n;
-    ru->wait_end = end_id;
-    ru->wait_chunks++;
-    ru->dirty = 1;
     if (ru->wait_chunks >= ru->span)
         return seal(s, ru, err);
     return set_end(s, ru, err);
@@ -1147,10 +1207,10 @@ store_rollup_discard_all(struct store_rollup *ru)
 {
     if (ru == NULL)
         return;
-    drop_views(ru);
     ru->dirty = 0;
     /* A view another holds is left to them: what fails to get new memory
      * here fails again at its next use. */
+    (void)wait_clear(ru);
     (void)sums_clear(&ru->tail);
     (void)sums_clear(&ru->sealed);
     (void)sums_clear(&ru->scratch);
@@ -1181,6 +1241,7 @@ rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
     ru->shared = store_shared_of(s);
     ru->order = malloc(WAIT_MAX * sizeof(*ru->order));
     if (ru->order == NULL || sums_alloc(&ru->tail, TXN_MAX) != 0 ||
+        sums_alloc(&ru->waiting, WAIT_MAX) != 0 ||
         sums_alloc(&ru->scratch, WAIT_MAX) != 0 ||
         sums_alloc(&ru->sealed, WAIT_MAX) != 0) {
         store_rollup_free(ru);
@@ -1349,14 +1410,17 @@ int
 store_rollup_rewaited(struct store_rollup *ru, int64_t first_id, int64_t end_id,
                       int chunks, struct proto_err *err)
 {
-    struct store_rollup_view *v;
+    struct sums swap;
 
-    /* The chunks waiting, as one view: it tiles the same ids. */
-    if ((v = sums_take(&ru->scratch, first_id, end_id)) == NULL)
+    /* What the scratch rebuilt becomes the waiting sums. */
+    if (wait_clear(ru) != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    drop_views(ru);
-    ru->chunk_views[ru->nviews++] = v;
-    ru->wait_keys = v->n;
+    swap = ru->waiting;
+    ru->waiting = ru->scratch;
+    ru->scratch = swap;
+    ru->waiting.v->from = first_id;
+    ru->waiting.v->end = end_id;
+    ru->waiting.last = -1;
     ru->wait_from = first_id;
     ru->wait_end = end_id;
     ru->wait_chunks = chunks < 1 ? 1
@@ -1370,12 +1434,14 @@ store_rollup_rewaited(struct store_rollup *ru, int64_t first_id, int64_t end_id,
 static int
 views_of(struct store_rollup *ru, struct store_rollup_view **v)
 {
-    int n = 0, i;
+    int n = 0;
 
     if (ru->sealed_end > ru->sealed_from)
         v[n++] = ru->sealed.v;
-    for (i = 0; i < ru->nviews; i++)
-        v[n++] = ru->chunk_views[i];
+    if (ru->wait_prev != NULL)
+        v[n++] = ru->wait_prev;
+    if (ru->wait_chunks > 0)
+        v[n++] = ru->waiting.v;
     return n;
 }
 
@@ -1420,18 +1486,23 @@ store_rollup_views(struct store_shared *sh, const struct store_rollup_merge *m,
         return 1;
     }
     pthread_mutex_lock(&sh->mu);
-    for (i = 0; i < sh->n && sh->v[i]->from != next; i++)
-        ;
-    for (; i < sh->n && next < m->tail && ok; i++) {
-        const struct store_rollup_view *w = sh->v[i];
+    while (next < m->tail && ok) {
+        struct store_rollup_view *w = NULL;
 
+        /* Of the views from next (the waiting sums before and after the
+         * last chunk), the longest this snapshot sees all of. */
+        for (i = 0; i < sh->n; i++)
+            if (sh->v[i]->from == next && sh->v[i]->end <= m->tail &&
+                (w == NULL || sh->v[i]->end > w->end))
+                w = sh->v[i];
         /* Each view on one side of rollup_end; a reloaded one starts at a
          * key this snapshot has merged already. */
         ok =
-            w->from == next && (w->end <= m->end || w->from >= m->end) &&
+            w != NULL && w->end > next &&
+            (w->end <= m->end || w->from >= m->end) &&
             (!w->has_after || (m->has_key && key_cmp(&m->key, &w->after) >= 0));
         if (ok) {
-            v[(*n)++] = view_ref(sh->v[i]);
+            v[(*n)++] = view_ref(w);
             next = w->end;
         }
     }

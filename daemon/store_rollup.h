@@ -115,14 +115,15 @@ int store_rollup_span(struct store *s);
  * store_rollup_views takes references to the published views that tile
  * [m->from, m->tail) for a query whose read transaction saw m, into v (at
  * least STORE_ROLLUP_VIEWS_MAX entries); 1 when they do, 0 when they do
- * not (the writer has moved on, or sh is NULL: the query reads the
- * receipts instead). store_rollup_views_walk calls cb for every key and
- * its sums that the rollups of m do not hold (a hour bucket start in
+ * not (the writer has moved on more than a chunk, or sh is NULL: the
+ * query reads the receipts instead). store_rollup_views_walk calls cb for every
+ * key and its sums that the rollups of m do not hold (a hour bucket start in
  * k->received_at); a non-zero return from cb stops the walk and is
  * returned. Release the references with store_rollup_views_release.
  */
 #define STORE_ROLLUP_CHUNKS_MAX 64 /* store_opts.rollup_chunks at most */
-#define STORE_ROLLUP_VIEWS_MAX  (STORE_ROLLUP_CHUNKS_MAX + 1)
+/* The sealed sums, and the waiting ones before and after the last chunk. */
+#define STORE_ROLLUP_VIEWS_MAX 3
 struct store_rollup_view;
 void store_rollup_publish(struct store_rollup *ru);
 void store_rollup_reloaded(struct store *s, struct store_rollup *ru);

@@ -18,7 +18,9 @@
 #include "envelope.h"
 #include "store.h"
 #include "store_agg.h"
+#include "store_internal.h"
 #include "store_prune.h"
+#include "store_rollup.h"
 
 static char path[256];
 static struct store_shared *shared;
@@ -593,6 +595,80 @@ START_TEST(test_rollup_edges_read_chunk_sums)
 }
 END_TEST
 
+static int
+count_cb(void *arg, const struct store_rollup_key *k,
+         const struct store_agg_group *g)
+{
+    (void)k;
+    *(uint64_t *)arg += g->receipts;
+    return 0;
+}
+
+/* The receipts the published sums hold for a query that saw m: -1 when
+ * they do not tile what it saw (it would read the rows). */
+static int64_t
+view_receipts(const struct store_rollup_merge *m)
+{
+    struct store_rollup_view *v[STORE_ROLLUP_VIEWS_MAX];
+    uint64_t n_receipts = 0;
+    int n;
+
+    if (!store_rollup_views(shared, m, v, &n))
+        return -1;
+    ck_assert_int_eq(store_rollup_views_walk(v, n, m, count_cb, &n_receipts),
+                     0);
+    store_rollup_views_release(v, n);
+    return (int64_t)n_receipts;
+}
+
+/* The chunks waiting are published as one view of their sums added per
+ * key, replaced with every chunk; a query whose snapshot is a chunk behind
+ * still reads the one before, one two chunks behind reads the rows. */
+START_TEST(test_rollup_query_a_chunk_behind_reads_the_view_before)
+{
+    struct store_opts ro = { .readonly = 1 };
+    struct store_rollup_merge m1, m2, m3;
+    struct proto_err err;
+    struct store *s, *r;
+
+    span = 8;
+    shared = store_shared_new();
+    ro.shared = shared;
+    s = open_rw();
+    ck_assert_int_eq(store_open(path, &ro, &r, &err), 0);
+    /* Chunks of 100 receipts, their keys the same 40 in each. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 100, 0, 3600000 + 1);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(sqlite3_exec(store_db(r), "BEGIN", NULL, NULL, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(store_rollup_merge_state(r, &m1, &err), 0);
+    ck_assert_int_lt(m1.end, m1.tail); /* the chunk waits */
+    ck_assert_int_eq(view_receipts(&m1), 100);
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 100, 0, 3600000 + 2);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(view_receipts(&m1), 100); /* a chunk behind */
+    ck_assert_int_eq(sqlite3_exec(store_db(r), "COMMIT", NULL, NULL, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(store_rollup_merge_state(r, &m2, &err), 0);
+    ck_assert_int_eq(view_receipts(&m2), 200);
+
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 100, 0, 3600000 + 3);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(view_receipts(&m1), -1); /* two behind: the rows */
+    ck_assert_int_eq(view_receipts(&m2), 200);
+    ck_assert_int_eq(store_rollup_merge_state(r, &m3, &err), 0);
+    ck_assert_int_eq(view_receipts(&m3), 300);
+    ck_assert_int_eq(m3.end, m1.end); /* all three still wait */
+    store_free(r);
+    store_free(s);
+    assert_rollups_equal_scan();
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -634,6 +710,7 @@ suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_rollup_edges_read_chunk_sums, 0, 4);
+    tcase_add_test(tc, test_rollup_query_a_chunk_behind_reads_the_view_before);
     suite_add_tcase(s, tc);
     return s;
 }
