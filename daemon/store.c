@@ -1690,6 +1690,7 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
     w->evicted = 0;
     w->refused = 0;
     w->seq_seen = 0;
+    w->seq_new = 0;
     if ((rc = intern(s, w->source_len ? w->source : "", w->source_len,
                      source_id, err)))
         return rc;
@@ -1703,10 +1704,12 @@ store_sqlite_write_begin(struct store *s, struct store_write *w,
      * table, its runs or the tail (the mark counts the tail's). */
     rc = seq_maybe_seen(s, *source_id, w->seq, err);
     maybe = rc > 0;
+    w->seq_new = rc == 0;
     if (rc > 0 && (rc = dedupe_get(s, w, *source_id, err)) == 0)
         rc = seq_run_get(s, w, *source_id, err);
     if (rc == 0 && maybe &&
-        (e = store_tail_seq_get(s->tail, *source_id, w->seq)) != NULL) {
+        (rc = store_tail_seq_get(s->tail, *source_id, w->seq, &e, err)) == 0 &&
+        e != NULL) {
         /* A `receipt` of the tail, recorded with the tail. */
         rc = 1;
         if (!other_payload(w, PROTO_OP_RECEIPT, e->hash)) {
@@ -1750,7 +1753,7 @@ store_sqlite_write_end(struct store *s, struct store_write *w,
      * tail and is written with the chunk (store_tail.c). */
     if (w->op == PROTO_OP_RECEIPT && w->n_receipts == 1)
         rc = store_tail_seq_add(s->tail, source_id, w->seq, w->receipt_id,
-                                w->status, w->payload_hash, err);
+                                w->status, w->payload_hash, w->seq_new, err);
     else
         rc = dedupe_put(s, w, source_id, err);
     if (rc)

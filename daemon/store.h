@@ -228,6 +228,8 @@ struct store_write {
                          refused, so no dedupe record */
     int seq_seen;     /* relayed: the (source, seq) was recorded already, so
                          store_write_end records nothing */
+    int seq_new;      /* the seq is above its source's mark: no record of it
+                         exists, so the tail looks for none */
 };
 
 /*

@@ -62,10 +62,17 @@ struct store_tail {
     /* The records of the tail's `receipt` writes: written with the chunk
      * as one run per source (store_seq.c) instead of one B-tree leaf per
      * source in every commit. They are what the rows say (source, seq,
-     * id, status), so a reload rebuilds them like the rest. Open
-     * addressing, seqcap a power of two. */
-    struct store_seq_entry *seqs;
-    size_t nseqs, seqcap;
+     * id, status), so a reload rebuilds them like the rest. In the order
+     * they came (nlog of them), and an index by (source, seq) of the
+     * first `indexed` (open addressing, idxcap a power of two, each slot
+     * 1 + a record's place, 0 free). A record whose seq is above its
+     * source's mark cannot be there already, so it is only appended; the
+     * index catches up when a lookup needs it, which under producers
+     * that send each seq once is never. */
+    struct store_seq_entry *log;
+    size_t nlog, logcap, indexed;
+    uint32_t *idx;
+    size_t idxcap;
     int64_t empty_source; /* the string id of "" (no hello): no dedupe */
 };
 
@@ -89,9 +96,9 @@ clear_lists(struct store_tail *t)
     memset(t->last, 0, sizeof(t->last));
     if (t->slots != NULL)
         memset(t->slots, 0xff, t->nslots * sizeof(*t->slots));
-    if (t->seqs != NULL)
-        memset(t->seqs, 0, t->seqcap * sizeof(*t->seqs));
-    t->nseqs = 0;
+    if (t->indexed > 0)
+        memset(t->idx, 0, t->idxcap * sizeof(*t->idx));
+    t->nlog = t->indexed = 0;
 }
 
 static size_t
@@ -103,62 +110,106 @@ seq_slot(int64_t source_id, int64_t seq, size_t cap)
     return (size_t)(h >> 29) & (cap - 1);
 }
 
-static struct store_seq_entry *
-seq_lookup(const struct store_tail *t, int64_t source_id, int64_t seq)
+/* The index slot of (source_id, seq): its record's, or the free one it
+ * would take. */
+static size_t
+idx_find(const struct store_tail *t, int64_t source_id, int64_t seq)
+{
+    size_t j = seq_slot(source_id, seq, t->idxcap);
+
+    while (t->idx[j] != 0) {
+        const struct store_seq_entry *e = &t->log[t->idx[j] - 1];
+
+        if (e->source_id == source_id && e->seq == seq)
+            return j;
+        j = (j + 1) & (t->idxcap - 1);
+    }
+    return j;
+}
+
+/* Indexes every record, with room for one more. */
+static int
+idx_catch_up(struct store_tail *t, struct proto_err *err)
 {
     size_t j;
 
-    if (t->seqcap == 0)
-        return NULL;
-    j = seq_slot(source_id, seq, t->seqcap);
-    while (t->seqs[j].source_id != 0) {
-        if (t->seqs[j].source_id == source_id && t->seqs[j].seq == seq)
-            return &t->seqs[j];
-        j = (j + 1) & (t->seqcap - 1);
+    if ((t->nlog + 1) * 2 > t->idxcap) {
+        size_t cap = t->idxcap ? t->idxcap : 1024;
+        uint32_t *n;
+
+        while ((t->nlog + 1) * 2 > cap)
+            cap *= 2;
+        if ((n = calloc(cap, sizeof(*n))) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        free(t->idx);
+        t->idx = n;
+        t->idxcap = cap;
+        t->indexed = 0;
     }
-    return &t->seqs[j];
+    for (; t->indexed < t->nlog; t->indexed++) {
+        const struct store_seq_entry *e = &t->log[t->indexed];
+
+        j = idx_find(t, e->source_id, e->seq);
+        if (t->idx[j] == 0)
+            t->idx[j] = (uint32_t)t->indexed + 1;
+    }
+    return 0;
 }
 
 int
 store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
-                   int64_t receipt_id, int status, uint32_t hash,
+                   int64_t receipt_id, int status, uint32_t hash, int is_new,
                    struct proto_err *err)
 {
     struct store_seq_entry *e;
+    size_t j = 0;
 
     if (source_id == t->empty_source)
         return 0;
-    if ((t->nseqs + 1) * 2 > t->seqcap) {
-        size_t cap = t->seqcap ? t->seqcap * 2 : 1024, i;
-        struct store_seq_entry *old = t->seqs, *n = calloc(cap, sizeof(*n));
-
-        if (n == NULL)
-            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-        t->seqs = n;
-        for (i = 0; i < t->seqcap; i++)
-            if (old[i].source_id != 0)
-                *seq_lookup(t, old[i].source_id, old[i].seq) = old[i];
-        t->seqcap = cap;
-        free(old);
+    if (!is_new) {
+        if (idx_catch_up(t, err) != 0)
+            return -1;
+        j = idx_find(t, source_id, (int64_t)seq);
+        if (t->idx[j] != 0)
+            return 0; /* the first write of a seq is its outcome */
     }
-    e = seq_lookup(t, source_id, (int64_t)seq);
-    if (e->source_id != 0)
-        return 0; /* the first write of a seq is its outcome */
+    if (t->nlog == t->logcap) {
+        size_t cap = t->logcap ? t->logcap * 2 : 1024;
+
+        if ((e = realloc(t->log, cap * sizeof(*e))) == NULL)
+            return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
+        t->log = e;
+        t->logcap = cap;
+    }
+    e = &t->log[t->nlog++];
     e->source_id = source_id;
     e->seq = (int64_t)seq;
     e->receipt_id = receipt_id;
     e->status = status;
     e->hash = hash;
-    t->nseqs++;
+    if (!is_new) {
+        /* Caught up above, with room for it: it stays caught up. */
+        t->idx[j] = (uint32_t)t->nlog;
+        t->indexed = t->nlog;
+    }
     return 0;
 }
 
-const struct store_seq_entry *
-store_tail_seq_get(const struct store_tail *t, int64_t source_id, uint64_t seq)
+int
+store_tail_seq_get(struct store_tail *t, int64_t source_id, uint64_t seq,
+                   const struct store_seq_entry **out, struct proto_err *err)
 {
-    const struct store_seq_entry *e = seq_lookup(t, source_id, (int64_t)seq);
+    size_t j;
 
-    return e == NULL || e->source_id == 0 ? NULL : e;
+    *out = NULL;
+    if (t->nlog == 0)
+        return 0;
+    if (idx_catch_up(t, err) != 0)
+        return -1;
+    j = idx_find(t, source_id, (int64_t)seq);
+    if (t->idx[j] != 0)
+        *out = &t->log[t->idx[j] - 1];
+    return 0;
 }
 
 int64_t
@@ -167,9 +218,9 @@ store_tail_seq_max(const struct store_tail *t, int64_t source_id)
     int64_t max = -1;
     size_t i;
 
-    for (i = 0; i < t->seqcap; i++)
-        if (t->seqs[i].source_id == source_id && t->seqs[i].seq > max)
-            max = t->seqs[i].seq;
+    for (i = 0; i < t->nlog; i++)
+        if (t->log[i].source_id == source_id && t->log[i].seq > max)
+            max = t->log[i].seq;
     return max;
 }
 
@@ -183,7 +234,10 @@ seqent_cmp_cb(const void *pa, const void *pb)
 
     if (a->source_id != b->source_id)
         return a->source_id < b->source_id ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    /* The same record twice (never expected): the first that came. */
+    return a < b ? -1 : a > b;
 }
 
 /* Empties the memory for a tail that starts at first_id. */
@@ -406,18 +460,21 @@ static int
 write_seqs(struct store *s, struct store_tail *t, struct proto_err *err)
 {
     const struct store_seq_entry **order;
-    size_t i, n = 0;
+    size_t i, j, n = 0;
     int rc;
 
-    if (t->nseqs == 0)
+    if (t->nlog == 0)
         return 0;
-    if ((order = malloc(t->nseqs * sizeof(*order))) == NULL)
+    if ((order = malloc(t->nlog * sizeof(*order))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    for (i = 0; i < t->seqcap; i++)
-        if (t->seqs[i].source_id != 0)
-            order[n++] = &t->seqs[i];
+    for (i = 0; i < t->nlog; i++)
+        order[n++] = &t->log[i];
     qsort(order, n, sizeof(*order), seqent_cmp_cb);
-    rc = store_seq_write(s, t->first_id, order, n, err);
+    for (i = j = 1; i < n; i++)
+        if (order[i]->source_id != order[j - 1]->source_id ||
+            order[i]->seq != order[j - 1]->seq)
+            order[j++] = order[i];
+    rc = store_seq_write(s, t->first_id, order, n ? j : 0, err);
     free(order);
     return rc;
 }
@@ -437,7 +494,7 @@ add_row_seq(struct store_tail *t, sqlite3_stmt *st, struct proto_err *err)
         return 0;
     return store_tail_seq_add(
         t, sqlite3_column_int64(st, 5), (uint64_t)sqlite3_column_int64(st, 11),
-        sqlite3_column_int64(st, 0), sqlite3_column_int(st, 6), 0, err);
+        sqlite3_column_int64(st, 0), sqlite3_column_int(st, 6), 0, 0, err);
 }
 
 static int
@@ -755,7 +812,8 @@ store_tail_free(struct store_tail *t)
     free(t->slots);
     sqlite3_finalize(t->put_posting);
     sqlite3_finalize(t->put_chunk);
-    free(t->seqs);
+    free(t->log);
+    free(t->idx);
     free(t);
 }
 

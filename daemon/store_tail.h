@@ -60,18 +60,21 @@ int store_tail_add(struct store *s, struct store_tail *t, int64_t id,
  * The records of the tail's `receipt` writes (source, seq, receipt id,
  * status, payload hash): held here and written with the chunk as seq runs
  * (store_seq.c), so a lookup that misses the dedupe table and the runs
- * asks store_tail_seq_get() too (NULL: not in the tail). store_tail_seq_add
- * keeps the first record of a (source, seq) and ignores the empty source
- * (no hello); a reload rebuilds the records from the rows, which hold no
+ * asks store_tail_seq_get() too (*out NULL: not in the tail; -1 when out
+ * of memory). store_tail_seq_add keeps the first record of a (source,
+ * seq) and ignores the empty source (no hello); is_new says the seq is
+ * above its source's mark, so no record of it can be there and none is
+ * looked for. A reload rebuilds the records from the rows, which hold no
  * hash (0: not known). store_tail_seq_max is the highest seq below 2^63
  * the tail holds for a source, -1 when none (a scan: rare).
  */
 struct store_seq_entry;
 int store_tail_seq_add(struct store_tail *t, int64_t source_id, uint64_t seq,
                        int64_t receipt_id, int status, uint32_t hash,
+                       int is_new, struct proto_err *err);
+int store_tail_seq_get(struct store_tail *t, int64_t source_id, uint64_t seq,
+                       const struct store_seq_entry **out,
                        struct proto_err *err);
-const struct store_seq_entry *
-store_tail_seq_get(const struct store_tail *t, int64_t source_id, uint64_t seq);
 int64_t store_tail_seq_max(const struct store_tail *t, int64_t source_id);
 
 /* Whether the tail is long enough to become a chunk. */

@@ -906,6 +906,64 @@ START_TEST(test_store_tail_keeps_receipt_seqs_across_restarts)
 END_TEST
 
 /*
+ * Within one tail, without a restart: seqs above their source's mark are
+ * only appended to the tail's records, and a resend of one (or a seq
+ * below the mark that is new) makes the records' index catch up, across
+ * its growth: 1,500 new seqs, a resend of every seventh, 200 new seqs
+ * below the mark from a second source (descending), 300 more above it,
+ * then resends of all of them; after a restart the same again.
+ */
+START_TEST(test_store_tail_finds_resends_without_a_restart)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 100000 };
+    static int64_t ids[1500], other[2500];
+    struct proto_err err;
+    struct store *s;
+    uint64_t seq;
+    int dup, round;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    for (seq = 0; seq < 1500; seq++) {
+        ids[seq] = put_single(s, seq, &dup);
+        ck_assert_int_eq(dup, 0);
+    }
+    for (seq = 0; seq < 1500; seq += 7) {
+        ck_assert_int_eq(put_single(s, seq, &dup), ids[seq]);
+        ck_assert_int_eq(dup, 1);
+    }
+    other[2400] = put_single_from(s, "other", 2400, &dup);
+    for (seq = 2399; seq >= 2200; seq--) {
+        other[seq] = put_single_from(s, "other", seq, &dup);
+        ck_assert_int_eq(dup, 0);
+    }
+    for (seq = 1500; seq < 1800; seq++) {
+        other[seq - 1500] = put_single_from(s, "other", 2401 + seq, &dup);
+        ck_assert_int_eq(dup, 0);
+    }
+    for (round = 0; round < 2; round++) {
+        for (seq = 0; seq < 1500; seq += 3) {
+            ck_assert_int_eq(put_single(s, seq, &dup), ids[seq]);
+            ck_assert_int_eq(dup, 1);
+        }
+        for (seq = 2200; seq <= 2400; seq++) {
+            ck_assert_int_eq(put_single_from(s, "other", seq, &dup),
+                             other[seq]);
+            ck_assert_int_eq(dup, 1);
+        }
+        for (seq = 1500; seq < 1800; seq++) {
+            ck_assert_int_eq(put_single_from(s, "other", 2401 + seq, &dup),
+                             other[seq - 1500]);
+            ck_assert_int_eq(dup, 1);
+        }
+        store_free(s);
+        ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    }
+    store_free(s);
+}
+END_TEST
+
+/*
  * A source's high-water mark, read after a restart, counts the seqs the
  * tail holds: once another source's receipts turn that tail into a chunk,
  * a resend of those seqs must still be looked up (and found) in the
@@ -1479,6 +1537,7 @@ suite(void)
     ADD("pages_match_old_query", test_store_pages_match_the_old_query);
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
     ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
+    ADD("seq_tail_resends", test_store_tail_finds_resends_without_a_restart);
     ADD("seq_runs_overlap", test_store_seq_runs_overlap);
     ADD("gaps_run_with_table_seq", test_store_gaps_run_with_a_table_seq_inside);
     ADD("seq_conflicts", test_store_seq_conflicts);
