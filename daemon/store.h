@@ -100,7 +100,7 @@ void store_shared_counts(struct store_shared *sh, uint64_t *hits,
                          uint64_t *misses);
 
 #define STORE_MIGRATING_EVERY_MS 5000
-#define STORE_ROLLUP_CHUNKS      4
+#define STORE_ROLLUP_CHUNKS      16 /* as config.c's store.rollup_chunks */
 
 /* The newest schema version this binary knows (its last migration). */
 int store_schema_version(void);

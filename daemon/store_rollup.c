@@ -693,6 +693,16 @@ sums_own(struct sums *m, struct store_rollup_view **spare)
     return 0;
 }
 
+/* Exchanges the sums of a and b, views and indexes. */
+static void
+sums_swap(struct sums *a, struct sums *b)
+{
+    struct sums t = *a;
+
+    *a = *b;
+    *b = t;
+}
+
 /* Adds the sums of the chunk [from, end), v, to the ones waiting. -1 when
  * out of memory (the transaction is rolled back then, and the tail's
  * reload makes the waiting sums again). */
@@ -880,7 +890,6 @@ set_end(struct store *s, struct store_rollup *ru, struct proto_err *err)
 static int
 seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
 {
-    struct sums swap;
     int rc;
 
     if (ru->wait_chunks == 0)
@@ -890,9 +899,7 @@ seal(struct store *s, struct store_rollup *ru, struct proto_err *err)
     /* The waiting sums (their view already says [wait_from, wait_end))
      * become the sealed ones, and the sealed ones, all merged, the empty
      * waiting ones. */
-    swap = ru->sealed;
-    ru->sealed = ru->waiting;
-    ru->waiting = swap;
+    sums_swap(&ru->sealed, &ru->waiting);
     ru->sealed_from = ru->wait_from;
     ru->sealed_end = ru->wait_end;
     ru->wait_from = ru->wait_end;
@@ -1410,23 +1417,15 @@ int
 store_rollup_rewaited(struct store_rollup *ru, int64_t first_id, int64_t end_id,
                       int chunks, struct proto_err *err)
 {
-    struct sums swap;
-
     /* What the scratch rebuilt becomes the waiting sums. */
     if (wait_clear(ru) != 0)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    swap = ru->waiting;
-    ru->waiting = ru->scratch;
-    ru->scratch = swap;
+    sums_swap(&ru->waiting, &ru->scratch);
     ru->waiting.v->from = first_id;
     ru->waiting.v->end = end_id;
-    ru->waiting.last = -1;
     ru->wait_from = first_id;
     ru->wait_end = end_id;
-    ru->wait_chunks = chunks < 1 ? 1
-                      : chunks >= STORE_ROLLUP_CHUNKS_MAX
-                          ? STORE_ROLLUP_CHUNKS_MAX - 1
-                          : chunks;
+    ru->wait_chunks = chunks < 1 ? 1 : chunks;
     return 0;
 }
 

@@ -121,7 +121,6 @@ int store_rollup_span(struct store *s);
  * k->received_at); a non-zero return from cb stops the walk and is
  * returned. Release the references with store_rollup_views_release.
  */
-#define STORE_ROLLUP_CHUNKS_MAX 64 /* store_opts.rollup_chunks at most */
 /* The sealed sums, and the waiting ones before and after the last chunk. */
 #define STORE_ROLLUP_VIEWS_MAX 3
 struct store_rollup_view;

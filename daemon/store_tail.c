@@ -460,7 +460,7 @@ static int
 write_seqs(struct store *s, struct store_tail *t, struct proto_err *err)
 {
     const struct store_seq_entry **order;
-    size_t i, j, n = 0;
+    size_t i, j;
     int rc;
 
     if (t->nlog == 0)
@@ -468,13 +468,13 @@ write_seqs(struct store *s, struct store_tail *t, struct proto_err *err)
     if ((order = malloc(t->nlog * sizeof(*order))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     for (i = 0; i < t->nlog; i++)
-        order[n++] = &t->log[i];
-    qsort(order, n, sizeof(*order), seqent_cmp_cb);
-    for (i = j = 1; i < n; i++)
+        order[i] = &t->log[i];
+    qsort(order, t->nlog, sizeof(*order), seqent_cmp_cb);
+    for (i = j = 1; i < t->nlog; i++)
         if (order[i]->source_id != order[j - 1]->source_id ||
             order[i]->seq != order[j - 1]->seq)
             order[j++] = order[i];
-    rc = store_seq_write(s, t->first_id, order, n ? j : 0, err);
+    rc = store_seq_write(s, t->first_id, order, j, err);
     free(order);
     return rc;
 }

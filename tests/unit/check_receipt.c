@@ -165,6 +165,15 @@ static const char *const form_keys[FORM_COUNT] = {
     "json",
 };
 
+/* The bytes of vector i in form f (its file in the index); *len set. */
+static char *
+read_form(size_t i, enum form f, size_t *len)
+{
+    return read_file(
+        json_object_get_string(jget(jget(vector_at(i), "files"), form_keys[f])),
+        len);
+}
+
 /*
  * Decodes vector i in one form into r. The bytes (or the JSON tree) that r
  * borrows are handed back through *keep / *jkeep for the caller to free.
@@ -173,11 +182,8 @@ static int
 decode_form(size_t i, enum form f, struct receipt *r, struct proto_err *err,
             char **keep, msgpack_unpacked *up, struct json_object **jkeep)
 {
-    struct json_object *v = vector_at(i);
-    const char *file =
-        json_object_get_string(jget(jget(v, "files"), form_keys[f]));
     size_t len, off = 0;
-    char *buf = read_file(file, &len);
+    char *buf = read_form(i, f, &len);
 
     *keep = buf;
     *jkeep = NULL;
@@ -439,10 +445,7 @@ START_TEST(test_receipt_encode_matches_rmp_serde_named_bytes)
     msgpack_unpacked_init(&up);
     ck_assert_int_eq(
         decode_form((size_t)_i, FORM_COMPACT, &r, &err, &buf, &up, &j), 0);
-    named =
-        read_file(json_object_get_string(jget(
-                      jget(vector_at((size_t)_i), "files"), "named_msgpack")),
-                  &len);
+    named = read_form((size_t)_i, FORM_NAMED, &len);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     ck_assert_int_eq(receipt_encode(&r, &pk), 0);
@@ -475,10 +478,7 @@ START_TEST(test_receipt_encode_compact_matches_rmp_serde_bytes)
     msgpack_unpacked_init(&up);
     ck_assert_int_eq(
         decode_form((size_t)_i, FORM_NAMED, &r, &err, &buf, &up, &j), 0);
-    compact =
-        read_file(json_object_get_string(jget(
-                      jget(vector_at((size_t)_i), "files"), "compact_msgpack")),
-                  &len);
+    compact = read_form((size_t)_i, FORM_COMPACT, &len);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     ck_assert_int_eq(receipt_encode_compact(&r, &pk), 0);
