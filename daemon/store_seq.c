@@ -172,7 +172,7 @@ store_seq_find(struct store *s, int64_t source_id, uint64_t seq,
                struct store_seq_entry *e, struct proto_err *err)
 {
     int64_t v = (int64_t)seq;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc, found = 0;
 
     if ((rc = stmt(s, SQ_FIND, &st, err)))
@@ -212,7 +212,7 @@ int
 store_seq_max(struct store *s, int64_t source_id, int64_t *max,
               struct proto_err *err)
 {
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc;
 
     if ((rc = stmt(s, SQ_MAX, &st, err)))
