@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,8 +158,24 @@ struct store {
     struct store_tail *tail;     /* read-write only: store_tail.c */
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
+    int wal_copied;              /* of them, copied by the last checkpoint */
     int sync_pipelined;          /* store_opts.sync_pipelined, once open */
     sqlite3_file *wal_file;      /* its WAL, for store_wal_sync */
+    /* Checkpoints whose sync of the database is store_db_sync's (store.h
+     * STORE_WAL_RESTART_FRAMES): the pin is a read transaction on a
+     * connection of its own, held from such a checkpoint until the sync
+     * of its copy, so that SQLite cannot restart the WAL over frames the
+     * disk may not hold anywhere else. Writer thread, except the atomics
+     * and db_file's sync. */
+    sqlite3 *pin_db;
+    sqlite3_stmt *pin; /* stepped once: held; reset: let go */
+    int pinned;
+    int ckpt_deferred;           /* the last checkpoint left its sync */
+    uint64_t pin_gen;            /* ckpt_gen of the last checkpoint pinned */
+    _Atomic uint64_t ckpt_gen;   /* checkpoints that left their sync */
+    _Atomic uint64_t synced_gen; /* of them, covered by a database sync */
+    atomic_int db_sync_failed;   /* final: store.h store_db_sync */
+    sqlite3_file *db_file;       /* the database's, for store_db_sync */
     int in_savepoint;            /* a job's savepoint is open */
     struct put_row *rows;        /* PUT_DEFER_MAX single receipts' rows */
     size_t n_rows;               /* waiting for their INSERT */
@@ -291,31 +308,149 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 {
     struct store *s = arg;
 
+    /* Fewer frames than the last checkpoint copied: the WAL started over. */
+    if (frames < s->wal_copied)
+        s->wal_copied = 0;
     s->wal_frames = frames;
     /* Pipelined: the writer checkpoints past the bound itself, once every
      * frame is synced (writer.c), never over frames not synced yet. */
     if (frames >= STORE_WAL_HARD_FRAMES && !s->sync_pipelined &&
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL,
                                   NULL) == SQLITE_OK)
-        s->wal_frames = 0;
+        s->wal_copied = frames;
     return SQLITE_OK;
 }
 
 int
 store_sqlite_wal_frames(const struct store *s)
 {
-    return s->wal_frames;
+    return s->wal_frames - s->wal_copied;
+}
+
+/* The pin's read transaction begins (its statement stepped to its row):
+ * 0, or -1 when it cannot be had now (then the checkpoint syncs its own
+ * copy). */
+static int
+pin_take(struct store *s)
+{
+    int rc;
+
+    if (s->pinned)
+        return 0;
+    if (s->pin == NULL) {
+        if (s->pin_db == NULL &&
+            sqlite3_open_v2(s->path, &s->pin_db,
+                            SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                            NULL) != SQLITE_OK)
+            return -1;
+        if (sqlite3_prepare_v2(s->pin_db, "SELECT 1 FROM sqlite_schema LIMIT 1",
+                               -1, &s->pin, NULL) != SQLITE_OK)
+            return -1;
+    }
+    rc = sqlite3_step(s->pin);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s->pin);
+        return -1;
+    }
+    s->pinned = 1;
+    return 0;
+}
+
+static void
+pin_let_go(struct store *s)
+{
+    if (s->pinned) {
+        sqlite3_reset(s->pin);
+        s->pinned = 0;
+    }
+}
+
+/* The pin goes once its checkpoints' copy is on the disk. */
+static void
+pin_settle(struct store *s)
+{
+    if (s->pinned && !atomic_load(&s->db_sync_failed) &&
+        atomic_load(&s->synced_gen) >= s->pin_gen)
+        pin_let_go(s);
+}
+
+static int
+set_synchronous(struct store *s, const char *sql)
+{
+    return sqlite3_exec(s->db, sql, NULL, NULL, NULL);
 }
 
 int
 store_sqlite_checkpoint(struct store *s, struct proto_err *err)
 {
-    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                       NULL, NULL);
+    int rc, copied = 0, defer;
 
+    if (atomic_load(&s->db_sync_failed))
+        return 0; /* the WAL stays whole: store.h store_db_sync */
+    pin_settle(s);
+    /* Without a pin held, past the bound: SQLite syncs the copy itself
+     * and may restart the WAL at the next commit. */
+    defer = s->sync_pipelined && s->db_file != NULL &&
+            (s->pinned || s->wal_frames < STORE_WAL_RESTART_FRAMES ||
+             !s->ckpt_deferred) &&
+            pin_take(s) == 0;
+    s->ckpt_deferred = defer;
+    if (defer &&
+        (rc = set_synchronous(s, "PRAGMA synchronous = OFF")) != SQLITE_OK)
+        return store_fail(s, rc, err, "checkpoint its WAL");
+    rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                   NULL, &copied);
+    if (defer) {
+        int rc2 = set_synchronous(s, "PRAGMA synchronous = NORMAL");
+
+        if (rc == SQLITE_OK && copied > s->wal_copied)
+            s->pin_gen = atomic_fetch_add(&s->ckpt_gen, 1) + 1;
+        else
+            pin_settle(s); /* nothing copied: nothing to sync */
+        if (rc == SQLITE_OK && rc2 != SQLITE_OK) {
+            /* Left at OFF, a commit would skip the WAL header's sync
+             * after a restart; the store is unusable rather than that. */
+            s->broken = 1;
+            rc = rc2;
+        }
+    }
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "checkpoint its WAL");
-    s->wal_frames = 0;
+    s->wal_copied = copied > 0 ? copied : 0;
+    return 0;
+}
+
+int
+store_sqlite_db_sync_owed(const struct store *s)
+{
+    return !atomic_load(&s->db_sync_failed) &&
+           atomic_load(&s->synced_gen) < atomic_load(&s->ckpt_gen);
+}
+
+/* Another thread than the writer's may call this (writer.c's syncer), as
+ * store_sqlite_wal_sync: it touches only the database's file object, whose
+ * sync SQLite's unix VFS does with fsync (no flag of the file's is
+ * changed: a database file has no directory to sync). */
+int
+store_sqlite_db_sync(struct store *s, struct proto_err *err)
+{
+    uint64_t gen = atomic_load(&s->ckpt_gen);
+    int rc;
+
+    if (atomic_load(&s->db_sync_failed))
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "a sync of the database file failed before");
+    if (gen <= atomic_load(&s->synced_gen))
+        return 0;
+    rc = s->db_file->pMethods->xSync(s->db_file, SQLITE_SYNC_NORMAL);
+    if (rc != SQLITE_OK) {
+        atomic_store(&s->db_sync_failed, 1);
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "cannot sync the database file: %s (SQLite "
+                             "error %d)",
+                             sqlite3_errstr(rc), rc);
+    }
+    atomic_store(&s->synced_gen, gen);
     return 0;
 }
 
@@ -324,6 +459,16 @@ store_sqlite_checkpoint_final(struct store *s, struct proto_err *err)
 {
     int rc, log = -1, done = -1;
 
+    if (atomic_load(&s->db_sync_failed)) {
+        /* Closing must not checkpoint either: SQLite would then delete
+         * the WAL, the one copy of what the failed sync may have lost. */
+        sqlite3_db_config(s->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+        return proto_err_set(err, PROTO_EUNAVAILABLE, NULL,
+                             "a sync of the database file failed; the WAL "
+                             "is kept whole for the next start");
+    }
+    /* TRUNCATE syncs the copy before it empties the WAL. */
+    pin_let_go(s);
     rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
                                    &log, &done);
     if (rc != SQLITE_OK)
@@ -333,7 +478,7 @@ store_sqlite_checkpoint_final(struct store *s, struct proto_err *err)
                              "%d of %d WAL frames were copied into the "
                              "database",
                              done, log);
-    s->wal_frames = 0;
+    s->wal_frames = s->wal_copied = 0;
     return 0;
 }
 
@@ -471,6 +616,10 @@ find_wal(struct store *s, struct proto_err *err)
                              "error %d)",
                              rc);
     s->wal_file = f;
+    f = NULL;
+    rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_FILE_POINTER, &f);
+    if (rc == SQLITE_OK && f != NULL && f->pMethods != NULL)
+        s->db_file = f; /* else checkpoints sync their own copy */
     return 0;
 }
 
@@ -785,6 +934,10 @@ store_sqlite_free(struct store *s)
     store_shared_unref(s->shared);
     store_seq_free(s->seqs);
     store_relay_cache_free(s->relay);
+    sqlite3_finalize(s->pin);
+    sqlite3_close(s->pin_db);
+    if (atomic_load(&s->db_sync_failed))
+        sqlite3_db_config(s->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     sqlite3_close(s->db);
     free(s->cache);
     free(s->marks);
@@ -911,6 +1064,7 @@ store_sqlite_begin(struct store *s, struct proto_err *err)
     int rc;
 
     s->broken = 0;
+    pin_settle(s);
     rc = run(s, ST_BEGIN, err, "begin a transaction");
     if (rc == 0 && s->tail != NULL && s->tail_stale) {
         /* The last transaction was rolled back: the tail in memory may

@@ -310,6 +310,20 @@ store_wal_rewrite(struct store *s, struct proto_err *err)
 }
 
 int
+store_db_sync_owed(const struct store *s)
+{
+    return ops(s)->db_sync_owed != NULL && ops(s)->db_sync_owed(s);
+}
+
+int
+store_db_sync(struct store *s, struct proto_err *err)
+{
+    if (ops(s)->db_sync == NULL)
+        return 0;
+    return ops(s)->db_sync(s, err);
+}
+
+int
 store_merge_idle(struct store *s, unsigned keys, struct proto_err *err)
 {
     if (ops(s)->merge_idle == NULL)

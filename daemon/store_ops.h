@@ -129,6 +129,10 @@ struct store_ops {
     int (*sync_pipelined)(const struct store *s);
     int (*wal_sync)(struct store *s, struct proto_err *err);
     int (*wal_rewrite)(struct store *s, struct proto_err *err);
+    /* A checkpoint's sync of the database left to the syncer (store.h
+     * store_db_sync); NULL: checkpoints sync their own copy. */
+    int (*db_sync_owed)(const struct store *s);
+    int (*db_sync)(struct store *s, struct proto_err *err);
     int (*merge_idle)(struct store *s, unsigned keys, struct proto_err *err);
     int (*merge_pending)(const struct store *s);
 };

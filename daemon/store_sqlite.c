@@ -46,6 +46,8 @@ const struct store_ops store_sqlite_ops = {
     .sync_pipelined = store_sqlite_sync_pipelined,
     .wal_sync = store_sqlite_wal_sync,
     .wal_rewrite = store_sqlite_wal_rewrite,
+    .db_sync_owed = store_sqlite_db_sync_owed,
+    .db_sync = store_sqlite_db_sync,
     .merge_idle = store_sqlite_merge_idle,
     .merge_pending = store_sqlite_merge_pending,
 };

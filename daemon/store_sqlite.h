@@ -97,6 +97,8 @@ int store_sqlite_file_check(struct store *s, struct proto_err *err);
 int store_sqlite_sync_pipelined(const struct store *s);
 int store_sqlite_wal_sync(struct store *s, struct proto_err *err);
 int store_sqlite_wal_rewrite(struct store *s, struct proto_err *err);
+int store_sqlite_db_sync_owed(const struct store *s);
+int store_sqlite_db_sync(struct store *s, struct proto_err *err);
 int store_sqlite_merge_idle(struct store *s, unsigned keys,
                             struct proto_err *err);
 int store_sqlite_merge_pending(const struct store *s);

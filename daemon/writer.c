@@ -120,6 +120,7 @@ struct writer {
     struct sync_slot slots[WRITER_SYNCERS];
     uint64_t next_ticket, next_done;
     int syncing, synced_once, sync_broken, sync_stop;
+    int db_syncing; /* a syncer syncs a checkpoint's copy (db_sync) */
     _Atomic uint64_t commit_seq, durable_seq;
     _Atomic uint64_t syncs, sync_us;
     _Atomic uint64_t sync_start_us; /* the sync under way began; 0: none */
@@ -454,6 +455,21 @@ sync_complete(struct writer *w)
  * SQLite's unix VFS syncs a new file's directory then, and clears a flag
  * of the file's.
  */
+/* A checkpoint's copy into the database onto the disk (store.h
+ * store_db_sync), on a syncer's thread. */
+static void
+db_sync(struct writer *w)
+{
+    struct proto_err err;
+
+    proto_err_clear(&err);
+    if (store_db_sync(w->store, &err) != 0)
+        log_warnx("writer: %s; from now on the WAL keeps every frame (no "
+                  "more checkpoints) until the daemon stops, and the next "
+                  "start copies it again",
+                  err.message);
+}
+
 static void
 sync_run(void *arg)
 {
@@ -478,6 +494,16 @@ sync_run(void *arg)
                 WRITER_SYNC_OVERLAP_US) {
             room = 0;
             wait_ns = (WRITER_SYNC_OVERLAP_US - age) * 1000u;
+        }
+        if (w->s_head == NULL && !w->sync_stop && !w->db_syncing &&
+            store_db_sync_owed(w->store)) {
+            /* Only with no WAL sync waiting: replies wait on those. */
+            w->db_syncing = 1;
+            uv_mutex_unlock(&w->mu);
+            db_sync(w);
+            uv_mutex_lock(&w->mu);
+            w->db_syncing = 0;
+            continue;
         }
         if (w->s_head == NULL || !room) {
             if (w->s_head == NULL && w->sync_stop)
@@ -780,6 +806,11 @@ checkpoint(struct writer *w)
     }
     atomic_fetch_add(&w->checkpoints, 1);
     atomic_fetch_add(&w->checkpoint_us, mono_us() - t0);
+    if (store_db_sync_owed(w->store)) {
+        uv_mutex_lock(&w->mu);
+        uv_cond_signal(&w->sync_cond);
+        uv_mutex_unlock(&w->mu);
+    }
 }
 
 /*

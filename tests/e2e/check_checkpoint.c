@@ -1,0 +1,321 @@
+/*
+ * check_checkpoint.c: a checkpoint that leaves its sync of the database to
+ * the syncer (store.h store_db_sync) never lets SQLite write over the WAL
+ * frames it copied before that sync, so a power cut loses nothing.
+ *
+ * The store is driven as the writer drives it when pipelined: commits, a
+ * store_wal_sync after each (the syncer's), store_checkpoint in a quiet
+ * moment, more commits. Power is cut through lib/vfs_fault.c, which drops
+ * every write not synced since; the file is then opened with the real VFS
+ * and every committed receipt must be in it. The negative control does
+ * the same with plain SQLite and no pin: its WAL starts over on the frames
+ * whose copy was not synced, and receipts are lost, or the scenario would
+ * prove nothing.
+ *
+ * Thread: single-threaded; Check forks each test.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "error.h"
+#include "op.h"
+#include "receipt.h"
+#include "store.h"
+#include "vfs_fault.h"
+
+#define PER_COMMIT 40
+/* Enough frames for checkpoints to copy (store.h STORE_WAL_SOFT_FRAMES). */
+#define FRAMES_BEFORE 300
+#define RECEIPTS      "SELECT count(*) FROM receipts"
+
+static char dir[1024];
+static char db_path[1100];
+
+static void
+setup(void)
+{
+    snprintf(dir, sizeof(dir), "%s/checkpoint-tmp-XXXXXX", TEST_BINARY_DIR);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(db_path, sizeof(db_path), "%s/receipts.db", dir);
+    ck_assert_int_eq(vfs_fault_register(1), SQLITE_OK);
+    vfs_fault_reset();
+}
+
+static void
+teardown(void)
+{
+    static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
+    char p[1200];
+    size_t i;
+
+    for (i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
+        snprintf(p, sizeof(p), "%s%s", db_path, sfx[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    vfs_fault_unregister();
+}
+
+static void
+make_receipt(struct receipt *r, long n)
+{
+    static char plans[PER_COMMIT][24];
+    int i = (int)(n % PER_COMMIT);
+
+    memset(r, 0, sizeof(*r));
+    snprintf(plans[i], sizeof(plans[i]), "plan-%ld", n % 97);
+    r->schema_version = 3;
+    r->requested_backend = RECEIPT_BACKEND_CUDA;
+    r->executed_backend = RECEIPT_BACKEND_CPU;
+    r->model_instance_id = (struct proto_str){ "model", 5 };
+    r->prepared_plan_id = (struct proto_str){ plans[i], strlen(plans[i]) };
+    r->graph_hash = (struct proto_str){ "", 0 };
+    r->tuning_profile = (struct proto_str){ "tp", 2 };
+    r->stop_reason = (struct proto_str){ "eos", 3 };
+    r->counter_coverage = UINT64_MAX;
+    for (i = 0; i < RECEIPT_NCOUNTERS; i++)
+        r->counters[i] = (uint64_t)n * 1000u + (uint64_t)i;
+}
+
+/* One group of PER_COMMIT receipts, committed and then synced as the
+ * syncer syncs it; *n counts the receipts committed. */
+static void
+commit_one(struct store *s, long *n)
+{
+    struct receipt r[PER_COMMIT];
+    struct store_write w;
+    struct proto_err err;
+    int i;
+
+    for (i = 0; i < PER_COMMIT; i++)
+        make_receipt(&r[i], *n + i);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.source = "";
+    w.received_at = 1700000000000 + *n;
+    w.receipts = r;
+    w.n_receipts = PER_COMMIT;
+    proto_err_clear(&err);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_msg(store_apply(s, &w, &err) == 0, "apply: %s", err.message);
+    ck_assert_msg(store_commit(s, &err) == 0, "commit: %s", err.message);
+    ck_assert_msg(store_wal_sync(s, &err) == 0, "sync: %s", err.message);
+    *n += PER_COMMIT;
+}
+
+static struct store *
+open_pipelined(void)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .sync_pipelined = 1 };
+    struct proto_err err;
+    struct store *s = NULL;
+
+    proto_err_clear(&err);
+    ck_assert_msg(store_open(db_path, &o, &s, &err) == 0, "open: %s",
+                  err.message);
+    ck_assert(store_sync_pipelined(s));
+    return s;
+}
+
+/* Commits until the WAL holds frames no checkpoint copied. */
+static void
+fill_wal(struct store *s, long *n)
+{
+    while (store_wal_frames(s) < FRAMES_BEFORE)
+        commit_one(s, n);
+}
+
+/* After the cut: the receipts the real VFS finds (-1: cannot read). */
+static long
+count_after_cut(const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    long rows = -1;
+
+    ck_assert_int_eq(vfs_fault_restore(0, 1), 0);
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, "unix") ==
+            SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        rows = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rows;
+}
+
+/*
+ * A checkpoint in a quiet moment copies without syncing; the commits after
+ * it find the WAL pinned and append to it. Cut before the database's sync:
+ * every receipt is there, the copied ones from the WAL.
+ */
+START_TEST(test_cut_before_the_database_sync)
+{
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0, i;
+    int before;
+
+    fill_wal(s, &n);
+    before = store_wal_frames(s);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert_msg(store_db_sync_owed(s), "the checkpoint synced its copy");
+    ck_assert_int_lt(store_wal_frames(s), before);
+    for (i = 0; i < 20; i++)
+        commit_one(s, &n);
+    vfs_fault_cut_now();
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), n);
+}
+END_TEST
+
+/*
+ * Once store_db_sync put the copy on the disk, the pin goes and the next
+ * commit starts the WAL over (its frame count falls back); what the copy
+ * holds is on the disk, so the cut loses nothing. A store_db_sync that
+ * did not sync would lose the receipts of the overwritten frames here.
+ */
+START_TEST(test_cut_after_the_database_sync_and_a_restart)
+{
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0, i;
+
+    fill_wal(s, &n);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert(store_db_sync_owed(s));
+    ck_assert_msg(store_db_sync(s, &err) == 0, "db sync: %s", err.message);
+    ck_assert(!store_db_sync_owed(s));
+    commit_one(s, &n);
+    /* Started over: the one commit's frames, all of them new. */
+    ck_assert_int_lt(store_wal_frames(s), FRAMES_BEFORE / 2);
+    for (i = 0; i < 20; i++)
+        commit_one(s, &n);
+    vfs_fault_cut_now();
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), n);
+}
+END_TEST
+
+/*
+ * A failed sync of the database is final: the kernel may have dropped
+ * the copy's pages (sticky loss), so the WAL keeps every frame, no
+ * checkpoint runs again, the final one is refused and the close leaves
+ * the WAL for the next start. Nothing committed is lost at the cut.
+ */
+START_TEST(test_failed_database_sync_keeps_the_wal)
+{
+    struct vfs_fault_stats st;
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0, i;
+    int frames;
+
+    fill_wal(s, &n);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert(store_db_sync_owed(s));
+    vfs_fault_sticky_sync_loss(1);
+    vfs_fault_stats(&st);
+    vfs_fault_inject(VFS_FAULT_SYNC, st.ops[VFS_FAULT_SYNC] + 1,
+                     SQLITE_IOERR_FSYNC);
+    ck_assert_int_ne(store_db_sync(s, &err), 0);
+    ck_assert(vfs_fault_fired());
+    ck_assert(!store_db_sync_owed(s));
+    for (i = 0; i < 20; i++)
+        commit_one(s, &n);
+    fill_wal(s, &n);
+    frames = store_wal_frames(s);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert_int_eq(store_wal_frames(s), frames); /* copied nothing */
+    ck_assert_int_ne(store_checkpoint_final(s, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.message, "WAL"));
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), n);
+}
+END_TEST
+
+/*
+ * The control: the same steps with plain SQLite, a checkpoint without its
+ * sync (synchronous=OFF) and no pin. The next commit starts the WAL over
+ * on the frames whose copy is not on the disk, and the cut loses rows
+ * that were committed and synced.
+ */
+START_TEST(test_control_without_a_pin_loses_rows)
+{
+    sqlite3 *db = NULL;
+    long n = 0, found;
+    int i;
+
+    ck_assert_int_eq(sqlite3_open_v2(db_path, &db,
+                                     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                     NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "PRAGMA journal_mode = WAL;"
+                                  "PRAGMA wal_autocheckpoint = 0;"
+                                  "PRAGMA synchronous = FULL;"
+                                  "CREATE TABLE t (x INTEGER PRIMARY KEY, "
+                                  "pad BLOB)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    for (i = 0; i < 20; i++, n += 50)
+        ck_assert_int_eq(sqlite3_exec(db,
+                                      "WITH RECURSIVE k(v) AS (SELECT 1 "
+                                      "UNION ALL SELECT v + 1 FROM k WHERE "
+                                      "v < 50) INSERT INTO t (pad) SELECT "
+                                      "randomblob(200) FROM k",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db, "PRAGMA synchronous = OFF", NULL, NULL, NULL),
+        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_wal_checkpoint_v2(
+                         db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL),
+                     SQLITE_OK);
+    /* This commit starts the WAL over, synced. */
+    ck_assert_int_eq(sqlite3_exec(db,
+                                  "PRAGMA synchronous = FULL;"
+                                  "INSERT INTO t (pad) VALUES (x'00')",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    n++;
+    vfs_fault_cut_now();
+    sqlite3_close(db);
+    found = count_after_cut("SELECT count(*) FROM t");
+    ck_assert_msg(found != n, "the control lost nothing (%ld of %ld)", found,
+                  n);
+}
+END_TEST
+
+static Suite *
+checkpoint_suite(void)
+{
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("deferred");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_cut_before_the_database_sync);
+    tcase_add_test(tc, test_cut_after_the_database_sync_and_a_restart);
+    tcase_add_test(tc, test_failed_database_sync_keeps_the_wal);
+    tcase_add_test(tc, test_control_without_a_pin_loses_rows);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(checkpoint_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
