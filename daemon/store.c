@@ -398,8 +398,8 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
     if (defer &&
         (rc = set_synchronous(s, "PRAGMA synchronous = OFF")) != SQLITE_OK)
         return store_fail(s, rc, err, "checkpoint its WAL");
-    rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                   NULL, &copied);
+    rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                                   &copied);
     if (defer) {
         int rc2 = set_synchronous(s, "PRAGMA synchronous = NORMAL");
 
