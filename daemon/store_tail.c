@@ -225,19 +225,103 @@ store_tail_seq_max(const struct store_tail *t, int64_t source_id)
 }
 
 static int
-seqent_cmp_cb(const void *pa, const void *pb)
+seqent_cmp(const struct store_seq_entry *a, const struct store_seq_entry *b)
 {
-    const struct store_seq_entry *a =
-        *(const struct store_seq_entry *const *)pa;
-    const struct store_seq_entry *b =
-        *(const struct store_seq_entry *const *)pb;
-
     if (a->source_id != b->source_id)
         return a->source_id < b->source_id ? -1 : 1;
     if (a->seq != b->seq)
         return a->seq < b->seq ? -1 : 1;
     /* The same record twice (never expected): the first that came. */
     return a < b ? -1 : a > b;
+}
+
+static int
+seqent_cmp_cb(const void *pa, const void *pb)
+{
+    return seqent_cmp(*(const struct store_seq_entry *const *)pa,
+                      *(const struct store_seq_entry *const *)pb);
+}
+
+/* Sources a chunk's records are grouped by before falling back to one
+ * sort of them all, and the out-of-order pairs a source's run is put in
+ * order with an insertion sort before falling back to a sort. */
+#define ORDER_SOURCES  128
+#define ORDER_SLOTS    256 /* a power of two above ORDER_SOURCES */
+#define ORDER_UNSORTED 64
+
+/*
+ * order[0..n) = the addresses of log[0..n) in seqent_cmp order, as qsort
+ * would put them, in about linear time for the usual chunk: a few sources,
+ * each one's seqs logged in order (a connection's frames are applied in
+ * the order they came). The records are grouped by source, keeping their
+ * order, and a source's run that is not in order is sorted. Returns 0, or
+ * -1 when there are more than ORDER_SOURCES sources or no memory (order
+ * is not filled: the caller sorts). The qsort of 16,384 records was 1.1-1.6
+ * ms of the writer's chunk (a stall of every group behind it).
+ */
+static int
+order_by_source(const struct store_seq_entry *log, size_t n,
+                const struct store_seq_entry **order)
+{
+    struct {
+        int64_t id;
+        size_t n, at;
+    } src[ORDER_SOURCES];
+    int16_t slot[ORDER_SLOTS];
+    unsigned char *of;
+    size_t nsrc = 0, i, k, at;
+
+    if ((of = malloc(n)) == NULL)
+        return -1;
+    memset(slot, 0xff, sizeof(slot));
+    for (i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)log[i].source_id * 0x9e3779b97f4a7c15u;
+        size_t x = (size_t)(h >> 56) & (ORDER_SLOTS - 1);
+
+        while (slot[x] >= 0 && src[slot[x]].id != log[i].source_id)
+            x = (x + 1) & (ORDER_SLOTS - 1);
+        if (slot[x] < 0) {
+            if (nsrc == ORDER_SOURCES) {
+                free(of);
+                return -1;
+            }
+            src[nsrc].id = log[i].source_id;
+            src[nsrc].n = 0;
+            slot[x] = (int16_t)nsrc++;
+        }
+        of[i] = (unsigned char)slot[x];
+        src[slot[x]].n++;
+    }
+    /* Each source's place: after the sources of lower id. */
+    for (k = 0; k < nsrc; k++) {
+        for (at = 0, i = 0; i < nsrc; i++)
+            if (src[i].id < src[k].id)
+                at += src[i].n;
+        src[k].at = at;
+    }
+    for (i = 0; i < n; i++)
+        order[src[of[i]].at++] = &log[i];
+    free(of);
+    for (k = 0; k < nsrc; k++) {
+        const struct store_seq_entry **run = order + src[k].at - src[k].n;
+        size_t m = src[k].n, descents = 0;
+
+        for (i = 1; i < m; i++)
+            descents += seqent_cmp(run[i - 1], run[i]) > 0;
+        if (descents > ORDER_UNSORTED) {
+            qsort(run, m, sizeof(*run), seqent_cmp_cb);
+            continue;
+        }
+        for (i = 1; i < m && descents > 0; i++) {
+            const struct store_seq_entry *e = run[i];
+            size_t j = i;
+
+            for (; j > 0 && seqent_cmp(run[j - 1], e) > 0; j--)
+                run[j] = run[j - 1];
+            run[j] = e;
+        }
+    }
+    return 0;
 }
 
 /* Empties the memory for a tail that starts at first_id. */
@@ -467,9 +551,11 @@ write_seqs(struct store *s, struct store_tail *t, struct proto_err *err)
         return 0;
     if ((order = malloc(t->nlog * sizeof(*order))) == NULL)
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
-    for (i = 0; i < t->nlog; i++)
-        order[i] = &t->log[i];
-    qsort(order, t->nlog, sizeof(*order), seqent_cmp_cb);
+    if (order_by_source(t->log, t->nlog, order) != 0) {
+        for (i = 0; i < t->nlog; i++)
+            order[i] = &t->log[i];
+        qsort(order, t->nlog, sizeof(*order), seqent_cmp_cb);
+    }
     for (i = j = 1; i < t->nlog; i++)
         if (order[i]->source_id != order[j - 1]->source_id ||
             order[i]->seq != order[j - 1]->seq)

@@ -963,6 +963,102 @@ START_TEST(test_store_tail_finds_resends_without_a_restart)
 }
 END_TEST
 
+/* The figures `gaps` gives the source name (g->sources: how many it
+ * listed). */
+static void
+source_gaps(const char *dbpath, const char *name, struct gapseen *g)
+{
+    struct store_opts ro = { .readonly = 1 };
+    struct store_filter f = {
+        .requested = -1, .executed = -1, .status = -1, .limit = 10
+    };
+    struct proto_err err;
+    struct store *q;
+    int trunc;
+
+    memset(g, 0, sizeof(*g));
+    f.source = name;
+    f.source_len = strlen(name);
+    ck_assert_int_eq(store_open(dbpath, &ro, &q, &err), 0);
+    ck_assert_int_eq(
+        store_query_gaps(q, &f, &nosel, 0, gap_cb, g, &trunc, &err), 0);
+    store_free(q);
+}
+
+/*
+ * A chunk's seq records reach the table in (source, seq) order whatever
+ * order they came in: 3 sources in order, 2 with a few seqs swapped, 2
+ * descending (a sort of their own), then a chunk with 150 sources (more
+ * than are grouped, one sort of all). Once each is a chunk, every seq is
+ * found again with its first receipt, before and after a restart, and
+ * `gaps` sees no gap in any source.
+ */
+START_TEST(test_store_chunk_orders_seqs_of_any_arrival)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20,
+                            .chunk_receipts = 1000 };
+    static int64_t ids[7][140], many[150][7];
+    struct proto_err err;
+    struct store *s;
+    char src[32];
+    int dup, k, i, round;
+
+    ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    /* 7 x 140 = 980 records, interleaved by source. */
+    for (i = 0; i < 140; i++)
+        for (k = 0; k < 7; k++) {
+            uint64_t seq = k < 3   ? (uint64_t)i
+                           : k < 5 ? (uint64_t)(i % 10 == 3   ? i + 1
+                                                : i % 10 == 4 ? i - 1
+                                                              : i)
+                                   : (uint64_t)(139 - i);
+
+            snprintf(src, sizeof(src), "arrival-%d", k);
+            ids[k][seq] = put_single_from(s, src, seq, &dup);
+            ck_assert_int_eq(dup, 0);
+        }
+    /* 150 sources x 7 seqs, each source's descending: the next chunk. */
+    for (k = 0; k < 150; k++)
+        for (i = 0; i < 7; i++) {
+            snprintf(src, sizeof(src), "many-%d", k);
+            many[k][i] = put_single_from(s, src, (uint64_t)(6 - i), &dup);
+            ck_assert_int_eq(dup, 0);
+        }
+    for (round = 0; round < 2; round++) {
+        struct gapseen g;
+
+        for (k = 0; k < 7; k++)
+            for (i = 0; i < 140; i++) {
+                snprintf(src, sizeof(src), "arrival-%d", k);
+                ck_assert_int_eq(put_single_from(s, src, (uint64_t)i, &dup),
+                                 ids[k][i]);
+                ck_assert_int_eq(dup, 1);
+            }
+        for (k = 0; k < 150; k++)
+            for (i = 0; i < 7; i++) {
+                snprintf(src, sizeof(src), "many-%d", k);
+                ck_assert_int_eq(
+                    put_single_from(s, src, (uint64_t)(6 - i), &dup),
+                    many[k][i]);
+                ck_assert_int_eq(dup, 1);
+            }
+        store_free(s);
+        source_gaps(path, "arrival-4", &g);
+        ck_assert_int_eq(g.sources, 1);
+        ck_assert_uint_eq(g.first, 0);
+        ck_assert_uint_eq(g.last, 139);
+        ck_assert_uint_eq(g.received, 140);
+        ck_assert_uint_eq(g.missing, 0);
+        source_gaps(path, "many-149", &g);
+        ck_assert_uint_eq(g.last, 6);
+        ck_assert_uint_eq(g.received, 7);
+        ck_assert_uint_eq(g.missing, 0);
+        ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
+    }
+    store_free(s);
+}
+END_TEST
+
 /*
  * A source's high-water mark, read after a restart, counts the seqs the
  * tail holds: once another source's receipts turn that tail into a chunk,
@@ -1538,6 +1634,7 @@ suite(void)
     ADD("tail_seqs", test_store_tail_keeps_receipt_seqs_across_restarts);
     ADD("seq_mark_tail", test_store_seq_mark_counts_the_tail);
     ADD("seq_tail_resends", test_store_tail_finds_resends_without_a_restart);
+    ADD("chunk_seq_order", test_store_chunk_orders_seqs_of_any_arrival);
     ADD("seq_runs_overlap", test_store_seq_runs_overlap);
     ADD("gaps_run_with_table_seq", test_store_gaps_run_with_a_table_seq_inside);
     ADD("seq_conflicts", test_store_seq_conflicts);
