@@ -29,6 +29,7 @@
 #include "store_seq.h"
 #include "store_migrations.h"
 #include "store_row.h"
+#include "wal_gather.h"
 
 #define CACHE_SLOTS   2048 /* 1024 sets of two */
 #define CACHE_STR_MAX 256
@@ -616,6 +617,9 @@ find_wal(struct store *s, struct proto_err *err)
                              "error %d)",
                              rc);
     s->wal_file = f;
+    /* Its frames written a commit at a time (wal_gather.h); without the
+     * memory, a frame at a time as before. */
+    (void)wal_gather_install(f);
     f = NULL;
     rc = sqlite3_file_control(s->db, "main", SQLITE_FCNTL_FILE_POINTER, &f);
     if (rc == SQLITE_OK && f != NULL && f->pMethods != NULL)

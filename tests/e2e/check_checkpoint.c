@@ -150,6 +150,24 @@ count_after_cut(const char *sql)
     return rows;
 }
 
+/* What another connection reads now (-1: cannot read). */
+static long
+count_now(const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    long rows = -1;
+
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) ==
+            SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        rows = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rows;
+}
+
 /*
  * A checkpoint in a quiet moment copies without syncing; the commits after
  * it find the WAL pinned and append to it. Cut before the database's sync:
@@ -241,6 +259,48 @@ START_TEST(test_failed_database_sync_keeps_the_wal)
 END_TEST
 
 /*
+ * The writer's WAL file writes a commit's frames together (wal_gather.h),
+ * in parts below SQLite's largest write: a commit of 3,000 receipts (far
+ * more frames than one part holds) between small ones, each synced, and
+ * the power cut after them loses nothing; frames read back for the
+ * checkpoint come from the file, not a buffer.
+ */
+START_TEST(test_large_commit_in_parts)
+{
+    static struct receipt r[3000];
+    struct store_write w;
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0, i;
+
+    commit_one(s, &n);
+    for (i = 0; i < 3000; i++)
+        make_receipt(&r[i], n + i);
+    memset(&w, 0, sizeof(w));
+    w.op = PROTO_OP_RECEIPTS;
+    w.source = "";
+    w.received_at = 1700000000000 + n;
+    w.receipts = r;
+    w.n_receipts = 3000;
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    ck_assert_msg(store_apply(s, &w, &err) == 0, "apply: %s", err.message);
+    ck_assert_msg(store_commit(s, &err) == 0, "commit: %s", err.message);
+    n += 3000;
+    /* Another connection reads the commit before its sync: the frames
+     * are in the file once the commit returned. */
+    ck_assert_int_eq(count_now(RECEIPTS), n);
+    ck_assert_msg(store_wal_sync(s, &err) == 0, "sync: %s", err.message);
+    commit_one(s, &n);
+    ck_assert_int_gt(store_wal_frames(s), 100);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    commit_one(s, &n);
+    vfs_fault_cut_now();
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), n);
+}
+END_TEST
+
+/*
  * The control: the same steps with plain SQLite, a checkpoint without its
  * sync (synchronous=OFF) and no pin. The next commit starts the WAL over
  * on the frames whose copy is not on the disk, and the cut loses rows
@@ -303,6 +363,7 @@ checkpoint_suite(void)
     tcase_add_test(tc, test_cut_before_the_database_sync);
     tcase_add_test(tc, test_cut_after_the_database_sync_and_a_restart);
     tcase_add_test(tc, test_failed_database_sync_keeps_the_wal);
+    tcase_add_test(tc, test_large_commit_in_parts);
     tcase_add_test(tc, test_control_without_a_pin_loses_rows);
     suite_add_tcase(s, tc);
     return s;
