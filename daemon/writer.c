@@ -445,16 +445,6 @@ sync_complete(struct writer *w)
     }
 }
 
-/*
- * A syncer thread (pipelined durability): takes what the writer committed
- * since the last sync began, syncs the WAL once for all of it, and hands
- * it on to be answered (sync_complete). After a failed sync (sync_broken)
- * it syncs nothing until the writer has written the WAL again: groups
- * committed meanwhile are failed without a sync, since their frames
- * follow frames the disk may have dropped. The first sync runs alone:
- * SQLite's unix VFS syncs a new file's directory then, and clears a flag
- * of the file's.
- */
 /* A checkpoint's copy into the database onto the disk (store.h
  * store_db_sync), on a syncer's thread. */
 static void
@@ -470,6 +460,17 @@ db_sync(struct writer *w)
                   err.message);
 }
 
+/*
+ * A syncer thread (pipelined durability): takes what the writer committed
+ * since the last sync began, syncs the WAL once for all of it, and hands
+ * it on to be answered (sync_complete). After a failed sync (sync_broken)
+ * it syncs nothing until the writer has written the WAL again: groups
+ * committed meanwhile are failed without a sync, since their frames
+ * follow frames the disk may have dropped. The first sync runs alone:
+ * SQLite's unix VFS syncs a new file's directory then, and clears a flag
+ * of the file's. With no WAL sync waiting, a syncer also syncs what a
+ * checkpoint copied into the database (db_sync).
+ */
 static void
 sync_run(void *arg)
 {
