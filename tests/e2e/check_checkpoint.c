@@ -61,14 +61,16 @@ teardown(void)
     vfs_fault_unregister();
 }
 
+#define PLANS 97
+
 static void
 make_receipt(struct receipt *r, long n)
 {
-    static char plans[PER_COMMIT][24];
-    int i = (int)(n % PER_COMMIT);
+    static char plans[PLANS][16];
+    int i = (int)(n % PLANS);
 
     memset(r, 0, sizeof(*r));
-    snprintf(plans[i], sizeof(plans[i]), "plan-%ld", n % 97);
+    snprintf(plans[i], sizeof(plans[i]), "plan-%d", i);
     r->schema_version = 3;
     r->requested_backend = RECEIPT_BACKEND_CUDA;
     r->executed_backend = RECEIPT_BACKEND_CPU;
@@ -82,30 +84,51 @@ make_receipt(struct receipt *r, long n)
         r->counters[i] = (uint64_t)n * 1000u + (uint64_t)i;
 }
 
-/* One group of PER_COMMIT receipts, committed and then synced as the
- * syncer syncs it; *n counts the receipts committed. */
+/* One group of count receipts (at most LARGE_COMMIT), committed and not
+ * synced yet; *n counts the receipts committed. */
+#define LARGE_COMMIT 3000
+
 static void
-commit_one(struct store *s, long *n)
+commit_unsynced(struct store *s, long *n, int count)
 {
-    struct receipt r[PER_COMMIT];
+    static struct receipt r[LARGE_COMMIT];
     struct store_write w;
     struct proto_err err;
     int i;
 
-    for (i = 0; i < PER_COMMIT; i++)
+    for (i = 0; i < count; i++)
         make_receipt(&r[i], *n + i);
     memset(&w, 0, sizeof(w));
     w.op = PROTO_OP_RECEIPTS;
     w.source = "";
     w.received_at = 1700000000000 + *n;
     w.receipts = r;
-    w.n_receipts = PER_COMMIT;
+    w.n_receipts = (size_t)count;
     proto_err_clear(&err);
     ck_assert_int_eq(store_begin(s, &err), 0);
     ck_assert_msg(store_apply(s, &w, &err) == 0, "apply: %s", err.message);
     ck_assert_msg(store_commit(s, &err) == 0, "commit: %s", err.message);
+    *n += count;
+}
+
+static void
+wal_sync(struct store *s)
+{
+    struct proto_err err;
+
+    proto_err_clear(&err);
     ck_assert_msg(store_wal_sync(s, &err) == 0, "sync: %s", err.message);
-    *n += PER_COMMIT;
+}
+
+/* groups groups of PER_COMMIT receipts, each committed and then synced as
+ * the syncer syncs it. */
+static void
+commit_synced(struct store *s, long *n, int groups)
+{
+    while (groups-- > 0) {
+        commit_unsynced(s, n, PER_COMMIT);
+        wal_sync(s);
+    }
 }
 
 static struct store *
@@ -128,44 +151,39 @@ static void
 fill_wal(struct store *s, long *n)
 {
     while (store_wal_frames(s) < FRAMES_BEFORE)
-        commit_one(s, n);
+        commit_synced(s, n, 1);
 }
 
-/* After the cut: the receipts the real VFS finds (-1: cannot read). */
+/* The count sql gives on a connection of its own (-1: cannot read). */
+static long
+count_rows(const char *sql, int flags, const char *vfs)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    long rows = -1;
+
+    if (sqlite3_open_v2(db_path, &db, flags, vfs) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        rows = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rows;
+}
+
+/* After the cut: what the real VFS finds, as after a reboot. */
 static long
 count_after_cut(const char *sql)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    long rows = -1;
-
     ck_assert_int_eq(vfs_fault_restore(0, 1), 0);
-    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, "unix") ==
-            SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        rows = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rows;
+    return count_rows(sql, SQLITE_OPEN_READWRITE, "unix");
 }
 
-/* What another connection reads now (-1: cannot read). */
+/* What another connection reads now. */
 static long
 count_now(const char *sql)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    long rows = -1;
-
-    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) ==
-            SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-        rows = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rows;
+    return count_rows(sql, SQLITE_OPEN_READONLY, NULL);
 }
 
 /*
@@ -177,7 +195,7 @@ START_TEST(test_cut_before_the_database_sync)
 {
     struct proto_err err;
     struct store *s = open_pipelined();
-    long n = 0, i;
+    long n = 0;
     int before;
 
     fill_wal(s, &n);
@@ -185,8 +203,7 @@ START_TEST(test_cut_before_the_database_sync)
     ck_assert_int_eq(store_checkpoint(s, &err), 0);
     ck_assert_msg(store_db_sync_owed(s), "the checkpoint synced its copy");
     ck_assert_int_lt(store_wal_frames(s), before);
-    for (i = 0; i < 20; i++)
-        commit_one(s, &n);
+    commit_synced(s, &n, 20);
     vfs_fault_cut_now();
     store_free(s);
     ck_assert_int_eq(count_after_cut(RECEIPTS), n);
@@ -203,18 +220,17 @@ START_TEST(test_cut_after_the_database_sync_and_a_restart)
 {
     struct proto_err err;
     struct store *s = open_pipelined();
-    long n = 0, i;
+    long n = 0;
 
     fill_wal(s, &n);
     ck_assert_int_eq(store_checkpoint(s, &err), 0);
     ck_assert(store_db_sync_owed(s));
     ck_assert_msg(store_db_sync(s, &err) == 0, "db sync: %s", err.message);
     ck_assert(!store_db_sync_owed(s));
-    commit_one(s, &n);
+    commit_synced(s, &n, 1);
     /* Started over: the one commit's frames, all of them new. */
     ck_assert_int_lt(store_wal_frames(s), FRAMES_BEFORE / 2);
-    for (i = 0; i < 20; i++)
-        commit_one(s, &n);
+    commit_synced(s, &n, 20);
     vfs_fault_cut_now();
     store_free(s);
     ck_assert_int_eq(count_after_cut(RECEIPTS), n);
@@ -232,7 +248,7 @@ START_TEST(test_failed_database_sync_keeps_the_wal)
     struct vfs_fault_stats st;
     struct proto_err err;
     struct store *s = open_pipelined();
-    long n = 0, i;
+    long n = 0;
     int frames;
 
     fill_wal(s, &n);
@@ -245,8 +261,7 @@ START_TEST(test_failed_database_sync_keeps_the_wal)
     ck_assert_int_ne(store_db_sync(s, &err), 0);
     ck_assert(vfs_fault_fired());
     ck_assert(!store_db_sync_owed(s));
-    for (i = 0; i < 20; i++)
-        commit_one(s, &n);
+    commit_synced(s, &n, 20);
     fill_wal(s, &n);
     frames = store_wal_frames(s);
     ck_assert_int_eq(store_checkpoint(s, &err), 0);
@@ -267,33 +282,20 @@ END_TEST
  */
 START_TEST(test_large_commit_in_parts)
 {
-    static struct receipt r[3000];
-    struct store_write w;
     struct proto_err err;
     struct store *s = open_pipelined();
-    long n = 0, i;
+    long n = 0;
 
-    commit_one(s, &n);
-    for (i = 0; i < 3000; i++)
-        make_receipt(&r[i], n + i);
-    memset(&w, 0, sizeof(w));
-    w.op = PROTO_OP_RECEIPTS;
-    w.source = "";
-    w.received_at = 1700000000000 + n;
-    w.receipts = r;
-    w.n_receipts = 3000;
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    ck_assert_msg(store_apply(s, &w, &err) == 0, "apply: %s", err.message);
-    ck_assert_msg(store_commit(s, &err) == 0, "commit: %s", err.message);
-    n += 3000;
+    commit_synced(s, &n, 1);
+    commit_unsynced(s, &n, LARGE_COMMIT);
     /* Another connection reads the commit before its sync: the frames
      * are in the file once the commit returned. */
     ck_assert_int_eq(count_now(RECEIPTS), n);
-    ck_assert_msg(store_wal_sync(s, &err) == 0, "sync: %s", err.message);
-    commit_one(s, &n);
+    wal_sync(s);
+    commit_synced(s, &n, 1);
     ck_assert_int_gt(store_wal_frames(s), 100);
     ck_assert_int_eq(store_checkpoint(s, &err), 0);
-    commit_one(s, &n);
+    commit_synced(s, &n, 1);
     vfs_fault_cut_now();
     store_free(s);
     ck_assert_int_eq(count_after_cut(RECEIPTS), n);

@@ -1096,21 +1096,7 @@ END_TEST
 static void
 gaps_of(const char *dbpath, struct gapseen *g)
 {
-    struct store_opts ro = { .readonly = 1 };
-    struct store_filter f = {
-        .requested = -1, .executed = -1, .status = -1, .limit = 10
-    };
-    struct proto_err err;
-    struct store *q;
-    int trunc;
-
-    memset(g, 0, sizeof(*g));
-    f.source = "src";
-    f.source_len = 3;
-    ck_assert_int_eq(store_open(dbpath, &ro, &q, &err), 0);
-    ck_assert_int_eq(
-        store_query_gaps(q, &f, &nosel, 0, gap_cb, g, &trunc, &err), 0);
-    store_free(q);
+    source_gaps(dbpath, "src", g);
 }
 
 /*
