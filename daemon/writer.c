@@ -17,6 +17,14 @@
  * follow frames the disk may have lost), and the writer writes the WAL
  * again (store_wal_rewrite) before it commits anything else. Checkpoints
  * wait until every commit is synced (wait_synced).
+ *
+ * Waking the writer (writer_submit, kick): a job queued on the loop wakes
+ * the writer once WRITER_KICK_ITEMS receipts wait unannounced, else when
+ * the loop's pass ends (its check phase, or its prepare phase before it
+ * polls again). One pass reads and decodes every readable connection's
+ * frames; woken at the first of them, an idle writer used to commit four
+ * or five single receipts a group, each group with its COMMIT, WAL frames
+ * and sync, while the rest of the pass queued behind it.
  */
 #include "writer.h"
 
@@ -83,6 +91,13 @@ struct sync_slot {
 struct writer {
     uv_loop_t *loop;
     uv_async_t async;
+    /* The end of the loop's pass (kick): check runs after its I/O
+     * callbacks, prepare before it blocks in poll again, so a job queued
+     * by a timer or a close callback does not wait for the next event. */
+    uv_check_t kick_check;
+    uv_prepare_t kick_prepare;
+    int handles_open;  /* loop thread: closed when 0 (close_cb) */
+    uint64_t unkicked; /* loop thread: items queued, the writer not woken */
     uv_thread_t thread;
     int thread_started;
     struct store *store;
@@ -980,6 +995,30 @@ async_cb(uv_async_t *h)
     deliver(h->data);
 }
 
+/* Wakes the writer for the jobs queued since it was last woken. */
+static void
+kick(struct writer *w)
+{
+    if (w->unkicked == 0)
+        return;
+    w->unkicked = 0;
+    uv_mutex_lock(&w->mu);
+    uv_cond_signal(&w->cond);
+    uv_mutex_unlock(&w->mu);
+}
+
+static void
+kick_check_cb(uv_check_t *h)
+{
+    kick(h->data);
+}
+
+static void
+kick_prepare_cb(uv_prepare_t *h)
+{
+    kick(h->data);
+}
+
 int
 writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
            uint64_t max_bytes, writer_delivery_cb cb, void *arg,
@@ -1036,6 +1075,16 @@ writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
                              "cannot create an async handle");
     }
     w->async.data = w;
+    w->handles_open = 3;
+    (void)uv_check_init(loop, &w->kick_check);
+    (void)uv_prepare_init(loop, &w->kick_prepare);
+    w->kick_check.data = w;
+    w->kick_prepare.data = w;
+    (void)uv_check_start(&w->kick_check, kick_check_cb);
+    (void)uv_prepare_start(&w->kick_prepare, kick_prepare_cb);
+    /* They keep the loop polling no more than the async handle does. */
+    uv_unref((uv_handle_t *)&w->kick_check);
+    uv_unref((uv_handle_t *)&w->kick_prepare);
     w->pipelined = store_sync_pipelined(store);
     while (w->pipelined && w->n_syncers < WRITER_SYNCERS) {
         if (uv_thread_create(&w->sync_threads[w->n_syncers], sync_run, w) !=
@@ -1076,7 +1125,11 @@ writer_submit(struct writer *w, struct writer_job *job)
     /* Work for an idle writer: the stall clock starts now. */
     if (atomic_fetch_add(&w->queued, 1) == 0 && !atomic_load(&w->in_group))
         atomic_store(&w->beat_us, mono_us());
-    uv_cond_signal(&w->cond);
+    w->unkicked += job->items > 0 ? job->items : 1;
+    if (w->unkicked >= WRITER_KICK_ITEMS) {
+        w->unkicked = 0;
+        uv_cond_signal(&w->cond);
+    }
     uv_mutex_unlock(&w->mu);
 }
 
@@ -1085,6 +1138,8 @@ close_cb(uv_handle_t *h)
 {
     struct writer *w = h->data;
 
+    if (--w->handles_open > 0)
+        return;
     store_free(w->store);
     uv_cond_destroy(&w->synced_cond);
     uv_cond_destroy(&w->sync_cond);
@@ -1128,6 +1183,8 @@ writer_stop(struct writer *w)
         deliver(w);
         final_checkpoint(w);
     }
+    uv_close((uv_handle_t *)&w->kick_check, close_cb);
+    uv_close((uv_handle_t *)&w->kick_prepare, close_cb);
     uv_close((uv_handle_t *)&w->async, close_cb);
 }
 

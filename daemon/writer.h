@@ -2,7 +2,9 @@
  * writer.h: the single SQLite writer, on its own thread, with group commit.
  *
  * The event loop hands over write jobs with writer_submit(), which never
- * blocks on the disk: it links the job into a queue under a mutex. The
+ * blocks on the disk: it links the job into a queue under a mutex, and
+ * wakes the writer by the group rather than by the job (at the end of the
+ * loop's pass, or once WRITER_KICK_ITEMS receipts wait). The
  * writer thread takes everything queued (bounded by commit_max_items and
  * commit_max_bytes), runs BEGIN IMMEDIATE, applies each job (plans and
  * retention specs in a SAVEPOINT of their own), COMMITs, and only then hands
@@ -101,13 +103,19 @@ int writer_new(uv_loop_t *loop, struct store *store, uint32_t max_items,
                uint64_t max_bytes, writer_delivery_cb cb, void *arg,
                struct writer **out, struct proto_err *err);
 
-/* Queues job (taken). Loop thread only; never blocks on the disk. */
+/* Receipts (job items) queued before writer_submit wakes the writer
+ * without waiting for the end of the loop's pass: a batch frame wakes it
+ * at once, single receipts by the group. */
+#define WRITER_KICK_ITEMS 64
+
+/* Queues job (taken); the writer starts on it at the latest when the
+ * loop's pass ends. Loop thread only; never blocks on the disk. */
 void writer_submit(struct writer *w, struct writer_job *job);
 
 /*
  * Finishes every queued job, delivers it, stops and joins the thread, and
- * closes the async handle; the writer is freed (with its store) in the
- * handle's close callback. Loop thread only; call once, when nothing more
+ * closes the loop's handles; the writer is freed (with its store) in the
+ * last one's close callback. Loop thread only; call once, when nothing more
  * will be submitted.
  */
 void writer_stop(struct writer *w);

@@ -3,7 +3,8 @@
  * a real libuv loop: jobs come back in submission order after their
  * COMMIT, a failing store answers a whole group `unavailable` and the
  * writer resumes when the store accepts writes again (and its stats say
- * why it failed), new group bounds apply to the next groups, and stopping
+ * why it failed), new group bounds apply to the next groups, the writer
+ * wakes by the group rather than by the job, and stopping
  * the writer delivers everything queued and leaves the loop with no live
  * handles.
  */
@@ -344,6 +345,80 @@ START_TEST(test_writer_set_limits_applies_to_next_groups)
 }
 END_TEST
 
+/* Waits, without running the loop, until the writer has committed groups
+ * groups (or 10 s passed); returns its stats. */
+static void
+wait_groups(struct writer *w, uint64_t groups, struct writer_stats *st)
+{
+    int i;
+
+    for (i = 0; i < 10000; i++) {
+        writer_get_stats(w, st);
+        if (st->groups >= groups && st->queued == 0)
+            return;
+        usleep(1000);
+    }
+}
+
+/* writer_submit wakes the writer by the group: fewer than
+ * WRITER_KICK_ITEMS receipts queued in one pass of the loop wait for the
+ * pass to end and go in one group; that many wake it at once, while the
+ * loop is still busy. */
+START_TEST(test_writer_wakes_by_the_group)
+{
+    struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
+    struct writer_stats st;
+    struct proto_err err;
+    struct seen s = { .order_ok = 1 };
+    struct writer *w;
+    struct store *store;
+    uv_loop_t loop;
+    int i, n = WRITER_KICK_ITEMS - 1;
+
+    cur = &s;
+    make_receipt();
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
+    ck_assert_int_eq(
+        writer_new(&loop, store, 1000, 1 << 20, delivery_cb, &s, &w, &err), 0);
+    /* A writer awake takes what is queued whenever it looks: this is
+     * about waking one that waits, as the new thread does by now. */
+    usleep(100000);
+    for (i = 0; i < n; i++) {
+        s.expect[i] = job((uint64_t)i);
+        writer_submit(w, s.expect[i]);
+    }
+    /* The pass has not ended: nothing is taken. */
+    usleep(100000);
+    writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.groups, 0);
+    ck_assert_uint_eq(st.queued, (uint64_t)n);
+    /* It ends: the writer wakes once, for all of them. */
+    run_until(&loop, &s, n);
+    ck_assert_int_eq(s.n, n);
+    ck_assert(s.order_ok);
+    writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.groups, 1);
+
+    /* A group's worth wakes it with the loop still in its pass. */
+    s.n = 0;
+    for (i = 0; i < WRITER_KICK_ITEMS; i++) {
+        s.expect[i] = job((uint64_t)(n + i));
+        writer_submit(w, s.expect[i]);
+    }
+    wait_groups(w, 2, &st);
+    ck_assert_uint_eq(st.queued, 0);
+    ck_assert_uint_eq(st.groups, 2);
+    run_until(&loop, &s, WRITER_KICK_ITEMS);
+    ck_assert_int_eq(s.n, WRITER_KICK_ITEMS);
+    ck_assert(s.order_ok);
+    ck_assert_int_eq(s.failed, 0);
+    writer_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -362,6 +437,7 @@ suite(void)
     ADD("stop", test_writer_stop_delivers_everything_queued);
     ADD("full", test_writer_full_store_fails_group_then_resumes);
     ADD("limits", test_writer_set_limits_applies_to_next_groups);
+    ADD("wake", test_writer_wakes_by_the_group);
 #undef ADD
     return s;
 }
