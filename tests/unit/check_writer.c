@@ -136,6 +136,34 @@ make_receipt(void)
     rcpt.extra_len = sizeof(extra);
 }
 
+/* A writer (at most max_items a group) on a new store at path, on loop;
+ * its jobs are recorded in s. */
+static struct writer *
+start(uv_loop_t *loop, struct seen *s, const struct store_opts *o,
+      uint32_t max_items)
+{
+    struct proto_err err;
+    struct store *store;
+    struct writer *w;
+
+    cur = s;
+    make_receipt();
+    ck_assert_int_eq(uv_loop_init(loop), 0);
+    ck_assert_int_eq(store_open(path, o, &store, &err), 0);
+    ck_assert_int_eq(
+        writer_new(loop, store, max_items, 1 << 20, delivery_cb, s, &w, &err),
+        0);
+    return w;
+}
+
+/* After writer_stop: the loop closes its handles and has none left. */
+static void
+finish(uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(loop), 0);
+}
+
 /* Runs the loop until n jobs came back (or 10 s passed). */
 static void
 run_until(uv_loop_t *loop, struct seen *s, int n)
@@ -152,19 +180,12 @@ START_TEST(test_writer_returns_jobs_in_order_after_commit)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
     struct writer_stats st;
-    struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;
-    struct store *store;
     uv_loop_t loop;
     int i;
 
-    cur = &s;
-    make_receipt();
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
-    ck_assert_int_eq(
-        writer_new(&loop, store, 50, 1 << 20, delivery_cb, &s, &w, &err), 0);
+    w = start(&loop, &s, &o, 50);
     for (i = 0; i < NJOBS; i++) {
         s.expect[i] = job((uint64_t)i);
         writer_submit(w, s.expect[i]);
@@ -182,27 +203,19 @@ START_TEST(test_writer_returns_jobs_in_order_after_commit)
     ck_assert_uint_le(st.groups, NJOBS);
     ck_assert_uint_eq(st.queued, 0);
     writer_stop(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    finish(&loop);
 }
 END_TEST
 
 START_TEST(test_writer_stop_delivers_everything_queued)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
-    struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;
-    struct store *store;
     uv_loop_t loop;
     int i;
 
-    cur = &s;
-    make_receipt();
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
-    ck_assert_int_eq(
-        writer_new(&loop, store, 7, 1 << 20, delivery_cb, &s, &w, &err), 0);
+    w = start(&loop, &s, &o, 7);
     for (i = 0; i < NJOBS; i++) {
         s.expect[i] = job((uint64_t)i);
         writer_submit(w, s.expect[i]);
@@ -211,8 +224,7 @@ START_TEST(test_writer_stop_delivers_everything_queued)
     writer_stop(w);
     ck_assert_int_eq(s.n, NJOBS);
     ck_assert(s.order_ok);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    finish(&loop);
 }
 END_TEST
 
@@ -220,20 +232,13 @@ START_TEST(test_writer_full_store_fails_group_then_resumes)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20, .max_pages = 30 };
     struct writer_stats st;
-    struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;
-    struct store *store;
     uv_loop_t loop;
     sqlite3 *db;
     int i, n = 0, ok_before;
 
-    cur = &s;
-    make_receipt();
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
-    ck_assert_int_eq(
-        writer_new(&loop, store, 1, 1 << 20, delivery_cb, &s, &w, &err), 0);
+    w = start(&loop, &s, &o, 1);
     /* one job per group, until the store is full */
     for (i = 0; i < NJOBS && s.failed == 0; i++) {
         s.expect[n] = job((uint64_t)i);
@@ -267,8 +272,7 @@ START_TEST(test_writer_full_store_fails_group_then_resumes)
     ck_assert_msg(strstr(st.last_error, "full") != NULL, "last_error: %s",
                   st.last_error);
     writer_stop(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    finish(&loop);
 }
 END_TEST
 
@@ -309,19 +313,12 @@ groups_for_queued(uv_loop_t *loop, struct writer *w, struct seen *s)
 START_TEST(test_writer_set_limits_applies_to_next_groups)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
-    struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;
-    struct store *store;
     uv_loop_t loop;
     uint64_t g;
 
-    cur = &s;
-    make_receipt();
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
-    ck_assert_int_eq(
-        writer_new(&loop, store, 1, 1 << 20, delivery_cb, &s, &w, &err), 0);
+    w = start(&loop, &s, &o, 1);
     /* Started at one item per group; raised to 50: the queued jobs go in
      * groups of 50 (and perhaps the first alone). */
     writer_set_limits(w, 50, 1 << 20);
@@ -340,8 +337,7 @@ START_TEST(test_writer_set_limits_applies_to_next_groups)
                   "%llu groups for %d jobs at 2 per group",
                   (unsigned long long)g, NJOBS);
     writer_stop(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    finish(&loop);
 }
 END_TEST
 
@@ -368,19 +364,12 @@ START_TEST(test_writer_wakes_by_the_group)
 {
     struct store_opts o = { .quarantine_max_bytes = 1 << 20 };
     struct writer_stats st;
-    struct proto_err err;
     struct seen s = { .order_ok = 1 };
     struct writer *w;
-    struct store *store;
     uv_loop_t loop;
     int i, n = WRITER_KICK_ITEMS - 1;
 
-    cur = &s;
-    make_receipt();
-    ck_assert_int_eq(uv_loop_init(&loop), 0);
-    ck_assert_int_eq(store_open(path, &o, &store, &err), 0);
-    ck_assert_int_eq(
-        writer_new(&loop, store, 1000, 1 << 20, delivery_cb, &s, &w, &err), 0);
+    w = start(&loop, &s, &o, 1000);
     /* A writer awake takes what is queued whenever it looks: this is
      * about waking one that waits, as the new thread does by now. */
     usleep(100000);
@@ -414,8 +403,7 @@ START_TEST(test_writer_wakes_by_the_group)
     ck_assert(s.order_ok);
     ck_assert_int_eq(s.failed, 0);
     writer_stop(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    finish(&loop);
 }
 END_TEST
 
