@@ -142,6 +142,7 @@ struct store {
     char *path;
     int readonly;
     int broken;
+    int busy_ms;    /* the connection's busy timeout, as set at open */
     int page_limit; /* PRAGMA max_page_count was set (store_opts.max_pages) */
     uint64_t quarantine_max;
     int rollup_chunks;           /* store_opts.rollup_chunks */
@@ -160,6 +161,7 @@ struct store {
     int tail_stale;              /* a rollback left the tail to reload */
     int wal_frames;              /* frames in the WAL after the last commit */
     int wal_copied;              /* of them, copied by the last checkpoint */
+    int restart_at;              /* frames for the next restart (or 0) */
     int sync_pipelined;          /* store_opts.sync_pipelined, once open */
     sqlite3_file *wal_file;      /* its WAL, for store_wal_sync */
     /* Checkpoints whose sync of the database is store_db_sync's (store.h
@@ -381,10 +383,24 @@ set_synchronous(struct store *s, const char *sql)
     return sqlite3_exec(s->db, sql, NULL, NULL, NULL);
 }
 
+/* A restarting checkpoint's wait for the readers still in the WAL: a
+ * short sleep per try, so that the writer goes on as soon as they end. */
+static int
+restart_busy(void *arg, int tries)
+{
+    const struct timespec ts = { 0, STORE_WAL_RESTART_SLEEP_US * 1000L };
+
+    (void)arg;
+    if (tries >= STORE_WAL_RESTART_WAIT_US / STORE_WAL_RESTART_SLEEP_US)
+        return 0;
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
 int
 store_sqlite_checkpoint(struct store *s, struct proto_err *err)
 {
-    int rc, copied = 0, defer;
+    int rc, copied = 0, frames = -1, defer, restart;
 
     if (atomic_load(&s->db_sync_failed))
         return 0; /* the WAL stays whole: store.h store_db_sync */
@@ -399,8 +415,33 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
     if (defer &&
         (rc = set_synchronous(s, "PRAGMA synchronous = OFF")) != SQLITE_OK)
         return store_fail(s, rc, err, "checkpoint its WAL");
-    rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
-                                   &copied);
+    /* Past the bound, a checkpoint that syncs its own copy restarts the
+     * WAL itself (SQLITE_CHECKPOINT_RESTART), waiting a little for the
+     * readers still in it: queries that never pause would otherwise keep
+     * some snapshot in the WAL at every commit, and a PASSIVE checkpoint
+     * would leave its restart to chance (store.h). Readers that begin once
+     * every frame is copied read the database alone and do not hold it up.
+     * SQLITE_BUSY: readers stayed; what could be copied was. */
+    restart = !defer && s->wal_frames >= STORE_WAL_RESTART_FRAMES &&
+              s->wal_frames >= s->restart_at;
+    if (restart)
+        sqlite3_busy_handler(s->db, restart_busy, NULL);
+    rc = sqlite3_wal_checkpoint_v2(s->db, NULL,
+                                   restart ? SQLITE_CHECKPOINT_RESTART
+                                           : SQLITE_CHECKPOINT_PASSIVE,
+                                   &frames, &copied);
+    if (restart) {
+        sqlite3_busy_timeout(s->db, s->busy_ms);
+        /* A reader that outlasted the wait may hold its snapshot for
+         * long (a backup, a shell's open transaction): the next try
+         * waits until the WAL has grown as much again, so that such a
+         * reader costs the writer a wait per STORE_WAL_RESTART_FRAMES,
+         * not one per checkpoint. */
+        s->restart_at =
+            rc == SQLITE_BUSY ? s->wal_frames + STORE_WAL_RESTART_FRAMES : 0;
+        if (rc == SQLITE_BUSY)
+            rc = SQLITE_OK;
+    }
     if (defer) {
         int rc2 = set_synchronous(s, "PRAGMA synchronous = NORMAL");
 
@@ -418,6 +459,8 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
     if (rc != SQLITE_OK)
         return store_fail(s, rc, err, "checkpoint its WAL");
     s->wal_copied = copied > 0 ? copied : 0;
+    if (frames >= 0)
+        s->wal_frames = frames; /* 0 after a restart */
     return 0;
 }
 
@@ -507,8 +550,8 @@ set_pragmas(struct store *s, const struct store_opts *o, struct proto_err *err)
     char sql[96], buf[32];
     int rc;
 
-    snprintf(sql, sizeof(sql), "PRAGMA busy_timeout = %d",
-             o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000);
+    s->busy_ms = o->busy_timeout_ms > 0 ? o->busy_timeout_ms : 5000;
+    snprintf(sql, sizeof(sql), "PRAGMA busy_timeout = %d", s->busy_ms);
     if ((rc = pragma_text(s, sql, buf, sizeof(buf), err)))
         return rc;
     if (s->readonly)

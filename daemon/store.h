@@ -413,6 +413,15 @@ int store_wal_rewrite(struct store *s, struct proto_err *err);
  * without a WAL.
  */
 #define STORE_WAL_RESTART_FRAMES 2048
+/* Such a checkpoint also restarts the WAL itself (SQLite's RESTART mode):
+ * it waits up to STORE_WAL_RESTART_WAIT_US, trying again every
+ * STORE_WAL_RESTART_SLEEP_US, for the queries that read the WAL to end.
+ * Left to the next commit, a restart needs a moment with no query in the
+ * WAL at all, which queries that never pause may not leave for long
+ * stretches; those that begin after the copy read the database alone.
+ * After a wait that ran out, the next waits for as many frames again. */
+#define STORE_WAL_RESTART_WAIT_US  20000
+#define STORE_WAL_RESTART_SLEEP_US 250
 
 int store_db_sync_owed(const struct store *s);
 int store_db_sync(struct store *s, struct proto_err *err);

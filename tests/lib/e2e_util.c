@@ -866,3 +866,19 @@ e2e_count_lines(const char *s)
         n += *s == '\n';
     return n;
 }
+
+long
+e2e_wal_restarts(const char *wal_path)
+{
+    unsigned char b[4];
+    int fd = open(wal_path, O_RDONLY | O_CLOEXEC);
+    long v = -1;
+
+    if (fd < 0)
+        return -1;
+    if (pread(fd, b, 4, 12) == 4)
+        v = (long)((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+                   (uint32_t)b[2] << 8 | b[3]);
+    close(fd);
+    return v;
+}

@@ -182,4 +182,12 @@ long e2e_proc_mem_count(pid_t pid, const void *s, size_t len, int stack);
 /* The newlines in s: the lines of a program's output. */
 int e2e_count_lines(const char *s);
 
+/*
+ * The checkpoint sequence number in the header of the WAL at wal_path (a
+ * big-endian u32 at offset 12): SQLite adds one each time a writer
+ * restarts the WAL from its start after a complete checkpoint. -1 when
+ * there is no header yet.
+ */
+long e2e_wal_restarts(const char *wal_path);
+
 #endif
