@@ -312,8 +312,10 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     struct store *s = arg;
 
     /* Fewer frames than the last checkpoint copied: the WAL started over. */
-    if (frames < s->wal_copied)
+    if (frames < s->wal_copied) {
         s->wal_copied = 0;
+        s->restart_at = 0;
+    }
     s->wal_frames = frames;
     /* Pipelined: the writer checkpoints past the bound itself, once every
      * frame is synced (writer.c), never over frames not synced yet. */
@@ -460,7 +462,7 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
         return store_fail(s, rc, err, "checkpoint its WAL");
     s->wal_copied = copied > 0 ? copied : 0;
     if (frames >= 0)
-        s->wal_frames = frames; /* 0 after a restart */
+        s->wal_frames = frames; /* a restart shows at the next commit */
     return 0;
 }
 
