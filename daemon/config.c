@@ -114,6 +114,7 @@ config_free(struct config *c)
     free(c->upstream_token_file);
     free(c->upstream_ca_file);
     free(c->upstream_name);
+    free(c->upstream_priority);
     free(c->relay_retention);
     memset(c, 0, sizeof(*c));
 }
@@ -173,6 +174,7 @@ config_copy(struct config *dst, const struct config *src)
     dst->upstream_token_file = dup_or_null(src->upstream_token_file, &ok);
     dst->upstream_ca_file = dup_or_null(src->upstream_ca_file, &ok);
     dst->upstream_name = dup_or_null(src->upstream_name, &ok);
+    dst->upstream_priority = dup_or_null(src->upstream_priority, &ok);
     dst->relay_retention = dup_or_null(src->relay_retention, &ok);
     dst->tokens = NULL;
     if (src->n_tokens > 0) {
@@ -665,6 +667,15 @@ const struct config_key config_keys[] = {
       .max = 64,
       .help = "batches sent to the center before the first is "
               "acknowledged" },
+    { .section = "upstream",
+      .name = "priority",
+      .flag = "upstream-priority",
+      .arg = "MODE",
+      .kind = CONFIG_KIND_STRING,
+      M(upstream_priority),
+      .help = "the relay thread's CPU priority: \"idle\" (the default, "
+              "SCHED_IDLE) gives way to any other thread, \"low\" is nice "
+              "10, \"normal\" the daemon's own" },
 
     { .section = "metrics",
       .name = "model_series",
@@ -1891,6 +1902,14 @@ config_validate(const struct config *c, char err[CONFIG_ERR_MAX])
                      "\"%s\" is not a relay retention: \"wait\" or "
                      "\"drop\"",
                      c->relay_retention);
+    if (c->upstream_priority != NULL && c->upstream_priority[0] != '\0' &&
+        strcmp(c->upstream_priority, "idle") != 0 &&
+        strcmp(c->upstream_priority, "low") != 0 &&
+        strcmp(c->upstream_priority, "normal") != 0)
+        return blame(c, err, KEY(upstream_priority), NULL,
+                     "\"%s\" is not a relay priority: \"idle\", \"low\" "
+                     "or \"normal\"",
+                     c->upstream_priority);
     if (config_store_pg(c)) {
         if (c->pg_conninfo == NULL || c->pg_conninfo[0] == '\0')
             return blame(c, err, KEY(pg_conninfo), KEY(store_backend),
@@ -2199,6 +2218,8 @@ config_restart_needed(const struct config *old, const struct config *next,
         add_name(what, &n, "upstream.name");
     if (old->upstream_window != next->upstream_window)
         add_name(what, &n, "upstream.window");
+    if (!same_str(old->upstream_priority, next->upstream_priority))
+        add_name(what, &n, "upstream.priority");
     if (!same_str(old->relay_retention, next->relay_retention))
         add_name(what, &n, "store.relay_retention");
     return n;
@@ -2263,6 +2284,7 @@ config_reload(const struct config *running, const char *path,
             0 ||
         keep_str(&next->upstream_ca_file, running->upstream_ca_file) < 0 ||
         keep_str(&next->upstream_name, running->upstream_name) < 0 ||
+        keep_str(&next->upstream_priority, running->upstream_priority) < 0 ||
         keep_str(&next->relay_retention, running->relay_retention) < 0 ||
         keep_list(&next->upstream, &next->n_upstream, running->upstream,
                   running->n_upstream) < 0) {

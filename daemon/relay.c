@@ -1,13 +1,15 @@
 /*
  * relay.c: a node's relay to a center (relay.h, docs/fleet.md).
  *
- * Threads: relay_start and relay_stop, the async callback and the cursor
+ * Threads: relay_start and relay_stop, the cursor's timer and the cursor
  * job's done run on the loop; everything else on the relay's own thread,
  * which owns the read-only store connection and the connection to the
- * center. They share the mutex-guarded figures, the stop flag and the
- * socket's descriptor (so that relay_stop can cut a wait short with
- * shutdown(2)), and the acknowledged id (an atomic the loop reads when
- * woken).
+ * center and runs at a lower priority (upstream.priority). They share the
+ * mutex-guarded figures, the stop flag and the socket's descriptor (so
+ * that relay_stop can cut a wait short with shutdown(2)), and the
+ * acknowledged id (an atomic the loop's timer reads). The loop never
+ * waits for the relay thread: it takes the figures' mutex only when free
+ * (relay_get_stats), and no wake-up of the loop comes from the thread.
  *
  * Invariants: the cursor (relay_cursor in the store) never passes what
  * the center acknowledged after its COMMIT; the relay thread sends from
@@ -27,6 +29,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,7 +67,8 @@
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
 #define IDLE_POLL_MS 100
-/* The relay thread's nice value, above the daemon's other threads. */
+/* The relay thread's nice value at upstream.priority "low", and where
+ * SCHED_IDLE is refused. */
 #define RELAY_NICE       10
 #define BACKLOG_EVERY_MS 500
 /* How often, at most, the cursor is stored while batches are
@@ -89,8 +93,11 @@ struct flight {
 struct relay {
     uv_loop_t *loop;
     struct server *srv;
-    uv_async_t async;        /* the thread: a batch was acknowledged */
-    uv_timer_t cursor_timer; /* the next store of the cursor, when paced */
+    /* Stores the cursor every RELAY_CURSOR_EVERY_MS when it moved. The
+     * loop looks rather than being woken: a uv_async_send from a thread
+     * of low priority, preempted inside it, leaves libuv's loop spinning
+     * until that thread runs again. */
+    uv_timer_t cursor_timer;
     uv_thread_t thread;
     int started;
 
@@ -101,6 +108,7 @@ struct relay {
     char name[256];
     char *db_path;
     struct tls_ctx *tls; /* NULL: plain text */
+    enum { PRIO_IDLE, PRIO_LOW, PRIO_NORMAL } priority;
 
     uv_mutex_t mu; /* guards what follows, up to the loop's part */
     uv_cond_t cv;
@@ -119,10 +127,11 @@ struct relay {
     uint64_t stored; /* the cursor as the writer last stored it */
     uint64_t stored_plans;
     uint64_t stored_retention;
-    int job_running;    /* a cursor job is with the writer */
-    uint64_t cursor_ms; /* loop time of the last cursor job */
-    int stopping;       /* relay_stop ran */
-    int handles;        /* async and cursor_timer not closed yet */
+    int job_running;            /* a cursor job is with the writer */
+    int stopping;               /* relay_stop ran */
+    int handles;                /* cursor_timer not closed yet */
+    struct relay_stats st_seen; /* relay_get_stats' last copy, and */
+    int64_t oldest_seen;        /* oldest_at then */
 
     /* Relay thread. */
     struct store *ro;
@@ -821,7 +830,6 @@ take_reply(struct relay *r, int k, const struct flight *f)
     r->st.last_success_ms = unix_ms();
     r->st.error[0] = '\0';
     uv_mutex_unlock(&r->mu);
-    uv_async_send(&r->async);
     return 1;
 }
 
@@ -945,6 +953,40 @@ nap_watching(struct relay *r, uint64_t ms)
     return stopping(r);
 }
 
+/*
+ * Background work (upstream.priority): on a busy node the loop and the
+ * writer (local ingest) go first, and the relay catches up when a core
+ * has nothing else to run. SCHED_IDLE gives way to any other thread at
+ * once; nice 10 still takes about a tenth of a core the others want.
+ * Linux applies a thread's policy and nice value to that thread alone.
+ * Nothing the loop or the writer waits for is held by this thread
+ * (relay_get_stats, writer_wait_durable, the cursor's timer).
+ */
+static void
+lower_priority(struct relay *r)
+{
+    struct sched_param sp = { 0 };
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    int rc;
+
+    if (r->priority == PRIO_NORMAL)
+        return;
+    if (r->priority == PRIO_IDLE &&
+        (rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) == 0)
+        return;
+    if (r->priority == PRIO_IDLE)
+        log_warnx("relay: SCHED_IDLE refused (%s); the relay runs at nice %d",
+                  strerror(rc), RELAY_NICE);
+    /* A daemon started at a lower priority than that keeps its own. */
+    errno = 0;
+    if (getpriority(PRIO_PROCESS, (id_t)tid) >= RELAY_NICE && errno == 0)
+        return;
+    if (setpriority(PRIO_PROCESS, (id_t)tid, RELAY_NICE) != 0)
+        log_warnx("relay: cannot lower the relay thread's priority (%s); it "
+                  "runs as the daemon's other threads",
+                  strerror(errno));
+}
+
 static void
 thread_cb(void *arg)
 {
@@ -952,12 +994,7 @@ thread_cb(void *arg)
     int rc;
 
     (void)pthread_setname_np(pthread_self(), "relay");
-    /* Background work: on a busy node the loop and the writer (local
-     * ingest) go first, and the relay catches up in quieter moments.
-     * Linux applies a thread's own nice value to that thread alone. */
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RELAY_NICE) != 0)
-        log_debug("relay: cannot lower the thread's priority: %s",
-                  strerror(errno));
+    lower_priority(r);
     backlog(r, 1);
     while (!stopping(r)) {
         if (!r->connected) {
@@ -1010,7 +1047,6 @@ struct cursor_job {
 
 static void maybe_free(struct relay *r);
 static void cursor_submit(struct relay *r);
-static void cursor_pace(struct relay *r);
 
 /* Whether an acknowledgement waits to be stored. Loop thread. */
 static int
@@ -1050,14 +1086,10 @@ cursor_done(struct writer_job *job)
         r->stored_retention = c->acked_retention;
     writer_job_free(job);
     server_release(r->srv);
-    /* What was acknowledged meanwhile, or again after a failure; the
-     * last one, when stopping, at once. */
-    if (r->srv->writer != NULL && behind(r)) {
-        if (r->stopping)
-            cursor_submit(r);
-        else
-            cursor_pace(r);
-    }
+    /* When stopping, what was acknowledged meanwhile at once; else the
+     * timer stores it. */
+    if (r->stopping && r->srv->writer != NULL && behind(r))
+        cursor_submit(r);
     maybe_free(r);
 }
 
@@ -1078,7 +1110,6 @@ cursor_submit(struct relay *r)
         return; /* the next acknowledgement tries again */
     }
     c->r = r;
-    r->cursor_ms = uv_now(r->loop);
     c->acked = atomic_load(&r->acked);
     c->acked_plans = atomic_load(&r->acked_plans);
     c->acked_retention = atomic_load(&r->acked_retention);
@@ -1097,30 +1128,8 @@ cursor_timer_cb(uv_timer_t *t)
 {
     struct relay *r = t->data;
 
-    if (behind(r))
+    if (!r->stopping && behind(r))
         cursor_submit(r);
-}
-
-/* Stores what was acknowledged: at once when the last cursor job is
- * RELAY_CURSOR_EVERY_MS old, else when it will be. Loop thread. */
-static void
-cursor_pace(struct relay *r)
-{
-    uint64_t since = uv_now(r->loop) - r->cursor_ms;
-
-    if (r->job_running || r->stopping || !behind(r))
-        return;
-    if (since >= RELAY_CURSOR_EVERY_MS)
-        cursor_submit(r);
-    else if (!uv_is_active((uv_handle_t *)&r->cursor_timer))
-        uv_timer_start(&r->cursor_timer, cursor_timer_cb,
-                       RELAY_CURSOR_EVERY_MS - since, 0);
-}
-
-static void
-async_cb(uv_async_t *h)
-{
-    cursor_pace(h->data);
 }
 
 static void
@@ -1213,6 +1222,12 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     if (r->rng == 0)
         r->rng = 1;
     r->window = cfg->upstream_window > 0 ? cfg->upstream_window : 1;
+    r->priority = cfg->upstream_priority == NULL ||
+                          cfg->upstream_priority[0] == '\0' ||
+                          strcmp(cfg->upstream_priority, "idle") == 0
+                      ? PRIO_IDLE
+                  : strcmp(cfg->upstream_priority, "low") == 0 ? PRIO_LOW
+                                                               : PRIO_NORMAL;
     if ((r->flights = calloc(r->window, sizeof(*r->flights))) == NULL ||
         (r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
         (r->db_path = strdup(cfg->db_path)) == NULL)
@@ -1267,21 +1282,19 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     }
     atomic_store(&r->acked_retention, cursor);
     r->stored_retention = cursor;
-    if (uv_async_init(loop, &r->async, async_cb) != 0) {
-        snprintf(err, err_len, "cannot make the relay's wake-up handle");
-        goto fail;
-    }
-    r->async.data = r;
+    r->st_seen = r->st;
+    r->oldest_seen = r->oldest_at;
     uv_timer_init(loop, &r->cursor_timer);
     r->cursor_timer.data = r;
-    r->handles = 2;
+    r->handles = 1;
     if (uv_thread_create(&r->thread, thread_cb, r) != 0) {
         snprintf(err, err_len, "cannot start the relay thread");
         r->stopping = 1;
-        uv_close((uv_handle_t *)&r->async, close_cb);
         uv_close((uv_handle_t *)&r->cursor_timer, close_cb);
         return -1;
     }
+    uv_timer_start(&r->cursor_timer, cursor_timer_cb, RELAY_CURSOR_EVERY_MS,
+                   RELAY_CURSOR_EVERY_MS);
     r->started = 1;
     *out = r;
     return 0;
@@ -1308,7 +1321,6 @@ relay_stop(struct relay *r)
     r->stopping = 1;
     if (behind(r))
         cursor_submit(r);
-    uv_close((uv_handle_t *)&r->async, close_cb);
     uv_close((uv_handle_t *)&r->cursor_timer, close_cb);
 }
 
@@ -1317,11 +1329,17 @@ relay_get_stats(struct relay *r, struct relay_stats *st)
 {
     uint64_t now = unix_ms();
 
-    uv_mutex_lock(&r->mu);
-    *st = r->st;
+    /* The relay thread, preempted while it holds the mutex, must not stall
+     * the loop: a busy mutex gives the figures of the last look. */
+    if (uv_mutex_trylock(&r->mu) == 0) {
+        r->st_seen = r->st;
+        r->oldest_seen = r->oldest_at;
+        uv_mutex_unlock(&r->mu);
+    }
+    *st = r->st_seen;
     /* The age as of now, not as of the last look at the store. */
-    st->oldest_ms = r->oldest_at != INT64_MIN && now > (uint64_t)r->oldest_at
-                        ? now - (uint64_t)r->oldest_at
-                        : 0;
-    uv_mutex_unlock(&r->mu);
+    st->oldest_ms =
+        r->oldest_seen != INT64_MIN && now > (uint64_t)r->oldest_seen
+            ? now - (uint64_t)r->oldest_seen
+            : 0;
 }

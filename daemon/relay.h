@@ -69,7 +69,8 @@ int relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
  */
 void relay_stop(struct relay *r);
 
-/* A copy of the figures. Any thread. */
+/* A copy of the figures; those of the last look when the relay thread
+ * holds them at that moment (the loop never waits for it). Loop thread. */
 void relay_get_stats(struct relay *r, struct relay_stats *st);
 
 #endif

@@ -1203,26 +1203,25 @@ writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
     uv_mutex_unlock(&w->mu);
 }
 
+/* The wait polls durable_seq instead of waiting on synced_cond: that
+ * condition's mutex is the queue's, which the loop takes for every frame,
+ * and a caller of low priority (the relay thread, at SCHED_IDLE) that a
+ * busier thread preempts while it holds it would stall the loop. */
+#define DURABLE_POLL_NS 100000
+
 int
 writer_wait_durable(struct writer *w, uint64_t timeout_ms)
 {
     uint64_t target = atomic_load(&w->commit_seq);
-    uint64_t end = mono_us() + timeout_ms * 1000u, now;
-    int rc = 0;
+    uint64_t end = mono_us() + timeout_ms * 1000u;
+    const struct timespec poll = { 0, DURABLE_POLL_NS };
 
-    if (atomic_load(&w->durable_seq) >= target)
-        return 0;
-    uv_mutex_lock(&w->mu);
     while (atomic_load(&w->durable_seq) < target) {
-        now = mono_us();
-        if (now >= end) {
-            rc = -1;
-            break;
-        }
-        (void)uv_cond_timedwait(&w->synced_cond, &w->mu, (end - now) * 1000u);
+        if (mono_us() >= end)
+            return -1;
+        (void)nanosleep(&poll, NULL);
     }
-    uv_mutex_unlock(&w->mu);
-    return rc;
+    return 0;
 }
 
 void

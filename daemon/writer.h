@@ -137,7 +137,8 @@ void writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
  * Waits, at most timeout_ms, until every group that began to commit
  * before the call is durable (synced, when the store's durability is
  * pipelined) or failed. A reader that calls it after its read knows that
- * what it read survives a power cut. Any thread but the writer's.
+ * what it read survives a power cut. Any thread but the writer's: it
+ * takes no lock (it polls), so a thread of low priority may call it.
  * Returns 0, or -1 when the time ran out.
  */
 int writer_wait_durable(struct writer *w, uint64_t timeout_ms);

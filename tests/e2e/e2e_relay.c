@@ -18,6 +18,8 @@
  * Check forks each test; each starts its own daemons.
  */
 #include <check.h>
+#include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -674,6 +676,117 @@ START_TEST(test_relay_cursor_stored_paced)
     ck_assert_uint_eq(stat_of(&node, "relay_acked_id"), MAXTAGS);
     check_exactly_once();
     e2e_stop_clean(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* The scheduling policy and nice value of pid's thread named comm, from
+ * /proc (stat's fields 19 and 41). 0, or -1 when there is no such thread. */
+static int
+thread_sched(pid_t pid, const char *comm, int *policy, int *nice)
+{
+    char path[320], buf[1024], name[32];
+    struct dirent *de;
+    int rc = -1;
+    DIR *d;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if ((d = opendir(path)) == NULL)
+        return -1;
+    while (rc != 0 && (de = readdir(d)) != NULL) {
+        char *p, *tok, *save = NULL;
+        FILE *f;
+        int field = 2;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid,
+                 de->d_name);
+        if ((f = fopen(path, "re")) == NULL)
+            continue;
+        p = fgets(name, sizeof(name), f);
+        fclose(f);
+        if (p == NULL || strncmp(name, comm, strlen(comm)) != 0 ||
+            (name[strlen(comm)] != '\n' && name[strlen(comm)] != '\0'))
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
+                 de->d_name);
+        if ((f = fopen(path, "re")) == NULL)
+            continue;
+        p = fgets(buf, sizeof(buf), f);
+        fclose(f);
+        /* The fields after the name, which may hold spaces: 3 onwards. */
+        if (p == NULL || (p = strrchr(buf, ')')) == NULL)
+            continue;
+        for (tok = strtok_r(p + 1, " ", &save); tok != NULL;
+             tok = strtok_r(NULL, " ", &save)) {
+            if (++field == 19)
+                *nice = atoi(tok);
+            else if (field == 41) {
+                *policy = atoi(tok);
+                rc = 0;
+                break;
+            }
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The relay thread runs as upstream.priority says (SCHED_IDLE by default,
+ * nice 10 at "low", as the daemon's loop at "normal"), and delivers at
+ * each. */
+START_TEST(test_relay_thread_priority)
+{
+    static const char *const low[] = { "--upstream-priority", "low", NULL };
+    static const char *const normal[] = { "--upstream-priority", "normal",
+                                          NULL };
+    const struct {
+        const char *const *extra;
+        int policy, nice; /* nice: -1 for the loop's own */
+    } want[] = { { NULL, SCHED_IDLE, -1 },
+                 { low, SCHED_OTHER, 10 },
+                 { normal, SCHED_OTHER, -1 } };
+    int policy = -1, nice = 0, own_policy, own = 0;
+    uint64_t seq = 1;
+    long until;
+    size_t i;
+
+    reset();
+    center_spawn(1);
+    for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        node_extra = want[i].extra;
+        node_spawn(i == 0);
+        node_extra = NULL;
+        ck_assert_int_eq(thread_sched(node.pid, "receiptd", &own_policy, &own),
+                         0);
+        ck_assert_int_eq(own_policy, SCHED_OTHER);
+        /* The thread lowers itself once it runs. */
+        for (until = e2e_now_ms() + 5000; e2e_now_ms() < until; usleep(20000))
+            if (thread_sched(node.pid, "relay", &policy, &nice) == 0 &&
+                policy == want[i].policy &&
+                (policy == SCHED_IDLE ||
+                 nice == (want[i].nice < 0 || own > want[i].nice
+                              ? own
+                              : want[i].nice)))
+                break;
+        ck_assert_msg(policy == want[i].policy,
+                      "case %zu: the relay thread's policy is %d, not %d", i,
+                      policy, want[i].policy);
+        if (policy != SCHED_IDLE)
+            ck_assert_msg(nice == (want[i].nice < 0 || own > want[i].nice
+                                       ? own
+                                       : want[i].nice),
+                          "case %zu: the relay thread's nice is %d (the "
+                          "loop's %d)",
+                          i, nice, own);
+        produce(500, 100, &seq, 0, NULL);
+        await_delivery(500 * (i + 1), 30000);
+        ck_assert_int_eq(e2e_stop(&node, SIGTERM, 10000, NULL), 0);
+    }
+    check_exactly_once();
+    e2e_cleanup(&node);
     e2e_stop_clean(&center);
     teardown();
 }
@@ -2034,6 +2147,7 @@ main(void)
     tcase_add_test(tc, test_relay_delivers_exactly_once);
     tcase_add_test(tc, test_relay_center_away);
     tcase_add_test(tc, test_relay_cursor_stored_paced);
+    tcase_add_test(tc, test_relay_thread_priority);
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
     tcase_add_test(tc, test_relay_fast_path_stores_what_the_full_decoder_does);

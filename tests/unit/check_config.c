@@ -403,6 +403,8 @@ enum {
     V_PG_NO_CONNINFO,
     V_RELAY_RETENTION_BAD,
     V_RELAY_RETENTION_DROP,
+    V_RELAY_PRIORITY_BAD,
+    V_RELAY_PRIORITY_LOW,
     V_COUNT
 };
 
@@ -452,6 +454,9 @@ static const char *const validate_want[V_COUNT] = {
     [V_RELAY_RETENTION_BAD] = "store.relay_retention: \"keep\" is not a "
                               "relay retention: \"wait\" or \"drop\"",
     [V_RELAY_RETENTION_DROP] = "",
+    [V_RELAY_PRIORITY_BAD] = "upstream.priority: \"nice\" is not a relay "
+                             "priority: \"idle\", \"low\" or \"normal\"",
+    [V_RELAY_PRIORITY_LOW] = "",
 };
 
 START_TEST(test_config_validate_cross_field_table)
@@ -486,6 +491,12 @@ START_TEST(test_config_validate_cross_field_table)
         break;
     case V_RELAY_RETENTION_DROP:
         c.relay_retention = strdup("drop");
+        break;
+    case V_RELAY_PRIORITY_BAD:
+        c.upstream_priority = strdup("nice");
+        break;
+    case V_RELAY_PRIORITY_LOW:
+        c.upstream_priority = strdup("low");
         break;
     case V_FRAME_SMALL:
         c.max_frame = 63;
@@ -674,11 +685,12 @@ START_TEST(test_config_reload_keeps_flags_and_running_listeners)
                               "store.chunk_receipts, upstream.endpoints, "
                               "upstream.token_file, upstream.ca_file, "
                               "upstream.name, upstream.window, "
-                              "store.relay_retention");
+                              "upstream.priority, store.relay_retention");
     /* The relay runs as it started. */
     ck_assert_uint_eq(next.n_upstream, 2);
     ck_assert_str_eq(next.upstream_name, "node-17");
     ck_assert_uint_eq(next.upstream_window, 8);
+    ck_assert_str_eq(next.upstream_priority, "low");
     ck_assert_str_eq(next.relay_retention, "drop");
     ck_assert_uint_eq(next.query_threads, 3);
     ck_assert_uint_eq(next.chunk_receipts, 4096);
