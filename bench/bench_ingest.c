@@ -6,6 +6,7 @@
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
  *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
  *                [--relay-runs 3] [--relay-center-nice N]
+ *                [--relay-center-dir DIR]
  *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
  *                [--daemon-arg ARG]...
  *
@@ -63,8 +64,11 @@
  *    center's over the same time. With --relay-center-nice N the pairs
  *    run again with the center at nice N, standing in for a center on
  *    other machines: its own lines, beside the shared-core ones, never
- *    instead. Then the first node's store relayed whole from cursor 0
- *    with one batch in flight and with --relay-window: records/s.
+ *    instead; with --relay-center-dir DIR as well, that center keeps its
+ *    store in a fresh directory under DIR (another file system, such as
+ *    /dev/shm: a center elsewhere does not sync on the node's disk). Then the
+ * first node's store relayed whole from cursor 0 with one batch in flight and
+ * with --relay-window: records/s.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
@@ -970,6 +974,8 @@ static const char *const *daemon_extra;
 /* The nice value a daemon started now runs at (the relay phase's center
  * at a lower priority, standing in for one on another machine). */
 static int daemon_nice;
+/* Where a daemon started now keeps its store; NULL: tmpdir. */
+static const char *daemon_dir;
 
 /* The daemons started, by name, for the CPU a load phase costs them. */
 static struct {
@@ -1011,7 +1017,8 @@ start_daemon(const char *name)
     int i, fd, n = 0;
 
     sock_path(sock, sizeof(sock), name);
-    snprintf(db, sizeof(db), "%s/%s.db", tmpdir, name);
+    snprintf(db, sizeof(db), "%s/%s.db", daemon_dir ? daemon_dir : tmpdir,
+             name);
     snprintf(log, sizeof(log), "%s/%s.log", tmpdir, name);
     argv[n++] = opt_daemon;
     argv[n++] = "--socket";
@@ -1695,6 +1702,7 @@ usage(void)
             "[--pg-bin DIR]\n"
             "                    [--relay-window N] [--relay-runs N] "
             "[--relay-center-nice N]\n"
+            "                    [--relay-center-dir DIR]\n"
             "                    [--only "
             "bare,pg,batch,half,single,idle,tls,central,relay]\n"
             "                    [--daemon-arg ARG]...\n");
@@ -2138,6 +2146,7 @@ struct relay_figures {
 };
 
 static int opt_relay_runs = 3, opt_relay_center_nice;
+static const char *opt_relay_center_dir;
 
 /* Waits until the node `name` relayed n records; seconds since t0 (to a
  * tenth: each look is a stats query, whose CPU the node's figures
@@ -2307,11 +2316,26 @@ relay_phase(const struct load_spec *batch, struct relay_figures *f)
     stop_daemon(center);
 
     if (opt_relay_center_nice > 0) {
+        char dir[600], cmd[700];
+
         f->nice_runs = opt_relay_runs;
+        if (opt_relay_center_dir != NULL) {
+            snprintf(dir, sizeof(dir), "%s/bench-center-XXXXXX",
+                     opt_relay_center_dir);
+            if (mkdtemp(dir) == NULL)
+                die(dir);
+            daemon_dir = dir;
+        }
         center = start_center("center-nice", opt_relay_center_nice, &port);
+        daemon_dir = NULL;
         relay_pairs(batch, center, port, "nice-", f->nice_runs, f->nice_off,
                     f->nice_on);
         stop_daemon(center);
+        if (opt_relay_center_dir != NULL) {
+            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "bench_ingest: could not remove %s\n", dir);
+        }
     }
 }
 
@@ -2394,8 +2418,9 @@ print_relay(const struct relay_figures *f)
              opt_batch, opt_conns);
     relay_ratio = print_relay_runs(label, f->off, f->on, f->runs);
     if (f->nice_runs > 0) {
-        snprintf(label, sizeof(label), "the same, center at nice %d",
-                 opt_relay_center_nice);
+        snprintf(label, sizeof(label), "the same, center at nice %d%s",
+                 opt_relay_center_nice,
+                 opt_relay_center_dir ? ", own disk" : "");
         relay_nice_ratio =
             print_relay_runs(label, f->nice_off, f->nice_on, f->nice_runs);
     }
@@ -2435,6 +2460,8 @@ parse_args(int argc, char **argv)
             opt_relay_runs = atoi(v);
         else if (strcmp(a, "--relay-center-nice") == 0)
             opt_relay_center_nice = atoi(v);
+        else if (strcmp(a, "--relay-center-dir") == 0)
+            opt_relay_center_dir = v;
         else if (strcmp(a, "--daemon") == 0)
             opt_daemon = v;
         else if (strcmp(a, "--pg-bin") == 0)
