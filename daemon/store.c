@@ -332,6 +332,16 @@ store_sqlite_wal_frames(const struct store *s)
     return s->wal_frames - s->wal_copied;
 }
 
+int
+store_sqlite_wal_restart_due(const struct store *s)
+{
+    return s->sync_pipelined && s->db_file != NULL &&
+           !atomic_load(&s->db_sync_failed) && s->ckpt_deferred &&
+           s->wal_frames >= STORE_WAL_RESTART_FRAMES &&
+           s->wal_frames >= s->restart_at &&
+           (!s->pinned || atomic_load(&s->synced_gen) >= s->pin_gen);
+}
+
 /* The pin's read transaction begins (its statement stepped to its row):
  * 0, or -1 when it cannot be had now (then the checkpoint syncs its own
  * copy). */

@@ -413,6 +413,18 @@ int store_wal_rewrite(struct store *s, struct proto_err *err);
  * without a WAL.
  */
 #define STORE_WAL_RESTART_FRAMES 2048
+/*
+ * Whether the next checkpoint would be that one (the WAL at the bound,
+ * the last checkpoint's copy synced, its pin free to go). Its time is
+ * the copy of the frames no checkpoint copied yet and a sync of the
+ * database for them, and every group behind it waits: the writer runs it
+ * in the first quiet moment after a commit, below STORE_WAL_SOFT_FRAMES
+ * too, when that copy is the frames of the groups since the last copy.
+ * Waited for until the soft bound, it copied 250-500 frames and took 4-6
+ * ms, after a burst 1,700 frames and 17-19 ms; now 80-600 frames and
+ * 1.5-5 ms (half load, bench_ingest). Writer thread.
+ */
+int store_wal_restart_due(const struct store *s);
 /* Such a checkpoint also restarts the WAL itself (SQLite's RESTART mode):
  * it waits up to STORE_WAL_RESTART_WAIT_US, trying again every
  * STORE_WAL_RESTART_SLEEP_US, for the queries that read the WAL to end.

@@ -264,6 +264,12 @@ store_wal_frames(const struct store *s)
 }
 
 int
+store_wal_restart_due(const struct store *s)
+{
+    return ops(s)->wal_restart_due != NULL && ops(s)->wal_restart_due(s);
+}
+
+int
 store_checkpoint(struct store *s, struct proto_err *err)
 {
     if (ops(s)->checkpoint == NULL)

@@ -121,6 +121,7 @@ struct store_ops {
      * succeed at once, no merge is pending.
      */
     int (*wal_frames)(const struct store *s);
+    int (*wal_restart_due)(const struct store *s);
     int (*checkpoint)(struct store *s, struct proto_err *err);
     int (*checkpoint_final)(struct store *s, struct proto_err *err);
     int (*file_check)(struct store *s, struct proto_err *err);

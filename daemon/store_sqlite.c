@@ -40,6 +40,7 @@ const struct store_ops store_sqlite_ops = {
     .plan_counts = store_sqlite_plan_counts,
     .query_prunes = store_sqlite_query_prunes,
     .wal_frames = store_sqlite_wal_frames,
+    .wal_restart_due = store_sqlite_wal_restart_due,
     .checkpoint = store_sqlite_checkpoint,
     .checkpoint_final = store_sqlite_checkpoint_final,
     .file_check = store_sqlite_file_check,

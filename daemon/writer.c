@@ -768,7 +768,8 @@ wait_for_work(struct writer *w)
          * behind a sync and a checkpoint. */
         if (w->pipelined && !w->syncing && w->s_head == NULL &&
             !w->sync_broken && w->ckpt_seq != atomic_load(&w->commit_seq) &&
-            store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES) {
+            (store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES ||
+             store_wal_restart_due(w->store))) {
             /* Once per commit: a checkpoint that fails is not retried
              * in a loop. */
             w->ckpt_seq = atomic_load(&w->commit_seq);

@@ -243,6 +243,50 @@ START_TEST(test_cut_after_the_database_sync_and_a_restart)
 END_TEST
 
 /*
+ * store_wal_restart_due: the WAL past STORE_WAL_RESTART_FRAMES with the
+ * last checkpoint deferred and its copy synced, while fewer frames than
+ * STORE_WAL_SOFT_FRAMES wait for a copy (the writer then checkpoints in
+ * its next quiet moment, not at the soft bound). That checkpoint starts
+ * the WAL over at the next commit, and a power cut after it loses
+ * nothing.
+ */
+START_TEST(test_restart_due_below_the_soft_bound)
+{
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0, restarts = e2e_wal_restarts(wal_path);
+    int i;
+
+    proto_err_clear(&err);
+    /* As under load: a checkpoint at the soft bound, a commit before the
+     * syncer's sync of its copy, so frames stay uncopied. */
+    for (i = 0; i < 10000 && !store_wal_restart_due(s); i++) {
+        commit_synced(s, &n, 1);
+        if (store_wal_frames(s) >= STORE_WAL_SOFT_FRAMES) {
+            ck_assert_int_eq(store_checkpoint(s, &err), 0);
+            ck_assert(!store_wal_restart_due(s)); /* its copy not synced */
+            commit_synced(s, &n, 1);
+            ck_assert_msg(store_db_sync(s, &err) == 0, "db sync: %s",
+                          err.message);
+        }
+    }
+    ck_assert_msg(store_wal_restart_due(s), "no restart due after %d groups",
+                  i);
+    ck_assert_int_lt(store_wal_frames(s), STORE_WAL_SOFT_FRAMES);
+    ck_assert_int_eq(e2e_wal_restarts(wal_path), restarts);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert(!store_wal_restart_due(s));
+    commit_synced(s, &n, 1);
+    ck_assert_int_eq(e2e_wal_restarts(wal_path), restarts + 1);
+    ck_assert(!store_wal_restart_due(s));
+    commit_synced(s, &n, 20);
+    vfs_fault_cut_now();
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), n);
+}
+END_TEST
+
+/*
  * A failed sync of the database is final: the kernel may have dropped
  * the copy's pages (sticky loss), so the WAL keeps every frame, no
  * checkpoint runs again, the final one is refused and the close leaves
@@ -450,6 +494,7 @@ checkpoint_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_cut_before_the_database_sync);
     tcase_add_test(tc, test_cut_after_the_database_sync_and_a_restart);
+    tcase_add_test(tc, test_restart_due_below_the_soft_bound);
     tcase_add_test(tc, test_failed_database_sync_keeps_the_wal);
     tcase_add_test(tc, test_large_commit_in_parts);
     tcase_add_test(tc, test_restart_waits_for_a_reader);
