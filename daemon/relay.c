@@ -967,7 +967,7 @@ lower_priority(struct relay *r)
 {
     struct sched_param sp = { 0 };
     pid_t tid = (pid_t)syscall(SYS_gettid);
-    int rc;
+    int rc = 0;
 
     if (r->priority == PRIO_NORMAL)
         return;

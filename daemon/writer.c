@@ -1215,12 +1215,12 @@ writer_wait_durable(struct writer *w, uint64_t timeout_ms)
 {
     uint64_t target = atomic_load(&w->commit_seq);
     uint64_t end = mono_us() + timeout_ms * 1000u;
-    const struct timespec poll = { 0, DURABLE_POLL_NS };
+    const struct timespec nap = { 0, DURABLE_POLL_NS };
 
     while (atomic_load(&w->durable_seq) < target) {
         if (mono_us() >= end)
             return -1;
-        (void)nanosleep(&poll, NULL);
+        (void)nanosleep(&nap, NULL);
     }
     return 0;
 }
