@@ -66,9 +66,9 @@
  *    other machines: its own lines, beside the shared-core ones, never
  *    instead; with --relay-center-dir DIR as well, that center keeps its
  *    store in a fresh directory under DIR (another file system, such as
- *    /dev/shm: a center elsewhere does not sync on the node's disk). Then the
- * first node's store relayed whole from cursor 0 with one batch in flight and
- * with --relay-window: records/s.
+ *    /dev/shm: a center elsewhere does not sync on the node's disk).
+ *    Then the first node's store relayed whole from cursor 0 with one
+ *    batch in flight and with --relay-window: records/s.
  *
  * A benchmark asserts nothing; it prints figures. Single-threaded.
  */
@@ -2163,6 +2163,17 @@ relayed_by(const char *name, uint64_t n, double t0)
     return now_s() - t0;
 }
 
+/* Removes the directory dir and what it holds; a failure is only said. */
+static void
+remove_tree(const char *dir)
+{
+    char cmd[700];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_ingest: could not remove %s\n", dir);
+}
+
 /* Copies tmpdir/from.db (a stopped daemon's store) to tmpdir/to.db. */
 static void
 copy_store(const char *from, const char *to)
@@ -2316,7 +2327,7 @@ relay_phase(const struct load_spec *batch, struct relay_figures *f)
     stop_daemon(center);
 
     if (opt_relay_center_nice > 0) {
-        char dir[600], cmd[700];
+        char dir[600];
 
         f->nice_runs = opt_relay_runs;
         if (opt_relay_center_dir != NULL) {
@@ -2331,11 +2342,8 @@ relay_phase(const struct load_spec *batch, struct relay_figures *f)
         relay_pairs(batch, center, port, "nice-", f->nice_runs, f->nice_off,
                     f->nice_on);
         stop_daemon(center);
-        if (opt_relay_center_dir != NULL) {
-            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-            if (system(cmd) != 0)
-                fprintf(stderr, "bench_ingest: could not remove %s\n", dir);
-        }
+        if (opt_relay_center_dir != NULL)
+            remove_tree(dir);
     }
 }
 
@@ -2682,8 +2690,9 @@ main(int argc, char **argv)
     if (phase_on("relay")) {
         print_ratio("node relay on / off (median)", relay_ratio, 1);
         if (relay_nice_ratio >= 0) {
-            snprintf(label, sizeof(label), "  center at nice %d",
-                     opt_relay_center_nice);
+            snprintf(label, sizeof(label), "  center at nice %d%s",
+                     opt_relay_center_nice,
+                     opt_relay_center_dir ? ", own disk" : "");
             print_ratio(label, relay_nice_ratio, 1);
         }
         snprintf(label, sizeof(label), "relay drain window %d / 1",
@@ -2691,12 +2700,6 @@ main(int argc, char **argv)
         print_ratio(label, rf.drainw, rf.drain1);
     }
 
-    {
-        char cmd[300];
-
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "bench_ingest: could not remove %s\n", tmpdir);
-    }
+    remove_tree(tmpdir);
     return 0;
 }
