@@ -113,6 +113,11 @@ struct relay {
     uv_mutex_t mu; /* guards what follows, up to the loop's part */
     uv_cond_t cv;
     int stop;
+    /* The relay thread's priority, once lowered: its id and its nice
+     * value before (restore_priority). */
+    int lowered;
+    pid_t tid;
+    int nice_before;
     int fd; /* the connection's socket while it is open, else -1 */
     struct relay_stats st;
     int64_t oldest_at; /* received_at of the oldest undelivered;
@@ -960,31 +965,69 @@ nap_watching(struct relay *r, uint64_t ms)
  * once; nice 10 still takes about a tenth of a core the others want.
  * Linux applies a thread's policy and nice value to that thread alone.
  * Nothing the loop or the writer waits for is held by this thread
- * (relay_get_stats, writer_wait_durable, the cursor's timer).
+ * (relay_get_stats, writer_wait_durable, the cursor's timer), except at
+ * the end: relay_stop joins it, and restore_priority first gives it back
+ * its priority, or a node whose cores are all busy would wait seconds
+ * for a thread at SCHED_IDLE to be scheduled at all.
  */
 static void
 lower_priority(struct relay *r)
 {
     struct sched_param sp = { 0 };
     pid_t tid = (pid_t)syscall(SYS_gettid);
-    int rc = 0;
+    int rc = 0, nice;
 
     if (r->priority == PRIO_NORMAL)
         return;
+    uv_mutex_lock(&r->mu);
+    if (r->stop)
+        goto out;
+    errno = 0;
+    nice = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (errno != 0)
+        goto out;
+    r->tid = tid;
+    r->nice_before = nice;
     if (r->priority == PRIO_IDLE &&
-        (rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) == 0)
-        return;
+        (rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) == 0) {
+        r->lowered = 1;
+        goto out;
+    }
     if (r->priority == PRIO_IDLE)
         log_warnx("relay: SCHED_IDLE refused (%s); the relay runs at nice %d",
                   strerror(rc), RELAY_NICE);
     /* A daemon started at a lower priority than that keeps its own. */
-    errno = 0;
-    if (getpriority(PRIO_PROCESS, (id_t)tid) >= RELAY_NICE && errno == 0)
-        return;
+    if (nice >= RELAY_NICE)
+        goto out;
     if (setpriority(PRIO_PROCESS, (id_t)tid, RELAY_NICE) != 0)
         log_warnx("relay: cannot lower the relay thread's priority (%s); it "
                   "runs as the daemon's other threads",
                   strerror(errno));
+    else
+        r->lowered = 1;
+out:
+    uv_mutex_unlock(&r->mu);
+}
+
+/* Loop thread, r->mu held, r->stop set: the relay thread back at the
+ * daemon's priority, so that it ends now however busy the cores are.
+ * Raising a priority takes CAP_SYS_NICE or an RLIMIT_NICE that allows
+ * the nice value (the systemd unit's LimitNICE); without either the
+ * thread ends when it is next scheduled. */
+static void
+restore_priority(struct relay *r)
+{
+    struct sched_param sp = { 0 };
+    int rc;
+
+    if (!r->lowered)
+        return;
+    r->lowered = 0;
+    if ((rc = pthread_setschedparam(r->thread, SCHED_OTHER, &sp)) != 0 ||
+        setpriority(PRIO_PROCESS, (id_t)r->tid, r->nice_before) != 0)
+        log_info("relay: the relay thread keeps its low priority to the "
+                 "end (%s)",
+                 strerror(rc != 0 ? rc : errno));
 }
 
 static void
@@ -1312,6 +1355,7 @@ relay_stop(struct relay *r)
         return;
     uv_mutex_lock(&r->mu);
     r->stop = 1;
+    restore_priority(r);
     /* A wait for the center ends now. */
     if (r->fd >= 0)
         shutdown(r->fd, SHUT_RDWR);
