@@ -35,9 +35,13 @@ int e2e_start(struct e2e_daemon *d, const char *const *extra);
 /* Starts the daemon again on the same directory (after e2e_stop). */
 int e2e_restart(struct e2e_daemon *d, const char *const *extra);
 
-/* Sends sig and waits up to timeout_ms for the exit; *status gets the
- * waitpid status. Returns 0, or -1 on timeout (the process is then
- * killed). */
+/* How long, at least, e2e_stop waits for a process it sent SIGKILL. */
+#define E2E_KILL_WAIT_MS 60000
+
+/* Sends sig and waits up to timeout_ms (for SIGKILL, E2E_KILL_WAIT_MS at
+ * least) for the exit; *status gets the waitpid status. Returns 0, or -1
+ * on timeout (the process is then killed, its threads described on
+ * stderr). */
 int e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status);
 
 /* A test's teardown: stops d with SIGTERM (10 s) if it runs, cleans up,
