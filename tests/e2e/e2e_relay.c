@@ -28,8 +28,11 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include <msgpack.h>
 
@@ -48,6 +51,9 @@
 #define NODE    "node-a"
 #define SOURCE  "producer-1"
 #define MAXTAGS 20000
+/* Processes spinning on the one core of
+ * test_relay_stops_while_its_cores_are_busy. */
+#define HOGS 30
 
 static struct e2e_daemon center, node;
 static int cport;
@@ -779,6 +785,133 @@ START_TEST(test_relay_thread_priority)
     }
     check_exactly_once();
     e2e_cleanup(&node);
+    e2e_stop_clean(&center);
+    teardown();
+}
+END_TEST
+
+/* Pins every thread of pid to cpu; 0, or -1 when one could not be. */
+static int
+pin_threads(pid_t pid, int cpu)
+{
+    char path[64];
+    struct dirent *de;
+    cpu_set_t set;
+    int rc = 0;
+    DIR *d;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    if ((d = opendir(path)) == NULL)
+        return -1;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' &&
+            sched_setaffinity((pid_t)atoi(de->d_name), sizeof(set), &set) != 0)
+            rc = -1;
+    closedir(d);
+    return rc;
+}
+
+/* A process that spins on cpu at nice 0 until killed (or its parent
+ * ends). */
+static pid_t
+hog(int cpu)
+{
+    cpu_set_t set;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid > 0)
+        return pid;
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+        _exit(1);
+    for (;;)
+        __asm__ volatile("" ::: "memory");
+}
+
+/* Starts the node (extra: NULL-terminated flags, or NULL) on the center
+ * already up, relays 1,000 receipts, then gives its threads the one core
+ * cpu, where HOGS processes spin, writes 2,000 more (the relay thread has
+ * work) and stops it with SIGTERM: the milliseconds the node took to
+ * exit. *policy: its relay thread's scheduling policy. */
+static long
+stop_while_cores_busy(const char *const *extra, int cpu, uint64_t *seq,
+                      int *policy)
+{
+    pid_t hogs[HOGS];
+    int status = -1, n, i;
+    long t0, took;
+
+    node_extra = extra;
+    node_spawn(*seq == 1);
+    node_extra = NULL;
+    produce(1000, 100, seq, 0, NULL);
+    await_delivery(next_tag, 30000);
+    ck_assert_int_eq(thread_sched(node.pid, "relay", policy, &n), 0);
+    ck_assert_int_eq(pin_threads(node.pid, cpu), 0);
+    for (i = 0; i < HOGS; i++)
+        hogs[i] = hog(cpu);
+    produce(2000, 100, seq, 0, NULL);
+    usleep(1000000);
+    t0 = e2e_now_ms();
+    ck_assert_int_eq(e2e_stop(&node, SIGTERM, 60000, &status), 0);
+    took = e2e_now_ms() - t0;
+    for (i = 0; i < HOGS; i++) {
+        kill(hogs[i], SIGKILL);
+        waitpid(hogs[i], NULL, 0);
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the node's exit status is %d", status);
+    return took;
+}
+
+/* A node whose cores are all taken by other work is stopped with SIGTERM
+ * while its relay thread, at SCHED_IDLE, waits to be scheduled: the
+ * daemon gives the thread its priority back and ends as soon as a node
+ * whose relay runs at the daemon's priority does (measured first, the
+ * same way), not when a core comes free (over 10 s here before). Raising
+ * a priority again takes CAP_SYS_NICE or an RLIMIT_NICE of 20 (the
+ * systemd unit's LimitNICE=+0): set here as the unit does, or skipped. */
+START_TEST(test_relay_stops_while_its_cores_are_busy)
+{
+    static const char *const normal[] = { "--upstream-priority", "normal",
+                                          NULL };
+    struct rlimit nice = { 20, 20 };
+    cpu_set_t own;
+    uint64_t seq = 1;
+    int cpu = -1, policy = -1, i;
+    long base, took;
+
+    if (setrlimit(RLIMIT_NICE, &nice) != 0 && geteuid() != 0)
+        skip_now("raising RLIMIT_NICE to 20 needs root or its hard limit");
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(own), &own), 0);
+    for (i = 0; i < CPU_SETSIZE && cpu < 0; i++)
+        if (CPU_ISSET(i, &own))
+            cpu = i;
+    ck_assert_int_ge(cpu, 0);
+    reset();
+    center_spawn(1);
+    base = stop_while_cores_busy(normal, cpu, &seq, &policy);
+    ck_assert_int_eq(policy, SCHED_OTHER);
+    took = stop_while_cores_busy(NULL, cpu, &seq, &policy);
+    ck_assert_int_eq(policy, SCHED_IDLE);
+    fprintf(stderr,
+            "relay: with its cores busy, the node stopped %ld ms after "
+            "SIGTERM (%ld ms with the relay at the daemon's priority)\n",
+            took, base);
+    ck_assert_msg(took < base + 3000,
+                  "the node took %ld ms to stop with its cores busy, %ld ms "
+                  "with the relay at the daemon's priority",
+                  took, base);
+    /* What it had not relayed goes after a start. */
+    node_spawn(0);
+    await_delivery(next_tag, 30000);
+    check_exactly_once();
+    e2e_stop_clean(&node);
     e2e_stop_clean(&center);
     teardown();
 }
@@ -2155,6 +2288,13 @@ main(void)
     tc = tcase_create("tls");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_relay_over_tls);
+    suite_add_tcase(s, tc);
+    /* Its own CTest test (e2e_relay_busy_cores), skipped where the test
+     * cannot give the daemon an RLIMIT_NICE of 20. */
+    tc = tcase_create("busy_cores");
+    tcase_set_tags(tc, "busy_cores");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_relay_stops_while_its_cores_are_busy);
     suite_add_tcase(s, tc);
     /* A center on PostgreSQL: its own CTest test (e2e_relay_postgresql),
      * skipped without PostgreSQL 15. */
