@@ -687,50 +687,27 @@ START_TEST(test_relay_cursor_stored_paced)
 }
 END_TEST
 
-/* The scheduling policy and nice value of pid's thread named comm, from
- * /proc/PID/task/TID/stat (the name in parentheses, then fields 19 and
- * 41). 0, or -1 when there is no such thread. */
+/* The scheduling policy and nice value of pid's thread named comm: 0, or
+ * -1 when there is no such thread. */
 static int
 thread_sched(pid_t pid, const char *comm, int *policy, int *nice)
 {
-    char path[320], buf[1024];
+    char path[64];
+    struct e2e_thread t;
     struct dirent *de;
-    size_t len = strlen(comm);
     int rc = -1;
     DIR *d;
 
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     if ((d = opendir(path)) == NULL)
         return -1;
-    while (rc != 0 && (de = readdir(d)) != NULL) {
-        char *name, *end, *tok, *save = NULL;
-        FILE *f;
-        int field = 2;
-
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
-                 de->d_name);
-        if ((f = fopen(path, "re")) == NULL)
-            continue;
-        name = fgets(buf, sizeof(buf), f);
-        fclose(f);
-        /* The name may hold spaces: it ends at the last ')'. */
-        if (name == NULL || (name = strchr(buf, '(')) == NULL ||
-            (end = strrchr(buf, ')')) == NULL ||
-            (size_t)(end - name - 1) != len || strncmp(name + 1, comm, len))
-            continue;
-        for (tok = strtok_r(end + 1, " ", &save); tok != NULL;
-             tok = strtok_r(NULL, " ", &save)) {
-            if (++field == 19)
-                *nice = atoi(tok);
-            else if (field == 41) {
-                *policy = atoi(tok);
-                rc = 0;
-                break;
-            }
+    while (rc != 0 && (de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' && e2e_thread_stat(pid, de->d_name, &t) == 0 &&
+            strcmp(t.name, comm) == 0) {
+            *policy = t.policy;
+            *nice = t.nice;
+            rc = 0;
         }
-    }
     closedir(d);
     return rc;
 }

@@ -132,53 +132,59 @@ e2e_alive(struct e2e_daemon *d)
     return 1;
 }
 
-/* Prints pid's threads to stderr: name, state (/proc/PID/task/TID/stat
- * field 3), nice (19) and scheduling policy (41); for a daemon that did
- * not go away in time. */
+int
+e2e_thread_stat(pid_t pid, const char *tid, struct e2e_thread *t)
+{
+    char path[320], line[1024], *open, *end, *tok, *save = NULL;
+    int field = 2;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+    if ((f = fopen(path, "re")) == NULL)
+        return -1;
+    open = fgets(line, sizeof(line), f);
+    fclose(f);
+    /* The name may hold spaces and parentheses: it ends at the last ')'. */
+    if (open == NULL || (open = strchr(line, '(')) == NULL ||
+        (end = strrchr(line, ')')) == NULL || end < open)
+        return -1;
+    snprintf(t->name, sizeof(t->name), "%.*s", (int)(end - open - 1), open + 1);
+    t->state = '?';
+    t->nice = 0;
+    t->policy = -1;
+    for (tok = strtok_r(end + 1, " ", &save); tok != NULL;
+         tok = strtok_r(NULL, " ", &save)) {
+        if (++field == 3)
+            t->state = tok[0];
+        else if (field == 19)
+            t->nice = atoi(tok);
+        else if (field == 41) {
+            t->policy = atoi(tok);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Prints pid's threads to stderr, for a daemon that did not go away in
+ * time. */
 static void
 describe_threads(pid_t pid)
 {
-    char path[320], line[512], name[32], *p;
+    char path[64];
+    struct e2e_thread t;
     struct dirent *de;
     DIR *dir;
-    FILE *f;
 
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     if ((dir = opendir(path)) == NULL)
         return;
-    while ((de = readdir(dir)) != NULL) {
-        int field = 3, nice = 0, policy = -1;
-        char state = '?';
-
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
-                 de->d_name);
-        if ((f = fopen(path, "r")) == NULL)
-            continue;
-        if (fgets(line, sizeof(line), f) != NULL &&
-            (p = strrchr(line, ')')) != NULL) {
-            char *open = strchr(line, '(');
-            size_t n = open != NULL ? (size_t)(p - open - 1) : 0;
-
-            snprintf(name, sizeof(name), "%.*s", (int)n,
-                     open != NULL ? open + 1 : "");
-            for (p = strtok(p + 1, " "); p != NULL;
-                 p = strtok(NULL, " "), field++) {
-                if (field == 3)
-                    state = p[0];
-                else if (field == 19)
-                    nice = atoi(p);
-                else if (field == 41)
-                    policy = atoi(p);
-            }
+    while ((de = readdir(dir)) != NULL)
+        if (de->d_name[0] != '.' && e2e_thread_stat(pid, de->d_name, &t) == 0)
             fprintf(stderr,
                     "e2e: pid %d thread %s (%s): state %c, nice %d, "
                     "policy %d\n",
-                    (int)pid, de->d_name, name, state, nice, policy);
-        }
-        fclose(f);
-    }
+                    (int)pid, de->d_name, t.name, t.state, t.nice, t.policy);
     closedir(dir);
 }
 

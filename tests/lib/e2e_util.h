@@ -55,6 +55,17 @@ long e2e_now_ms(void);
 /* True while the daemon process runs. */
 int e2e_alive(struct e2e_daemon *d);
 
+/* A thread of a process, as /proc/PID/task/TID/stat says: its name, its
+ * state (field 3), nice value (19) and scheduling policy (41). */
+struct e2e_thread {
+    char name[32];
+    char state;
+    int nice, policy;
+};
+
+/* Reads thread tid (a decimal string) of pid into *t: 0, or -1. */
+int e2e_thread_stat(pid_t pid, const char *tid, struct e2e_thread *t);
+
 /* Stops the daemon if it still runs and removes the directory. */
 void e2e_cleanup(struct e2e_daemon *d);
 
