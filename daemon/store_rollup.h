@@ -153,6 +153,10 @@ int store_rollup_chunk_sums_walk(const void *sums, size_t len,
 /* The writer's rollup sums (store.c owns them). */
 struct store_rollup **store_rollups(struct store *s);
 
+/* Tests only: while on, the fold of a chunk's sums into the waiting ones,
+ * which runs off the writer's thread, waits (process-wide). */
+void store_rollup_test_hold(int on);
+
 /* The rollup figure columns, each name after prefix ("r."), in the order
  * store_rollup_read() expects; returns the length as snprintf does. */
 size_t store_rollup_columns(char *sql, size_t cap, const char *prefix);
