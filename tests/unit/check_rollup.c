@@ -669,6 +669,58 @@ START_TEST(test_rollup_query_a_chunk_behind_reads_the_view_before)
 }
 END_TEST
 
+/* A chunk's sums are added to the waiting ones off the writer's thread:
+ * until that fold ends, the waiting view as it was and the chunk's own are
+ * published, and a query sees every receipt through them; the next chunk
+ * waits for the fold. */
+START_TEST(test_rollup_query_while_a_fold_is_under_way)
+{
+    struct store_opts ro = { .readonly = 1 };
+    struct store_rollup_merge m1, m2, m3;
+    struct proto_err err;
+    struct store *s, *r;
+
+    span = 8;
+    shared = store_shared_new();
+    ro.shared = shared;
+    s = open_rw();
+    ck_assert_int_eq(store_open(path, &ro, &r, &err), 0);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 100, 0, 3600000 + 1);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_rollup_merge_state(r, &m1, &err), 0);
+    ck_assert_int_eq(view_receipts(&m1), 100);
+
+    store_rollup_test_hold(1);
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 100, 0, 3600000 + 2);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_rollup_merge_state(r, &m2, &err), 0);
+    ck_assert_int_gt(m2.tail, m1.tail);
+    /* The fold is held: these come from the views published beside it. */
+    ck_assert_int_eq(view_receipts(&m2), 200);
+    ck_assert_int_eq(view_receipts(&m1), 100);
+    /* A commit with no chunk publishes nothing else. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 10, 0, 3600000 + 3);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(view_receipts(&m2), 200);
+    store_rollup_test_hold(0);
+
+    /* The next chunk waits for the fold, then adds its own. */
+    ck_assert_int_eq(store_begin(s, &err), 0);
+    job(s, 0, 90, 0, 3600000 + 4);
+    ck_assert_int_eq(store_commit(s, &err), 0);
+    ck_assert_int_eq(store_rollup_merge_state(r, &m3, &err), 0);
+    ck_assert_int_eq(view_receipts(&m3), 300);
+    ck_assert_int_eq(view_receipts(&m2), 200);
+    ck_assert_int_eq(m3.end, m1.end); /* all three still wait */
+    store_free(r);
+    store_free(s);
+    assert_rollups_equal_scan();
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -711,6 +763,7 @@ suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_rollup_edges_read_chunk_sums, 0, 4);
     tcase_add_test(tc, test_rollup_query_a_chunk_behind_reads_the_view_before);
+    tcase_add_test(tc, test_rollup_query_while_a_fold_is_under_way);
     suite_add_tcase(s, tc);
     return s;
 }
