@@ -3,7 +3,9 @@
  * migrations/0004 up to date, inside the writer's transaction.
  *
  * Runs on the writer thread only, with the read-write store, except the
- * registry of published sums (store_shared), which query threads read. A
+ * registry of published sums (store_shared), which query threads read,
+ * and the fold of a chunk's sums into the waiting ones, which a thread of
+ * its own does while the writer goes on (bg_run). A
  * rollup row is read, the receipt is added in C (128-bit sums carried by
  * hand, u64 extremes compared as unsigned: SQLite has neither), and the
  * row is written back; because all of it happens in the transaction (and
