@@ -729,9 +729,6 @@ sums_swap(struct sums *a, struct sums *b)
     *b = t;
 }
 
-/* Adds the sums of the chunk [from, end), v, to the ones waiting. -1 when
- * out of memory (the transaction is rolled back then, and the tail's
- * reload makes the waiting sums again). */
 /* The part of wait_add that touches the sums (first: no chunk waited
  * before v), on the writer's thread or bg_run's; the waiting view ends as
  * [wait_from, end). */
@@ -755,6 +752,9 @@ wait_fold(struct store_rollup *ru, const struct store_rollup_view *v, int first,
     return 0;
 }
 
+/* Adds the sums of the chunk [from, end), v, to the ones waiting. -1 when
+ * out of memory (the transaction is rolled back then, and the tail's
+ * reload makes the waiting sums again). */
 static int
 wait_add(struct store_rollup *ru, const struct store_rollup_view *v,
          int64_t from, int64_t end)
@@ -769,6 +769,14 @@ wait_add(struct store_rollup *ru, const struct store_rollup_view *v,
     return 0;
 }
 
+static atomic_int bg_hold; /* store_rollup_test_hold */
+
+void
+store_rollup_test_hold(int on)
+{
+    atomic_store(&bg_hold, on);
+}
+
 /*
  * The fold off the writer's thread. A chunk's sums are added to the
  * waiting ones by copying those (a published view is never changed:
@@ -779,14 +787,6 @@ wait_add(struct store_rollup *ru, const struct store_rollup_view *v,
  * the fold to bg_run and goes on; queries meanwhile read the waiting view
  * as it was and the chunk's own beside it, which together say the same.
  */
-static atomic_int bg_hold; /* store_rollup_test_hold */
-
-void
-store_rollup_test_hold(int on)
-{
-    atomic_store(&bg_hold, on);
-}
-
 static void *
 bg_run(void *arg)
 {
@@ -848,6 +848,15 @@ bg_ended(struct store_rollup *ru)
     return done;
 }
 
+/* Lets go of the views published while a fold was under way. */
+static void
+bg_release(struct store_rollup *ru)
+{
+    view_unref(ru->bg_base);
+    view_unref(ru->bg_chunk);
+    ru->bg_base = ru->bg_chunk = NULL;
+}
+
 /* Waits for the fold handed over, if any: 0, or -1 when one ran out of
  * memory (now or before): the waiting sums are then half made, the
  * writer's transaction fails, and the rollback's reload makes them again
@@ -868,9 +877,7 @@ bg_settle(struct store_rollup *ru)
     }
     if (ru->bg_failed)
         return -1;
-    view_unref(ru->bg_base);
-    view_unref(ru->bg_chunk);
-    ru->bg_base = ru->bg_chunk = NULL;
+    bg_release(ru);
     return 0;
 }
 
@@ -880,9 +887,7 @@ bg_forget(struct store_rollup *ru)
 {
     (void)bg_settle(ru);
     ru->bg_failed = 0;
-    view_unref(ru->bg_base);
-    view_unref(ru->bg_chunk);
-    ru->bg_base = ru->bg_chunk = NULL;
+    bg_release(ru);
 }
 
 /* wait_add with the fold handed to bg_run; v is the caller's, and a
@@ -901,7 +906,6 @@ wait_hand_over(struct store_rollup *ru, struct store_rollup_view *v,
     ru->bg.from = ru->wait_chunks == 0 ? from : ru->wait_from;
     ru->bg.end = end;
     ru->bg.job = 1;
-    ru->bg.done = 0;
     pthread_cond_signal(&ru->bg.cv);
     pthread_mutex_unlock(&ru->bg.mu);
     ru->bg_pending = 1;

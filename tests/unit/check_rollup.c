@@ -623,43 +623,59 @@ view_receipts(const struct store_rollup_merge *m)
     return (int64_t)n_receipts;
 }
 
-/* The chunks waiting are published as one view of their sums added per
- * key, replaced with every chunk; a query whose snapshot is a chunk behind
- * still reads the one before, one two chunks behind reads the rows. */
-START_TEST(test_rollup_query_a_chunk_behind_reads_the_view_before)
+/* The read-write store with span 8 and a registry, and a reader on the
+ * same file (*r) that reads it. */
+static struct store *
+open_with_reader(struct store **r)
 {
     struct store_opts ro = { .readonly = 1 };
-    struct store_rollup_merge m1, m2, m3;
     struct proto_err err;
-    struct store *s, *r;
+    struct store *s;
 
     span = 8;
     shared = store_shared_new();
     ro.shared = shared;
     s = open_rw();
-    ck_assert_int_eq(store_open(path, &ro, &r, &err), 0);
-    /* Chunks of 100 receipts, their keys the same 40 in each. */
+    ck_assert_int_eq(store_open(path, &ro, r, &err), 0);
+    return s;
+}
+
+/* n receipts of the same 40 keys at ms, committed. */
+static void
+commit_receipts(struct store *s, int n, int64_t ms)
+{
+    struct proto_err err;
+
     ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 100, 0, 3600000 + 1);
+    job(s, 0, n, 0, ms);
     ck_assert_int_eq(store_commit(s, &err), 0);
+}
+
+/* The chunks waiting are published as one view of their sums added per
+ * key, replaced with every chunk; a query whose snapshot is a chunk behind
+ * still reads the one before, one two chunks behind reads the rows. */
+START_TEST(test_rollup_query_a_chunk_behind_reads_the_view_before)
+{
+    struct store_rollup_merge m1, m2, m3;
+    struct proto_err err;
+    struct store *r, *s = open_with_reader(&r);
+
+    /* Chunks of 100 receipts, their keys the same 40 in each. */
+    commit_receipts(s, 100, 3600000 + 1);
     ck_assert_int_eq(sqlite3_exec(store_db(r), "BEGIN", NULL, NULL, NULL),
                      SQLITE_OK);
     ck_assert_int_eq(store_rollup_merge_state(r, &m1, &err), 0);
     ck_assert_int_lt(m1.end, m1.tail); /* the chunk waits */
     ck_assert_int_eq(view_receipts(&m1), 100);
 
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 100, 0, 3600000 + 2);
-    ck_assert_int_eq(store_commit(s, &err), 0);
+    commit_receipts(s, 100, 3600000 + 2);
     ck_assert_int_eq(view_receipts(&m1), 100); /* a chunk behind */
     ck_assert_int_eq(sqlite3_exec(store_db(r), "COMMIT", NULL, NULL, NULL),
                      SQLITE_OK);
     ck_assert_int_eq(store_rollup_merge_state(r, &m2, &err), 0);
     ck_assert_int_eq(view_receipts(&m2), 200);
 
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 100, 0, 3600000 + 3);
-    ck_assert_int_eq(store_commit(s, &err), 0);
+    commit_receipts(s, 100, 3600000 + 3);
     ck_assert_int_eq(view_receipts(&m1), -1); /* two behind: the rows */
     ck_assert_int_eq(view_receipts(&m2), 200);
     ck_assert_int_eq(store_rollup_merge_state(r, &m3, &err), 0);
@@ -677,42 +693,28 @@ END_TEST
  * waits for the fold. */
 START_TEST(test_rollup_query_while_a_fold_is_under_way)
 {
-    struct store_opts ro = { .readonly = 1 };
     struct store_rollup_merge m1, m2, m3;
     struct proto_err err;
-    struct store *s, *r;
+    struct store *r, *s = open_with_reader(&r);
 
-    span = 8;
-    shared = store_shared_new();
-    ro.shared = shared;
-    s = open_rw();
-    ck_assert_int_eq(store_open(path, &ro, &r, &err), 0);
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 100, 0, 3600000 + 1);
-    ck_assert_int_eq(store_commit(s, &err), 0);
+    commit_receipts(s, 100, 3600000 + 1);
     ck_assert_int_eq(store_rollup_merge_state(r, &m1, &err), 0);
     ck_assert_int_eq(view_receipts(&m1), 100);
 
     store_rollup_test_hold(1);
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 100, 0, 3600000 + 2);
-    ck_assert_int_eq(store_commit(s, &err), 0);
+    commit_receipts(s, 100, 3600000 + 2);
     ck_assert_int_eq(store_rollup_merge_state(r, &m2, &err), 0);
     ck_assert_int_gt(m2.tail, m1.tail);
     /* The fold is held: these come from the views published beside it. */
     ck_assert_int_eq(view_receipts(&m2), 200);
     ck_assert_int_eq(view_receipts(&m1), 100);
     /* A commit with no chunk publishes nothing else. */
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 10, 0, 3600000 + 3);
-    ck_assert_int_eq(store_commit(s, &err), 0);
+    commit_receipts(s, 10, 3600000 + 3);
     ck_assert_int_eq(view_receipts(&m2), 200);
     store_rollup_test_hold(0);
 
     /* The next chunk waits for the fold, then adds its own. */
-    ck_assert_int_eq(store_begin(s, &err), 0);
-    job(s, 0, 90, 0, 3600000 + 4);
-    ck_assert_int_eq(store_commit(s, &err), 0);
+    commit_receipts(s, 90, 3600000 + 4);
     ck_assert_int_eq(store_rollup_merge_state(r, &m3, &err), 0);
     ck_assert_int_eq(view_receipts(&m3), 300);
     ck_assert_int_eq(view_receipts(&m2), 200);
