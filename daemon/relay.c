@@ -960,9 +960,12 @@ nap_watching(struct relay *r, uint64_t ms)
 
 /*
  * Background work (upstream.priority): on a busy node the loop and the
- * writer (local ingest) go first, and the relay catches up when a core
- * has nothing else to run. SCHED_IDLE gives way to any other thread at
- * once; nice 10 still takes about a tenth of a core the others want.
+ * writer (local ingest) go first. Nice 10, the default, takes about a
+ * tenth of a core that one other thread wants, so the relay keeps
+ * delivering on cores other work keeps busy. SCHED_IDLE ("idle") gives
+ * way to any other thread at once, and on such cores waits seconds to
+ * tens of seconds for its turn (CI: a center held none of 300 receipts
+ * after 10 s).
  * Linux applies a thread's policy and nice value to that thread alone.
  * Nothing the loop or the writer waits for is held by this thread
  * (relay_get_stats, writer_wait_durable, the cursor's timer), except at
@@ -1267,10 +1270,10 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     r->window = cfg->upstream_window > 0 ? cfg->upstream_window : 1;
     r->priority = cfg->upstream_priority == NULL ||
                           cfg->upstream_priority[0] == '\0' ||
-                          strcmp(cfg->upstream_priority, "idle") == 0
-                      ? PRIO_IDLE
-                  : strcmp(cfg->upstream_priority, "low") == 0 ? PRIO_LOW
-                                                               : PRIO_NORMAL;
+                          strcmp(cfg->upstream_priority, "low") == 0
+                      ? PRIO_LOW
+                  : strcmp(cfg->upstream_priority, "idle") == 0 ? PRIO_IDLE
+                                                                : PRIO_NORMAL;
     if ((r->flights = calloc(r->window, sizeof(*r->flights))) == NULL ||
         (r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
         (r->db_path = strdup(cfg->db_path)) == NULL)

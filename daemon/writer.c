@@ -1206,8 +1206,8 @@ writer_set_retention(struct writer *w, uint64_t max_age_ms, uint32_t batch,
 
 /* The wait polls durable_seq instead of waiting on synced_cond: that
  * condition's mutex is the queue's, which the loop takes for every frame,
- * and a caller of low priority (the relay thread, at SCHED_IDLE) that a
- * busier thread preempts while it holds it would stall the loop. */
+ * and a caller of low priority (the relay thread, at nice 10 or SCHED_IDLE)
+ * that a busier thread preempts while it holds it would stall the loop. */
 #define DURABLE_POLL_NS 100000
 
 int

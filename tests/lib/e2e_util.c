@@ -195,8 +195,9 @@ e2e_stop(struct e2e_daemon *d, int sig, int timeout_ms, int *status)
     int st = 0;
 
     /* A process killed ends when the kernel next runs each of its threads,
-     * which the daemon cannot hasten: a relay thread at SCHED_IDLE on
-     * cores that other work keeps busy waits seconds for its turn. */
+     * which the daemon cannot hasten: a relay thread at SCHED_IDLE
+     * (upstream.priority "idle") on cores that other work keeps busy waits
+     * seconds for its turn. */
     if (sig == SIGKILL && timeout_ms < E2E_KILL_WAIT_MS)
         timeout_ms = E2E_KILL_WAIT_MS;
     deadline = t0 + timeout_ms;
