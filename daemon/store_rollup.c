@@ -152,6 +152,7 @@ struct store_rollup {
         int done; /* the fold handed over has ended, with rc */
         int rc;
         int first; /* the job's chunk is the first waiting */
+        int held;  /* handed over while store_rollup_test_hold was on */
         int64_t from, end;
     } bg;
     int bg_pending; /* a fold is handed over, not settled */
@@ -792,7 +793,7 @@ bg_run(void *arg)
 {
     const struct timespec ms = { 0, 1000000 };
     struct store_rollup *ru = arg;
-    int rc;
+    int rc, held;
 
     (void)pthread_setname_np(pthread_self(), "rollup");
     pthread_mutex_lock(&ru->bg.mu);
@@ -802,8 +803,9 @@ bg_run(void *arg)
         if (!ru->bg.job)
             break;
         ru->bg.job = 0;
+        held = ru->bg.held;
         pthread_mutex_unlock(&ru->bg.mu);
-        while (atomic_load(&bg_hold))
+        while (held && atomic_load(&bg_hold))
             nanosleep(&ms, NULL);
         rc = wait_fold(ru, ru->bg_chunk, ru->bg.first, ru->bg.from, ru->bg.end);
         pthread_mutex_lock(&ru->bg.mu);
@@ -905,6 +907,7 @@ wait_hand_over(struct store_rollup *ru, struct store_rollup_view *v,
     ru->bg.first = ru->wait_chunks == 0;
     ru->bg.from = ru->wait_chunks == 0 ? from : ru->wait_from;
     ru->bg.end = end;
+    ru->bg.held = atomic_load(&bg_hold);
     ru->bg.job = 1;
     pthread_cond_signal(&ru->bg.cv);
     pthread_mutex_unlock(&ru->bg.mu);

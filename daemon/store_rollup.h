@@ -153,8 +153,10 @@ int store_rollup_chunk_sums_walk(const void *sums, size_t len,
 /* The writer's rollup sums (store.c owns them). */
 struct store_rollup **store_rollups(struct store *s);
 
-/* Tests only: while on, the fold of a chunk's sums into the waiting ones,
- * which runs off the writer's thread, waits (process-wide). */
+/* Tests only: while on, a fold of a chunk's sums into the waiting ones
+ * (which runs off the writer's thread) handed over while it was on waits
+ * (process-wide). A fold handed over before is not held, however late its
+ * thread starts it: the next chunk would wait for it. */
 void store_rollup_test_hold(int on);
 
 /* The rollup figure columns, each name after prefix ("r."), in the order
