@@ -673,9 +673,10 @@ const struct config_key config_keys[] = {
       .arg = "MODE",
       .kind = CONFIG_KIND_STRING,
       M(upstream_priority),
-      .help = "the relay thread's CPU priority: \"low\" (the default) is "
-              "nice 10, \"idle\" (SCHED_IDLE) gives way to any other "
-              "thread, \"normal\" the daemon's own" },
+      .help = "the relay thread's CPU priority: \"idle\" (the default, "
+              "SCHED_IDLE, lifted to nice 10 after 5 s without a core) "
+              "gives way to any other thread, \"low\" is nice 10, "
+              "\"normal\" the daemon's own" },
 
     { .section = "metrics",
       .name = "model_series",

@@ -103,8 +103,9 @@ struct config {
     char *upstream_ca_file;    /* TLS: verify the center against it */
     char *upstream_name;       /* the node's name there; NULL = hostname */
     uint32_t upstream_window;  /* batches in flight, default 4 */
-    /* The relay thread's scheduling: "low" (NULL or "", the default:
-     * nice 10), "idle" (SCHED_IDLE) or "normal" (the daemon's own). */
+    /* The relay thread's scheduling: "idle" (NULL or "", the default:
+     * SCHED_IDLE, lifted to nice 10 when starved), "low" (nice 10) or
+     * "normal" (the daemon's own). */
     char *upstream_priority;
     /* Retention with an upstream: "wait" (NULL or "", the default) keeps
      * what was not delivered; "drop" prunes it and counts it in prunes. */

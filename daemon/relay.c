@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -69,7 +70,10 @@
 #define IDLE_POLL_MS 100
 /* The relay thread's nice value at upstream.priority "low", and where
  * SCHED_IDLE is refused. */
-#define RELAY_NICE       10
+#define RELAY_NICE 10
+/* How long a relay thread at SCHED_IDLE may wait for a core, most of the
+ * time it wanted one, before the loop lifts it to RELAY_NICE (lift). */
+#define RELAY_STARVED_MS 5000
 #define BACKLOG_EVERY_MS 500
 /* How often, at most, the cursor is stored while batches are
  * acknowledged: each store is a writer job, and with nothing else queued
@@ -118,7 +122,9 @@ struct relay {
     int lowered;
     pid_t tid;
     int nice_before;
-    int fd; /* the connection's socket while it is open, else -1 */
+    int idle;   /* the thread is at SCHED_IDLE now */
+    int lifted; /* the loop lifted it to RELAY_NICE (starve_check) */
+    int fd;     /* the connection's socket while it is open, else -1 */
     struct relay_stats st;
     int64_t oldest_at; /* received_at of the oldest undelivered;
                           INT64_MIN when none waits */
@@ -132,9 +138,12 @@ struct relay {
     uint64_t stored; /* the cursor as the writer last stored it */
     uint64_t stored_plans;
     uint64_t stored_retention;
-    int job_running;            /* a cursor job is with the writer */
-    int stopping;               /* relay_stop ran */
-    int handles;                /* cursor_timer not closed yet */
+    int job_running; /* a cursor job is with the writer */
+    int stopping;    /* relay_stop ran */
+    int handles;     /* cursor_timer not closed yet */
+    /* starve_check: since when the relay thread has been starved (0:
+     * not looked at yet), and its last look (when, the time it had run). */
+    uint64_t starve_from_ms, starve_at_ms, starve_run_ns;
     struct relay_stats st_seen; /* relay_get_stats' last copy, and */
     int64_t oldest_seen;        /* oldest_at then */
 
@@ -958,6 +967,138 @@ nap_watching(struct relay *r, uint64_t ms)
     return stopping(r);
 }
 
+/* Whether this process may lift a thread from SCHED_IDLE to SCHED_OTHER
+ * at RELAY_NICE: CAP_SYS_NICE, or an RLIMIT_NICE that allows that nice
+ * value (the systemd unit's LimitNICE=+0). */
+static int
+can_lift(void)
+{
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NICE, &rl) == 0 &&
+        (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20 - RELAY_NICE))
+        return 1;
+    if (syscall(SYS_capget, &h, d) != 0)
+        return 0;
+    return (d[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1;
+}
+
+/* Thread tid's state (R: running or waiting for a core) and its time on
+ * a core in ns (the first figure of its schedstat): 0, or -1. The time it
+ * waits for a core is only added when it gets one, so a thread that never
+ * does shows none: its state and the time it ran say it. */
+static int
+thread_sample(pid_t tid, char *state, uint64_t *run_ns)
+{
+    char path[64], buf[512];
+    unsigned long long run;
+    const char *p;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == '\0')
+        return -1;
+    *state = p[2];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    if (sscanf(buf, "%llu", &run) != 1)
+        return -1;
+    *run_ns = run;
+    return 0;
+}
+
+/*
+ * Loop thread, every RELAY_CURSOR_EVERY_MS: a relay thread at SCHED_IDLE
+ * that stayed runnable for RELAY_STARVED_MS while running less than a
+ * tenth of that time (cores that other work keeps busy: a CPU inference
+ * node at full load) is lifted to SCHED_OTHER at RELAY_NICE, or what the
+ * node stored would wait for the center as long as the cores stay busy
+ * (CI: none of 300 receipts in 10 s). A burst shorter than that still
+ * goes first. The thread goes back to SCHED_IDLE itself once it has
+ * caught up (relax).
+ */
+static void
+starve_check(struct relay *r)
+{
+    struct sched_param sp = { 0 };
+    uint64_t now = uv_now(r->loop), run;
+    pid_t tid;
+    char state;
+    int rc, starved;
+
+    uv_mutex_lock(&r->mu);
+    tid = r->idle && !r->stop ? r->tid : 0;
+    uv_mutex_unlock(&r->mu);
+    if (tid == 0 || thread_sample(tid, &state, &run) != 0) {
+        r->starve_from_ms = 0;
+        return;
+    }
+    starved = r->starve_from_ms != 0 && state == 'R' &&
+              run >= r->starve_run_ns &&
+              (run - r->starve_run_ns) / 100000u < now - r->starve_at_ms;
+    r->starve_at_ms = now;
+    r->starve_run_ns = run;
+    if (!starved) {
+        r->starve_from_ms = now;
+        return;
+    }
+    if (now - r->starve_from_ms < RELAY_STARVED_MS)
+        return;
+    r->starve_from_ms = 0;
+    uv_mutex_lock(&r->mu);
+    /* The nice value first: SCHED_OTHER then needs only the RLIMIT_NICE
+     * of that value. */
+    if (r->idle && !r->stop) {
+        rc = setpriority(PRIO_PROCESS, (id_t)tid, RELAY_NICE) != 0
+                 ? errno
+                 : pthread_setschedparam(r->thread, SCHED_OTHER, &sp);
+        if (rc == 0) {
+            r->idle = 0;
+            r->lifted = 1;
+            log_info("relay: the relay thread, runnable, had a core less "
+                     "than a tenth of the last %d ms; it runs at nice %d "
+                     "until it has caught up",
+                     RELAY_STARVED_MS, RELAY_NICE);
+        } else
+            log_warnx("relay: cannot lift the relay thread from SCHED_IDLE "
+                      "(%s)",
+                      strerror(rc));
+    }
+    uv_mutex_unlock(&r->mu);
+}
+
+/* Relay thread, nothing left to send: back to SCHED_IDLE when the loop
+ * lifted it (starve_check). */
+static void
+relax(struct relay *r)
+{
+    struct sched_param sp = { 0 };
+
+    uv_mutex_lock(&r->mu);
+    if (r->lifted && !r->stop &&
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0) {
+        r->lifted = 0;
+        r->idle = 1;
+    }
+    uv_mutex_unlock(&r->mu);
+}
+
 /*
  * Background work (upstream.priority): on a busy node the loop and the
  * writer (local ingest) go first. Nice 10, the default, takes about a
@@ -991,12 +1132,18 @@ lower_priority(struct relay *r)
         goto out;
     r->tid = tid;
     r->nice_before = nice;
-    if (r->priority == PRIO_IDLE &&
-        (rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) == 0) {
+    if (r->priority == PRIO_IDLE && !can_lift())
+        log_info("relay: SCHED_IDLE could not be lifted when the cores stay "
+                 "busy (that takes CAP_SYS_NICE or an RLIMIT_NICE of %d); "
+                 "the relay runs at nice %d",
+                 20 - RELAY_NICE, RELAY_NICE);
+    else if (r->priority == PRIO_IDLE &&
+             (rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) ==
+                 0) {
         r->lowered = 1;
+        r->idle = 1;
         goto out;
-    }
-    if (r->priority == PRIO_IDLE)
+    } else if (r->priority == PRIO_IDLE)
         log_warnx("relay: SCHED_IDLE refused (%s); the relay runs at nice %d",
                   strerror(rc), RELAY_NICE);
     /* A daemon started at a lower priority than that keeps its own. */
@@ -1025,7 +1172,7 @@ restore_priority(struct relay *r)
 
     if (!r->lowered)
         return;
-    r->lowered = 0;
+    r->lowered = r->idle = r->lifted = 0;
     if ((rc = pthread_setschedparam(r->thread, SCHED_OTHER, &sp)) != 0 ||
         setpriority(PRIO_PROCESS, (id_t)r->tid, r->nice_before) != 0)
         log_info("relay: the relay thread keeps its low priority to the "
@@ -1056,6 +1203,7 @@ thread_cb(void *arg)
         if (rc >= 0)
             r->busy_backoff = 0;
         if (rc == 0) {
+            relax(r);
             if (nap(r, IDLE_POLL_MS))
                 break;
         } else if (rc == -1) {
@@ -1176,6 +1324,8 @@ cursor_timer_cb(uv_timer_t *t)
 
     if (!r->stopping && behind(r))
         cursor_submit(r);
+    if (!r->stopping)
+        starve_check(r);
 }
 
 static void
@@ -1270,10 +1420,10 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
     r->window = cfg->upstream_window > 0 ? cfg->upstream_window : 1;
     r->priority = cfg->upstream_priority == NULL ||
                           cfg->upstream_priority[0] == '\0' ||
-                          strcmp(cfg->upstream_priority, "low") == 0
-                      ? PRIO_LOW
-                  : strcmp(cfg->upstream_priority, "idle") == 0 ? PRIO_IDLE
-                                                                : PRIO_NORMAL;
+                          strcmp(cfg->upstream_priority, "idle") == 0
+                      ? PRIO_IDLE
+                  : strcmp(cfg->upstream_priority, "low") == 0 ? PRIO_LOW
+                                                               : PRIO_NORMAL;
     if ((r->flights = calloc(r->window, sizeof(*r->flights))) == NULL ||
         (r->endpoints = calloc(cfg->n_upstream, sizeof(char *))) == NULL ||
         (r->db_path = strdup(cfg->db_path)) == NULL)
