@@ -68,11 +68,12 @@
 /* How often an idle relay looks for new rows, and refreshes its backlog
  * figures while busy. */
 #define IDLE_POLL_MS 100
-/* The relay thread's nice value at upstream.priority "low", and where
- * SCHED_IDLE is refused. */
+/* The relay thread's nice value at upstream.priority "low", where
+ * SCHED_IDLE is refused or could not be lifted, and once lifted. */
 #define RELAY_NICE 10
-/* How long a relay thread at SCHED_IDLE may wait for a core, most of the
- * time it wanted one, before the loop lifts it to RELAY_NICE (lift). */
+/* How long a relay thread at SCHED_IDLE may stay runnable with a core
+ * less than a tenth of the time before the loop lifts it to RELAY_NICE
+ * (starve_check). */
 #define RELAY_STARVED_MS 5000
 #define BACKLOG_EVERY_MS 500
 /* How often, at most, the cursor is stored while batches are
@@ -985,39 +986,44 @@ can_lift(void)
     return (d[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1;
 }
 
-/* Thread tid's state (R: running or waiting for a core) and its time on
- * a core in ns (the first figure of its schedstat): 0, or -1. The time it
- * waits for a core is only added when it gets one, so a thread that never
- * does shows none: its state and the time it ran say it. */
+/* The file /proc/self/task/<tid>/<what>, NUL-terminated, into buf: 0,
+ * or -1. */
 static int
-thread_sample(pid_t tid, char *state, uint64_t *run_ns)
+read_task_file(pid_t tid, const char *what, char *buf, size_t cap)
 {
-    char path[64], buf[512];
-    unsigned long long run;
-    const char *p;
+    char path[64];
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, what);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
+    n = read(fd, buf, cap - 1);
     close(fd);
     if (n <= 0)
         return -1;
     buf[n] = '\0';
-    if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == '\0')
+    return 0;
+}
+
+/* Thread tid's state (R: running or waiting for a core) and its time on
+ * a core in ns (the first figure of its schedstat): 0, or -1. The time it
+ * waits for a core (the second) is only added when it gets one, so a
+ * thread that never does shows none: its state and the time it ran say
+ * it. */
+static int
+thread_sample(pid_t tid, char *state, uint64_t *run_ns)
+{
+    char buf[512];
+    unsigned long long run;
+    const char *p;
+
+    if (read_task_file(tid, "stat", buf, sizeof(buf)) != 0 ||
+        (p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == '\0')
         return -1;
     *state = p[2];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    if (sscanf(buf, "%llu", &run) != 1)
+    if (read_task_file(tid, "schedstat", buf, sizeof(buf)) != 0 ||
+        sscanf(buf, "%llu", &run) != 1)
         return -1;
     *run_ns = run;
     return 0;
@@ -1101,12 +1107,13 @@ relax(struct relay *r)
 
 /*
  * Background work (upstream.priority): on a busy node the loop and the
- * writer (local ingest) go first. Nice 10, the default, takes about a
- * tenth of a core that one other thread wants, so the relay keeps
- * delivering on cores other work keeps busy. SCHED_IDLE ("idle") gives
- * way to any other thread at once, and on such cores waits seconds to
- * tens of seconds for its turn (CI: a center held none of 300 receipts
- * after 10 s).
+ * writer (local ingest) go first, and the relay catches up when a core
+ * has nothing else to run. SCHED_IDLE, the default, gives way to any
+ * other thread at once; on cores that other work keeps busy it may wait
+ * tens of seconds, so the loop lifts it to nice 10 when starved
+ * (starve_check), and a daemon that could not do that runs it at nice 10
+ * from the start. Nice 10 takes about a tenth of a core one other thread
+ * wants.
  * Linux applies a thread's policy and nice value to that thread alone.
  * Nothing the loop or the writer waits for is held by this thread
  * (relay_get_stats, writer_wait_durable, the cursor's timer), except at
