@@ -1139,20 +1139,21 @@ lower_priority(struct relay *r)
         goto out;
     r->tid = tid;
     r->nice_before = nice;
-    if (r->priority == PRIO_IDLE && !can_lift())
-        log_info("relay: SCHED_IDLE could not be lifted when the cores stay "
-                 "busy (that takes CAP_SYS_NICE or an RLIMIT_NICE of %d); "
-                 "the relay runs at nice %d",
-                 20 - RELAY_NICE, RELAY_NICE);
-    else if (r->priority == PRIO_IDLE &&
-             (rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) ==
-                 0) {
-        r->lowered = 1;
-        r->idle = 1;
-        goto out;
-    } else if (r->priority == PRIO_IDLE)
-        log_warnx("relay: SCHED_IDLE refused (%s); the relay runs at nice %d",
-                  strerror(rc), RELAY_NICE);
+    if (r->priority == PRIO_IDLE) {
+        if (!can_lift())
+            log_info("relay: SCHED_IDLE could not be lifted when the cores "
+                     "stay busy (that takes CAP_SYS_NICE or an RLIMIT_NICE of "
+                     "%d); the relay runs at nice %d",
+                     20 - RELAY_NICE, RELAY_NICE);
+        else if ((rc = pthread_setschedparam(pthread_self(), SCHED_IDLE,
+                                             &sp)) == 0) {
+            r->lowered = r->idle = 1;
+            goto out;
+        } else
+            log_warnx("relay: SCHED_IDLE refused (%s); the relay runs at "
+                      "nice %d",
+                      strerror(rc), RELAY_NICE);
+    }
     /* A daemon started at a lower priority than that keeps its own. */
     if (nice >= RELAY_NICE)
         goto out;

@@ -54,11 +54,11 @@
 #define SOURCE  "producer-1"
 #define MAXTAGS 20000
 /* Processes spinning on the one core of
- * test_relay_stops_while_its_cores_are_busy, and of
- * test_relay_delivers_while_its_cores_are_busy with how long it waits. */
-#define HOGS         30
-#define DELIVER_HOGS 30
-#define DELIVER_MS   12000
+ * test_relay_stops_while_its_cores_are_busy and of
+ * test_relay_delivers_while_its_cores_are_busy, and how long the latter
+ * waits. */
+#define HOGS       30
+#define DELIVER_MS 12000
 
 static struct e2e_daemon center, node;
 static int cport;
@@ -761,20 +761,19 @@ START_TEST(test_relay_thread_priority)
     static const char *const idle[] = { "--upstream-priority", "idle", NULL };
     static const char *const normal[] = { "--upstream-priority", "normal",
                                           NULL };
-    struct {
+    const int idle_policy = may_lift() ? SCHED_IDLE : SCHED_OTHER;
+    const struct {
         const char *const *extra;
         int policy, nice; /* nice: -1 for the loop's own */
-    } want[] = { { NULL, SCHED_IDLE, 10 },
+    } want[] = { { NULL, idle_policy, 10 },
                  { low, SCHED_OTHER, 10 },
-                 { idle, SCHED_IDLE, 10 },
+                 { idle, idle_policy, 10 },
                  { normal, SCHED_OTHER, -1 } };
     int policy = -1, nice = 0, own_policy, own = 0, want_nice;
-    int idle_policy = may_lift() ? SCHED_IDLE : SCHED_OTHER;
     uint64_t seq = 1;
     long until;
     size_t i;
 
-    want[0].policy = want[2].policy = idle_policy;
     reset();
     center_spawn(1);
     for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -968,7 +967,7 @@ START_TEST(test_relay_stops_while_its_cores_are_busy)
 END_TEST
 
 /* At the default priority the relay keeps delivering from a node whose
- * core other work keeps busy: DELIVER_HOGS processes spin on the core of
+ * core other work keeps busy: HOGS processes spin on the core of
  * the node's threads while it takes 1,000 receipts, and the center holds
  * them within DELIVER_MS of the node's last acknowledgement. Where the
  * daemon may lift its relay thread from SCHED_IDLE (CAP_SYS_NICE, or an
@@ -980,25 +979,25 @@ END_TEST
  * in 10 s). */
 START_TEST(test_relay_delivers_while_its_cores_are_busy)
 {
-    pid_t hogs[DELIVER_HOGS];
+    pid_t hogs[HOGS];
     uint64_t seq = 1;
     int cpu = first_cpu(), policy = -1, lift = may_lift();
     long t0, lag;
 
     reset();
     center_spawn(1);
-    node_on_a_busy_core(NULL, cpu, &seq, &policy, hogs, DELIVER_HOGS);
+    node_on_a_busy_core(NULL, cpu, &seq, &policy, hogs, HOGS);
     ck_assert_int_eq(policy, lift ? SCHED_IDLE : SCHED_OTHER);
     produce(1000, 100, &seq, 0, NULL);
     t0 = e2e_now_ms();
     await_delivery(next_tag, DELIVER_MS);
     lag = e2e_now_ms() - t0;
-    hogs_end(hogs, DELIVER_HOGS);
+    hogs_end(hogs, HOGS);
     fprintf(stderr,
             "relay: with %d processes spinning on its core, the center held "
             "the node's last receipt %ld ms after the node acknowledged it "
             "(%s)\n",
-            DELIVER_HOGS, lag,
+            HOGS, lag,
             !lift ? "nice 10"
             : file_holds(node.log, "until it has caught up")
                 ? "SCHED_IDLE, lifted"
