@@ -56,9 +56,12 @@
 /* Processes spinning on the one core of
  * test_relay_stops_while_its_cores_are_busy and of
  * test_relay_delivers_while_its_cores_are_busy, and how long the latter
- * waits. */
+ * waits. That bound is loose on purpose: a lifted thread at nice 10 gets
+ * about 1/280 of a core beside 30 spinners, and under AddressSanitizer
+ * with the rest of the suite on the same cores it once needed more than
+ * 20 s. What fails that test without the lift is its check of the log. */
 #define HOGS       30
-#define DELIVER_MS 20000
+#define DELIVER_MS 60000
 
 static struct e2e_daemon center, node;
 static int cport;

@@ -484,7 +484,7 @@ START_TEST(test_store_relay_reads_plans)
     struct store *s;
     uint64_t last, newest;
     int64_t id;
-    char plan[16];
+    char plan[24];
     int i;
 
     ck_assert_int_eq(store_open(path, &o, &s, &err), 0);
