@@ -41,7 +41,10 @@
  *    read before and after each load phase.
  *    Each load phase also prints the WAL syncs it took and the CPU per
  *    receipt of the whole daemon (every thread, user and system, from
- *    /proc) and of this process, the client (getrusage).
+ *    /proc) and of this process, the client (getrusage), and the
+ *    daemon's part of a round trip: the mean from the loop's submit of a
+ *    write to its answer, and a commit group's mean duration (the stats'
+ *    ack_mean_ms and commit_mean_ms, as sums over the phase).
  * 8. TLS (issue 16): the batch load of 3 over TCP on 127.0.0.1, plain
  *    text then TLS 1.3 (a certificate made here by openssl), each on a
  *    daemon of its own, as a ratio; then `idle` TLS connections that said
@@ -1162,6 +1165,10 @@ struct writer_figures {
     uint64_t cpu_us, accepted;
     uint64_t groups, checkpoints, checkpoint_us; /* 0 when not reported */
     uint64_t syncs, sync_us; /* the syncer's WAL syncs (0: none) */
+    /* The loop's submit to its answer (acks) and the groups' durations,
+     * as sums in us (from the stats' means). */
+    uint64_t acks;
+    double ack_us, group_us;
 };
 
 static uint64_t
@@ -1171,6 +1178,17 @@ row_uint(const msgpack_object *row, const char *key, int *found)
 
     *found = v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
     return *found ? v->via.u64 : 0;
+}
+
+/* A float field (a mean) in thousandths, so that it travels as the others
+ * do: stats_fields' keys[i] names it with a leading '~'. */
+static uint64_t
+row_milli(const msgpack_object *row, const char *key, int *found)
+{
+    const msgpack_object *v = mpobj_map_get(row, key, NULL);
+
+    *found = v != NULL && v->type == MSGPACK_OBJECT_FLOAT64 && v->via.f64 >= 0;
+    return *found ? (uint64_t)(v->via.f64 * 1000.0 + 0.5) : 0;
 }
 
 /* One `query` {"kind": "stats"} on a connection of its own: the fields
@@ -1217,7 +1235,9 @@ stats_fields(const char *name, const char *const *keys, int n, uint64_t *v)
         rows->via.array.size != 1)
         dief("stats", "no row");
     for (i = 0; i < n; i++) {
-        v[i] = row_uint(&rows->via.array.ptr[0], keys[i], &found);
+        v[i] = keys[i][0] == '~'
+                   ? row_milli(&rows->via.array.ptr[0], keys[i] + 1, &found)
+                   : row_uint(&rows->via.array.ptr[0], keys[i], &found);
         mask |= (unsigned)found << i;
     }
     msgpack_unpacked_destroy(&up);
@@ -1241,9 +1261,10 @@ writer_figures(const char *name, struct writer_figures *wf)
     static const char *const keys[] = { "accepted",      "writer_cpu_us",
                                         "commit_groups", "checkpoints",
                                         "checkpoint_us", "wal_syncs",
-                                        "wal_sync_us" };
-    uint64_t v[7];
-    unsigned mask = stats_fields(name, keys, 7, v);
+                                        "wal_sync_us",   "acks",
+                                        "~ack_mean_ms",  "~commit_mean_ms" };
+    uint64_t v[10];
+    unsigned mask = stats_fields(name, keys, 10, v);
 
     wf->accepted = v[0];
     wf->cpu_us = v[1];
@@ -1253,6 +1274,10 @@ writer_figures(const char *name, struct writer_figures *wf)
     wf->checkpoint_us = v[4];
     wf->syncs = v[5];
     wf->sync_us = v[6];
+    wf->acks = v[7];
+    /* The means are of all time: sums, so a phase's are differences. */
+    wf->ack_us = (double)v[8] * (double)v[7];
+    wf->group_us = (double)v[9] * (double)v[2];
 }
 
 /* Writer CPU microseconds per receipt stored between two readings, or
@@ -1350,6 +1375,9 @@ struct load_result {
     double daemon_us, client_us;
     uint64_t syncs;
     double sync_ms; /* mean */
+    /* The daemon's part of the latency: the loop's submit to its answer,
+     * and a commit group's duration (means, ms; 0: not reported). */
+    double answer_ms, group_ms;
 };
 
 struct bconn {
@@ -1627,6 +1655,14 @@ load(const char *name, const struct load_spec *spec, struct load_result *res)
                          ? (double)(after.accepted - before.accepted) /
                                (double)(after.groups - before.groups)
                          : 0;
+    res->answer_ms = after.acks > before.acks
+                         ? (after.ack_us - before.ack_us) / 1000.0 /
+                               (double)(after.acks - before.acks)
+                         : 0;
+    res->group_ms = after.groups > before.groups
+                        ? (after.group_us - before.group_us) / 1000.0 /
+                              (double)(after.groups - before.groups)
+                        : 0;
     res->checkpoints = after.checkpoints - before.checkpoints;
     res->syncs = after.syncs - before.syncs;
     res->sync_ms = res->syncs ? (double)(after.sync_us - before.sync_us) /
@@ -2509,6 +2545,10 @@ print_load(const char *what, const struct load_result *r)
            "%.1f us, client %.1f us\n",
            "", (unsigned long long)r->syncs, r->sync_ms, r->daemon_us,
            r->client_us);
+    printf("%-34s in the daemon: submit to answer %.2f ms (a group %.2f "
+           "ms), the rest of a round trip in the loop, the socket and the "
+           "client\n",
+           "", r->answer_ms, r->group_ms);
 }
 
 static void
