@@ -17,4 +17,8 @@ fi
 # shellcheck disable=SC2086
 cmake -S . -B "$build" $opts >/dev/null
 cmake --build "$build" -j "$(nproc)"
+# The Rust producer's test (producer_rust) compiles its crates here once
+# for both build trees.
+RECEIPTD_CARGO_TARGET_DIR=$(pwd)/build-cargo
+export RECEIPTD_CARGO_TARGET_DIR
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"

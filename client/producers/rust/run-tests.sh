@@ -9,8 +9,9 @@
 #
 # The crate is copied into WORK_DIR (cargo writes Cargo.lock beside
 # Cargo.toml, and the source tree stays clean); the build's target
-# directory stays there between runs. Exits 77 (SKIP) when cargo, rustc,
-# rustfmt or one of the crates is not installed.
+# directory stays there between runs (or in RECEIPTD_CARGO_TARGET_DIR).
+# Exits 77 (SKIP) when cargo, rustc, rustfmt or one of the crates is not
+# installed.
 set -eu
 
 [ $# -eq 6 ] || {
@@ -53,7 +54,10 @@ cp -R "$crate/Cargo.toml" "$crate/src" "$crate/tests" "$work/crate/"
 # Only Debian's toolchain: neither another cargo nor another rustc on
 # PATH (a rustup proxy, say) takes part.
 CARGO_HOME=$work/cargo-home
-CARGO_TARGET_DIR=$work/target
+# RECEIPTD_CARGO_TARGET_DIR (scripts/test.sh sets it): one target
+# directory for every build tree, so the crates compile once, not once for
+# the plain build and again for the sanitizer build.
+CARGO_TARGET_DIR=${RECEIPTD_CARGO_TARGET_DIR:-$work/target}
 RUSTC=$rustc
 RUSTFLAGS="-D warnings" # the crate's own warnings are errors, as in C
 RUSTDOC=$(dirname "$rustc")/rustdoc
