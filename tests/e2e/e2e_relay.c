@@ -378,25 +378,36 @@ metrics_of(struct e2e_daemon *d)
     return out;
 }
 
-/* Waits until the node has nothing left to relay and the center holds
- * want receipts. */
+/* Waits up to ms until the node has nothing left to relay and the center
+ * holds want receipts: 0 then, else -1 with the last figures read (got is
+ * read only when the backlog is 0; a backlog of UINT64_MAX is a stats
+ * query that got no answer). */
+static int
+wait_delivery(uint64_t want, long ms, uint64_t *got, uint64_t *backlog)
+{
+    long until = e2e_now_ms() + ms;
+
+    *got = *backlog = 0;
+    while (e2e_now_ms() < until) {
+        *backlog = stat_of(&node, "relay_backlog");
+        /* The center's rows, not its counters: it may have restarted. */
+        if (*backlog == 0 && (*got = read_center()) >= want)
+            return 0;
+        usleep(100000);
+    }
+    return -1;
+}
+
 static void
 await_delivery(uint64_t want, long ms)
 {
-    long until = e2e_now_ms() + ms;
-    uint64_t got = 0, backlog = 0;
+    uint64_t got, backlog;
 
-    while (e2e_now_ms() < until) {
-        backlog = stat_of(&node, "relay_backlog");
-        /* The center's rows, not its counters: it may have restarted. */
-        if (backlog == 0 && (got = read_center()) >= want)
-            return;
-        usleep(100000);
-    }
-    ck_abort_msg("the center holds %llu of %llu receipts, the node's backlog "
-                 "is %llu",
-                 (unsigned long long)got, (unsigned long long)want,
-                 (unsigned long long)backlog);
+    if (wait_delivery(want, ms, &got, &backlog) != 0)
+        ck_abort_msg("the center holds %llu of %llu receipts, the node's "
+                     "backlog is %llu",
+                     (unsigned long long)got, (unsigned long long)want,
+                     (unsigned long long)backlog);
 }
 
 /* Reads every receipt row of the center (pages of 10,000 by before_id),
@@ -983,8 +994,8 @@ END_TEST
 START_TEST(test_relay_delivers_while_its_cores_are_busy)
 {
     pid_t hogs[HOGS];
-    uint64_t seq = 1;
-    int cpu = first_cpu(), policy = -1, lift = may_lift(), lifted;
+    uint64_t seq = 1, got, backlog;
+    int cpu = first_cpu(), policy = -1, lift = may_lift(), lifted, delivered;
     long t0, lag;
 
     reset();
@@ -993,10 +1004,18 @@ START_TEST(test_relay_delivers_while_its_cores_are_busy)
     ck_assert_int_eq(policy, lift ? SCHED_IDLE : SCHED_OTHER);
     produce(1000, 100, &seq, 0, NULL);
     t0 = e2e_now_ms();
-    await_delivery(next_tag, DELIVER_MS);
+    delivered = wait_delivery(next_tag, DELIVER_MS, &got, &backlog) == 0;
     lag = e2e_now_ms() - t0;
     hogs_end(hogs, HOGS);
     lifted = file_holds(node.log, "until it has caught up");
+    ck_assert_msg(delivered,
+                  "the center holds %llu of %u receipts after %ld ms, the "
+                  "node's backlog is %llu; its relay thread was %s",
+                  (unsigned long long)got, next_tag, lag,
+                  (unsigned long long)backlog,
+                  !lift    ? "at nice 10"
+                  : lifted ? "lifted"
+                           : "not lifted");
     fprintf(stderr,
             "relay: with %d processes spinning on its core, the center held "
             "the node's last receipt %ld ms after the node acknowledged it "
