@@ -76,6 +76,9 @@
  * (starve_check). */
 #define RELAY_STARVED_MS 5000
 #define BACKLOG_EVERY_MS 500
+/* Backlog figures older than this, while the relay thread is at
+ * SCHED_IDLE, are read again by the loop (backlog_for_starved). */
+#define BACKLOG_STALE_MS (2 * BACKLOG_EVERY_MS)
 /* How often, at most, the cursor is stored while batches are
  * acknowledged: each store is a writer job, and with nothing else queued
  * a commit and a sync of its own. A crash loses at most this much of the
@@ -127,8 +130,10 @@ struct relay {
     int lifted; /* the loop lifted it to RELAY_NICE (starve_check) */
     int fd;     /* the connection's socket while it is open, else -1 */
     struct relay_stats st;
-    int64_t oldest_at; /* received_at of the oldest undelivered;
-                          INT64_MIN when none waits */
+    int64_t oldest_at;     /* received_at of the oldest undelivered;
+                              INT64_MIN when none waits */
+    uint64_t backlog_at;   /* when st's backlog was read (monotonic ms) */
+    uint64_t backlog_mean; /* the relay thread's bytes a record */
 
     _Atomic uint64_t acked;       /* the center's last acknowledged id */
     _Atomic uint64_t acked_plans; /* the same for the plans stream */
@@ -147,6 +152,10 @@ struct relay {
     uint64_t starve_from_ms, starve_at_ms, starve_run_ns;
     struct relay_stats st_seen; /* relay_get_stats' last copy, and */
     int64_t oldest_seen;        /* oldest_at then */
+    /* backlog_for_starved's read-only handle, opened when first needed;
+     * lro_failed: it could not be (said once). */
+    struct store *lro;
+    int lro_failed;
 
     /* Relay thread. */
     struct store *ro;
@@ -635,6 +644,8 @@ backlog(struct relay *r, int force)
     r->st.backlog_records = bl.records;
     r->st.backlog_bytes = bl.records * mean;
     r->oldest_at = bl.oldest_at;
+    r->backlog_at = now;
+    r->backlog_mean = mean;
     uv_mutex_unlock(&r->mu);
 }
 
@@ -1089,6 +1100,62 @@ starve_check(struct relay *r)
     uv_mutex_unlock(&r->mu);
 }
 
+/*
+ * Loop thread, on the cursor's timer. The backlog's figures (stats,
+ * STATUS=, the metrics) are the relay thread's to read, and a thread at
+ * SCHED_IDLE that gets no core reads nothing: a node whose cores are busy
+ * would show the backlog of before, 0 say, while receipts wait for the
+ * seconds until starve_check lifts the thread. So while the thread is at
+ * SCHED_IDLE and its figures are older than BACKLOG_STALE_MS, the loop
+ * reads them itself with a read-only handle of its own (a few indexed
+ * reads, and a count of at most STORE_RELAY_COUNT_MAX rows), at most every
+ * BACKLOG_STALE_MS. The bytes are the thread's last size a record times
+ * the records. The mutex is only tried: the thread may hold it,
+ * preempted.
+ */
+static void
+backlog_for_starved(struct relay *r)
+{
+    struct store_relay_backlog bl;
+    struct store_opts o;
+    struct proto_err err;
+    uint64_t now = mono_ms(), at, mean;
+    int idle;
+
+    if (uv_mutex_trylock(&r->mu) != 0)
+        return;
+    idle = r->idle && !r->stop;
+    at = r->backlog_at;
+    mean = r->backlog_mean;
+    uv_mutex_unlock(&r->mu);
+    if (!idle || now - at < BACKLOG_STALE_MS || r->lro_failed)
+        return;
+    if (r->lro == NULL) {
+        memset(&o, 0, sizeof(o));
+        o.readonly = 1;
+        if (store_open(r->db_path, &o, &r->lro, &err) != 0) {
+            r->lro_failed = 1;
+            log_warnx("relay: cannot open the store to read the backlog while "
+                      "the relay thread waits for a core: %s",
+                      err.message);
+            return;
+        }
+    }
+    if (store_relay_backlog(r->lro, atomic_load(&r->acked), &bl, &err) != 0)
+        return;
+    if (uv_mutex_trylock(&r->mu) != 0)
+        return;
+    /* Unless the thread read them meanwhile. */
+    if (r->backlog_at == at) {
+        r->st.acked_id = atomic_load(&r->acked);
+        r->st.backlog_records = bl.records;
+        r->st.backlog_bytes = bl.records * mean;
+        r->oldest_at = bl.oldest_at;
+        r->backlog_at = now;
+    }
+    uv_mutex_unlock(&r->mu);
+}
+
 /* Relay thread, nothing left to send: back to SCHED_IDLE when the loop
  * lifted it (starve_check). */
 static void
@@ -1332,8 +1399,10 @@ cursor_timer_cb(uv_timer_t *t)
 
     if (!r->stopping && behind(r))
         cursor_submit(r);
-    if (!r->stopping)
+    if (!r->stopping) {
         starve_check(r);
+        backlog_for_starved(r);
+    }
 }
 
 static void
@@ -1347,6 +1416,7 @@ relay_free(struct relay *r)
     free(r->flights);
     free(r->db_path);
     store_free(r->ro);
+    store_free(r->lro);
     tls_ctx_free(r->tls);
     explicit_bzero(r->token, sizeof(r->token));
     uv_cond_destroy(&r->cv);

@@ -888,6 +888,24 @@ node_on_a_busy_core(const char *const *extra, int cpu, uint64_t *seq,
         hogs[i] = hog(cpu);
 }
 
+/* The node's relay_backlog once it reads more than 0, polled until
+ * until_ms or until the node's log says its relay thread was lifted; 0
+ * when it read 0 all along. */
+static uint64_t
+backlog_before_lift(long until_ms)
+{
+    uint64_t b;
+
+    while (e2e_now_ms() < until_ms &&
+           !file_holds(node.log, "until it has caught up")) {
+        b = stat_of(&node, "relay_backlog");
+        if (b != 0 && b != UINT64_MAX)
+            return b;
+        usleep(100000);
+    }
+    return 0;
+}
+
 static void
 hogs_end(pid_t *hogs, int n)
 {
@@ -994,7 +1012,7 @@ END_TEST
 START_TEST(test_relay_delivers_while_its_cores_are_busy)
 {
     pid_t hogs[HOGS];
-    uint64_t seq = 1, got, backlog;
+    uint64_t seq = 1, got, backlog, waiting;
     int cpu = first_cpu(), policy = -1, lift = may_lift(), lifted, delivered;
     long t0, lag;
 
@@ -1004,6 +1022,9 @@ START_TEST(test_relay_delivers_while_its_cores_are_busy)
     ck_assert_int_eq(policy, lift ? SCHED_IDLE : SCHED_OTHER);
     produce(1000, 100, &seq, 0, NULL);
     t0 = e2e_now_ms();
+    /* While the thread waits for a core, the loop reads the backlog for
+     * it: stats shows what waits before the lift could. */
+    waiting = lift ? backlog_before_lift(t0 + DELIVER_MS) : 1;
     delivered = wait_delivery(next_tag, DELIVER_MS, &got, &backlog) == 0;
     lag = e2e_now_ms() - t0;
     hogs_end(hogs, HOGS);
@@ -1016,6 +1037,9 @@ START_TEST(test_relay_delivers_while_its_cores_are_busy)
                   !lift    ? "at nice 10"
                   : lifted ? "lifted"
                            : "not lifted");
+    ck_assert_msg(waiting > 0,
+                  "the node's relay_backlog read 0, with 1,000 receipts not "
+                  "delivered, until its relay thread was lifted");
     fprintf(stderr,
             "relay: with %d processes spinning on its core, the center held "
             "the node's last receipt %ld ms after the node acknowledged it "
