@@ -150,6 +150,7 @@ struct relay {
     /* starve_check: since when the relay thread has been starved (0:
      * not looked at yet), and its last look (when, the time it had run). */
     uint64_t starve_from_ms, starve_at_ms, starve_run_ns;
+    int waits_for_core;         /* at that look: SCHED_IDLE and runnable */
     struct relay_stats st_seen; /* relay_get_stats' last copy, and */
     int64_t oldest_seen;        /* oldest_at then */
     /* backlog_for_starved's read-only handle, opened when first needed;
@@ -624,6 +625,20 @@ sample(struct relay *r)
     msgpack_sbuffer_destroy(&sb);
 }
 
+/* The backlog's figures for stats, read at now (monotonic ms) with mean
+ * bytes a record; with mu held. */
+static void
+set_backlog(struct relay *r, const struct store_relay_backlog *bl,
+            uint64_t mean, uint64_t now)
+{
+    r->st.acked_id = atomic_load(&r->acked);
+    r->st.backlog_records = bl->records;
+    r->st.backlog_bytes = bl->records * mean;
+    r->oldest_at = bl->oldest_at;
+    r->backlog_at = now;
+    r->backlog_mean = mean;
+}
+
 static void
 backlog(struct relay *r, int force)
 {
@@ -640,12 +655,7 @@ backlog(struct relay *r, int force)
         sample(r);
     mean = r->enc_records ? r->enc_bytes / r->enc_records : 0;
     uv_mutex_lock(&r->mu);
-    r->st.acked_id = atomic_load(&r->acked);
-    r->st.backlog_records = bl.records;
-    r->st.backlog_bytes = bl.records * mean;
-    r->oldest_at = bl.oldest_at;
-    r->backlog_at = now;
-    r->backlog_mean = mean;
+    set_backlog(r, &bl, mean, now);
     uv_mutex_unlock(&r->mu);
 }
 
@@ -1062,10 +1072,12 @@ starve_check(struct relay *r)
     uv_mutex_lock(&r->mu);
     tid = r->idle && !r->stop ? r->tid : 0;
     uv_mutex_unlock(&r->mu);
+    r->waits_for_core = 0;
     if (tid == 0 || thread_sample(tid, &state, &run) != 0) {
         r->starve_from_ms = 0;
         return;
     }
+    r->waits_for_core = state == 'R';
     starved = r->starve_from_ms != 0 && state == 'R' &&
               run >= r->starve_run_ns &&
               (run - r->starve_run_ns) / 100000u < now - r->starve_at_ms;
@@ -1106,12 +1118,13 @@ starve_check(struct relay *r)
  * SCHED_IDLE that gets no core reads nothing: a node whose cores are busy
  * would show the backlog of before, 0 say, while receipts wait for the
  * seconds until starve_check lifts the thread. So while the thread is at
- * SCHED_IDLE and its figures are older than BACKLOG_STALE_MS, the loop
- * reads them itself with a read-only handle of its own (a few indexed
- * reads, and a count of at most STORE_RELAY_COUNT_MAX rows), at most every
- * BACKLOG_STALE_MS. The bytes are the thread's last size a record times
- * the records. The mutex is only tried: the thread may hold it,
- * preempted.
+ * SCHED_IDLE and was runnable at starve_check's last look (waiting for a
+ * core, not for the center), and its figures are older than
+ * BACKLOG_STALE_MS, the loop reads them itself with a read-only handle of
+ * its own (a few indexed reads, and a count of at most
+ * STORE_RELAY_COUNT_MAX rows), at most every BACKLOG_STALE_MS. The bytes are
+ * the thread's last size a record times the records. The mutex is only tried:
+ * the thread may hold it, preempted.
  */
 static void
 backlog_for_starved(struct relay *r)
@@ -1120,15 +1133,13 @@ backlog_for_starved(struct relay *r)
     struct store_opts o;
     struct proto_err err;
     uint64_t now = mono_ms(), at, mean;
-    int idle;
 
-    if (uv_mutex_trylock(&r->mu) != 0)
+    if (!r->waits_for_core || r->lro_failed || uv_mutex_trylock(&r->mu) != 0)
         return;
-    idle = r->idle && !r->stop;
     at = r->backlog_at;
     mean = r->backlog_mean;
     uv_mutex_unlock(&r->mu);
-    if (!idle || now - at < BACKLOG_STALE_MS || r->lro_failed)
+    if (now - at < BACKLOG_STALE_MS)
         return;
     if (r->lro == NULL) {
         memset(&o, 0, sizeof(o));
@@ -1146,13 +1157,8 @@ backlog_for_starved(struct relay *r)
     if (uv_mutex_trylock(&r->mu) != 0)
         return;
     /* Unless the thread read them meanwhile. */
-    if (r->backlog_at == at) {
-        r->st.acked_id = atomic_load(&r->acked);
-        r->st.backlog_records = bl.records;
-        r->st.backlog_bytes = bl.records * mean;
-        r->oldest_at = bl.oldest_at;
-        r->backlog_at = now;
-    }
+    if (r->backlog_at == at)
+        set_backlog(r, &bl, mean, now);
     uv_mutex_unlock(&r->mu);
 }
 
