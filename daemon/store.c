@@ -134,6 +134,9 @@ struct put_row {
     const void *extra; /* the receipt's, or own_extra */
     void *own_extra;   /* a waiting row's copy */
     unsigned char counters[STORE_COUNTERS_MAX]; /* bound until the step */
+    /* A waiting row's receipt for the tail (tail_row), its figures only:
+     * no strings, no extra. */
+    struct receipt r;
 };
 
 struct store {
@@ -1507,51 +1510,77 @@ drop_rows(struct store *s)
     s->n_rows = 0;
 }
 
-/* Inserts the single receipts' rows that wait. */
-static int
-put_rows(struct store *s, struct proto_err *err)
+/* The rollup key of row. */
+static struct store_rollup_key
+row_key(const struct put_row *row)
 {
-    int rc;
+    struct store_rollup_key k = { row->ids[1],    row->ids[2],
+                                  row->ids[0],    row->source_id,
+                                  row->requested, row->executed,
+                                  row->received_at };
 
-    if (s->n_rows == 0)
-        return 0;
-    rc = insert_rows(s, s->rows, s->n_rows, err);
-    drop_rows(s);
-    return rc;
+    return k;
 }
 
-/* The receipt whose row was just written, into the tail's postings and
+/* The receipt r whose row was just written, into the tail's postings and
  * rollups (in memory until the tail becomes a chunk, in the same
  * transaction as some later commit). */
 static int
-tail_row(struct store *s, const struct store_write *w, int64_t source_id,
-         const struct receipt *r, const struct put_row *row,
+tail_row(struct store *s, const struct put_row *row, const struct receipt *r,
          struct proto_err *err)
 {
     int64_t keys[STORE_KIND_COUNT];
-    struct store_rollup_key k = { row->ids[1],          row->ids[2],
-                                  row->ids[0],          source_id,
-                                  r->requested_backend, r->executed_backend,
-                                  w->received_at };
+    struct store_rollup_key k = row_key(row);
 
     keys[0] = 0;
     keys[STORE_KIND_PLAN] = row->ids[1];
     keys[STORE_KIND_GRAPH] = row->ids[2];
     keys[STORE_KIND_MODEL] = row->ids[0];
-    keys[STORE_KIND_SOURCE] = source_id;
+    keys[STORE_KIND_SOURCE] = row->source_id;
     keys[STORE_KIND_STATUS] = row->status;
-    keys[STORE_KIND_REQUESTED] = r->requested_backend;
-    keys[STORE_KIND_EXECUTED] = r->executed_backend;
-    return store_tail_add(s, s->tail, row->id, w->received_at, keys, &k, r,
+    keys[STORE_KIND_REQUESTED] = row->requested;
+    keys[STORE_KIND_EXECUTED] = row->executed;
+    return store_tail_add(s, s->tail, row->id, row->received_at, keys, &k, r,
                           err);
+}
+
+/* Inserts the single receipts' rows that wait, then adds them to the
+ * tail in their order, the rollup entries they add to asked for first
+ * (store_rollup_prefetch): from many sources in turn, each entry is
+ * elsewhere and out of the cache. */
+static int
+put_rows(struct store *s, struct proto_err *err)
+{
+    struct store_rollup_key keys[PUT_DEFER_MAX];
+    const struct store_rollup_key *k[PUT_DEFER_MAX];
+    const struct receipt *r[PUT_DEFER_MAX];
+    size_t i;
+    int rc;
+
+    if (s->n_rows == 0)
+        return 0;
+    rc = insert_rows(s, s->rows, s->n_rows, err);
+    if (rc == 0) {
+        for (i = 0; i < s->n_rows; i++) {
+            keys[i] = row_key(&s->rows[i]);
+            k[i] = &keys[i];
+            r[i] = &s->rows[i].r;
+        }
+        store_rollup_prefetch(s->rollup, k, r, s->n_rows);
+    }
+    for (i = 0; rc == 0 && i < s->n_rows; i++)
+        rc = tail_row(s, &s->rows[i], &s->rows[i].r, err);
+    drop_rows(s);
+    return rc;
 }
 
 /* Appends w's receipts, as few statements as the powers of two in their
  * number; w->receipt_id and w->status are the first one's. Every
  * parameter is bound again for the next rows: no clear. A single receipt
- * outside a savepoint waits for the next INSERT of many (put_rows):
- * what it adds to the tail is taken now, so that the writes after it see
- * its seq. */
+ * outside a savepoint waits for the next INSERT of many (put_rows), and
+ * goes into the tail after it, with a copy of its figures: the tail and
+ * the rows take it at once. (Its seq record goes into the tail now, in
+ * store_write, so that the writes after it see it.) */
 static int
 put_receipts(struct store *s, struct store_write *w, int64_t source_id,
              struct proto_err *err)
@@ -1572,11 +1601,15 @@ put_receipts(struct store *s, struct store_write *w, int64_t source_id,
             memcpy(row->own_extra, row->extra, row->extra_len);
             row->extra = row->own_extra;
         }
+        row->r = *r;
+        row->r.model_instance_id = row->r.prepared_plan_id =
+            row->r.graph_hash = row->r.tuning_profile = row->r.stop_reason =
+                (struct proto_str){ NULL, 0 };
+        row->r.extra = NULL;
+        row->r.extra_len = 0;
         s->n_rows++;
         w->receipt_id = row->id;
         w->status = row->status;
-        if ((rc = tail_row(s, w, source_id, r, row, err)))
-            return rc;
         return s->n_rows == PUT_DEFER_MAX ? put_rows(s, err) : 0;
     }
     if ((rc = put_rows(s, err)))
@@ -1596,8 +1629,7 @@ put_receipts(struct store *s, struct store_write *w, int64_t source_id,
         if ((rc = insert_rows(s, rows, g, err)))
             return rc;
         for (j = 0; j < g; j++)
-            if ((rc = tail_row(s, w, source_id, &w->receipts[done + j],
-                               &rows[j], err)))
+            if ((rc = tail_row(s, &rows[j], &w->receipts[done + j], err)))
                 return rc;
         if (done == 0) {
             w->receipt_id = rows[0].id;

@@ -987,6 +987,53 @@ add:
     return 0;
 }
 
+/* Asks the CPU for the entries of m that receipts r[0..n) under keys
+ * k[0..n) will add to (sums_add), in two passes over them: the index
+ * slots first, then each key's entry and the counters its receipt
+ * measured. A run of single receipts from many sources finds each entry
+ * out of the cache (thousands of keys of 1,170 bytes); asked for
+ * together, their misses overlap instead of following one another. */
+static void
+sums_prefetch(const struct sums *m, const struct store_rollup_key *const *k,
+              const struct receipt *const *r, size_t n)
+{
+    size_t slot[STORE_ROLLUP_PREFETCH_MAX], i;
+    struct store_rollup_key bk;
+    const struct pending *p;
+    uint64_t bits;
+    int idx, b;
+
+    if (n > STORE_ROLLUP_PREFETCH_MAX)
+        n = STORE_ROLLUP_PREFETCH_MAX;
+    for (i = 0; i < n; i++) {
+        bk = *k[i];
+        bk.received_at = k[i]->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
+        slot[i] = key_slot(&bk) & m->mask;
+        __builtin_prefetch(&m->slots[slot[i]]);
+    }
+    for (i = 0; i < n; i++) {
+        if ((idx = m->slots[slot[i]]) < 0)
+            continue;
+        p = &m->v->p[idx];
+        __builtin_prefetch(&p->k);
+        __builtin_prefetch(&p->g.receipts, 1);
+        bits = r[i]->counter_coverage &
+               receipt_meaningful_bits(r[i]->schema_version);
+        for (b = 0; b < RECEIPT_NCOUNTERS; b++)
+            if (bits >> b & 1)
+                __builtin_prefetch(&p->g.c[b], 1);
+    }
+}
+
+void
+store_rollup_prefetch(const struct store_rollup *ru,
+                      const struct store_rollup_key *const *k,
+                      const struct receipt *const *r, size_t n)
+{
+    if (ru != NULL)
+        sums_prefetch(&ru->tail, k, r, n);
+}
+
 /* Records in rollup_merge how far the merge is: rollup_from, and the last
  * key merged of [rollup_from, tail_from) (none when k is NULL). */
 static int
