@@ -481,7 +481,7 @@ store_relay_last_id(struct store *s, const char *stream, uint64_t *id,
 }
 
 int
-store_relay_backlog(struct store *s, uint64_t after,
+store_relay_backlog(struct store *s, uint64_t after, uint64_t count_max,
                     struct store_relay_backlog *b, struct proto_err *err)
 {
     sqlite3_stmt *st;
@@ -511,9 +511,9 @@ store_relay_backlog(struct store *s, uint64_t after,
         goto out;
     b->oldest_at = v;
     /* Ids are assigned in order and rarely skipped (a rolled-back group),
-     * so past STORE_RELAY_COUNT_MAX the difference stands for the count,
-     * which would read every row waiting. */
-    if (b->last_id - after > STORE_RELAY_COUNT_MAX) {
+     * so past count_max the difference stands for the count, which would
+     * read every row waiting. */
+    if (b->last_id - after > count_max) {
         b->records = b->last_id - after;
         goto out;
     }

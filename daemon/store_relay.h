@@ -107,11 +107,13 @@ struct store_relay_backlog {
 };
 
 /* Fills *b for the cursor after: two lookups by id, and a count of the
- * rows past the cursor while the ids say at most STORE_RELAY_COUNT_MAX
- * wait (above, records is the difference of the ids: the count would read
- * every row). Any connection. */
+ * rows past the cursor while the ids say at most count_max wait (above,
+ * records is the difference of the ids: the count would read every row).
+ * Any connection. The relay thread counts up to STORE_RELAY_COUNT_MAX
+ * rows (about 10 ms here when they are not in SQLite's cache); ids are
+ * rarely skipped (a rolled-back group), so the difference is close. */
 #define STORE_RELAY_COUNT_MAX 100000
-int store_relay_backlog(struct store *s, uint64_t after,
+int store_relay_backlog(struct store *s, uint64_t after, uint64_t count_max,
                         struct store_relay_backlog *b, struct proto_err *err);
 
 /* Whether retention waits for the relay on s (store_opts.relay_wait):

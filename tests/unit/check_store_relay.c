@@ -158,6 +158,7 @@ START_TEST(test_store_relay_read_past_cursor_in_id_order)
     struct proto_err err;
     struct seen c;
     struct store *s, *q;
+    sqlite3 *db;
     uint64_t last;
     unsigned i;
 
@@ -189,15 +190,28 @@ START_TEST(test_store_relay_read_past_cursor_in_id_order)
     ck_assert_uint_eq(c.n, 0);
     ck_assert_uint_eq(last, 30);
 
-    ck_assert_int_eq(store_relay_backlog(q, 25, &bl, &err), 0);
+    ck_assert_int_eq(
+        store_relay_backlog(q, 25, STORE_RELAY_COUNT_MAX, &bl, &err), 0);
     ck_assert_uint_eq(bl.records, 5);
     ck_assert_uint_eq(bl.last_id, 30);
     ck_assert_int_eq(bl.oldest_at, 1700000000000 + 26);
-    ck_assert_int_eq(store_relay_backlog(q, 30, &bl, &err), 0);
+    ck_assert_int_eq(
+        store_relay_backlog(q, 30, STORE_RELAY_COUNT_MAX, &bl, &err), 0);
     ck_assert_uint_eq(bl.records, 0);
     ck_assert_int_eq(bl.oldest_at, INT64_MIN);
-    store_free(q);
     store_free(s);
+    /* A skipped id: counted up to count_max rows, the ids' difference
+     * above. */
+    ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+    ck_assert_int_eq(
+        sqlite3_exec(db, "DELETE FROM receipts WHERE id = 28", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    ck_assert_int_eq(store_relay_backlog(q, 25, 5, &bl, &err), 0);
+    ck_assert_uint_eq(bl.records, 4);
+    ck_assert_int_eq(store_relay_backlog(q, 25, 4, &bl, &err), 0);
+    ck_assert_uint_eq(bl.records, 5);
+    store_free(q);
 }
 END_TEST
 
