@@ -6,7 +6,7 @@
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
  *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
  *                [--relay-runs 3] [--relay-center-nice N]
- *                [--relay-center-dir DIR]
+ *                [--relay-center-dir DIR] [--rounds 1]
  *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
  *                [--daemon-arg ARG]...
  *
@@ -34,7 +34,11 @@
  *    latency per frame.
  * 4. Half load: the batch load paced at half the rate of 3.
  * 5. Single: `receipt` frames (one receipt, with a seq) over more
- *    connections, with the same pipeline.
+ *    connections, with the same pipeline. With --rounds N, N - 1 more
+ *    rounds of 3 and 5, each on a fresh daemon and alternating which goes
+ *    first: each round's single / batch and their median (a run's rates
+ *    move by a fifth on a shared machine, and the two phases not always
+ *    together).
  * 6. Memory: the daemon's peak RSS after 3-5; a fresh daemon's RSS with
  *    `idle` connections that said hello.
  * 7. Writer CPU per receipt: the stats query's writer_cpu_us and accepted,
@@ -1738,7 +1742,7 @@ usage(void)
             "[--pg-bin DIR]\n"
             "                    [--relay-window N] [--relay-runs N] "
             "[--relay-center-nice N]\n"
-            "                    [--relay-center-dir DIR]\n"
+            "                    [--relay-center-dir DIR] [--rounds N]\n"
             "                    [--only "
             "bare,pg,batch,half,single,idle,tls,central,relay]\n"
             "                    [--daemon-arg ARG]...\n");
@@ -2474,6 +2478,54 @@ print_relay(const struct relay_figures *f)
            opt_relay_window);
 }
 
+/* ---- rounds of batch and single (--rounds) ---- */
+
+#define ROUNDS_MAX 9
+static int opt_rounds = 1;
+
+/*
+ * Rounds 2..opt_rounds of the batch and single phases, each on a fresh
+ * daemon whose store is removed after it, the single phase first in the
+ * even rounds: each round's ratio single / batch into ratios[1..].
+ */
+static void
+more_rounds(const struct load_spec *batch, const struct load_spec *single,
+            double *ratios)
+{
+    struct load_result rb, rs;
+    char name[32], label[64], db[300];
+    pid_t pid;
+    int k;
+
+    for (k = 2; k <= opt_rounds; k++) {
+        snprintf(name, sizeof(name), "round%d", k);
+        settle();
+        pid = start_daemon(name);
+        memset(&rb, 0, sizeof(rb));
+        memset(&rs, 0, sizeof(rs));
+        if (k % 2 == 0) {
+            load(name, single, &rs);
+            settle();
+            load(name, batch, &rb);
+        } else {
+            load(name, batch, &rb);
+            settle();
+            load(name, single, &rs);
+        }
+        stop_daemon(pid);
+        snprintf(db, sizeof(db), "%s/%s.db", tmpdir, name);
+        remove_under(db, "");
+        remove_under(db, "-wal");
+        remove_under(db, "-shm");
+        snprintf(label, sizeof(label), "round %d (%s first): batch", k,
+                 k % 2 == 0 ? "single" : "batch");
+        print_load(label, &rb);
+        snprintf(label, sizeof(label), "round %d: single", k);
+        print_load(label, &rs);
+        ratios[k - 1] = rb.rate > 0 ? rs.rate / rb.rate : 0;
+    }
+}
+
 /* ---- main ---- */
 
 static void
@@ -2502,6 +2554,8 @@ parse_args(int argc, char **argv)
             opt_relay_window = atoi(v);
         else if (strcmp(a, "--relay-runs") == 0)
             opt_relay_runs = atoi(v);
+        else if (strcmp(a, "--rounds") == 0)
+            opt_rounds = atoi(v);
         else if (strcmp(a, "--relay-center-nice") == 0)
             opt_relay_center_nice = atoi(v);
         else if (strcmp(a, "--relay-center-dir") == 0)
@@ -2521,6 +2575,7 @@ parse_args(int argc, char **argv)
     if (opt_conns < 1 || opt_batch < 1 || opt_single_conns < 1 ||
         opt_pipeline < 1 || opt_idle < 0 || opt_relay_window < 1 ||
         opt_relay_runs < 1 || opt_relay_runs > RELAY_RUNS_MAX ||
+        opt_rounds < 1 || opt_rounds > ROUNDS_MAX ||
         opt_relay_center_nice < 0 || opt_relay_center_nice > 19 ||
         opt_total < (long)opt_conns * opt_batch * 2 ||
         opt_total < (long)opt_single_conns) {
@@ -2565,6 +2620,7 @@ main(int argc, char **argv)
 {
     struct load_spec batch, half, single;
     struct load_result rb, rh, rs;
+    double ratios[ROUNDS_MAX];
     struct rlimit rl;
     double bare, pg = -1;
     long rss, hwm, rss0, peak;
@@ -2667,6 +2723,10 @@ main(int argc, char **argv)
     }
     peak = proc_kb(pid, "VmHWM:");
     stop_daemon(pid);
+    if (opt_rounds > 1 && phase_on("batch") && phase_on("single")) {
+        ratios[0] = rb.rate > 0 ? rs.rate / rb.rate : 0;
+        more_rounds(&batch, &single, ratios);
+    }
 
     rss = hwm = rss0 = 0;
     if (phase_on("idle"))
@@ -2721,6 +2781,17 @@ main(int argc, char **argv)
     print_ratio("batch / bare append, wide row", rb.rate, bare_wide);
     print_ratio("batch / PostgreSQL COPY, wide row", rb.rate, pg_wide);
     print_ratio("single / batch", rs.rate, rb.rate);
+    if (opt_rounds > 1 && phase_on("batch") && phase_on("single")) {
+        int k;
+
+        printf("  %-32s", "single / batch, by round");
+        for (k = 0; k < opt_rounds; k++)
+            printf(" %.2f", ratios[k]);
+        printf("\n");
+        snprintf(label, sizeof(label), "single / batch, median of %d",
+                 opt_rounds);
+        print_ratio(label, median(ratios, opt_rounds), 1);
+    }
     if (tls_ok)
         print_ratio("TLS / plain TCP, batch", tf.tls.rate, tf.tcp.rate);
 #ifdef HAVE_LIBPQ
