@@ -1158,8 +1158,8 @@ backlog_for_starved(struct relay *r)
             return;
         }
     }
-    if (store_relay_backlog(r->lro, atomic_load(&r->acked), LOOP_COUNT_MAX,
-                            &bl, &err) != 0)
+    if (store_relay_backlog(r->lro, atomic_load(&r->acked), LOOP_COUNT_MAX, &bl,
+                            &err) != 0)
         return;
     if (uv_mutex_trylock(&r->mu) != 0)
         return;

@@ -1514,9 +1514,9 @@ drop_rows(struct store *s)
 static struct store_rollup_key
 row_key(const struct put_row *row)
 {
-    struct store_rollup_key k = { row->ids[1],    row->ids[2],
-                                  row->ids[0],    row->source_id,
-                                  row->requested, row->executed,
+    struct store_rollup_key k = { row->ids[1],     row->ids[2],
+                                  row->ids[0],     row->source_id,
+                                  row->requested,  row->executed,
                                   row->received_at };
 
     return k;
@@ -1602,8 +1602,8 @@ put_receipts(struct store *s, struct store_write *w, int64_t source_id,
             row->extra = row->own_extra;
         }
         row->r = *r;
-        row->r.model_instance_id = row->r.prepared_plan_id =
-            row->r.graph_hash = row->r.tuning_profile = row->r.stop_reason =
+        row->r.model_instance_id = row->r.prepared_plan_id = row->r.graph_hash =
+            row->r.tuning_profile = row->r.stop_reason =
                 (struct proto_str){ NULL, 0 };
         row->r.extra = NULL;
         row->r.extra_len = 0;

@@ -203,9 +203,9 @@ START_TEST(test_store_relay_read_past_cursor_in_id_order)
     /* A skipped id: counted up to count_max rows, the ids' difference
      * above. */
     ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-    ck_assert_int_eq(
-        sqlite3_exec(db, "DELETE FROM receipts WHERE id = 28", NULL, NULL, NULL),
-        SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(db, "DELETE FROM receipts WHERE id = 28",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(db);
     ck_assert_int_eq(store_relay_backlog(q, 25, 5, &bl, &err), 0);
     ck_assert_uint_eq(bl.records, 4);
