@@ -606,28 +606,44 @@ stream_name(int k)
                                    : STORE_RELAY_RECEIPTS;
 }
 
-/* Before anything was sent (the center away since start), the mean
- * encoded size of what waits comes from a read of its first records. */
-static void
-sample(struct relay *r)
+/* The encoded bytes of up to 100 records past after, read with st, into
+ * *bytes and their number into *n: 0, or -1 when none was read. */
+static int
+sample_read(struct store *st, uint64_t after, uint64_t *bytes, uint64_t *n)
 {
     struct proto_err err;
     struct batch b;
     msgpack_sbuffer sb;
     uint64_t last;
+    int rc = -1;
 
     memset(&b, 0, sizeof(b));
     msgpack_sbuffer_init(&sb);
     b.sb = &sb;
     msgpack_packer_init(&b.pk, &sb, msgpack_sbuffer_write);
     b.limit = SIZE_MAX;
-    if (store_relay_read(r->ro, atomic_load(&r->acked), 100, SIZE_MAX, pack_cb,
-                         &b, &last, &err) == 0 &&
+    if (store_relay_read(st, after, 100, SIZE_MAX, pack_cb, &b, &last, &err) ==
+            0 &&
         b.n > 0) {
-        r->enc_bytes += sb.size;
-        r->enc_records += b.n;
+        *bytes = sb.size;
+        *n = b.n;
+        rc = 0;
     }
     msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+/* Before anything was sent (the center away since start), the mean
+ * encoded size of what waits comes from a read of its first records. */
+static void
+sample(struct relay *r)
+{
+    uint64_t bytes, n;
+
+    if (sample_read(r->ro, atomic_load(&r->acked), &bytes, &n) == 0) {
+        r->enc_bytes += bytes;
+        r->enc_records += n;
+    }
 }
 
 /* The backlog's figures for stats, read at now (monotonic ms) with mean
@@ -1138,7 +1154,7 @@ backlog_for_starved(struct relay *r)
     struct store_relay_backlog bl;
     struct store_opts o;
     struct proto_err err;
-    uint64_t now = mono_ms(), at, mean;
+    uint64_t now = mono_ms(), at, mean, bytes, n;
 
     if (!r->waits_for_core || r->lro_failed || uv_mutex_trylock(&r->mu) != 0)
         return;
@@ -1161,6 +1177,12 @@ backlog_for_starved(struct relay *r)
     if (store_relay_backlog(r->lro, atomic_load(&r->acked), LOOP_COUNT_MAX, &bl,
                             &err) != 0)
         return;
+    /* The thread has not sized a record yet (it never got to send or to
+     * read one): the loop reads the first ones waiting, once, as the
+     * thread's sample() does, so that the bytes are not shown as 0. */
+    if (mean == 0 && bl.records > 0 &&
+        sample_read(r->lro, atomic_load(&r->acked), &bytes, &n) == 0)
+        mean = bytes / n;
     if (uv_mutex_trylock(&r->mu) != 0)
         return;
     /* Unless the thread read them meanwhile. */
