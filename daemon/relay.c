@@ -1144,9 +1144,10 @@ starve_check(struct relay *r)
  * core, not for the center), and its figures are older than
  * BACKLOG_STALE_MS, the loop reads them itself with a read-only handle of
  * its own (a few indexed reads, and a count of at most LOOP_COUNT_MAX
- * rows), at most every BACKLOG_STALE_MS. The bytes are
- * the thread's last size a record times the records. The mutex is only tried:
- * the thread may hold it, preempted.
+ * rows), at most every BACKLOG_STALE_MS. The bytes are the thread's last
+ * size a record times the records, or, when the thread never sized one,
+ * the loop's own sample of the first records waiting. The mutex is only
+ * tried: the thread may hold it, preempted.
  */
 static void
 backlog_for_starved(struct relay *r)
