@@ -1552,7 +1552,6 @@ static int
 put_rows(struct store *s, struct proto_err *err)
 {
     struct store_rollup_key keys[PUT_DEFER_MAX];
-    const struct store_rollup_key *k[PUT_DEFER_MAX];
     const struct receipt *r[PUT_DEFER_MAX];
     size_t i;
     int rc;
@@ -1563,10 +1562,9 @@ put_rows(struct store *s, struct proto_err *err)
     if (rc == 0) {
         for (i = 0; i < s->n_rows; i++) {
             keys[i] = row_key(&s->rows[i]);
-            k[i] = &keys[i];
             r[i] = &s->rows[i].r;
         }
-        store_rollup_prefetch(s->rollup, k, r, s->n_rows);
+        store_rollup_prefetch(s->rollup, keys, r, s->n_rows);
     }
     for (i = 0; rc == 0 && i < s->n_rows; i++)
         rc = tail_row(s, &s->rows[i], &s->rows[i].r, err);

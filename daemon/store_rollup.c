@@ -947,12 +947,23 @@ wait_clear(struct store_rollup *ru)
     return sums_clear(&ru->waiting);
 }
 
+/* The key k of a receipt (received_at its time) as its sums are kept:
+ * received_at at the start of its bucket. */
+static struct store_rollup_key
+bucket_key(const struct store_rollup_key *k)
+{
+    struct store_rollup_key bk = *k;
+
+    bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
+    return bk;
+}
+
 /* Adds r, under the key k (whose received_at is the receipt's), to m. */
 static int
 sums_add(struct sums *m, const struct store_rollup_key *k,
          const struct receipt *r, struct proto_err *err)
 {
-    struct store_rollup_key bk = *k;
+    struct store_rollup_key bk = bucket_key(k);
     struct pending *p;
     uint64_t bits;
     int i, status;
@@ -960,7 +971,6 @@ sums_add(struct sums *m, const struct store_rollup_key *k,
     /* Receipts of one write share their time and source and mostly their
      * model, plan and backends: summing them here first turns a chunk into
      * one row update per key instead of one per receipt. */
-    bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
     if (m->last >= 0 && key_eq(&m->v->p[m->last].k, &bk)) {
         p = &m->v->p[m->last];
         goto add;
@@ -994,7 +1004,7 @@ add:
  * out of the cache (thousands of keys of 1,170 bytes); asked for
  * together, their misses overlap instead of following one another. */
 static void
-sums_prefetch(const struct sums *m, const struct store_rollup_key *const *k,
+sums_prefetch(const struct sums *m, const struct store_rollup_key *k,
               const struct receipt *const *r, size_t n)
 {
     size_t slot[STORE_ROLLUP_PREFETCH_MAX], i;
@@ -1006,8 +1016,7 @@ sums_prefetch(const struct sums *m, const struct store_rollup_key *const *k,
     if (n > STORE_ROLLUP_PREFETCH_MAX)
         n = STORE_ROLLUP_PREFETCH_MAX;
     for (i = 0; i < n; i++) {
-        bk = *k[i];
-        bk.received_at = k[i]->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
+        bk = bucket_key(&k[i]);
         slot[i] = key_slot(&bk) & m->mask;
         __builtin_prefetch(&m->slots[slot[i]]);
     }
@@ -1027,7 +1036,7 @@ sums_prefetch(const struct sums *m, const struct store_rollup_key *const *k,
 
 void
 store_rollup_prefetch(const struct store_rollup *ru,
-                      const struct store_rollup_key *const *k,
+                      const struct store_rollup_key *k,
                       const struct receipt *const *r, size_t n)
 {
     if (ru != NULL)
@@ -1608,9 +1617,8 @@ int
 store_rollup_key_after(const struct store_rollup_key *k,
                        const struct store_rollup_key *last)
 {
-    struct store_rollup_key bk = *k;
+    struct store_rollup_key bk = bucket_key(k);
 
-    bk.received_at = k->received_at / STORE_BUCKET_MS * STORE_BUCKET_MS;
     return key_cmp(&bk, last) > 0;
 }
 

@@ -55,7 +55,7 @@ int store_rollup_full(const struct store_rollup *ru);
  * STORE_ROLLUP_PREFETCH_MAX are looked at); changes nothing. */
 #define STORE_ROLLUP_PREFETCH_MAX 64
 void store_rollup_prefetch(const struct store_rollup *ru,
-                           const struct store_rollup_key *const *k,
+                           const struct store_rollup_key *k,
                            const struct receipt *const *r, size_t n);
 int store_rollup_chunk(struct store *s, struct store_rollup *ru,
                        int64_t first_id, int64_t end_id, struct proto_err *err);
