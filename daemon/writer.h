@@ -2,9 +2,10 @@
  * writer.h: the single SQLite writer, on its own thread, with group commit.
  *
  * The event loop hands over write jobs with writer_submit(), which never
- * blocks on the disk: it links the job into a queue under a mutex, and
- * wakes the writer by the group rather than by the job (at the end of the
- * loop's pass, or once WRITER_KICK_ITEMS receipts wait). The
+ * blocks on the disk: it links the job into a list of the loop's, which
+ * goes onto the writer's queue, under a mutex, by the group rather than by
+ * the job (at the end of the loop's pass, or once WRITER_KICK_ITEMS
+ * receipts wait), and wakes the writer then. The
  * writer thread takes everything queued (bounded by commit_max_items and
  * commit_max_bytes), runs BEGIN IMMEDIATE, applies each job (plans and
  * retention specs in a SAVEPOINT of their own), COMMITs, and only then hands
