@@ -102,8 +102,8 @@ struct writer {
      * their items. They go onto the queue together (publish), so the loop
      * takes the queue's mutex once for up to WRITER_KICK_ITEMS receipts,
      * not once a frame: with the writer and two syncers on it, a lock
-     * for every frame met one of them about one time in ten, at the cost
-     * of a futex wait and a wake. */
+     * for every frame was contended often enough that its futex waits
+     * and wakes were about 5% of the loop's time (docs/ingest.md). */
     struct writer_job *l_head, *l_tail;
     uint64_t l_jobs, unkicked;
     _Atomic uint64_t staged; /* l_jobs, for writer_get_stats */
