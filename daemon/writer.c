@@ -105,8 +105,10 @@ struct writer {
      * for every frame was contended often enough that its futex waits
      * and wakes were about 5% of the loop's time (docs/ingest.md). */
     struct writer_job *l_head, *l_tail;
-    uint64_t l_jobs, unkicked;
-    _Atomic uint64_t staged; /* l_jobs, for writer_get_stats */
+    uint64_t unkicked;
+    /* The jobs in that list: written by the loop only, read by
+     * writer_get_stats from any thread. */
+    _Atomic uint64_t l_jobs;
     uv_thread_t thread;
     int thread_started;
     struct store *store;
@@ -582,9 +584,9 @@ sync_run(void *arg)
         if (w->s_head != NULL || store_db_sync_owed(w->store))
             uv_cond_signal(&w->sync_cond);
         /* A writer waiting for work may checkpoint now (wait_for_work),
-         * once no sync is under way or waiting; a writer with work
-         * queued is woken for it as well. */
-        if ((w->syncing == 0 && w->s_head == NULL) || w->q_head != NULL)
+         * once no sync is under way or waiting. (Jobs queued woke it when
+         * they were handed over: publish.) */
+        if (w->syncing == 0 && w->s_head == NULL)
             uv_cond_signal(&w->cond);
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
@@ -1017,6 +1019,8 @@ async_cb(uv_async_t *h)
 static void
 publish(struct writer *w)
 {
+    uint64_t n = atomic_load_explicit(&w->l_jobs, memory_order_relaxed);
+
     if (w->l_head == NULL)
         return;
     uv_mutex_lock(&w->mu);
@@ -1026,14 +1030,12 @@ publish(struct writer *w)
         w->q_head = w->l_head;
     w->q_tail = w->l_tail;
     /* Work for an idle writer: the stall clock starts now. */
-    if (atomic_fetch_add(&w->queued, w->l_jobs) == 0 &&
-        !atomic_load(&w->in_group))
+    if (atomic_fetch_add(&w->queued, n) == 0 && !atomic_load(&w->in_group))
         atomic_store(&w->beat_us, mono_us());
     uv_cond_signal(&w->cond);
     uv_mutex_unlock(&w->mu);
     w->l_head = w->l_tail = NULL;
-    w->l_jobs = 0;
-    atomic_store_explicit(&w->staged, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->l_jobs, 0, memory_order_relaxed);
     w->unkicked = 0;
 }
 
@@ -1151,8 +1153,9 @@ writer_submit(struct writer *w, struct writer_job *job)
     else
         w->l_head = job;
     w->l_tail = job;
-    w->l_jobs++;
-    atomic_store_explicit(&w->staged, w->l_jobs, memory_order_relaxed);
+    atomic_store_explicit(
+        &w->l_jobs, atomic_load_explicit(&w->l_jobs, memory_order_relaxed) + 1,
+        memory_order_relaxed);
     w->unkicked += job->items > 0 ? job->items : 1;
     if (w->unkicked >= WRITER_KICK_ITEMS)
         publish(w);
@@ -1296,7 +1299,7 @@ writer_get_stats(struct writer *w, struct writer_stats *st)
     }
     /* The loop's jobs not handed over yet wait too, for the end of its
      * pass at most: no stall of the writer's. */
-    st->queued += atomic_load_explicit(&w->staged, memory_order_relaxed);
+    st->queued += atomic_load_explicit(&w->l_jobs, memory_order_relaxed);
     uv_mutex_lock(&w->mu);
     memcpy(st->last_error, w->last_error, sizeof(st->last_error));
     uv_mutex_unlock(&w->mu);
