@@ -62,13 +62,49 @@ struct pending {
  * Reference-counted: the writer, the registry and queries each hold one;
  * while the writer builds one (struct sums) it holds the only reference.
  */
+struct view_arrays;
 struct store_rollup_view {
     atomic_int refs;
     int64_t from, end;
     int has_after;
     struct store_rollup_key after;
     int n, alloc;
-    struct pending *p; /* alloc entries, n in use; owned */
+    struct pending *p;        /* alloc entries, n in use; owned */
+    struct view_arrays *keep; /* where p goes when the view does (a ref) */
+};
+
+/*
+ * Entry arrays of views nobody holds any more, kept for the next views. A
+ * tail's view grows to megabytes every chunk (7.5 MB for the bench's 6,400
+ * keys), and so does each copy of the waiting sums that a fold makes
+ * (sums_own). Freed, glibc gives arrays that large back to the kernel, and
+ * the next one is paged in again: a page fault for every 4 KiB written
+ * the first time, each a stall of the receipts in flight (docs/ingest.md,
+ * "Entry arrays kept for the next view"). Views are let go on any thread
+ * (queries hold them too), so the arrays kept have a lock and live as
+ * long as the last view: the store_rollup holds a reference, and every
+ * view another. At most KEEP_ARRAYS arrays and KEEP_BYTES bytes.
+ */
+#define KEEP_ARRAYS 3
+#if defined(__SANITIZE_ADDRESS__)
+#define KEEP_BYTES 0 /* AddressSanitizer sees every array's use after free */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KEEP_BYTES 0
+#endif
+#endif
+#ifndef KEEP_BYTES
+#define KEEP_BYTES ((size_t)48 << 20)
+#endif
+struct view_arrays {
+    atomic_int refs;
+    pthread_mutex_t mu;
+    int n;
+    size_t bytes;
+    struct {
+        struct pending *p;
+        int alloc;
+    } a[KEEP_ARRAYS];
 };
 
 /* Sums per key being built into a view, found through an open-addressing
@@ -132,6 +168,7 @@ static void bg_stop(struct store_rollup *ru);
 struct store_rollup {
     struct level lv[STORE_LEVELS];
     struct sums tail, waiting, sealed, scratch;
+    struct view_arrays *keep; /* of every view the sums make */
     /* The waiting view published before the last chunk was added, for a
      * query whose snapshot is a chunk behind; and the one before it,
      * whose memory the next copy takes once nobody else holds it (a
@@ -172,11 +209,116 @@ struct store_rollup {
     struct chunk_fold *fold; /* chunk_sums_put's scratch */
 };
 
+static struct view_arrays *
+arrays_new(void)
+{
+    struct view_arrays *ka = calloc(1, sizeof(*ka));
+
+    if (ka == NULL)
+        return NULL;
+    if (pthread_mutex_init(&ka->mu, NULL) != 0) {
+        free(ka);
+        return NULL;
+    }
+    atomic_init(&ka->refs, 1);
+    return ka;
+}
+
+static struct view_arrays *
+arrays_ref(struct view_arrays *ka)
+{
+    if (ka != NULL)
+        atomic_fetch_add(&ka->refs, 1);
+    return ka;
+}
+
+static void
+arrays_unref(struct view_arrays *ka)
+{
+    int i;
+
+    if (ka == NULL || atomic_fetch_sub(&ka->refs, 1) != 1)
+        return;
+    for (i = 0; i < ka->n; i++)
+        free(ka->a[i].p);
+    pthread_mutex_destroy(&ka->mu);
+    free(ka);
+}
+
+/* The place in ka of its smallest array; ka holds one at least. */
+static int
+arrays_smallest(const struct view_arrays *ka)
+{
+    int i, small = 0;
+
+    for (i = 1; i < ka->n; i++)
+        if (ka->a[i].alloc < ka->a[small].alloc)
+            small = i;
+    return small;
+}
+
+/* Keeps the array p (alloc entries) in ka, or frees it. Room is made by
+ * letting smaller arrays go: the next tail wants the largest. */
+static void
+arrays_give(struct view_arrays *ka, struct pending *p, int alloc)
+{
+    size_t bytes = (size_t)alloc * sizeof(*p);
+    int small;
+
+    if (ka == NULL || p == NULL || bytes > KEEP_BYTES) {
+        free(p);
+        return;
+    }
+    pthread_mutex_lock(&ka->mu);
+    while (ka->n == KEEP_ARRAYS || ka->bytes + bytes > KEEP_BYTES) {
+        small = arrays_smallest(ka);
+        if (ka->a[small].alloc >= alloc)
+            break;
+        free(ka->a[small].p);
+        ka->bytes -= (size_t)ka->a[small].alloc * sizeof(*p);
+        ka->a[small] = ka->a[--ka->n];
+    }
+    if (ka->n < KEEP_ARRAYS && ka->bytes + bytes <= KEEP_BYTES) {
+        ka->a[ka->n].p = p;
+        ka->a[ka->n++].alloc = alloc;
+        ka->bytes += bytes;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&ka->mu);
+    free(p);
+}
+
+/* The smallest array kept in ka with room for want entries (*alloc set),
+ * taken out of it; NULL when none has. */
+static struct pending *
+arrays_take(struct view_arrays *ka, int want, int *alloc)
+{
+    struct pending *p = NULL;
+    int i, best = -1;
+
+    if (ka == NULL)
+        return NULL;
+    pthread_mutex_lock(&ka->mu);
+    for (i = 0; i < ka->n; i++)
+        if (ka->a[i].alloc >= want &&
+            (best < 0 || ka->a[i].alloc < ka->a[best].alloc))
+            best = i;
+    if (best >= 0) {
+        p = ka->a[best].p;
+        *alloc = ka->a[best].alloc;
+        ka->bytes -= (size_t)*alloc * sizeof(*p);
+        ka->a[best] = ka->a[--ka->n];
+    }
+    pthread_mutex_unlock(&ka->mu);
+    return p;
+}
+
 static void
 view_unref(struct store_rollup_view *v)
 {
     if (v != NULL && atomic_fetch_sub(&v->refs, 1) == 1) {
-        free(v->p);
+        arrays_give(v->keep, v->p, v->alloc);
+        arrays_unref(v->keep);
         free(v);
     }
 }
@@ -188,15 +330,43 @@ view_ref(struct store_rollup_view *v)
     return v;
 }
 
-/* An empty view, NULL when out of memory. */
+/* An empty view whose arrays come from and go to ka (may be NULL); NULL
+ * when out of memory. */
 static struct store_rollup_view *
-view_new(void)
+view_new(struct view_arrays *ka)
 {
     struct store_rollup_view *v = calloc(1, sizeof(*v));
 
-    if (v != NULL)
+    if (v != NULL) {
         atomic_init(&v->refs, 1);
+        v->keep = arrays_ref(ka);
+    }
     return v;
+}
+
+/* Makes room in v for at least want entries: an array kept (the entries
+ * copied over, the old array given back), or realloc's. -1
+ * when out of memory. */
+static int
+view_reserve(struct store_rollup_view *v, int want)
+{
+    struct pending *p;
+    int alloc;
+
+    if (v->alloc >= want)
+        return 0;
+    if ((p = arrays_take(v->keep, want, &alloc)) != NULL) {
+        if (v->n > 0)
+            memcpy(p, v->p, (size_t)v->n * sizeof(*p));
+        arrays_give(v->keep, v->p, v->alloc);
+    } else {
+        if ((p = realloc(v->p, (size_t)want * sizeof(*p))) == NULL)
+            return -1;
+        alloc = want;
+    }
+    v->p = p;
+    v->alloc = alloc;
+    return 0;
 }
 
 struct store_shared *
@@ -457,6 +627,7 @@ store_rollup_free(struct store_rollup *ru)
     sums_free(&ru->waiting);
     sums_free(&ru->sealed);
     sums_free(&ru->scratch);
+    arrays_unref(ru->keep);
     free(ru->order);
     free(ru);
 }
@@ -595,12 +766,8 @@ sums_entry(struct sums *m, const struct store_rollup_key *k)
     if (v->n == v->alloc) {
         int alloc = v->alloc ? v->alloc * 2 : 256;
 
-        if (alloc > m->cap)
-            alloc = m->cap;
-        if ((p = realloc(v->p, (size_t)alloc * sizeof(*p))) == NULL)
+        if (view_reserve(v, alloc < m->cap ? alloc : m->cap) != 0)
             return NULL;
-        v->p = p;
-        v->alloc = alloc;
     }
     m->slots[j] = v->n;
     p = &v->p[v->n++];
@@ -614,6 +781,8 @@ sums_entry(struct sums *m, const struct store_rollup_key *k)
 static int
 sums_clear(struct sums *m)
 {
+    struct store_rollup_view *v;
+
     memset(m->slots, 0xff, (m->mask + 1) * sizeof(*m->slots));
     m->last = -1;
     if (atomic_load(&m->v->refs) == 1) {
@@ -622,8 +791,11 @@ sums_clear(struct sums *m)
         m->v->has_after = 0;
         return 0;
     }
+    if ((v = view_new(m->v->keep)) == NULL)
+        return -1;
     view_unref(m->v);
-    return (m->v = view_new()) == NULL ? -1 : 0;
+    m->v = v;
+    return 0;
 }
 
 /* Hands m's view over (from, end set), and starts m on a new one; NULL
@@ -631,7 +803,7 @@ sums_clear(struct sums *m)
 static struct store_rollup_view *
 sums_take(struct sums *m, int64_t from, int64_t end)
 {
-    struct store_rollup_view *v = m->v, *fresh = view_new();
+    struct store_rollup_view *v = m->v, *fresh = view_new(v->keep);
 
     if (fresh == NULL)
         return NULL;
@@ -644,7 +816,7 @@ sums_take(struct sums *m, int64_t from, int64_t end)
 }
 
 static int
-sums_alloc(struct sums *m, int cap)
+sums_alloc(struct sums *m, int cap, struct view_arrays *ka)
 {
     size_t n = 1;
 
@@ -653,7 +825,7 @@ sums_alloc(struct sums *m, int cap)
     m->cap = cap;
     m->mask = n - 1;
     m->last = -1;
-    m->v = view_new();
+    m->v = view_new(ka);
     m->slots = malloc(n * sizeof(*m->slots));
     if (m->v == NULL || m->slots == NULL)
         return -1;
@@ -700,14 +872,12 @@ sums_own(struct sums *m, struct store_rollup_view **spare)
     if (v != NULL && atomic_load(&v->refs) == 1 && v->alloc >= old->n) {
         *spare = NULL;
     } else {
-        if ((v = view_new()) == NULL)
+        if ((v = view_new(old->keep)) == NULL)
             return -1;
-        if (old->n > 0 &&
-            (v->p = malloc((size_t)old->alloc * sizeof(*v->p))) == NULL) {
-            free(v);
+        if (old->n > 0 && view_reserve(v, old->alloc) != 0) {
+            view_unref(v);
             return -1;
         }
-        v->alloc = old->n > 0 ? old->alloc : 0;
     }
     if (old->n > 0)
         memcpy(v->p, old->p, (size_t)old->n * sizeof(*v->p));
@@ -1514,10 +1684,12 @@ rollup_open(struct store *s, struct store_rollup **rup, struct proto_err *err)
     ru->span = store_rollup_span(s);
     ru->shared = store_shared_of(s);
     ru->order = malloc(WAIT_MAX * sizeof(*ru->order));
-    if (ru->order == NULL || sums_alloc(&ru->tail, TXN_MAX) != 0 ||
-        sums_alloc(&ru->waiting, WAIT_MAX) != 0 ||
-        sums_alloc(&ru->scratch, WAIT_MAX) != 0 ||
-        sums_alloc(&ru->sealed, WAIT_MAX) != 0) {
+    ru->keep = arrays_new();
+    if (ru->order == NULL || ru->keep == NULL ||
+        sums_alloc(&ru->tail, TXN_MAX, ru->keep) != 0 ||
+        sums_alloc(&ru->waiting, WAIT_MAX, ru->keep) != 0 ||
+        sums_alloc(&ru->scratch, WAIT_MAX, ru->keep) != 0 ||
+        sums_alloc(&ru->sealed, WAIT_MAX, ru->keep) != 0) {
         store_rollup_free(ru);
         return proto_err_set(err, PROTO_ENOMEM, NULL, "out of memory");
     }
