@@ -30,6 +30,7 @@
  * connection once its alert is sent.
  */
 #include "conn.h"
+#include "pool.h"
 
 #include <assert.h>
 #include <stdatomic.h>
@@ -153,7 +154,7 @@ free_done_slots(struct conn *c)
         if (s->done) {
             *pp = next;
             free(s->reply);
-            free(s);
+            pool_free(s, sizeof(*s));
             c->n_slots--;
         } else {
             pp = &s->next;
@@ -379,13 +380,13 @@ tls_send(struct conn *c, struct wreq *wr, size_t bytes)
     char *out;
 
     if (n == 0) {
-        free(wr);
+        pool_free(wr, sizeof(*wr));
         unsent_sub(c, bytes);
         return 0;
     }
-    if ((wr == NULL && (wr = calloc(1, sizeof(*wr))) == NULL) ||
+    if ((wr == NULL && (wr = pool_zalloc(sizeof(*wr))) == NULL) ||
         (out = malloc(n)) == NULL) {
-        free(wr);
+        pool_free(wr, sizeof(*wr));
         unsent_sub(c, bytes);
         conn_close(c);
         return -1;
@@ -398,7 +399,7 @@ tls_send(struct conn *c, struct wreq *wr, size_t bytes)
     if (uv_write(&wr->req, &c->u.stream, wr->bufs, 1, write_req_cb) != 0) {
         free(out);
         unsent_sub(c, bytes);
-        free(wr);
+        pool_free(wr, sizeof(*wr));
         conn_close(c);
         return -1;
     }
@@ -748,7 +749,7 @@ conn_drain(struct conn *c)
 struct conn_slot *
 conn_slot_new(struct conn *c)
 {
-    struct conn_slot *s = calloc(1, sizeof(*s));
+    struct conn_slot *s = pool_zalloc(sizeof(*s));
 
     if (s == NULL)
         return NULL;
@@ -788,7 +789,7 @@ write_req_cb(uv_write_t *req, int status)
     unsent_sub(c, wr->bytes);
     c->n_writes--;
     c->wrote_ms = uv_now(c->srv->loop);
-    free(wr);
+    pool_free(wr, sizeof(*wr));
     if (status < 0) {
         conn_close(c);
         return;
@@ -849,7 +850,7 @@ write_now(struct conn *c, struct wreq *wr)
         free(wr->bufs[i].base);
     unsent_sub(c, wr->bytes);
     c->wrote_ms = uv_now(c->srv->loop);
-    free(wr);
+    pool_free(wr, sizeof(*wr));
     return 1;
 }
 
@@ -867,9 +868,9 @@ flush(struct conn *c)
             c->tail = NULL;
         c->n_slots--;
         if (s->reply != NULL) {
-            if (wr == NULL && (wr = calloc(1, sizeof(*wr))) == NULL) {
+            if (wr == NULL && (wr = pool_zalloc(sizeof(*wr))) == NULL) {
                 free(s->reply);
-                free(s);
+                pool_free(s, sizeof(*s));
                 conn_close(c);
                 return;
             }
@@ -881,8 +882,8 @@ flush(struct conn *c)
                 free(s->reply);
                 if (rc != 0) {
                     unsent_sub(c, wr->bytes);
-                    free(wr);
-                    free(s);
+                    pool_free(wr, sizeof(*wr));
+                    pool_free(s, sizeof(*s));
                     conn_close(c);
                     return;
                 }
@@ -891,7 +892,7 @@ flush(struct conn *c)
             }
             wr->n++;
         }
-        free(s);
+        pool_free(s, sizeof(*s));
         if (wr != NULL &&
             (wr->n == WRITE_BATCH || c->head == NULL || !c->head->done)) {
             if (c->tls != NULL) {
@@ -912,7 +913,7 @@ flush(struct conn *c)
                 for (i = 0; i < wr->n; i++)
                     free(wr->bufs[i].base);
                 unsent_sub(c, wr->bytes);
-                free(wr);
+                pool_free(wr, sizeof(*wr));
                 conn_close(c);
                 return;
             }
@@ -978,7 +979,7 @@ conn_slot_complete(struct conn_slot *s, char *reply, size_t len)
             pp = &(*pp)->next;
         }
         free(reply);
-        free(s);
+        pool_free(s, sizeof(*s));
         c->n_slots--;
         maybe_free(c);
         return;
