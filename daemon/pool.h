@@ -23,8 +23,9 @@
 /* Freed blocks kept per size and thread. A frame in flight holds two
  * blocks of 1 KiB (its writer job and the job's context), so 512 kept
  * sent a third of those to calloc under the bench's 512 single receipts
- * in flight (callgrind: the loop 9.5% fewer instructions a receipt with
- * this and the reply slots pooled). At most 7.5 MiB a thread. */
+ * in flight (callgrind: the loop 10% fewer instructions a receipt with
+ * this, the reply slots and the write requests pooled; docs/ingest.md).
+ * At most 7.5 MiB a thread. */
 #define POOL_KEEP 2048
 
 /* A zeroed block of at least size bytes, or NULL. */
