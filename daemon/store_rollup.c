@@ -345,8 +345,8 @@ view_new(struct view_arrays *ka)
 }
 
 /* Makes room in v for at least want entries: an array kept (the entries
- * copied over, the old array given back), or realloc's. -1
- * when out of memory. */
+ * copied over, the old array given back), or realloc's. -1 when out of
+ * memory. */
 static int
 view_reserve(struct store_rollup_view *v, int want)
 {
