@@ -7,26 +7,40 @@
  *
  * Ctrl-C and SIGTERM end the wait (net_conn.stop) and exit 0; SIGPIPE is
  * ignored, and a write to a closed stdout (`| head`) ends quietly with 0.
- * Single-threaded; the handler only sets a flag.
+ * Single-threaded; the handler sets a flag and writes a byte to a pipe
+ * that the wait polls too: a signal that came just before poll() would
+ * otherwise leave it waiting for the next reply, which may never come (a
+ * SIGTERM right after a page was printed hung receiptctl in CI).
  */
 #include "follow.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mpobj.h"
 #include "net.h"
 #include "output.h"
 
 static volatile sig_atomic_t stop_signal;
+static int stop_pipe[2] = { -1, -1 };
 
 static void
 stop_cb(int sig)
 {
+    int saved = errno;
+
     stop_signal = sig;
+    if (stop_pipe[1] >= 0) {
+        ssize_t n = write(stop_pipe[1], "", 1);
+
+        (void)n;
+    }
+    errno = saved;
 }
 
 static void
@@ -34,6 +48,10 @@ on_signals(void)
 {
     struct sigaction sa;
 
+    /* Non-blocking: a handler never waits on a full pipe (one byte is
+     * enough to end the wait). */
+    if (stop_pipe[0] < 0 && pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        stop_pipe[0] = stop_pipe[1] = -1;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = stop_cb;
     sigemptyset(&sa.sa_mask);
@@ -101,6 +119,7 @@ follow_receipts(struct cli_opts *o,
     if ((rc = cli_open_conn(o, &c, NULL, 0)) != 0)
         return rc;
     c.stop = &stop_signal;
+    c.stop_fd = stop_pipe[0];
     c.watch_stdout = 1;
     /* The first reply within --timeout, as any query; then rows come
      * when they are committed, however long that takes. */

@@ -213,18 +213,28 @@ net_frame_finish(struct net_conn *c, msgpack_sbuffer *sb, size_t start)
 static int
 wait_fd(struct net_conn *c, short events, char *err, size_t err_len)
 {
-    struct pollfd p[2] = { { .fd = c->fd, .events = events },
-                           { .fd = STDOUT_FILENO, .events = 0 } };
-    int n;
+    struct pollfd p[3] = { { .fd = c->fd, .events = events } };
+    int n, nfds = 1, out = -1, stop = -1;
 
+    if (c->watch_stdout) {
+        out = nfds;
+        p[nfds++] = (struct pollfd){ .fd = STDOUT_FILENO, .events = 0 };
+    }
+    if (c->stop != NULL && c->stop_fd >= 0) {
+        stop = nfds;
+        p[nfds++] = (struct pollfd){ .fd = c->stop_fd, .events = POLLIN };
+    }
     for (;;) {
-        n = poll(p, c->watch_stdout ? 2 : 1,
-                 c->timeout_ms > 0 ? c->timeout_ms : -1);
-        if (n > 0 && c->watch_stdout &&
-            (p[1].revents & (POLLERR | POLLHUP | POLLNVAL))) {
+        if (c->stop != NULL && *c->stop)
+            return seterr(err, err_len, NET_EIO, "interrupted");
+        n = poll(p, (nfds_t)nfds, c->timeout_ms > 0 ? c->timeout_ms : -1);
+        if (n > 0 && out >= 0 &&
+            (p[out].revents & (POLLERR | POLLHUP | POLLNVAL))) {
             c->stdout_closed = 1;
             return seterr(err, err_len, NET_EIO, "stdout was closed");
         }
+        if (n > 0 && stop >= 0 && p[stop].revents != 0)
+            continue; /* *c->stop is set: the check above ends the wait */
         if (n > 0)
             return 0;
         if (n == 0)

@@ -58,10 +58,13 @@ struct net_conn {
     uint32_t max_frame;
     uint32_t max_batch;
     char server[64];
-    /* When set (after connecting): a wait that a signal interrupts while
-     * *stop is non-zero ends with NET_EIO "interrupted" (receipts
-     * --follow's Ctrl-C). */
+    /* When set (after connecting): a wait ends with NET_EIO "interrupted"
+     * once *stop is non-zero (receipts --follow's Ctrl-C and SIGTERM).
+     * stop_fd is then the read end of a pipe that the signal handler
+     * writes after setting *stop, so that a signal that comes between the
+     * check of *stop and poll() still ends the wait (-1: none). */
     volatile sig_atomic_t *stop;
+    int stop_fd;
     /* When set: a wait also ends (NET_EIO, stdout_closed set) once
      * stdout's reader has gone (a pipe into `head`). */
     int watch_stdout;
