@@ -607,6 +607,35 @@ START_TEST(test_follow_resumes_across_restart)
 }
 END_TEST
 
+/*
+ * A SIGTERM that comes after receiptctl checked its stop flag and before it
+ * waits for the next page (lib/signal_before_wait_preload.c raises it just
+ * then) still ends the follow, with 0. Before the handler woke the wait
+ * through a pipe, receiptctl went on waiting for a page that never came:
+ * CI once saw test_follow_resumes_across_restart's SIGTERM land there.
+ */
+START_TEST(test_follow_stops_on_a_signal_before_its_wait)
+{
+    const char *args[] = { "receipts", "--follow", "--format", "jsonl", NULL };
+    char lib[512], err[1024];
+    struct ctl ctl;
+    int rc;
+
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libsignal_before_wait_preload.so",
+             TEST_BINARY_DIR);
+    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
+    ck_assert_int_eq(e2e_start(&d, NULL), 0);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    setenv("RECEIPTD_TEST_SIGNAL_BEFORE_WAIT", "1", 1);
+    ctl_start(&ctl, args);
+    unsetenv("LD_PRELOAD");
+    unsetenv("RECEIPTD_TEST_SIGNAL_BEFORE_WAIT");
+    rc = ctl_wait(&ctl, 0, err, sizeof(err));
+    ck_assert_msg(rc == 0, "receiptctl exited %d: %s", rc, err);
+}
+END_TEST
+
 START_TEST(test_follow_limit_and_refusals)
 {
     const char *extra[] = { "--max-followers", "1", NULL };
@@ -860,6 +889,7 @@ suite(void)
     tcase_add_test(tc, test_after_id_pages_forward);
     tcase_add_test(tc, test_slow_follower_cut_off);
     tcase_add_test(tc, test_follow_resumes_across_restart);
+    tcase_add_test(tc, test_follow_stops_on_a_signal_before_its_wait);
     tcase_add_test(tc, test_follow_limit_and_refusals);
     tcase_add_test(tc, test_followers_leave_under_load);
     suite_add_tcase(s, tc);
