@@ -170,13 +170,13 @@ struct store_rollup {
     struct sums tail, waiting, sealed, scratch;
     struct view_arrays *keep; /* of every view the sums make */
     /* The waiting view published before the last chunk was added, for a
-     * query whose snapshot is a chunk behind; and the one before it,
-     * whose memory the next copy takes once nobody else holds it (a
-     * fresh one would be paged in again); NULL: none. */
-    struct store_rollup_view *wait_prev, *wait_spare;
+     * query whose snapshot is a chunk behind; NULL: none. (The one before
+     * it goes, and its memory to `keep` once nobody holds it, for the
+     * next copy: a fresh one would be paged in again.) */
+    struct store_rollup_view *wait_prev;
     /* The fold of a chunk's sums into the waiting ones, on a thread of
      * its own (bg_run) while the writer goes on: from the hand-off to
-     * bg_settle, `waiting`, wait_prev and wait_spare are that thread's,
+     * bg_settle, `waiting` and wait_prev are that thread's,
      * and the writer publishes the waiting view as it was (bg_base, NULL
      * when none waited) and the chunk's (bg_chunk) beside it. */
     struct {
@@ -623,7 +623,6 @@ store_rollup_free(struct store_rollup *ru)
     chunk_fold_free(ru->fold);
     sums_free(&ru->tail);
     view_unref(ru->wait_prev);
-    view_unref(ru->wait_spare);
     sums_free(&ru->waiting);
     sums_free(&ru->sealed);
     sums_free(&ru->scratch);
@@ -859,25 +858,21 @@ sums_fold(struct sums *m, const struct store_rollup_view *v)
 }
 
 /* Gives m a view of its own with the same entries, when somebody else
- * holds its view too (a published one is never changed): *spare's when
- * only the caller holds that one and it is large enough. Its index stays
- * valid. -1 when out of memory. */
+ * holds its view too (a published one is never changed), in an array
+ * kept when one is large enough. Its index stays valid. -1 when out of
+ * memory. */
 static int
-sums_own(struct sums *m, struct store_rollup_view **spare)
+sums_own(struct sums *m)
 {
-    struct store_rollup_view *old = m->v, *v = *spare;
+    struct store_rollup_view *old = m->v, *v;
 
     if (atomic_load(&old->refs) == 1)
         return 0;
-    if (v != NULL && atomic_load(&v->refs) == 1 && v->alloc >= old->n) {
-        *spare = NULL;
-    } else {
-        if ((v = view_new(old->keep)) == NULL)
-            return -1;
-        if (old->n > 0 && view_reserve(v, old->alloc) != 0) {
-            view_unref(v);
-            return -1;
-        }
+    if ((v = view_new(old->keep)) == NULL)
+        return -1;
+    if (old->n > 0 && view_reserve(v, old->alloc) != 0) {
+        view_unref(v);
+        return -1;
     }
     if (old->n > 0)
         memcpy(v->p, old->p, (size_t)old->n * sizeof(*v->p));
@@ -911,12 +906,10 @@ wait_fold(struct store_rollup *ru, const struct store_rollup_view *v, int first,
 
     /* Published: kept for the queries a chunk behind, until the next. */
     if (!first && atomic_load(&old->refs) > 1) {
-        view_unref(ru->wait_spare);
-        ru->wait_spare = ru->wait_prev;
+        view_unref(ru->wait_prev);
         ru->wait_prev = view_ref(old);
     }
-    if (sums_own(&ru->waiting, &ru->wait_spare) != 0 ||
-        sums_fold(&ru->waiting, v) != 0)
+    if (sums_own(&ru->waiting) != 0 || sums_fold(&ru->waiting, v) != 0)
         return -1;
     ru->waiting.v->from = wait_from;
     ru->waiting.v->end = end;
@@ -1112,8 +1105,7 @@ wait_clear(struct store_rollup *ru)
 {
     ru->wait_chunks = 0;
     view_unref(ru->wait_prev);
-    view_unref(ru->wait_spare);
-    ru->wait_prev = ru->wait_spare = NULL;
+    ru->wait_prev = NULL;
     return sums_clear(&ru->waiting);
 }
 
