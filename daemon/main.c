@@ -869,6 +869,17 @@ main(int argc, char **argv)
                                            lerr, LISTEN_ERR_MAX) != 0)
         fatalx("upstream: %s", lerr);
 
+    /* The signals before any socket accepts: whoever finds one accepting
+     * may stop the daemon at once, and a SIGTERM that came before the
+     * handlers killed it without its drain (e2e_harden's teardown did,
+     * once, under ASan). They wait for the loop to run. */
+    uv_signal_init(loop, &ms.sigterm);
+    uv_signal_init(loop, &ms.sigint);
+    uv_signal_init(loop, &ms.sighup);
+    uv_signal_start(&ms.sigterm, stop_cb, SIGTERM);
+    uv_signal_start(&ms.sigint, stop_cb, SIGINT);
+    uv_signal_start(&ms.sighup, hup_cb, SIGHUP);
+
     /* Sockets passed by systemd replace the configured ones of their kind;
      * a configured listener of a kind systemd did not pass is bound here,
      * so enabling TCP in the file works under socket activation too. */
@@ -909,12 +920,6 @@ main(int argc, char **argv)
         log_info("serving /metrics and /healthz on http://%s",
                  cfg->http_listen);
     }
-    uv_signal_init(loop, &ms.sigterm);
-    uv_signal_init(loop, &ms.sigint);
-    uv_signal_init(loop, &ms.sighup);
-    uv_signal_start(&ms.sigterm, stop_cb, SIGTERM);
-    uv_signal_start(&ms.sigint, stop_cb, SIGINT);
-    uv_signal_start(&ms.sighup, hup_cb, SIGHUP);
 
     /* The store is open, migrated and writable, and the listeners are up:
      * only now may a supervisor send traffic. */
