@@ -746,6 +746,30 @@ START_TEST(test_http_healthz_fails_when_the_store_cannot_commit)
 }
 END_TEST
 
+/* Whoever finds the Unix socket accepting finds /healthz answering: the
+ * daemon binds its IP listeners first. lib/slow_listen_preload.c widens
+ * the gap between them to 300 ms; CI once hit the half millisecond it
+ * was when the HTTP listener came last. */
+START_TEST(test_http_answers_once_the_socket_accepts)
+{
+    char lib[512];
+    struct http_reply r;
+
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libslow_listen_preload.so",
+             TEST_BINARY_DIR);
+    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    setenv("RECEIPTD_TEST_SLOW_LISTEN_MS", "300", 1);
+    start_http("10s");
+    unsetenv("LD_PRELOAD");
+    unsetenv("RECEIPTD_TEST_SLOW_LISTEN_MS");
+    http_get("/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    http_reply_free(&r);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -770,6 +794,11 @@ suite(void)
     tcase_add_checked_fixture(tc, setup_logs, teardown);
     tcase_add_test(tc, test_logs_quarantine_once_per_interval);
     tcase_add_test(tc, test_logs_refusals_at_the_cap_once);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("http_start");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_http_answers_once_the_socket_accepts);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("http_stall");
