@@ -36,9 +36,11 @@
  * 5. Single: `receipt` frames (one receipt, with a seq) over more
  *    connections, with the same pipeline. With --rounds N, N - 1 more
  *    rounds of 3 and 5, each on a fresh daemon and alternating which goes
- *    first: each round's single / batch and their median (a run's rates
- *    move by a fifth on a shared machine, and the two phases not always
- *    together).
+ *    first, each after a bare append and a COPY of its own (1 and 2, the
+ *    daemon's row): each round's single / batch, batch / bare append and
+ *    batch / COPY, and their medians (a run's rates move by a fifth on a
+ *    shared machine, and its phases not always together: one run's first
+ *    batch ran at 345k receipts/s and its last two at 475k and 487k).
  * 6. Memory: the daemon's peak RSS after 3-5; a fresh daemon's RSS with
  *    `idle` connections that said hello.
  * 7. Writer CPU per receipt: the stats query's writer_cpu_us and accepted,
@@ -560,7 +562,8 @@ run(const char *user, char *const argv[])
             ru[4 + i] = NULL;
             execvp(ru[0], ru);
         } else {
-            execv(argv[0], argv);
+            /* By PATH: pg_down's "rm" has no directory. */
+            execvp(argv[0], argv);
         }
         _exit(127);
     }
@@ -2505,25 +2508,72 @@ print_relay(const struct relay_figures *f)
 
 /* ---- rounds of batch and single (--rounds) ---- */
 
+static void
+print_ratio(const char *what, double a, double b)
+{
+    if (b > 0)
+        printf("  %-32s %9.2f\n", what, a / b);
+    else
+        printf("  %-32s       n/a\n", what);
+}
+
 #define ROUNDS_MAX 9
 static int opt_rounds = 1;
+
+/* Each round's ratios (index 0: the first round's); a ratio whose
+ * baseline was not measured is 0. */
+struct round_ratios {
+    double single_batch[ROUNDS_MAX];
+    double batch_bare[ROUNDS_MAX];
+    double batch_pg[ROUNDS_MAX];
+};
+
+/* The baselines of a round after the first, measured just before its
+ * daemon: the machine's hour moves them as it moves the daemon, so each
+ * round's batch is compared with the baselines of its own minutes. The
+ * wide rows are the first round's alone. */
+static void
+round_baselines(int k, double *bare, double *pg)
+{
+    double keep_wide = pg_wide;
+
+    *bare = *pg = -1;
+    if (phase_on("bare")) {
+        settle();
+        *bare = bare_append();
+    }
+#ifdef HAVE_LIBPQ
+    if (phase_on("pg")) {
+        settle();
+        *pg = pg_copy();
+        pg_wide = keep_wide;
+    }
+#endif
+    if (*bare > 0 || *pg > 0)
+        printf("round %d: bare append %.0f rows/s, PostgreSQL COPY %.0f "
+               "rows/s\n",
+               k, *bare, *pg);
+}
 
 /*
  * Rounds 2..opt_rounds of the batch and single phases, each on a fresh
  * daemon whose store is removed after it, the single phase first in the
- * even rounds: each round's ratio single / batch into ratios[1..].
+ * even rounds, each after its own bare append and COPY: each round's
+ * ratios into rr at [1..].
  */
 static void
 more_rounds(const struct load_spec *batch, const struct load_spec *single,
-            double *ratios)
+            struct round_ratios *rr)
 {
     struct load_result rb, rs;
     char name[32], label[64], db[300];
+    double bare, pg;
     pid_t pid;
     int k;
 
     for (k = 2; k <= opt_rounds; k++) {
         snprintf(name, sizeof(name), "round%d", k);
+        round_baselines(k, &bare, &pg);
         settle();
         pid = start_daemon(name);
         memset(&rb, 0, sizeof(rb));
@@ -2547,8 +2597,29 @@ more_rounds(const struct load_spec *batch, const struct load_spec *single,
         print_load(label, &rb);
         snprintf(label, sizeof(label), "round %d: single", k);
         print_load(label, &rs);
-        ratios[k - 1] = rb.rate > 0 ? rs.rate / rb.rate : 0;
+        rr->single_batch[k - 1] = rb.rate > 0 ? rs.rate / rb.rate : 0;
+        rr->batch_bare[k - 1] = bare > 0 ? rb.rate / bare : 0;
+        rr->batch_pg[k - 1] = pg > 0 ? rb.rate / pg : 0;
     }
+}
+
+/* One ratio's rounds and their median (of the rounds that measured it). */
+static void
+print_rounds(const char *what, double *v)
+{
+    double m[ROUNDS_MAX];
+    char label[64];
+    int k, n = 0;
+
+    printf("  %-32s", what);
+    for (k = 0; k < opt_rounds; k++) {
+        printf(v[k] > 0 ? " %.2f" : " n/a", v[k]);
+        if (v[k] > 0)
+            m[n++] = v[k];
+    }
+    printf("\n");
+    snprintf(label, sizeof(label), "  median of %d", n);
+    print_ratio(label, n > 0 ? median(m, n) : 0, 1);
 }
 
 /* ---- main ---- */
@@ -2631,21 +2702,12 @@ print_load(const char *what, const struct load_result *r)
            "", r->answer_ms, r->group_ms);
 }
 
-static void
-print_ratio(const char *what, double a, double b)
-{
-    if (b > 0)
-        printf("  %-32s %9.2f\n", what, a / b);
-    else
-        printf("  %-32s       n/a\n", what);
-}
-
 int
 main(int argc, char **argv)
 {
     struct load_spec batch, half, single;
     struct load_result rb, rh, rs;
-    double ratios[ROUNDS_MAX];
+    struct round_ratios rr;
     struct rlimit rl;
     double bare, pg = -1;
     long rss, hwm, rss0, peak;
@@ -2749,8 +2811,11 @@ main(int argc, char **argv)
     peak = proc_kb(pid, "VmHWM:");
     stop_daemon(pid);
     if (opt_rounds > 1 && phase_on("batch") && phase_on("single")) {
-        ratios[0] = rb.rate > 0 ? rs.rate / rb.rate : 0;
-        more_rounds(&batch, &single, ratios);
+        memset(&rr, 0, sizeof(rr));
+        rr.single_batch[0] = rb.rate > 0 ? rs.rate / rb.rate : 0;
+        rr.batch_bare[0] = bare > 0 ? rb.rate / bare : 0;
+        rr.batch_pg[0] = pg > 0 ? rb.rate / pg : 0;
+        more_rounds(&batch, &single, &rr);
     }
 
     rss = hwm = rss0 = 0;
@@ -2807,15 +2872,13 @@ main(int argc, char **argv)
     print_ratio("batch / PostgreSQL COPY, wide row", rb.rate, pg_wide);
     print_ratio("single / batch", rs.rate, rb.rate);
     if (opt_rounds > 1 && phase_on("batch") && phase_on("single")) {
-        int k;
-
-        printf("  %-32s", "single / batch, by round");
-        for (k = 0; k < opt_rounds; k++)
-            printf(" %.2f", ratios[k]);
-        printf("\n");
-        snprintf(label, sizeof(label), "single / batch, median of %d",
-                 opt_rounds);
-        print_ratio(label, median(ratios, opt_rounds), 1);
+        printf("  by round (each round's batch against its own "
+               "baselines):\n");
+        print_rounds("single / batch", rr.single_batch);
+        if (bare > 0)
+            print_rounds("batch / bare append", rr.batch_bare);
+        if (pg > 0)
+            print_rounds("batch / PostgreSQL COPY", rr.batch_pg);
     }
     if (tls_ok)
         print_ratio("TLS / plain TCP, batch", tf.tls.rate, tf.tcp.rate);
