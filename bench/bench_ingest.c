@@ -685,8 +685,9 @@ pg_copy_rows(PGconn *pc)
     double t0, dt = -1;
 
     create_sql(sql, sizeof(sql), "bigint NOT NULL", "bigint", "bytea");
-    if (buf == NULL || !pg_ok(pc, "DROP TABLE IF EXISTS receipts") ||
-        !pg_ok(pc, sql) ||
+    /* The DROP's notice that there was no table is not a figure. */
+    if (buf == NULL || !pg_ok(pc, "SET client_min_messages = warning") ||
+        !pg_ok(pc, "DROP TABLE IF EXISTS receipts") || !pg_ok(pc, sql) ||
         !pg_ok(pc, "CREATE INDEX receipts_plan ON receipts (plan_id, id)") ||
         !pg_ok(pc, "CREATE INDEX receipts_received_at ON receipts "
                    "(received_at)")) {
