@@ -139,6 +139,9 @@ conn_new(struct server *srv, int kind)
     c->level = ACCESS_NONE;
     c->accepted_ms = uv_now(srv->loop);
     frame_reader_init(&c->fr, frame_limit(c));
+    /* A frame that comes whole in one read (most) gets its buffer from
+     * the pool, and its job gives it back (writer.c). */
+    c->fr.alloc = pool_alloc;
     server_conn_add(srv, c);
     return c;
 }

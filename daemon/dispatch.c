@@ -100,6 +100,7 @@ job_new(const struct request *rq)
     job->ctx = x;
     job->ctx_pooled = sizeof(*x);
     job->frame = frame;
+    job->frame_pooled = rq->frame_pooled;
     job->bytes = sizeof(*job) + sizeof(*x) + len;
     job->w.op = -1;
     memcpy(x->source, rq->source, rq->source_len + 1);
@@ -809,8 +810,9 @@ dispatch_frame(struct conn *c, char *frame, uint32_t len)
     struct envelope env;
     /* What a handler sees (dispatch.h): the connection itself only for
      * hello, set once the envelope names the op. */
-    struct request rq = { c->srv,        slot, &env, frame, len,      c->source,
-                          c->source_len, NULL, NULL, 0,     c->relays };
+    struct request rq = { c->srv, slot,      &env,          frame,
+                          len,    c->source, c->source_len, NULL,
+                          NULL,   0,         c->relays,     c->fr.whole_alloc };
     struct proto_err err;
     msgpack_unpacked up;
     int rc;

@@ -46,6 +46,10 @@ struct request {
     size_t ndecoded;
     /* The connection's hello said relay: true with a token (`relay`). */
     int relays;
+    /* Nonzero: frame came from pool_alloc() with this size (the frame
+     * reader's whole_alloc), for a job to give it back there. free()
+     * takes it too. */
+    uint32_t frame_pooled;
 };
 
 /*

@@ -27,6 +27,12 @@ pool_zalloc(size_t size)
     return calloc(1, size);
 }
 
+void *
+pool_alloc(size_t size)
+{
+    return malloc(size);
+}
+
 void
 pool_free(void *p, size_t size)
 {
@@ -79,6 +85,21 @@ pool_zalloc(size_t size)
     lists[c].head = b->next;
     lists[c].n--;
     memset(b, 0, size);
+    return b;
+}
+
+void *
+pool_alloc(size_t size)
+{
+    int c = class_of(size);
+    struct pool_block *b;
+
+    if (c < 0)
+        return malloc(size);
+    if ((b = lists[c].head) == NULL)
+        return malloc((size_t)1 << (POOL_MIN_SHIFT + c));
+    lists[c].head = b->next;
+    lists[c].n--;
     return b;
 }
 

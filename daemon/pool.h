@@ -30,6 +30,8 @@
 
 /* A zeroed block of at least size bytes, or NULL. */
 void *pool_zalloc(size_t size);
+/* The same, not zeroed: for a buffer about to be filled. */
+void *pool_alloc(size_t size);
 /* Gives p (from pool_zalloc(size), or NULL) back. */
 void pool_free(void *p, size_t size);
 /* Frees every block this thread keeps: a thread that used the pool calls

@@ -192,7 +192,10 @@ writer_job_free(struct writer_job *job)
     else
         free(job->receipts);
     free(job->quarantine);
-    free(job->frame);
+    if (job->frame_pooled)
+        pool_free(job->frame, job->frame_pooled);
+    else
+        free(job->frame);
     free(job->outcome);
     free(job->errs);
     if (job->ctx_pooled)

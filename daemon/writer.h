@@ -65,8 +65,8 @@ struct writer_job {
     char *frame; /* the request frame; receipts borrow its strings */
     struct receipt *receipts;
     /* Nonzero: ctx, or receipts (one), came from pool_zalloc() with this
-     * size (pool.h) and go back there. */
-    size_t ctx_pooled, receipts_pooled;
+     * size (pool.h) and go back there; frame from pool_alloc(). */
+    size_t ctx_pooled, receipts_pooled, frame_pooled;
     struct store_quarantine_item *quarantine;
     char *outcome;          /* encoded result, for dedupe (receipts op) */
     struct proto_err *errs; /* per-item errors the quarantine points into */

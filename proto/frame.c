@@ -53,6 +53,16 @@ grow(struct frame_reader *fr, size_t want)
     size_t cap = fr->body_cap ? fr->body_cap : FIRST_CHUNK;
     char *p;
 
+    /* The whole body at once: one buffer of its length from alloc. */
+    if (fr->body == NULL && fr->alloc != NULL && want == fr->body_len) {
+        if ((p = fr->alloc(want)) == NULL)
+            return -1;
+        fr->body = p;
+        fr->body_cap = want;
+        fr->body_whole = 1;
+        return 0;
+    }
+    fr->body_whole = 0;
     while (cap < want)
         cap *= 2;
     if (cap > fr->body_len)
@@ -118,6 +128,8 @@ frame_reader_feed(struct frame_reader *fr, const char *buf, size_t len,
         if (fr->body_have == fr->body_len) {
             *frame = fr->body;
             *frame_len = fr->body_len;
+            fr->whole_alloc = fr->body_whole ? fr->body_len : 0;
+            fr->body_whole = 0;
             fr->body = NULL;
             fr->body_cap = 0;
             fr->hdr_have = 0;

@@ -29,6 +29,15 @@ struct frame_reader {
     size_t body_cap;
     uint32_t body_len;
     uint32_t body_have;
+    /* Optional, set after frame_reader_init (which clears it):
+     * allocates a body that arrives whole in one feed, in one
+     * piece of exactly body_len bytes (NULL: malloc). Such a frame's
+     * *frame_len is then also the length it was allocated for, reported
+     * in whole_alloc, which a caller with a pool of sizes gives back
+     * with. Whatever it returns must be free()able. */
+    void *(*alloc)(size_t size);
+    uint32_t whole_alloc; /* the last frame: its alloc length, or 0 */
+    int body_whole;       /* body came from alloc and was not grown */
 };
 
 /* Embedded object. max_frame is clamped to [1, FRAME_MAX_CEILING]. */
@@ -49,6 +58,7 @@ int frame_reader_in_frame(const struct frame_reader *fr);
  *  0, *frame == NULL: every byte was consumed, more are needed;
  *  0, *frame != NULL: a whole frame; the caller takes *frame (free() it) of
  *     *frame_len bytes; bytes after it are left unconsumed, call again;
+ *     fr->whole_alloc is *frame_len when fr->alloc made *frame, else 0;
  *  PROTO_ETOO_LARGE: a length above max_frame; PROTO_EMALFORMED: a length of
  *     0; PROTO_ENOMEM: no memory for the frame. After an error the stream
  *     cannot be trusted and the reader must not be fed again.

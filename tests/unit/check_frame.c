@@ -274,6 +274,65 @@ START_TEST(test_frame_memory_follows_bytes)
 }
 END_TEST
 
+/* The allocator the daemon gives its pool: what it was asked for. */
+static size_t alloc_calls, alloc_last;
+
+static void *
+counting_alloc(size_t size)
+{
+    alloc_calls++;
+    alloc_last = size;
+    return malloc(size);
+}
+
+/* A body that arrives whole in one feed comes from fr->alloc, in one
+ * piece of its own length, and whole_alloc says so; a body that arrives
+ * in pieces is grown by realloc, and whole_alloc is 0: a pool must not
+ * take back a buffer whose size it did not choose. */
+START_TEST(test_frame_whole_body_from_alloc)
+{
+    struct frame_reader fr;
+    struct proto_err err;
+    char stream[2 * (4 + 700)];
+    size_t consumed, off;
+    char *frame;
+    uint32_t flen;
+
+    memset(stream, 'x', sizeof(stream));
+    frame_put_header((unsigned char *)stream, 700);
+    frame_put_header((unsigned char *)stream + 704, 700);
+    frame_reader_init(&fr, FRAME_MAX_DEFAULT);
+    fr.alloc = counting_alloc;
+    alloc_calls = 0;
+    ck_assert_int_eq(frame_reader_feed(&fr, stream, sizeof(stream), &consumed,
+                                       &frame, &flen, &err),
+                     0);
+    ck_assert_ptr_nonnull(frame);
+    ck_assert_uint_eq(flen, 700);
+    ck_assert_uint_eq(consumed, 704);
+    ck_assert_uint_eq(alloc_calls, 1);
+    ck_assert_uint_eq(alloc_last, 700);
+    ck_assert_uint_eq(fr.whole_alloc, 700);
+    free(frame);
+    /* The second frame in two pieces: header and half, then the rest. */
+    ck_assert_int_eq(frame_reader_feed(&fr, stream + 704, 354, &consumed,
+                                       &frame, &flen, &err),
+                     0);
+    ck_assert_ptr_null(frame);
+    ck_assert_int_eq(frame_reader_feed(&fr, stream + 1058, 350, &consumed,
+                                       &frame, &flen, &err),
+                     0);
+    ck_assert_ptr_nonnull(frame);
+    ck_assert_uint_eq(flen, 700);
+    ck_assert_uint_eq(alloc_calls, 1);
+    ck_assert_uint_eq(fr.whole_alloc, 0);
+    for (off = 0; off < flen; off++)
+        ck_assert_int_eq(frame[off], 'x');
+    free(frame);
+    frame_reader_close(&fr);
+}
+END_TEST
+
 START_TEST(test_frame_init_clamps_max)
 {
     struct frame_reader fr;
@@ -338,6 +397,7 @@ frame_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");
     tcase_add_test(tc, test_frame_memory_follows_bytes);
+    tcase_add_test(tc, test_frame_whole_body_from_alloc);
     suite_add_tcase(s, tc);
     tc = tcase_create("building");
     tcase_add_test(tc, test_frame_sbuffer_builds_frames);
