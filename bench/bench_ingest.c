@@ -37,8 +37,9 @@
  *    connections, with the same pipeline. With --rounds N, N - 1 more
  *    rounds of 3 and 5, each on a fresh daemon and alternating which goes
  *    first, each after a bare append and a COPY of its own (1 and 2, the
- *    daemon's row): each round's single / batch, batch / bare append and
- *    batch / COPY, and their medians (a run's rates move by a fifth on a
+ *    daemon's row) and with its own half load (4) after its batch: each
+ *    round's single / batch, batch / bare append, batch / COPY and
+ *    half-load p99, and their medians (a run's rates move by a fifth on a
  *    shared machine, and its phases not always together: one run's first
  *    batch ran at 345k receipts/s and its last two at 475k and 487k).
  * 6. Memory: the daemon's peak RSS after 3-5; a fresh daemon's RSS with
@@ -2527,7 +2528,22 @@ struct round_ratios {
     double single_batch[ROUNDS_MAX];
     double batch_bare[ROUNDS_MAX];
     double batch_pg[ROUNDS_MAX];
+    double half_p99[ROUNDS_MAX]; /* ms, at half of the round's batch rate */
 };
+
+/* The half-load phase on daemon name: the batch load paced at half of
+ * the rate rb measured. */
+static void
+half_load(const char *name, const struct load_spec *batch,
+          const struct load_result *rb, struct load_result *rh)
+{
+    struct load_spec half = *batch;
+
+    half.phase = "half";
+    half.frames = batch->frames / 2;
+    half.rate = rb->rate / 2;
+    load(name, &half, rh);
+}
 
 /* The baselines of a round after the first, measured just before its
  * daemon: the machine's hour moves them as it moves the daemon, so each
@@ -2550,10 +2566,10 @@ round_baselines(int k, double *bare, double *pg)
         pg_wide = keep_wide;
     }
 #endif
-    if (*bare > 0 || *pg > 0)
-        printf("round %d: bare append %.0f rows/s, PostgreSQL COPY %.0f "
-               "rows/s\n",
-               k, *bare, *pg);
+    if (*bare > 0)
+        printf("round %d: bare append %.0f rows/s\n", k, *bare);
+    if (*pg > 0)
+        printf("round %d: PostgreSQL COPY %.0f rows/s\n", k, *pg);
 }
 
 /*
@@ -2566,7 +2582,7 @@ static void
 more_rounds(const struct load_spec *batch, const struct load_spec *single,
             struct round_ratios *rr)
 {
-    struct load_result rb, rs;
+    struct load_result rb, rh, rs;
     char name[32], label[64], db[300];
     double bare, pg;
     pid_t pid;
@@ -2578,13 +2594,18 @@ more_rounds(const struct load_spec *batch, const struct load_spec *single,
         settle();
         pid = start_daemon(name);
         memset(&rb, 0, sizeof(rb));
+        memset(&rh, 0, sizeof(rh));
         memset(&rs, 0, sizeof(rs));
         if (k % 2 == 0) {
             load(name, single, &rs);
             settle();
-            load(name, batch, &rb);
-        } else {
-            load(name, batch, &rb);
+        }
+        load(name, batch, &rb);
+        if (phase_on("half")) {
+            settle();
+            half_load(name, batch, &rb, &rh);
+        }
+        if (k % 2 != 0) {
             settle();
             load(name, single, &rs);
         }
@@ -2596,17 +2617,24 @@ more_rounds(const struct load_spec *batch, const struct load_spec *single,
         snprintf(label, sizeof(label), "round %d (%s first): batch", k,
                  k % 2 == 0 ? "single" : "batch");
         print_load(label, &rb);
+        if (phase_on("half")) {
+            snprintf(label, sizeof(label), "round %d: half load (%.0f/s)", k,
+                     rb.rate / 2);
+            print_load(label, &rh);
+        }
         snprintf(label, sizeof(label), "round %d: single", k);
         print_load(label, &rs);
         rr->single_batch[k - 1] = rb.rate > 0 ? rs.rate / rb.rate : 0;
         rr->batch_bare[k - 1] = bare > 0 ? rb.rate / bare : 0;
         rr->batch_pg[k - 1] = pg > 0 ? rb.rate / pg : 0;
+        rr->half_p99[k - 1] = phase_on("half") ? rh.p99 : 0;
     }
 }
 
-/* One ratio's rounds and their median (of the rounds that measured it). */
+/* One figure's rounds and their median (of the rounds that measured
+ * it): a ratio, or with ms set milliseconds. */
 static void
-print_rounds(const char *what, double *v)
+print_rounds(const char *what, double *v, int ms)
 {
     double m[ROUNDS_MAX];
     char label[64];
@@ -2614,13 +2642,16 @@ print_rounds(const char *what, double *v)
 
     printf("  %-32s", what);
     for (k = 0; k < opt_rounds; k++) {
-        printf(v[k] > 0 ? " %.2f" : " n/a", v[k]);
+        printf(v[k] <= 0 ? " n/a" : ms ? " %.1f" : " %.2f", v[k]);
         if (v[k] > 0)
             m[n++] = v[k];
     }
     printf("\n");
     snprintf(label, sizeof(label), "  median of %d", n);
-    print_ratio(label, n > 0 ? median(m, n) : 0, 1);
+    if (ms && n > 0)
+        printf("  %-32s %9.1f ms\n", label, median(m, n));
+    else
+        print_ratio(label, n > 0 ? median(m, n) : 0, 1);
 }
 
 /* ---- main ---- */
@@ -2706,7 +2737,7 @@ print_load(const char *what, const struct load_result *r)
 int
 main(int argc, char **argv)
 {
-    struct load_spec batch, half, single;
+    struct load_spec batch, single;
     struct load_result rb, rh, rs;
     struct round_ratios rr;
     struct rlimit rl;
@@ -2786,13 +2817,9 @@ main(int argc, char **argv)
     }
     if (phase_on("half")) {
         settle();
-        half = batch;
-        half.phase = "half";
-        half.frames = batch.frames / 2;
-        half.rate = rb.rate / 2;
-        load("load", &half, &rh);
+        half_load("load", &batch, &rb, &rh);
         snprintf(label, sizeof(label), "daemon, half load (%.0f/s offered)",
-                 half.rate);
+                 rb.rate / 2);
         print_load(label, &rh);
     }
 
@@ -2816,6 +2843,7 @@ main(int argc, char **argv)
         rr.single_batch[0] = rb.rate > 0 ? rs.rate / rb.rate : 0;
         rr.batch_bare[0] = bare > 0 ? rb.rate / bare : 0;
         rr.batch_pg[0] = pg > 0 ? rb.rate / pg : 0;
+        rr.half_p99[0] = phase_on("half") ? rh.p99 : 0;
         more_rounds(&batch, &single, &rr);
     }
 
@@ -2875,11 +2903,13 @@ main(int argc, char **argv)
     if (opt_rounds > 1 && phase_on("batch") && phase_on("single")) {
         printf("  by round (each round's batch against its own "
                "baselines):\n");
-        print_rounds("single / batch", rr.single_batch);
+        print_rounds("single / batch", rr.single_batch, 0);
         if (bare > 0)
-            print_rounds("batch / bare append", rr.batch_bare);
+            print_rounds("batch / bare append", rr.batch_bare, 0);
         if (pg > 0)
-            print_rounds("batch / PostgreSQL COPY", rr.batch_pg);
+            print_rounds("batch / PostgreSQL COPY", rr.batch_pg, 0);
+        if (phase_on("half"))
+            print_rounds("half-load p99, ms", rr.half_p99, 1);
     }
     if (tls_ok)
         print_ratio("TLS / plain TCP, batch", tf.tls.rate, tf.tcp.rate);
