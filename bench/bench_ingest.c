@@ -2575,8 +2575,8 @@ round_baselines(int k, double *bare, double *pg)
 /*
  * Rounds 2..opt_rounds of the batch and single phases, each on a fresh
  * daemon whose store is removed after it, the single phase first in the
- * even rounds, each after its own bare append and COPY: each round's
- * ratios into rr at [1..].
+ * even rounds, each after its own bare append and COPY and with its own
+ * half load after its batch: each round's figures into rr at [1..].
  */
 static void
 more_rounds(const struct load_spec *batch, const struct load_spec *single,

@@ -1297,7 +1297,6 @@ thread_cb(void *arg)
     struct relay *r = arg;
     int rc;
 
-    (void)pthread_setname_np(pthread_self(), "relay");
     lower_priority(r);
     backlog(r, 1);
     while (!stopping(r)) {
@@ -1603,6 +1602,11 @@ relay_start(uv_loop_t *loop, struct server *srv, const struct config *cfg,
         uv_close((uv_handle_t *)&r->cursor_timer, close_cb);
         return -1;
     }
+    /* Named here, before the daemon accepts: a thread that names itself
+     * may not have run yet when someone looks (top -H, or a test that
+     * pins the relay thread by its name: e2e_relay busy_cores, once in
+     * CI). */
+    (void)pthread_setname_np(r->thread, "relay");
     uv_timer_start(&r->cursor_timer, cursor_timer_cb, RELAY_CURSOR_EVERY_MS,
                    RELAY_CURSOR_EVERY_MS);
     r->started = 1;

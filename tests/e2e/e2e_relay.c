@@ -783,6 +783,30 @@ lifts(void)
 /* The relay thread runs as upstream.priority says (SCHED_IDLE by default
  * and at "idle" where the daemon may lift it again, else nice 10; nice 10
  * at "low"; as the daemon's loop at "normal"), and delivers at each. */
+/* The relay thread has its name once the node accepts, however late
+ * the thread first runs: lib/slow_thread_start_preload.c holds every new
+ * thread back 300 ms. When the thread named itself, busy_cores once
+ * found no thread called "relay" in a node that was ready (CI). */
+START_TEST(test_relay_thread_named_when_the_node_is_ready)
+{
+    char lib[512];
+    int policy = -1, nice = 0;
+
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libslow_thread_start_preload.so",
+             TEST_BINARY_DIR);
+    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
+    reset();
+    center_spawn(1);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    setenv("RECEIPTD_TEST_THREAD_START_MS", "300", 1);
+    node_spawn(1);
+    unsetenv("LD_PRELOAD");
+    unsetenv("RECEIPTD_TEST_THREAD_START_MS");
+    ck_assert_int_eq(thread_sched(node.pid, "relay", &policy, &nice), 0);
+}
+END_TEST
+
 START_TEST(test_relay_thread_priority)
 {
     static const char *const low[] = { "--upstream-priority", "low", NULL };
@@ -2519,6 +2543,7 @@ main(void)
     tcase_add_test(tc, test_relay_center_away);
     tcase_add_test(tc, test_relay_cursor_stored_paced);
     tcase_add_test(tc, test_relay_thread_priority);
+    tcase_add_test(tc, test_relay_thread_named_when_the_node_is_ready);
     tcase_add_test(tc, test_relay_delivers_while_its_cores_are_busy);
     tcase_add_test(tc, test_relay_survives_kill9_of_node_and_center);
     tcase_add_test(tc, test_relay_op_refusals_and_cut);
