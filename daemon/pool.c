@@ -72,6 +72,19 @@ class_of(size_t size)
     return c < POOL_CLASSES ? c : -1;
 }
 
+/* A kept block of class c, or NULL when none is kept. */
+static struct pool_block *
+take(int c)
+{
+    struct pool_block *b = lists[c].head;
+
+    if (b != NULL) {
+        lists[c].head = b->next;
+        lists[c].n--;
+    }
+    return b;
+}
+
 void *
 pool_zalloc(size_t size)
 {
@@ -80,10 +93,8 @@ pool_zalloc(size_t size)
 
     if (c < 0)
         return calloc(1, size);
-    if ((b = lists[c].head) == NULL)
+    if ((b = take(c)) == NULL)
         return calloc(1, (size_t)1 << (POOL_MIN_SHIFT + c));
-    lists[c].head = b->next;
-    lists[c].n--;
     memset(b, 0, size);
     return b;
 }
@@ -96,10 +107,8 @@ pool_alloc(size_t size)
 
     if (c < 0)
         return malloc(size);
-    if ((b = lists[c].head) == NULL)
+    if ((b = take(c)) == NULL)
         return malloc((size_t)1 << (POOL_MIN_SHIFT + c));
-    lists[c].head = b->next;
-    lists[c].n--;
     return b;
 }
 
