@@ -1,6 +1,7 @@
 /*
  * histo.c: the lock-free duration histogram of histo.h. Written by one
- * thread (the writer), read by the loop and the query threads.
+ * thread at a time (the writer's commits, the loop's answers), read by
+ * any.
  */
 #include "histo.h"
 
@@ -16,8 +17,15 @@ histo_init(struct histo *h)
 
     for (i = 0; i <= HISTO_NBOUNDS; i++)
         atomic_init(&h->bucket[i], 0);
-    atomic_init(&h->count, 0);
     atomic_init(&h->sum_us, 0);
+}
+
+/* Adds n to a word that only the adding thread writes. */
+static void
+bump(_Atomic uint64_t *w, uint64_t n)
+{
+    atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + n,
+                          memory_order_relaxed);
 }
 
 void
@@ -27,9 +35,12 @@ histo_observe(struct histo *h, uint64_t us)
 
     while (i < HISTO_NBOUNDS && us > histo_bounds_us[i])
         i++;
-    atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    /* One thread adds, so a load and a store are enough: a locked add
+     * (x86's read-modify-write) a word cost the loop about a tenth of a
+     * microsecond a single receipt's answer. Readers still see each word
+     * whole. */
+    bump(&h->bucket[i], 1);
+    bump(&h->sum_us, us);
 }
 
 void
@@ -42,8 +53,7 @@ histo_read(struct histo *h, struct histo_snap *out)
         run += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
         out->cumulative[i] = run;
     }
-    /* The +Inf bucket must equal the count; the buckets were read after
-     * any observation they hold was counted, so use their total. */
+    /* The count is the buckets' total, so +Inf equals it. */
     out->count = run;
     out->sum_us = atomic_load_explicit(&h->sum_us, memory_order_relaxed);
 }

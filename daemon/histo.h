@@ -1,9 +1,9 @@
 /*
  * histo.h: a fixed-bucket histogram of durations that one thread adds to
- * and any thread reads, without locks: each bucket, the count and the sum
- * are relaxed atomics. A reader may see an observation in the count and
- * not yet in its bucket (or the reverse) for an instant; Prometheus
- * tolerates that, and no figure is ever lost.
+ * and any thread reads, without locks: each bucket and the sum are
+ * relaxed atomics, and the count is the buckets' total. A reader may see
+ * an observation in its bucket and not yet in the sum (or the reverse)
+ * for an instant; Prometheus tolerates that, and no figure is ever lost.
  *
  * The bounds are fixed (HISTO_BOUNDS_US): the writer's commit durations,
  * from half a millisecond to ten seconds, the range an fsync on anything
@@ -21,7 +21,7 @@ extern const uint64_t histo_bounds_us[HISTO_NBOUNDS];
 
 struct histo {
     _Atomic uint64_t bucket[HISTO_NBOUNDS + 1]; /* not cumulative */
-    _Atomic uint64_t count, sum_us;
+    _Atomic uint64_t sum_us;
 };
 
 /* A copy for a reader: cumulative counts as Prometheus wants them. */
@@ -33,7 +33,8 @@ struct histo_snap {
 /* Zeroes h (embedded object; no _close needed). */
 void histo_init(struct histo *h);
 
-/* Adds one duration. Any one thread at a time. */
+/* Adds one duration. One thread at a time: each word is a load and a
+ * store, so two threads adding at once could lose one. */
 void histo_observe(struct histo *h, uint64_t us);
 
 /* Copies h; any thread, any time. */
