@@ -617,19 +617,15 @@ END_TEST
 START_TEST(test_follow_stops_on_a_signal_before_its_wait)
 {
     const char *args[] = { "receipts", "--follow", "--format", "jsonl", NULL };
-    char lib[512], err[1024];
+    char err[1024];
     struct ctl ctl;
     int rc;
 
-    snprintf(lib, sizeof(lib), "%s/tests/lib/libsignal_before_wait_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
     ck_assert_int_eq(e2e_start(&d, NULL), 0);
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    e2e_preload("signal_before_wait_preload", NULL);
     setenv("RECEIPTD_TEST_SIGNAL_BEFORE_WAIT", "1", 1);
     ctl_start(&ctl, args);
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
     unsetenv("RECEIPTD_TEST_SIGNAL_BEFORE_WAIT");
     rc = ctl_wait(&ctl, 0, err, sizeof(err));
     ck_assert_msg(rc == 0, "receiptctl exited %d: %s", rc, err);

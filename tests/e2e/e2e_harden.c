@@ -667,7 +667,7 @@ START_TEST(test_e2e_harden_retention_ignores_a_clock_step)
 {
     const char *flags[] = { "--retention-age-s", "3600", "--prune-idle-ms",
                             "50", NULL };
-    char lib[512], clockf[300];
+    char clockf[300];
     msgpack_sbuffer sb;
     msgpack_packer pk;
     struct e2e_receipt r = { .schema = 3 };
@@ -675,17 +675,13 @@ START_TEST(test_e2e_harden_retention_ignores_a_clock_step)
     uint64_t pruned, accepted;
     int fd, i;
 
-    snprintf(lib, sizeof(lib), "%s/tests/lib/libclockstep_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
     snprintf(clockf, sizeof(clockf), "%s/e2e_harden_clock_%ld", TEST_BINARY_DIR,
              (long)getpid());
     unlink(clockf);
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    e2e_preload("clockstep_preload", NULL);
     setenv("RECEIPTD_CLOCK_FILE", clockf, 1);
     start(flags);
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
 
     fd = e2e_connect(&d);
     ck_assert_int_ge(fd, 0);

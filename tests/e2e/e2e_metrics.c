@@ -616,20 +616,16 @@ END_TEST
 static void
 setup_http_gate(void)
 {
-    char lib[512], gate[300];
+    char gate[300];
 
-    snprintf(lib, sizeof(lib), "%s/tests/lib/libslowsync_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
     snprintf(gate, sizeof(gate), "%s/e2e_metrics_gate_%ld", TEST_BINARY_DIR,
              (long)getpid());
     unlink(gate);
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    e2e_preload("slowsync_preload", NULL);
     setenv("RECEIPTD_SYNC_DELAY_MS", "0", 1);
     setenv("RECEIPTD_SYNC_GATE", gate, 1);
     start_http("1s");
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
     unsetenv("RECEIPTD_SYNC_DELAY_MS");
 }
 
@@ -752,17 +748,12 @@ END_TEST
  * was when the HTTP listener came last. */
 START_TEST(test_http_answers_once_the_socket_accepts)
 {
-    char lib[512];
     struct http_reply r;
 
-    snprintf(lib, sizeof(lib), "%s/tests/lib/libslow_listen_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    e2e_preload("slow_listen_preload", NULL);
     setenv("RECEIPTD_TEST_SLOW_LISTEN_MS", "300", 1);
     start_http("10s");
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
     unsetenv("RECEIPTD_TEST_SLOW_LISTEN_MS");
     http_get("/healthz", &r);
     ck_assert_int_eq(r.status, 200);

@@ -1131,19 +1131,14 @@ pf_flood(int nils)
                             "info",
                             NULL };
     struct pf_sender ps[PF_CONNS];
-    char lib[512], gate[300], *log = NULL, *p;
+    char gate[300], *log = NULL, *p;
     long hwm0, hwm;
     size_t loglen;
     int i, waited, pauses = 0;
 
-    snprintf(lib, sizeof(lib), "%s/tests/lib/libslowsync_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
-    setenv("LD_PRELOAD", lib, 1);
-    /* ASan wants to come first in the library list; the preload breaks
-     * that harmlessly. Its quarantine of freed memory would count as
-     * growth here, so it is kept small. */
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0:quarantine_size_mb=8", 1);
+    /* ASan's quarantine of freed memory would count as growth here, so
+     * it is kept small. */
+    e2e_preload("slowsync_preload", "quarantine_size_mb=8");
     setenv("RECEIPTD_SYNC_DELAY_MS", SLOW_SYNC_MS, 1);
     /* The gate file lives beside the build, not in the daemon's directory
      * (e2e_start makes that directory). */
@@ -1152,7 +1147,7 @@ pf_flood(int nils)
     unlink(gate);
     setenv("RECEIPTD_SYNC_GATE", gate, 1);
     start(extra);
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
     unsetenv("RECEIPTD_SYNC_DELAY_MS");
     unsetenv("RECEIPTD_SYNC_GATE");
 

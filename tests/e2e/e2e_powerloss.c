@@ -65,15 +65,9 @@ teardown(void)
 static void
 preload(unsigned long cut_at, unsigned garble)
 {
-    char spy[512], v[32];
+    char v[32];
 
-    snprintf(spy, sizeof(spy), "%s/tests/lib/libvfs_fault_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(spy, R_OK) == 0, "%s is missing", spy);
-    setenv("LD_PRELOAD", spy, 1);
-    /* ASan wants to come first in the library list; a preload breaks
-     * that harmlessly here. */
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    e2e_preload("vfs_fault_preload", NULL);
     snprintf(v, sizeof(v), "%lu", cut_at);
     setenv("RECEIPTD_CUT_AT_SYNC", v, 1);
     snprintf(v, sizeof(v), "%u", garble);
@@ -84,7 +78,7 @@ preload(unsigned long cut_at, unsigned garble)
 static void
 no_preload(void)
 {
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
     unsetenv("RECEIPTD_CUT_AT_SYNC");
     unsetenv("RECEIPTD_CUT_GARBLE");
     unsetenv("RECEIPTD_SYNC_COUNT");

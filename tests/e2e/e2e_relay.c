@@ -789,19 +789,14 @@ lifts(void)
  * found no thread called "relay" in a node that was ready (CI). */
 START_TEST(test_relay_thread_named_when_the_node_is_ready)
 {
-    char lib[512];
     int policy = -1, nice = 0;
 
-    snprintf(lib, sizeof(lib), "%s/tests/lib/libslow_thread_start_preload.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
     reset();
     center_spawn(1);
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    e2e_preload("slow_thread_start_preload", NULL);
     setenv("RECEIPTD_TEST_THREAD_START_MS", "300", 1);
     node_spawn(1);
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
     unsetenv("RECEIPTD_TEST_THREAD_START_MS");
     ck_assert_int_eq(thread_sched(node.pid, "relay", &policy, &nice), 0);
 }

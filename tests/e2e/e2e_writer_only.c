@@ -86,29 +86,24 @@ exercise(uint64_t base)
 
 START_TEST(test_e2e_writer_only_one_read_write_open_per_run)
 {
-    char spy[512], line[1200], mode[8], file[1024];
+    char line[1200], mode[8], file[1024];
     int flags, status, rw = 0, ro = 0, runs = 2, r;
     FILE *f;
 
-    snprintf(spy, sizeof(spy), "%s/tests/lib/libsqlite_open_spy.so",
-             TEST_BINARY_DIR);
-    ck_assert_msg(access(spy, R_OK) == 0, "%s is missing", spy);
     snprintf(log_path, sizeof(log_path), "%s/writer-only-%d.log",
              TEST_BINARY_DIR, (int)getpid());
     unlink(log_path);
     /* The daemon inherits these; the test process itself is not
-     * affected (LD_PRELOAD acts at exec). ASan wants to come first in
-     * the library list, which a preload breaks; tell it that is fine. */
-    setenv("LD_PRELOAD", spy, 1);
+     * affected (LD_PRELOAD acts at exec). */
+    e2e_preload("sqlite_open_spy", NULL);
     setenv("RECEIPTD_OPEN_LOG", log_path, 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
     ck_assert_msg(e2e_start(&d, NULL) == 0, "receiptd did not start");
     exercise(0);
     ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
     ck_assert_msg(e2e_restart(&d, NULL) == 0, "receiptd did not restart");
     exercise(100);
     ck_assert_int_eq(e2e_stop(&d, SIGTERM, 10000, &status), 0);
-    unsetenv("LD_PRELOAD");
+    e2e_preload_end();
 
     f = fopen(log_path, "r");
     ck_assert_msg(f != NULL, "the spy logged nothing: was it preloaded?");

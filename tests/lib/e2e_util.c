@@ -872,6 +872,25 @@ done:
     return rc;
 }
 
+void
+e2e_preload(const char *name, const char *asan_more)
+{
+    char lib[512], opts[256];
+
+    snprintf(lib, sizeof(lib), "%s/tests/lib/lib%s.so", TEST_BINARY_DIR, name);
+    ck_assert_msg(access(lib, R_OK) == 0, "%s is missing", lib);
+    snprintf(opts, sizeof(opts), "verify_asan_link_order=0%s%s",
+             asan_more != NULL ? ":" : "", asan_more != NULL ? asan_more : "");
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("ASAN_OPTIONS", opts, 1);
+}
+
+void
+e2e_preload_end(void)
+{
+    unsetenv("LD_PRELOAD");
+}
+
 int
 e2e_which(const char *name, char *buf, size_t len)
 {

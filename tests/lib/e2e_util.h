@@ -182,6 +182,16 @@ int e2e_free_port(void);
 /* A program's path found in PATH, copied into buf; -1 when none is. */
 int e2e_which(const char *name, char *buf, size_t len);
 
+/*
+ * From now on, every program this test starts preloads tests/lib/lib<name>.so
+ * (built beside the tests; the test fails when it is missing), until
+ * e2e_preload_end(). ASan wants its runtime first in the library list,
+ * which a preload breaks harmlessly: ASAN_OPTIONS says so, followed by
+ * asan_more (or NULL). The options stay set after the end.
+ */
+void e2e_preload(const char *name, const char *asan_more);
+void e2e_preload_end(void);
+
 /* Reads a "/proc/PID/status" field such as "VmRSS:" in kB, or -1. */
 long e2e_proc_kb(pid_t pid, const char *field);
 
