@@ -308,10 +308,10 @@ is_name(const char *p, size_t n, const struct fname *f)
 
     if (f->len != n || f->s[0] != p[0])
         return 0;
-    /* Field names are 3 to 24 bytes long. From 8 bytes on they are
-     * compared a word at a time: the first word, the second past 16
-     * bytes, the last word overlapping the one before it (two or three
-     * loads, unrolled: a loop's control was as dear as its compares). */
+    /* Field names are 3 to 24 bytes long. A short one is compared byte
+     * by byte (a call to memcmp cost more than it); from 8 bytes on a
+     * word at a time: the first, any in the middle, and the last,
+     * overlapping the one before it (two or three loads). */
     if (n < 8) {
         for (i = 1; i < n; i++)
             if (f->s[i] != p[i])
