@@ -8,6 +8,7 @@
 #ifndef RECEIPTD_PROTO_MPREAD_H
 #define RECEIPTD_PROTO_MPREAD_H
 
+#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -96,50 +97,16 @@ mpread_str(struct mpread *d, const char **s, size_t *n)
     return 0;
 }
 
-/* The big-endian unsigned integers of 2, 4 and 8 bytes at p: one load
- * and a byte swap each (a loop of byte loads and shifts, which -O2 does
- * not unroll, was a third of the cost of a receipt's counters). */
-static inline uint16_t
-mpread_be16(const unsigned char *p)
-{
-    uint16_t x;
-
-    memcpy(&x, p, sizeof(x));
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    x = __builtin_bswap16(x);
-#endif
-    return x;
-}
-
-static inline uint32_t
-mpread_be32(const unsigned char *p)
-{
-    uint32_t x;
-
-    memcpy(&x, p, sizeof(x));
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    x = __builtin_bswap32(x);
-#endif
-    return x;
-}
-
-static inline uint64_t
-mpread_be64(const unsigned char *p)
-{
-    uint64_t x;
-
-    memcpy(&x, p, sizeof(x));
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    x = __builtin_bswap64(x);
-#endif
-    return x;
-}
-
-/* An unsigned int in a positive fixint or a uint form. */
+/* An unsigned int in a positive fixint or a uint form. A wider uint is
+ * one load and a byte swap (a loop of byte loads and shifts, which -O2
+ * does not unroll, was a third of the cost of a receipt's counters). */
 static inline int
 mpread_uint(struct mpread *d, uint64_t *v)
 {
     const unsigned char *p = d->p;
+    uint16_t w16;
+    uint32_t w32;
+    uint64_t w64;
     size_t left;
 
     if (p >= d->end)
@@ -160,19 +127,22 @@ mpread_uint(struct mpread *d, uint64_t *v)
     case 0xcd:
         if (left < 2)
             return -1;
-        *v = mpread_be16(p + 1);
+        memcpy(&w16, p + 1, sizeof(w16));
+        *v = be16toh(w16);
         d->p += 3;
         return 0;
     case 0xce:
         if (left < 4)
             return -1;
-        *v = mpread_be32(p + 1);
+        memcpy(&w32, p + 1, sizeof(w32));
+        *v = be32toh(w32);
         d->p += 5;
         return 0;
     case 0xcf:
         if (left < 8)
             return -1;
-        *v = mpread_be64(p + 1);
+        memcpy(&w64, p + 1, sizeof(w64));
+        *v = be64toh(w64);
         d->p += 9;
         return 0;
     default:

@@ -780,9 +780,6 @@ lifts(void)
     return file_count(node.log, LIFTED);
 }
 
-/* The relay thread runs as upstream.priority says (SCHED_IDLE by default
- * and at "idle" where the daemon may lift it again, else nice 10; nice 10
- * at "low"; as the daemon's loop at "normal"), and delivers at each. */
 /* The relay thread has its name once the node accepts, however late
  * the thread first runs: lib/slow_thread_start_preload.c holds every new
  * thread back 300 ms. When the thread named itself, busy_cores once
@@ -802,6 +799,9 @@ START_TEST(test_relay_thread_named_when_the_node_is_ready)
 }
 END_TEST
 
+/* The relay thread runs as upstream.priority says (SCHED_IDLE by default
+ * and at "idle" where the daemon may lift it again, else nice 10; nice 10
+ * at "low"; as the daemon's loop at "normal"), and delivers at each. */
 START_TEST(test_relay_thread_priority)
 {
     static const char *const low[] = { "--upstream-priority", "low", NULL };
