@@ -6,7 +6,7 @@
  *                [--single-connections 64] [--pipeline 8] [--idle 1000]
  *                [--daemon PATH] [--pg-bin DIR] [--relay-window 8]
  *                [--relay-runs 3] [--relay-center-nice N]
- *                [--relay-center-dir DIR] [--rounds 1]
+ *                [--relay-center-dir DIR] [--rounds 1] [--half-rate N]
  *                [--only bare,pg,batch,half,single,idle,tls,central,relay]
  *                [--daemon-arg ARG]...
  *
@@ -33,7 +33,8 @@
  *    acknowledgements, which the daemon sends only after COMMIT; p50/p99
  *    latency per frame. A daemon's first measured phase follows a
  *    warm-up of a fifth of its receipts, not measured (warm_up).
- * 4. Half load: the batch load paced at half the rate of 3.
+ * 4. Half load: the batch load paced at half the rate of 3 (or at
+ *    --half-rate receipts/s: two builds compared at one offered load).
  * 5. Single: `receipt` frames (one receipt, with a seq) over more
  *    connections, with the same pipeline. With --rounds N, N - 1 more
  *    rounds of 3 and 5, each on a fresh daemon and alternating which goes
@@ -145,6 +146,7 @@ static double bare_wide = -1, pg_wide = -1;
 static int opt_conns = 16, opt_batch = 100, opt_single_conns = 64;
 static int opt_pipeline = 8, opt_idle = 1000, opt_relay_window = 8;
 static long opt_total = 200000;
+static double opt_half_rate; /* receipts/s; 0: half the batch rate */
 static const char *opt_daemon = BENCH_BINARY_DIR "/daemon/receiptd";
 static const char *opt_pg_bin = "/usr/lib/postgresql/15/bin";
 /* --only bare,pg,batch,half,single,idle,tls,central,relay */
@@ -1773,7 +1775,8 @@ usage(void)
             "[--pg-bin DIR]\n"
             "                    [--relay-window N] [--relay-runs N] "
             "[--relay-center-nice N]\n"
-            "                    [--relay-center-dir DIR] [--rounds N]\n"
+            "                    [--relay-center-dir DIR] [--rounds N] "
+            "[--half-rate N]\n"
             "                    [--only "
             "bare,pg,batch,half,single,idle,tls,central,relay]\n"
             "                    [--daemon-arg ARG]...\n");
@@ -2532,8 +2535,16 @@ struct round_ratios {
     double half_p99[ROUNDS_MAX]; /* ms, at half of the round's batch rate */
 };
 
-/* The half-load phase on daemon name: the batch load paced at half of
- * the rate rb measured. */
+/* The half load's offered rate: half of the batch rate rb measured, or
+ * --half-rate. */
+static double
+half_rate(const struct load_result *rb)
+{
+    return opt_half_rate > 0 ? opt_half_rate : rb->rate / 2;
+}
+
+/* The half-load phase on daemon name: the batch load paced at
+ * half_rate(). */
 static void
 half_load(const char *name, const struct load_spec *batch,
           const struct load_result *rb, struct load_result *rh)
@@ -2542,7 +2553,7 @@ half_load(const char *name, const struct load_spec *batch,
 
     half.phase = "half";
     half.frames = batch->frames / 2;
-    half.rate = rb->rate / 2;
+    half.rate = half_rate(rb);
     load(name, &half, rh);
 }
 
@@ -2643,7 +2654,7 @@ more_rounds(const struct load_spec *batch, const struct load_spec *single,
         print_load(label, &rb);
         if (phase_on("half")) {
             snprintf(label, sizeof(label), "round %d: half load (%.0f/s)", k,
-                     rb.rate / 2);
+                     half_rate(&rb));
             print_load(label, &rh);
         }
         snprintf(label, sizeof(label), "round %d: single", k);
@@ -2708,6 +2719,8 @@ parse_args(int argc, char **argv)
             opt_relay_runs = atoi(v);
         else if (strcmp(a, "--rounds") == 0)
             opt_rounds = atoi(v);
+        else if (strcmp(a, "--half-rate") == 0)
+            opt_half_rate = atof(v);
         else if (strcmp(a, "--relay-center-nice") == 0)
             opt_relay_center_nice = atoi(v);
         else if (strcmp(a, "--relay-center-dir") == 0)
@@ -2853,7 +2866,7 @@ main(int argc, char **argv)
         settle();
         half_load("load", &batch, &rb, &rh);
         snprintf(label, sizeof(label), "daemon, half load (%.0f/s offered)",
-                 rb.rate / 2);
+                 half_rate(&rb));
         print_load(label, &rh);
     }
 
