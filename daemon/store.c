@@ -139,6 +139,13 @@ struct put_row {
     struct receipt r;
 };
 
+/* A read transaction of the store's own (held_read_take). */
+struct held_read {
+    sqlite3 *db;
+    sqlite3_stmt *st; /* stepped once: held; reset: let go */
+    int held;
+};
+
 struct store {
     struct store_base base; /* first: store_ops.h */
     sqlite3 *db;
@@ -173,9 +180,11 @@ struct store {
      * of its copy, so that SQLite cannot restart the WAL over frames the
      * disk may not hold anywhere else. Writer thread, except the atomics
      * and db_file's sync. */
-    sqlite3 *pin_db;
-    sqlite3_stmt *pin; /* stepped once: held; reset: let go */
-    int pinned;
+    struct held_read pin;
+    /* The ceiling (store.h store_ceiling_take): a read transaction begun
+     * right after a commit, so that a checkpoint copies nothing committed
+     * after it. Writer thread. */
+    struct held_read ceiling;
     int ckpt_deferred;           /* the last checkpoint left its sync */
     uint64_t pin_gen;            /* ckpt_gen of the last checkpoint pinned */
     _Atomic uint64_t ckpt_gen;   /* checkpoints that left their sync */
@@ -336,58 +345,88 @@ store_sqlite_wal_frames(const struct store *s)
 }
 
 int
+store_sqlite_wal_length(const struct store *s)
+{
+    return s->wal_frames;
+}
+
+int
 store_sqlite_wal_restart_due(const struct store *s)
 {
     return s->sync_pipelined && s->db_file != NULL &&
            !atomic_load(&s->db_sync_failed) && s->ckpt_deferred &&
            s->wal_frames >= STORE_WAL_RESTART_FRAMES &&
            s->wal_frames >= s->restart_at &&
-           (!s->pinned || atomic_load(&s->synced_gen) >= s->pin_gen);
+           (!s->pin.held || atomic_load(&s->synced_gen) >= s->pin_gen);
 }
 
-/* The pin's read transaction begins (its statement stepped to its row):
- * 0, or -1 when it cannot be had now (then the checkpoint syncs its own
- * copy). */
+/* A read transaction of the store's own on a read-only connection of its
+ * own (the pin, the ceiling): begun by stepping its statement to its row,
+ * ended by resetting it. 0, or -1 when it cannot be had now. */
 static int
-pin_take(struct store *s)
+held_read_take(struct store *s, struct held_read *r)
 {
     int rc;
 
-    if (s->pinned)
+    if (r->held)
         return 0;
-    if (s->pin == NULL) {
-        if (s->pin_db == NULL &&
-            sqlite3_open_v2(s->path, &s->pin_db,
+    if (r->st == NULL) {
+        if (r->db == NULL &&
+            sqlite3_open_v2(s->path, &r->db,
                             SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
                             NULL) != SQLITE_OK)
             return -1;
-        if (sqlite3_prepare_v2(s->pin_db, "SELECT 1 FROM sqlite_schema LIMIT 1",
-                               -1, &s->pin, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM sqlite_schema LIMIT 1", -1,
+                               &r->st, NULL) != SQLITE_OK)
             return -1;
     }
-    rc = sqlite3_step(s->pin);
+    rc = sqlite3_step(r->st);
     if (rc != SQLITE_ROW) {
-        sqlite3_reset(s->pin);
+        sqlite3_reset(r->st);
         return -1;
     }
-    s->pinned = 1;
+    r->held = 1;
     return 0;
+}
+
+static void
+held_read_let_go(struct held_read *r)
+{
+    if (r->held) {
+        sqlite3_reset(r->st);
+        r->held = 0;
+    }
+}
+
+static void
+held_read_close(struct held_read *r)
+{
+    sqlite3_finalize(r->st);
+    sqlite3_close(r->db);
+    r->st = NULL;
+    r->db = NULL;
+    r->held = 0;
+}
+
+/* The pin's read transaction begins: 0, or -1 when it cannot be had now
+ * (then the checkpoint syncs its own copy). */
+static int
+pin_take(struct store *s)
+{
+    return held_read_take(s, &s->pin);
 }
 
 static void
 pin_let_go(struct store *s)
 {
-    if (s->pinned) {
-        sqlite3_reset(s->pin);
-        s->pinned = 0;
-    }
+    held_read_let_go(&s->pin);
 }
 
 /* The pin goes once its checkpoints' copy is on the disk. */
 static void
 pin_settle(struct store *s)
 {
-    if (s->pinned && !atomic_load(&s->db_sync_failed) &&
+    if (s->pin.held && !atomic_load(&s->db_sync_failed) &&
         atomic_load(&s->synced_gen) >= s->pin_gen)
         pin_let_go(s);
 }
@@ -423,8 +462,8 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
     /* Without a pin held, past the bound: SQLite syncs the copy itself
      * and may restart the WAL at the next commit. */
     defer = s->sync_pipelined && s->db_file != NULL &&
-            (s->pinned || s->wal_frames < STORE_WAL_RESTART_FRAMES ||
-             !s->ckpt_deferred) &&
+            (s->pin.held || s->ceiling.held ||
+             s->wal_frames < STORE_WAL_RESTART_FRAMES || !s->ckpt_deferred) &&
             pin_take(s) == 0;
     s->ckpt_deferred = defer;
     if (defer &&
@@ -437,7 +476,8 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
      * would leave its restart to chance (store.h). Readers that begin once
      * every frame is copied read the database alone and do not hold it up.
      * SQLITE_BUSY: readers stayed; what could be copied was. */
-    restart = !defer && s->wal_frames >= STORE_WAL_RESTART_FRAMES &&
+    restart = !defer && !s->ceiling.held &&
+              s->wal_frames >= STORE_WAL_RESTART_FRAMES &&
               s->wal_frames >= s->restart_at;
     if (restart)
         sqlite3_busy_handler(s->db, restart_busy, NULL);
@@ -477,6 +517,21 @@ store_sqlite_checkpoint(struct store *s, struct proto_err *err)
     if (frames >= 0)
         s->wal_frames = frames; /* a restart shows at the next commit */
     return 0;
+}
+
+int
+store_sqlite_ceiling_take(struct store *s)
+{
+    if (!s->sync_pipelined || s->db_file == NULL ||
+        atomic_load(&s->db_sync_failed))
+        return -1;
+    return held_read_take(s, &s->ceiling);
+}
+
+void
+store_sqlite_ceiling_let_go(struct store *s)
+{
+    held_read_let_go(&s->ceiling);
 }
 
 int
@@ -527,6 +582,7 @@ store_sqlite_checkpoint_final(struct store *s, struct proto_err *err)
                              "is kept whole for the next start");
     }
     /* TRUNCATE syncs the copy before it empties the WAL. */
+    held_read_let_go(&s->ceiling);
     pin_let_go(s);
     rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
                                    &log, &done);
@@ -996,8 +1052,8 @@ store_sqlite_free(struct store *s)
     store_shared_unref(s->shared);
     store_seq_free(s->seqs);
     store_relay_cache_free(s->relay);
-    sqlite3_finalize(s->pin);
-    sqlite3_close(s->pin_db);
+    held_read_close(&s->ceiling);
+    held_read_close(&s->pin);
     if (atomic_load(&s->db_sync_failed))
         sqlite3_db_config(s->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     sqlite3_close(s->db);

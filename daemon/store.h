@@ -347,6 +347,9 @@ int store_query_stats(struct store *s, uint64_t deadline_ms,
 #define STORE_WAL_HARD_FRAMES 8192
 
 int store_wal_frames(const struct store *s);
+/* Every frame the WAL holds, copied or not: what a restart would let go
+ * (store_wal_restart_due). Writer thread. */
+int store_wal_length(const struct store *s);
 /* Whether s's backend has a WAL to checkpoint (SQLite), for the daemon's
  * messages about checkpoints. */
 int store_has_wal(const struct store *s);
@@ -437,6 +440,26 @@ int store_wal_restart_due(const struct store *s);
 
 int store_db_sync_owed(const struct store *s);
 int store_db_sync(struct store *s, struct proto_err *err);
+
+/*
+ * The ceiling (pipelined): a read transaction of the store's own, begun
+ * right after a commit, before the next. A checkpoint copies no frame
+ * past any reader's snapshot (and a page only if its newest frame is
+ * within it), so while the ceiling is held a checkpoint copies nothing
+ * committed after it: once that commit is durable, a checkpoint may run
+ * while the syncs of later commits are under way and copy only frames
+ * already on the disk. Without it a checkpoint waits for a moment with
+ * no sync under way, which under a steady load comes seldom, and then
+ * copies thousands of frames at once (11-23 ms at half load,
+ * docs/ingest.md). A checkpoint with the ceiling held never restarts the
+ * WAL, whose restart needs no reader in it: store_ceiling_let_go first.
+ *
+ * store_ceiling_take: 0 when held (now or already), -1 when not (no WAL,
+ * not pipelined, a failed sync of the database, or SQLite refused the
+ * read). Writer thread; take it only between transactions.
+ */
+int store_ceiling_take(struct store *s);
+void store_ceiling_let_go(struct store *s);
 
 /*
  * A quiet moment's share of the rollup merge (store_rollup.c): when the

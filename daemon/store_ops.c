@@ -264,6 +264,14 @@ store_wal_frames(const struct store *s)
 }
 
 int
+store_wal_length(const struct store *s)
+{
+    if (ops(s)->wal_length == NULL)
+        return 0;
+    return ops(s)->wal_length(s);
+}
+
+int
 store_wal_restart_due(const struct store *s)
 {
     return ops(s)->wal_restart_due != NULL && ops(s)->wal_restart_due(s);
@@ -275,6 +283,21 @@ store_checkpoint(struct store *s, struct proto_err *err)
     if (ops(s)->checkpoint == NULL)
         return 0;
     return ops(s)->checkpoint(s, err);
+}
+
+int
+store_ceiling_take(struct store *s)
+{
+    if (ops(s)->ceiling_take == NULL)
+        return -1;
+    return ops(s)->ceiling_take(s);
+}
+
+void
+store_ceiling_let_go(struct store *s)
+{
+    if (ops(s)->ceiling_let_go != NULL)
+        ops(s)->ceiling_let_go(s);
 }
 
 int

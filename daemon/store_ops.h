@@ -121,9 +121,13 @@ struct store_ops {
      * succeed at once, no merge is pending.
      */
     int (*wal_frames)(const struct store *s);
+    int (*wal_length)(const struct store *s);
     int (*wal_restart_due)(const struct store *s);
     int (*checkpoint)(struct store *s, struct proto_err *err);
     int (*checkpoint_final)(struct store *s, struct proto_err *err);
+    /* The ceiling (store.h store_ceiling_take); NULL: never held. */
+    int (*ceiling_take)(struct store *s);
+    void (*ceiling_let_go)(struct store *s);
     int (*file_check)(struct store *s, struct proto_err *err);
     /* Pipelined durability (store.h store_wal_sync); NULL: every COMMIT
      * is durable when it returns. */

@@ -91,8 +91,11 @@ int store_sqlite_query_prunes(struct store *s, const struct store_filter *f,
                               struct store_prune_rec **out, size_t *nout,
                               int *truncated, struct proto_err *err);
 int store_sqlite_wal_frames(const struct store *s);
+int store_sqlite_wal_length(const struct store *s);
 int store_sqlite_wal_restart_due(const struct store *s);
 int store_sqlite_checkpoint(struct store *s, struct proto_err *err);
+int store_sqlite_ceiling_take(struct store *s);
+void store_sqlite_ceiling_let_go(struct store *s);
 int store_sqlite_checkpoint_final(struct store *s, struct proto_err *err);
 int store_sqlite_file_check(struct store *s, struct proto_err *err);
 int store_sqlite_sync_pipelined(const struct store *s);

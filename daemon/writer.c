@@ -151,6 +151,11 @@ struct writer {
     _Atomic uint64_t syncs, sync_us;
     _Atomic uint64_t sync_start_us; /* the sync under way began; 0: none */
     uint64_t ckpt_seq; /* commit_seq at the last quiet checkpoint (mu) */
+    /* The store's ceiling (store.h store_ceiling_take) is held, taken
+     * right after the commit numbered ceiling_seq; set by the writer with mu
+     * held, read by the syncers to wake it once that commit is durable. */
+    int ceiling;
+    uint64_t ceiling_seq;
 
     _Atomic uint64_t groups, failures, last_us, total_us, max_us, queued;
     _Atomic uint64_t cpu_us;
@@ -426,6 +431,43 @@ note_sync_start(struct writer *w)
     atomic_store(&w->sync_start_us, oldest);
 }
 
+/* With mu held: the ceiling is held and the commit it was taken after is
+ * durable, so a checkpoint copies only frames on the disk. */
+static int
+ceiling_ripe(const struct writer *w)
+{
+    return w->ceiling && !w->sync_broken &&
+           atomic_load(&w->durable_seq) >= w->ceiling_seq;
+}
+
+/* After the commit numbered seq, once the WAL holds a checkpoint's worth
+ * of frames no checkpoint copied: the ceiling, for the checkpoint that will
+ * copy them (store.h store_ceiling_take). Writer thread. */
+static void
+ceiling_take(struct writer *w, uint64_t seq)
+{
+    if (!w->pipelined || w->ceiling ||
+        store_wal_frames(w->store) < STORE_WAL_SOFT_FRAMES ||
+        store_ceiling_take(w->store) != 0)
+        return;
+    uv_mutex_lock(&w->mu);
+    w->ceiling = 1;
+    w->ceiling_seq = seq;
+    uv_mutex_unlock(&w->mu);
+}
+
+/* Writer thread, without mu. */
+static void
+ceiling_let_go(struct writer *w)
+{
+    if (!w->ceiling)
+        return;
+    store_ceiling_let_go(w->store);
+    uv_mutex_lock(&w->mu);
+    w->ceiling = 0;
+    uv_mutex_unlock(&w->mu);
+}
+
 /*
  * Hands on, in ticket order, the syncs that have ended, with mu held. A
  * failed sync fails its groups; so does a successful one that follows a
@@ -506,7 +548,7 @@ sync_run(void *arg)
     struct writer *w = arg;
     struct sync_slot *sl;
     uint64_t t0;
-    int i, rc, broken;
+    int i, rc, broken, ripe;
 
     /* Named for top -H and perf: a thread's CPU is told apart by it. */
     (void)pthread_setname_np(pthread_self(), "syncer");
@@ -577,6 +619,7 @@ sync_run(void *arg)
         sl->rc = rc;
         sl->done = 1;
         w->synced_once = 1;
+        ripe = ceiling_ripe(w);
         sync_complete(w);
         note_sync_start(w);
         uv_cond_broadcast(&w->synced_cond);
@@ -589,7 +632,8 @@ sync_run(void *arg)
         /* A writer waiting for work may checkpoint now (wait_for_work),
          * once no sync is under way or waiting. (Jobs queued woke it when
          * they were handed over: publish.) */
-        if (w->syncing == 0 && w->s_head == NULL)
+        if ((w->syncing == 0 && w->s_head == NULL) ||
+            (!ripe && ceiling_ripe(w)))
             uv_cond_signal(&w->cond);
         uv_mutex_unlock(&w->mu);
         uv_async_send(&w->async);
@@ -784,20 +828,30 @@ wait_for_work(struct writer *w)
         uint32_t batch = w->prune_batch;
 
         /* Pipelined: the quiet moment's checkpoint waits here until the
-         * syncer has synced every commit (it wakes this wait), so that
-         * work arriving meanwhile is taken first instead of waiting
-         * behind a sync and a checkpoint. */
-        if (w->pipelined && !w->syncing && w->s_head == NULL &&
-            !w->sync_broken && w->ckpt_seq != atomic_load(&w->commit_seq) &&
-            (store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES ||
-             store_wal_restart_due(w->store))) {
-            /* Once per commit: a checkpoint that fails is not retried
-             * in a loop. */
-            w->ckpt_seq = atomic_load(&w->commit_seq);
-            uv_mutex_unlock(&w->mu);
-            checkpoint(w);
-            uv_mutex_lock(&w->mu);
-            continue;
+         * syncer has synced every commit, or at least the commit the
+         * ceiling was taken after (a syncer wakes this wait), so that work
+         * arriving meanwhile is taken first instead of waiting behind a
+         * sync and a checkpoint. */
+        if (w->pipelined && !w->sync_broken &&
+            w->ckpt_seq != atomic_load(&w->commit_seq)) {
+            int synced = !w->syncing && w->s_head == NULL;
+            int frames = store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES;
+
+            if ((synced && (frames || store_wal_restart_due(w->store))) ||
+                (frames && ceiling_ripe(w))) {
+                /* Once per commit: a checkpoint that fails is not
+                 * retried in a loop. */
+                w->ckpt_seq = atomic_load(&w->commit_seq);
+                uv_mutex_unlock(&w->mu);
+                /* Every commit synced: the whole WAL may be copied, and
+                 * the WAL may start over. */
+                if (synced)
+                    ceiling_let_go(w);
+                checkpoint(w);
+                ceiling_let_go(w);
+                uv_mutex_lock(&w->mu);
+                continue;
+            }
         }
 
         /* The last chunk's rollups not all merged yet: after
@@ -896,6 +950,7 @@ checkpoint_synced(struct writer *w)
     wait_synced(w);
     broken = w->sync_broken;
     uv_mutex_unlock(&w->mu);
+    ceiling_let_go(w);
     if (!broken)
         checkpoint(w);
 }
@@ -959,6 +1014,8 @@ run(void *arg)
         atomic_store(&w->beat_us, mono_us());
         atomic_store(&w->in_group, 0);
         hand_on(w, head, tail, seq, committed);
+        if (committed)
+            ceiling_take(w, seq);
 
         uv_mutex_lock(&w->mu);
         quiet = w->q_head == NULL;
@@ -977,8 +1034,14 @@ run(void *arg)
         if (!w->pipelined) {
             if (quiet && store_wal_frames(w->store) >= STORE_WAL_SOFT_FRAMES)
                 checkpoint(w);
-        } else if (store_wal_frames(w->store) >= STORE_WAL_HARD_FRAMES)
-            checkpoint_synced(w); /* quiet moments: wait_for_work */
+        } else if (store_wal_frames(w->store) >= STORE_WAL_HARD_FRAMES ||
+                   (store_wal_restart_due(w->store) &&
+                    store_wal_length(w->store) >= STORE_WAL_HARD_FRAMES))
+            /* Quiet moments: wait_for_work. Here, past the hard bound:
+             * frames no checkpoint copied, or a WAL whose checkpoints
+             * under the ceiling kept up but that never had a moment
+             * with no sync under way to start over. */
+            checkpoint_synced(w);
     }
     stop_syncer(w);
 }

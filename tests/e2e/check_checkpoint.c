@@ -287,6 +287,76 @@ START_TEST(test_restart_due_below_the_soft_bound)
 END_TEST
 
 /*
+ * The ceiling (store.h store_ceiling_take), taken after a synced commit,
+ * keeps every commit after it out of a checkpoint's copy: the frames left
+ * are exactly theirs. Let go, the next checkpoint copies them too, and a
+ * cut after their sync loses nothing.
+ */
+START_TEST(test_ceiling_keeps_later_commits_out_of_the_copy)
+{
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0;
+    int at_ceiling, later, i;
+
+    proto_err_clear(&err);
+    fill_wal(s, &n);
+    ck_assert_int_eq(store_ceiling_take(s), 0);
+    ck_assert_int_eq(store_ceiling_take(s), 0); /* held already */
+    at_ceiling = store_wal_frames(s);
+    for (i = 0; i < 10; i++)
+        commit_unsynced(s, &n, PER_COMMIT);
+    later = store_wal_frames(s) - at_ceiling;
+    ck_assert_int_gt(later, 0);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert_int_eq(store_wal_frames(s), later);
+    store_ceiling_let_go(s);
+    wal_sync(s);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert_int_eq(store_wal_frames(s), 0);
+    commit_synced(s, &n, 5);
+    vfs_fault_cut_now();
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), n);
+}
+END_TEST
+
+/*
+ * What the ceiling is for: a checkpoint while the commits after it are not
+ * synced yet (the writer's syncers at work). It copies only what is on
+ * the disk (SQLite copies a page only if its newest frame is within the
+ * ceiling, so the pages the later commits changed wait in the WAL for a
+ * later checkpoint). Its copy synced and the power cut, the store holds
+ * every receipt synced before the ceiling, none of the later ones, and
+ * checks whole.
+ */
+START_TEST(test_ceiling_copies_only_synced_frames)
+{
+    struct proto_err err;
+    struct store *s = open_pipelined();
+    long n = 0, synced;
+    int i;
+
+    proto_err_clear(&err);
+    fill_wal(s, &n);
+    ck_assert_int_eq(store_ceiling_take(s), 0);
+    synced = n;
+    for (i = 0; i < 10; i++)
+        commit_unsynced(s, &n, PER_COMMIT);
+    ck_assert_int_eq(store_checkpoint(s, &err), 0);
+    ck_assert(store_db_sync_owed(s));
+    ck_assert_msg(store_db_sync(s, &err) == 0, "db sync: %s", err.message);
+    vfs_fault_cut_now();
+    store_free(s);
+    ck_assert_int_eq(count_after_cut(RECEIPTS), synced);
+    ck_assert_int_eq(count_rows("SELECT count(*) FROM pragma_integrity_check "
+                                "WHERE integrity_check <> 'ok'",
+                                SQLITE_OPEN_READONLY, "unix"),
+                     0);
+}
+END_TEST
+
+/*
  * A failed sync of the database is final: the kernel may have dropped
  * the copy's pages (sticky loss), so the WAL keeps every frame, no
  * checkpoint runs again, the final one is refused and the close leaves
@@ -495,6 +565,8 @@ checkpoint_suite(void)
     tcase_add_test(tc, test_cut_before_the_database_sync);
     tcase_add_test(tc, test_cut_after_the_database_sync_and_a_restart);
     tcase_add_test(tc, test_restart_due_below_the_soft_bound);
+    tcase_add_test(tc, test_ceiling_keeps_later_commits_out_of_the_copy);
+    tcase_add_test(tc, test_ceiling_copies_only_synced_frames);
     tcase_add_test(tc, test_failed_database_sync_keeps_the_wal);
     tcase_add_test(tc, test_large_commit_in_parts);
     tcase_add_test(tc, test_restart_waits_for_a_reader);
