@@ -382,10 +382,11 @@ int store_checkpoint_final(struct store *s, struct proto_err *err);
  * Pipelined durability (store_opts.sync_pipelined): whether s commits
  * without syncing; then every COMMIT is durable only after a later
  * store_wal_sync returned 0. store_wal_sync may run on another thread
- * than the writer's, at the same time as its transactions, but never at
- * the same time as a checkpoint (or store_checkpoint_final): the writer
- * checkpoints only while no sync is under way or owed, since after a
- * failed sync a checkpoint could copy pages the disk lost. After a failed
+ * than the writer's, at the same time as its transactions and as a
+ * checkpoint under the ceiling (store_ceiling_take), which copies only
+ * commits already synced; any other checkpoint (and
+ * store_checkpoint_final) runs only while no sync is under way or owed,
+ * since after a failed sync it could copy pages the disk lost. After a failed
  * sync, store_wal_rewrite (writer thread, no sync under way) writes the
  * WAL again and syncs it: once it returned 0 every commit so far is
  * durable. Both return 0 for a backend whose COMMIT is durable.
