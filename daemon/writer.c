@@ -15,8 +15,10 @@
  * writer applies and commits the next groups. A failed sync fails every
  * group it was for and every group committed after it (their frames
  * follow frames the disk may have lost), and the writer writes the WAL
- * again (store_wal_rewrite) before it commits anything else. Checkpoints
- * wait until every commit is synced (wait_synced).
+ * again (store_wal_rewrite) before it commits anything else. A
+ * checkpoint under the store's ceiling (store.h store_ceiling_take) runs
+ * once the commit the ceiling was taken after is synced, beside the syncs
+ * of later ones; any other waits until every commit is synced.
  *
  * Handing jobs over (writer_submit, publish): jobs submitted on the loop
  * wait in a list of the loop's own and go onto the queue together, waking
