@@ -286,6 +286,23 @@ START_TEST(test_restart_due_below_the_soft_bound)
 }
 END_TEST
 
+/* A WAL to copy, the ceiling taken after its last (synced) commit, then
+ * 10 groups committed and not synced. *synced: the receipts committed
+ * before the ceiling; returns the frames of the 10 groups. */
+static int
+ceiling_then_unsynced(struct store *s, long *n, long *synced)
+{
+    int at_ceiling, i;
+
+    fill_wal(s, n);
+    ck_assert_int_eq(store_ceiling_take(s), 0);
+    at_ceiling = store_wal_frames(s);
+    *synced = *n;
+    for (i = 0; i < 10; i++)
+        commit_unsynced(s, n, PER_COMMIT);
+    return store_wal_frames(s) - at_ceiling;
+}
+
 /*
  * The ceiling (store.h store_ceiling_take), taken after a synced commit,
  * keeps every commit after it out of a checkpoint's copy: the frames left
@@ -296,17 +313,12 @@ START_TEST(test_ceiling_keeps_later_commits_out_of_the_copy)
 {
     struct proto_err err;
     struct store *s = open_pipelined();
-    long n = 0;
-    int at_ceiling, later, i;
+    long n = 0, synced;
+    int later;
 
     proto_err_clear(&err);
-    fill_wal(s, &n);
-    ck_assert_int_eq(store_ceiling_take(s), 0);
+    later = ceiling_then_unsynced(s, &n, &synced);
     ck_assert_int_eq(store_ceiling_take(s), 0); /* held already */
-    at_ceiling = store_wal_frames(s);
-    for (i = 0; i < 10; i++)
-        commit_unsynced(s, &n, PER_COMMIT);
-    later = store_wal_frames(s) - at_ceiling;
     ck_assert_int_gt(later, 0);
     ck_assert_int_eq(store_checkpoint(s, &err), 0);
     ck_assert_int_eq(store_wal_frames(s), later);
@@ -335,14 +347,9 @@ START_TEST(test_ceiling_copies_only_synced_frames)
     struct proto_err err;
     struct store *s = open_pipelined();
     long n = 0, synced;
-    int i;
 
     proto_err_clear(&err);
-    fill_wal(s, &n);
-    ck_assert_int_eq(store_ceiling_take(s), 0);
-    synced = n;
-    for (i = 0; i < 10; i++)
-        commit_unsynced(s, &n, PER_COMMIT);
+    (void)ceiling_then_unsynced(s, &n, &synced);
     ck_assert_int_eq(store_checkpoint(s, &err), 0);
     ck_assert(store_db_sync_owed(s));
     ck_assert_msg(store_db_sync(s, &err) == 0, "db sync: %s", err.message);
